@@ -1,0 +1,257 @@
+#include "starpu_backend.hpp"
+
+#include <starpu.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <filesystem>
+#include <map>
+
+extern "C" void openblas_set_num_threads(int);
+
+namespace ymlopt {
+namespace {
+
+struct TaskExec {
+  const TaskNode* node = nullptr;
+  std::vector<TensorView> views;
+  std::vector<int> slot;  // buffer index of each port, -1 when unbound
+  TaskRunner* runner = nullptr;
+};
+
+void cpu_trampoline(void* buffers[], void* cl_arg) {
+  auto* ex = static_cast<TaskExec*>(cl_arg);
+  for (size_t k = 0; k < ex->views.size(); ++k) {
+    if (ex->slot[k] < 0) continue;
+    auto* m = static_cast<starpu_matrix_interface*>(buffers[ex->slot[k]]);
+    TensorView& v = ex->views[k];
+    v.data = reinterpret_cast<void*>(m->ptr);
+    v.rows = m->ny;
+    v.cols = m->nx;
+    v.ld = m->ld;
+  }
+  ex->runner->run(*ex->node, ex->views, starpu_worker_get_id());
+}
+
+struct TileGeom {
+  std::uint32_t tile_rows, tile_cols, ntile_c;
+};
+
+// Children of a row-major matrix: tile (id / ntile_c, id % ntile_c), edge tiles smaller.
+void tile_filter(void* father, void* child, starpu_data_filter* f, unsigned id, unsigned /*nparts*/) {
+  auto* F = static_cast<starpu_matrix_interface*>(father);
+  auto* C = static_cast<starpu_matrix_interface*>(child);
+  const auto* g = static_cast<const TileGeom*>(f->filter_arg_ptr);
+  const std::uint32_t tr = id / g->ntile_c, tc = id % g->ntile_c;
+  const std::uint32_t r0 = tr * g->tile_rows, c0 = tc * g->tile_cols;
+  C->id = F->id;
+  C->ny = std::min(g->tile_rows, F->ny - r0);
+  C->nx = std::min(g->tile_cols, F->nx - c0);
+  C->ld = F->ld;
+  C->elemsize = F->elemsize;
+  C->allocsize = size_t(C->nx) * C->ny * C->elemsize;
+  const size_t offset = (size_t(r0) * F->ld + c0) * F->elemsize;
+  if (F->dev_handle) {
+    if (F->ptr) C->ptr = F->ptr + offset;
+    C->dev_handle = F->dev_handle;
+    C->offset = F->offset + offset;
+  }
+}
+
+struct Codelet {
+  starpu_codelet cl;
+  starpu_perfmodel model;
+  std::string symbol;
+};
+
+class StarpuExecutor final : public Executor {
+ public:
+  std::string name() const override { return "starpu"; }
+
+  ExecResult execute(const Dag& dag, DataStore& store, const ExecOptions& opts, Progress& progress) override {
+    ExecResult r;
+    r.scheduler = opts.sched;
+    r.runtime = std::string("StarPU ") + std::to_string(STARPU_MAJOR_VERSION) + "." +
+                std::to_string(STARPU_MINOR_VERSION) + "." + std::to_string(STARPU_RELEASE_VERSION);
+    // per-run perf-model directory (two processes must not share one)
+    std::string home = opts.starpu_home.empty() ? opts.run_dir + "/starpu" : opts.starpu_home;
+    if (!std::getenv("STARPU_HOME")) {
+      std::filesystem::create_directories(home);
+      setenv("STARPU_HOME", home.c_str(), 1);
+    }
+    if (!opts.verbose && !std::getenv("STARPU_SILENT")) setenv("STARPU_SILENT", "1", 1);
+    openblas_set_num_threads(1);  // StarPU provides the parallelism
+
+    starpu_conf conf;
+    starpu_conf_init(&conf);
+    conf.sched_policy_name = opts.sched.c_str();
+    if (opts.ncpu > 0) {
+      int n = opts.ncpu;
+      if (n > STARPU_MAXCPUS) {
+        r.warnings.push_back("--ncpu " + std::to_string(n) + " exceeds this StarPU build's limit of " +
+                             std::to_string(STARPU_MAXCPUS) + " CPU workers; using " + std::to_string(STARPU_MAXCPUS));
+        n = STARPU_MAXCPUS;
+      }
+      conf.ncpus = n;
+    }
+    conf.nopencl = 0;
+#ifndef STARPU_USE_CUDA
+    conf.ncuda = 0;
+#endif
+    if (int ret = starpu_init(&conf); ret != 0) {
+      r.error = "starpu_init failed: " + std::string(std::strerror(-ret));
+      return r;
+    }
+    for (unsigned w = 0; w < starpu_worker_get_count(); ++w) {
+      char buf[128];
+      starpu_worker_get_name(int(w), buf, sizeof buf);
+      r.workers.emplace_back(buf);
+    }
+
+    TaskRunner runner(dag, opts, progress);
+    // codelets, one per component used
+    std::deque<Codelet> codelets;
+    std::map<const ComponentSpec*, Codelet*> by_comp;
+    for (const auto& t : dag.tasks) {
+      if (by_comp.count(t.comp)) continue;
+      Codelet& c = codelets.emplace_back();
+      starpu_codelet_init(&c.cl);
+      std::memset(&c.model, 0, sizeof c.model);
+      c.symbol = "ymlopt." + t.comp->name;
+      c.model.type = STARPU_HISTORY_BASED;
+      c.model.symbol = c.symbol.c_str();
+      c.cl.where = STARPU_CPU;
+      c.cl.cpu_funcs[0] = cpu_trampoline;
+      c.cl.nbuffers = STARPU_VARIABLE_NBUFFERS;
+      c.cl.name = t.comp->name.c_str();
+      c.cl.model = &c.model;
+      by_comp[t.comp] = &c;
+    }
+    // data handles and tile partition plans
+    const size_t nd = dag.data.size();
+    std::vector<starpu_data_handle_t> handles(nd);
+    std::vector<std::vector<starpu_data_handle_t>> children(nd);
+    std::vector<TileGeom> geoms(nd);
+    std::vector<std::uint8_t> partitioned(nd, 0);
+    for (size_t i = 0; i < nd; ++i) {
+      const DataDecl& d = dag.data[i];
+      starpu_matrix_data_register(&handles[i], STARPU_MAIN_RAM, reinterpret_cast<uintptr_t>(store.base(std::int32_t(i))),
+                                  std::uint32_t(d.cols), std::uint32_t(d.cols), std::uint32_t(d.rows), dtype_size(d.dtype));
+      starpu_data_set_name(handles[i], d.name.c_str());
+      if (!d.tiled()) continue;
+      geoms[i] = TileGeom{std::uint32_t(d.tile_rows), std::uint32_t(d.tile_cols), std::uint32_t(d.ntile_c)};
+      starpu_data_filter f;
+      std::memset(&f, 0, sizeof f);
+      f.filter_func = tile_filter;
+      f.nchildren = unsigned(d.ntiles());
+      f.filter_arg_ptr = &geoms[i];
+      children[i].resize(size_t(d.ntiles()));
+      starpu_data_partition_plan(handles[i], &f, children[i].data());
+    }
+    // tasks
+    std::vector<TaskExec> execs(dag.tasks.size());
+    std::vector<starpu_task*> tasks(dag.tasks.size(), nullptr);
+    std::vector<std::uint8_t> keep(dag.tasks.size(), 0);
+    for (const auto& t : dag.tasks)
+      for (auto p : t.event_preds) keep[size_t(p)] = 1;
+    for (auto id : dag.topo_order) {
+      const TaskNode& t = dag.tasks[size_t(id)];
+      TaskExec& ex = execs[size_t(id)];
+      ex.node = &t;
+      ex.runner = &runner;
+      ex.views = runner.port_templates(t);
+      ex.slot.assign(t.bindings.size(), -1);
+      starpu_task* task = starpu_task_create();
+      task->cl = &by_comp[t.comp]->cl;
+      task->cl_arg = &ex;
+      task->cl_arg_free = 0;
+      int nb = 0;
+      for (size_t k = 0; k < t.bindings.size(); ++k) {
+        const Binding& b = t.bindings[k];
+        if (b.ref.data < 0) continue;
+        const size_t di = size_t(b.ref.data);
+        starpu_data_handle_t h;
+        if (b.ref.tile >= 0) {
+          if (!partitioned[di]) {
+            starpu_data_partition_submit(handles[di], unsigned(children[di].size()), children[di].data());
+            partitioned[di] = 1;
+          }
+          h = children[di][size_t(b.ref.tile)];
+        } else {
+          if (partitioned[di]) {
+            starpu_data_unpartition_submit(handles[di], unsigned(children[di].size()), children[di].data(), STARPU_MAIN_RAM);
+            partitioned[di] = 0;
+          }
+          h = handles[di];
+        }
+        if (nb >= STARPU_NMAXBUFS) {
+          r.error = "task uses more than " + std::to_string(STARPU_NMAXBUFS) + " buffers";
+          break;
+        }
+        task->handles[nb] = h;
+        task->modes[nb] = b.mode == Access::read ? STARPU_R : b.mode == Access::write ? STARPU_W : STARPU_RW;
+        ex.slot[k] = nb++;
+      }
+      task->nbuffers = nb;
+      if (!t.event_preds.empty()) {
+        std::vector<starpu_task*> deps;
+        for (auto p : t.event_preds) deps.push_back(tasks[size_t(p)]);
+        starpu_task_declare_deps_array(task, unsigned(deps.size()), deps.data());
+      }
+      if (keep[size_t(id)]) task->destroy = 0;
+      tasks[size_t(id)] = task;
+      if (int ret = starpu_task_submit(task); ret != 0) {
+        r.error = "starpu_task_submit failed for component " + t.comp->name +
+                  (ret == -ENODEV ? ": no worker can run it" : ": " + std::string(std::strerror(-ret)));
+        break;
+      }
+    }
+    for (size_t i = 0; i < nd; ++i)
+      if (partitioned[i])
+        starpu_data_unpartition_submit(handles[i], unsigned(children[i].size()), children[i].data(), STARPU_MAIN_RAM);
+    starpu_task_wait_for_all();
+    r.makespan_us = runner.now_us();
+    for (size_t i = 0; i < tasks.size(); ++i)
+      if (keep[i] && tasks[i]) starpu_task_destroy(tasks[i]);
+    for (size_t i = 0; i < nd; ++i) {
+      if (!children[i].empty()) starpu_data_partition_clean(handles[i], unsigned(children[i].size()), children[i].data());
+      starpu_data_unregister(handles[i]);
+    }
+    starpu_shutdown();
+    const std::string submit_error = r.error;
+    runner.finish(r);
+    if (!submit_error.empty()) {
+      r.ok = false;
+      r.error = submit_error;
+    }
+    return r;
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Executor> make_starpu_executor() { return std::make_unique<StarpuExecutor>(); }
+
+std::vector<std::string> starpu_worker_names() {
+  if (!std::getenv("STARPU_SILENT")) setenv("STARPU_SILENT", "1", 1);
+  std::vector<std::string> names;
+  starpu_conf conf;
+  starpu_conf_init(&conf);
+  conf.sched_policy_name = "eager";
+  if (starpu_init(&conf) != 0) return names;
+  for (unsigned w = 0; w < starpu_worker_get_count(); ++w) {
+    char buf[128];
+    starpu_worker_get_name(int(w), buf, sizeof buf);
+    names.emplace_back(buf);
+  }
+  starpu_shutdown();
+  return names;
+}
+
+const std::vector<std::string>& starpu_policies() {
+  static const std::vector<std::string> v = {"lws", "eager", "ws", "dmda", "dmdas", "prio", "random", "heteroprio"};
+  return v;
+}
+
+}  // namespace ymlopt

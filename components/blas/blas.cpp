@@ -1,0 +1,390 @@
+// blas.* components: thin, validated wrappers over CBLAS / LAPACKE.
+//
+// All views are row-major with a leading dimension (ld >= cols), which maps
+// directly onto CblasRowMajor calls; no copies are made.
+#include "blas/blas.hpp"
+
+#include <cblas.h>
+#include <lapacke.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "tensor/kernel_util.hpp"
+
+namespace ymlopt {
+namespace {
+
+using kutil::dims;
+using kutil::tag;
+
+const std::vector<DType> kFloat = {DType::f32, DType::f64};
+
+/// A BLAS integer argument; throws when the dimension does not fit.
+blasint bi(std::int64_t v) {
+  if (v < 0 || v > static_cast<std::int64_t>(std::numeric_limits<blasint>::max()))
+    throw KernelError("dimension " + std::to_string(v) + " does not fit the BLAS integer type");
+  return static_cast<blasint>(v);
+}
+
+/// Leading dimension as BLAS wants it: >= max(1, cols).
+blasint ld_of(const TensorView& v) { return bi(std::max<std::int64_t>({v.ld, v.cols, 1})); }
+
+std::string first_error(std::initializer_list<std::string> msgs) {
+  for (const std::string& m : msgs)
+    if (!m.empty()) return m;
+  return "";
+}
+
+// ---------------------------------------------------------------- blas.gemm
+
+const std::vector<PortSpec>& gemm_ports() {
+  static const std::vector<PortSpec> p = {
+      {"a", Access::read, kFloat, false, 2, "A (m x k, or k x m with transa)"},
+      {"b", Access::read, kFloat, false, 2, "B (k x n, or n x k with transb)"},
+      {"c", Access::read_write, kFloat, false, 2, "C (m x n), updated in place"},
+  };
+  return p;
+}
+
+struct GemmDims {
+  std::int64_t m, n, k, kb;
+};
+GemmDims gemm_dims(const TaskShape& t) {
+  const TensorView& a = t.ports[0];
+  const TensorView& b = t.ports[1];
+  const bool ta = t.args.get_bool("transa"), tb = t.args.get_bool("transb");
+  return {ta ? a.cols : a.rows, tb ? b.rows : b.cols, ta ? a.rows : a.cols, tb ? b.cols : b.rows};
+}
+
+std::string gemm_check(const TaskShape& t) {
+  const auto& s = gemm_ports();
+  const auto& p = t.ports;
+  if (auto m = kutil::ports_present(s, p); !m.empty()) return m;
+  if (auto m = first_error({kutil::float_dtype(s, p, 0), kutil::same_dtype(s, p, 1, 0), kutil::same_dtype(s, p, 2, 0)});
+      !m.empty())
+    return m;
+  const bool ta = t.args.get_bool("transa"), tb = t.args.get_bool("transb");
+  const std::string op = (ta || tb) ? std::string(" (transa=") + (ta ? "true" : "false") +
+                                          ", transb=" + (tb ? "true" : "false") + ")"
+                                    : "";
+  const GemmDims d = gemm_dims(t);
+  if (d.k != d.kb)
+    return "port 'b' is " + dims(p[1]) + " but port 'a' is " + dims(p[0]) + ": inner dimensions differ (" +
+           std::to_string(d.k) + " != " + std::to_string(d.kb) + ")" + op;
+  if (p[2].rows != d.m || p[2].cols != d.n)
+    return "port 'c' is " + dims(p[2]) + " but op(a)*op(b) is " + std::to_string(d.m) + "x" +
+           std::to_string(d.n) + op;
+  return "";
+}
+
+Cost gemm_cost(const TaskShape& t) {
+  if (t.ports.size() != gemm_ports().size()) return {};
+  const GemmDims d = gemm_dims(t);
+  return kutil::io_cost(gemm_ports(), t, 2.0 * double(d.m) * double(d.n) * double(d.k));
+}
+
+void gemm_cpu(KernelContext& ctx) {
+  kutil::validate(ctx, gemm_ports(), gemm_check);
+  const TensorView &a = ctx.port(0), &b = ctx.port(1), &c = ctx.port(2);
+  const bool ta = ctx.arg_bool("transa"), tb = ctx.arg_bool("transb");
+  const std::int64_t m = c.rows, n = c.cols, k = ta ? a.rows : a.cols;
+  if (m == 0 || n == 0) return;
+  const CBLAS_TRANSPOSE cta = ta ? CblasTrans : CblasNoTrans;
+  const CBLAS_TRANSPOSE ctb = tb ? CblasTrans : CblasNoTrans;
+  const double alpha = ctx.arg_float("alpha"), beta = ctx.arg_float("beta");
+  kutil::dispatch_float(c.dtype, [&](auto tg) {
+    using T = typename decltype(tg)::type;
+    if constexpr (std::is_same_v<T, float>)
+      cblas_sgemm(CblasRowMajor, cta, ctb, bi(m), bi(n), bi(k), float(alpha), a.ptr<float>(), ld_of(a),
+                  b.ptr<float>(), ld_of(b), float(beta), c.ptr<float>(), ld_of(c));
+    else
+      cblas_dgemm(CblasRowMajor, cta, ctb, bi(m), bi(n), bi(k), alpha, a.ptr<double>(), ld_of(a),
+                  b.ptr<double>(), ld_of(b), beta, c.ptr<double>(), ld_of(c));
+  });
+}
+
+// ---------------------------------------------------------------- blas.axpy
+
+const std::vector<PortSpec>& axpy_ports() {
+  static const std::vector<PortSpec> p = {
+      {"x", Access::read, kFloat, false, 8, "x"},
+      {"y", Access::read_write, kFloat, false, 8, "y, same shape as x; y += alpha*x"},
+  };
+  return p;
+}
+
+std::string axpy_check(const TaskShape& t) {
+  const auto& s = axpy_ports();
+  const auto& p = t.ports;
+  if (auto m = kutil::ports_present(s, p); !m.empty()) return m;
+  return first_error({kutil::float_dtype(s, p, 0), kutil::same_dtype(s, p, 1, 0),
+                      kutil::same_shape(s, p, 1, 0)});
+}
+
+Cost axpy_cost(const TaskShape& t) {
+  if (t.ports.size() != axpy_ports().size()) return {};
+  return kutil::io_cost(axpy_ports(), t, 2.0 * double(t.ports[0].rows) * double(t.ports[0].cols));
+}
+
+template <class T>
+void axpy_run(std::int64_t n, T alpha, const T* x, T* y) {
+  // chunks that fit the BLAS integer type
+  const std::int64_t chunk = std::numeric_limits<blasint>::max();
+  for (std::int64_t off = 0; off < n; off += chunk) {
+    const blasint len = static_cast<blasint>(std::min(chunk, n - off));
+    if constexpr (std::is_same_v<T, float>) cblas_saxpy(len, alpha, x + off, 1, y + off, 1);
+    else cblas_daxpy(len, alpha, x + off, 1, y + off, 1);
+  }
+}
+
+void axpy_cpu(KernelContext& ctx) {
+  kutil::validate(ctx, axpy_ports(), axpy_check);
+  const TensorView &x = ctx.port(0), &y = ctx.port(1);
+  if (x.size() == 0) return;
+  kutil::dispatch_float(x.dtype, [&](auto tg) {
+    using T = typename decltype(tg)::type;
+    const T alpha = static_cast<T>(ctx.arg_float("alpha"));
+    const T* xp = x.ptr<T>();
+    T* yp = y.ptr<T>();
+    if (x.contiguous() && y.contiguous()) {
+      axpy_run<T>(x.size(), alpha, xp, yp);
+    } else {
+      for (std::int64_t r = 0; r < x.rows; ++r) axpy_run<T>(x.cols, alpha, xp + r * x.ld, yp + r * y.ld);
+    }
+  });
+}
+
+// ---------------------------------------------------------------- blas.potrf
+
+const std::vector<PortSpec>& potrf_ports() {
+  static const std::vector<PortSpec> p = {
+      {"a", Access::read_write, kFloat, false, 2,
+       "symmetric positive definite matrix (lower triangle read); replaced by L, upper triangle zeroed"},
+  };
+  return p;
+}
+
+std::string potrf_check(const TaskShape& t) {
+  const auto& s = potrf_ports();
+  const auto& p = t.ports;
+  if (auto m = kutil::ports_present(s, p); !m.empty()) return m;
+  return first_error({kutil::float_dtype(s, p, 0), kutil::square(s, p, 0)});
+}
+
+Cost potrf_cost(const TaskShape& t) {
+  if (t.ports.size() != potrf_ports().size()) return {};
+  const double n = double(t.ports[0].rows);
+  return kutil::io_cost(potrf_ports(), t, n * n * n / 3.0);
+}
+
+void potrf_cpu(KernelContext& ctx) {
+  kutil::validate(ctx, potrf_ports(), potrf_check);
+  const TensorView& a = ctx.port(0);
+  const std::int64_t n = a.rows;
+  if (n == 0) return;
+  kutil::dispatch_float(a.dtype, [&](auto tg) {
+    using T = typename decltype(tg)::type;
+    T* ap = a.ptr<T>();
+    const lapack_int ld = ld_of(a);
+    // A row-major matrix with leading dimension ld is its transpose in
+    // column-major order; A is symmetric, so factoring the column-major upper
+    // triangle (A = U^T U) writes U^T = L into the row-major lower triangle
+    // without the transposed copy LAPACKE makes for LAPACK_ROW_MAJOR.
+    lapack_int info;
+    if constexpr (std::is_same_v<T, float>) info = LAPACKE_spotrf(LAPACK_COL_MAJOR, 'U', bi(n), ap, ld);
+    else info = LAPACKE_dpotrf(LAPACK_COL_MAJOR, 'U', bi(n), ap, ld);
+    if (info > 0) throw KernelError("matrix is not positive definite (leading minor " + std::to_string(info) + ")");
+    if (info < 0) throw KernelError("potrf: illegal argument " + std::to_string(-info));
+    for (std::int64_t i = 0; i + 1 < n; ++i) std::fill(ap + i * a.ld + i + 1, ap + i * a.ld + n, T{0});
+  });
+}
+
+// ---------------------------------------------------------------- blas.trsm
+
+const std::vector<PortSpec>& trsm_ports() {
+  static const std::vector<PortSpec> p = {
+      {"a", Access::read, kFloat, false, 2, "triangular matrix (the diagonal L tile)"},
+      {"b", Access::read_write, kFloat, false, 2, "right-hand sides, overwritten by the solution X"},
+  };
+  return p;
+}
+
+std::string trsm_check(const TaskShape& t) {
+  const auto& s = trsm_ports();
+  const auto& p = t.ports;
+  if (auto m = kutil::ports_present(s, p); !m.empty()) return m;
+  if (auto m = first_error({kutil::one_of(t.args, "side", {"left", "right"}),
+                            kutil::one_of(t.args, "uplo", {"lower", "upper"}),
+                            kutil::one_of(t.args, "trans", {"notrans", "trans"}),
+                            kutil::one_of(t.args, "diag", {"nonunit", "unit"}), kutil::float_dtype(s, p, 0),
+                            kutil::same_dtype(s, p, 1, 0), kutil::square(s, p, 0)});
+      !m.empty())
+    return m;
+  const bool right = t.args.get_string("side") == "right";
+  const std::int64_t need = right ? p[1].cols : p[1].rows;
+  if (p[0].rows != need)
+    return "port 'a' is " + dims(p[0]) + " but port 'b' is " + dims(p[1]) + ": with side='" +
+           t.args.get_string("side") + "' 'a' must be " + std::to_string(need) + "x" + std::to_string(need) +
+           " (the number of " + (right ? "columns" : "rows") + " of 'b')";
+  return "";
+}
+
+Cost trsm_cost(const TaskShape& t) {
+  if (t.ports.size() != trsm_ports().size()) return {};
+  const TensorView& b = t.ports[1];
+  const bool right = t.args.get_string("side") == "right";
+  const double m = double(b.rows), n = double(b.cols);
+  return kutil::io_cost(trsm_ports(), t, right ? m * n * n : n * m * m);
+}
+
+void trsm_cpu(KernelContext& ctx) {
+  kutil::validate(ctx, trsm_ports(), trsm_check);
+  const TensorView &a = ctx.port(0), &b = ctx.port(1);
+  if (b.size() == 0) return;
+  const CBLAS_SIDE side = ctx.arg_string("side") == "right" ? CblasRight : CblasLeft;
+  const CBLAS_UPLO uplo = ctx.arg_string("uplo") == "lower" ? CblasLower : CblasUpper;
+  const CBLAS_TRANSPOSE trans = ctx.arg_string("trans") == "trans" ? CblasTrans : CblasNoTrans;
+  const CBLAS_DIAG diag = ctx.arg_string("diag") == "unit" ? CblasUnit : CblasNonUnit;
+  const double alpha = ctx.arg_float("alpha");
+  kutil::dispatch_float(a.dtype, [&](auto tg) {
+    using T = typename decltype(tg)::type;
+    if constexpr (std::is_same_v<T, float>)
+      cblas_strsm(CblasRowMajor, side, uplo, trans, diag, bi(b.rows), bi(b.cols), float(alpha), a.ptr<float>(),
+                  ld_of(a), b.ptr<float>(), ld_of(b));
+    else
+      cblas_dtrsm(CblasRowMajor, side, uplo, trans, diag, bi(b.rows), bi(b.cols), alpha, a.ptr<double>(), ld_of(a),
+                  b.ptr<double>(), ld_of(b));
+  });
+}
+
+// ---------------------------------------------------------------- blas.syrk
+
+const std::vector<PortSpec>& syrk_ports() {
+  static const std::vector<PortSpec> p = {
+      {"a", Access::read, kFloat, false, 2, "A (n x k, or k x n with trans='trans')"},
+      {"c", Access::read_write, kFloat, false, 2, "C (n x n); only the 'uplo' triangle is updated"},
+  };
+  return p;
+}
+
+std::string syrk_check(const TaskShape& t) {
+  const auto& s = syrk_ports();
+  const auto& p = t.ports;
+  if (auto m = kutil::ports_present(s, p); !m.empty()) return m;
+  if (auto m = first_error({kutil::one_of(t.args, "uplo", {"lower", "upper"}),
+                            kutil::one_of(t.args, "trans", {"notrans", "trans"}), kutil::float_dtype(s, p, 0),
+                            kutil::same_dtype(s, p, 1, 0), kutil::square(s, p, 1)});
+      !m.empty())
+    return m;
+  const bool tr = t.args.get_string("trans") == "trans";
+  const std::int64_t n = tr ? p[0].cols : p[0].rows;
+  if (p[1].rows != n)
+    return "port 'c' is " + dims(p[1]) + " but port 'a' is " + dims(p[0]) + ": " +
+           (tr ? "a^T*a" : "a*a^T") + " is " + std::to_string(n) + "x" + std::to_string(n);
+  return "";
+}
+
+Cost syrk_cost(const TaskShape& t) {
+  if (t.ports.size() != syrk_ports().size()) return {};
+  const TensorView& a = t.ports[0];
+  const bool tr = t.args.get_string("trans") == "trans";
+  const double n = double(tr ? a.cols : a.rows), k = double(tr ? a.rows : a.cols);
+  return kutil::io_cost(syrk_ports(), t, n * (n + 1) * k);
+}
+
+void syrk_cpu(KernelContext& ctx) {
+  kutil::validate(ctx, syrk_ports(), syrk_check);
+  const TensorView &a = ctx.port(0), &c = ctx.port(1);
+  const bool tr = ctx.arg_string("trans") == "trans";
+  const std::int64_t n = c.rows, k = tr ? a.rows : a.cols;
+  if (n == 0) return;
+  const CBLAS_UPLO uplo = ctx.arg_string("uplo") == "lower" ? CblasLower : CblasUpper;
+  const CBLAS_TRANSPOSE trans = tr ? CblasTrans : CblasNoTrans;
+  const double alpha = ctx.arg_float("alpha"), beta = ctx.arg_float("beta");
+  kutil::dispatch_float(a.dtype, [&](auto tg) {
+    using T = typename decltype(tg)::type;
+    if constexpr (std::is_same_v<T, float>)
+      cblas_ssyrk(CblasRowMajor, uplo, trans, bi(n), bi(k), float(alpha), a.ptr<float>(), ld_of(a), float(beta),
+                  c.ptr<float>(), ld_of(c));
+    else
+      cblas_dsyrk(CblasRowMajor, uplo, trans, bi(n), bi(k), alpha, a.ptr<double>(), ld_of(a), beta,
+                  c.ptr<double>(), ld_of(c));
+  });
+}
+
+}  // namespace
+
+void register_blas(Registry& reg) {
+  {
+    ComponentSpec s;
+    s.name = "blas.gemm";
+    s.doc = "C = alpha*op(A)*op(B) + beta*C (BLAS semantics: beta defaults to 0; set beta=1 to accumulate tiles)";
+    s.ports = gemm_ports();
+    s.params = {{"alpha", ParamType::float_, "1", false, "scale of op(A)*op(B)"},
+                {"beta", ParamType::float_, "0", false, "scale of the previous C (0: C is overwritten)"},
+                {"transa", ParamType::bool_, "false", false, "use A^T"},
+                {"transb", ParamType::bool_, "false", false, "use B^T"}};
+    s.cpu = gemm_cpu;
+    s.check = gemm_check;
+    s.cost = gemm_cost;
+    reg.add(std::move(s));
+  }
+  {
+    ComponentSpec s;
+    s.name = "blas.axpy";
+    s.doc = "y += alpha*x";
+    s.ports = axpy_ports();
+    s.params = {{"alpha", ParamType::float_, "1", false, "scale of x"}};
+    s.cpu = axpy_cpu;
+    s.check = axpy_check;
+    s.cost = axpy_cost;
+    reg.add(std::move(s));
+  }
+  {
+    ComponentSpec s;
+    s.name = "blas.potrf";
+    s.doc = "in-place lower Cholesky factorization A = L*L^T; the tile holds exactly L afterwards";
+    s.ports = potrf_ports();
+    s.cpu = potrf_cpu;
+    s.check = potrf_check;
+    s.cost = potrf_cost;
+    reg.add(std::move(s));
+  }
+  {
+    ComponentSpec s;
+    s.name = "blas.trsm";
+    s.doc = "triangular solve: op(A)*X = alpha*B (side=left) or X*op(A) = alpha*B (side=right); "
+            "the defaults solve X*L^T = B (right-looking tiled Cholesky)";
+    s.ports = trsm_ports();
+    s.params = {{"side", ParamType::string_, "right", false, "'left' or 'right'"},
+                {"uplo", ParamType::string_, "lower", false, "'lower' or 'upper' triangle of a"},
+                {"trans", ParamType::string_, "trans", false, "'notrans' or 'trans'"},
+                {"diag", ParamType::string_, "nonunit", false, "'nonunit' or 'unit' diagonal"},
+                {"alpha", ParamType::float_, "1", false, "scale of b"}};
+    s.cpu = trsm_cpu;
+    s.check = trsm_check;
+    s.cost = trsm_cost;
+    reg.add(std::move(s));
+  }
+  {
+    ComponentSpec s;
+    s.name = "blas.syrk";
+    s.doc = "C = alpha*A*A^T + beta*C (trans=notrans) or alpha*A^T*A + beta*C, one triangle only; "
+            "defaults alpha=1, beta=1 (tiled Cholesky uses alpha=-1)";
+    s.ports = syrk_ports();
+    s.params = {{"alpha", ParamType::float_, "1", false, "scale of A*A^T"},
+                {"beta", ParamType::float_, "1", false, "scale of the previous C"},
+                {"uplo", ParamType::string_, "lower", false, "'lower' or 'upper': the triangle updated"},
+                {"trans", ParamType::string_, "notrans", false, "'notrans' (A*A^T) or 'trans' (A^T*A)"}};
+    s.cpu = syrk_cpu;
+    s.check = syrk_check;
+    s.cost = syrk_cost;
+    reg.add(std::move(s));
+  }
+}
+
+}  // namespace ymlopt

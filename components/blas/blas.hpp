@@ -1,0 +1,13 @@
+// Built-in dense linear-algebra components (OpenBLAS / LAPACKE), f32 and f64:
+//   blas.gemm   C = alpha*op(A)*op(B) + beta*C
+//   blas.axpy   y += alpha*x
+//   blas.potrf  in-place lower Cholesky factor (A = L*L^T)
+//   blas.trsm   triangular solve (default: X*L^T = B, the tiled-Cholesky panel update)
+//   blas.syrk   C = alpha*A*A^T + beta*C on one triangle (default lower)
+#pragma once
+#include <ymlopt/sdk.hpp>
+
+namespace ymlopt {
+/// Registers the blas.* components.
+void register_blas(Registry& reg);
+}  // namespace ymlopt

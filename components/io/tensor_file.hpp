@@ -1,0 +1,84 @@
+// Tensor files: safetensors (Hugging Face) and numpy .npy, read and written
+// without third-party tensor libraries.
+//
+//   auto w = ymlopt::io::load_tensor("model.safetensors", "layer0.attn.q.weight");
+//   ymlopt::io::save_safetensors("out.safetensors", {{"c", view}}, {{"producer", "ymlopt"}});
+//
+// Loading maps the file read-only and copies only the requested tensor.
+// Writing is atomic: the data goes to PATH.tmp.<pid>, is fsync'ed, then renamed
+// over PATH; on failure the temporary file is removed and nothing is left.
+// Every error is an IoError whose message starts with the file path:
+// "PATH: reason". Data is row-major and little-endian.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <ymlopt/sdk.hpp>
+
+namespace ymlopt::io {
+
+/// A file error; what() is "PATH: reason".
+struct IoError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+/// A dense, row-major, little-endian tensor. An empty shape is a scalar.
+struct TensorData {
+  DType dtype = DType::f32;
+  std::vector<std::int64_t> shape;
+  std::vector<std::byte> bytes;
+};
+
+/// One entry of a tensor file, as listed by list_tensors().
+struct TensorInfo {
+  std::string name;                  // "" for a .npy file
+  std::string stored_dtype;          // as written in the file: "F32", "I64", "<f4", ...
+  std::optional<DType> dtype;        // nullopt when ymlopt does not support it
+  std::vector<std::int64_t> shape;
+};
+
+/// A tensor to save: a (possibly strided) view and its name. The logical shape
+/// is view.shape, or {rows, cols} when view.shape is empty.
+struct NamedTensor {
+  std::string name;
+  TensorView view;
+};
+
+enum class FileFormat { safetensors, npy };
+
+/// The format from the extension (.safetensors or .npy); throws IoError
+/// "PATH: unsupported file extension '.bin' (expected .safetensors or .npy)".
+FileFormat format_of(const std::string& path);
+
+/// Loads one tensor. For .safetensors, `key` names the tensor; an empty key is
+/// accepted only when the file holds exactly one tensor. For .npy, `key` is ignored.
+TensorData load_tensor(const std::string& path, const std::string& key = "");
+
+/// Loads one tensor directly into `dst` (which may be strided); throws when the
+/// stored dtype or shape differs from dst's (dst.shape, or {rows, cols} if empty).
+void load_tensor_into(const std::string& path, const std::string& key, const TensorView& dst);
+
+/// The tensors of a file (sorted by name for safetensors; one unnamed entry for .npy).
+std::vector<TensorInfo> list_tensors(const std::string& path);
+
+/// The "__metadata__" map of a safetensors file (empty for .npy).
+std::map<std::string, std::string> read_metadata(const std::string& path);
+
+/// Writes a safetensors file (data in the order given, 8-byte aligned header).
+void save_safetensors(const std::string& path, const std::vector<NamedTensor>& tensors,
+                      const std::map<std::string, std::string>& metadata = {});
+
+/// Writes a .npy v1.0 file (bf16 is refused: numpy has no such dtype).
+void save_npy(const std::string& path, const TensorView& view);
+
+/// The safetensors / npy names of a dtype ("F32", "<f4"; "" when npy has none).
+const char* safetensors_dtype_name(DType t);
+const char* npy_descr(DType t);
+
+}  // namespace ymlopt::io

@@ -1,0 +1,249 @@
+// ymlopt component SDK: everything a component (built-in or plugin) needs.
+//
+// A component is a named operator with typed ports and parameters, a CPU
+// kernel (required), an optional CUDA kernel and a cost function. It is
+// registered explicitly into a Registry:
+//
+//   void my_scale(ymlopt::KernelContext& ctx) {
+//     auto x = ctx.port(0);                       // inout port 'x'
+//     const float a = float(ctx.arg_float("alpha"));
+//     for (int64_t r = 0; r < x.rows; ++r)
+//       for (int64_t c = 0; c < x.cols; ++c) x.at<float>(r, c) *= a;
+//   }
+//   void register_mine(ymlopt::Registry& reg) {
+//     ymlopt::ComponentSpec s;
+//     s.name = "mine.scale";
+//     s.ports = {{"x", ymlopt::Access::read_write, {ymlopt::DType::f32}}};
+//     s.params = {{"alpha", ymlopt::ParamType::float_, "1"}};
+//     s.cpu = my_scale;
+//     reg.add(std::move(s));
+//   }
+//
+// This header is self-contained (no link dependency) so that out-of-tree
+// plugins only need `find_package(ymlopt)` and `target_link_libraries(p
+// ymlopt::sdk)`; see examples/plugin.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace ymlopt {
+
+/// Version of the plugin ABI. A plugin built against another version is refused.
+inline constexpr int kSdkAbiVersion = 1;
+
+enum class DType : std::uint8_t { f32, f64, f16, bf16, i8, i32 };
+
+inline constexpr std::size_t dtype_size(DType t) {
+  switch (t) {
+    case DType::f32: return 4;
+    case DType::f64: return 8;
+    case DType::f16: return 2;
+    case DType::bf16: return 2;
+    case DType::i8: return 1;
+    case DType::i32: return 4;
+  }
+  return 0;
+}
+
+inline constexpr const char* dtype_name(DType t) {
+  switch (t) {
+    case DType::f32: return "f32";
+    case DType::f64: return "f64";
+    case DType::f16: return "f16";
+    case DType::bf16: return "bf16";
+    case DType::i8: return "i8";
+    case DType::i32: return "i32";
+  }
+  return "?";
+}
+
+inline std::optional<DType> parse_dtype(std::string_view s) {
+  for (DType t : {DType::f32, DType::f64, DType::f16, DType::bf16, DType::i8, DType::i32})
+    if (s == dtype_name(t)) return t;
+  return std::nullopt;
+}
+
+template <class T> constexpr DType dtype_of();
+template <> constexpr DType dtype_of<float>() { return DType::f32; }
+template <> constexpr DType dtype_of<double>() { return DType::f64; }
+template <> constexpr DType dtype_of<std::int8_t>() { return DType::i8; }
+template <> constexpr DType dtype_of<std::int32_t>() { return DType::i32; }
+
+/// How a task accesses a port's data; drives dependency inference.
+enum class Access : std::uint8_t { read, write, read_write };
+
+inline constexpr const char* access_name(Access a) {
+  switch (a) {
+    case Access::read: return "in";
+    case Access::write: return "out";
+    case Access::read_write: return "inout";
+  }
+  return "?";
+}
+
+/// Error raised by a kernel; the run is cancelled and the task, component and
+/// XML line are reported.
+struct KernelError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+/// A row-major 2-D strided view on a tensor or on one of its tiles. Tensors of
+/// rank > 2 are seen as (product of leading dims) x (last dim); rank 1 as 1 x n.
+///
+///   TensorView v = ctx.port(0);
+///   float s = 0; for (int64_t r = 0; r < v.rows; ++r) s += v.at<float>(r, 0);
+struct TensorView {
+  void* data = nullptr;  // null for an unbound optional port or at check time
+  DType dtype = DType::f32;
+  std::int64_t rows = 0;
+  std::int64_t cols = 0;
+  std::int64_t ld = 0;  // elements between the starts of two rows (>= cols)
+  std::vector<std::int64_t> shape;  // logical shape (the tile's for a tile)
+
+  bool bound() const { return rows > 0 || cols > 0 || data != nullptr; }
+  std::int64_t size() const { return rows * cols; }
+  bool contiguous() const { return ld == cols || rows <= 1; }
+  template <class T> T* ptr() const {
+    if (dtype_of<T>() != dtype)
+      throw KernelError(std::string("port has dtype ") + dtype_name(dtype));
+    return static_cast<T*>(data);
+  }
+  template <class T> T& at(std::int64_t r, std::int64_t c) const {
+    return static_cast<T*>(data)[r * ld + c];
+  }
+};
+
+enum class ParamType : std::uint8_t { int_, float_, bool_, string_ };
+
+inline constexpr const char* param_type_name(ParamType t) {
+  switch (t) {
+    case ParamType::int_: return "int";
+    case ParamType::float_: return "float";
+    case ParamType::bool_: return "bool";
+    case ParamType::string_: return "string";
+  }
+  return "?";
+}
+
+/// A port: name, access mode, accepted dtypes (empty = any), rank bounds.
+struct PortSpec {
+  std::string name;
+  Access access = Access::read;
+  std::vector<DType> dtypes;  // empty: any dtype
+  bool optional = false;
+  int max_rank = 8;
+  std::string doc;
+};
+
+/// A scalar parameter; `required` ones have no default.
+struct ParamSpec {
+  std::string name;
+  ParamType type = ParamType::float_;
+  std::string default_value;
+  bool required = false;
+  std::string doc;
+};
+
+/// A parameter value after `${}` expansion and type checking.
+struct ArgValue {
+  double number = 0;
+  std::string text;
+};
+
+/// Cost of one task, used by reports (GFLOP/s) and as a performance-model hint.
+struct Cost {
+  double flops = 0;
+  double bytes = 0;        // bytes read + written
+  double extra_bytes = 0;  // temporary memory
+};
+
+/// Arguments of one task, in the order of the component's ParamSpecs.
+class Args {
+ public:
+  Args() = default;
+  Args(const std::vector<ParamSpec>* specs, std::vector<ArgValue> values)
+      : specs_(specs), values_(std::move(values)) {}
+  const ArgValue& get(std::string_view name) const {
+    for (std::size_t i = 0; specs_ && i < specs_->size(); ++i)
+      if ((*specs_)[i].name == name) return values_[i];
+    throw KernelError("no parameter '" + std::string(name) + "'");
+  }
+  double get_float(std::string_view n) const { return get(n).number; }
+  std::int64_t get_int(std::string_view n) const { return static_cast<std::int64_t>(get(n).number); }
+  bool get_bool(std::string_view n) const { return get(n).number != 0; }
+  const std::string& get_string(std::string_view n) const { return get(n).text; }
+  const std::vector<ArgValue>& values() const { return values_; }
+
+ private:
+  const std::vector<ParamSpec>* specs_ = nullptr;
+  std::vector<ArgValue> values_;
+};
+
+/// What a kernel sees: its ports (in ComponentSpec::ports order), its args,
+/// and a sink for scalar results that go to report.json.
+class KernelContext {
+ public:
+  virtual ~KernelContext() = default;
+  virtual std::size_t num_ports() const = 0;
+  virtual const TensorView& port(std::size_t i) const = 0;
+  virtual const Args& args() const = 0;
+  /// Record a named scalar result of this task (e.g. a norm or an error).
+  virtual void report(std::string key, double value) = 0;
+  /// The run directory (relative paths of io components resolve against it).
+  virtual const std::string& run_dir() const = 0;
+
+  double arg_float(std::string_view n) const { return args().get_float(n); }
+  std::int64_t arg_int(std::string_view n) const { return args().get_int(n); }
+  bool arg_bool(std::string_view n) const { return args().get_bool(n); }
+  const std::string& arg_string(std::string_view n) const { return args().get_string(n); }
+};
+
+using KernelFn = void (*)(KernelContext&);
+
+/// Compile-time view of a task for `check` and `cost`: views without data.
+struct TaskShape {
+  const std::vector<TensorView>& ports;
+  const Args& args;
+};
+
+/// A component: name `family.op`, ports, params, kernels and hooks.
+struct ComponentSpec {
+  std::string name;
+  std::string doc;
+  std::vector<PortSpec> ports;
+  std::vector<ParamSpec> params;
+  KernelFn cpu = nullptr;   // required
+  KernelFn cuda = nullptr;  // optional; used when the engine is built with CUDA
+  /// Shape/arg validation; returns an error message, or "" when fine.
+  std::function<std::string(const TaskShape&)> check;
+  /// Cost of one task (flops, bytes); default: bytes of all ports.
+  std::function<Cost(const TaskShape&)> cost;
+  /// Tasks that must run on the host in submission order (file I/O).
+  bool host_only = false;
+};
+
+/// Where components are registered. Implemented by the engine.
+class Registry {
+ public:
+  virtual ~Registry() = default;
+  /// Adds a component; throws std::invalid_argument on a duplicate or bad spec.
+  virtual void add(ComponentSpec spec) = 0;
+  virtual const ComponentSpec* find(std::string_view name) const = 0;
+};
+
+}  // namespace ymlopt
+
+/// A plugin shared library exports these two C symbols; use the macro:
+///
+///   YMLOPT_PLUGIN(reg) { register_mine(reg); }
+#define YMLOPT_PLUGIN(reg_name)                                                   \
+  extern "C" int ymlopt_plugin_abi_version() { return ::ymlopt::kSdkAbiVersion; } \
+  extern "C" void ymlopt_plugin_register(::ymlopt::Registry& reg_name)

@@ -1,0 +1,426 @@
+#include "commands.hpp"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <boost/program_options.hpp>
+#include <chrono>
+#include <ctime>
+#include <filesystem>
+#include <iostream>
+#include <sstream>
+#include <thread>
+
+#include "register_builtin.hpp"
+#include "report.hpp"
+#include "sequential.hpp"
+#include "starpu_backend.hpp"
+#include "starpu_info.hpp"
+#include "ymlopt/engine/compiler.hpp"
+#include "ymlopt/engine/dot.hpp"
+#include "ymlopt/engine/topology.hpp"
+
+extern "C" void openblas_set_num_threads(int);
+
+namespace po = boost::program_options;
+namespace fs = std::filesystem;
+
+namespace ymlopt {
+namespace {
+
+constexpr const char* kVersion = "0.1.0";
+
+struct UsageError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+const char* kUsage =
+    "usage: ymlopt <command> [options]\n"
+    "\n"
+    "commands:\n"
+    "  run WF.xml        compile a workflow and run it (report in a run directory)\n"
+    "  check WF.xml      validate a workflow without running it\n"
+    "  graph WF.xml      print the task DAG as Graphviz DOT\n"
+    "  components        list the registered components\n"
+    "  info              describe the machine (hwloc) and the StarPU build\n"
+    "  version           print the version\n"
+    "\n"
+    "run 'ymlopt <command> --help' for the options of a command\n";
+
+std::vector<std::pair<std::string, std::string>> parse_sets(const std::vector<std::string>& sets) {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const auto& s : sets) {
+    const auto eq = s.find('=');
+    if (eq == std::string::npos || eq == 0) throw UsageError("--set expects NAME=VALUE, got '" + s + "'");
+    out.emplace_back(s.substr(0, eq), s.substr(eq + 1));
+  }
+  return out;
+}
+
+// Options shared by run/check/graph.
+struct WorkflowArgs {
+  std::string file;
+  std::vector<std::string> sets;
+  std::vector<std::string> plugins;
+};
+
+void add_workflow_options(po::options_description& d, WorkflowArgs& a) {
+  d.add_options()("set,s", po::value(&a.sets)->composing(), "override a parameter: NAME=VALUE (repeatable)")(
+      "plugin", po::value(&a.plugins)->composing(), "load components from a plugin library (repeatable)");
+}
+
+po::variables_map parse(const std::vector<std::string>& args, const po::options_description& d, WorkflowArgs* wf,
+                        bool* help) {
+  po::options_description all = d;
+  po::positional_options_description pos;
+  std::string file;
+  if (wf) {
+    all.add_options()("workflow", po::value(&wf->file), "workflow file");
+    pos.add("workflow", 1);
+  }
+  po::variables_map vm;
+  try {
+    po::store(po::command_line_parser(args).options(all).positional(pos).run(), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    throw UsageError(e.what());
+  }
+  *help = vm.count("help") > 0;
+  if (wf && !*help && wf->file.empty()) throw UsageError("missing workflow file");
+  return vm;
+}
+
+bool load_registry(ComponentRegistry& reg, const std::vector<std::string>& plugins) {
+  register_builtin_components(reg);
+  for (const auto& p : plugins) {
+    try {
+      reg.load_plugin(p);
+    } catch (const std::exception& e) {
+      std::cerr << "ymlopt: error: " << e.what() << "\n";
+      return false;
+    }
+  }
+  return true;
+}
+
+// Compiles; prints diagnostics; returns exit code (0 ok).
+int compile(const WorkflowArgs& a, const ComponentRegistry& reg, CompileResult& out) {
+  if (!fs::exists(a.file)) {
+    std::cerr << "ymlopt: error: " << a.file << ": no such file\n";
+    return 2;
+  }
+  Diagnostics diags;
+  CompileOptions o;
+  o.file = a.file;
+  o.sets = parse_sets(a.sets);
+  out = compile_workflow(o, reg, diags);
+  std::cerr << diags.str();
+  if (out.usage_error) return 2;
+  if (!out.ok) {
+    std::cerr << diags.error_count() << " error" << (diags.error_count() == 1 ? "" : "s") << " in " << a.file << "\n";
+    return 1;
+  }
+  return 0;
+}
+
+int cmd_check(const std::vector<std::string>& args) {
+  WorkflowArgs wf;
+  po::options_description d("ymlopt check WF.xml [options]");
+  d.add_options()("help,h", "show this help");
+  add_workflow_options(d, wf);
+  bool help = false;
+  parse(args, d, &wf, &help);
+  if (help) {
+    std::cout << d;
+    return 0;
+  }
+  ComponentRegistry reg;
+  if (!load_registry(reg, wf.plugins)) return 2;
+  CompileResult r;
+  if (int rc = compile(wf, reg, r)) return rc;
+  std::cout << wf.file << ": ok: workflow '" << r.dag.name << "', " << r.dag.tasks.size() << " tasks, "
+            << r.dag.num_edges() << " dependencies, " << r.dag.data.size() << " data\n";
+  return 0;
+}
+
+int cmd_graph(const std::vector<std::string>& args) {
+  WorkflowArgs wf;
+  std::string out;
+  po::options_description d("ymlopt graph WF.xml [options]");
+  d.add_options()("help,h", "show this help")("output,o", po::value(&out), "write the DOT to a file");
+  add_workflow_options(d, wf);
+  bool help = false;
+  parse(args, d, &wf, &help);
+  if (help) {
+    std::cout << d;
+    return 0;
+  }
+  ComponentRegistry reg;
+  if (!load_registry(reg, wf.plugins)) return 2;
+  CompileResult r;
+  if (int rc = compile(wf, reg, r)) return rc;
+  const std::string dot = dag_to_dot(r.dag);
+  if (out.empty()) std::cout << dot;
+  else write_file_atomic(out, dot);
+  return 0;
+}
+
+int cmd_components(const std::vector<std::string>& args) {
+  std::vector<std::string> plugins;
+  bool json = false;
+  po::options_description d("ymlopt components [options]");
+  d.add_options()("help,h", "show this help")("plugin", po::value(&plugins)->composing(), "load a plugin")(
+      "json", po::bool_switch(&json), "machine-readable output");
+  bool help = false;
+  parse(args, d, nullptr, &help);
+  if (help) {
+    std::cout << d;
+    return 0;
+  }
+  ComponentRegistry reg;
+  if (!load_registry(reg, plugins)) return 2;
+  nlohmann::json all = nlohmann::json::array();
+  for (const ComponentSpec* c : reg.all()) {
+    std::string devices = "cpu";
+#ifdef YMLOPT_WITH_CUDA
+    if (c->cuda) devices += ",cuda";
+#endif
+    if (json) {
+      nlohmann::json ports = nlohmann::json::array(), params = nlohmann::json::array();
+      for (const auto& p : c->ports) {
+        std::vector<std::string> dts;
+        for (auto t : p.dtypes) dts.push_back(dtype_name(t));
+        ports.push_back({{"name", p.name}, {"access", access_name(p.access)}, {"dtypes", dts}, {"optional", p.optional}});
+      }
+      for (const auto& p : c->params)
+        params.push_back({{"name", p.name}, {"type", param_type_name(p.type)}, {"default", p.default_value}, {"required", p.required}});
+      all.push_back({{"name", c->name}, {"doc", c->doc}, {"ports", ports}, {"params", params}, {"devices", devices}});
+      continue;
+    }
+    std::cout << c->name << "  [" << devices << "]";
+    if (!c->doc.empty()) std::cout << "  " << c->doc;
+    std::cout << "\n";
+    for (const auto& p : c->ports) {
+      std::string dts;
+      for (auto t : p.dtypes) dts += std::string(dts.empty() ? "" : "|") + dtype_name(t);
+      std::cout << "    " << access_name(p.access) << " " << p.name << " : " << (dts.empty() ? "any" : dts)
+                << (p.optional ? " (optional)" : "") << "\n";
+    }
+    for (const auto& p : c->params)
+      std::cout << "    arg " << p.name << " : " << param_type_name(p.type)
+                << (p.required ? " (required)" : " = " + (p.default_value.empty() ? std::string("\"\"") : p.default_value))
+                << "\n";
+  }
+  if (json) std::cout << all.dump(2) << "\n";
+  return 0;
+}
+
+int cmd_info(const std::vector<std::string>& args) {
+  bool json = false;
+  po::options_description d("ymlopt info [options]");
+  d.add_options()("help,h", "show this help")("json", po::bool_switch(&json), "machine-readable output");
+  bool help = false;
+  parse(args, d, nullptr, &help);
+  if (help) {
+    std::cout << d;
+    return 0;
+  }
+  const Topology topo = probe_topology();
+  const StarpuBuildInfo sb = starpu_build_info();
+  const std::vector<std::string> workers = starpu_worker_names();
+  if (json) {
+    nlohmann::json j = {{"machine", topology_json(topo)},
+                        {"starpu", {{"version", sb.version}, {"cuda", sb.cuda}, {"mpi", sb.mpi}, {"fxt", sb.fxt},
+                                    {"max_cpus", sb.max_cpus}, {"workers", workers}}}};
+    std::cout << j.dump(2) << "\n";
+    return 0;
+  }
+  std::cout << format_topology(topo);
+  std::cout << "StarPU: " << sb.version << ", CUDA " << (sb.cuda ? "yes" : "no") << ", MPI " << (sb.mpi ? "yes" : "no")
+            << ", FxT " << (sb.fxt ? "yes" : "no") << ", max CPU workers " << sb.max_cpus << "\n";
+  std::cout << "StarPU workers (" << workers.size() << "):";
+  for (const auto& w : workers) std::cout << " [" << w << "]";
+  std::cout << "\n";
+  if (!sb.cuda)
+    std::cout << "note: this StarPU has no CUDA support; GPU tasks need a CUDA-enabled StarPU "
+                 "(Debian contrib's starpu-contrib, a cluster module, or a source build with --enable-cuda)\n";
+  return 0;
+}
+
+std::string default_run_dir(const std::string& name) {
+  const std::time_t now = std::time(nullptr);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y%m%d-%H%M%S", std::localtime(&now));
+  std::string base = "runs/" + name + "-" + buf;
+  std::string dir = base;
+  for (int k = 2; fs::exists(dir); ++k) dir = base + "-" + std::to_string(k);
+  return dir;
+}
+
+class ProgressLine {
+ public:
+  ProgressLine(const Progress& p, bool enabled) : p_(p) {
+    if (enabled) th_ = std::thread([this] { loop(); });
+  }
+  ~ProgressLine() { stop(); }
+  void stop() {
+    if (!th_.joinable()) return;
+    stop_ = true;
+    th_.join();
+    std::cerr << "\r\033[K" << std::flush;
+  }
+
+ private:
+  void loop() {
+    const auto t0 = std::chrono::steady_clock::now();
+    while (!stop_) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      const auto done = p_.done.load(), started = p_.started.load();
+      const double eta = done > 0 ? s / double(done) * double(p_.total - done) : 0;
+      char buf[160];
+      std::snprintf(buf, sizeof buf, "\r[%lld/%lld done, %lld running] %.1fs elapsed, ETA %.1fs\033[K",
+                    (long long)done, (long long)p_.total, (long long)(started - done), s, eta);
+      std::cerr << buf << std::flush;
+    }
+  }
+  const Progress& p_;
+  std::atomic<bool> stop_{false};
+  std::thread th_;
+};
+
+int cmd_run(const std::vector<std::string>& args) {
+  WorkflowArgs wf;
+  std::string out, backend = "starpu", sched = "lws", starpu_home;
+  int ncpu = 0;
+  bool quiet = false, verbose = false;
+  po::options_description d("ymlopt run WF.xml [options]");
+  d.add_options()("help,h", "show this help")("out,o", po::value(&out), "run directory (default runs/<workflow>-<time>)")(
+      "backend,b", po::value(&backend), "starpu (default) or sequential")(
+      "sched", po::value(&sched), "StarPU policy: lws, eager, ws, dmda, dmdas, prio, random, heteroprio")(
+      "ncpu", po::value(&ncpu), "number of CPU workers (default: all)")(
+      "starpu-home", po::value(&starpu_home), "directory for StarPU perf models (default RUN_DIR/starpu)")(
+      "quiet,q", po::bool_switch(&quiet), "no progress line or summary")("verbose,v", po::bool_switch(&verbose),
+                                                                         "show StarPU's own messages");
+  add_workflow_options(d, wf);
+  bool help = false;
+  parse(args, d, &wf, &help);
+  if (help) {
+    std::cout << d;
+    return 0;
+  }
+  if (backend != "starpu" && backend != "sequential")
+    throw UsageError("unknown backend '" + backend + "' (expected starpu or sequential)");
+  const auto& pol = starpu_policies();
+  if (std::find(pol.begin(), pol.end(), sched) == pol.end())
+    throw UsageError("unknown scheduler '" + sched + "'" + did_you_mean(sched, pol));
+  if (ncpu < 0) throw UsageError("--ncpu must be >= 0");
+
+  ComponentRegistry reg;
+  if (!load_registry(reg, wf.plugins)) return 2;
+  CompileResult cr;
+  if (int rc = compile(wf, reg, cr)) return rc;
+  const Dag& dag = cr.dag;
+
+  if (out.empty()) out = default_run_dir(dag.name);
+  std::error_code ec;
+  fs::create_directories(out, ec);
+  if (ec) {
+    std::cerr << "ymlopt: error: cannot create run directory '" << out << "': " << ec.message() << "\n";
+    return 1;
+  }
+  std::ostringstream log;
+  log << "ymlopt " << kVersion << " run " << wf.file;
+  for (const auto& s : wf.sets) log << " --set " << s;
+  log << " --backend " << backend << " --sched " << sched << "\n";
+
+  openblas_set_num_threads(1);
+  std::unique_ptr<DataStore> store;
+  try {
+    store = std::make_unique<DataStore>(dag);
+  } catch (const std::exception& e) {
+    std::cerr << "ymlopt: error: " << e.what() << "\n";
+    return 1;
+  }
+  write_file_atomic(out + "/dag.dot", dag_to_dot(dag));
+
+  ExecOptions eo;
+  eo.run_dir = out;
+  eo.sched = sched;
+  eo.ncpu = ncpu;
+  eo.starpu_home = starpu_home;
+  eo.verbose = verbose;
+  Progress progress;
+  progress.total = std::int64_t(dag.tasks.size());
+  auto exec = backend == "starpu" ? make_starpu_executor() : make_sequential_executor();
+  ExecResult res;
+  {
+    ProgressLine line(progress, !quiet && isatty(2));
+    res = exec->execute(dag, *store, eo, progress);
+  }
+  const RunTotals totals = compute_totals(dag, res);
+  nlohmann::json info = {{"workflow", dag.name}, {"file", dag.file},   {"backend", exec->name()},
+                         {"ymlopt_version", kVersion}, {"run_dir", out}, {"data_bytes", store->total_bytes()}};
+  nlohmann::json params = nlohmann::json::object();
+  for (const auto& s : parse_sets(wf.sets)) params[s.first] = s.second;
+  info["set"] = params;
+  write_file_atomic(out + "/report.json", make_report(dag, res, totals, info).dump(1) + "\n");
+  write_file_atomic(out + "/trace.json", make_trace(dag, res).dump() + "\n");
+  for (const auto& w : res.warnings) {
+    std::cerr << "ymlopt: warning: " << w << "\n";
+    log << "warning: " << w << "\n";
+  }
+  const std::string table = summary_table(dag, res, totals);
+  log << table;
+  if (!res.ok) {
+    std::cerr << res.error << "\n";
+    log << res.error << "\n";
+    write_file_atomic(out + "/run.log", log.str());
+    std::cerr << "run failed; partial report in " << out << "/report.json\n";
+    return 1;
+  }
+  write_file_atomic(out + "/run.log", log.str());
+  if (!quiet) {
+    std::cout << "workflow '" << dag.name << "': " << dag.tasks.size() << " tasks on " << res.workers.size()
+              << " worker" << (res.workers.size() == 1 ? "" : "s") << " (" << res.runtime << ", " << res.scheduler
+              << ")\n"
+              << table << "run directory: " << out << "\n";
+  }
+  return 0;
+}
+
+}  // namespace
+
+int cli_main(const std::vector<std::string>& args) {
+  if (args.empty()) {
+    std::cerr << kUsage;
+    return 2;
+  }
+  const std::string cmd = args[0];
+  const std::vector<std::string> rest(args.begin() + 1, args.end());
+  try {
+    if (cmd == "run") return cmd_run(rest);
+    if (cmd == "check") return cmd_check(rest);
+    if (cmd == "graph") return cmd_graph(rest);
+    if (cmd == "components") return cmd_components(rest);
+    if (cmd == "info") return cmd_info(rest);
+    if (cmd == "version" || cmd == "--version") {
+      std::cout << "ymlopt " << kVersion << " (component SDK ABI " << kSdkAbiVersion << ")\n";
+      return 0;
+    }
+    if (cmd == "help" || cmd == "--help" || cmd == "-h") {
+      std::cout << kUsage;
+      return 0;
+    }
+    throw UsageError("unknown command '" + cmd + "'" +
+                     did_you_mean(cmd, {"run", "check", "graph", "components", "info", "version"}));
+  } catch (const UsageError& e) {
+    std::cerr << "ymlopt: error: " << e.what() << "\n" << kUsage;
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << "ymlopt: error: " << e.what() << "\n";
+    return 1;
+  }
+}
+
+}  // namespace ymlopt

@@ -1,0 +1,177 @@
+#include "report.hpp"
+
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <stdexcept>
+
+namespace ymlopt {
+
+RunTotals compute_totals(const Dag& dag, const ExecResult& r) {
+  RunTotals t;
+  t.makespan_us = r.makespan_us;
+  std::vector<double> finish(dag.tasks.size(), 0);
+  for (auto id : dag.topo_order) {
+    const TaskNode& n = dag.tasks[size_t(id)];
+    const TaskRecord& rec = r.records[size_t(id)];
+    const double dur = rec.ran ? rec.end_us - rec.start_us : 0;
+    double start = 0;
+    for (auto p : n.preds) start = std::max(start, finish[size_t(p)]);
+    finish[size_t(id)] = start + dur;
+    t.critical_path_us = std::max(t.critical_path_us, finish[size_t(id)]);
+    if (rec.ran) {
+      t.sum_task_us += dur;
+      t.flops += n.cost.flops;
+      ++t.tasks_run;
+    }
+  }
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  t.peak_rss_bytes = ru.ru_maxrss * 1024L;
+  return t;
+}
+
+nlohmann::json make_report(const Dag& dag, const ExecResult& r, const RunTotals& t, const nlohmann::json& run_info) {
+  using nlohmann::json;
+  json tasks = json::array();
+  for (const auto& n : dag.tasks) {
+    const TaskRecord& rec = r.records[size_t(n.id)];
+    json j = {{"id", n.id},
+              {"name", n.label},
+              {"component", n.comp->name},
+              {"file", n.loc.file ? *n.loc.file : dag.file},
+              {"line", n.loc.line},
+              {"status", rec.ran ? "done" : (n.id == r.failed_task ? "failed" : "cancelled")},
+              {"worker", rec.worker >= 0 && size_t(rec.worker) < r.workers.size() ? json(r.workers[size_t(rec.worker)]) : json(nullptr)},
+              {"start_us", rec.start_us},
+              {"end_us", rec.end_us},
+              {"flops", n.cost.flops},
+              {"bytes", n.cost.bytes}};
+    json data = json::array();
+    for (const auto& b : n.bindings)
+      if (b.ref.data >= 0) data.push_back(std::string(access_name(b.mode)) + " " + dag.ref_name(b.ref));
+    j["data"] = data;
+    if (!n.preds.empty()) j["deps"] = n.preds;
+    if (!rec.results.empty()) {
+      json res = json::object();
+      for (const auto& [k, v] : rec.results) res[k] = v;
+      j["results"] = res;
+    }
+    tasks.push_back(std::move(j));
+  }
+  json report = run_info;
+  report["status"] = r.ok ? "ok" : "failed";
+  if (!r.ok) report["error"] = r.error;
+  report["scheduler"] = r.scheduler;
+  report["runtime"] = r.runtime;
+  report["workers"] = r.workers;
+  report["tasks"] = std::move(tasks);
+  report["totals"] = {{"tasks", dag.tasks.size()},
+                      {"tasks_run", t.tasks_run},
+                      {"edges", dag.num_edges()},
+                      {"makespan_us", t.makespan_us},
+                      {"critical_path_us", t.critical_path_us},
+                      {"sum_task_us", t.sum_task_us},
+                      {"flops", t.flops},
+                      {"gflops_per_s", t.makespan_us > 0 ? t.flops / t.makespan_us / 1e3 : 0.0},
+                      {"peak_rss_bytes", t.peak_rss_bytes}};
+  if (!r.warnings.empty()) report["warnings"] = r.warnings;
+  return report;
+}
+
+nlohmann::json make_trace(const Dag& dag, const ExecResult& r) {
+  using nlohmann::json;
+  json ev = json::array();
+  for (size_t w = 0; w < r.workers.size(); ++w)
+    ev.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", 1}, {"tid", w}, {"args", {{"name", r.workers[w]}}}});
+  ev.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", 1}, {"args", {{"name", dag.name}}}});
+  for (const auto& n : dag.tasks) {
+    const TaskRecord& rec = r.records[size_t(n.id)];
+    if (!rec.ran && n.id != r.failed_task) continue;
+    json args = {{"id", n.id}, {"line", n.loc.line}, {"flops", n.cost.flops}};
+    for (const auto& [k, v] : rec.results) args[k] = v;
+    ev.push_back({{"name", n.label.empty() ? n.comp->name : n.label},
+                  {"cat", n.comp->name},
+                  {"ph", "X"},
+                  {"pid", 1},
+                  {"tid", std::max(0, rec.worker)},
+                  {"ts", rec.start_us},
+                  {"dur", std::max(0.0, rec.end_us - rec.start_us)},
+                  {"args", args}});
+  }
+  return json{{"traceEvents", ev}, {"displayTimeUnit", "ms"}};
+}
+
+std::string summary_table(const Dag& dag, const ExecResult& r, const RunTotals& t) {
+  struct Row {
+    long count = 0;
+    double us = 0, flops = 0;
+  };
+  std::map<std::string, Row> rows;
+  for (const auto& n : dag.tasks) {
+    const TaskRecord& rec = r.records[size_t(n.id)];
+    if (!rec.ran) continue;
+    Row& row = rows[n.comp->name];
+    ++row.count;
+    row.us += rec.end_us - rec.start_us;
+    row.flops += n.cost.flops;
+  }
+  std::string o;
+  char buf[256];
+  std::snprintf(buf, sizeof buf, "%-22s %8s %12s %10s\n", "component", "tasks", "time (ms)", "GFLOP/s");
+  o += buf;
+  for (const auto& [name, row] : rows) {
+    if (row.flops > 0)
+      std::snprintf(buf, sizeof buf, "%-22s %8ld %12.3f %10.2f\n", name.c_str(), row.count, row.us / 1e3,
+                    row.us > 0 ? row.flops / row.us / 1e3 : 0.0);
+    else
+      std::snprintf(buf, sizeof buf, "%-22s %8ld %12.3f %10s\n", name.c_str(), row.count, row.us / 1e3, "-");
+    o += buf;
+  }
+  std::snprintf(buf, sizeof buf,
+                "makespan %.3f ms, critical path %.3f ms, sum of task time %.3f ms, %.2f GFLOP/s overall, peak RSS %.1f MiB\n",
+                t.makespan_us / 1e3, t.critical_path_us / 1e3, t.sum_task_us / 1e3,
+                t.makespan_us > 0 ? t.flops / t.makespan_us / 1e3 : 0.0, double(t.peak_rss_bytes) / (1 << 20));
+  o += buf;
+  size_t shown = 0;
+  for (const auto& n : dag.tasks) {
+    const TaskRecord& rec = r.records[size_t(n.id)];
+    if (rec.results.empty()) continue;
+    if (shown++ == 20) {
+      o += "  ... (more results in report.json)\n";
+      break;
+    }
+    std::string line = "  " + (n.label.empty() ? n.comp->name + " #" + std::to_string(n.id) : n.label) + " (line " +
+                       std::to_string(n.loc.line) + "):";
+    for (const auto& [k, v] : rec.results) {
+      std::snprintf(buf, sizeof buf, " %s=%.6g", k.c_str(), v);
+      line += buf;
+    }
+    o += line + "\n";
+  }
+  return o;
+}
+
+void write_file_atomic(const std::string& path, const std::string& text) {
+  const std::string tmp = path + ".tmp." + std::to_string(getpid());
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) throw std::runtime_error(path + ": cannot write");
+    out << text;
+    out.flush();
+    if (!out) {
+      std::remove(tmp.c_str());
+      throw std::runtime_error(path + ": write failed");
+    }
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    throw std::runtime_error(path + ": cannot rename temporary file");
+  }
+}
+
+}  // namespace ymlopt

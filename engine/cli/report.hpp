@@ -1,0 +1,32 @@
+#pragma once
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "ymlopt/engine/ir.hpp"
+#include "ymlopt/scheduler/executor.hpp"
+
+namespace ymlopt {
+
+/// Totals derived from a run's task records.
+struct RunTotals {
+  double makespan_us = 0;
+  double critical_path_us = 0;
+  double sum_task_us = 0;
+  double flops = 0;
+  long peak_rss_bytes = 0;
+  std::size_t tasks_run = 0;
+};
+
+RunTotals compute_totals(const Dag& dag, const ExecResult& r);
+/// report.json: per task (id, name, component, file, line, worker, start/end µs,
+/// flops, bytes, results) and totals.
+nlohmann::json make_report(const Dag& dag, const ExecResult& r, const RunTotals& t, const nlohmann::json& run_info);
+/// Chrome trace format (Perfetto): one lane per worker.
+nlohmann::json make_trace(const Dag& dag, const ExecResult& r);
+/// Per-component table: count, total time, GFLOP/s; and task results.
+std::string summary_table(const Dag& dag, const ExecResult& r, const RunTotals& t);
+/// Writes `text` to `path` atomically (temporary file, then rename).
+void write_file_atomic(const std::string& path, const std::string& text);
+
+}  // namespace ymlopt

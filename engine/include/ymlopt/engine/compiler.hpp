@@ -1,0 +1,42 @@
+#pragma once
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "ymlopt/engine/ir.hpp"
+#include "ymlopt/engine/registry.hpp"
+
+namespace ymlopt {
+
+/// What to compile: a workflow file and its `--set name=value` overrides.
+struct CompileOptions {
+  std::string file;
+  std::vector<std::pair<std::string, std::string>> sets;
+  std::size_t max_tasks = 50'000'000;
+};
+
+/// Outcome of compilation: the DAG, or diagnostics. `usage_error` is set when
+/// the fault is on the command line (e.g. `--set` of an unknown parameter).
+struct CompileResult {
+  Dag dag;
+  bool ok = false;
+  bool usage_error = false;
+};
+
+/// XML -> expanded IR -> DAG: expands params, loops, ifs and calls, resolves
+/// data and components, validates ports/args/shapes/initialisation, infers
+/// RAW/WAR/WAW dependencies in program order plus wait/notify events, and
+/// checks the result is acyclic.
+///
+///   Diagnostics diags;
+///   CompileResult r = compile_workflow({"wf.xml", {{"n", "8"}}}, registry, diags);
+///   if (!r.ok) std::cerr << diags.str();
+CompileResult compile_workflow(const CompileOptions& opts, const ComponentRegistry& registry,
+                               Diagnostics& diags);
+
+/// Same, from XML text held in memory (tests); `path` names it in messages.
+CompileResult compile_workflow_text(const std::string& path, const std::string& text,
+                                    const CompileOptions& opts, const ComponentRegistry& registry,
+                                    Diagnostics& diags);
+
+}  // namespace ymlopt

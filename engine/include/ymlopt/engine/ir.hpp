@@ -1,0 +1,86 @@
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <ymlopt/sdk.hpp>
+
+#include "ymlopt/xml/parser.hpp"
+
+namespace ymlopt {
+
+enum class InitKind : std::uint8_t { none, zeros, ones, identity, random, spd, value, file };
+
+/// A named tensor of the compiled workflow, optionally tiled into blocks.
+/// Rank <= 2 tensors can be tiled; a tile is addressed (tile_row, tile_col).
+struct DataDecl {
+  std::string name;
+  DType dtype = DType::f32;
+  std::vector<std::int64_t> shape;
+  std::int64_t rows = 1, cols = 1;        // 2-D view of the shape
+  std::int64_t tile_rows = 0, tile_cols = 0;  // block size; 0 = not tiled
+  std::int64_t ntile_r = 1, ntile_c = 1;  // number of tiles per dimension
+  InitKind init = InitKind::none;
+  std::uint64_t seed = 0;
+  double value = 0;
+  std::string src, key;  // InitKind::file
+  SrcLoc loc;
+
+  bool tiled() const { return tile_rows > 0; }
+  std::int64_t ntiles() const { return ntile_r * ntile_c; }
+  std::int64_t bytes() const { return rows * cols * std::int64_t(dtype_size(dtype)); }
+  /// Rows/cols of tile t (edge tiles may be smaller).
+  std::int64_t tile_nrows(std::int64_t tr) const {
+    return tiled() ? std::min(tile_rows, rows - tr * tile_rows) : rows;
+  }
+  std::int64_t tile_ncols(std::int64_t tc) const {
+    return tiled() ? std::min(tile_cols, cols - tc * tile_cols) : cols;
+  }
+};
+
+/// A reference to a whole tensor (tile == -1) or to one tile (row-major tile index).
+struct DataRef {
+  std::int32_t data = -1;
+  std::int32_t tile = -1;
+  bool operator==(const DataRef&) const = default;
+};
+
+/// One port binding of a task; unbound optional ports have ref.data == -1.
+struct Binding {
+  DataRef ref;
+  Access mode = Access::read;
+};
+
+/// One component invocation.
+struct TaskNode {
+  std::int32_t id = 0;
+  const ComponentSpec* comp = nullptr;
+  std::vector<Binding> bindings;  // in ComponentSpec::ports order
+  Args args;
+  SrcLoc loc;
+  std::string label;        // the task's `name` attribute, or empty
+  Cost cost;
+  std::vector<std::int32_t> preds;        // all predecessors (data + events), sorted
+  std::vector<std::int32_t> event_preds;  // the subset that comes from wait/notify only
+};
+
+/// The compiled workflow: data, tasks in program order, dependencies.
+///
+///   Dag dag = compile_workflow(opts, registry, diags);
+///   for (auto& t : dag.tasks) for (int p : t.preds) ...
+struct Dag {
+  std::string name;
+  std::string file;
+  std::vector<DataDecl> data;
+  std::vector<TaskNode> tasks;
+  std::vector<std::int32_t> topo_order;  // a valid execution order (program order where possible)
+  std::vector<std::unique_ptr<xml::Document>> docs;  // keep SrcLoc::file pointers valid
+
+  /// Logical shape of a reference (tile shape for a tile).
+  std::vector<std::int64_t> ref_shape(const DataRef& r) const;
+  std::string ref_name(const DataRef& r) const;
+  std::size_t num_edges() const;
+};
+
+}  // namespace ymlopt

@@ -1,0 +1,1244 @@
+#include "ymlopt/engine/compiler.hpp"
+
+#include <algorithm>
+#include <filesystem>
+#include <map>
+#include <queue>
+#include <set>
+#include <unordered_map>
+
+#include "ymlopt/engine/expr.hpp"
+
+namespace fs = std::filesystem;
+
+namespace ymlopt {
+
+std::vector<std::int64_t> Dag::ref_shape(const DataRef& r) const {
+  const DataDecl& d = data[size_t(r.data)];
+  if (r.tile < 0) return d.shape;
+  const std::int64_t tr = r.tile / d.ntile_c, tc = r.tile % d.ntile_c;
+  if (d.shape.size() == 1) return {d.tile_ncols(tc)};
+  return {d.tile_nrows(tr), d.tile_ncols(tc)};
+}
+
+std::string Dag::ref_name(const DataRef& r) const {
+  const DataDecl& d = data[size_t(r.data)];
+  if (r.tile < 0) return d.name;
+  const std::int64_t tr = r.tile / d.ntile_c, tc = r.tile % d.ntile_c;
+  if (d.shape.size() == 1) return d.name + "[" + std::to_string(tc) + "]";
+  return d.name + "[" + std::to_string(tr) + "," + std::to_string(tc) + "]";
+}
+
+std::size_t Dag::num_edges() const {
+  std::size_t n = 0;
+  for (const auto& t : tasks) n += t.preds.size();
+  return n;
+}
+
+namespace {
+
+using xml::Attr;
+using xml::Element;
+
+std::string shape_str(const std::vector<std::int64_t>& s) {
+  std::string out = "[";
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (i) out += ',';
+    out += std::to_string(s[i]);
+  }
+  return out + "]";
+}
+
+// Attributes each element accepts (first list: required).
+struct ElementRule {
+  std::vector<std::string> required;
+  std::vector<std::string> optional;
+};
+
+const std::map<std::string, ElementRule>& rules() {
+  static const std::map<std::string, ElementRule> r = {
+      {"workflow", {{}, {"name", "version", "xmlns"}}},
+      {"description", {{}, {}}},
+      {"param", {{"name"}, {"type", "default", "doc"}}},
+      {"data", {{"name", "shape"}, {"dtype", "tile", "init", "seed", "value", "src", "key"}}},
+      {"task", {{"component"}, {"name"}}},
+      {"in", {{"port", "data"}, {}}},
+      {"out", {{"port", "data"}, {}}},
+      {"inout", {{"port", "data"}, {}}},
+      {"arg", {{"name", "value"}, {}}},
+      {"par", {{}, {"var", "from", "to", "step"}}},
+      {"seq", {{}, {"var", "from", "to", "step"}}},
+      {"if", {{"cond"}, {}}},
+      {"else", {{}, {}}},
+      {"call", {{"workflow"}, {"name"}}},
+      {"set", {{"param", "value"}, {}}},
+      {"bind", {{"data", "to"}, {}}},
+      {"notify", {{"event"}, {}}},
+      {"wait", {{"event"}, {}}},
+      {"save", {{"data", "to"}, {"key"}}},
+  };
+  return r;
+}
+
+const std::vector<std::string>& body_elements() {
+  static const std::vector<std::string> v = {"param", "data", "task",   "par",  "seq", "if",
+                                             "call",  "notify", "wait", "save", "description"};
+  return v;
+}
+
+struct AccessState {
+  std::int32_t writer = -1;
+  std::vector<std::int32_t> readers;
+};
+
+struct DataState {
+  AccessState whole;
+  std::vector<AccessState> tiles;
+  std::vector<std::uint8_t> tile_init;
+  std::int64_t uninit_tiles = 0;  // tiles never written (when not initialised)
+  bool init = false;
+};
+
+struct Frame {
+  const xml::Document* doc = nullptr;
+  fs::path dir;
+  std::unordered_map<std::string, std::int32_t> data;  // name -> data index
+  size_t var_base = 0;                                  // first variable of this frame
+  std::string prefix;                                   // for local data of calls
+  std::set<std::string> failed_data;                    // declarations that had errors
+};
+
+struct Context {  // a sequential context: workflow body, par branch, seq loop
+  std::int32_t start_task = 0;
+  std::vector<int> waits;  // events waited for in this context so far
+};
+
+struct EventInfo {
+  std::string name;
+  std::vector<std::int32_t> sources;  // tasks a waiter must follow
+  std::vector<int> after_events;      // events that a notify followed (transitive)
+  bool notified = false;
+  SrcLoc first_wait;
+};
+
+class Compiler {
+ public:
+  Compiler(const CompileOptions& o, const ComponentRegistry& r, Diagnostics& d)
+      : opts_(o), reg_(r), diags_(d) {}
+
+  CompileResult run(std::unique_ptr<xml::Document> doc) {
+    CompileResult res;
+    if (!doc) return res;
+    const xml::Document* root = doc.get();
+    dag_.file = *doc->path;
+    dag_.docs.push_back(std::move(doc));
+    call_stack_.push_back(fs::weakly_canonical(dag_.file).string());
+    if (root->root.name != "workflow") {
+      diags_.error(root->root.loc, "root element must be <workflow>, not <" + root->root.name + ">");
+      return res;
+    }
+    dag_.name = attr_or(root->root, "name", fs::path(dag_.file).stem().string());
+    Frame f;
+    f.doc = root;
+    f.dir = fs::path(dag_.file).parent_path();
+    frames_.push_back(std::move(f));
+    check_attrs(root->root);
+    declare_params(root->root, opts_.sets, true, {});
+    if (res.usage_error = usage_error_; usage_error_) return res;
+    contexts_.push_back(Context{0, {}});
+    body(root->root.children);
+    contexts_.pop_back();
+    if (!diags_.has_errors()) finish_events();
+    if (!diags_.has_errors()) order();
+    res.ok = !diags_.has_errors();
+    res.dag = std::move(dag_);
+    return res;
+  }
+
+ private:
+  // ---------- helpers ----------
+  static std::string attr_or(const Element& e, std::string_view n, std::string def) {
+    const Attr* a = e.find(n);
+    return a ? a->value : def;
+  }
+
+  void check_attrs(const Element& e) {
+    const auto it = rules().find(e.name);
+    if (it == rules().end()) return;
+    std::vector<std::string> allowed = it->second.required;
+    allowed.insert(allowed.end(), it->second.optional.begin(), it->second.optional.end());
+    for (const auto& a : e.attrs)
+      if (std::find(allowed.begin(), allowed.end(), a.name) == allowed.end())
+        diags_.error(a.loc, "unknown attribute '" + a.name + "' on <" + e.name + ">" + did_you_mean(a.name, allowed));
+    for (const auto& r : it->second.required)
+      if (!e.find(r)) diags_.error(e.loc, "<" + e.name + "> requires attribute '" + r + "'");
+  }
+
+  const Template* tmpl(const Attr& a) {
+    auto it = templates_.find(&a);
+    if (it != templates_.end()) return it->second.get();
+    std::shared_ptr<const Template> t;
+    try {
+      t = Template::compile(a.value);
+    } catch (const ExprError& e) {
+      diags_.error(at_offset(a, e.offset), "bad expression in " + a.name + "=\"" + a.value + "\": " + e.message);
+    }
+    return (templates_[&a] = t).get();
+  }
+
+  static SrcLoc at_offset(const Attr& a, size_t off) {
+    SrcLoc l = a.loc;
+    if (l.col > 0) l.col += int(a.name.size() + 2 + off);
+    return l;
+  }
+
+  const Value* lookup(std::string_view n) const {
+    for (size_t i = vars_.size(); i-- > frames_.back().var_base;)
+      if (vars_[i].first == n) return &vars_[i].second;
+    return nullptr;
+  }
+
+  Lookup lookup_fn() const {
+    return [this](std::string_view n) { return lookup(n); };
+  }
+
+  // Evaluates an attribute; nullopt after reporting an error.
+  std::optional<Value> eval(const Attr& a) {
+    const Template* t = tmpl(a);
+    if (!t) return std::nullopt;
+    try {
+      return t->value(lookup_fn());
+    } catch (const ExprError& e) {
+      diags_.error(at_offset(a, e.offset), "bad expression in " + a.name + "=\"" + a.value + "\": " + e.message);
+      return std::nullopt;
+    }
+  }
+  std::optional<std::string> render(const Attr& a) {
+    const Template* t = tmpl(a);
+    if (!t) return std::nullopt;
+    try {
+      return t->render(lookup_fn());
+    } catch (const ExprError& e) {
+      diags_.error(at_offset(a, e.offset), "bad expression in " + a.name + "=\"" + a.value + "\": " + e.message);
+      return std::nullopt;
+    }
+  }
+  std::optional<std::int64_t> eval_int(const Attr& a) {
+    auto v = eval(a);
+    if (!v) return std::nullopt;
+    if (v->kind == Value::Kind::int_ || v->kind == Value::Kind::bool_) return v->i;
+    if (v->kind == Value::Kind::string_) {
+      char* end = nullptr;
+      const long long x = std::strtoll(v->s.c_str(), &end, 10);
+      if (!v->s.empty() && *end == 0) return x;
+    }
+    diags_.error(a.loc, a.name + "=\"" + a.value + "\" must be an integer, got '" + v->str() + "'");
+    return std::nullopt;
+  }
+  std::optional<std::vector<std::int64_t>> eval_list(const Attr& a) {
+    auto s = render(a);
+    if (!s) return std::nullopt;
+    std::vector<std::int64_t> out;
+    size_t p = 0;
+    while (p <= s->size()) {
+      size_t q = s->find(',', p);
+      if (q == std::string::npos) q = s->size();
+      std::string tok = s->substr(p, q - p);
+      tok.erase(0, tok.find_first_not_of(" \t"));
+      tok.erase(tok.find_last_not_of(" \t") + 1);
+      char* end = nullptr;
+      const long long x = std::strtoll(tok.c_str(), &end, 10);
+      if (tok.empty() || *end != 0) {
+        diags_.error(a.loc, a.name + "=\"" + a.value + "\" must be a comma-separated list of integers, got '" + *s + "'");
+        return std::nullopt;
+      }
+      out.push_back(x);
+      p = q + 1;
+    }
+    return out;
+  }
+
+  // ---------- params ----------
+  void declare_params(const Element& wf, const std::vector<std::pair<std::string, std::string>>& sets,
+                      bool from_cli, const std::vector<const Attr*>& set_locs) {
+    std::vector<std::string> names;
+    std::vector<bool> used(sets.size(), false);
+    for (const auto& e : wf.children) {
+      if (e.name != "param") continue;
+      check_attrs(e);
+      const Attr* na = e.find("name");
+      if (!na) continue;
+      const std::string type = attr_or(e, "type", "int");
+      if (type != "int" && type != "float" && type != "bool" && type != "string") {
+        diags_.error(e.find("type")->loc, "unknown param type '" + type + "' (expected int, float, bool or string)");
+        continue;
+      }
+      if (lookup(na->value) && std::find(names.begin(), names.end(), na->value) != names.end()) {
+        diags_.error(na->loc, "parameter '" + na->value + "' declared twice");
+        continue;
+      }
+      names.push_back(na->value);
+      std::optional<Value> v;
+      SrcLoc where = e.loc;
+      std::string origin;
+      for (size_t k = 0; k < sets.size(); ++k) {
+        if (sets[k].first != na->value) continue;
+        used[k] = true;
+        v = Value::of_string(sets[k].second);
+        origin = from_cli ? "--set " + sets[k].first + "=" + sets[k].second : "";
+        if (!from_cli) where = set_locs[k]->loc;
+      }
+      if (!v) {
+        const Attr* d = e.find("default");
+        if (!d) {
+          diags_.error(e.loc, "parameter '" + na->value + "' has no default and is not set" +
+                                  std::string(from_cli ? " (use --set " + na->value + "=VALUE)" : ""));
+          continue;
+        }
+        v = eval(*d);
+        if (!v) continue;
+      }
+      auto typed = convert(*v, type);
+      if (!typed) {
+        const std::string msg = "parameter '" + na->value + "' of type " + type + " cannot take value '" + v->str() + "'";
+        if (from_cli && !origin.empty()) {
+          diags_.add(Diagnostic{dag_.file, 0, 0, Severity::error, origin + ": " + msg});
+          usage_error_ = true;
+        } else {
+          diags_.error(where, msg);
+        }
+        continue;
+      }
+      vars_.emplace_back(na->value, std::move(*typed));
+    }
+    for (size_t k = 0; k < sets.size(); ++k) {
+      if (used[k]) continue;
+      const std::string msg = "unknown parameter '" + sets[k].first + "'" + did_you_mean(sets[k].first, names);
+      if (from_cli) {
+        diags_.add(Diagnostic{dag_.file, 0, 0, Severity::error, "--set " + sets[k].first + "=" + sets[k].second + ": " + msg});
+        usage_error_ = true;
+      } else {
+        diags_.error(set_locs[k]->loc, msg);
+      }
+    }
+  }
+
+  static std::optional<Value> convert(const Value& v, const std::string& type) {
+    if (type == "string") return Value::of_string(v.str());
+    if (v.kind != Value::Kind::string_) {
+      if (type == "int") {
+        if (v.kind == Value::Kind::float_ && v.f != double(std::int64_t(v.f))) return std::nullopt;
+        return Value::of_int(v.kind == Value::Kind::float_ ? std::int64_t(v.f) : v.i);
+      }
+      if (type == "float") return Value::of_float(v.number());
+      return Value::of_bool(v.number() != 0);
+    }
+    const std::string& s = v.s;
+    if (type == "bool") {
+      if (s == "true" || s == "1" || s == "yes") return Value::of_bool(true);
+      if (s == "false" || s == "0" || s == "no") return Value::of_bool(false);
+      return std::nullopt;
+    }
+    char* end = nullptr;
+    if (type == "int") {
+      const long long x = std::strtoll(s.c_str(), &end, 10);
+      if (s.empty() || *end) return std::nullopt;
+      return Value::of_int(x);
+    }
+    const double x = std::strtod(s.c_str(), &end);
+    if (s.empty() || *end) return std::nullopt;
+    return Value::of_float(x);
+  }
+
+  // ---------- body ----------
+  void body(const std::vector<Element>& children) {
+    for (const auto& e : children) {
+      if (diags_.full()) return;
+      statement(e);
+    }
+  }
+
+  void statement(const Element& e) {
+    if (e.name == "param" || e.name == "description") return;  // handled by declare_params
+    if (rules().find(e.name) == rules().end() || e.name == "workflow" ||
+        std::find(body_elements().begin(), body_elements().end(), e.name) == body_elements().end()) {
+      diags_.error(e.loc, "unknown element <" + e.name + ">" + did_you_mean(e.name, body_elements()));
+      return;
+    }
+    check_attrs(e);
+    if (e.name == "data") data(e);
+    else if (e.name == "task") task(e);
+    else if (e.name == "par" || e.name == "seq") loop(e, e.name == "par");
+    else if (e.name == "if") if_(e);
+    else if (e.name == "call") call(e);
+    else if (e.name == "notify") notify(e);
+    else if (e.name == "wait") wait(e);
+    else if (e.name == "save") save(e);
+  }
+
+  void loop(const Element& e, bool parallel) {
+    const Attr* var = e.find("var");
+    if (!var) {  // a block: for par each child is a branch of its own
+      if (e.find("from") || e.find("to"))
+        diags_.error(e.loc, "<" + e.name + "> with from/to needs var=");
+      if (!parallel) {
+        body(e.children);
+        return;
+      }
+      for (const auto& c : e.children) {
+        contexts_.push_back(Context{std::int32_t(dag_.tasks.size()), {}});
+        statement(c);
+        contexts_.pop_back();
+      }
+      return;
+    }
+    const Attr* from = e.find("from");
+    const Attr* to = e.find("to");
+    if (!to) {
+      diags_.error(e.loc, "<" + e.name + " var=\"" + var->value + "\"> requires attribute 'to'");
+      return;
+    }
+    std::int64_t lo = 0, step = 1;
+    if (from) {
+      auto v = eval_int(*from);
+      if (!v) return;
+      lo = *v;
+    }
+    auto hi = eval_int(*to);
+    if (!hi) return;
+    if (const Attr* s = e.find("step")) {
+      auto v = eval_int(*s);
+      if (!v) return;
+      if (*v == 0) {
+        diags_.error(s->loc, "step must not be 0");
+        return;
+      }
+      step = *v;
+    }
+    if (!parallel) contexts_.push_back(Context{std::int32_t(dag_.tasks.size()), {}});
+    vars_.emplace_back(var->value, Value::of_int(lo));
+    const size_t slot = vars_.size() - 1;
+    for (std::int64_t i = lo; step > 0 ? i < *hi : i > *hi; i += step) {
+      vars_[slot].second = Value::of_int(i);
+      if (parallel) contexts_.push_back(Context{std::int32_t(dag_.tasks.size()), {}});
+      body(e.children);
+      if (parallel) contexts_.pop_back();
+      if (diags_.full() || too_many()) break;
+    }
+    vars_.pop_back();
+    if (!parallel) contexts_.pop_back();
+  }
+
+  bool too_many() {
+    if (dag_.tasks.size() <= opts_.max_tasks) return false;
+    if (!too_many_reported_)
+      diags_.error(SrcLoc{dag_.docs[0]->path.get(), 1, 1},
+                   "workflow expands to more than " + std::to_string(opts_.max_tasks) + " tasks");
+    too_many_reported_ = true;
+    return true;
+  }
+
+  void if_(const Element& e) {
+    auto c = eval(*e.find("cond"));
+    if (!c) return;
+    if (!c->numeric()) {
+      diags_.error(e.find("cond")->loc, "cond=\"" + e.find("cond")->value + "\" is not a boolean expression");
+      return;
+    }
+    const bool take = c->number() != 0;
+    int elses = 0;
+    for (const auto& ch : e.children) {
+      if (ch.name == "else") {
+        if (++elses > 1) diags_.error(ch.loc, "<if> has more than one <else>");
+        check_attrs(ch);
+        if (!take) body(ch.children);
+      } else if (take) {
+        statement(ch);
+      }
+    }
+  }
+
+  // ---------- data ----------
+  void data(const Element& e) {
+    const Attr* na = e.find("name");
+    const Attr* sa = e.find("shape");
+    if (!na || !sa) return;
+    Frame& fr = frames_.back();
+    DataDecl d;
+    d.name = fr.prefix + na->value;
+    d.loc = e.loc;
+    // until the declaration succeeds, uses of the name are not reported again
+    fr.failed_data.insert(na->value);
+    if (const Attr* a = e.find("dtype")) {
+      auto text = render(*a);
+      if (!text) return;
+      auto t = parse_dtype(*text);
+      if (!t) {
+        diags_.error(a->loc, "unknown dtype '" + *text + "' (expected f32, f64, f16, bf16, i8 or i32)");
+        return;
+      }
+      d.dtype = *t;
+    }
+    auto shape = eval_list(*sa);
+    if (!shape) return;
+    for (auto x : *shape)
+      if (x <= 0) {
+        diags_.error(sa->loc, "shape " + shape_str(*shape) + " has a dimension <= 0");
+        return;
+      }
+    d.shape = *shape;
+    if (d.shape.size() == 1) d.rows = 1, d.cols = d.shape[0];
+    else {
+      d.cols = d.shape.back();
+      d.rows = 1;
+      for (size_t i = 0; i + 1 < d.shape.size(); ++i) d.rows *= d.shape[i];
+    }
+    if (const Attr* ta = e.find("tile")) {
+      auto t = eval_list(*ta);
+      if (!t) return;
+      if (d.shape.size() > 2 || t->size() != d.shape.size()) {
+        diags_.error(ta->loc, "tile " + shape_str(*t) + " does not match shape " + shape_str(d.shape) +
+                                  " (tiles are given per dimension, for rank 1 or 2)");
+        return;
+      }
+      for (auto x : *t)
+        if (x <= 0) {
+          diags_.error(ta->loc, "tile " + shape_str(*t) + " has a dimension <= 0");
+          return;
+        }
+      if (t->size() == 1) d.tile_rows = 1, d.tile_cols = (*t)[0];
+      else d.tile_rows = (*t)[0], d.tile_cols = (*t)[1];
+      d.ntile_r = (d.rows + d.tile_rows - 1) / d.tile_rows;
+      d.ntile_c = (d.cols + d.tile_cols - 1) / d.tile_cols;
+    }
+    const Attr* init = e.find("init");
+    const Attr* src = e.find("src");
+    if (init && src) diags_.error(src->loc, "data '" + na->value + "' has both init= and src=");
+    if (init) {
+      static const std::vector<std::pair<std::string, InitKind>> kinds = {
+          {"zeros", InitKind::zeros},   {"ones", InitKind::ones}, {"identity", InitKind::identity},
+          {"random", InitKind::random}, {"spd", InitKind::spd},   {"value", InitKind::value}};
+      std::vector<std::string> names;
+      for (auto& [k, v] : kinds) {
+        names.push_back(k);
+        if (init->value == k) d.init = v;
+      }
+      if (d.init == InitKind::none)
+        diags_.error(init->loc, "unknown init '" + init->value + "'" + did_you_mean(init->value, names) +
+                                    " (expected zeros, ones, identity, random, spd or value)");
+      if ((d.init == InitKind::identity || d.init == InitKind::spd) &&
+          (d.shape.size() != 2 || d.shape[0] != d.shape[1]))
+        diags_.error(init->loc, "init=\"" + init->value + "\" needs a square 2-D shape, not " + shape_str(d.shape));
+      if (d.init == InitKind::value && !e.find("value"))
+        diags_.error(init->loc, "init=\"value\" requires attribute 'value'");
+    }
+    if (const Attr* a = e.find("seed")) {
+      if (auto v = eval_int(*a)) d.seed = std::uint64_t(*v);
+    }
+    if (const Attr* a = e.find("value")) {
+      if (auto v = eval(*a)) {
+        if (!v->numeric()) diags_.error(a->loc, "value=\"" + a->value + "\" is not a number");
+        d.value = v->number();
+        if (!init) d.init = InitKind::value;
+      }
+    }
+    if (src) {
+      auto path = render(*src);
+      if (!path) return;
+      fs::path p(*path);
+      if (p.is_relative()) p = fr.dir / p;
+      d.src = p.string();
+      d.init = InitKind::file;
+      if (const Attr* k = e.find("key")) {
+        if (auto kv = render(*k)) d.key = *kv;
+      }
+      if (!fs::exists(p)) diags_.error(src->loc, "cannot open '" + d.src + "'");
+    } else if (e.find("key")) {
+      diags_.error(e.find("key")->loc, "key= is only meaningful with src=");
+    }
+    if (fr.data.count(na->value)) {
+      const DataDecl& prev = dag_.data[size_t(fr.data[na->value])];
+      if (prev.loc.line != e.loc.line || prev.loc.file != e.loc.file) {
+        diags_.error(na->loc, "data '" + na->value + "' declared twice (first at line " + std::to_string(prev.loc.line) + ")");
+        return;
+      }
+    }
+    if (bound_.count(&e)) {  // a sub-workflow's data bound by the caller
+      const std::int32_t idx = bound_[&e];
+      const DataDecl& outer = dag_.data[size_t(idx)];
+      if (outer.dtype != d.dtype || outer.shape != d.shape)
+        diags_.error(e.loc, "data '" + na->value + "' is declared " + dtype_name(d.dtype) + shape_str(d.shape) +
+                                " but the caller binds '" + outer.name + "' which is " + dtype_name(outer.dtype) +
+                                shape_str(outer.shape));
+      if (init || src) diags_.error(e.loc, "data '" + na->value + "' is bound by the caller and cannot have init= or src=");
+      fr.data[na->value] = idx;
+      fr.failed_data.erase(na->value);
+      return;
+    }
+    if (diags_.has_errors() && d.shape.empty()) return;
+    fr.failed_data.erase(na->value);
+    fr.data[na->value] = std::int32_t(dag_.data.size());
+    dag_.data.push_back(std::move(d));
+    DataState st;
+    const DataDecl& dd = dag_.data.back();
+    st.init = dd.init != InitKind::none;
+    if (dd.tiled()) {
+      st.tiles.resize(size_t(dd.ntiles()));
+      if (!st.init) st.tile_init.assign(size_t(dd.ntiles()), 0), st.uninit_tiles = dd.ntiles();
+    } else if (!st.init) {
+      st.uninit_tiles = 1;
+    }
+    states_.push_back(std::move(st));
+  }
+
+  // Parses "A" or "A[i,j]" (already rendered) into a reference.
+  std::optional<DataRef> resolve(const std::string& text, const Attr& a) {
+    const auto br = text.find('[');
+    std::string name = text.substr(0, br);
+    name.erase(name.find_last_not_of(" ") + 1);
+    Frame& fr = frames_.back();
+    auto it = fr.data.find(name);
+    if (it == fr.data.end()) {
+      if (fr.failed_data.count(name)) return std::nullopt;  // already reported
+      std::vector<std::string> names;
+      for (auto& [k, v] : fr.data) names.push_back(k);
+      diags_.error(a.loc, "undefined data '" + name + "'" + did_you_mean(name, names));
+      return std::nullopt;
+    }
+    DataRef r{it->second, -1};
+    if (br == std::string::npos) return r;
+    const DataDecl& d = dag_.data[size_t(r.data)];
+    if (text.back() != ']') {
+      diags_.error(a.loc, "bad data reference '" + text + "' (expected NAME or NAME[i,j])");
+      return std::nullopt;
+    }
+    std::vector<std::int64_t> idx;
+    std::string inner = text.substr(br + 1, text.size() - br - 2);
+    size_t p = 0;
+    while (p <= inner.size()) {
+      size_t q = inner.find(',', p);
+      if (q == std::string::npos) q = inner.size();
+      const std::string tok = inner.substr(p, q - p);
+      char* end = nullptr;
+      const long long x = std::strtoll(tok.c_str(), &end, 10);
+      if (tok.empty() || *end) {
+        diags_.error(a.loc, "bad tile index '" + tok + "' in '" + text + "'");
+        return std::nullopt;
+      }
+      idx.push_back(x);
+      p = q + 1;
+    }
+    if (!d.tiled()) {
+      diags_.error(a.loc, "data '" + name + "' is not tiled; it cannot be indexed as '" + text + "'");
+      return std::nullopt;
+    }
+    if (idx.size() != d.shape.size()) {
+      diags_.error(a.loc, "'" + text + "' has " + std::to_string(idx.size()) + " indices but '" + name +
+                              "' has " + std::to_string(d.shape.size()) + " tiled dimensions");
+      return std::nullopt;
+    }
+    const std::int64_t tr = idx.size() == 1 ? 0 : idx[0];
+    const std::int64_t tc = idx.back();
+    if (tr < 0 || tr >= d.ntile_r || tc < 0 || tc >= d.ntile_c) {
+      const std::string grid = d.shape.size() == 1 ? "[" + std::to_string(d.ntile_c) + "]"
+                                                   : "[" + std::to_string(d.ntile_r) + "," + std::to_string(d.ntile_c) + "]";
+      diags_.error(a.loc, "tile index out of range: '" + text + "' but '" + name + "' has " + grid + " tiles");
+      return std::nullopt;
+    }
+    r.tile = std::int32_t(tr * d.ntile_c + tc);
+    return r;
+  }
+
+  // ---------- tasks ----------
+  const std::vector<ArgValue>& defaults(const ComponentSpec* c) {
+    auto it = defaults_.find(c);
+    if (it != defaults_.end()) return it->second;
+    std::vector<ArgValue> v;
+    for (const auto& p : c->params) v.push_back(parse_arg(p, p.default_value).value_or(ArgValue{}));
+    return defaults_[c] = std::move(v);
+  }
+
+  static std::optional<ArgValue> parse_arg(const ParamSpec& p, const std::string& s) {
+    ArgValue v;
+    v.text = s;
+    char* end = nullptr;
+    switch (p.type) {
+      case ParamType::string_: return v;
+      case ParamType::bool_:
+        if (s == "true" || s == "1") v.number = 1;
+        else if (s == "false" || s == "0" || s.empty()) v.number = 0;
+        else return std::nullopt;
+        return v;
+      case ParamType::int_: {
+        const long long x = std::strtoll(s.c_str(), &end, 10);
+        if (s.empty() || *end) {
+          const double d = std::strtod(s.c_str(), &end);
+          if (s.empty() || *end || d != double(std::int64_t(d))) return std::nullopt;
+          v.number = d;
+          return v;
+        }
+        v.number = double(x);
+        return v;
+      }
+      case ParamType::float_: {
+        v.number = std::strtod(s.c_str(), &end);
+        if (s.empty() || *end) return std::nullopt;
+        return v;
+      }
+    }
+    return std::nullopt;
+  }
+
+  std::string task_desc(const Element& e, const std::string& comp) {
+    const Attr* n = e.find("name");
+    if (n) {
+      auto r = render(*n);
+      return "task '" + r.value_or(n->value) + "'";
+    }
+    return "task '" + comp + "'";
+  }
+
+  struct PortUse {
+    DataRef ref;
+    Access mode;
+  };
+
+  void task(const Element& e) {
+    const Attr* ca = e.find("component");
+    if (!ca) return;
+    const auto cname = render(*ca);
+    if (!cname) return;
+    const ComponentSpec* c = reg_.find(*cname);
+    if (!c) {
+      diags_.error(ca->loc, task_desc(e, *cname) + ": unknown component '" + *cname + "'" +
+                                did_you_mean(*cname, reg_.names()));
+      return;
+    }
+    const std::string who = task_desc(e, c->name);
+    std::vector<Binding> binds(c->ports.size());
+    std::vector<bool> bound(c->ports.size(), false);
+    std::vector<ArgValue> args = defaults(c);
+    std::vector<bool> arg_set(c->params.size(), false);
+    bool bad = false;
+    std::vector<std::string> port_names, param_names;
+    for (const auto& p : c->ports) port_names.push_back(p.name);
+    for (const auto& p : c->params) param_names.push_back(p.name);
+    for (const auto& ch : e.children) {
+      if (ch.name == "in" || ch.name == "out" || ch.name == "inout") {
+        check_attrs(ch);
+        const Attr* pa = ch.find("port");
+        const Attr* da = ch.find("data");
+        if (!pa || !da) { bad = true; continue; }
+        size_t k = 0;
+        while (k < c->ports.size() && c->ports[k].name != pa->value) ++k;
+        if (k == c->ports.size()) {
+          diags_.error(pa->loc, who + ": unknown port '" + pa->value + "' of " + c->name + did_you_mean(pa->value, port_names));
+          bad = true;
+          continue;
+        }
+        const PortSpec& ps = c->ports[k];
+        if (bound[k]) {
+          diags_.error(ch.loc, who + ": port '" + ps.name + "' is bound twice");
+          bad = true;
+          continue;
+        }
+        bound[k] = true;  // attempted: a failed binding is not also reported missing
+        const Access mode = ch.name == "in" ? Access::read : ch.name == "out" ? Access::write : Access::read_write;
+        if (mode != ps.access) {
+          diags_.error(ch.loc, who + ": port '" + ps.name + "' of " + c->name + " is <" + access_name(ps.access) +
+                                   ">, bound with <" + ch.name + ">");
+          bad = true;
+          continue;
+        }
+        auto text = render(*da);
+        if (!text) { bad = true; continue; }
+        auto ref = resolve(*text, *da);
+        if (!ref) { bad = true; continue; }
+        const DataDecl& d = dag_.data[size_t(ref->data)];
+        if (!ps.dtypes.empty() && std::find(ps.dtypes.begin(), ps.dtypes.end(), d.dtype) == ps.dtypes.end()) {
+          std::string list;
+          for (auto t : ps.dtypes) list += std::string(list.empty() ? "" : ", ") + dtype_name(t);
+          diags_.error(da->loc, who + ": port '" + ps.name + "' of " + c->name + " accepts " + list + ", but '" +
+                                    *text + "' is " + dtype_name(d.dtype));
+          bad = true;
+          continue;
+        }
+        const auto shp = dag_.ref_shape(*ref);
+        if (int(shp.size()) > ps.max_rank) {
+          diags_.error(da->loc, who + ": port '" + ps.name + "' of " + c->name + " takes rank <= " +
+                                    std::to_string(ps.max_rank) + ", but '" + *text + "' has shape " + shape_str(shp));
+          bad = true;
+          continue;
+        }
+        binds[k] = Binding{*ref, mode};
+      } else if (ch.name == "arg") {
+        check_attrs(ch);
+        const Attr* na = ch.find("name");
+        const Attr* va = ch.find("value");
+        if (!na || !va) { bad = true; continue; }
+        size_t k = 0;
+        while (k < c->params.size() && c->params[k].name != na->value) ++k;
+        if (k == c->params.size()) {
+          diags_.error(na->loc, who + ": unknown argument '" + na->value + "' of " + c->name + did_you_mean(na->value, param_names));
+          bad = true;
+          continue;
+        }
+        auto v = eval(*va);
+        if (!v) { bad = true; continue; }
+        auto parsed = parse_arg(c->params[k], v->kind == Value::Kind::bool_ ? (v->i ? "true" : "false") : v->str());
+        if (!parsed) {
+          diags_.error(va->loc, who + ": argument '" + na->value + "' of " + c->name + " must be " +
+                                    param_type_name(c->params[k].type) + ", got '" + v->str() + "'");
+          bad = true;
+          continue;
+        }
+        args[k] = std::move(*parsed);
+        arg_set[k] = true;
+      } else {
+        diags_.error(ch.loc, "unknown element <" + ch.name + "> in <task> (expected <in>, <out>, <inout> or <arg>)");
+        bad = true;
+      }
+    }
+    for (size_t k = 0; k < c->ports.size(); ++k)
+      if (!bound[k] && !c->ports[k].optional) {
+        diags_.error(e.loc, who + ": missing <" + std::string(access_name(c->ports[k].access)) + " port=\"" +
+                                c->ports[k].name + "\"> of " + c->name);
+        bad = true;
+      }
+    for (size_t k = 0; k < c->params.size(); ++k)
+      if (!arg_set[k] && c->params[k].required) {
+        diags_.error(e.loc, who + ": missing <arg name=\"" + c->params[k].name + "\"> of " + c->name);
+        bad = true;
+      }
+    if (bad) return;
+    add_task(e.loc, c, std::move(binds), std::move(args), e.find("name"), who);
+  }
+
+  void add_task(const SrcLoc& loc, const ComponentSpec* c, std::vector<Binding> binds, std::vector<ArgValue> args,
+                const Attr* name_attr, const std::string& who) {
+    TaskNode t;
+    t.id = std::int32_t(dag_.tasks.size());
+    t.comp = c;
+    t.loc = loc;
+    t.args = Args(&c->params, std::move(args));
+    if (name_attr) t.label = render(*name_attr).value_or(name_attr->value);
+    // a task sees a tensor either whole or as tiles, never both
+    for (size_t a = 0; a < binds.size(); ++a)
+      for (size_t b = a + 1; b < binds.size(); ++b) {
+        const DataRef &x = binds[a].ref, &y = binds[b].ref;
+        if (x.data >= 0 && x.data == y.data && x.tile != y.tile && (x.tile < 0 || y.tile < 0)) {
+          diags_.error(loc, who + ": ports '" + c->ports[a].name + "' and '" + c->ports[b].name + "' use '" +
+                                dag_.ref_name(x) + "' and '" + dag_.ref_name(y) +
+                                "': a task cannot access a tensor both whole and by tiles");
+          return;
+        }
+      }
+    // shape check and cost
+    std::vector<TensorView> views(binds.size());
+    for (size_t k = 0; k < binds.size(); ++k) {
+      if (binds[k].ref.data < 0) continue;
+      const DataDecl& d = dag_.data[size_t(binds[k].ref.data)];
+      TensorView& v = views[k];
+      v.dtype = d.dtype;
+      v.shape = dag_.ref_shape(binds[k].ref);
+      if (binds[k].ref.tile < 0) v.rows = d.rows, v.cols = d.cols;
+      else v.rows = d.tile_nrows(binds[k].ref.tile / d.ntile_c), v.cols = d.tile_ncols(binds[k].ref.tile % d.ntile_c);
+      v.ld = v.cols;
+    }
+    const TaskShape ts{views, t.args};
+    if (c->check) {
+      std::string err;
+      try {
+        err = c->check(ts);
+      } catch (const std::exception& ex) {
+        err = ex.what();
+      }
+      if (!err.empty()) {
+        diags_.error(loc, who + " (" + c->name + "): " + err);
+        return;
+      }
+    }
+    if (c->cost) {
+      try {
+        t.cost = c->cost(ts);
+      } catch (const std::exception&) {
+      }
+    } else {
+      for (const auto& v : views) t.cost.bytes += double(v.rows * v.cols) * double(dtype_size(v.dtype));
+    }
+    // dependencies, in program order
+    std::vector<std::int32_t> preds;
+    bool ok = true;
+    for (size_t k = 0; k < binds.size(); ++k) {
+      if (binds[k].ref.data < 0) continue;
+      ok &= access(t.id, binds[k], preds, loc, who, c->ports[k].name);
+    }
+    if (!ok) return;
+    // waits of every enclosing context
+    for (const auto& ctx : contexts_)
+      for (int ev : ctx.waits) waiters_.emplace_back(t.id, ev);
+    std::sort(preds.begin(), preds.end());
+    preds.erase(std::unique(preds.begin(), preds.end()), preds.end());
+    t.preds = std::move(preds);
+    t.bindings = std::move(binds);
+    dag_.tasks.push_back(std::move(t));
+  }
+
+  bool access(std::int32_t t, const Binding& b, std::vector<std::int32_t>& preds, const SrcLoc& loc,
+              const std::string& who, const std::string& port) {
+    DataState& s = states_[size_t(b.ref.data)];
+    const DataDecl& d = dag_.data[size_t(b.ref.data)];
+    const bool reads = b.mode != Access::write;
+    const bool writes = b.mode != Access::read;
+    auto add = [&](std::int32_t p) {
+      if (p >= 0 && p != t) preds.push_back(p);
+    };
+    if (reads && !s.init) {
+      bool ready;
+      if (b.ref.tile >= 0) ready = s.tile_init[size_t(b.ref.tile)] != 0;
+      else ready = s.uninit_tiles == 0;
+      if (!ready) {
+        diags_.error(loc, who + ": port '" + port + "' reads '" + dag_.ref_name(b.ref) +
+                              "' before anything writes it (give the data init= or src=, or write it first)");
+        return false;
+      }
+    }
+    if (b.ref.tile >= 0) {
+      AccessState& ts = s.tiles[size_t(b.ref.tile)];
+      add(ts.writer);
+      add(s.whole.writer);
+      if (writes) {
+        for (auto r : ts.readers) add(r);
+        for (auto r : s.whole.readers) add(r);
+        ts.readers.clear();
+        ts.writer = t;
+        if (!s.init && !s.tile_init[size_t(b.ref.tile)]) {
+          s.tile_init[size_t(b.ref.tile)] = 1;
+          --s.uninit_tiles;
+        }
+      } else {
+        ts.readers.push_back(t);
+      }
+    } else {
+      add(s.whole.writer);
+      for (const auto& ts : s.tiles) add(ts.writer);
+      if (writes) {
+        for (auto r : s.whole.readers) add(r);
+        for (const auto& ts : s.tiles) for (auto r : ts.readers) add(r);
+        for (auto& ts : s.tiles) ts = AccessState{};
+        s.whole.readers.clear();
+        s.whole.writer = t;
+        if (!s.init) {
+          std::fill(s.tile_init.begin(), s.tile_init.end(), 1);
+          s.uninit_tiles = 0;
+        }
+      } else {
+        s.whole.readers.push_back(t);
+      }
+    }
+    (void)d;
+    return true;
+  }
+
+  void save(const Element& e) {
+    const ComponentSpec* c = reg_.find("io.save");
+    if (!c) {
+      diags_.error(e.loc, "<save> needs component io.save, which is not registered");
+      return;
+    }
+    auto text = render(*e.find("data"));
+    auto path = render(*e.find("to"));
+    if (!text || !path) return;
+    auto ref = resolve(*text, *e.find("data"));
+    if (!ref) return;
+    std::vector<Binding> binds(c->ports.size());
+    binds[0] = Binding{*ref, Access::read};
+    std::vector<ArgValue> args = defaults(c);
+    for (size_t k = 0; k < c->params.size(); ++k) {
+      if (c->params[k].name == "path") args[k].text = *path;
+      if (c->params[k].name == "key") {
+        if (const Attr* ka = e.find("key")) args[k].text = render(*ka).value_or("");
+        else args[k].text = dag_.data[size_t(ref->data)].name;
+      }
+    }
+    add_task(e.loc, c, std::move(binds), std::move(args), nullptr, "save of '" + *text + "'");
+  }
+
+  // ---------- calls ----------
+  void call(const Element& e) {
+    auto rel = render(*e.find("workflow"));
+    if (!rel) return;
+    fs::path p(*rel);
+    if (p.is_relative()) p = frames_.back().dir / p;
+    const std::string canon = fs::weakly_canonical(p).string();
+    if (!fs::exists(p)) {
+      diags_.error(e.find("workflow")->loc, "cannot open called workflow '" + p.string() + "'");
+      return;
+    }
+    if (std::find(call_stack_.begin(), call_stack_.end(), canon) != call_stack_.end()) {
+      diags_.error(e.loc, "recursive call of '" + p.string() + "' (call chain: " + chain(canon) + ")");
+      return;
+    }
+    const xml::Document* doc = nullptr;
+    if (auto it = docs_by_path_.find(canon); it != docs_by_path_.end()) {
+      doc = it->second;
+    } else {
+      auto d = xml::parse_file(p.string(), diags_);
+      if (!d) return;
+      doc = d.get();
+      docs_by_path_[canon] = doc;
+      dag_.docs.push_back(std::move(d));
+    }
+    if (doc->root.name != "workflow") {
+      diags_.error(doc->root.loc, "root element must be <workflow>, not <" + doc->root.name + ">");
+      return;
+    }
+    // parameter values and data bindings, evaluated in the caller's scope
+    std::vector<std::pair<std::string, std::string>> sets;
+    std::vector<const Attr*> set_locs;
+    std::map<std::string, std::pair<std::int32_t, const Attr*>> binds;
+    for (const auto& ch : e.children) {
+      check_attrs(ch);
+      if (ch.name == "set") {
+        const Attr* pa = ch.find("param");
+        const Attr* va = ch.find("value");
+        if (!pa || !va) continue;
+        auto v = eval(*va);
+        if (!v) continue;
+        sets.emplace_back(pa->value, v->str());
+        set_locs.push_back(pa);
+      } else if (ch.name == "bind") {
+        const Attr* da = ch.find("data");
+        const Attr* ta = ch.find("to");
+        if (!da || !ta) continue;
+        auto text = render(*ta);
+        if (!text) continue;
+        auto ref = resolve(*text, *ta);
+        if (!ref) continue;
+        if (ref->tile >= 0) {
+          diags_.error(ta->loc, "<bind> takes whole data, not the tile '" + *text + "'");
+          continue;
+        }
+        binds[da->value] = {ref->data, da};
+      } else {
+        diags_.error(ch.loc, "unknown element <" + ch.name + "> in <call> (expected <set> or <bind>)");
+      }
+    }
+    const std::string prefix = attr_or(e, "name", fs::path(*rel).stem().string()) + "#" + std::to_string(call_count_++) + "/";
+    Frame f;
+    f.doc = doc;
+    f.dir = p.parent_path();
+    f.var_base = vars_.size();
+    f.prefix = frames_.back().prefix + prefix;
+    // bound data declared in the callee alias the caller's
+    std::set<std::string> declared;
+    for (const auto& ch : doc->root.children)
+      if (ch.name == "data" && ch.find("name")) {
+        bound_.erase(&ch);
+        declared.insert(ch.find("name")->value);
+        auto it = binds.find(ch.find("name")->value);
+        if (it != binds.end()) bound_[&ch] = it->second.first;
+      }
+    for (const auto& [name, b] : binds)
+      if (!declared.count(name))
+        diags_.error(b.second->loc, "<bind data=\"" + name + "\">: '" + p.string() + "' declares no data '" + name + "'" +
+                                        did_you_mean(name, std::vector<std::string>(declared.begin(), declared.end())));
+    frames_.push_back(std::move(f));
+    call_stack_.push_back(canon);
+    check_attrs(doc->root);
+    declare_params(doc->root, sets, false, set_locs);
+    contexts_.push_back(Context{std::int32_t(dag_.tasks.size()), {}});
+    body(doc->root.children);
+    contexts_.pop_back();
+    call_stack_.pop_back();
+    vars_.resize(frames_.back().var_base);
+    frames_.pop_back();
+  }
+
+  std::string chain(const std::string& last) const {
+    std::string s;
+    for (const auto& c : call_stack_) s += fs::path(c).filename().string() + " -> ";
+    return s + fs::path(last).filename().string();
+  }
+
+  // ---------- events ----------
+  int event_id(const std::string& name) {
+    auto it = event_ids_.find(name);
+    if (it != event_ids_.end()) return it->second;
+    events_.push_back(EventInfo{name, {}, {}, false, {}});
+    return event_ids_[name] = int(events_.size() - 1);
+  }
+
+  void notify(const Element& e) {
+    auto name = render(*e.find("event"));
+    if (!name) return;
+    const int ev = event_id(*name);
+    EventInfo& info = events_[size_t(ev)];
+    info.notified = true;
+    const Context& ctx = contexts_.back();
+    // sinks of the tasks emitted so far in this context
+    const std::int32_t lo = ctx.start_task, hi = std::int32_t(dag_.tasks.size());
+    std::vector<std::uint8_t> has_succ(size_t(hi - lo), 0);
+    for (std::int32_t t = lo; t < hi; ++t)
+      for (auto p : dag_.tasks[size_t(t)].preds)
+        if (p >= lo) has_succ[size_t(p - lo)] = 1;
+    for (std::int32_t t = lo; t < hi; ++t)
+      if (!has_succ[size_t(t - lo)]) info.sources.push_back(t);
+    for (const auto& c : contexts_)
+      for (int w : c.waits) info.after_events.push_back(w);
+  }
+
+  void wait(const Element& e) {
+    auto name = render(*e.find("event"));
+    if (!name) return;
+    const int ev = event_id(*name);
+    if (events_[size_t(ev)].first_wait.line == 0) events_[size_t(ev)].first_wait = e.find("event")->loc;
+    wait_locs_.push_back({ev, e.loc});
+    contexts_.back().waits.push_back(ev);
+  }
+
+  void finish_events() {
+    for (const auto& [ev, loc] : wait_locs_)
+      if (!events_[size_t(ev)].notified)
+        diags_.error(loc, "wait for event '" + events_[size_t(ev)].name +
+                              "' that no notify can satisfy (no <notify event=\"" + events_[size_t(ev)].name +
+                              "\"/> in the workflow)");
+    if (diags_.has_errors()) return;
+    // close sources over notify-after-wait chains
+    std::vector<std::vector<std::int32_t>> closed(events_.size());
+    std::vector<int> state(events_.size(), 0);
+    bool cyclic = false;
+    std::function<void(int)> close = [&](int ev) {
+      if (state[size_t(ev)] == 2) return;
+      if (state[size_t(ev)] == 1) {
+        cyclic = true;
+        return;
+      }
+      state[size_t(ev)] = 1;
+      auto& out = closed[size_t(ev)];
+      out = events_[size_t(ev)].sources;
+      for (int a : events_[size_t(ev)].after_events) {
+        close(a);
+        out.insert(out.end(), closed[size_t(a)].begin(), closed[size_t(a)].end());
+      }
+      state[size_t(ev)] = 2;
+    };
+    for (size_t ev = 0; ev < events_.size(); ++ev) close(int(ev));
+    if (cyclic) {
+      diags_.error(events_[0].first_wait, "dependency cycle between events: an event is notified only after waiting for itself");
+      return;
+    }
+    for (const auto& [t, ev] : waiters_) {
+      TaskNode& task = dag_.tasks[size_t(t)];
+      for (auto src : closed[size_t(ev)]) {
+        if (src == t) continue;
+        task.preds.push_back(src);
+        task.event_preds.push_back(src);
+      }
+    }
+    for (auto& task : dag_.tasks) {
+      if (task.event_preds.empty()) continue;
+      for (auto* v : {&task.preds, &task.event_preds}) {
+        std::sort(v->begin(), v->end());
+        v->erase(std::unique(v->begin(), v->end()), v->end());
+      }
+    }
+  }
+
+  void order() {
+    const size_t n = dag_.tasks.size();
+    dag_.topo_order.resize(n);
+    if (waiters_.empty()) {  // data dependencies always point backwards
+      for (size_t i = 0; i < n; ++i) dag_.topo_order[i] = std::int32_t(i);
+      return;
+    }
+    std::vector<std::int32_t> indeg(n, 0);
+    std::vector<std::vector<std::int32_t>> succ(n);
+    for (const auto& t : dag_.tasks)
+      for (auto p : t.preds) succ[size_t(p)].push_back(t.id), ++indeg[size_t(t.id)];
+    std::priority_queue<std::int32_t, std::vector<std::int32_t>, std::greater<>> ready;
+    for (size_t i = 0; i < n; ++i)
+      if (!indeg[i]) ready.push(std::int32_t(i));
+    size_t k = 0;
+    while (!ready.empty()) {
+      const auto t = ready.top();
+      ready.pop();
+      dag_.topo_order[k++] = t;
+      for (auto s : succ[size_t(t)])
+        if (--indeg[size_t(s)] == 0) ready.push(s);
+    }
+    if (k == n) return;
+    // find a cycle among the remaining tasks and report it at the wait involved
+    std::vector<std::int32_t> next(n, -1);
+    std::int32_t start = -1;
+    for (size_t i = 0; i < n; ++i)
+      if (indeg[i] > 0) {
+        start = std::int32_t(i);
+        break;
+      }
+    std::int32_t cur = start;
+    std::vector<std::uint8_t> seen(n, 0);
+    while (!seen[size_t(cur)]) {
+      seen[size_t(cur)] = 1;
+      for (auto p : dag_.tasks[size_t(cur)].preds)
+        if (indeg[size_t(p)] > 0) {
+          next[size_t(cur)] = p;
+          cur = p;
+          break;
+        }
+    }
+    std::string path;
+    const std::int32_t first = cur;
+    SrcLoc where = dag_.tasks[size_t(first)].loc;
+    std::string ev_name;
+    do {
+      const TaskNode& t = dag_.tasks[size_t(cur)];
+      path += "'" + (t.label.empty() ? t.comp->name : t.label) + "' (line " + std::to_string(t.loc.line) + ") <- ";
+      const std::int32_t nx = next[size_t(cur)];
+      if (std::binary_search(t.event_preds.begin(), t.event_preds.end(), nx))
+        for (const auto& [tw, ev] : waiters_)
+          if (tw == cur) ev_name = events_[size_t(ev)].name, where = events_[size_t(ev)].first_wait;
+      cur = nx;
+    } while (cur != first);
+    const TaskNode& t = dag_.tasks[size_t(first)];
+    path += "'" + (t.label.empty() ? t.comp->name : t.label) + "' (line " + std::to_string(t.loc.line) + ")";
+    diags_.error(where, "dependency cycle" + (ev_name.empty() ? std::string() : " through event '" + ev_name + "'") +
+                            ": " + path + "; this wait can never be satisfied");
+  }
+
+  const CompileOptions& opts_;
+  const ComponentRegistry& reg_;
+  Diagnostics& diags_;
+  Dag dag_;
+  std::vector<DataState> states_;
+  std::vector<Frame> frames_;
+  std::vector<std::pair<std::string, Value>> vars_;
+  std::vector<Context> contexts_;
+  std::unordered_map<const Attr*, std::shared_ptr<const Template>> templates_;
+  std::unordered_map<const ComponentSpec*, std::vector<ArgValue>> defaults_;
+  std::unordered_map<const Element*, std::int32_t> bound_;
+  std::map<std::string, const xml::Document*> docs_by_path_;
+  std::vector<std::string> call_stack_;
+  std::vector<EventInfo> events_;
+  std::unordered_map<std::string, int> event_ids_;
+  std::vector<std::pair<std::int32_t, int>> waiters_;
+  std::vector<std::pair<int, SrcLoc>> wait_locs_;
+  int call_count_ = 0;
+  bool usage_error_ = false;
+  bool too_many_reported_ = false;
+};
+
+}  // namespace
+
+CompileResult compile_workflow(const CompileOptions& opts, const ComponentRegistry& registry, Diagnostics& diags) {
+  Compiler c(opts, registry, diags);
+  return c.run(xml::parse_file(opts.file, diags));
+}
+
+CompileResult compile_workflow_text(const std::string& path, const std::string& text, const CompileOptions& opts,
+                                    const ComponentRegistry& registry, Diagnostics& diags) {
+  Compiler c(opts, registry, diags);
+  return c.run(xml::parse_text(path, text, diags));
+}
+
+}  // namespace ymlopt

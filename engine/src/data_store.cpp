@@ -1,0 +1,124 @@
+#include "ymlopt/engine/data_store.hpp"
+
+#include <cstdlib>
+#include <cstring>
+#include <stdexcept>
+
+#include <ymlopt/half.hpp>
+
+#include "io/tensor_file.hpp"
+
+namespace ymlopt {
+
+void DataStore::Free::operator()(void* p) const { std::free(p); }
+
+double random_value(std::uint64_t seed, std::uint64_t index) {
+  // splitmix64 of (seed, index): counter-based, so tiling and order do not matter
+  std::uint64_t z = seed * 0x9e3779b97f4a7c15ull + index + 0x632be59bd9b4e019ull;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  z ^= z >> 31;
+  return double(z >> 11) * (2.0 / 9007199254740992.0) - 1.0;
+}
+
+namespace {
+
+void store_value(void* base, DType t, std::int64_t i, double v) {
+  switch (t) {
+    case DType::f32: static_cast<float*>(base)[i] = float(v); break;
+    case DType::f64: static_cast<double*>(base)[i] = v; break;
+    case DType::f16: static_cast<std::uint16_t*>(base)[i] = half::f16_bits_from_double(v); break;
+    case DType::bf16: static_cast<std::uint16_t*>(base)[i] = half::bf16_bits_from_double(v); break;
+    case DType::i8: static_cast<std::int8_t*>(base)[i] = std::int8_t(v); break;
+    case DType::i32: static_cast<std::int32_t*>(base)[i] = std::int32_t(v); break;
+  }
+}
+
+std::string shape_str(const std::vector<std::int64_t>& s) {
+  std::string out = "[";
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (i) out += ',';
+    out += std::to_string(s[i]);
+  }
+  return out + "]";
+}
+
+void initialise(const DataDecl& d, void* p) {
+  const std::int64_t n = d.rows * d.cols;
+  const bool integral = d.dtype == DType::i8 || d.dtype == DType::i32;
+  switch (d.init) {
+    case InitKind::none:
+    case InitKind::zeros: std::memset(p, 0, size_t(d.bytes())); break;
+    case InitKind::ones:
+    case InitKind::value: {
+      const double v = d.init == InitKind::ones ? 1.0 : d.value;
+      for (std::int64_t i = 0; i < n; ++i) store_value(p, d.dtype, i, v);
+      break;
+    }
+    case InitKind::identity:
+      std::memset(p, 0, size_t(d.bytes()));
+      for (std::int64_t i = 0; i < d.rows; ++i) store_value(p, d.dtype, i * d.cols + i, 1.0);
+      break;
+    case InitKind::random: {
+      const double scale = d.dtype == DType::i8 ? 127.0 : d.dtype == DType::i32 ? 1000.0 : 1.0;
+      for (std::int64_t i = 0; i < n; ++i) {
+        const double v = random_value(d.seed, std::uint64_t(i)) * scale;
+        store_value(p, d.dtype, i, integral ? double(std::int64_t(v)) : v);
+      }
+      break;
+    }
+    case InitKind::spd: {  // symmetric, diagonally dominant: positive definite
+      const std::int64_t m = d.rows;
+      for (std::int64_t i = 0; i < m; ++i)
+        for (std::int64_t j = 0; j < m; ++j) {
+          const std::int64_t lo = std::min(i, j), hi = std::max(i, j);
+          double v = random_value(d.seed, std::uint64_t(lo * m + hi));
+          if (i == j) v = double(m) + std::abs(v);
+          store_value(p, d.dtype, i * m + j, v);
+        }
+      break;
+    }
+    case InitKind::file: {
+      io::TensorData t = io::load_tensor(d.src, d.key);
+      if (t.dtype != d.dtype || t.shape != d.shape)
+        throw std::runtime_error(d.src + ": '" + (d.key.empty() ? d.name : d.key) + "' is " +
+                                 dtype_name(t.dtype) + shape_str(t.shape) + " but data '" + d.name +
+                                 "' is declared " + dtype_name(d.dtype) + shape_str(d.shape));
+      std::memcpy(p, t.bytes.data(), size_t(d.bytes()));
+      break;
+    }
+  }
+}
+
+}  // namespace
+
+DataStore::DataStore(const Dag& dag) : dag_(dag) {
+  for (const auto& d : dag.data) {
+    const size_t bytes = (size_t(d.bytes()) + 63) / 64 * 64;
+    void* p = std::aligned_alloc(64, bytes ? bytes : 64);
+    if (!p) throw std::runtime_error("out of memory allocating " + std::to_string(bytes) + " bytes for '" + d.name + "'");
+    buffers_.emplace_back(p);
+    total_ += bytes;
+    initialise(d, p);
+  }
+}
+
+TensorView DataStore::view(const DataRef& ref) const {
+  const DataDecl& d = dag_.data[size_t(ref.data)];
+  TensorView v;
+  v.dtype = d.dtype;
+  v.shape = dag_.ref_shape(ref);
+  v.ld = d.cols;
+  char* p = static_cast<char*>(base(ref.data));
+  if (ref.tile < 0) {
+    v.rows = d.rows, v.cols = d.cols;
+  } else {
+    const std::int64_t tr = ref.tile / d.ntile_c, tc = ref.tile % d.ntile_c;
+    v.rows = d.tile_nrows(tr), v.cols = d.tile_ncols(tc);
+    p += (tr * d.tile_rows * d.cols + tc * d.tile_cols) * std::int64_t(dtype_size(d.dtype));
+  }
+  v.data = p;
+  return v;
+}
+
+}  // namespace ymlopt

@@ -1,0 +1,396 @@
+#include "ymlopt/engine/topology.hpp"
+
+#include <hwloc.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <tuple>
+
+#include <dlfcn.h>
+
+// OpenBLAS introspection (signatures as in OpenBLAS's cblas.h). The functions
+// are looked up in the running process with dlsym rather than referenced: the
+// engine then needs no link dependency on OpenBLAS (a weak reference would be
+// dropped by --as-needed), and reports "not linked" when the process uses
+// another BLAS.
+extern "C" {
+using openblas_get_config_fn = char* (*)(void);
+using openblas_get_corename_fn = char* (*)(void);
+using openblas_get_num_threads_fn = int (*)(void);
+using openblas_get_parallel_fn = int (*)(void);
+}
+
+namespace ymlopt {
+namespace {
+
+std::string plural(long n, const char* word) {
+  return std::to_string(n) + " " + word + (n == 1 ? "" : "s");
+}
+
+std::string info(hwloc_obj_t o, const char* name) {
+  const char* v = o ? hwloc_obj_get_info_by_name(o, name) : nullptr;
+  return v ? v : "";
+}
+
+std::string lower(std::string s) {
+  for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+std::string trim(const std::string& s) {
+  const auto b = s.find_first_not_of(" \t\r\n");
+  if (b == std::string::npos) return "";
+  const auto e = s.find_last_not_of(" \t\r\n");
+  return s.substr(b, e - b + 1);
+}
+
+int count_inside(hwloc_topology_t topo, hwloc_const_cpuset_t set, hwloc_obj_type_t type) {
+  const int n = hwloc_get_nbobjs_inside_cpuset_by_type(topo, set, type);
+  return n < 0 ? 0 : n;
+}
+
+std::vector<CacheInfo> caches_inside(hwloc_topology_t topo, hwloc_const_cpuset_t set) {
+  // (level, type, size) -> count
+  std::map<std::tuple<int, std::string, std::uint64_t>, int> agg;
+  for (hwloc_obj_type_t t : {HWLOC_OBJ_L1CACHE, HWLOC_OBJ_L2CACHE, HWLOC_OBJ_L3CACHE, HWLOC_OBJ_L4CACHE,
+                             HWLOC_OBJ_L5CACHE}) {
+    hwloc_obj_t o = nullptr;
+    while ((o = hwloc_get_next_obj_inside_cpuset_by_type(topo, set, t, o)) != nullptr) {
+      const auto& c = o->attr->cache;
+      if (c.type == HWLOC_OBJ_CACHE_INSTRUCTION) continue;
+      const std::string type = c.type == HWLOC_OBJ_CACHE_DATA ? "d" : "";
+      ++agg[{static_cast<int>(c.depth), type, c.size}];
+    }
+  }
+  std::vector<CacheInfo> out;
+  for (const auto& [k, n] : agg) out.push_back({std::get<0>(k), std::get<1>(k), std::get<2>(k), n});
+  std::sort(out.begin(), out.end(), [](const CacheInfo& a, const CacheInfo& b) {
+    return a.level != b.level ? a.level > b.level : a.size > b.size;
+  });
+  return out;
+}
+
+std::string pci_busid(hwloc_obj_t pci) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%04x:%02x:%02x.%01x", pci->attr->pcidev.domain, pci->attr->pcidev.bus,
+                pci->attr->pcidev.dev, pci->attr->pcidev.func);
+  return buf;
+}
+
+hwloc_obj_t pci_ancestor(hwloc_obj_t o) {
+  for (hwloc_obj_t p = o ? o->parent : nullptr; p; p = p->parent)
+    if (p->type == HWLOC_OBJ_PCI_DEVICE) return p;
+  return nullptr;
+}
+
+bool gpu_vendor(unsigned id) { return id == 0x10de || id == 0x1002 || id == 0x8086; }
+
+const char* vendor_name(unsigned id) {
+  switch (id) {
+    case 0x10de: return "NVIDIA";
+    case 0x1002: return "AMD";
+    case 0x8086: return "Intel";
+  }
+  return "";
+}
+
+/// The model from the NVIDIA driver's procfs, when hwloc has no CUDA/NVML plugin.
+std::string nvidia_proc_model(const std::string& busid) {
+  std::ifstream f("/proc/driver/nvidia/gpus/" + busid + "/information");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind("Model:", 0) == 0) return trim(line.substr(6));
+  return "";
+}
+
+std::uint64_t kib_info(hwloc_obj_t o, const char* name) {
+  const std::string v = info(o, name);
+  return v.empty() ? 0 : std::strtoull(v.c_str(), nullptr, 10) * 1024;
+}
+
+void probe_gpus(hwloc_topology_t topo, Topology& t) {
+  std::map<std::string, GpuInfo> groups;  // by PCI bus id (or osdev name)
+  // PCI display controllers of GPU vendors (class 0x03xx), even without osdevs.
+  for (hwloc_obj_t p = nullptr; (p = hwloc_get_next_pcidev(topo, p)) != nullptr;) {
+    const auto& a = p->attr->pcidev;
+    if ((a.class_id >> 8) != 0x03 || !gpu_vendor(a.vendor_id)) continue;
+    GpuInfo g;
+    g.pci = pci_busid(p);
+    g.vendor = vendor_name(a.vendor_id);
+    g.name = info(p, "PCIDevice");
+    if (g.name.empty() && a.vendor_id == 0x10de) g.name = nvidia_proc_model(g.pci);
+    if (g.name.empty()) {
+      char buf[48];
+      std::snprintf(buf, sizeof buf, "%s device %04x:%04x", g.vendor.c_str(), a.vendor_id, a.device_id);
+      g.name = buf;
+    }
+    groups[g.pci] = g;
+  }
+  for (hwloc_obj_t o = nullptr; (o = hwloc_get_next_osdev(topo, o)) != nullptr;) {
+    const auto type = o->attr->osdev.type;
+    if (type != HWLOC_OBJ_OSDEV_GPU && type != HWLOC_OBJ_OSDEV_COPROC) continue;
+    const std::string model = info(o, "GPUModel");
+    hwloc_obj_t pci = pci_ancestor(o);
+    const std::string key = pci ? pci_busid(pci) : std::string("osdev:") + (o->name ? o->name : "?");
+    auto it = groups.find(key);
+    if (it == groups.end()) {
+      // A DRM card of a virtual display adapter is not a GPU worth reporting.
+      if (type != HWLOC_OBJ_OSDEV_COPROC && model.empty()) continue;
+      GpuInfo g;
+      g.pci = pci ? key : "";
+      it = groups.emplace(key, g).first;
+    }
+    GpuInfo& g = it->second;
+    if (o->name) g.osdevs.push_back(o->name);
+    if (!model.empty()) g.name = model;  // the osdev's model beats the PCI name
+    const std::string vendor = info(o, "GPUVendor");
+    if (!vendor.empty()) g.vendor = vendor;
+    std::uint64_t mem = kib_info(o, "CUDAGlobalMemorySize");
+    if (!mem) mem = kib_info(o, "OpenCLGlobalMemorySize");
+    if (mem) g.memory = mem;
+    if (g.name.empty()) g.name = o->name ? o->name : "GPU";
+  }
+  for (auto& [k, g] : groups) t.gpus.push_back(std::move(g));
+}
+
+void probe_blas(Topology& t) {
+  BlasInfo& b = t.blas;
+  if (const char* env = std::getenv("OPENBLAS_CORETYPE")) b.coretype_env = env;
+  const auto get_config = reinterpret_cast<openblas_get_config_fn>(dlsym(RTLD_DEFAULT, "openblas_get_config"));
+  const auto get_corename =
+      reinterpret_cast<openblas_get_corename_fn>(dlsym(RTLD_DEFAULT, "openblas_get_corename"));
+  const auto get_num_threads =
+      reinterpret_cast<openblas_get_num_threads_fn>(dlsym(RTLD_DEFAULT, "openblas_get_num_threads"));
+  const auto get_parallel =
+      reinterpret_cast<openblas_get_parallel_fn>(dlsym(RTLD_DEFAULT, "openblas_get_parallel"));
+  if (!get_config || !get_corename) return;
+  b.openblas = true;
+  if (const char* c = get_config()) b.config = trim(c);
+  if (const char* c = get_corename()) b.core = trim(c);
+  if (get_num_threads) b.num_threads = get_num_threads();
+  if (get_parallel) b.parallel = get_parallel();
+  std::istringstream cfg(b.config);
+  std::string first, second;
+  cfg >> first >> second;
+  if (first == "OpenBLAS") b.version = second;
+
+  if (!b.coretype_env.empty() && lower(b.coretype_env) != lower(b.core))
+    t.warnings.push_back("OPENBLAS_CORETYPE=" + b.coretype_env + " but OpenBLAS uses core '" + b.core +
+                         "' (unknown core name, or a build without DYNAMIC_ARCH)");
+#if defined(__x86_64__) || defined(__i386__)
+  // Virtual machines often report a CPU that OpenBLAS does not recognise, so
+  // it falls back to a pre-AVX2 kernel set: several times slower GEMMs.
+  static const char* kOldCores[] = {"prescott", "core2", "penryn", "dunnington", "nehalem", "atom",
+                                    "sandybridge", "katmai", "coppermine", "northwood", "banias",
+                                    "opteron", "barcelona", "bobcat", "bulldozer", "piledriver",
+                                    "steamroller", "athlon", "generic"};
+  const std::string core = lower(b.core);
+  const bool old = std::any_of(std::begin(kOldCores), std::end(kOldCores),
+                               [&](const char* c) { return core == c; });
+  __builtin_cpu_init();
+  if (old && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+    const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                        __builtin_cpu_supports("avx512vl");
+    t.warnings.push_back("OpenBLAS uses core '" + b.core + "' but the CPU supports AVX2" +
+                         std::string(avx512 ? "/AVX-512" : "") + ": set OPENBLAS_CORETYPE=" +
+                         (avx512 ? "SkylakeX" : "Haswell") + " for faster kernels");
+  }
+#endif
+}
+
+std::string cache_name(const CacheInfo& c) { return "L" + std::to_string(c.level) + c.type; }
+
+}  // namespace
+
+std::string format_bytes(std::uint64_t bytes) {
+  static const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+  int u = 0;
+  std::uint64_t unit = 1;
+  while (u < 5 && bytes >= unit * 1024) {
+    unit *= 1024;
+    ++u;
+  }
+  char buf[32];
+  if (bytes % unit == 0)
+    std::snprintf(buf, sizeof buf, "%llu %s", static_cast<unsigned long long>(bytes / unit), kUnits[u]);
+  else
+    std::snprintf(buf, sizeof buf, "%.1f %s", double(bytes) / double(unit), kUnits[u]);
+  return buf;
+}
+
+Topology probe_topology() {
+  Topology t;
+  probe_blas(t);
+#ifdef HWLOC_VERSION
+  t.hwloc_version = HWLOC_VERSION;  // the library built against
+#else
+  const unsigned v = hwloc_get_api_version();
+  t.hwloc_version = std::to_string(v >> 16) + "." + std::to_string((v >> 8) & 0xff) + " (API)";
+#endif
+
+  hwloc_topology_t topo;
+  if (hwloc_topology_init(&topo) != 0) {
+    t.error = "hwloc_topology_init failed";
+    return t;
+  }
+  // The whole machine (PUs outside our cgroup included) and the important I/O devices.
+  hwloc_topology_set_flags(topo, HWLOC_TOPOLOGY_FLAG_INCLUDE_DISALLOWED);
+  hwloc_topology_set_io_types_filter(topo, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
+  if (hwloc_topology_load(topo) != 0) {
+    t.error = "hwloc_topology_load failed";
+    hwloc_topology_destroy(topo);
+    return t;
+  }
+  t.ok = true;
+  hwloc_obj_t root = hwloc_get_root_obj(topo);
+  t.cores = count_inside(topo, root->cpuset, HWLOC_OBJ_CORE);
+  t.pus = count_inside(topo, root->cpuset, HWLOC_OBJ_PU);
+
+  // Usable PUs: allowed by the cgroup/cpuset, and in this process's affinity mask.
+  hwloc_bitmap_t usable = hwloc_bitmap_dup(hwloc_topology_get_allowed_cpuset(topo));
+  hwloc_bitmap_t bound = hwloc_bitmap_alloc();
+  if (hwloc_get_cpubind(topo, bound, HWLOC_CPUBIND_PROCESS) == 0 && !hwloc_bitmap_iszero(bound))
+    hwloc_bitmap_and(usable, usable, bound);
+  hwloc_bitmap_and(usable, usable, root->cpuset);
+  t.allowed_pus = std::max(0, hwloc_bitmap_weight(usable));
+  hwloc_bitmap_free(bound);
+  hwloc_bitmap_free(usable);
+
+  for (hwloc_obj_t o = nullptr; (o = hwloc_get_next_obj_by_type(topo, HWLOC_OBJ_NUMANODE, o)) != nullptr;) {
+    t.numa.push_back({static_cast<int>(o->os_index), o->attr->numanode.local_memory});
+    t.memory += o->attr->numanode.local_memory;
+  }
+  t.numa_nodes = static_cast<int>(t.numa.size());
+
+  for (hwloc_obj_t o = nullptr; (o = hwloc_get_next_obj_by_type(topo, HWLOC_OBJ_PACKAGE, o)) != nullptr;) {
+    PackageInfo p;
+    p.index = o->os_index == HWLOC_UNKNOWN_INDEX ? -1 : static_cast<int>(o->os_index);
+    p.cpu_model = info(o, "CPUModel");
+    p.cores = count_inside(topo, o->cpuset, HWLOC_OBJ_CORE);
+    p.pus = count_inside(topo, o->cpuset, HWLOC_OBJ_PU);
+    p.caches = caches_inside(topo, o->cpuset);
+    t.package_list.push_back(std::move(p));
+  }
+  t.packages = static_cast<int>(t.package_list.size());
+  if (t.package_list.empty()) {
+    // Some platforms expose no package object: describe the machine as one.
+    PackageInfo p;
+    p.index = -1;
+    p.cpu_model = info(root, "CPUModel");
+    p.cores = t.cores;
+    p.pus = t.pus;
+    p.caches = caches_inside(topo, root->cpuset);
+    t.package_list.push_back(std::move(p));
+  }
+  t.cpu_model = t.package_list.front().cpu_model;
+
+  probe_gpus(topo, t);
+  hwloc_topology_destroy(topo);
+  return t;
+}
+
+std::string format_topology(const Topology& t) {
+  std::ostringstream s;
+  if (!t.ok) {
+    s << "Machine: unknown (" << t.error << ")\n";
+  } else {
+    s << "Machine: " << plural(t.packages, "package") << ", " << plural(t.numa_nodes, "NUMA node") << " ("
+      << format_bytes(t.memory) << "), " << plural(t.cores, "core") << ", " << plural(t.pus, "PU");
+    if (t.allowed_pus != t.pus) s << " (" << t.allowed_pus << " usable)";
+    s << "\n";
+    if (t.numa.size() > 1)
+      for (const auto& n : t.numa) s << "  NUMA " << n.index << ": " << format_bytes(n.memory) << "\n";
+    for (const auto& p : t.package_list) {
+      s << "  Package " << (p.index >= 0 ? std::to_string(p.index) : "?") << ": "
+        << (p.cpu_model.empty() ? "unknown CPU" : p.cpu_model) << ", " << plural(p.cores, "core") << ", "
+        << plural(p.pus, "PU") << "\n";
+      if (!p.caches.empty()) {
+        s << "    ";
+        for (std::size_t i = 0; i < p.caches.size(); ++i) {
+          const auto& c = p.caches[i];
+          s << (i ? ", " : "") << cache_name(c) << " " << format_bytes(c.size);
+          if (c.count > 1) s << " x" << c.count;
+        }
+        s << "\n";
+      }
+    }
+  }
+  if (t.gpus.empty()) {
+    s << "GPUs: none\n";
+  } else {
+    s << "GPUs: " << t.gpus.size() << "\n";
+    for (std::size_t i = 0; i < t.gpus.size(); ++i) {
+      const auto& g = t.gpus[i];
+      s << "  GPU " << i << ": " << g.name;
+      if (g.memory) s << " (" << format_bytes(g.memory) << ")";
+      if (!g.osdevs.empty()) {
+        s << " [";
+        for (std::size_t k = 0; k < g.osdevs.size(); ++k) s << (k ? ", " : "") << g.osdevs[k];
+        s << "]";
+      }
+      if (!g.pci.empty()) s << " PCI " << g.pci;
+      s << "\n";
+    }
+  }
+  const auto& b = t.blas;
+  if (!b.openblas) {
+    s << "OpenBLAS: not linked";
+  } else {
+    s << "OpenBLAS: " << (b.version.empty() ? b.config : b.version) << ", core " << b.core << " (OPENBLAS_CORETYPE="
+      << (b.coretype_env.empty() ? "unset" : b.coretype_env) << "), " << plural(b.num_threads, "thread");
+    if (b.parallel == 0) s << ", sequential build";
+    if (b.parallel == 1) s << ", pthreads";
+    if (b.parallel == 2) s << ", OpenMP";
+  }
+  s << "\nhwloc: " << t.hwloc_version << "\n";
+  for (const auto& w : t.warnings) s << "warning: " << w << "\n";
+  return s.str();
+}
+
+nlohmann::json topology_json(const Topology& t) {
+  using nlohmann::json;
+  json j;
+  j["ok"] = t.ok;
+  if (!t.ok) j["error"] = t.error;
+  j["hwloc_version"] = t.hwloc_version;
+  j["packages"] = t.packages;
+  j["numa_nodes"] = t.numa_nodes;
+  j["cores"] = t.cores;
+  j["pus"] = t.pus;
+  j["allowed_pus"] = t.allowed_pus;
+  j["memory_bytes"] = t.memory;
+  j["cpu_model"] = t.cpu_model;
+  j["numa"] = json::array();
+  for (const auto& n : t.numa) j["numa"].push_back({{"index", n.index}, {"memory_bytes", n.memory}});
+  j["package_list"] = json::array();
+  for (const auto& p : t.package_list) {
+    json caches = json::array();
+    for (const auto& c : p.caches)
+      caches.push_back({{"name", cache_name(c)}, {"level", c.level}, {"size_bytes", c.size}, {"count", c.count}});
+    j["package_list"].push_back({{"index", p.index},
+                                 {"cpu_model", p.cpu_model},
+                                 {"cores", p.cores},
+                                 {"pus", p.pus},
+                                 {"caches", caches}});
+  }
+  j["gpus"] = json::array();
+  for (const auto& g : t.gpus)
+    j["gpus"].push_back({{"name", g.name},
+                         {"vendor", g.vendor},
+                         {"osdevs", g.osdevs},
+                         {"pci", g.pci},
+                         {"memory_bytes", g.memory}});
+  const auto& b = t.blas;
+  j["blas"] = {{"openblas", b.openblas},   {"config", b.config},         {"version", b.version},
+               {"core", b.core},           {"coretype_env", b.coretype_env}, {"num_threads", b.num_threads},
+               {"parallel", b.parallel}};
+  j["warnings"] = t.warnings;
+  return j;
+}
+
+}  // namespace ymlopt

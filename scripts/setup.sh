@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Installs what is missing (Debian bookworm packages) and builds ymlopt.
+#   scripts/setup.sh [BUILD_DIR] [extra cmake args...]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build=${1:-build}
+shift || true
+
+packages=(cmake g++ make pkg-config python3
+  libstarpu-dev starpu-tools libhwloc-dev hwloc libtinyxml2-dev libboost-program-options-dev
+  libopenblas-dev liblapacke-dev libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev graphviz)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}"
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo=sudo
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release "$@" >/dev/null
+cmake --build "$build" -j"$(nproc)"
