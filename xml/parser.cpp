@@ -134,6 +134,13 @@ std::unique_ptr<Document> parse_text(const std::string& path, const std::string&
     std::string detail = x.ErrorStr();  // "Error=... ErrorID=.. Line number=N: detail"
     const auto colon = detail.find(": ");
     detail = colon == std::string::npos ? std::string() : detail.substr(colon + 2);
+    if (x.ErrorID() == tinyxml2::XML_ERROR_MISMATCHED_ELEMENT && detail.rfind("XMLElement name=", 0) == 0)
+    {
+      std::string tag = "<";
+      tag += detail.substr(16);
+      tag += "> opened here is not closed, or closed by another tag";
+      detail = std::move(tag);
+    }
     std::string msg = "XML syntax error: " + describe(x.ErrorID());
     if (!detail.empty()) msg += " (" + detail + ")";
     diags.error(SrcLoc{doc->path.get(), x.ErrorLineNum(), 0}, msg);

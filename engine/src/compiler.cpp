@@ -719,7 +719,7 @@ class Compiler {
     std::vector<bool> bound(c->ports.size(), false);
     std::vector<ArgValue> args = defaults(c);
     std::vector<bool> arg_set(c->params.size(), false);
-    bool bad = false;
+    bool bad = false, unknown_port = false;
     std::vector<std::string> port_names, param_names;
     for (const auto& p : c->ports) port_names.push_back(p.name);
     for (const auto& p : c->params) param_names.push_back(p.name);
@@ -733,7 +733,7 @@ class Compiler {
         while (k < c->ports.size() && c->ports[k].name != pa->value) ++k;
         if (k == c->ports.size()) {
           diags_.error(pa->loc, who + ": unknown port '" + pa->value + "' of " + c->name + did_you_mean(pa->value, port_names));
-          bad = true;
+          bad = unknown_port = true;
           continue;
         }
         const PortSpec& ps = c->ports[k];
@@ -757,7 +757,10 @@ class Compiler {
         const DataDecl& d = dag_.data[size_t(ref->data)];
         if (!ps.dtypes.empty() && std::find(ps.dtypes.begin(), ps.dtypes.end(), d.dtype) == ps.dtypes.end()) {
           std::string list;
-          for (auto t : ps.dtypes) list += std::string(list.empty() ? "" : ", ") + dtype_name(t);
+          for (size_t q = 0; q < ps.dtypes.size(); ++q) {
+            if (q) list += q + 1 == ps.dtypes.size() ? " or " : ", ";
+            list += dtype_name(ps.dtypes[q]);
+          }
           diags_.error(da->loc, who + ": port '" + ps.name + "' of " + c->name + " accepts " + list + ", but '" +
                                     *text + "' is " + dtype_name(d.dtype));
           bad = true;
@@ -799,7 +802,7 @@ class Compiler {
         bad = true;
       }
     }
-    for (size_t k = 0; k < c->ports.size(); ++k)
+    for (size_t k = 0; k < c->ports.size() && !unknown_port; ++k)
       if (!bound[k] && !c->ports[k].optional) {
         diags_.error(e.loc, who + ": missing <" + std::string(access_name(c->ports[k].access)) + " port=\"" +
                                 c->ports[k].name + "\"> of " + c->name);
@@ -1107,31 +1110,49 @@ class Compiler {
     // close sources over notify-after-wait chains
     std::vector<std::vector<std::int32_t>> closed(events_.size());
     std::vector<int> state(events_.size(), 0);
-    bool cyclic = false;
+    std::vector<int> stack;
+    std::string cycle;
+    int cycle_at = -1;
     std::function<void(int)> close = [&](int ev) {
       if (state[size_t(ev)] == 2) return;
       if (state[size_t(ev)] == 1) {
-        cyclic = true;
+        if (cycle.empty()) {
+          auto it = std::find(stack.begin(), stack.end(), ev);
+          for (; it != stack.end(); ++it) cycle += "'" + events_[size_t(*it)].name + "' -> ";
+          cycle += "'" + events_[size_t(ev)].name + "'";
+          cycle_at = ev;
+        }
         return;
       }
       state[size_t(ev)] = 1;
+      stack.push_back(ev);
       auto& out = closed[size_t(ev)];
       out = events_[size_t(ev)].sources;
       for (int a : events_[size_t(ev)].after_events) {
         close(a);
         out.insert(out.end(), closed[size_t(a)].begin(), closed[size_t(a)].end());
       }
+      stack.pop_back();
       state[size_t(ev)] = 2;
     };
     for (size_t ev = 0; ev < events_.size(); ++ev) close(int(ev));
-    if (cyclic) {
-      diags_.error(events_[0].first_wait, "dependency cycle between events: an event is notified only after waiting for itself");
+    if (!cycle.empty()) {
+      diags_.error(events_[size_t(cycle_at)].first_wait,
+                   "dependency cycle through events " + cycle +
+                       " (each is notified only after a wait for the next); these waits can never be satisfied");
       return;
     }
     for (const auto& [t, ev] : waiters_) {
       TaskNode& task = dag_.tasks[size_t(t)];
       for (auto src : closed[size_t(ev)]) {
-        if (src == t) continue;
+        if (src == t) {
+          diags_.error(events_[size_t(ev)].first_wait,
+                       "dependency cycle through event '" + events_[size_t(ev)].name + "': task '" +
+                           (task.label.empty() ? task.comp->name : task.label) + "' (line " +
+                           std::to_string(task.loc.line) +
+                           ") waits for it but is itself before the notify; this wait can never be satisfied");
+          return;
+        }
         task.preds.push_back(src);
         task.event_preds.push_back(src);
       }

@@ -1,0 +1,163 @@
+// ymlopt_bench_gemm: tiled GEMM through workflows/linalg/tiled_gemm.xml on the
+// StarPU backend against ONE multithreaded OpenBLAS call on the same matrices.
+//
+//   ymlopt: compile_workflow(tiled_gemm.xml, sets n/bs/dtype) -> DataStore ->
+//           make_starpu_executor()->execute() with ncpu = all cores; the timed
+//           region is the whole execute() (starpu_init .. starpu_shutdown),
+//           "core" is ExecResult::makespan_us (submission + execution).
+//   ref:    openblas_set_num_threads(ncores); one cblas_sgemm/dgemm
+//           C_ref = A*B + C_ref on the DataStore's A and B.
+// GFLOP/s = 2 n^3 / time. Reps alternate ymlopt/ref; medians are reported.
+//
+//   ymlopt_bench_gemm [--n 4096] [--bs 512,1024] [--dtype f32,f64] [--reps 3]
+//                     [--sched lws] [--ncpu N] [--workflow PATH]
+#include <cblas.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bench_util.hpp"
+#include "register_builtin.hpp"
+#include "starpu_backend.hpp"
+#include "ymlopt/engine/compiler.hpp"
+#include "ymlopt/engine/data_store.hpp"
+#include "ymlopt/engine/registry.hpp"
+#include "ymlopt/scheduler/executor.hpp"
+
+extern "C" {
+void openblas_set_num_threads(int);
+char* openblas_get_corename(void);
+char* openblas_get_config(void);
+int openblas_get_num_threads(void);
+}
+
+namespace {
+
+struct Aligned {
+  void operator()(void* p) const { std::free(p); }
+};
+
+int find_data(const ymlopt::Dag& dag, const std::string& name) {
+  for (size_t i = 0; i < dag.data.size(); ++i)
+    if (dag.data[i].name == name) return int(i);
+  return -1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  bench::Args a(argc, argv);
+  const long n = a.num("--n", 4096);
+  const int reps = int(a.num("--reps", 3));
+  const auto bss = a.list("--bs", "512,1024");
+  const auto dtypes = a.list("--dtype", "f32,f64");
+  const std::string sched = a.str("--sched", "lws");
+  int ncpu = int(a.num("--ncpu", 0));
+  if (ncpu <= 0) ncpu = int(std::thread::hardware_concurrency());
+  const std::string wf = a.str("--workflow", std::string(YMLOPT_SOURCE_DIR) + "/workflows/linalg/tiled_gemm.xml");
+  if (n <= 0 || reps <= 0) {
+    std::fprintf(stderr, "usage: ymlopt_bench_gemm [--n N] [--bs B,..] [--dtype f32,f64] [--reps R] [--sched P] [--ncpu C]\n");
+    return 2;
+  }
+  setenv("STARPU_SILENT", "1", 0);
+  bench::TempDir tmp;
+  setenv("STARPU_HOME", tmp.path().c_str(), 1);
+
+  const char* coretype = std::getenv("OPENBLAS_CORETYPE");
+  std::printf("ymlopt_bench_gemm: n=%ld, ncpu=%d, sched=%s, reps=%d\n", n, ncpu, sched.c_str(), reps);
+  std::printf("cpu: %s, %u hardware threads\n", bench::cpu_model().c_str(), std::thread::hardware_concurrency());
+  std::printf("openblas: corename=%s config=\"%s\" OPENBLAS_CORETYPE=%s\n", openblas_get_corename(),
+              openblas_get_config(), coretype ? coretype : "(unset)");
+
+  ymlopt::ComponentRegistry reg;
+  ymlopt::register_builtin_components(reg);
+
+  struct Row {
+    std::string dtype;
+    long bs, tasks;
+    double y_gf, y_core_gf, r_gf;
+  };
+  std::vector<Row> rows;
+  const double flops = 2.0 * double(n) * double(n) * double(n);
+  for (const auto& dt : dtypes) {
+    const bool f64 = dt == "f64";
+    if (!f64 && dt != "f32") {
+      std::fprintf(stderr, "unknown dtype '%s'\n", dt.c_str());
+      return 2;
+    }
+    for (const auto& bs_s : bss) {
+      const long bs = std::strtol(bs_s.c_str(), nullptr, 10);
+      ymlopt::CompileOptions co;
+      co.file = wf;
+      co.sets = {{"n", std::to_string(n)}, {"bs", std::to_string(bs)}, {"dtype", dt}};
+      ymlopt::Diagnostics diags;
+      ymlopt::CompileResult cr = ymlopt::compile_workflow(co, reg, diags);
+      if (!cr.ok) {
+        std::fprintf(stderr, "%s", diags.str().c_str());
+        return 1;
+      }
+      const ymlopt::Dag& dag = cr.dag;
+      ymlopt::DataStore store(dag);
+      const int ia = find_data(dag, "A"), ib = find_data(dag, "B");
+      if (ia < 0 || ib < 0) {
+        std::fprintf(stderr, "workflow has no A/B\n");
+        return 1;
+      }
+      const size_t esz = f64 ? 8 : 4;
+      std::unique_ptr<void, Aligned> cref(std::aligned_alloc(64, size_t(n) * size_t(n) * esz));
+      std::memset(cref.get(), 0, size_t(n) * size_t(n) * esz);
+      std::vector<double> yt, yc, rt;
+      std::printf("\n%s bs=%ld: %zu tasks\n", dt.c_str(), bs, dag.tasks.size());
+      for (int rep = 0; rep < reps; ++rep) {
+        auto run_y = [&]() -> bool {
+          ymlopt::ExecOptions eo;
+          eo.run_dir = tmp.path();
+          eo.sched = sched;
+          eo.ncpu = ncpu;
+          eo.starpu_home = tmp.path();
+          ymlopt::Progress progress;
+          auto ex = ymlopt::make_starpu_executor();
+          const double t0 = bench::now_s();
+          ymlopt::ExecResult r = ex->execute(dag, store, eo, progress);
+          yt.push_back(bench::now_s() - t0);
+          yc.push_back(r.makespan_us * 1e-6);
+          if (!r.ok) std::fprintf(stderr, "ymlopt run failed: %s\n", r.error.c_str());
+          return r.ok;
+        };
+        auto run_r = [&]() {
+          openblas_set_num_threads(ncpu);
+          const int nn = int(n);
+          const double t0 = bench::now_s();
+          if (f64)
+            cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nn, nn, nn, 1.0,
+                        static_cast<const double*>(store.base(ia)), nn, static_cast<const double*>(store.base(ib)), nn,
+                        1.0, static_cast<double*>(cref.get()), nn);
+          else
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nn, nn, nn, 1.0f,
+                        static_cast<const float*>(store.base(ia)), nn, static_cast<const float*>(store.base(ib)), nn,
+                        1.0f, static_cast<float*>(cref.get()), nn);
+          rt.push_back(bench::now_s() - t0);
+          return true;
+        };
+        const bool ok = rep % 2 == 0 ? run_y() && run_r() : run_r() && run_y();
+        if (!ok) return 1;
+        std::printf("  rep %d: ymlopt %.3f s (core %.3f s)  openblas %.3f s\n", rep, yt.back(), yc.back(), rt.back());
+      }
+      rows.push_back({dt, bs, long(dag.tasks.size()), flops / bench::median(yt) * 1e-9,
+                      flops / bench::median(yc) * 1e-9, flops / bench::median(rt) * 1e-9});
+    }
+  }
+  std::printf("\n%-6s %6s %7s %14s %14s %14s %8s %8s\n", "dtype", "bs", "tasks", "ymlopt GF/s", "(core) GF/s",
+              "openblas GF/s", "ratio", "core");
+  for (const auto& r : rows)
+    std::printf("%-6s %6ld %7ld %14.1f %14.1f %14.1f %8.3f %8.3f\n", r.dtype.c_str(), r.bs, r.tasks, r.y_gf,
+                r.y_core_gf, r.r_gf, r.y_gf / r.r_gf, r.y_core_gf / r.r_gf);
+  for (const auto& r : rows)
+    std::printf("RESULT gemm %s bs=%ld ratio=%.3f target>=0.92 %s\n", r.dtype.c_str(), r.bs, r.y_gf / r.r_gf,
+                r.y_gf / r.r_gf >= 0.92 ? "MET" : "MISSED");
+  return 0;
+}

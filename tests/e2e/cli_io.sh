@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Saving and loading data: safetensors and .npy written by a run, read back by another.
+source "$(dirname "$0")/lib.sh"
+y=$1
+expect_rc 0 "save C" -- "$y" run workflows/linalg/tiled_gemm.xml --set n=96 --set bs=32 --set save=true --out "$tmp/g" --quiet
+[ -s "$tmp/g/C.safetensors" ] || { echo "FAIL: C.safetensors missing"; fails=$((fails + 1)); }
+cat > "$tmp/reload.xml" <<XML
+<workflow name="reload">
+  <data name="C" shape="96,96" src="$tmp/g/C.safetensors" key="C"/>
+  <data name="A" shape="96,96" tile="32,32" init="random" seed="1"/>
+  <data name="B" shape="96,96" tile="32,32" init="random" seed="2"/>
+  <data name="R" shape="96,96" init="zeros"/>
+  <task component="blas.gemm"><in port="a" data="A"/><in port="b" data="B"/><inout port="c" data="R"/></task>
+  <task component="tensor.compare" name="reloaded"><in port="a" data="C"/><in port="b" data="R"/><arg name="tol" value="1e-5"/></task>
+  <save data="R" to="out/R.npy"/>
+</workflow>
+XML
+expect_rc 0 "reload and compare" -- "$y" run "$tmp/reload.xml" --out "$tmp/r"
+expect_in "reloaded (line" "compare result printed"
+[ -s "$tmp/r/out/R.npy" ] || { echo "FAIL: R.npy missing"; fails=$((fails + 1)); }
+python3 - "$tmp/r/out/R.npy" <<'PY' || fails=$((fails + 1))
+import ast, struct, sys
+b = open(sys.argv[1], "rb").read()
+assert b[:6] == b"\x93NUMPY"
+n = struct.unpack("<H", b[8:10])[0]
+h = ast.literal_eval(b[10:10 + n].decode())
+assert h["descr"] == "<f4" and h["shape"] == (96, 96) and not h["fortran_order"], h
+assert len(b) == 10 + n + 96 * 96 * 4
+PY
+# a file that does not match its declaration is refused before running
+cat > "$tmp/mismatch.xml" <<XML
+<workflow name="m"><data name="C" shape="32,96" src="$tmp/g/C.safetensors" key="C"/>
+<task component="tensor.norm"><in port="x" data="C"/></task></workflow>
+XML
+expect_rc 1 "shape mismatch with the file" -- "$y" run "$tmp/mismatch.xml" --out "$tmp/m"
+expect_in "is f32[96,96] but data 'C' is declared f32[32,96]" "message"
+# a truncated file gets a clear error, not a crash
+head -c 100 "$tmp/g/C.safetensors" > "$tmp/trunc.safetensors"
+sed "s#$tmp/g/C.safetensors#$tmp/trunc.safetensors#" "$tmp/mismatch.xml" | sed 's/32,96/96,96/' > "$tmp/trunc.xml"
+expect_rc 1 "truncated file" -- "$y" run "$tmp/trunc.xml" --out "$tmp/t"
+expect_in "trunc.safetensors" "names the file"
+finish

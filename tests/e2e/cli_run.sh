@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Runs shipped workflows through the CLI on both backends and checks the run directory.
+source "$(dirname "$0")/lib.sh"
+y=$1
+for backend in starpu sequential; do
+  d="$tmp/qs-$backend"
+  expect_rc 0 "quickstart on $backend" -- "$y" run examples/quickstart.xml --set n=384 --set bs=128 --backend $backend --out "$d"
+  expect_in "blas.gemm" "summary table"
+  expect_in "residual (line" "task results shown"
+  for f in report.json trace.json dag.dot run.log; do
+    [ -s "$d/$f" ] || { echo "FAIL: $backend: $f missing"; fails=$((fails + 1)); }
+  done
+  python3 - "$d" <<'PY' || fails=$((fails + 1))
+import json, sys
+d = sys.argv[1]
+r = json.load(open(d + "/report.json"))
+assert r["status"] == "ok", r
+t = r["totals"]
+for k in ("makespan_us", "critical_path_us", "sum_task_us", "peak_rss_bytes", "flops"):
+    assert t[k] > 0, k
+assert t["critical_path_us"] <= t["sum_task_us"] + 1
+assert len(r["tasks"]) == t["tasks"] == t["tasks_run"]
+for task in r["tasks"]:
+    for k in ("id", "component", "line", "worker", "start_us", "end_us", "flops", "bytes"):
+        assert k in task, (k, task)
+    assert task["end_us"] >= task["start_us"]
+res = [x for x in r["tasks"] if x.get("name") == "residual"][0]["results"]
+assert res["max_rel"] < 1e-12, res
+tr = json.load(open(d + "/trace.json"))
+lanes = {e["tid"] for e in tr["traceEvents"] if e["ph"] == "X"}
+names = [e for e in tr["traceEvents"] if e["ph"] == "M" and e["name"] == "thread_name"]
+assert len(names) == len(r["workers"]) and lanes <= set(range(len(names)))
+print("report and trace ok:", len(r["tasks"]), "tasks on", r["workers"])
+PY
+  if command -v dot >/dev/null; then
+    dot -Tsvg "$d/dag.dot" -o "$d/dag.svg" || { echo "FAIL: dag.dot is not valid DOT"; fails=$((fails + 1)); }
+  fi
+done
+expect_rc 0 "graph" -- "$y" graph workflows/linalg/cholesky.xml --set n=256 --set bs=128
+expect_in "digraph" "DOT output"
+expect_in "blas.potrf" "tasks labelled with their component"
+if command -v dot >/dev/null; then
+  "$y" graph workflows/linalg/cholesky.xml --set n=256 --set bs=128 | dot -Tsvg >/dev/null || { echo "FAIL: graph output is not valid DOT"; fails=$((fails + 1)); }
+fi
+expect_rc 0 "check" -- "$y" check workflows/models/mlp2.xml
+expect_in "ok: workflow 'mlp2'" "check summary"
+expect_rc 0 "components" -- "$y" components
+for c in blas.gemm blas.axpy tensor.fill tensor.copy tensor.add tensor.scale tensor.transpose nn.relu nn.gelu nn.silu nn.softmax tensor.norm tensor.compare io.load io.save; do
+  expect_in "$c " "component $c listed"
+done
+expect_rc 0 "components --json" -- "$y" components --json
+python3 -c 'import json,sys; j=json.loads(sys.stdin.read()); assert any(c["name"]=="blas.gemm" for c in j)' <<<"$out" || fails=$((fails + 1))
+expect_rc 0 "info" -- "$y" info
+expect_in "Machine:" "topology"
+expect_in "StarPU: 1.3" "StarPU build"
+expect_in "StarPU workers" "workers"
+expect_rc 0 "mlp with dmdas and 1 cpu" -- "$y" run workflows/models/mlp2.xml --sched dmdas --ncpu 1 --out "$tmp/mlp" --quiet
+finish

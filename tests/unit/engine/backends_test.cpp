@@ -1,0 +1,139 @@
+// The StarPU backend must give exactly the sequential reference's results on
+// every shipped workflow, whatever the scheduler; failures must cancel cleanly.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <filesystem>
+
+#include "sequential.hpp"
+#include "starpu_backend.hpp"
+#include "test_util.hpp"
+
+using namespace ymlopt;
+
+namespace {
+
+struct Case {
+  std::string file;
+  std::vector<std::pair<std::string, std::string>> sets;
+};
+
+std::vector<std::vector<char>> run(const Dag& dag, Executor& ex, const std::string& sched, ExecResult* out = nullptr) {
+  DataStore store(dag);
+  ExecOptions o;
+  o.run_dir = testing::TempDir() + "/ymlopt-backends";
+  std::filesystem::create_directories(o.run_dir);
+  o.sched = sched;
+  Progress p;
+  ExecResult r = ex.execute(dag, store, o, p);
+  EXPECT_TRUE(r.ok) << r.error;
+  EXPECT_EQ(p.done.load(), std::int64_t(dag.tasks.size()));
+  std::vector<std::vector<char>> bufs;
+  for (size_t i = 0; i < dag.data.size(); ++i) {
+    const char* b = static_cast<const char*>(store.base(std::int32_t(i)));
+    bufs.emplace_back(b, b + dag.data[i].bytes());
+  }
+  if (out) *out = std::move(r);
+  return bufs;
+}
+
+Dag compile_file(const Case& c) {
+  Diagnostics d;
+  CompileOptions o;
+  o.file = std::string(YMLOPT_SOURCE_DIR) + "/" + c.file;
+  o.sets = c.sets;
+  auto r = compile_workflow(o, test::builtins(), d);
+  EXPECT_TRUE(r.ok) << d.str();
+  return std::move(r.dag);
+}
+
+}  // namespace
+
+class ShippedWorkflow : public testing::TestWithParam<Case> {};
+
+TEST_P(ShippedWorkflow, StarpuMatchesSequentialBitForBit) {
+  const Dag dag = compile_file(GetParam());
+  ASSERT_FALSE(dag.tasks.empty());
+  auto seq = make_sequential_executor();
+  auto ref = run(dag, *seq, "lws");
+  for (const char* sched : {"lws", "eager", "dmda", "prio"}) {
+    auto sp = make_starpu_executor();
+    ExecResult r;
+    auto got = run(dag, *sp, sched, &r);
+    ASSERT_EQ(got.size(), ref.size());
+    for (size_t i = 0; i < ref.size(); ++i)
+      EXPECT_TRUE(got[i] == ref[i]) << "data '" << dag.data[i].name << "' differs with --sched " << sched;
+    // every verification task reported its error, and it is tiny
+    for (const auto& t : dag.tasks)
+      if (t.comp->name == "tensor.compare") {
+        ASSERT_FALSE(r.records[size_t(t.id)].results.empty());
+        for (const auto& [k, v] : r.records[size_t(t.id)].results) EXPECT_LT(v, 1e-4) << k;
+      }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Workflows, ShippedWorkflow,
+    testing::Values(Case{"workflows/linalg/tiled_gemm.xml", {{"n", "200"}, {"bs", "64"}, {"verify", "true"}}},
+                    Case{"workflows/linalg/tiled_gemm.xml", {{"n", "96"}, {"bs", "32"}, {"dtype", "f64"}, {"verify", "true"}}},
+                    Case{"workflows/linalg/cholesky.xml", {{"n", "300"}, {"bs", "64"}}},
+                    Case{"workflows/linalg/cholesky.xml", {{"n", "256"}, {"bs", "64"}, {"dtype", "f32"}}},
+                    Case{"workflows/models/mlp2.xml", {{"batch", "70"}, {"d_in", "96"}, {"hidden", "130"}, {"d_out", "40"}, {"bs", "32"}}},
+                    Case{"examples/quickstart.xml", {{"n", "256"}, {"bs", "64"}}}));
+
+namespace {
+void throwing_kernel(KernelContext&) { throw KernelError("deliberate failure"); }
+}  // namespace
+
+TEST(Backends, AThrowingKernelCancelsTheRunWithItsLocation) {
+  ComponentRegistry reg;
+  register_builtin_components(reg);
+  ComponentSpec s;
+  s.name = "test.throw";
+  PortSpec x;
+  x.name = "x";
+  x.access = Access::read_write;
+  x.dtypes = {DType::f32};
+  s.ports = {x};
+  s.cpu = throwing_kernel;
+  reg.add(s);
+  Diagnostics d;
+  auto r = compile_workflow_text("fail.xml", R"(<workflow name="f">
+  <data name="A" shape="8,8" tile="4,4" init="ones"/>
+  <task component="tensor.scale"><inout port="x" data="A[0,0]"/></task>
+  <task component="test.throw" name="boom"><inout port="x" data="A[0,0]"/></task>
+  <seq var="k" from="0" to="50"><task component="tensor.scale"><inout port="x" data="A[0,0]"/></task></seq>
+  <task component="tensor.scale"><inout port="x" data="A[1,1]"/></task>
+</workflow>)",
+                                 {}, reg, d);
+  ASSERT_TRUE(r.ok) << d.str();
+  for (int backend = 0; backend < 2; ++backend) {
+    auto ex = backend ? make_starpu_executor() : make_sequential_executor();
+    DataStore store(r.dag);
+    ExecOptions o;
+    o.run_dir = testing::TempDir();
+    Progress p;
+    ExecResult res = ex->execute(r.dag, store, o, p);
+    EXPECT_FALSE(res.ok);
+    EXPECT_EQ(res.failed_task, 1);
+    EXPECT_EQ(res.error, "fail.xml:4:3: error: task 'boom' (component test.throw) failed: deliberate failure");
+    EXPECT_FALSE(res.records[2].ran);  // the dependent chain was cancelled
+  }
+}
+
+TEST(Backends, RegistryRefusesBadSpecs) {
+  ComponentRegistry reg;
+  register_builtin_components(reg);
+  ComponentSpec dup;
+  dup.name = "blas.gemm";
+  dup.cpu = throwing_kernel;
+  EXPECT_THROW(reg.add(dup), std::invalid_argument);
+  ComponentSpec noname;
+  noname.name = "gemm";
+  noname.cpu = throwing_kernel;
+  EXPECT_THROW(reg.add(noname), std::invalid_argument);
+  ComponentSpec nocpu;
+  nocpu.name = "x.y";
+  EXPECT_THROW(reg.add(nocpu), std::invalid_argument);
+  EXPECT_THROW(reg.load_plugin("/nonexistent/libnothing.so"), std::runtime_error);
+}

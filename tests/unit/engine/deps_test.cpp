@@ -1,0 +1,117 @@
+// Dependency inference: RAW, WAR, WAW on whole tensors and tiles, events.
+#include <gtest/gtest.h>
+
+#include "test_util.hpp"
+
+using namespace ymlopt;
+using Preds = std::vector<std::int32_t>;
+
+namespace {
+Dag compile_ok(const std::string& body) {
+  Diagnostics d;
+  auto r = test::compile("<workflow name=\"t\">\n" + body + "\n</workflow>", d);
+  EXPECT_TRUE(r.ok) << d.str();
+  return std::move(r.dag);
+}
+std::string scale(const std::string& x) {
+  return "<task component=\"tensor.scale\"><inout port=\"x\" data=\"" + x + "\"/></task>\n";
+}
+std::string copy(const std::string& x, const std::string& y) {
+  return "<task component=\"tensor.copy\"><in port=\"x\" data=\"" + x + "\"/><out port=\"y\" data=\"" + y + "\"/></task>\n";
+}
+}  // namespace
+
+TEST(Deps, ReadAfterWriteWriteAfterReadWriteAfterWrite) {
+  Dag g = compile_ok(R"(<data name="A" shape="4,4" init="ones"/><data name="B" shape="4,4"/><data name="C" shape="4,4"/>)" +
+                     copy("A", "B") +   // 0: writes B
+                     copy("B", "C") +   // 1: RAW on B -> 0
+                     copy("A", "B") +   // 2: WAR on B -> 1, WAW -> 0
+                     scale("C") +       // 3: RAW/WAW on C -> 1
+                     copy("A", "C"));   // 4: WAW on C -> 3 (1 is transitively before 3)
+  ASSERT_EQ(g.tasks.size(), 5u);
+  EXPECT_EQ(g.tasks[0].preds, Preds{});
+  EXPECT_EQ(g.tasks[1].preds, Preds{0});
+  EXPECT_EQ(g.tasks[2].preds, (Preds{0, 1}));
+  EXPECT_EQ(g.tasks[3].preds, Preds{1});
+  EXPECT_EQ(g.tasks[4].preds, Preds{3});
+}
+
+TEST(Deps, ReadersDoNotDependOnEachOther) {
+  Dag g = compile_ok(R"(<data name="A" shape="4" init="ones"/><data name="B" shape="4"/><data name="C" shape="4"/>)" +
+                     copy("A", "B") + copy("A", "C") + scale("A"));
+  EXPECT_EQ(g.tasks[0].preds, Preds{});
+  EXPECT_EQ(g.tasks[1].preds, Preds{});
+  EXPECT_EQ(g.tasks[2].preds, (Preds{0, 1}));  // WAR on both readers
+}
+
+TEST(Deps, TilesAreIndependentUntilTheWholeTensorIsUsed) {
+  Dag g = compile_ok(R"(<data name="A" shape="8,8" tile="4,4" init="ones"/><data name="B" shape="8,8"/>)" +
+                     scale("A[0,0]") + scale("A[0,1]") + scale("A[0,0]") + copy("A", "B") + scale("A[1,1]"));
+  EXPECT_EQ(g.tasks[0].preds, Preds{});
+  EXPECT_EQ(g.tasks[1].preds, Preds{});
+  EXPECT_EQ(g.tasks[2].preds, Preds{0});
+  EXPECT_EQ(g.tasks[3].preds, (Preds{1, 2}));  // whole read after tile writes
+  EXPECT_EQ(g.tasks[4].preds, Preds{3});       // tile write after whole read (WAR)
+}
+
+TEST(Deps, LoopsExpandInProgramOrder) {
+  Dag g = compile_ok(R"(<data name="A" shape="4,8" tile="4,2" init="ones"/>
+    <par var="j" from="0" to="4"><seq var="k" from="0" to="3">)" + scale("A[0,${j}]") + "</seq></par>");
+  ASSERT_EQ(g.tasks.size(), 12u);
+  for (int j = 0; j < 4; ++j) {
+    EXPECT_EQ(g.tasks[size_t(3 * j)].preds, Preds{});
+    EXPECT_EQ(g.tasks[size_t(3 * j + 1)].preds, Preds{3 * j});
+    EXPECT_EQ(g.tasks[size_t(3 * j + 2)].preds, Preds{3 * j + 1});
+  }
+}
+
+TEST(Deps, EventsAddEdgesAndReorderExecution) {
+  // branch 1 waits for branch 2's notify: the event edge points forward in program order
+  Dag g = compile_ok(R"(<data name="A" shape="4" init="ones"/><data name="B" shape="4" init="ones"/>
+    <par><seq><wait event="go"/>)" + scale("A") + "</seq><seq>" + scale("B") + scale("B") +
+                     R"(<notify event="go"/></seq></par>)");
+  ASSERT_EQ(g.tasks.size(), 3u);
+  EXPECT_EQ(g.tasks[0].preds, Preds{2});  // only the sink of branch 2
+  EXPECT_EQ(g.tasks[0].event_preds, Preds{2});
+  EXPECT_EQ(g.tasks[2].preds, Preds{1});
+  EXPECT_EQ(g.topo_order, (std::vector<std::int32_t>{1, 2, 0}));
+}
+
+TEST(Deps, ConditionalsAndCallsExpand) {
+  Dag g = compile_ok(R"(<param name="k" type="int" default="3"/><data name="A" shape="4" init="ones"/>
+    <seq var="i" from="0" to="${k}"><if cond="${i % 2 == 0}">)" + scale("A") + "<else>" + copy("A", "A") +
+                     "</else></if></seq>");
+  ASSERT_EQ(g.tasks.size(), 3u);
+  EXPECT_EQ(g.tasks[0].comp->name, "tensor.scale");
+  EXPECT_EQ(g.tasks[1].comp->name, "tensor.copy");
+  EXPECT_EQ(g.tasks[2].comp->name, "tensor.scale");
+}
+
+TEST(Deps, SetOverridesParamsAndUnknownSetIsAUsageError) {
+  Diagnostics d;
+  auto r = test::compile(R"(<workflow name="t"><param name="n" type="int" default="2"/>
+    <data name="A" shape="${n}" init="ones"/><seq var="i" from="0" to="${n}">)" + scale("A") + "</seq></workflow>",
+                         d, {{"n", "5"}});
+  ASSERT_TRUE(r.ok) << d.str();
+  EXPECT_EQ(r.dag.tasks.size(), 5u);
+  EXPECT_EQ(r.dag.data[0].shape, std::vector<std::int64_t>{5});
+  Diagnostics d2;
+  auto r2 = test::compile(R"(<workflow name="t"><param name="n" type="int" default="2"/></workflow>)", d2, {{"m", "1"}});
+  EXPECT_FALSE(r2.ok);
+  EXPECT_TRUE(r2.usage_error);
+  EXPECT_EQ(d2.str(), "test.xml: error: --set m=1: unknown parameter 'm' (did you mean 'n'?)\n");
+  Diagnostics d3;
+  auto r3 = test::compile(R"(<workflow name="t"><param name="n" type="int" default="2"/></workflow>)", d3, {{"n", "x"}});
+  EXPECT_TRUE(r3.usage_error);
+  EXPECT_EQ(d3.str(), "test.xml: error: --set n=x: parameter 'n' of type int cannot take value 'x'\n");
+}
+
+TEST(Deps, AllErrorsOfAFileAreReportedOnceEach) {
+  Diagnostics d;
+  auto r = test::compile(R"(<workflow name="t"><data name="A" shape="4" init="ones"/>
+<seq var="i" from="0" to="100"><task component="tensor.scale"><inout port="x" data="B"/></task></seq>
+<task component="nope.op"/></workflow>)",
+                         d);
+  EXPECT_FALSE(r.ok);
+  EXPECT_EQ(d.error_count(), 2) << d.str();  // the loop's 100 identical errors collapse into one
+}
