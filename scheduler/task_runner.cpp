@@ -1,5 +1,7 @@
 #include "ymlopt/scheduler/executor.hpp"
 
+extern "C" void openblas_set_num_threads(int);
+
 namespace ymlopt {
 namespace {
 
@@ -28,6 +30,9 @@ class Context final : public KernelContext {
 TaskRunner::TaskRunner(const Dag& dag, const ExecOptions& opts, Progress& progress)
     : dag_(dag), opts_(opts), progress_(progress), t0_(std::chrono::steady_clock::now()),
       records_(dag.tasks.size()) {
+  // The runtime provides the parallelism; BLAS inside a task is single-threaded,
+  // which also makes every backend compute bit-identical results.
+  openblas_set_num_threads(1);
   progress_.total = std::int64_t(dag.tasks.size());
 }
 

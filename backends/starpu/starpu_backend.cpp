@@ -8,7 +8,6 @@
 #include <filesystem>
 #include <map>
 
-extern "C" void openblas_set_num_threads(int);
 
 namespace ymlopt {
 namespace {
@@ -81,7 +80,6 @@ class StarpuExecutor final : public Executor {
       setenv("STARPU_HOME", home.c_str(), 1);
     }
     if (!opts.verbose && !std::getenv("STARPU_SILENT")) setenv("STARPU_SILENT", "1", 1);
-    openblas_set_num_threads(1);  // StarPU provides the parallelism
 
     starpu_conf conf;
     starpu_conf_init(&conf);

@@ -20,7 +20,6 @@
 #include "ymlopt/engine/dot.hpp"
 #include "ymlopt/engine/topology.hpp"
 
-extern "C" void openblas_set_num_threads(int);
 
 namespace po = boost::program_options;
 namespace fs = std::filesystem;
@@ -334,7 +333,6 @@ int cmd_run(const std::vector<std::string>& args) {
   for (const auto& s : wf.sets) log << " --set " << s;
   log << " --backend " << backend << " --sched " << sched << "\n";
 
-  openblas_set_num_threads(1);
   std::unique_ptr<DataStore> store;
   try {
     store = std::make_unique<DataStore>(dag);

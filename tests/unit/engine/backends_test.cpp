@@ -14,9 +14,11 @@ using namespace ymlopt;
 namespace {
 
 struct Case {
+  std::string name;
   std::string file;
   std::vector<std::pair<std::string, std::string>> sets;
 };
+void PrintTo(const Case& c, std::ostream* os) { *os << c.file; }
 
 std::vector<std::vector<char>> run(const Dag& dag, Executor& ex, const std::string& sched, ExecResult* out = nullptr) {
   DataStore store(dag);
@@ -74,12 +76,13 @@ TEST_P(ShippedWorkflow, StarpuMatchesSequentialBitForBit) {
 
 INSTANTIATE_TEST_SUITE_P(
     Workflows, ShippedWorkflow,
-    testing::Values(Case{"workflows/linalg/tiled_gemm.xml", {{"n", "200"}, {"bs", "64"}, {"verify", "true"}}},
-                    Case{"workflows/linalg/tiled_gemm.xml", {{"n", "96"}, {"bs", "32"}, {"dtype", "f64"}, {"verify", "true"}}},
-                    Case{"workflows/linalg/cholesky.xml", {{"n", "300"}, {"bs", "64"}}},
-                    Case{"workflows/linalg/cholesky.xml", {{"n", "256"}, {"bs", "64"}, {"dtype", "f32"}}},
-                    Case{"workflows/models/mlp2.xml", {{"batch", "70"}, {"d_in", "96"}, {"hidden", "130"}, {"d_out", "40"}, {"bs", "32"}}},
-                    Case{"examples/quickstart.xml", {{"n", "256"}, {"bs", "64"}}}));
+    testing::Values(Case{"gemm_f32_ragged", "workflows/linalg/tiled_gemm.xml", {{"n", "200"}, {"bs", "64"}, {"verify", "true"}}},
+                    Case{"gemm_f64", "workflows/linalg/tiled_gemm.xml", {{"n", "96"}, {"bs", "32"}, {"dtype", "f64"}, {"verify", "true"}}},
+                    Case{"cholesky_f64_ragged", "workflows/linalg/cholesky.xml", {{"n", "300"}, {"bs", "64"}}},
+                    Case{"cholesky_f32", "workflows/linalg/cholesky.xml", {{"n", "256"}, {"bs", "64"}, {"dtype", "f32"}}},
+                    Case{"mlp2_ragged", "workflows/models/mlp2.xml", {{"batch", "70"}, {"d_in", "96"}, {"hidden", "130"}, {"d_out", "40"}, {"bs", "32"}}},
+                    Case{"quickstart", "examples/quickstart.xml", {{"n", "256"}, {"bs", "64"}}}),
+    [](const testing::TestParamInfo<Case>& i) { return i.param.name; });
 
 namespace {
 void throwing_kernel(KernelContext&) { throw KernelError("deliberate failure"); }
