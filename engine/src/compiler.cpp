@@ -35,11 +35,6 @@ std::size_t Dag::num_edges() const {
   return n;
 }
 
-namespace {
-
-using xml::Attr;
-using xml::Element;
-
 std::string shape_str(const std::vector<std::int64_t>& s) {
   std::string out = "[";
   for (size_t i = 0; i < s.size(); ++i) {
@@ -48,6 +43,11 @@ std::string shape_str(const std::vector<std::int64_t>& s) {
   }
   return out + "]";
 }
+
+namespace {
+
+using xml::Attr;
+using xml::Element;
 
 // Attributes each element accepts (first list: required).
 struct ElementRule {

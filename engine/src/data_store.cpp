@@ -34,15 +34,6 @@ void store_value(void* base, DType t, std::int64_t i, double v) {
   }
 }
 
-std::string shape_str(const std::vector<std::int64_t>& s) {
-  std::string out = "[";
-  for (size_t i = 0; i < s.size(); ++i) {
-    if (i) out += ',';
-    out += std::to_string(s[i]);
-  }
-  return out + "]";
-}
-
 void initialise(const DataDecl& d, void* p) {
   const std::int64_t n = d.rows * d.cols;
   const bool integral = d.dtype == DType::i8 || d.dtype == DType::i32;

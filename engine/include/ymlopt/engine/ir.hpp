@@ -39,6 +39,9 @@ struct DataDecl {
   }
 };
 
+/// "[4,8]": a shape as diagnostics print it.
+std::string shape_str(const std::vector<std::int64_t>& shape);
+
 /// A reference to a whole tensor (tile == -1) or to one tile (row-major tile index).
 struct DataRef {
   std::int32_t data = -1;
