@@ -1,11 +1,13 @@
 #include "ymlopt/engine/compiler.hpp"
 
 #include <algorithm>
+#include <functional>
 #include <filesystem>
 #include <map>
 #include <queue>
 #include <set>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "ymlopt/engine/expr.hpp"
 
@@ -162,7 +164,9 @@ class Compiler {
     return a ? a->value : def;
   }
 
+  // Attributes are checked once per element, not once per loop iteration.
   void check_attrs(const Element& e) {
+    if (!checked_.insert(&e).second) return;
     const auto it = rules().find(e.name);
     if (it == rules().end()) return;
     std::vector<std::string> allowed = it->second.required;
@@ -360,7 +364,7 @@ class Compiler {
 
   void statement(const Element& e) {
     if (e.name == "param" || e.name == "description") return;  // handled by declare_params
-    if (rules().find(e.name) == rules().end() || e.name == "workflow" ||
+    if (!checked_.count(&e) &&
         std::find(body_elements().begin(), body_elements().end(), e.name) == body_elements().end()) {
       diags_.error(e.loc, "unknown element <" + e.name + ">" + did_you_mean(e.name, body_elements()));
       return;
@@ -714,15 +718,26 @@ class Compiler {
                                 did_you_mean(*cname, reg_.names()));
       return;
     }
-    const std::string who = task_desc(e, c->name);
+    std::string who_text;
+    auto who = [&]() -> const std::string& {
+      if (who_text.empty()) who_text = task_desc(e, c->name);
+      return who_text;
+    };
     std::vector<Binding> binds(c->ports.size());
     std::vector<bool> bound(c->ports.size(), false);
     std::vector<ArgValue> args = defaults(c);
     std::vector<bool> arg_set(c->params.size(), false);
     bool bad = false, unknown_port = false;
-    std::vector<std::string> port_names, param_names;
-    for (const auto& p : c->ports) port_names.push_back(p.name);
-    for (const auto& p : c->params) param_names.push_back(p.name);
+    auto port_names = [c] {
+      std::vector<std::string> v;
+      for (const auto& p : c->ports) v.push_back(p.name);
+      return v;
+    };
+    auto param_names = [c] {
+      std::vector<std::string> v;
+      for (const auto& p : c->params) v.push_back(p.name);
+      return v;
+    };
     for (const auto& ch : e.children) {
       if (ch.name == "in" || ch.name == "out" || ch.name == "inout") {
         check_attrs(ch);
@@ -732,20 +747,20 @@ class Compiler {
         size_t k = 0;
         while (k < c->ports.size() && c->ports[k].name != pa->value) ++k;
         if (k == c->ports.size()) {
-          diags_.error(pa->loc, who + ": unknown port '" + pa->value + "' of " + c->name + did_you_mean(pa->value, port_names));
+          diags_.error(pa->loc, who() + ": unknown port '" + pa->value + "' of " + c->name + did_you_mean(pa->value, port_names()));
           bad = unknown_port = true;
           continue;
         }
         const PortSpec& ps = c->ports[k];
         if (bound[k]) {
-          diags_.error(ch.loc, who + ": port '" + ps.name + "' is bound twice");
+          diags_.error(ch.loc, who() + ": port '" + ps.name + "' is bound twice");
           bad = true;
           continue;
         }
         bound[k] = true;  // attempted: a failed binding is not also reported missing
         const Access mode = ch.name == "in" ? Access::read : ch.name == "out" ? Access::write : Access::read_write;
         if (mode != ps.access) {
-          diags_.error(ch.loc, who + ": port '" + ps.name + "' of " + c->name + " is <" + access_name(ps.access) +
+          diags_.error(ch.loc, who() + ": port '" + ps.name + "' of " + c->name + " is <" + access_name(ps.access) +
                                    ">, bound with <" + ch.name + ">");
           bad = true;
           continue;
@@ -761,14 +776,14 @@ class Compiler {
             if (q) list += q + 1 == ps.dtypes.size() ? " or " : ", ";
             list += dtype_name(ps.dtypes[q]);
           }
-          diags_.error(da->loc, who + ": port '" + ps.name + "' of " + c->name + " accepts " + list + ", but '" +
+          diags_.error(da->loc, who() + ": port '" + ps.name + "' of " + c->name + " accepts " + list + ", but '" +
                                     *text + "' is " + dtype_name(d.dtype));
           bad = true;
           continue;
         }
         const auto shp = dag_.ref_shape(*ref);
         if (int(shp.size()) > ps.max_rank) {
-          diags_.error(da->loc, who + ": port '" + ps.name + "' of " + c->name + " takes rank <= " +
+          diags_.error(da->loc, who() + ": port '" + ps.name + "' of " + c->name + " takes rank <= " +
                                     std::to_string(ps.max_rank) + ", but '" + *text + "' has shape " + shape_str(shp));
           bad = true;
           continue;
@@ -782,7 +797,7 @@ class Compiler {
         size_t k = 0;
         while (k < c->params.size() && c->params[k].name != na->value) ++k;
         if (k == c->params.size()) {
-          diags_.error(na->loc, who + ": unknown argument '" + na->value + "' of " + c->name + did_you_mean(na->value, param_names));
+          diags_.error(na->loc, who() + ": unknown argument '" + na->value + "' of " + c->name + did_you_mean(na->value, param_names()));
           bad = true;
           continue;
         }
@@ -790,7 +805,7 @@ class Compiler {
         if (!v) { bad = true; continue; }
         auto parsed = parse_arg(c->params[k], v->kind == Value::Kind::bool_ ? (v->i ? "true" : "false") : v->str());
         if (!parsed) {
-          diags_.error(va->loc, who + ": argument '" + na->value + "' of " + c->name + " must be " +
+          diags_.error(va->loc, who() + ": argument '" + na->value + "' of " + c->name + " must be " +
                                     param_type_name(c->params[k].type) + ", got '" + v->str() + "'");
           bad = true;
           continue;
@@ -804,21 +819,23 @@ class Compiler {
     }
     for (size_t k = 0; k < c->ports.size() && !unknown_port; ++k)
       if (!bound[k] && !c->ports[k].optional) {
-        diags_.error(e.loc, who + ": missing <" + std::string(access_name(c->ports[k].access)) + " port=\"" +
+        diags_.error(e.loc, who() + ": missing <" + std::string(access_name(c->ports[k].access)) + " port=\"" +
                                 c->ports[k].name + "\"> of " + c->name);
         bad = true;
       }
     for (size_t k = 0; k < c->params.size(); ++k)
       if (!arg_set[k] && c->params[k].required) {
-        diags_.error(e.loc, who + ": missing <arg name=\"" + c->params[k].name + "\"> of " + c->name);
+        diags_.error(e.loc, who() + ": missing <arg name=\"" + c->params[k].name + "\"> of " + c->name);
         bad = true;
       }
     if (bad) return;
-    add_task(e.loc, c, std::move(binds), std::move(args), e.find("name"), who);
+    add_task(e.loc, c, std::move(binds), std::move(args), e.find("name"), [&] { return who(); });
   }
 
+  using Describe = std::function<std::string()>;  // the task as messages name it, built only on error
+
   void add_task(const SrcLoc& loc, const ComponentSpec* c, std::vector<Binding> binds, std::vector<ArgValue> args,
-                const Attr* name_attr, const std::string& who) {
+                const Attr* name_attr, const Describe& who) {
     TaskNode t;
     t.id = std::int32_t(dag_.tasks.size());
     t.comp = c;
@@ -830,7 +847,7 @@ class Compiler {
       for (size_t b = a + 1; b < binds.size(); ++b) {
         const DataRef &x = binds[a].ref, &y = binds[b].ref;
         if (x.data >= 0 && x.data == y.data && x.tile != y.tile && (x.tile < 0 || y.tile < 0)) {
-          diags_.error(loc, who + ": ports '" + c->ports[a].name + "' and '" + c->ports[b].name + "' use '" +
+          diags_.error(loc, who() + ": ports '" + c->ports[a].name + "' and '" + c->ports[b].name + "' use '" +
                                 dag_.ref_name(x) + "' and '" + dag_.ref_name(y) +
                                 "': a task cannot access a tensor both whole and by tiles");
           return;
@@ -857,7 +874,7 @@ class Compiler {
         err = ex.what();
       }
       if (!err.empty()) {
-        diags_.error(loc, who + " (" + c->name + "): " + err);
+        diags_.error(loc, who() + " (" + c->name + "): " + err);
         return;
       }
     }
@@ -888,7 +905,7 @@ class Compiler {
   }
 
   bool access(std::int32_t t, const Binding& b, std::vector<std::int32_t>& preds, const SrcLoc& loc,
-              const std::string& who, const std::string& port) {
+              const Describe& who, const std::string& port) {
     DataState& s = states_[size_t(b.ref.data)];
     const DataDecl& d = dag_.data[size_t(b.ref.data)];
     const bool reads = b.mode != Access::write;
@@ -901,7 +918,7 @@ class Compiler {
       if (b.ref.tile >= 0) ready = s.tile_init[size_t(b.ref.tile)] != 0;
       else ready = s.uninit_tiles == 0;
       if (!ready) {
-        diags_.error(loc, who + ": port '" + port + "' reads '" + dag_.ref_name(b.ref) +
+        diags_.error(loc, who() + ": port '" + port + "' reads '" + dag_.ref_name(b.ref) +
                               "' before anything writes it (give the data init= or src=, or write it first)");
         return false;
       }
@@ -964,7 +981,7 @@ class Compiler {
         else args[k].text = dag_.data[size_t(ref->data)].name;
       }
     }
-    add_task(e.loc, c, std::move(binds), std::move(args), nullptr, "save of '" + *text + "'");
+    add_task(e.loc, c, std::move(binds), std::move(args), nullptr, [&] { return "save of '" + *text + "'"; });
   }
 
   // ---------- calls ----------
@@ -1238,6 +1255,7 @@ class Compiler {
   std::unordered_map<const Attr*, std::shared_ptr<const Template>> templates_;
   std::unordered_map<const ComponentSpec*, std::vector<ArgValue>> defaults_;
   std::unordered_map<const Element*, std::int32_t> bound_;
+  std::unordered_set<const Element*> checked_;
   std::map<std::string, const xml::Document*> docs_by_path_;
   std::vector<std::string> call_stack_;
   std::vector<EventInfo> events_;
