@@ -109,6 +109,7 @@ class StarpuExecutor final : public Executor {
 
     TaskRunner runner(dag, opts, progress);
     // codelets, one per component used
+    const bool model_based = opts.sched == "dmda" || opts.sched == "dmdas" || opts.sched == "heteroprio";
     std::deque<Codelet> codelets;
     std::map<const ComponentSpec*, Codelet*> by_comp;
     for (const auto& t : dag.tasks) {
@@ -123,7 +124,8 @@ class StarpuExecutor final : public Executor {
       c.cl.cpu_funcs[0] = cpu_trampoline;
       c.cl.nbuffers = STARPU_VARIABLE_NBUFFERS;
       c.cl.name = t.comp->name.c_str();
-      c.cl.model = &c.model;
+      // only the model-based policies read perf models; elsewhere recording them is pure overhead
+      if (model_based) c.cl.model = &c.model;
       by_comp[t.comp] = &c;
     }
     // data handles and tile partition plans
