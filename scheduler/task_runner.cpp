@@ -7,19 +7,15 @@ namespace {
 
 class Context final : public KernelContext {
  public:
-  Context(const std::vector<TensorView>& v, const Args& a, TaskRecord& r, const std::string& dir)
+  Context(std::span<const TensorView> v, const Args& a, TaskRecord& r, const std::string& dir)
       : views_(v), args_(a), rec_(r), dir_(dir) {}
-  std::size_t num_ports() const override { return views_.size(); }
-  const TensorView& port(std::size_t i) const override {
-    if (i >= views_.size()) throw KernelError("port index " + std::to_string(i) + " out of range");
-    return views_[i];
-  }
+  std::span<const TensorView> ports() const override { return views_; }
   const Args& args() const override { return args_; }
   void report(std::string key, double value) override { rec_.results.emplace_back(std::move(key), value); }
   const std::string& run_dir() const override { return dir_; }
 
  private:
-  const std::vector<TensorView>& views_;
+  std::span<const TensorView> views_;
   const Args& args_;
   TaskRecord& rec_;
   const std::string& dir_;
@@ -40,26 +36,26 @@ double TaskRunner::now_us() const {
   return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0_).count();
 }
 
-std::vector<TensorView> TaskRunner::port_templates(const TaskNode& t) const {
-  std::vector<TensorView> v(t.bindings.size());
+void TaskRunner::port_templates(const TaskNode& t, TensorView* out) const {
   for (size_t k = 0; k < t.bindings.size(); ++k) {
     const auto& b = t.bindings[k];
+    TensorView& v = out[k];
+    v = TensorView{};
     if (b.ref.data < 0) continue;
     const DataDecl& d = dag_.data[size_t(b.ref.data)];
-    v[k].dtype = d.dtype;
-    v[k].shape = dag_.ref_shape(b.ref);
+    v.dtype = d.dtype;
+    v.shape = dag_.ref_shape(b.ref);
     if (b.ref.tile < 0) {
-      v[k].rows = d.rows, v[k].cols = d.cols;
+      v.rows = d.rows, v.cols = d.cols;
     } else {
-      v[k].rows = d.tile_nrows(b.ref.tile / d.ntile_c);
-      v[k].cols = d.tile_ncols(b.ref.tile % d.ntile_c);
+      v.rows = d.tile_nrows(b.ref.tile / d.ntile_c);
+      v.cols = d.tile_ncols(b.ref.tile % d.ntile_c);
     }
-    v[k].ld = d.cols;
+    v.ld = d.cols;
   }
-  return v;
 }
 
-bool TaskRunner::run(const TaskNode& t, std::vector<TensorView>& views, std::int32_t worker) {
+bool TaskRunner::run(const TaskNode& t, std::span<const TensorView> views, std::int32_t worker) {
   TaskRecord& rec = records_[size_t(t.id)];
   rec.worker = worker;
   progress_.started.fetch_add(1, std::memory_order_relaxed);

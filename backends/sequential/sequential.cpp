@@ -12,9 +12,10 @@ class SequentialExecutor final : public Executor {
     r.runtime = "sequential";
     r.workers = {"main"};
     TaskRunner runner(dag, opts, progress);
+    std::vector<TensorView> views;
     for (auto id : dag.topo_order) {
       const TaskNode& t = dag.tasks[size_t(id)];
-      std::vector<TensorView> views(t.bindings.size());
+      views.assign(t.bindings.size(), TensorView{});
       for (size_t k = 0; k < t.bindings.size(); ++k)
         if (t.bindings[k].ref.data >= 0) views[k] = store.view(t.bindings[k].ref);
       if (!runner.run(t, views, 0)) break;

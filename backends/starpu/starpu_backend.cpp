@@ -12,16 +12,19 @@
 namespace ymlopt {
 namespace {
 
+// What a StarPU task carries (cl_arg): its node and its port views, which live
+// in flat per-run arrays (no allocation per task).
 struct TaskExec {
   const TaskNode* node = nullptr;
-  std::vector<TensorView> views;
-  std::vector<int> slot;  // buffer index of each port, -1 when unbound
+  TensorView* views = nullptr;  // node->bindings.size() views
+  std::int8_t* slot = nullptr;  // buffer index of each port, -1 when unbound
   TaskRunner* runner = nullptr;
 };
 
 void cpu_trampoline(void* buffers[], void* cl_arg) {
   auto* ex = static_cast<TaskExec*>(cl_arg);
-  for (size_t k = 0; k < ex->views.size(); ++k) {
+  const size_t n = ex->node->bindings.size();
+  for (size_t k = 0; k < n; ++k) {
     if (ex->slot[k] < 0) continue;
     auto* m = static_cast<starpu_matrix_interface*>(buffers[ex->slot[k]]);
     TensorView& v = ex->views[k];
@@ -30,7 +33,7 @@ void cpu_trampoline(void* buffers[], void* cl_arg) {
     v.cols = m->nx;
     v.ld = m->ld;
   }
-  ex->runner->run(*ex->node, ex->views, starpu_worker_get_id());
+  ex->runner->run(*ex->node, std::span<const TensorView>(ex->views, n), starpu_worker_get_id());
 }
 
 struct TileGeom {
@@ -149,8 +152,14 @@ class StarpuExecutor final : public Executor {
       children[i].resize(size_t(d.ntiles()));
       starpu_data_partition_plan(handles[i], &f, children[i].data());
     }
-    // tasks
+    // tasks: views and buffer slots of every task in two flat arrays
     std::vector<TaskExec> execs(dag.tasks.size());
+    std::vector<size_t> first_port(dag.tasks.size() + 1, 0);
+    for (size_t i = 0; i < dag.tasks.size(); ++i) first_port[i + 1] = first_port[i] + dag.tasks[i].bindings.size();
+    std::vector<TensorView> views(first_port.back());
+    std::vector<std::int8_t> slots(first_port.back(), -1);
+    const ComponentSpec* last_comp = nullptr;
+    starpu_codelet* cl = nullptr;
     std::vector<starpu_task*> tasks(dag.tasks.size(), nullptr);
     std::vector<std::uint8_t> keep(dag.tasks.size(), 0);
     for (const auto& t : dag.tasks)
@@ -160,10 +169,12 @@ class StarpuExecutor final : public Executor {
       TaskExec& ex = execs[size_t(id)];
       ex.node = &t;
       ex.runner = &runner;
-      ex.views = runner.port_templates(t);
-      ex.slot.assign(t.bindings.size(), -1);
+      ex.views = views.data() + first_port[size_t(id)];
+      ex.slot = slots.data() + first_port[size_t(id)];
+      runner.port_templates(t, ex.views);
+      if (t.comp != last_comp) last_comp = t.comp, cl = &by_comp[t.comp]->cl;
       starpu_task* task = starpu_task_create();
-      task->cl = &by_comp[t.comp]->cl;
+      task->cl = cl;
       task->cl_arg = &ex;
       task->cl_arg_free = 0;
       int nb = 0;
@@ -191,7 +202,7 @@ class StarpuExecutor final : public Executor {
         }
         task->handles[nb] = h;
         task->modes[nb] = b.mode == Access::read ? STARPU_R : b.mode == Access::write ? STARPU_W : STARPU_RW;
-        ex.slot[k] = nb++;
+        ex.slot[k] = std::int8_t(nb++);
       }
       task->nbuffers = nb;
       if (!t.event_preds.empty()) {

@@ -107,7 +107,7 @@ inline std::string dims(const TensorView& v) {
 }
 
 /// "" when the dtypes of ports i and j agree, else a message.
-inline std::string same_dtype(const std::vector<PortSpec>& specs, const std::vector<TensorView>& p,
+inline std::string same_dtype(const std::vector<PortSpec>& specs, std::span<const TensorView> p,
                               std::size_t i, std::size_t j) {
   if (p[i].dtype == p[j].dtype) return "";
   return "port '" + specs[i].name + "' has dtype " + dtype_name(p[i].dtype) + " but port '" +
@@ -115,7 +115,7 @@ inline std::string same_dtype(const std::vector<PortSpec>& specs, const std::vec
 }
 
 /// "" when port i's dtype is f32 or f64, else a message.
-inline std::string float_dtype(const std::vector<PortSpec>& specs, const std::vector<TensorView>& p,
+inline std::string float_dtype(const std::vector<PortSpec>& specs, std::span<const TensorView> p,
                                std::size_t i) {
   if (p[i].dtype == DType::f32 || p[i].dtype == DType::f64) return "";
   return "port '" + specs[i].name + "' has dtype " + dtype_name(p[i].dtype) +
@@ -123,7 +123,7 @@ inline std::string float_dtype(const std::vector<PortSpec>& specs, const std::ve
 }
 
 /// "" when ports i and j have the same 2-D shape, else a message.
-inline std::string same_shape(const std::vector<PortSpec>& specs, const std::vector<TensorView>& p,
+inline std::string same_shape(const std::vector<PortSpec>& specs, std::span<const TensorView> p,
                               std::size_t i, std::size_t j) {
   if (p[i].rows == p[j].rows && p[i].cols == p[j].cols) return "";
   return "port '" + specs[i].name + "' is " + dims(p[i]) + " but port '" + specs[j].name + "' is " +
@@ -131,14 +131,14 @@ inline std::string same_shape(const std::vector<PortSpec>& specs, const std::vec
 }
 
 /// "" when port i is square, else a message.
-inline std::string square(const std::vector<PortSpec>& specs, const std::vector<TensorView>& p,
+inline std::string square(const std::vector<PortSpec>& specs, std::span<const TensorView> p,
                           std::size_t i) {
   if (p[i].rows == p[i].cols) return "";
   return "port '" + specs[i].name + "' is " + dims(p[i]) + ": a square matrix is required";
 }
 
 /// Number of ports, and that the required ones are bound (shape-wise).
-inline std::string ports_present(const std::vector<PortSpec>& specs, const std::vector<TensorView>& p) {
+inline std::string ports_present(const std::vector<PortSpec>& specs, std::span<const TensorView> p) {
   if (p.size() != specs.size())
     return "expected " + std::to_string(specs.size()) + " ports, got " + std::to_string(p.size());
   for (std::size_t i = 0; i < specs.size(); ++i)
@@ -185,8 +185,6 @@ void validate(KernelContext& ctx, const std::vector<PortSpec>& specs, Check&& ch
   if (ctx.num_ports() != specs.size())
     throw KernelError("expected " + std::to_string(specs.size()) + " ports, got " +
                       std::to_string(ctx.num_ports()));
-  std::vector<TensorView> views;
-  views.reserve(specs.size());
   for (std::size_t i = 0; i < specs.size(); ++i) {
     const TensorView& v = ctx.port(i);
     const bool unbound = !v.bound();
@@ -206,9 +204,8 @@ void validate(KernelContext& ctx, const std::vector<PortSpec>& specs, Check&& ch
       if (!ok)
         throw KernelError("port '" + specs[i].name + "' has unsupported dtype " + dtype_name(v.dtype));
     }
-    views.push_back(v);
   }
-  const std::string msg = check(TaskShape{views, ctx.args()});
+  const std::string msg = check(TaskShape{ctx.ports(), ctx.args()});
   if (!msg.empty()) throw KernelError(msg);
 }
 

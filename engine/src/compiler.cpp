@@ -490,6 +490,11 @@ class Compiler {
         diags_.error(sa->loc, "shape " + shape_str(*shape) + " has a dimension <= 0");
         return;
       }
+    if (shape->size() > Shape::kMaxRank) {
+      diags_.error(sa->loc, "shape " + shape_str(*shape) + " has rank " + std::to_string(shape->size()) +
+                                "; at most " + std::to_string(Shape::kMaxRank) + " dimensions are supported");
+      return;
+    }
     d.shape = *shape;
     if (d.shape.size() == 1) d.rows = 1, d.cols = d.shape[0];
     else {

@@ -119,8 +119,7 @@ class TestContext : public KernelContext {
               const std::map<std::string, std::string>& args = {})
       : spec_(spec), ports_(std::move(ports)), args_(make_args(spec, args)) {}
 
-  std::size_t num_ports() const override { return ports_.size(); }
-  const TensorView& port(std::size_t i) const override { return ports_.at(i); }
+  std::span<const TensorView> ports() const override { return ports_; }
   const Args& args() const override { return args_; }
   void report(std::string key, double value) override { reports[std::move(key)] = value; }
   const std::string& run_dir() const override { return run_dir_; }

@@ -35,8 +35,7 @@ class TestContext : public KernelContext {
   TestContext(const ComponentSpec& spec, std::vector<TensorView> ports, std::vector<ArgValue> args,
               std::string dir)
       : ports_(std::move(ports)), args_(&spec.params, std::move(args)), dir_(std::move(dir)) {}
-  std::size_t num_ports() const override { return ports_.size(); }
-  const TensorView& port(std::size_t i) const override { return ports_.at(i); }
+  std::span<const TensorView> ports() const override { return ports_; }
   const Args& args() const override { return args_; }
   void report(std::string, double) override {}
   const std::string& run_dir() const override { return dir_; }

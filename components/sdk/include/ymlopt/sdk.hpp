@@ -27,7 +27,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <optional>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -95,6 +97,50 @@ struct KernelError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+/// A tensor shape of rank <= 8, stored inline (no allocation), with the parts
+/// of std::vector's interface kernels use.
+///
+///   Shape s{2, 3, 4};  s.size() == 3;  s[2] == 4;  std::vector<int64_t> v = s;
+class Shape {
+ public:
+  static constexpr std::size_t kMaxRank = 8;
+  Shape() = default;
+  Shape(std::initializer_list<std::int64_t> dims) { assign(dims.begin(), dims.end()); }
+  Shape(const std::vector<std::int64_t>& dims) { assign(dims.begin(), dims.end()); }  // NOLINT: implicit by design
+  operator std::vector<std::int64_t>() const { return {begin(), end()}; }            // NOLINT
+  std::size_t size() const { return n_; }
+  bool empty() const { return n_ == 0; }
+  std::int64_t operator[](std::size_t i) const { return d_[i]; }
+  std::int64_t& operator[](std::size_t i) { return d_[i]; }
+  std::int64_t back() const { return d_[n_ - 1]; }
+  const std::int64_t* begin() const { return d_; }
+  const std::int64_t* end() const { return d_ + n_; }
+  void push_back(std::int64_t v) {
+    if (n_ == kMaxRank) throw std::length_error("tensor rank above 8");
+    d_[n_++] = v;
+  }
+  void clear() { n_ = 0; }
+  std::int64_t numel() const {
+    std::int64_t p = 1;
+    for (std::size_t i = 0; i < n_; ++i) p *= d_[i];
+    return p;
+  }
+  friend bool operator==(const Shape& a, const Shape& b) {
+    if (a.n_ != b.n_) return false;
+    for (std::size_t i = 0; i < a.n_; ++i)
+      if (a.d_[i] != b.d_[i]) return false;
+    return true;
+  }
+
+ private:
+  template <class It> void assign(It b, It e) {
+    n_ = 0;
+    for (; b != e; ++b) push_back(*b);
+  }
+  std::int64_t d_[kMaxRank] = {};
+  std::size_t n_ = 0;
+};
+
 /// A row-major 2-D strided view on a tensor or on one of its tiles. Tensors of
 /// rank > 2 are seen as (product of leading dims) x (last dim); rank 1 as 1 x n.
 ///
@@ -106,7 +152,7 @@ struct TensorView {
   std::int64_t rows = 0;
   std::int64_t cols = 0;
   std::int64_t ld = 0;  // elements between the starts of two rows (>= cols)
-  std::vector<std::int64_t> shape;  // logical shape (the tile's for a tile)
+  Shape shape;  // logical shape (the tile's for a tile)
 
   bool bound() const { return rows > 0 || cols > 0 || data != nullptr; }
   std::int64_t size() const { return rows * cols; }
@@ -192,8 +238,13 @@ class Args {
 class KernelContext {
  public:
   virtual ~KernelContext() = default;
-  virtual std::size_t num_ports() const = 0;
-  virtual const TensorView& port(std::size_t i) const = 0;
+  /// All port views, in ComponentSpec::ports order (unbound optional ports: no data).
+  virtual std::span<const TensorView> ports() const = 0;
+  std::size_t num_ports() const { return ports().size(); }
+  const TensorView& port(std::size_t i) const {
+    if (i >= ports().size()) throw KernelError("port index " + std::to_string(i) + " out of range");
+    return ports()[i];
+  }
   virtual const Args& args() const = 0;
   /// Record a named scalar result of this task (e.g. a norm or an error).
   virtual void report(std::string key, double value) = 0;
@@ -210,7 +261,7 @@ using KernelFn = void (*)(KernelContext&);
 
 /// Compile-time view of a task for `check` and `cost`: views without data.
 struct TaskShape {
-  const std::vector<TensorView>& ports;
+  std::span<const TensorView> ports;
   const Args& args;
 };
 

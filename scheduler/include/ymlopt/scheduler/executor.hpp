@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -65,10 +66,11 @@ class Executor {
 class TaskRunner {
  public:
   TaskRunner(const Dag& dag, const ExecOptions& opts, Progress& progress);
-  /// Port views of a task with shapes and dtypes filled in (data pointers null).
-  std::vector<TensorView> port_templates(const TaskNode& t) const;
+  /// Writes the task's port views (shapes, dtypes; data pointers null) to
+  /// out[0 .. t.bindings.size()).
+  void port_templates(const TaskNode& t, TensorView* out) const;
   /// Runs the kernel; returns false if it threw (or the run was cancelled before).
-  bool run(const TaskNode& t, std::vector<TensorView>& views, std::int32_t worker);
+  bool run(const TaskNode& t, std::span<const TensorView> views, std::int32_t worker);
   bool cancelled() const { return cancelled_.load(std::memory_order_relaxed); }
   void finish(ExecResult& r);
   double now_us() const;
