@@ -2,6 +2,7 @@
 
 #include <starpu.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
@@ -34,6 +35,10 @@ void cpu_trampoline(void* buffers[], void* cl_arg) {
     v.ld = m->ld;
   }
   ex->runner->run(*ex->node, std::span<const TensorView>(ex->views, n), starpu_worker_get_id());
+}
+
+starpu_data_access_mode starpu_mode(Access a) {
+  return a == Access::read ? STARPU_R : a == Access::write ? STARPU_W : STARPU_RW;
 }
 
 struct TileGeom {
@@ -125,7 +130,13 @@ class StarpuExecutor final : public Executor {
       c.model.symbol = c.symbol.c_str();
       c.cl.where = STARPU_CPU;
       c.cl.cpu_funcs[0] = cpu_trampoline;
-      c.cl.nbuffers = STARPU_VARIABLE_NBUFFERS;
+      // fixed buffer count and modes when every port is always bound (the common
+      // case: StarPU's fast path); a variable count only for optional ports
+      const auto& ports = t.comp->ports;
+      const bool fixed = ports.size() <= STARPU_NMAXBUFS &&
+                         std::none_of(ports.begin(), ports.end(), [](const PortSpec& p) { return p.optional; });
+      c.cl.nbuffers = fixed ? int(ports.size()) : STARPU_VARIABLE_NBUFFERS;
+      for (size_t k = 0; fixed && k < ports.size(); ++k) c.cl.modes[k] = starpu_mode(ports[k].access);
       c.cl.name = t.comp->name.c_str();
       // only the model-based policies read perf models; elsewhere recording them is pure overhead
       if (model_based) c.cl.model = &c.model;
@@ -201,7 +212,7 @@ class StarpuExecutor final : public Executor {
           break;
         }
         task->handles[nb] = h;
-        task->modes[nb] = b.mode == Access::read ? STARPU_R : b.mode == Access::write ? STARPU_W : STARPU_RW;
+        task->modes[nb] = starpu_mode(b.mode);
         ex.slot[k] = std::int8_t(nb++);
       }
       task->nbuffers = nb;

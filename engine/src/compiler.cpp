@@ -15,7 +15,7 @@ namespace fs = std::filesystem;
 
 namespace ymlopt {
 
-std::vector<std::int64_t> Dag::ref_shape(const DataRef& r) const {
+Shape Dag::ref_shape(const DataRef& r) const {
   const DataDecl& d = data[size_t(r.data)];
   if (r.tile < 0) return d.shape;
   const std::int64_t tr = r.tile / d.ntile_c, tc = r.tile % d.ntile_c;
@@ -786,7 +786,7 @@ class Compiler {
           bad = true;
           continue;
         }
-        const auto shp = dag_.ref_shape(*ref);
+        const std::vector<std::int64_t> shp = dag_.ref_shape(*ref);
         if (int(shp.size()) > ps.max_rank) {
           diags_.error(da->loc, who() + ": port '" + ps.name + "' of " + c->name + " takes rank <= " +
                                     std::to_string(ps.max_rank) + ", but '" + *text + "' has shape " + shape_str(shp));

@@ -81,7 +81,7 @@ struct Dag {
   std::vector<std::unique_ptr<xml::Document>> docs;  // keep SrcLoc::file pointers valid
 
   /// Logical shape of a reference (tile shape for a tile).
-  std::vector<std::int64_t> ref_shape(const DataRef& r) const;
+  Shape ref_shape(const DataRef& r) const;
   std::string ref_name(const DataRef& r) const;
   std::size_t num_edges() const;
 };

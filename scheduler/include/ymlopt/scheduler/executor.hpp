@@ -32,8 +32,8 @@ struct ExecOptions {
 
 /// Live counters for the progress line (updated by workers, read by the CLI).
 struct Progress {
-  std::atomic<std::int64_t> started{0};
-  std::atomic<std::int64_t> done{0};
+  alignas(64) std::atomic<std::int64_t> started{0};
+  alignas(64) std::atomic<std::int64_t> done{0};
   std::int64_t total = 0;
 };
 
