@@ -9,6 +9,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "io/tensor_file.hpp"
 #include "ymlopt/engine/expr.hpp"
 
 namespace fs = std::filesystem;
@@ -562,6 +563,7 @@ class Compiler {
         if (auto kv = render(*k)) d.key = *kv;
       }
       if (!fs::exists(p)) diags_.error(src->loc, "cannot open '" + d.src + "'");
+      else check_source(d, *src);
     } else if (e.find("key")) {
       diags_.error(e.find("key")->loc, "key= is only meaningful with src=");
     }
@@ -598,6 +600,39 @@ class Compiler {
       st.uninit_tiles = 1;
     }
     states_.push_back(std::move(st));
+  }
+
+  // The file behind src= must hold the declared dtype and shape (read from its header only).
+  void check_source(const DataDecl& d, const Attr& src) {
+    std::vector<io::TensorInfo> infos;
+    try {
+      infos = io::list_tensors(d.src);
+    } catch (const std::exception& e) {
+      diags_.error(src.loc, e.what());
+      return;
+    }
+    const io::TensorInfo* hit = nullptr;
+    std::vector<std::string> names;
+    for (const auto& t : infos) {
+      names.push_back(t.name);
+      if (t.name == d.key) hit = &t;
+    }
+    if (!hit && (d.key.empty() || io::format_of(d.src) == io::FileFormat::npy) && infos.size() == 1) hit = &infos[0];
+    if (!hit) {
+      if (d.key.empty())
+        diags_.error(src.loc, d.src + " holds " + std::to_string(infos.size()) + " tensors: name one with key=");
+      else
+        diags_.error(src.loc, d.src + " has no tensor '" + d.key + "'" + did_you_mean(d.key, names));
+      return;
+    }
+    const std::string what = "'" + (hit->name.empty() ? d.src : hit->name) + "' in " + d.src;
+    if (!hit->dtype) {
+      diags_.error(src.loc, what + " has dtype " + hit->stored_dtype + ", which ymlopt does not support");
+      return;
+    }
+    if (*hit->dtype != d.dtype || hit->shape != d.shape)
+      diags_.error(src.loc, what + " is " + dtype_name(*hit->dtype) + shape_str(hit->shape) + " but data '" + d.name +
+                                "' is declared " + dtype_name(d.dtype) + shape_str(d.shape));
   }
 
   // Parses "A" or "A[i,j]" (already rendered) into a reference.

@@ -69,13 +69,13 @@ void initialise(const DataDecl& d, void* p) {
         }
       break;
     }
-    case InitKind::file: {
-      io::TensorData t = io::load_tensor(d.src, d.key);
-      if (t.dtype != d.dtype || t.shape != d.shape)
-        throw std::runtime_error(d.src + ": '" + (d.key.empty() ? d.name : d.key) + "' is " +
-                                 dtype_name(t.dtype) + shape_str(t.shape) + " but data '" + d.name +
-                                 "' is declared " + dtype_name(d.dtype) + shape_str(d.shape));
-      std::memcpy(p, t.bytes.data(), size_t(d.bytes()));
+    case InitKind::file: {  // dtype and shape were checked at compile time; load_tensor_into checks again
+      TensorView v;
+      v.data = p;
+      v.dtype = d.dtype;
+      v.rows = d.rows, v.cols = d.cols, v.ld = d.cols;
+      v.shape = d.shape;
+      io::load_tensor_into(d.src, d.key, v);
       break;
     }
   }

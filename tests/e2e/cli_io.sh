@@ -33,10 +33,14 @@ cat > "$tmp/mismatch.xml" <<XML
 <task component="tensor.norm"><in port="x" data="C"/></task></workflow>
 XML
 expect_rc 1 "shape mismatch with the file" -- "$y" run "$tmp/mismatch.xml" --out "$tmp/m"
-expect_in "is f32[96,96] but data 'C' is declared f32[32,96]" "message"
+expect_in "mismatch.xml:1:49: error: 'C' in $tmp/g/C.safetensors is f32[96,96] but data 'C' is declared f32[32,96]" "message"
+[ ! -e "$tmp/m" ] || { echo "FAIL: refused at check time, yet a run directory was made"; fails=$((fails + 1)); }
+sed 's/key="C"/key="c"/' "$tmp/mismatch.xml" > "$tmp/badkey.xml"
+expect_rc 1 "unknown key" -- "$y" check "$tmp/badkey.xml"
+expect_in "has no tensor 'c' (did you mean 'C'?)" "message"
 # a truncated file gets a clear error, not a crash
 head -c 100 "$tmp/g/C.safetensors" > "$tmp/trunc.safetensors"
 sed "s#$tmp/g/C.safetensors#$tmp/trunc.safetensors#" "$tmp/mismatch.xml" | sed 's/32,96/96,96/' > "$tmp/trunc.xml"
 expect_rc 1 "truncated file" -- "$y" run "$tmp/trunc.xml" --out "$tmp/t"
-expect_in "trunc.safetensors" "names the file"
+expect_in "trunc.safetensors: tensor 'C': data_offsets [0, 36864] run past the data section (28 bytes)" "names the file and the fault"
 finish
