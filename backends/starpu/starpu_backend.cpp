@@ -8,6 +8,7 @@
 #include <deque>
 #include <filesystem>
 #include <map>
+#include <thread>
 
 
 namespace ymlopt {
@@ -101,6 +102,9 @@ class StarpuExecutor final : public Executor {
       }
       conf.ncpus = n;
     }
+    if (const unsigned hw = std::thread::hardware_concurrency(); hw > STARPU_MAXCPUS && opts.ncpu <= 0)
+      r.warnings.push_back("this StarPU build caps CPU workers at " + std::to_string(STARPU_MAXCPUS) + " but " +
+                           std::to_string(hw) + " cores are available (rebuild StarPU with --enable-maxcpus)");
     conf.nopencl = 0;
 #ifndef STARPU_USE_CUDA
     conf.ncuda = 0;

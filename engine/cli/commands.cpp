@@ -342,6 +342,13 @@ int cmd_run(const std::vector<std::string>& args) {
   }
   write_file_atomic(out + "/dag.dot", dag_to_dot(dag));
 
+  // the machine the run saw goes into the report; its warnings (e.g. OpenBLAS
+  // running generic kernels on an AVX-512 CPU) explain slow runs
+  const Topology topo = probe_topology();
+  for (const auto& w : topo.warnings) {
+    if (!quiet) std::cerr << "ymlopt: warning: " << w << "\n";
+    log << "warning: " << w << "\n";
+  }
   ExecOptions eo;
   eo.run_dir = out;
   eo.sched = sched;
@@ -362,6 +369,7 @@ int cmd_run(const std::vector<std::string>& args) {
   nlohmann::json params = nlohmann::json::object();
   for (const auto& s : parse_sets(wf.sets)) params[s.first] = s.second;
   info["set"] = params;
+  info["machine"] = topology_json(topo);
   write_file_atomic(out + "/report.json", make_report(dag, res, totals, info).dump(1) + "\n");
   write_file_atomic(out + "/trace.json", make_trace(dag, res).dump() + "\n");
   for (const auto& w : res.warnings) {
