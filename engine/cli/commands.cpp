@@ -68,8 +68,8 @@ void add_workflow_options(po::options_description& d, WorkflowArgs& a) {
       "plugin", po::value(&a.plugins)->composing(), "load components from a plugin library (repeatable)");
 }
 
-po::variables_map parse(const std::vector<std::string>& args, const po::options_description& d, WorkflowArgs* wf,
-                        bool* help) {
+// Parses a subcommand's options; prints its help and returns true on --help.
+bool parse_or_help(const std::vector<std::string>& args, const po::options_description& d, WorkflowArgs* wf) {
   po::options_description all = d;
   po::positional_options_description pos;
   std::string file;
@@ -84,9 +84,12 @@ po::variables_map parse(const std::vector<std::string>& args, const po::options_
   } catch (const po::error& e) {
     throw UsageError(e.what());
   }
-  *help = vm.count("help") > 0;
-  if (wf && !*help && wf->file.empty()) throw UsageError("missing workflow file");
-  return vm;
+  if (vm.count("help")) {
+    std::cout << d;
+    return true;
+  }
+  if (wf && wf->file.empty()) throw UsageError("missing workflow file");
+  return false;
 }
 
 bool load_registry(ComponentRegistry& reg, const std::vector<std::string>& plugins) {
@@ -122,21 +125,21 @@ int compile(const WorkflowArgs& a, const ComponentRegistry& reg, CompileResult& 
   return 0;
 }
 
+// Loads built-ins and plugins, then compiles; returns the exit code (0: `out` holds the DAG).
+int prepare(const WorkflowArgs& wf, ComponentRegistry& reg, CompileResult& out) {
+  if (!load_registry(reg, wf.plugins)) return 2;
+  return compile(wf, reg, out);
+}
+
 int cmd_check(const std::vector<std::string>& args) {
   WorkflowArgs wf;
   po::options_description d("ymlopt check WF.xml [options]");
   d.add_options()("help,h", "show this help");
   add_workflow_options(d, wf);
-  bool help = false;
-  parse(args, d, &wf, &help);
-  if (help) {
-    std::cout << d;
-    return 0;
-  }
+  if (parse_or_help(args, d, &wf)) return 0;
   ComponentRegistry reg;
-  if (!load_registry(reg, wf.plugins)) return 2;
   CompileResult r;
-  if (int rc = compile(wf, reg, r)) return rc;
+  if (int rc = prepare(wf, reg, r)) return rc;
   std::cout << wf.file << ": ok: workflow '" << r.dag.name << "', " << r.dag.tasks.size() << " tasks, "
             << r.dag.num_edges() << " dependencies, " << r.dag.data.size() << " data\n";
   return 0;
@@ -148,16 +151,10 @@ int cmd_graph(const std::vector<std::string>& args) {
   po::options_description d("ymlopt graph WF.xml [options]");
   d.add_options()("help,h", "show this help")("output,o", po::value(&out), "write the DOT to a file");
   add_workflow_options(d, wf);
-  bool help = false;
-  parse(args, d, &wf, &help);
-  if (help) {
-    std::cout << d;
-    return 0;
-  }
+  if (parse_or_help(args, d, &wf)) return 0;
   ComponentRegistry reg;
-  if (!load_registry(reg, wf.plugins)) return 2;
   CompileResult r;
-  if (int rc = compile(wf, reg, r)) return rc;
+  if (int rc = prepare(wf, reg, r)) return rc;
   const std::string dot = dag_to_dot(r.dag);
   if (out.empty()) std::cout << dot;
   else write_file_atomic(out, dot);
@@ -170,12 +167,7 @@ int cmd_components(const std::vector<std::string>& args) {
   po::options_description d("ymlopt components [options]");
   d.add_options()("help,h", "show this help")("plugin", po::value(&plugins)->composing(), "load a plugin")(
       "json", po::bool_switch(&json), "machine-readable output");
-  bool help = false;
-  parse(args, d, nullptr, &help);
-  if (help) {
-    std::cout << d;
-    return 0;
-  }
+  if (parse_or_help(args, d, nullptr)) return 0;
   ComponentRegistry reg;
   if (!load_registry(reg, plugins)) return 2;
   nlohmann::json all = nlohmann::json::array();
@@ -218,12 +210,7 @@ int cmd_info(const std::vector<std::string>& args) {
   bool json = false;
   po::options_description d("ymlopt info [options]");
   d.add_options()("help,h", "show this help")("json", po::bool_switch(&json), "machine-readable output");
-  bool help = false;
-  parse(args, d, nullptr, &help);
-  if (help) {
-    std::cout << d;
-    return 0;
-  }
+  if (parse_or_help(args, d, nullptr)) return 0;
   const Topology topo = probe_topology();
   const StarpuBuildInfo sb = starpu_build_info();
   const std::vector<std::string> workers = starpu_worker_names();
@@ -302,12 +289,7 @@ int cmd_run(const std::vector<std::string>& args) {
       "quiet,q", po::bool_switch(&quiet), "no progress line or summary")("verbose,v", po::bool_switch(&verbose),
                                                                          "show StarPU's own messages");
   add_workflow_options(d, wf);
-  bool help = false;
-  parse(args, d, &wf, &help);
-  if (help) {
-    std::cout << d;
-    return 0;
-  }
+  if (parse_or_help(args, d, &wf)) return 0;
   if (backend != "starpu" && backend != "sequential")
     throw UsageError("unknown backend '" + backend + "' (expected starpu or sequential)");
   const auto& pol = starpu_policies();
@@ -316,9 +298,8 @@ int cmd_run(const std::vector<std::string>& args) {
   if (ncpu < 0) throw UsageError("--ncpu must be >= 0");
 
   ComponentRegistry reg;
-  if (!load_registry(reg, wf.plugins)) return 2;
   CompileResult cr;
-  if (int rc = compile(wf, reg, cr)) return rc;
+  if (int rc = prepare(wf, reg, cr)) return rc;
   const Dag& dag = cr.dag;
 
   if (out.empty()) out = default_run_dir(dag.name);

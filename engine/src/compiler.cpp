@@ -947,7 +947,6 @@ class Compiler {
   bool access(std::int32_t t, const Binding& b, std::vector<std::int32_t>& preds, const SrcLoc& loc,
               const Describe& who, const std::string& port) {
     DataState& s = states_[size_t(b.ref.data)];
-    const DataDecl& d = dag_.data[size_t(b.ref.data)];
     const bool reads = b.mode != Access::write;
     const bool writes = b.mode != Access::read;
     auto add = [&](std::int32_t p) {
@@ -996,7 +995,6 @@ class Compiler {
         s.whole.readers.push_back(t);
       }
     }
-    (void)d;
     return true;
   }
 

@@ -114,16 +114,9 @@ int main(int argc, char** argv) {
       std::printf("\n%s bs=%ld: %zu tasks\n", dt.c_str(), bs, dag.tasks.size());
       for (int rep = 0; rep < reps; ++rep) {
         auto run_y = [&]() -> bool {
-          ymlopt::ExecOptions eo;
-          eo.run_dir = tmp.path();
-          eo.sched = sched;
-          eo.ncpu = ncpu;
-          eo.starpu_home = tmp.path();
-          ymlopt::Progress progress;
-          auto ex = ymlopt::make_starpu_executor();
-          const double t0 = bench::now_s();
-          ymlopt::ExecResult r = ex->execute(dag, store, eo, progress);
-          yt.push_back(bench::now_s() - t0);
+          const bench::StarpuRun run = bench::run_starpu(dag, store, tmp.path(), sched, ncpu);
+          const ymlopt::ExecResult& r = run.result;
+          yt.push_back(run.seconds);
           yc.push_back(r.makespan_us * 1e-6);
           if (!r.ok) std::fprintf(stderr, "ymlopt run failed: %s\n", r.error.c_str());
           return r.ok;

@@ -195,16 +195,9 @@ int main(int argc, char** argv) {
       }
       edges = cr.dag.num_edges();
       ymlopt::DataStore store(cr.dag);
-      ymlopt::ExecOptions eo;
-      eo.run_dir = tmp.path();
-      eo.sched = sched;
-      eo.ncpu = ncpu;
-      eo.starpu_home = tmp.path();
-      ymlopt::Progress progress;
-      auto ex = ymlopt::make_starpu_executor();
-      const double t0 = bench::now_s();
-      ymlopt::ExecResult r = ex->execute(cr.dag, store, eo, progress);
-      y_total.push_back(bench::now_s() - t0);
+      const bench::StarpuRun run = bench::run_starpu(cr.dag, store, tmp.path(), sched, ncpu);
+      const ymlopt::ExecResult& r = run.result;
+      y_total.push_back(run.seconds);
       y_core.push_back(r.makespan_us * 1e-6);
       if (!r.ok) {
         std::fprintf(stderr, "ymlopt run failed: %s\n", r.error.c_str());

@@ -10,6 +10,10 @@
 #include <string>
 #include <vector>
 
+#include "starpu_backend.hpp"
+#include "ymlopt/engine/data_store.hpp"
+#include "ymlopt/scheduler/executor.hpp"
+
 namespace bench {
 
 inline double now_s() {
@@ -81,6 +85,27 @@ class TempDir {
 };
 
 /// A field of /proc/self/status in kB (VmRSS, VmHWM), or -1.
+/// One timed run of `dag` on the StarPU backend (init .. shutdown included).
+struct StarpuRun {
+  ymlopt::ExecResult result;
+  double seconds = 0;
+};
+inline StarpuRun run_starpu(const ymlopt::Dag& dag, ymlopt::DataStore& store, const std::string& dir,
+                            const std::string& sched, int ncpu) {
+  ymlopt::ExecOptions eo;
+  eo.run_dir = dir;
+  eo.sched = sched;
+  eo.ncpu = ncpu;
+  eo.starpu_home = dir;
+  ymlopt::Progress progress;
+  auto ex = ymlopt::make_starpu_executor();
+  StarpuRun r;
+  const double t0 = now_s();
+  r.result = ex->execute(dag, store, eo, progress);
+  r.seconds = now_s() - t0;
+  return r;
+}
+
 inline long proc_status_kb(const char* field) {
   std::ifstream f("/proc/self/status");
   std::string line;

@@ -48,7 +48,6 @@ class Template {
   /// A template that is exactly one `${}` gives its typed value; plain text
   /// gives a string value. Throws ExprError.
   Value value(const Lookup& lookup) const;
-  bool is_constant() const { return exprs_ == 0; }
 
   struct Node;
 

@@ -31,8 +31,6 @@ struct Diagnostic {
 class Diagnostics {
  public:
   void error(const SrcLoc& at, std::string msg) { add(at, Severity::error, std::move(msg)); }
-  void warning(const SrcLoc& at, std::string msg) { add(at, Severity::warning, std::move(msg)); }
-  void note(const SrcLoc& at, std::string msg) { add(at, Severity::note, std::move(msg)); }
   void add(const SrcLoc& at, Severity s, std::string msg);
   void add(Diagnostic d);
   bool has_errors() const { return errors_ > 0; }
