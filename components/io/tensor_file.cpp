@@ -706,20 +706,29 @@ std::map<std::string, std::string> read_metadata(const std::string& path) {
   return parse_safetensors(path, f).metadata;
 }
 
-void save_safetensors(const std::string& path, const std::vector<NamedTensor>& tensors,
-                      const std::map<std::string, std::string>& metadata) {
+namespace {
+
+// The header of a safetensors file holding `entries` in order, padded so that
+// the data start 8-byte aligned; returns the 8-byte length followed by the JSON.
+struct HeaderEntry {
+  std::string name;
+  DType dtype;
+  std::vector<std::int64_t> shape;
+  std::uint64_t bytes;
+};
+
+std::string safetensors_header(const std::string& path, const std::vector<HeaderEntry>& entries,
+                               const std::map<std::string, std::string>& metadata) {
   json h = json::object();
   std::set<std::string> names;
   std::uint64_t offset = 0;
-  for (const auto& t : tensors) {
-    if (t.name == "__metadata__") fail(path, "tensor name '__metadata__' is reserved");
-    if (!names.insert(t.name).second) fail(path, "duplicate tensor name '" + t.name + "'");
-    const auto shape = view_shape(path, "tensor '" + t.name + "'", t.view);
-    const std::uint64_t nbytes = static_cast<std::uint64_t>(t.view.size()) * dtype_size(t.view.dtype);
-    h[t.name] = {{"dtype", safetensors_dtype_name(t.view.dtype)},
-                 {"shape", shape},
-                 {"data_offsets", {offset, offset + nbytes}}};
-    offset += nbytes;
+  for (const auto& e : entries) {
+    if (e.name == "__metadata__") fail(path, "tensor name '__metadata__' is reserved");
+    if (!names.insert(e.name).second) fail(path, "duplicate tensor name '" + e.name + "'");
+    h[e.name] = {{"dtype", safetensors_dtype_name(e.dtype)},
+                 {"shape", e.shape},
+                 {"data_offsets", {offset, offset + e.bytes}}};
+    offset += e.bytes;
   }
   if (!metadata.empty()) h["__metadata__"] = metadata;
   std::string text;
@@ -728,16 +737,49 @@ void save_safetensors(const std::string& path, const std::vector<NamedTensor>& t
   } catch (const json::exception&) {
     fail(path, "tensor names and metadata must be valid UTF-8");
   }
-  // Pad with spaces so that the data starts 8-byte aligned.
   while ((8 + text.size()) % 8 != 0) text.push_back(' ');
   const std::uint64_t n = text.size();
-  unsigned char len[8];
-  std::memcpy(len, &n, 8);
+  std::string out(8, '\0');
+  std::memcpy(out.data(), &n, 8);
+  return out + text;
+}
 
+}  // namespace
+
+void save_safetensors(const std::string& path, const std::vector<NamedTensor>& tensors,
+                      const std::map<std::string, std::string>& metadata) {
+  std::vector<HeaderEntry> entries;
+  for (const auto& t : tensors) {
+    auto shape = view_shape(path, "tensor '" + t.name + "'", t.view);
+    entries.push_back({t.name, t.view.dtype, std::move(shape),
+                       static_cast<std::uint64_t>(t.view.size()) * dtype_size(t.view.dtype)});
+  }
+  const std::string header = safetensors_header(path, entries, metadata);
   AtomicWriter w(path);
-  w.write(len, 8);
-  w.write(text);
+  w.write(header);
   for (const auto& t : tensors) write_view(w, t.view);
+  w.commit();
+}
+
+void save_safetensors_streamed(const std::string& path, const std::vector<TensorInfo>& tensors,
+                               const std::function<void(std::size_t, std::span<std::byte>)>& fill,
+                               const std::map<std::string, std::string>& metadata) {
+  std::vector<HeaderEntry> entries;
+  for (const auto& t : tensors) {
+    if (!t.dtype) fail(path, "tensor '" + t.name + "' has no dtype");
+    const auto n = tensor_bytes(t.shape, dtype_size(*t.dtype));
+    if (!n) fail(path, "tensor '" + t.name + "': invalid shape " + shape_str(t.shape));
+    entries.push_back({t.name, *t.dtype, t.shape, *n});
+  }
+  const std::string header = safetensors_header(path, entries, metadata);
+  AtomicWriter w(path);
+  w.write(header);
+  std::vector<std::byte> buf;
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    buf.resize(entries[i].bytes);
+    fill(i, std::span<std::byte>(buf));
+    w.write(buf.data(), buf.size());
+  }
   w.commit();
 }
 

@@ -13,7 +13,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
+#include <span>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -75,6 +77,16 @@ void save_safetensors(const std::string& path, const std::vector<NamedTensor>& t
                       const std::map<std::string, std::string>& metadata = {});
 
 /// Writes a .npy v1.0 file (bf16 is refused: numpy has no such dtype).
+/// Writes a safetensors file tensor by tensor, without holding them all in
+/// memory: `fill(i, bytes)` produces tensor i's data (dtype and shape from
+/// `tensors[i]`). Atomic like save_safetensors.
+///
+///   save_safetensors_streamed("w.safetensors", {{"w", "", DType::f32, {4096, 4096}}},
+///                             [](size_t, std::span<std::byte> out) { /* generate */ });
+void save_safetensors_streamed(const std::string& path, const std::vector<TensorInfo>& tensors,
+                               const std::function<void(std::size_t, std::span<std::byte>)>& fill,
+                               const std::map<std::string, std::string>& metadata = {});
+
 void save_npy(const std::string& path, const TensorView& view);
 
 /// The safetensors / npy names of a dtype ("F32", "<f4"; "" when npy has none).

@@ -11,11 +11,13 @@
 #include <sstream>
 #include <thread>
 
+#include "model_cmd.hpp"
 #include "register_builtin.hpp"
 #include "report.hpp"
 #include "sequential.hpp"
 #include "starpu_backend.hpp"
 #include "starpu_info.hpp"
+#include "usage_error.hpp"
 #include "ymlopt/engine/compiler.hpp"
 #include "ymlopt/engine/dot.hpp"
 #include "ymlopt/engine/topology.hpp"
@@ -29,10 +31,6 @@ namespace {
 
 constexpr const char* kVersion = "0.1.0";
 
-struct UsageError : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
-
 const char* kUsage =
     "usage: ymlopt <command> [options]\n"
     "\n"
@@ -42,6 +40,7 @@ const char* kUsage =
     "  graph WF.xml      print the task DAG as Graphviz DOT\n"
     "  components        list the registered components\n"
     "  info              describe the machine (hwloc) and the StarPU build\n"
+    "  model init|info   write a seeded gpt2/bert/llama checkpoint with the real shapes\n"
     "  version           print the version\n"
     "\n"
     "run 'ymlopt <command> --help' for the options of a command\n";
@@ -391,6 +390,7 @@ int cli_main(const std::vector<std::string>& args) {
     if (cmd == "graph") return cmd_graph(rest);
     if (cmd == "components") return cmd_components(rest);
     if (cmd == "info") return cmd_info(rest);
+    if (cmd == "model") return cmd_model(rest);
     if (cmd == "version" || cmd == "--version") {
       std::cout << "ymlopt " << kVersion << " (component SDK ABI " << kSdkAbiVersion << ")\n";
       return 0;
@@ -400,7 +400,7 @@ int cli_main(const std::vector<std::string>& args) {
       return 0;
     }
     throw UsageError("unknown command '" + cmd + "'" +
-                     did_you_mean(cmd, {"run", "check", "graph", "components", "info", "version"}));
+                     did_you_mean(cmd, {"run", "check", "graph", "components", "info", "model", "version"}));
   } catch (const UsageError& e) {
     std::cerr << "ymlopt: error: " << e.what() << "\n" << kUsage;
     return 2;
