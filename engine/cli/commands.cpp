@@ -18,6 +18,7 @@
 #include "starpu_backend.hpp"
 #include "starpu_info.hpp"
 #include "usage_error.hpp"
+#include "ymlopt/engine/analysis.hpp"
 #include "ymlopt/engine/compiler.hpp"
 #include "ymlopt/engine/dot.hpp"
 #include "ymlopt/engine/topology.hpp"
@@ -232,6 +233,31 @@ int cmd_info(const std::vector<std::string>& args) {
   return 0;
 }
 
+std::string mib(double bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f MiB", bytes / (1 << 20));
+  return buf;
+}
+
+std::string format_footprint(const Dag& dag, const DagFootprint& f) {
+  std::ostringstream o;
+  o << "workflow '" << dag.name << "': " << dag.tasks.size() << " tasks, " << dag.num_edges() << " dependencies, "
+    << dag.data.size() << " data\n";
+  o << "parameters (src= data): " << mib(double(f.parameter_total));
+  for (const auto& [dt, b] : f.parameter_bytes) o << ", " << dt << " " << mib(double(b));
+  o << "\nother data: " << mib(double(f.activation_total)) << " allocated, peak " << mib(double(f.activation_peak))
+    << " if each tensor lived from its first to its last use\n";
+  char buf[96];
+  std::snprintf(buf, sizeof buf, "work: %.3f GFLOP\n", f.flops / 1e9);
+  o << buf;
+  for (const auto& [c, fl] : f.flops_by_component)
+    if (fl > 0) {
+      std::snprintf(buf, sizeof buf, "  %-22s %12.3f GFLOP\n", c.c_str(), fl / 1e9);
+      o << buf;
+    }
+  return o.str();
+}
+
 std::string default_run_dir(const std::string& name) {
   const std::time_t now = std::time(nullptr);
   char buf[32];
@@ -278,13 +304,14 @@ int cmd_run(const std::vector<std::string>& args) {
   WorkflowArgs wf;
   std::string out, backend = "starpu", sched = "lws", starpu_home;
   int ncpu = 0;
-  bool quiet = false, verbose = false;
+  bool quiet = false, verbose = false, dry_run = false;
   po::options_description d("ymlopt run WF.xml [options]");
   d.add_options()("help,h", "show this help")("out,o", po::value(&out), "run directory (default runs/<workflow>-<time>)")(
       "backend,b", po::value(&backend), "starpu (default) or sequential")(
       "sched", po::value(&sched), "StarPU policy: lws, eager, ws, dmda, dmdas, prio, random, heteroprio")(
       "ncpu", po::value(&ncpu), "number of CPU workers (default: all)")(
       "starpu-home", po::value(&starpu_home), "directory for StarPU perf models (default RUN_DIR/starpu)")(
+      "dry-run", po::bool_switch(&dry_run), "compile and print memory and flops, allocate and run nothing")(
       "quiet,q", po::bool_switch(&quiet), "no progress line or summary")("verbose,v", po::bool_switch(&verbose),
                                                                          "show StarPU's own messages");
   add_workflow_options(d, wf);
@@ -300,6 +327,11 @@ int cmd_run(const std::vector<std::string>& args) {
   CompileResult cr;
   if (int rc = prepare(wf, reg, cr)) return rc;
   const Dag& dag = cr.dag;
+  const DagFootprint foot = analyze(dag);
+  if (dry_run) {
+    std::cout << format_footprint(dag, foot);
+    return 0;
+  }
 
   if (out.empty()) out = default_run_dir(dag.name);
   std::error_code ec;
@@ -350,6 +382,11 @@ int cmd_run(const std::vector<std::string>& args) {
   for (const auto& s : parse_sets(wf.sets)) params[s.first] = s.second;
   info["set"] = params;
   info["machine"] = topology_json(topo);
+  info["memory"] = {{"parameter_bytes", foot.parameter_bytes},
+                    {"parameter_total", foot.parameter_total},
+                    {"activation_total", foot.activation_total},
+                    {"activation_peak", foot.activation_peak},
+                    {"allocated", store->total_bytes()}};
   write_file_atomic(out + "/report.json", make_report(dag, res, totals, info).dump(1) + "\n");
   write_file_atomic(out + "/trace.json", make_trace(dag, res).dump() + "\n");
   for (const auto& w : res.warnings) {

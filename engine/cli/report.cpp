@@ -63,7 +63,28 @@ nlohmann::json make_report(const Dag& dag, const ExecResult& r, const RunTotals&
     }
     tasks.push_back(std::move(j));
   }
+  // per component: tasks, measured time, flops, achieved rate
+  struct Row {
+    long tasks = 0;
+    double us = 0, flops = 0;
+  };
+  std::map<std::string, Row> rows;
+  for (const auto& n : dag.tasks) {
+    const TaskRecord& rec = r.records[size_t(n.id)];
+    if (!rec.ran) continue;
+    Row& row = rows[n.comp->name];
+    ++row.tasks;
+    row.us += rec.end_us - rec.start_us;
+    row.flops += n.cost.flops;
+  }
+  json comps = json::object();
+  for (const auto& [name, row] : rows)
+    comps[name] = {{"tasks", row.tasks},
+                   {"time_us", row.us},
+                   {"flops", row.flops},
+                   {"gflops_per_s", row.us > 0 ? row.flops / row.us / 1e3 : 0.0}};
   json report = run_info;
+  report["components"] = std::move(comps);
   report["status"] = r.ok ? "ok" : "failed";
   if (!r.ok) report["error"] = r.error;
   report["scheduler"] = r.scheduler;

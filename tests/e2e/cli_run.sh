@@ -24,6 +24,10 @@ for task in r["tasks"]:
     for k in ("id", "component", "line", "worker", "start_us", "end_us", "flops", "bytes"):
         assert k in task, (k, task)
     assert task["end_us"] >= task["start_us"]
+assert r["components"]["blas.gemm"]["flops"] > 0 and r["components"]["blas.gemm"]["tasks"] > 0
+m = r["memory"]
+assert m["allocated"] >= m["activation_total"] >= m["activation_peak"] > 0, m
+assert "machine" in r and r["machine"]["cores"] >= 1
 res = [x for x in r["tasks"] if x.get("name") == "residual"][0]["results"]
 assert res["max_rel"] < 1e-12, res
 tr = json.load(open(d + "/trace.json"))
@@ -36,6 +40,10 @@ PY
     dot -Tsvg "$d/dag.dot" -o "$d/dag.svg" || { echo "FAIL: dag.dot is not valid DOT"; fails=$((fails + 1)); }
   fi
 done
+expect_rc 0 "dry run" -- "$y" run examples/quickstart.xml --set n=512 --set bs=128 --dry-run --out "$tmp/dry"
+expect_in "blas.gemm                     0.638 GFLOP" "gemm flops: 2 n^3 twice + 4 Cholesky and 20 check tiles of 2 bs^3"
+expect_in "peak" "activation peak"
+[ ! -e "$tmp/dry" ] || { echo "FAIL: --dry-run created a run directory"; fails=$((fails + 1)); }
 expect_rc 0 "graph" -- "$y" graph workflows/linalg/cholesky.xml --set n=256 --set bs=128
 expect_in "digraph" "DOT output"
 expect_in "blas.potrf" "tasks labelled with their component"
