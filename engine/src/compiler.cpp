@@ -469,11 +469,15 @@ class Compiler {
     const Attr* sa = e.find("shape");
     if (!na || !sa) return;
     Frame& fr = frames_.back();
+    // names may be computed (one tensor per layer in a loop: name="w_${l}")
+    const auto rendered = render(*na);
+    if (!rendered) return;
+    const std::string& name = *rendered;
     DataDecl d;
-    d.name = fr.prefix + na->value;
+    d.name = fr.prefix + name;
     d.loc = e.loc;
     // until the declaration succeeds, uses of the name are not reported again
-    fr.failed_data.insert(na->value);
+    fr.failed_data.insert(name);
     if (const Attr* a = e.find("dtype")) {
       auto text = render(*a);
       if (!text) return;
@@ -523,7 +527,7 @@ class Compiler {
     }
     const Attr* init = e.find("init");
     const Attr* src = e.find("src");
-    if (init && src) diags_.error(src->loc, "data '" + na->value + "' has both init= and src=");
+    if (init && src) diags_.error(src->loc, "data '" + name + "' has both init= and src=");
     if (init) {
       static const std::vector<std::pair<std::string, InitKind>> kinds = {
           {"zeros", InitKind::zeros},   {"ones", InitKind::ones}, {"identity", InitKind::identity},
@@ -567,10 +571,10 @@ class Compiler {
     } else if (e.find("key")) {
       diags_.error(e.find("key")->loc, "key= is only meaningful with src=");
     }
-    if (fr.data.count(na->value)) {
-      const DataDecl& prev = dag_.data[size_t(fr.data[na->value])];
+    if (fr.data.count(name)) {
+      const DataDecl& prev = dag_.data[size_t(fr.data[name])];
       if (prev.loc.line != e.loc.line || prev.loc.file != e.loc.file) {
-        diags_.error(na->loc, "data '" + na->value + "' declared twice (first at line " + std::to_string(prev.loc.line) + ")");
+        diags_.error(na->loc, "data '" + name + "' declared twice (first at line " + std::to_string(prev.loc.line) + ")");
         return;
       }
     }
@@ -578,17 +582,17 @@ class Compiler {
       const std::int32_t idx = bound_[&e];
       const DataDecl& outer = dag_.data[size_t(idx)];
       if (outer.dtype != d.dtype || outer.shape != d.shape)
-        diags_.error(e.loc, "data '" + na->value + "' is declared " + dtype_name(d.dtype) + shape_str(d.shape) +
+        diags_.error(e.loc, "data '" + name + "' is declared " + dtype_name(d.dtype) + shape_str(d.shape) +
                                 " but the caller binds '" + outer.name + "' which is " + dtype_name(outer.dtype) +
                                 shape_str(outer.shape));
-      if (init || src) diags_.error(e.loc, "data '" + na->value + "' is bound by the caller and cannot have init= or src=");
-      fr.data[na->value] = idx;
-      fr.failed_data.erase(na->value);
+      if (init || src) diags_.error(e.loc, "data '" + name + "' is bound by the caller and cannot have init= or src=");
+      fr.data[name] = idx;
+      fr.failed_data.erase(name);
       return;
     }
     if (diags_.has_errors() && d.shape.empty()) return;
-    fr.failed_data.erase(na->value);
-    fr.data[na->value] = std::int32_t(dag_.data.size());
+    fr.failed_data.erase(name);
+    fr.data[name] = std::int32_t(dag_.data.size());
     dag_.data.push_back(std::move(d));
     DataState st;
     const DataDecl& dd = dag_.data.back();
