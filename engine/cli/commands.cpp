@@ -11,6 +11,8 @@
 #include <sstream>
 #include <thread>
 
+#include "io/tensor_file.hpp"
+#include "io/tfjs.hpp"
 #include "model_cmd.hpp"
 #include "register_builtin.hpp"
 #include "report.hpp"
@@ -42,6 +44,7 @@ const char* kUsage =
     "  components        list the registered components\n"
     "  info              describe the machine (hwloc) and the StarPU build\n"
     "  model init|info   write a seeded gpt2/bert/llama checkpoint with the real shapes\n"
+    "  convert M.json O  turn a TF.js model (manifest + shards) into safetensors\n"
     "  version           print the version\n"
     "\n"
     "run 'ymlopt <command> --help' for the options of a command\n";
@@ -230,6 +233,42 @@ int cmd_info(const std::vector<std::string>& args) {
   if (!sb.cuda)
     std::cout << "note: this StarPU has no CUDA support; GPU tasks need a CUDA-enabled StarPU "
                  "(Debian contrib's starpu-contrib, a cluster module, or a source build with --enable-cuda)\n";
+  return 0;
+}
+
+int cmd_convert(const std::vector<std::string>& args) {
+  std::string in, out;
+  po::options_description d("ymlopt convert MODEL.json OUT.safetensors");
+  d.add_options()("help,h", "show this help")("input", po::value(&in), "TF.js model.json (shards beside it)")(
+      "output", po::value(&out), "safetensors file to write");
+  po::positional_options_description pos;
+  pos.add("input", 1).add("output", 1);
+  po::variables_map vm;
+  try {
+    po::store(po::command_line_parser(args).options(d).positional(pos).run(), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    throw UsageError(std::string("convert: ") + e.what());
+  }
+  if (vm.count("help")) {
+    std::cout << d;
+    return 0;
+  }
+  if (in.empty() || out.empty()) throw UsageError("convert: expected MODEL.json and OUT.safetensors");
+  try {
+    io::convert_tfjs(in, out);
+  } catch (const std::exception& e) {
+    std::cerr << "ymlopt: error: " << e.what() << "\n";
+    return 1;
+  }
+  const auto tensors = io::list_tensors(out);
+  std::int64_t n = 0;
+  for (const auto& t : tensors) {
+    std::int64_t e = 1;
+    for (auto x : t.shape) e *= x;
+    n += e;
+  }
+  std::cout << "wrote " << out << ": " << tensors.size() << " tensors, " << n << " values\n";
   return 0;
 }
 
@@ -428,6 +467,7 @@ int cli_main(const std::vector<std::string>& args) {
     if (cmd == "components") return cmd_components(rest);
     if (cmd == "info") return cmd_info(rest);
     if (cmd == "model") return cmd_model(rest);
+    if (cmd == "convert") return cmd_convert(rest);
     if (cmd == "version" || cmd == "--version") {
       std::cout << "ymlopt " << kVersion << " (component SDK ABI " << kSdkAbiVersion << ")\n";
       return 0;
@@ -437,7 +477,7 @@ int cli_main(const std::vector<std::string>& args) {
       return 0;
     }
     throw UsageError("unknown command '" + cmd + "'" +
-                     did_you_mean(cmd, {"run", "check", "graph", "components", "info", "model", "version"}));
+                     did_you_mean(cmd, {"run", "check", "graph", "components", "info", "model", "convert", "version"}));
   } catch (const UsageError& e) {
     std::cerr << "ymlopt: error: " << e.what() << "\n" << kUsage;
     return 2;

@@ -47,4 +47,14 @@ bt, _ = read(d + "/bert.safetensors")
 assert bt["encoder.layer.0.intermediate.dense.weight"]["shape"] == [200, 96]
 print("checkpoints ok")
 PY
+# the real model, when the test script could fetch it
+if [ -n "${YMLOPT_USE_LITE_DIR:-}" ] && [ -f "$YMLOPT_USE_LITE_DIR/model.json" ]; then
+  expect_rc 0 "convert USE-lite" -- "$y" convert "$YMLOPT_USE_LITE_DIR/model.json" "$tmp/use.safetensors"
+  expect_in "61 tensors, 6975914 values" "every weight of the manifest (6,975,872 f32 parameters plus int32 and scalar tensors)"
+else
+  echo "skip: USE-lite not fetched (YMLOPT_USE_LITE_DIR unset)"
+fi
+expect_rc 1 "convert a missing model" -- "$y" convert "$tmp/none/model.json" "$tmp/x.safetensors"
+expect_in "$tmp/none/model.json: cannot open" "message"
+expect_rc 2 "convert without output" -- "$y" convert "$tmp/none/model.json"
 finish
