@@ -134,6 +134,7 @@ void register_nn(Registry& reg) {
   add("nn.silu", "y = x * sigmoid(x)", {}, silu_cpu, unary_check, unary_cost<4>);
   add("nn.softmax", "row-wise softmax, numerically stable (subtracts the row max)", {}, softmax_cpu, unary_check,
       unary_cost<5>);
+  register_transformer(reg);
 }
 
 }  // namespace ymlopt

@@ -26,7 +26,9 @@ TEST(ComponentRegistry, NamesAreRegistered) {
   const std::set<std::string> expected = {
       "blas.gemm",   "blas.axpy",   "blas.potrf",  "blas.trsm",        "blas.syrk",     "tensor.fill",
       "tensor.copy", "tensor.add",  "tensor.scale", "tensor.transpose", "tensor.norm",   "tensor.compare",
-      "nn.relu",     "nn.gelu",     "nn.silu",     "nn.softmax"};
+      "nn.relu",     "nn.gelu",     "nn.silu",     "nn.softmax",       "nn.embedding",  "nn.layernorm",
+      "nn.rmsnorm",  "nn.linear",   "nn.attention", "nn.rope",         "nn.sinusoidal_positions",
+      "nn.swiglu",   "nn.tanh",     "nn.l2normalize", "nn.pool"};
   EXPECT_EQ(names, expected);
 }
 
@@ -53,8 +55,11 @@ TEST(ComponentRegistry, EverySpecIsComplete) {
     }
     for (const ParamSpec& p : s.params) {
       EXPECT_TRUE(seen.insert(p.name).second) << "duplicate name " << p.name;
-      EXPECT_FALSE(p.required);
       EXPECT_FALSE(p.doc.empty()) << p.name;
+      if (p.required) {
+        EXPECT_TRUE(p.default_value.empty()) << p.name << ": a required param has no default";
+        continue;
+      }
       if (p.type == ParamType::float_ || p.type == ParamType::int_) {
         EXPECT_NO_THROW((void)std::stod(p.default_value));
       }
@@ -69,6 +74,9 @@ TEST(ComponentRegistry, EverySpecIsComplete) {
 TEST(ComponentRegistry, ValidShapesPassCheckAndCostIsPositive) {
   const TestRegistry reg = all();
   const DType d = DType::f64;
+  TensorView vec3 = shape_view(d, 1, 3);
+  vec3.shape = {3};
+  TensorView ids = shape_view(DType::i32, 4, 1);
   const std::map<std::string, std::vector<TensorView>> valid = {
       {"blas.gemm", {shape_view(d, 4, 3), shape_view(d, 3, 5), shape_view(d, 4, 5)}},
       {"blas.axpy", {shape_view(d, 4, 3), shape_view(d, 4, 3)}},
@@ -86,20 +94,37 @@ TEST(ComponentRegistry, ValidShapesPassCheckAndCostIsPositive) {
       {"nn.gelu", {shape_view(d, 4, 3), shape_view(d, 4, 3)}},
       {"nn.silu", {shape_view(d, 4, 3), shape_view(d, 4, 3)}},
       {"nn.softmax", {shape_view(d, 4, 3), shape_view(d, 4, 3)}},
+      {"nn.embedding", {ids, shape_view(d, 10, 3), shape_view(d, 4, 3)}},
+      {"nn.layernorm", {shape_view(d, 4, 3), vec3, vec3, shape_view(d, 4, 3)}},
+      {"nn.rmsnorm", {shape_view(d, 4, 3), vec3, shape_view(d, 4, 3)}},
+      {"nn.linear", {shape_view(d, 4, 5), shape_view(d, 5, 3), vec3, shape_view(d, 4, 3)}},
+      {"nn.attention", {shape_view(d, 4, 6), shape_view(d, 4, 6), shape_view(d, 4, 6), shape_view(d, 4, 6)}},
+      {"nn.rope", {shape_view(d, 4, 6)}},
+      {"nn.sinusoidal_positions", {shape_view(d, 4, 6)}},
+      {"nn.swiglu", {shape_view(d, 4, 3), shape_view(d, 4, 3), shape_view(d, 4, 3)}},
+      {"nn.tanh", {shape_view(d, 4, 3), shape_view(d, 4, 3)}},
+      {"nn.l2normalize", {shape_view(d, 4, 3), shape_view(d, 4, 3)}},
+      {"nn.pool", {shape_view(d, 4, 3), shape_view(d, 1, 3)}},
+  };
+  // required params (no default) of the components that have some
+  const std::map<std::string, std::map<std::string, std::string>> args = {
+      {"nn.attention", {{"heads", "2"}}},
+      {"nn.rope", {{"heads", "3"}}},
   };
   for (const auto& [name, s] : reg.specs) {
     SCOPED_TRACE(name);
     auto it = valid.find(name);
     ASSERT_NE(it, valid.end()) << "no valid case for " << name;
-    TestContext ctx(s, it->second);
+    const auto a = args.count(name) ? args.at(name) : std::map<std::string, std::string>{};
+    TestContext ctx(s, it->second, a);
     EXPECT_EQ(ctx.check(), "");
     const Cost c = ctx.cost();
     EXPECT_GT(c.bytes, 0);
     EXPECT_GE(c.flops, 0);
     // a port missing is reported, not a crash
     std::vector<TensorView> fewer(it->second.begin(), it->second.end() - 1);
-    EXPECT_NE(TestContext(s, fewer).check(), "");
-    EXPECT_EQ(TestContext(s, fewer).cost().flops, 0);
+    EXPECT_NE(TestContext(s, fewer, a).check(), "");
+    EXPECT_EQ(TestContext(s, fewer, a).cost().flops, 0);
   }
 }
 

@@ -1,0 +1,1061 @@
+// Transformer building blocks (f32 and f64 unless noted), on row-major 2-D
+// strided views; activations are [tokens, features] with tokens = batch*seq.
+//
+//   nn.embedding             y[i,:] = table[ids[i],:]
+//   nn.layernorm             y = (x - mean) / sqrt(var + eps) * gamma + beta   (biased variance)
+//   nn.rmsnorm               y = x / sqrt(mean(x^2) + eps) * weight
+//   nn.linear                y (+)= act(x W + b), one GEMM, W as [k,n] or [n,k]
+//   nn.attention             multi-head / grouped-query scaled dot-product attention
+//   nn.rope                  rotary position embedding, in place ("half" or "interleaved" pairs)
+//   nn.sinusoidal_positions  the sinusoidal position table
+//   nn.swiglu                y = silu(gate) * up
+//   nn.tanh                  y = tanh(x)
+//   nn.l2normalize           y = x / max(||x||_2, eps), row-wise
+//   nn.pool                  per-sequence mean/sum/max/first/last pooling
+//
+// Reductions accumulate in double; matrix products go to OpenBLAS (one GEMM
+// for nn.linear, two per head, sequence and query block for nn.attention).
+#include <cblas.h>
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "nn/nn.hpp"
+#include "tensor/kernel_util.hpp"
+
+namespace ymlopt {
+namespace {
+
+using kutil::dims;
+using std::int64_t;
+using std::to_string;
+
+const std::vector<DType> kFloat = {DType::f32, DType::f64};
+
+std::string first_error(std::initializer_list<std::string> msgs) {
+  for (const std::string& m : msgs)
+    if (!m.empty()) return m;
+  return "";
+}
+
+std::string rc(int64_t r, int64_t c) { return to_string(r) + "x" + to_string(c); }
+
+/// "" when the bound port i has dtype of port j (unbound optional ports pass).
+std::string same_dtype_opt(const std::vector<PortSpec>& s, std::span<const TensorView> p, std::size_t i,
+                           std::size_t j) {
+  if (!p[i].bound()) return "";
+  return kutil::same_dtype(s, p, i, j);
+}
+
+/// "" when port i is rows x cols, else "port 'i' is AxB but expected RxC (why)".
+std::string expect_shape(const std::vector<PortSpec>& s, std::span<const TensorView> p, std::size_t i, int64_t rows,
+                         int64_t cols, const std::string& why) {
+  if (p[i].rows == rows && p[i].cols == cols) return "";
+  return "port '" + s[i].name + "' is " + dims(p[i]) + " but expected " + rc(rows, cols) + " (" + why + ")";
+}
+
+/// "" when the bound (optional) port i is a vector of n elements.
+std::string expect_vector(const std::vector<PortSpec>& s, std::span<const TensorView> p, std::size_t i, int64_t n,
+                          const std::string& why) {
+  if (!p[i].bound()) return "";
+  if (p[i].rows == 1 && p[i].cols == n) return "";
+  return "port '" + s[i].name + "' is " + dims(p[i]) + " but expected [" + to_string(n) + "] (" + why + ")";
+}
+
+std::string positive_param(const Args& a, const char* name) {
+  const int64_t v = a.get_int(name);
+  if (v >= 1) return "";
+  return "param '" + std::string(name) + "' is " + to_string(v) + ": must be >= 1";
+}
+
+std::string nonneg_param(const Args& a, const char* name) {
+  const int64_t v = a.get_int(name);
+  if (v >= 0) return "";
+  return "param '" + std::string(name) + "' is " + to_string(v) + ": must be >= 0";
+}
+
+/// Effective sequence length: param `seq`, or all `tokens` when 0.
+int64_t seq_len(const Args& a, int64_t tokens) {
+  const int64_t s = a.get_int("seq");
+  return s > 0 ? s : tokens;
+}
+
+/// "" when `tokens` rows split into whole sequences of param `seq`.
+std::string whole_sequences(const std::vector<PortSpec>& s, std::span<const TensorView> p, std::size_t i,
+                            const Args& a) {
+  if (auto m = nonneg_param(a, "seq"); !m.empty()) return m;
+  const int64_t t = p[i].rows, sq = seq_len(a, t);
+  if (t == 0 || t % sq == 0) return "";
+  return "port '" + s[i].name + "' has " + to_string(t) + " rows (tokens): not a multiple of seq=" + to_string(sq);
+}
+
+template <class T> T* row(const TensorView& v, int64_t r) { return static_cast<T*>(v.data) + r * v.ld; }
+
+/// BLAS integer argument; throws when the dimension does not fit.
+blasint bi(int64_t v) {
+  if (v < 0 || v > static_cast<int64_t>(std::numeric_limits<blasint>::max()))
+    throw KernelError("dimension " + to_string(v) + " does not fit the BLAS integer type");
+  return static_cast<blasint>(v);
+}
+
+/// Leading dimension as BLAS wants it: >= max(1, cols).
+int64_t ld_of(const TensorView& v) { return std::max<int64_t>({v.ld, v.cols, 1}); }
+
+/// C = alpha op(A) op(B) + beta C, row-major.
+template <class T>
+void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda, const T* b,
+          int64_t ldb, T beta, T* c, int64_t ldc) {
+  const CBLAS_TRANSPOSE cta = ta ? CblasTrans : CblasNoTrans, ctb = tb ? CblasTrans : CblasNoTrans;
+  if constexpr (std::is_same_v<T, float>)
+    cblas_sgemm(CblasRowMajor, cta, ctb, bi(m), bi(n), bi(k), alpha, a, bi(lda), b, bi(ldb), beta, c, bi(ldc));
+  else
+    cblas_dgemm(CblasRowMajor, cta, ctb, bi(m), bi(n), bi(k), alpha, a, bi(lda), b, bi(ldb), beta, c, bi(ldc));
+}
+
+/// exp(x). float: a branch-free, vectorizable Cephes expf (range reduction by
+/// ln 2, degree-5 polynomial, ~1 ulp; libm's scalar expf is several times
+/// slower in the softmax and activation loops): x < -87 gives 0, x > 88 gives
+/// exp(88), NaN stays NaN; the clamps are integer selects on the bits so that
+/// the loops vectorize without -ffast-math. double: std::exp.
+template <class T> inline T vexp(T x) {
+  if constexpr (std::is_same_v<T, double>) {
+    return std::exp(x);
+  } else {
+    const std::uint32_t xb = std::bit_cast<std::uint32_t>(x);
+    std::int32_t i = std::int32_t(xb > 0xC2AE0000u ? 0xC2AE0000u : xb);  // sign set, |x| > 87: -87
+    i = i > 0x42B00000 ? 0x42B00000 : i;  // x > 88 (or a positive NaN): 88
+    const float xc = std::bit_cast<float>(i);
+    const float t = xc * 1.44269504088896341f + 12582912.0f;  // 1.5*2^23: t's low bits hold round(x/ln2)
+    const float n = t - 12582912.0f;
+    float r = xc - n * 0.693359375f;
+    r = r - n * -2.12194440e-4f;
+    float p = 1.9875691500e-4f;
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    const float e = p * r * r + r + 1.0f;
+    const std::uint32_t k = std::bit_cast<std::uint32_t>(t) - 0x4B400000u;  // round(x/ln2), two's complement
+    const std::uint32_t res = std::bit_cast<std::uint32_t>(e * std::bit_cast<float>((k + 127u) << 23));
+    const std::uint32_t nan = 0u - std::uint32_t((xb & 0x7FFFFFFFu) > 0x7F800000u);  // all ones for NaN
+    const std::uint32_t zero = 0u - std::uint32_t(xb > 0xC2AE0000u);  // x < -87: 0
+    return std::bit_cast<float>((xb & nan) | (res & ~nan & ~zero));
+  }
+}
+
+/// sum_{j<n} f(j) in double with 8 independent partial sums (vectorizable,
+/// and no less accurate than one running sum).
+template <class F> inline double sum8(int64_t n, F&& f) {
+  double a[8] = {};
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8)
+    for (int l = 0; l < 8; ++l) a[l] += f(j + l);
+  for (int l = 0; j < n; ++j, ++l) a[l] += f(j);
+  return ((a[0] + a[4]) + (a[1] + a[5])) + ((a[2] + a[6]) + (a[3] + a[7]));
+}
+
+/// max of x[0..n), n >= 1 (NaN entries are skipped; the exp pass propagates them).
+template <class T> inline T max8(const T* x, int64_t n) {
+  T m[8];
+  for (int l = 0; l < 8; ++l) m[l] = x[0];
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8)
+    for (int l = 0; l < 8; ++l) m[l] = x[j + l] > m[l] ? x[j + l] : m[l];
+  for (int l = 0; j < n; ++j, ++l) m[l] = x[j] > m[l] ? x[j] : m[l];
+  T r = m[0];
+  for (int l = 1; l < 8; ++l) r = m[l] > r ? m[l] : r;
+  return r;
+}
+
+double rows_cols(const TensorView& v) { return double(v.rows) * double(v.cols); }
+
+// ============================================================ nn.embedding
+
+const std::vector<PortSpec>& embedding_ports() {
+  static const std::vector<PortSpec> p = {
+      {"ids", Access::read, {DType::i32}, false, 2, "token ids, shape [tokens] or [tokens, 1]"},
+      {"table", Access::read, {DType::f32, DType::f64, DType::f16, DType::bf16}, false, 2, "embedding table [vocab, d]"},
+      {"y", Access::write, {DType::f32, DType::f64, DType::f16, DType::bf16}, false, 2,
+       "embeddings [tokens, d], dtype of table"},
+  };
+  return p;
+}
+
+/// Number of ids, or -1 when the ids port is neither [tokens] nor [tokens, 1].
+int64_t num_ids(const TensorView& ids) {
+  if (ids.shape.size() <= 1) return ids.rows * ids.cols;
+  if (ids.cols == 1) return ids.rows;
+  return -1;
+}
+
+std::string embedding_check(const TaskShape& t) {
+  const auto& s = embedding_ports();
+  const auto& p = t.ports;
+  if (auto m = kutil::ports_present(s, p); !m.empty()) return m;
+  if (auto m = kutil::same_dtype(s, p, 2, 1); !m.empty()) return m;
+  const int64_t n = num_ids(p[0]);
+  if (n < 0) return "port 'ids' is " + dims(p[0]) + ": expected shape [tokens] or [tokens, 1]";
+  return expect_shape(s, p, 2, n, p[1].cols, to_string(n) + " ids x table width " + to_string(p[1].cols));
+}
+
+Cost embedding_cost(const TaskShape& t) {
+  if (t.ports.size() != embedding_ports().size()) return {};
+  Cost c;
+  c.bytes = kutil::bytes_of(t.ports[0]) + 2 * kutil::bytes_of(t.ports[2]);  // ids, gathered rows, y
+  return c;
+}
+
+void embedding_cpu(KernelContext& ctx) {
+  kutil::validate(ctx, embedding_ports(), embedding_check);
+  const TensorView &ids = ctx.port(0), &table = ctx.port(1), &y = ctx.port(2);
+  const int64_t n = num_ids(ids), vocab = table.rows, d = table.cols;
+  const std::size_t row_bytes = static_cast<std::size_t>(d) * dtype_size(table.dtype);
+  const auto* id = static_cast<const std::int32_t*>(ids.data);
+  const auto* tab = static_cast<const unsigned char*>(table.data);
+  auto* out = static_cast<unsigned char*>(y.data);
+  const std::size_t es = dtype_size(table.dtype);
+  const int64_t icols = std::max<int64_t>(ids.cols, 1);
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t v = id[(i / icols) * ids.ld + i % icols];
+    if (v < 0 || v >= vocab)
+      throw KernelError("id " + to_string(v) + " at position " + to_string(i) + " is out of range: table has " +
+                        to_string(vocab) + " rows (ids must be in [0, " + to_string(vocab) + "))");
+    if (row_bytes)
+      std::memcpy(out + static_cast<std::size_t>(i * y.ld) * es, tab + static_cast<std::size_t>(v * table.ld) * es,
+                  row_bytes);
+  }
+}
+
+// ============================================================ nn.layernorm / nn.rmsnorm
+
+const std::vector<PortSpec>& layernorm_ports() {
+  static const std::vector<PortSpec> p = {
+      {"x", Access::read, kFloat, false, 8, "input [tokens, d] (leading dims are flattened)"},
+      {"gamma", Access::read, kFloat, true, 1, "scale [d] (optional: 1)"},
+      {"beta", Access::read, kFloat, true, 1, "shift [d] (optional: 0)"},
+      {"y", Access::write, kFloat, false, 8, "output, shape of x (may be the same data)"},
+  };
+  return p;
+}
+
+const std::vector<PortSpec>& rmsnorm_ports() {
+  static const std::vector<PortSpec> p = {
+      {"x", Access::read, kFloat, false, 8, "input [tokens, d] (leading dims are flattened)"},
+      {"weight", Access::read, kFloat, true, 1, "scale [d] (optional: 1)"},
+      {"y", Access::write, kFloat, false, 8, "output, shape of x (may be the same data)"},
+  };
+  return p;
+}
+
+std::string eps_check(const Args& a) {
+  const double e = a.get_float("eps");
+  if (e >= 0) return "";
+  return "param 'eps' is " + a.get("eps").text + ": must be >= 0";
+}
+
+std::string layernorm_check(const TaskShape& t) {
+  const auto& s = layernorm_ports();
+  const auto& p = t.ports;
+  if (auto m = kutil::ports_present(s, p); !m.empty()) return m;
+  const std::string feat = "x has " + to_string(p[0].cols) + " features";
+  return first_error({kutil::float_dtype(s, p, 0), same_dtype_opt(s, p, 1, 0), same_dtype_opt(s, p, 2, 0),
+                      kutil::same_dtype(s, p, 3, 0), kutil::same_shape(s, p, 3, 0),
+                      expect_vector(s, p, 1, p[0].cols, feat), expect_vector(s, p, 2, p[0].cols, feat),
+                      eps_check(t.args)});
+}
+
+std::string rmsnorm_check(const TaskShape& t) {
+  const auto& s = rmsnorm_ports();
+  const auto& p = t.ports;
+  if (auto m = kutil::ports_present(s, p); !m.empty()) return m;
+  return first_error({kutil::float_dtype(s, p, 0), same_dtype_opt(s, p, 1, 0), kutil::same_dtype(s, p, 2, 0),
+                      kutil::same_shape(s, p, 2, 0),
+                      expect_vector(s, p, 1, p[0].cols, "x has " + to_string(p[0].cols) + " features"),
+                      eps_check(t.args)});
+}
+
+Cost layernorm_cost(const TaskShape& t) {
+  if (t.ports.size() != layernorm_ports().size()) return {};
+  return kutil::io_cost(layernorm_ports(), t, 8 * rows_cols(t.ports[0]));
+}
+
+Cost rmsnorm_cost(const TaskShape& t) {
+  if (t.ports.size() != rmsnorm_ports().size()) return {};
+  return kutil::io_cost(rmsnorm_ports(), t, 4 * rows_cols(t.ports[0]));
+}
+
+void layernorm_cpu(KernelContext& ctx) {
+  kutil::validate(ctx, layernorm_ports(), layernorm_check);
+  const TensorView &x = ctx.port(0), &g = ctx.port(1), &b = ctx.port(2), &y = ctx.port(3);
+  const double eps = ctx.arg_float("eps");
+  kutil::dispatch_float(x.dtype, [&](auto tg) {
+    using T = typename decltype(tg)::type;
+    const int64_t d = x.cols;
+    if (d == 0) return;
+    const T* gp = g.bound() ? static_cast<const T*>(g.data) : nullptr;
+    const T* bp = b.bound() ? static_cast<const T*>(b.data) : nullptr;
+    for (int64_t r = 0; r < x.rows; ++r) {
+      const T* xr = row<const T>(x, r);
+      T* yr = row<T>(y, r);
+      const double mean = sum8(d, [xr](int64_t j) { return double(xr[j]); }) / double(d);
+      const double sq = sum8(d, [xr, mean](int64_t j) {
+        const double c = double(xr[j]) - mean;
+        return c * c;
+      });
+      const T m = T(mean), rs = T(1.0 / std::sqrt(sq / double(d) + eps));
+      if (gp && bp)
+        for (int64_t j = 0; j < d; ++j) yr[j] = (xr[j] - m) * rs * gp[j] + bp[j];
+      else if (gp)
+        for (int64_t j = 0; j < d; ++j) yr[j] = (xr[j] - m) * rs * gp[j];
+      else if (bp)
+        for (int64_t j = 0; j < d; ++j) yr[j] = (xr[j] - m) * rs + bp[j];
+      else
+        for (int64_t j = 0; j < d; ++j) yr[j] = (xr[j] - m) * rs;
+    }
+  });
+}
+
+void rmsnorm_cpu(KernelContext& ctx) {
+  kutil::validate(ctx, rmsnorm_ports(), rmsnorm_check);
+  const TensorView &x = ctx.port(0), &w = ctx.port(1), &y = ctx.port(2);
+  const double eps = ctx.arg_float("eps");
+  kutil::dispatch_float(x.dtype, [&](auto tg) {
+    using T = typename decltype(tg)::type;
+    const int64_t d = x.cols;
+    if (d == 0) return;
+    const T* wp = w.bound() ? static_cast<const T*>(w.data) : nullptr;
+    for (int64_t r = 0; r < x.rows; ++r) {
+      const T* xr = row<const T>(x, r);
+      T* yr = row<T>(y, r);
+      const double sq = sum8(d, [xr](int64_t j) { return double(xr[j]) * double(xr[j]); });
+      const T rs = T(1.0 / std::sqrt(sq / double(d) + eps));
+      if (wp)
+        for (int64_t j = 0; j < d; ++j) yr[j] = xr[j] * rs * wp[j];
+      else
+        for (int64_t j = 0; j < d; ++j) yr[j] = xr[j] * rs;
+    }
+  });
+}
+
+// ============================================================ activations
+
+enum class Act { none, relu, gelu, gelu_tanh, silu };
+
+Act parse_act(const std::string& s) {
+  if (s == "relu") return Act::relu;
+  if (s == "gelu") return Act::gelu;
+  if (s == "gelu_tanh") return Act::gelu_tanh;
+  if (s == "silu") return Act::silu;
+  return Act::none;
+}
+
+template <Act A, class T> inline T act(T v) {
+  if constexpr (A == Act::relu) return v > T(0) ? v : T(0);
+  else if constexpr (A == Act::gelu) return T(0.5) * v * (T(1) + std::erf(v * T(0.7071067811865476)));
+  else if constexpr (A == Act::gelu_tanh)  // 0.5 v (1 + tanh(u)) = v sigmoid(2u): exp is cheaper than tanh
+    return v / (T(1) + vexp(T(-1.5957691216057308) * (v + T(0.044715) * v * v * v)));
+  else if constexpr (A == Act::silu) return v / (T(1) + vexp(-v));
+  else return v;
+}
+
+/// Calls f(std::integral_constant<Act, a>{}).
+template <class F> void dispatch_act(Act a, F&& f) {
+  switch (a) {
+    case Act::none: return f(std::integral_constant<Act, Act::none>{});
+    case Act::relu: return f(std::integral_constant<Act, Act::relu>{});
+    case Act::gelu: return f(std::integral_constant<Act, Act::gelu>{});
+    case Act::gelu_tanh: return f(std::integral_constant<Act, Act::gelu_tanh>{});
+    case Act::silu: return f(std::integral_constant<Act, Act::silu>{});
+  }
+}
+
+double act_flops(Act a) {
+  switch (a) {
+    case Act::none: return 0;
+    case Act::relu: return 1;
+    case Act::gelu: return 8;
+    case Act::gelu_tanh: return 8;
+    case Act::silu: return 4;
+  }
+  return 0;
+}
+
+// ============================================================ nn.linear
+
+const std::vector<PortSpec>& linear_ports() {
+  static const std::vector<PortSpec> p = {
+      {"x", Access::read, kFloat, false, 8, "input [m, k] (leading dims are flattened)"},
+      {"w", Access::read, kFloat, false, 2, "weight [k, n] (or [n, k] with transpose_w=true); may be a column tile"},
+      {"b", Access::read, kFloat, true, 1, "bias [n] (optional)"},
+      {"y", Access::read_write, kFloat, false, 8,
+       "output [m, n]; read only with accumulate=true; may be a column tile of a wider tensor"},
+  };
+  return p;
+}
+
+struct LinearDims {
+  int64_t m, k, kw, n;
+};
+LinearDims linear_dims(const TaskShape& t) {
+  const TensorView &x = t.ports[0], &w = t.ports[1];
+  const bool tw = t.args.get_bool("transpose_w");
+  return {x.rows, x.cols, tw ? w.cols : w.rows, tw ? w.rows : w.cols};
+}
+
+std::string linear_check(const TaskShape& t) {
+  const auto& s = linear_ports();
+  const auto& p = t.ports;
+  if (auto m = kutil::ports_present(s, p); !m.empty()) return m;
+  if (auto m = first_error({kutil::float_dtype(s, p, 0), kutil::same_dtype(s, p, 1, 0), same_dtype_opt(s, p, 2, 0),
+                            kutil::same_dtype(s, p, 3, 0),
+                            kutil::one_of(t.args, "activation", {"none", "relu", "gelu", "gelu_tanh", "silu"})});
+      !m.empty())
+    return m;
+  const bool tw = t.args.get_bool("transpose_w");
+  const LinearDims d = linear_dims(t);
+  const std::string layout = tw ? "transpose_w=true: w is [n, k]" : "transpose_w=false: w is [k, n]";
+  if (d.k != d.kw)
+    return "port 'w' is " + dims(p[1]) + " but port 'x' is " + dims(p[0]) + ": x has " + to_string(d.k) +
+           " columns but w has " + to_string(d.kw) + (tw ? " columns" : " rows") + " (" + layout + ")";
+  return first_error({expect_shape(s, p, 3, d.m, d.n, "x W is " + rc(d.m, d.n) + ", " + layout),
+                      expect_vector(s, p, 2, d.n, to_string(d.n) + " output features")});
+}
+
+Cost linear_cost(const TaskShape& t) {
+  if (t.ports.size() != linear_ports().size()) return {};
+  const LinearDims d = linear_dims(t);
+  const double mn = double(d.m) * double(d.n);
+  const bool acc = t.args.get_bool("accumulate");
+  const Act a = parse_act(t.args.get_string("activation"));
+  Cost c = kutil::io_cost(linear_ports(), t, 2 * mn * double(d.k) + mn * act_flops(a) +
+                                                  (t.ports[2].bound() ? mn : 0) + (acc ? mn : 0));
+  if (!acc) c.bytes -= kutil::bytes_of(t.ports[3]);  // y is only written
+  if (acc && a != Act::none) c.extra_bytes = mn * double(dtype_size(t.ports[0].dtype));
+  return c;
+}
+
+void linear_cpu(KernelContext& ctx) {
+  kutil::validate(ctx, linear_ports(), linear_check);
+  const TensorView &x = ctx.port(0), &w = ctx.port(1), &b = ctx.port(2), &y = ctx.port(3);
+  const bool tw = ctx.arg_bool("transpose_w"), acc = ctx.arg_bool("accumulate");
+  const Act a = parse_act(ctx.arg_string("activation"));
+  const int64_t m = y.rows, n = y.cols, k = x.cols;
+  if (m == 0 || n == 0) return;
+  kutil::dispatch_float(x.dtype, [&](auto tg) {
+    using T = typename decltype(tg)::type;
+    const T* bp = b.bound() ? static_cast<const T*>(b.data) : nullptr;
+    const T* xp = static_cast<const T*>(x.data);
+    const T* wp = static_cast<const T*>(w.data);
+    T* yp = static_cast<T*>(y.data);
+    dispatch_act(a, [&](auto ac) {
+      constexpr Act A = decltype(ac)::value;
+      if (!acc || A == Act::none) {
+        // y = x W (+ y), then bias and activation in one pass over y
+        gemm<T>(false, tw, m, n, k, T(1), xp, ld_of(x), wp, ld_of(w), acc ? T(1) : T(0), yp, ld_of(y));
+        if (!bp && A == Act::none) return;
+        for (int64_t r = 0; r < m; ++r) {
+          T* yr = yp + r * y.ld;
+          if (bp)
+            for (int64_t j = 0; j < n; ++j) yr[j] = act<A>(yr[j] + bp[j]);
+          else
+            for (int64_t j = 0; j < n; ++j) yr[j] = act<A>(yr[j]);
+        }
+      } else {
+        // y += act(x W + b): the product goes to a temporary
+        std::vector<T> z(static_cast<std::size_t>(m * n));
+        gemm<T>(false, tw, m, n, k, T(1), xp, ld_of(x), wp, ld_of(w), T(0), z.data(), n);
+        for (int64_t r = 0; r < m; ++r) {
+          T* yr = yp + r * y.ld;
+          const T* zr = z.data() + r * n;
+          if (bp)
+            for (int64_t j = 0; j < n; ++j) yr[j] += act<A>(zr[j] + bp[j]);
+          else
+            for (int64_t j = 0; j < n; ++j) yr[j] += act<A>(zr[j]);
+        }
+      }
+    });
+  });
+}
+
+// ============================================================ nn.attention
+
+const std::vector<PortSpec>& attention_ports() {
+  static const std::vector<PortSpec> p = {
+      {"q", Access::read, kFloat, false, 2, "queries [tokens, heads*dh] (may be a column slice of a fused qkv)"},
+      {"k", Access::read, kFloat, false, 2, "keys [tokens, kv_heads*dh]"},
+      {"v", Access::read, kFloat, false, 2, "values [tokens, kv_heads*dh]"},
+      {"y", Access::write, kFloat, false, 2,
+       "output [tokens, heads*dh]; only the columns of heads [head_begin, head_end) are written"},
+  };
+  return p;
+}
+
+struct AttnDims {
+  int64_t t, heads, kv, dh, seq, batch, hb, he;
+};
+
+AttnDims attn_dims(const TaskShape& t) {
+  AttnDims d{};
+  const Args& a = t.args;
+  d.t = t.ports[0].rows;
+  d.heads = std::max<int64_t>(a.get_int("heads"), 1);
+  d.kv = a.get_int("kv_heads") > 0 ? a.get_int("kv_heads") : d.heads;
+  d.dh = t.ports[0].cols / d.heads;
+  d.seq = seq_len(a, d.t);
+  d.batch = d.seq > 0 ? d.t / d.seq : 0;
+  d.hb = a.get_int("head_begin");
+  d.he = a.get_int("head_end");
+  if (d.hb == 0 && d.he == 0) d.he = d.heads;
+  return d;
+}
+
+std::string attention_check(const TaskShape& t) {
+  const auto& s = attention_ports();
+  const auto& p = t.ports;
+  const Args& a = t.args;
+  if (auto m = kutil::ports_present(s, p); !m.empty()) return m;
+  if (auto m = first_error({kutil::float_dtype(s, p, 0), kutil::same_dtype(s, p, 1, 0), kutil::same_dtype(s, p, 2, 0),
+                            kutil::same_dtype(s, p, 3, 0), positive_param(a, "heads"), nonneg_param(a, "kv_heads")});
+      !m.empty())
+    return m;
+  const int64_t heads = a.get_int("heads");
+  const int64_t kv = a.get_int("kv_heads") > 0 ? a.get_int("kv_heads") : heads;
+  if (heads % kv != 0)
+    return "param 'kv_heads' is " + to_string(kv) + ": heads=" + to_string(heads) +
+           " must be a multiple of kv_heads";
+  if (p[0].cols % heads != 0 || p[0].cols == 0)
+    return "port 'q' is " + dims(p[0]) + ": " + to_string(p[0].cols) +
+           " columns are not a positive multiple of heads=" + to_string(heads);
+  const AttnDims d = attn_dims(t);
+  const std::string kvw = "kv_heads=" + to_string(kv) + " x head dim " + to_string(d.dh);
+  if (auto m = first_error({expect_shape(s, p, 1, d.t, kv * d.dh, kvw), expect_shape(s, p, 2, d.t, kv * d.dh, kvw),
+                            kutil::same_shape(s, p, 3, 0), whole_sequences(s, p, 0, a)});
+      !m.empty())
+    return m;
+  if (d.hb < 0 || d.hb >= d.he || d.he > heads)
+    return "head range [" + to_string(a.get_int("head_begin")) + ", " + to_string(a.get_int("head_end")) +
+           ") (params head_begin, head_end) is not a non-empty range within [0, " + to_string(heads) + ")";
+  if (a.get_float("scale") < 0 || !std::isfinite(a.get_float("scale")))
+    return "param 'scale' is " + a.get("scale").text + ": must be finite and >= 0 (0: 1/sqrt(head dim))";
+  return "";
+}
+
+constexpr int64_t kQueryBlock = 128;
+
+Cost attention_cost(const TaskShape& t) {
+  if (t.ports.size() != attention_ports().size() || t.args.get_int("heads") < 1) return {};
+  const AttnDims d = attn_dims(t);
+  if (d.seq <= 0 || d.he <= d.hb) return {};
+  const double nh = double(d.he - d.hb), S = double(d.seq), B = double(d.batch);
+  const double pairs = t.args.get_bool("causal") ? S * (S + 1) / 2 : S * S;
+  Cost c;
+  c.flops = B * nh * pairs * (4 * double(d.dh) + 5);
+  const double es = double(dtype_size(t.ports[0].dtype));
+  const int64_t group = d.heads / d.kv;
+  const double kv_used = double((d.he - 1) / group - d.hb / group + 1);
+  c.bytes = es * double(d.t) * double(d.dh) * (2 * nh + 2 * kv_used);
+  c.extra_bytes = es * double(std::min<int64_t>(d.seq, kQueryBlock)) * S;
+  return c;
+}
+
+template <class T>
+void attention_kernel(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& y,
+                      const AttnDims& d, bool causal, double scale) {
+  const int64_t S = d.seq, dh = d.dh, group = d.heads / d.kv;
+  const int64_t bq = std::min(S, kQueryBlock);
+  std::vector<T> sc(static_cast<std::size_t>(bq * S));  // one [query block, seq] score block
+  std::vector<double> inv(static_cast<std::size_t>(bq));
+  const int64_t ldq = ld_of(q), ldk = ld_of(k), ldv = ld_of(v), ldy = ld_of(y);
+  for (int64_t b = 0; b < d.batch; ++b) {
+    for (int64_t h = d.hb; h < d.he; ++h) {
+      const int64_t g = h / group;
+      const T* Q = static_cast<const T*>(q.data) + b * S * ldq + h * dh;
+      const T* K = static_cast<const T*>(k.data) + b * S * ldk + g * dh;
+      const T* V = static_cast<const T*>(v.data) + b * S * ldv + g * dh;
+      T* Y = static_cast<T*>(y.data) + b * S * ldy + h * dh;
+      for (int64_t i0 = 0; i0 < S; i0 += bq) {
+        const int64_t nq = std::min(bq, S - i0), nk = causal ? i0 + nq : S;
+        // scores = scale * Q_blk K^T: [nq, nk], leading dimension nk
+        gemm<T>(false, true, nq, nk, dh, T(scale), Q + i0 * ldq, ldq, K, ldk, T(0), sc.data(), nk);
+        for (int64_t r = 0; r < nq; ++r) {
+          T* srow = sc.data() + r * nk;
+          const int64_t lim = causal ? i0 + r + 1 : nk;
+          const T mx = max8(srow, lim);
+          for (int64_t j = 0; j < lim; ++j) srow[j] = vexp(srow[j] - mx);
+          for (int64_t j = lim; j < nk; ++j) srow[j] = T(0);
+          inv[static_cast<std::size_t>(r)] = 1.0 / sum8(lim, [srow](int64_t j) { return double(srow[j]); });
+        }
+        // Y_blk = P V (unnormalized), then each row times 1/sum
+        T* Yb = Y + i0 * ldy;
+        gemm<T>(false, false, nq, dh, nk, T(1), sc.data(), nk, V, ldv, T(0), Yb, ldy);
+        for (int64_t r = 0; r < nq; ++r) {
+          T* yr = Yb + r * ldy;
+          const T f = T(inv[static_cast<std::size_t>(r)]);
+          for (int64_t c = 0; c < dh; ++c) yr[c] *= f;
+        }
+      }
+    }
+  }
+}
+
+void attention_cpu(KernelContext& ctx) {
+  kutil::validate(ctx, attention_ports(), attention_check);
+  const TensorView &q = ctx.port(0), &k = ctx.port(1), &v = ctx.port(2), &y = ctx.port(3);
+  const AttnDims d = attn_dims(TaskShape{ctx.ports(), ctx.args()});
+  if (d.t == 0) return;
+  const double sp = ctx.arg_float("scale");
+  const double scale = sp > 0 ? sp : 1.0 / std::sqrt(double(d.dh));
+  const bool causal = ctx.arg_bool("causal");
+  kutil::dispatch_float(q.dtype, [&](auto tg) {
+    using T = typename decltype(tg)::type;
+    attention_kernel<T>(q, k, v, y, d, causal, scale);
+  });
+}
+
+// ============================================================ nn.rope
+
+const std::vector<PortSpec>& rope_ports() {
+  static const std::vector<PortSpec> p = {
+      {"x", Access::read_write, kFloat, false, 2, "queries or keys [tokens, heads*dh], rotated in place"},
+  };
+  return p;
+}
+
+struct RopeDims {
+  int64_t heads, dh, rd, seq;
+};
+RopeDims rope_dims(const TaskShape& t) {
+  const Args& a = t.args;
+  RopeDims d{};
+  d.heads = std::max<int64_t>(a.get_int("heads"), 1);
+  d.dh = t.ports[0].cols / d.heads;
+  d.rd = a.get_int("rotary_dim") > 0 ? a.get_int("rotary_dim") : d.dh;
+  d.seq = seq_len(a, t.ports[0].rows);
+  return d;
+}
+
+std::string rope_check(const TaskShape& t) {
+  const auto& s = rope_ports();
+  const auto& p = t.ports;
+  const Args& a = t.args;
+  if (auto m = kutil::ports_present(s, p); !m.empty()) return m;
+  if (auto m = first_error({kutil::float_dtype(s, p, 0), positive_param(a, "heads"), nonneg_param(a, "seq"),
+                            nonneg_param(a, "offset"), nonneg_param(a, "rotary_dim"),
+                            kutil::one_of(a, "style", {"half", "interleaved"})});
+      !m.empty())
+    return m;
+  const int64_t heads = a.get_int("heads");
+  if (p[0].cols % heads != 0)
+    return "port 'x' is " + dims(p[0]) + ": " + to_string(p[0].cols) + " columns are not a multiple of heads=" +
+           to_string(heads);
+  const RopeDims d = rope_dims(t);
+  if (d.rd > d.dh)
+    return "param 'rotary_dim' is " + to_string(d.rd) + ": more than the head dim " + to_string(d.dh);
+  if (d.rd % 2 != 0)
+    return a.get_int("rotary_dim") > 0
+               ? "param 'rotary_dim' is " + to_string(d.rd) + ": must be even"
+               : "port 'x' is " + dims(p[0]) + ": head dim " + to_string(d.dh) + " (columns / heads=" +
+                     to_string(heads) + ") must be even";
+  if (!(a.get_float("base") > 0)) return "param 'base' is " + a.get("base").text + ": must be > 0";
+  return "";
+}
+
+Cost rope_cost(const TaskShape& t) {
+  if (t.ports.size() != rope_ports().size() || t.args.get_int("heads") < 1) return {};
+  const RopeDims d = rope_dims(t);
+  return kutil::io_cost(rope_ports(), t, 3 * double(t.ports[0].rows) * double(d.heads) * double(d.rd));
+}
+
+void rope_cpu(KernelContext& ctx) {
+  kutil::validate(ctx, rope_ports(), rope_check);
+  const TensorView& x = ctx.port(0);
+  const RopeDims d = rope_dims(TaskShape{ctx.ports(), ctx.args()});
+  const int64_t t = x.rows, half = d.rd / 2;
+  if (t == 0 || half == 0) return;
+  const double base = ctx.arg_float("base");
+  const int64_t offset = ctx.arg_int("offset");
+  const bool interleaved = ctx.arg_string("style") == "interleaved";
+  kutil::dispatch_float(x.dtype, [&](auto tg) {
+    using T = typename decltype(tg)::type;
+    // cos/sin table for the positions that occur: [min(seq, t), half]
+    const int64_t npos = std::min(d.seq, t);
+    std::vector<double> inv_freq(static_cast<std::size_t>(half));
+    for (int64_t i = 0; i < half; ++i)
+      inv_freq[static_cast<std::size_t>(i)] = std::pow(base, -2.0 * double(i) / double(d.rd));
+    std::vector<T> cs(static_cast<std::size_t>(npos * half)), sn(cs.size());
+    for (int64_t p = 0; p < npos; ++p)
+      for (int64_t i = 0; i < half; ++i) {
+        const double ang = double(p + offset) * inv_freq[static_cast<std::size_t>(i)];
+        cs[static_cast<std::size_t>(p * half + i)] = T(std::cos(ang));
+        sn[static_cast<std::size_t>(p * half + i)] = T(std::sin(ang));
+      }
+    for (int64_t r = 0; r < t; ++r) {
+      const int64_t p = r % d.seq;
+      const T* c = cs.data() + p * half;
+      const T* s = sn.data() + p * half;
+      T* xr = row<T>(x, r);
+      for (int64_t h = 0; h < d.heads; ++h) {
+        T* xh = xr + h * d.dh;
+        if (interleaved) {
+          for (int64_t i = 0; i < half; ++i) {
+            const T a = xh[2 * i], b = xh[2 * i + 1];
+            xh[2 * i] = a * c[i] - b * s[i];
+            xh[2 * i + 1] = b * c[i] + a * s[i];
+          }
+        } else {
+          T* x2 = xh + half;
+          for (int64_t i = 0; i < half; ++i) {
+            const T a = xh[i], b = x2[i];
+            xh[i] = a * c[i] - b * s[i];
+            x2[i] = b * c[i] + a * s[i];
+          }
+        }
+      }
+    }
+  });
+}
+
+// ============================================================ nn.sinusoidal_positions
+
+const std::vector<PortSpec>& sinus_ports() {
+  static const std::vector<PortSpec> p = {
+      {"y", Access::write, kFloat, false, 2, "position table [seq, d] (row p: position p + offset)"},
+  };
+  return p;
+}
+
+std::string sinus_check(const TaskShape& t) {
+  const auto& s = sinus_ports();
+  const auto& p = t.ports;
+  const Args& a = t.args;
+  if (auto m = kutil::ports_present(s, p); !m.empty()) return m;
+  if (auto m = first_error({kutil::float_dtype(s, p, 0), nonneg_param(a, "offset"),
+                            kutil::one_of(a, "layout", {"interleaved", "concat"})});
+      !m.empty())
+    return m;
+  if (!(a.get_float("base") > 0)) return "param 'base' is " + a.get("base").text + ": must be > 0";
+  return "";
+}
+
+Cost sinus_cost(const TaskShape& t) {
+  if (t.ports.size() != sinus_ports().size()) return {};
+  return kutil::io_cost(sinus_ports(), t, 2 * rows_cols(t.ports[0]));
+}
+
+void sinus_cpu(KernelContext& ctx) {
+  kutil::validate(ctx, sinus_ports(), sinus_check);
+  const TensorView& y = ctx.port(0);
+  const double base = ctx.arg_float("base");
+  const int64_t offset = ctx.arg_int("offset"), d = y.cols;
+  const bool concat = ctx.arg_string("layout") == "concat";
+  kutil::dispatch_float(y.dtype, [&](auto tg) {
+    using T = typename decltype(tg)::type;
+    const int64_t nf = concat ? d / 2 : (d + 1) / 2;  // frequencies
+    std::vector<double> inv(static_cast<std::size_t>(nf));
+    for (int64_t i = 0; i < nf; ++i)
+      inv[static_cast<std::size_t>(i)] =
+          concat ? std::exp(-double(i) * std::log(base) / double(std::max<int64_t>(nf - 1, 1)))
+                 : std::pow(base, -2.0 * double(i) / double(d));
+    for (int64_t r = 0; r < y.rows; ++r) {
+      T* yr = row<T>(y, r);
+      const double pos = double(r + offset);
+      if (concat) {
+        for (int64_t i = 0; i < nf; ++i) {
+          const double ang = pos * inv[static_cast<std::size_t>(i)];
+          yr[i] = T(std::sin(ang));
+          yr[nf + i] = T(std::cos(ang));
+        }
+        if (d % 2) yr[d - 1] = T(0);
+      } else {
+        for (int64_t j = 0; j < d; ++j) {
+          const double ang = pos * inv[static_cast<std::size_t>(j / 2)];
+          yr[j] = T(j % 2 ? std::cos(ang) : std::sin(ang));
+        }
+      }
+    }
+  });
+}
+
+// ============================================================ nn.swiglu, nn.tanh, nn.l2normalize
+
+const std::vector<PortSpec>& swiglu_ports() {
+  static const std::vector<PortSpec> p = {
+      {"gate", Access::read, kFloat, false, 8, "gate projection [tokens, f]"},
+      {"up", Access::read, kFloat, false, 8, "up projection [tokens, f]"},
+      {"y", Access::write, kFloat, false, 8, "silu(gate) * up [tokens, f] (may be the data of gate or up)"},
+  };
+  return p;
+}
+
+std::string swiglu_check(const TaskShape& t) {
+  const auto& s = swiglu_ports();
+  const auto& p = t.ports;
+  if (auto m = kutil::ports_present(s, p); !m.empty()) return m;
+  return first_error({kutil::float_dtype(s, p, 0), kutil::same_dtype(s, p, 1, 0), kutil::same_dtype(s, p, 2, 0),
+                      kutil::same_shape(s, p, 1, 0), kutil::same_shape(s, p, 2, 0)});
+}
+
+Cost swiglu_cost(const TaskShape& t) {
+  if (t.ports.size() != swiglu_ports().size()) return {};
+  return kutil::io_cost(swiglu_ports(), t, 5 * rows_cols(t.ports[0]));
+}
+
+void swiglu_cpu(KernelContext& ctx) {
+  kutil::validate(ctx, swiglu_ports(), swiglu_check);
+  const TensorView &g = ctx.port(0), &u = ctx.port(1), &y = ctx.port(2);
+  kutil::dispatch_float(g.dtype, [&](auto tg) {
+    using T = typename decltype(tg)::type;
+    for (int64_t r = 0; r < g.rows; ++r) {
+      const T* gr = row<const T>(g, r);
+      const T* ur = row<const T>(u, r);
+      T* yr = row<T>(y, r);
+      for (int64_t j = 0; j < g.cols; ++j) {
+        const T a = gr[j];
+        yr[j] = a / (T(1) + vexp(-a)) * ur[j];
+      }
+    }
+  });
+}
+
+const std::vector<PortSpec>& tanh_ports() {
+  static const std::vector<PortSpec> p = {
+      {"x", Access::read, kFloat, false, 8, "input"},
+      {"y", Access::write, kFloat, false, 8, "tanh(x), shape of x (may be the same data)"},
+  };
+  return p;
+}
+
+std::string tanh_check(const TaskShape& t) {
+  const auto& s = tanh_ports();
+  const auto& p = t.ports;
+  if (auto m = kutil::ports_present(s, p); !m.empty()) return m;
+  return first_error({kutil::float_dtype(s, p, 0), kutil::same_dtype(s, p, 1, 0), kutil::same_shape(s, p, 1, 0)});
+}
+
+Cost tanh_cost(const TaskShape& t) {
+  if (t.ports.size() != tanh_ports().size()) return {};
+  return kutil::io_cost(tanh_ports(), t, 6 * rows_cols(t.ports[0]));
+}
+
+void tanh_cpu(KernelContext& ctx) {
+  kutil::validate(ctx, tanh_ports(), tanh_check);
+  const TensorView &x = ctx.port(0), &y = ctx.port(1);
+  kutil::dispatch_float(x.dtype, [&](auto tg) {
+    using T = typename decltype(tg)::type;
+    for (int64_t r = 0; r < x.rows; ++r) {
+      const T* xr = row<const T>(x, r);
+      T* yr = row<T>(y, r);
+      for (int64_t j = 0; j < x.cols; ++j) yr[j] = std::tanh(xr[j]);
+    }
+  });
+}
+
+const std::vector<PortSpec>& l2n_ports() {
+  static const std::vector<PortSpec> p = {
+      {"x", Access::read, kFloat, false, 8, "input [tokens, d]"},
+      {"y", Access::write, kFloat, false, 8, "x / max(||x||, eps) row-wise, shape of x (may be the same data)"},
+  };
+  return p;
+}
+
+std::string l2n_check(const TaskShape& t) {
+  const auto& s = l2n_ports();
+  const auto& p = t.ports;
+  if (auto m = kutil::ports_present(s, p); !m.empty()) return m;
+  return first_error({kutil::float_dtype(s, p, 0), kutil::same_dtype(s, p, 1, 0), kutil::same_shape(s, p, 1, 0),
+                      eps_check(t.args)});
+}
+
+Cost l2n_cost(const TaskShape& t) {
+  if (t.ports.size() != l2n_ports().size()) return {};
+  return kutil::io_cost(l2n_ports(), t, 3 * rows_cols(t.ports[0]));
+}
+
+void l2n_cpu(KernelContext& ctx) {
+  kutil::validate(ctx, l2n_ports(), l2n_check);
+  const TensorView &x = ctx.port(0), &y = ctx.port(1);
+  const double eps = ctx.arg_float("eps");
+  kutil::dispatch_float(x.dtype, [&](auto tg) {
+    using T = typename decltype(tg)::type;
+    for (int64_t r = 0; r < x.rows; ++r) {
+      const T* xr = row<const T>(x, r);
+      T* yr = row<T>(y, r);
+      const double sq = sum8(x.cols, [xr](int64_t j) { return double(xr[j]) * double(xr[j]); });
+      const T f = T(1.0 / std::max(std::sqrt(sq), eps));
+      for (int64_t j = 0; j < x.cols; ++j) yr[j] = xr[j] * f;
+    }
+  });
+}
+
+// ============================================================ nn.pool
+
+const std::vector<PortSpec>& pool_ports() {
+  static const std::vector<PortSpec> p = {
+      {"x", Access::read, kFloat, false, 2, "input [batch*seq, d]"},
+      {"y", Access::write, kFloat, false, 2, "pooled [batch, d]"},
+  };
+  return p;
+}
+
+std::string pool_check(const TaskShape& t) {
+  const auto& s = pool_ports();
+  const auto& p = t.ports;
+  const Args& a = t.args;
+  if (auto m = kutil::ports_present(s, p); !m.empty()) return m;
+  if (auto m = first_error({kutil::float_dtype(s, p, 0), kutil::same_dtype(s, p, 1, 0),
+                            kutil::one_of(a, "mode", {"mean", "sum", "max", "first", "last"}),
+                            kutil::one_of(a, "scale", {"none", "sqrt_len"}), whole_sequences(s, p, 0, a),
+                            nonneg_param(a, "length")});
+      !m.empty())
+    return m;
+  if (a.get_string("scale") == "sqrt_len" && a.get_string("mode") != "sum")
+    return "param 'scale' is 'sqrt_len' but param 'mode' is '" + a.get_string("mode") + "': sqrt_len needs mode 'sum'";
+  const int64_t t_ = p[0].rows, sq = seq_len(a, t_), len = a.get_int("length");
+  if (len > sq)
+    return "param 'length' is " + to_string(len) + ": more than the sequence length " + to_string(sq);
+  const int64_t batch = sq > 0 ? t_ / sq : 0;
+  return expect_shape(s, p, 1, batch, p[0].cols,
+                      to_string(batch) + " sequences of " + to_string(sq) + " rows, " + to_string(p[0].cols) +
+                          " features");
+}
+
+Cost pool_cost(const TaskShape& t) {
+  if (t.ports.size() != pool_ports().size()) return {};
+  return kutil::io_cost(pool_ports(), t, rows_cols(t.ports[0]));
+}
+
+void pool_cpu(KernelContext& ctx) {
+  kutil::validate(ctx, pool_ports(), pool_check);
+  const TensorView &x = ctx.port(0), &y = ctx.port(1);
+  const int64_t t = x.rows, d = x.cols;
+  if (t == 0 || d == 0) return;
+  const int64_t S = seq_len(ctx.args(), t), batch = t / S;
+  const int64_t L = ctx.arg_int("length") > 0 ? ctx.arg_int("length") : S;
+  const std::string& mode = ctx.arg_string("mode");
+  const bool sqrt_len = ctx.arg_string("scale") == "sqrt_len";
+  kutil::dispatch_float(x.dtype, [&](auto tg) {
+    using T = typename decltype(tg)::type;
+    std::vector<double> acc(static_cast<std::size_t>(d));
+    for (int64_t b = 0; b < batch; ++b) {
+      T* yr = row<T>(y, b);
+      const int64_t r0 = b * S;
+      if (mode == "first" || mode == "last") {
+        const T* xr = row<const T>(x, mode == "first" ? r0 : r0 + L - 1);
+        std::copy(xr, xr + d, yr);
+      } else if (mode == "max") {
+        const T* x0 = row<const T>(x, r0);
+        std::copy(x0, x0 + d, yr);
+        for (int64_t r = 1; r < L; ++r) {
+          const T* xr = row<const T>(x, r0 + r);
+          for (int64_t j = 0; j < d; ++j) yr[j] = std::max(yr[j], xr[j]);
+        }
+      } else {
+        std::fill(acc.begin(), acc.end(), 0.0);
+        for (int64_t r = 0; r < L; ++r) {
+          const T* xr = row<const T>(x, r0 + r);
+          for (int64_t j = 0; j < d; ++j) acc[static_cast<std::size_t>(j)] += double(xr[j]);
+        }
+        const double div = mode == "mean" ? double(L) : sqrt_len ? std::sqrt(double(L)) : 1.0;
+        for (int64_t j = 0; j < d; ++j) yr[j] = T(acc[static_cast<std::size_t>(j)] / div);
+      }
+    }
+  });
+}
+
+}  // namespace
+
+void register_transformer(Registry& reg) {
+  auto add = [&](const char* name, const char* doc, const std::vector<PortSpec>& ports, std::vector<ParamSpec> params,
+                 KernelFn cpu, std::string (*check)(const TaskShape&), Cost (*cost)(const TaskShape&)) {
+    ComponentSpec s;
+    s.name = name;
+    s.doc = doc;
+    s.ports = ports;
+    s.params = std::move(params);
+    s.cpu = cpu;
+    s.check = check;
+    s.cost = cost;
+    reg.add(std::move(s));
+  };
+  const ParamSpec seq = {"seq", ParamType::int_, "0", false,
+                         "sequence length (rows per sequence); 0: all rows are one sequence"};
+
+  add("nn.embedding", "y[i, :] = table[ids[i], :]; an id outside [0, vocab) is an error naming its position",
+      embedding_ports(), {}, embedding_cpu, embedding_check, embedding_cost);
+  add("nn.layernorm",
+      "row-wise layer normalization: y = (x - mean) / sqrt(var + eps) * gamma + beta, biased variance (as PyTorch)",
+      layernorm_ports(), {{"eps", ParamType::float_, "1e-5", false, "added to the variance"}}, layernorm_cpu,
+      layernorm_check, layernorm_cost);
+  add("nn.rmsnorm", "row-wise RMS normalization: y = x / sqrt(mean(x^2) + eps) * weight (as LLaMA)", rmsnorm_ports(),
+      {{"eps", ParamType::float_, "1e-6", false, "added to the mean square"}}, rmsnorm_cpu, rmsnorm_check,
+      rmsnorm_cost);
+  add("nn.linear",
+      "y = act(x W + b), or y += act(x W + b) with accumulate=true (fused residual add); one GEMM, bias and "
+      "activation fused in one pass over y. W is [k, n] (GPT-2 Conv1D) or [n, k] with transpose_w (torch Linear). "
+      "y and w may be column tiles (ld > cols) of wider tensors.",
+      linear_ports(),
+      {{"transpose_w", ParamType::bool_, "false", false, "false: w is [k, n]; true: w is [n, k]"},
+       {"activation", ParamType::string_, "none", false,
+        "none, relu, gelu (exact erf form), gelu_tanh (tanh approximation, GPT-2 'gelu_new') or silu"},
+       {"accumulate", ParamType::bool_, "false", false, "true: add the result to y instead of overwriting it"}},
+      linear_cpu, linear_check, linear_cost);
+  add("nn.attention",
+      "scaled dot-product attention per head and sequence: y_h = softmax(scale * q_h k_g^T [+ causal mask]) v_g, "
+      "g = h / (heads / kv_heads) (grouped-query attention); rows are batch*seq tokens; only heads "
+      "[head_begin, head_end) are computed and written. Memory: one [128, seq] score block.",
+      attention_ports(),
+      {{"heads", ParamType::int_, "", true, "number of query heads (q has heads*dh columns)"},
+       {"kv_heads", ParamType::int_, "0", false, "number of key/value heads; 0: heads (must divide heads)"},
+       seq,
+       {"causal", ParamType::bool_, "false", false, "mask keys after the query position"},
+       {"scale", ParamType::float_, "0", false, "score scale; 0: 1/sqrt(dh)"},
+       {"head_begin", ParamType::int_, "0", false, "first head computed"},
+       {"head_end", ParamType::int_, "0", false, "one past the last head computed; 0 with head_begin=0: all heads"}},
+      attention_cpu, attention_check, attention_cost);
+  add("nn.rope",
+      "rotary position embedding in place: each head's pairs (x_a, x_b) are rotated by angle "
+      "pos * base^(-2i/rotary_dim), pos = row % seq + offset; style 'half' pairs (i, i + rotary_dim/2) (LLaMA/HF "
+      "rotate_half, GPT-NeoX), 'interleaved' pairs (2i, 2i+1) (GPT-J)",
+      rope_ports(),
+      {{"heads", ParamType::int_, "", true, "number of heads (x has heads*dh columns)"},
+       seq,
+       {"base", ParamType::float_, "10000", false, "frequency base (theta)"},
+       {"offset", ParamType::int_, "0", false, "position of the first row of each sequence"},
+       {"style", ParamType::string_, "half", false, "'half' (rotate_half) or 'interleaved' (GPT-J)"},
+       {"rotary_dim", ParamType::int_, "0", false, "rotate only the first rotary_dim dims of each head; 0: dh"}},
+      rope_cpu, rope_check, rope_cost);
+  add("nn.sinusoidal_positions",
+      "sinusoidal position table: layout 'interleaved' (Attention is all you need): y[p, 2i] = sin(p / "
+      "base^(2i/d)), y[p, 2i+1] = cos(p / base^(2i/d)); layout 'concat' (tensor2tensor get_timing_signal_1d, USE): "
+      "y[p, i] = sin(p * f_i), y[p, d/2 + i] = cos(p * f_i), f_i = base^(-i/(d/2 - 1)), a zero last column when d "
+      "is odd. p = row + offset",
+      sinus_ports(),
+      {{"layout", ParamType::string_, "interleaved", false, "'interleaved' or 'concat'"},
+       {"base", ParamType::float_, "10000", false, "maximum timescale"},
+       {"offset", ParamType::int_, "0", false, "position of the first row"}},
+      sinus_cpu, sinus_check, sinus_cost);
+  add("nn.swiglu", "y = silu(gate) * up = gate * sigmoid(gate) * up", swiglu_ports(), {}, swiglu_cpu, swiglu_check,
+      swiglu_cost);
+  add("nn.tanh", "y = tanh(x)", tanh_ports(), {}, tanh_cpu, tanh_check, tanh_cost);
+  add("nn.l2normalize", "row-wise y = x / max(||x||_2, eps)", l2n_ports(),
+      {{"eps", ParamType::float_, "1e-12", false, "lower bound of the norm"}}, l2n_cpu, l2n_check, l2n_cost);
+  add("nn.pool",
+      "pools each sequence of seq rows to one row: mean, sum (optionally / sqrt(length)), max, first (CLS) or last "
+      "row; only the first `length` rows of each sequence count",
+      pool_ports(),
+      {seq,
+       {"mode", ParamType::string_, "mean", false, "mean, sum, max, first or last"},
+       {"scale", ParamType::string_, "none", false, "none, or sqrt_len (mode sum: divide by sqrt(length), as USE)"},
+       {"length", ParamType::int_, "0", false, "rows of each sequence that count (padding after); 0: seq"}},
+      pool_cpu, pool_check, pool_cost);
+}
+
+}  // namespace ymlopt
