@@ -395,8 +395,9 @@ const std::vector<PortSpec>& linear_ports() {
       {"x", Access::read, kFloat, false, 8, "input [m, k] (leading dims are flattened)"},
       {"w", Access::read, kFloat, false, 2, "weight [k, n] (or [n, k] with transpose_w=true); may be a column tile"},
       {"b", Access::read, kFloat, true, 1, "bias [n] (optional)"},
-      {"y", Access::read_write, kFloat, false, 8,
-       "output [m, n]; read only with accumulate=true; may be a column tile of a wider tensor"},
+      {"y", Access::write, kFloat, false, 8, "output [m, n]; may be a column tile of a wider tensor"},
+      {"r", Access::read, kFloat, true, 8,
+       "residual [m, n] (optional): y = r + act(x W + b); r may be y itself (in-place residual add)"},
   };
   return p;
 }
@@ -426,26 +427,27 @@ std::string linear_check(const TaskShape& t) {
     return "port 'w' is " + dims(p[1]) + " but port 'x' is " + dims(p[0]) + ": x has " + to_string(d.k) +
            " columns but w has " + to_string(d.kw) + (tw ? " columns" : " rows") + " (" + layout + ")";
   return first_error({expect_shape(s, p, 3, d.m, d.n, "x W is " + rc(d.m, d.n) + ", " + layout),
-                      expect_vector(s, p, 2, d.n, to_string(d.n) + " output features")});
+                      expect_vector(s, p, 2, d.n, to_string(d.n) + " output features"),
+                      p[4].bound() ? kutil::same_dtype(s, p, 4, 0) : std::string(),
+                      p[4].bound() ? expect_shape(s, p, 4, d.m, d.n, "the residual is added to y") : std::string()});
 }
 
 Cost linear_cost(const TaskShape& t) {
   if (t.ports.size() != linear_ports().size()) return {};
   const LinearDims d = linear_dims(t);
   const double mn = double(d.m) * double(d.n);
-  const bool acc = t.args.get_bool("accumulate");
+  const bool acc = t.ports[4].bound();
   const Act a = parse_act(t.args.get_string("activation"));
   Cost c = kutil::io_cost(linear_ports(), t, 2 * mn * double(d.k) + mn * act_flops(a) +
                                                   (t.ports[2].bound() ? mn : 0) + (acc ? mn : 0));
-  if (!acc) c.bytes -= kutil::bytes_of(t.ports[3]);  // y is only written
   if (acc && a != Act::none) c.extra_bytes = mn * double(dtype_size(t.ports[0].dtype));
   return c;
 }
 
 void linear_cpu(KernelContext& ctx) {
   kutil::validate(ctx, linear_ports(), linear_check);
-  const TensorView &x = ctx.port(0), &w = ctx.port(1), &b = ctx.port(2), &y = ctx.port(3);
-  const bool tw = ctx.arg_bool("transpose_w"), acc = ctx.arg_bool("accumulate");
+  const TensorView &x = ctx.port(0), &w = ctx.port(1), &b = ctx.port(2), &y = ctx.port(3), &r = ctx.port(4);
+  const bool tw = ctx.arg_bool("transpose_w"), acc = r.bound();
   const Act a = parse_act(ctx.arg_string("activation"));
   const int64_t m = y.rows, n = y.cols, k = x.cols;
   if (m == 0 || n == 0) return;
@@ -455,6 +457,9 @@ void linear_cpu(KernelContext& ctx) {
     const T* xp = static_cast<const T*>(x.data);
     const T* wp = static_cast<const T*>(w.data);
     T* yp = static_cast<T*>(y.data);
+    if (acc && r.data != y.data)  // y = r + ...: start from a copy of the residual
+      for (int64_t i = 0; i < m; ++i)
+        std::copy_n(static_cast<const T*>(r.data) + i * r.ld, n, yp + i * y.ld);
     dispatch_act(a, [&](auto ac) {
       constexpr Act A = decltype(ac)::value;
       if (!acc || A == Act::none) {
@@ -998,14 +1003,14 @@ void register_transformer(Registry& reg) {
       {{"eps", ParamType::float_, "1e-6", false, "added to the mean square"}}, rmsnorm_cpu, rmsnorm_check,
       rmsnorm_cost);
   add("nn.linear",
-      "y = act(x W + b), or y += act(x W + b) with accumulate=true (fused residual add); one GEMM, bias and "
+      "y = act(x W + b), or y = r + act(x W + b) with the optional residual r (fused residual add; r may be y "
+      "itself); one GEMM, bias and "
       "activation fused in one pass over y. W is [k, n] (GPT-2 Conv1D) or [n, k] with transpose_w (torch Linear). "
       "y and w may be column tiles (ld > cols) of wider tensors.",
       linear_ports(),
       {{"transpose_w", ParamType::bool_, "false", false, "false: w is [k, n]; true: w is [n, k]"},
        {"activation", ParamType::string_, "none", false,
-        "none, relu, gelu (exact erf form), gelu_tanh (tanh approximation, GPT-2 'gelu_new') or silu"},
-       {"accumulate", ParamType::bool_, "false", false, "true: add the result to y instead of overwriting it"}},
+        "none, relu, gelu (exact erf form), gelu_tanh (tanh approximation, GPT-2 'gelu_new') or silu"}},
       linear_cpu, linear_check, linear_cost);
   add("nn.attention",
       "scaled dot-product attention per head and sequence: y_h = softmax(scale * q_h k_g^T [+ causal mask]) v_g, "

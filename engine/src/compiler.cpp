@@ -559,15 +559,21 @@ class Compiler {
     if (src) {
       auto path = render(*src);
       if (!path) return;
+      // relative to the workflow's folder, else to the current directory
+      // (where a path given with --set usually is)
       fs::path p(*path);
-      if (p.is_relative()) p = fr.dir / p;
+      if (p.is_relative() && (fs::exists(fr.dir / p) || !fs::exists(p))) p = fr.dir / p;
       d.src = p.string();
       d.init = InitKind::file;
       if (const Attr* k = e.find("key")) {
         if (auto kv = render(*k)) d.key = *kv;
       }
-      if (!fs::exists(p)) diags_.error(src->loc, "cannot open '" + d.src + "'");
-      else check_source(d, *src);
+      if (!fs::exists(p)) {
+        if (missing_files_.insert(d.src).second)
+          diags_.error(src->loc, "cannot open '" + d.src + "' (nor '" + *path + "' from the current directory)");
+      } else {
+        check_source(d, *src);
+      }
     } else if (e.find("key")) {
       diags_.error(e.find("key")->loc, "key= is only meaningful with src=");
     }
@@ -1298,6 +1304,7 @@ class Compiler {
   std::unordered_map<const ComponentSpec*, std::vector<ArgValue>> defaults_;
   std::unordered_map<const Element*, std::int32_t> bound_;
   std::unordered_set<const Element*> checked_;
+  std::set<std::string> missing_files_;  // each reported once
   std::map<std::string, const xml::Document*> docs_by_path_;
   std::vector<std::string> call_stack_;
   std::vector<EventInfo> events_;

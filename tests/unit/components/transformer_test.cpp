@@ -228,8 +228,9 @@ TYPED_TEST(LinearTyped, LayoutsBiasActivationsAccumulate) {
           Mat<T> y(m, n, 2);
           y.random(13);
           const Ref y0 = to_ref(y);
-          run(this->reg, "nn.linear", {x.view(), tw ? wnk.view() : wkn.view(), hb ? vec(b) : TensorView{}, y.view()},
-              {{"transpose_w", tw ? "true" : "false"}, {"activation", a}, {"accumulate", acc ? "true" : "false"}});
+          run(this->reg, "nn.linear",
+              {x.view(), tw ? wnk.view() : wkn.view(), hb ? vec(b) : TensorView{}, y.view(), acc ? y.view() : TensorView{}},
+              {{"transpose_w", tw ? "true" : "false"}, {"activation", a}});
           const std::string what = std::string("linear tw=") + (tw ? "1" : "0") + " bias=" + (hb ? "1" : "0") +
                                    " act=" + a + " acc=" + (acc ? "1" : "0");
           expect_mat(y, ref_linear(x, W, hb ? &b(0, 0) : nullptr, n, a, acc ? &y0 : nullptr), what);
@@ -257,8 +258,9 @@ TYPED_TEST(LinearTyped, ColumnTileOfWiderOutput) {
         for (std::int64_t j = 0; j < nt; ++j) y0[std::size_t(i)].push_back(before[std::size_t(i)][std::size_t(c0 + j)]);
       TensorView wt = tw ? sub(wnk, c0, 0, nt, k) : sub(wkn, 0, c0, k, nt);
       TensorView bt = vec(b, c0, nt);
-      run(this->reg, "nn.linear", {x.view(), wt, bt, sub(y, 0, c0, m, nt)},
-          {{"transpose_w", tw ? "true" : "false"}, {"activation", "gelu_tanh"}, {"accumulate", acc ? "true" : "false"}});
+      const TensorView yt = sub(y, 0, c0, m, nt);
+      run(this->reg, "nn.linear", {x.view(), wt, bt, yt, acc ? yt : TensorView{}},
+          {{"transpose_w", tw ? "true" : "false"}, {"activation", "gelu_tanh"}});
       auto W = [&](std::int64_t p, std::int64_t j) { return wkn(p, c0 + j); };
       expect_mat(y, ref_linear(x, W, &b(0, c0), nt, "gelu_tanh", acc ? &y0 : nullptr), "linear tile", c0);
       for (std::int64_t i = 0; i < m; ++i)
@@ -609,18 +611,18 @@ TEST(TransformerCheck, Messages) {
             "port 'weight' has dtype f64 but port 'x' has dtype f32: dtypes must match");
 
   // linear
-  EXPECT_EQ(check(reg, "nn.linear", {sv(7, 13), sv(13, 11), vshape(f, 11), sv(7, 11)}), "");
-  EXPECT_EQ(check(reg, "nn.linear", {sv(7, 13), sv(11, 13), none, sv(7, 11)}, {{"transpose_w", "true"}}), "");
-  EXPECT_EQ(check(reg, "nn.linear", {sv(7, 13), sv(12, 11), none, sv(7, 11)}),
+  EXPECT_EQ(check(reg, "nn.linear", {sv(7, 13), sv(13, 11), vshape(f, 11), sv(7, 11), none}), "");
+  EXPECT_EQ(check(reg, "nn.linear", {sv(7, 13), sv(11, 13), none, sv(7, 11), none}, {{"transpose_w", "true"}}), "");
+  EXPECT_EQ(check(reg, "nn.linear", {sv(7, 13), sv(12, 11), none, sv(7, 11), none}),
             "port 'w' is 12x11 but port 'x' is 7x13: x has 13 columns but w has 12 rows (transpose_w=false: w is [k, n])");
-  EXPECT_EQ(check(reg, "nn.linear", {sv(7, 13), sv(13, 11), none, sv(7, 11)}, {{"transpose_w", "true"}}),
+  EXPECT_EQ(check(reg, "nn.linear", {sv(7, 13), sv(13, 11), none, sv(7, 11), none}, {{"transpose_w", "true"}}),
             "port 'w' is 13x11 but port 'x' is 7x13: x has 13 columns but w has 11 columns (transpose_w=true: w is "
             "[n, k])");
-  EXPECT_EQ(check(reg, "nn.linear", {sv(7, 13), sv(13, 11), none, sv(7, 10)}),
+  EXPECT_EQ(check(reg, "nn.linear", {sv(7, 13), sv(13, 11), none, sv(7, 10), none}),
             "port 'y' is 7x10 but expected 7x11 (x W is 7x11, transpose_w=false: w is [k, n])");
-  EXPECT_EQ(check(reg, "nn.linear", {sv(7, 13), sv(13, 11), vshape(f, 10), sv(7, 11)}),
+  EXPECT_EQ(check(reg, "nn.linear", {sv(7, 13), sv(13, 11), vshape(f, 10), sv(7, 11), none}),
             "port 'b' is 1x10 (shape 10) but expected [11] (11 output features)");
-  EXPECT_EQ(check(reg, "nn.linear", {sv(7, 13), sv(13, 11), none, sv(7, 11)}, {{"activation", "tanh"}}),
+  EXPECT_EQ(check(reg, "nn.linear", {sv(7, 13), sv(13, 11), none, sv(7, 11), none}, {{"activation", "tanh"}}),
             "param 'activation' is 'tanh': expected one of 'none', 'relu', 'gelu', 'gelu_tanh', 'silu'");
 
   // attention
@@ -683,7 +685,7 @@ TEST(TransformerCheck, KernelValidatesToo) {
   register_nn(reg);
   Mat<float> x(7, 13), w(12, 11), y(7, 11);
   try {
-    run(reg, "nn.linear", {x.view(), w.view(), TensorView{}, y.view()});
+    run(reg, "nn.linear", {x.view(), w.view(), TensorView{}, y.view(), TensorView{}});
     FAIL() << "no error";
   } catch (const KernelError& e) {
     EXPECT_NE(std::string(e.what()).find("x has 13 columns but w has 12 rows"), std::string::npos) << e.what();
@@ -702,7 +704,7 @@ TEST(TransformerCheck, CostsAndRegistration) {
     for (const ParamSpec& p : s.params) EXPECT_FALSE(p.doc.empty()) << name << "." << p.name;
   }
   auto sv = [](std::int64_t r, std::int64_t c) { return shape_view(DType::f32, r, c); };
-  TestContext lin(reg.get("nn.linear"), {sv(7, 13), sv(13, 11), TensorView{}, sv(7, 11)});
+  TestContext lin(reg.get("nn.linear"), {sv(7, 13), sv(13, 11), TensorView{}, sv(7, 11), TensorView{}});
   EXPECT_DOUBLE_EQ(lin.cost().flops, 2.0 * 7 * 11 * 13);
   EXPECT_DOUBLE_EQ(lin.cost().bytes, 4.0 * (7 * 13 + 13 * 11 + 7 * 11));
   TestContext att(reg.get("nn.attention"), {sv(14, 18), sv(14, 6), sv(14, 6), sv(14, 18)},
