@@ -13,6 +13,7 @@
 
 #include "io/tensor_file.hpp"
 #include "io/tfjs.hpp"
+#include "embed_cmd.hpp"
 #include "model_cmd.hpp"
 #include "register_builtin.hpp"
 #include "report.hpp"
@@ -45,6 +46,7 @@ const char* kUsage =
     "  info              describe the machine (hwloc) and the StarPU build\n"
     "  model init|info   write a seeded gpt2/bert/llama checkpoint with the real shapes\n"
     "  convert M.json O  turn a TF.js model (manifest + shards) into safetensors\n"
+    "  embed TEXT...     USE-lite sentence embeddings (and --similarity)\n"
     "  version           print the version\n"
     "\n"
     "run 'ymlopt <command> --help' for the options of a command\n";
@@ -468,6 +470,7 @@ int cli_main(const std::vector<std::string>& args) {
     if (cmd == "info") return cmd_info(rest);
     if (cmd == "model") return cmd_model(rest);
     if (cmd == "convert") return cmd_convert(rest);
+    if (cmd == "embed") return cmd_embed(rest);
     if (cmd == "version" || cmd == "--version") {
       std::cout << "ymlopt " << kVersion << " (component SDK ABI " << kSdkAbiVersion << ")\n";
       return 0;
@@ -477,7 +480,7 @@ int cli_main(const std::vector<std::string>& args) {
       return 0;
     }
     throw UsageError("unknown command '" + cmd + "'" +
-                     did_you_mean(cmd, {"run", "check", "graph", "components", "info", "model", "convert", "version"}));
+                     did_you_mean(cmd, {"run", "check", "graph", "components", "info", "model", "convert", "embed", "version"}));
   } catch (const UsageError& e) {
     std::cerr << "ymlopt: error: " << e.what() << "\n" << kUsage;
     return 2;

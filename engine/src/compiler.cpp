@@ -63,7 +63,7 @@ const std::map<std::string, ElementRule>& rules() {
       {"workflow", {{}, {"name", "version", "xmlns"}}},
       {"description", {{}, {}}},
       {"param", {{"name"}, {"type", "default", "doc"}}},
-      {"data", {{"name", "shape"}, {"dtype", "tile", "init", "seed", "value", "src", "key"}}},
+      {"data", {{"name", "shape"}, {"dtype", "tile", "init", "seed", "value", "src", "key", "reshape"}}},
       {"task", {{"component"}, {"name"}}},
       {"in", {{"port", "data"}, {}}},
       {"out", {{"port", "data"}, {}}},
@@ -568,14 +568,20 @@ class Compiler {
       if (const Attr* k = e.find("key")) {
         if (auto kv = render(*k)) d.key = *kv;
       }
+      if (const Attr* r = e.find("reshape")) {
+        if (r->value != "true" && r->value != "false")
+          diags_.error(r->loc, "reshape=\"" + r->value + "\" must be true or false");
+        d.reshape = r->value == "true";
+      }
       if (!fs::exists(p)) {
         if (missing_files_.insert(d.src).second)
           diags_.error(src->loc, "cannot open '" + d.src + "' (nor '" + *path + "' from the current directory)");
       } else {
         check_source(d, *src);
       }
-    } else if (e.find("key")) {
-      diags_.error(e.find("key")->loc, "key= is only meaningful with src=");
+    } else {
+      for (const char* only : {"key", "reshape"})
+        if (const Attr* a = e.find(only)) diags_.error(a->loc, std::string(only) + "= is only meaningful with src=");
     }
     if (fr.data.count(name)) {
       const DataDecl& prev = dag_.data[size_t(fr.data[name])];
@@ -640,9 +646,16 @@ class Compiler {
       diags_.error(src.loc, what + " has dtype " + hit->stored_dtype + ", which ymlopt does not support");
       return;
     }
-    if (*hit->dtype != d.dtype || hit->shape != d.shape)
+    auto numel = [](const std::vector<std::int64_t>& s) {
+      std::int64_t n = 1;
+      for (auto x : s) n *= x;
+      return n;
+    };
+    const bool shape_ok = d.reshape ? numel(hit->shape) == numel(d.shape) : hit->shape == d.shape;
+    if (*hit->dtype != d.dtype || !shape_ok)
       diags_.error(src.loc, what + " is " + dtype_name(*hit->dtype) + shape_str(hit->shape) + " but data '" + d.name +
-                                "' is declared " + dtype_name(d.dtype) + shape_str(d.shape));
+                                "' is declared " + dtype_name(d.dtype) + shape_str(d.shape) +
+                                (d.reshape ? " (reshape=\"true\" needs as many elements)" : ""));
   }
 
   // Parses "A" or "A[i,j]" (already rendered) into a reference.

@@ -25,6 +25,7 @@ struct DataDecl {
   std::uint64_t seed = 0;
   double value = 0;
   std::string src, key;  // InitKind::file
+  bool reshape = false;  // accept a stored tensor of another shape with as many elements (row-major)
   SrcLoc loc;
 
   bool tiled() const { return tile_rows > 0; }

