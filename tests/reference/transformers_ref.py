@@ -24,7 +24,7 @@ DTYPES = {"F32": torch.float32, "F64": torch.float64, "F16": torch.float16, "BF1
           "I32": torch.int32, "I8": torch.int8}
 
 
-def load_safetensors(path):
+def load_safetensors(path, dtype=torch.float64):
     with open(path, "rb") as f:
         raw = f.read()
     n = struct.unpack("<Q", raw[:8])[0]
@@ -35,7 +35,7 @@ def load_safetensors(path):
     for name, e in header.items():
         b, end = e["data_offsets"]
         t = torch.frombuffer(bytearray(data[b:end]), dtype=DTYPES[e["dtype"]]) if end > b else torch.empty(0)
-        out[name] = t.reshape(e["shape"]).to(torch.float64)
+        out[name] = t.reshape(e["shape"]).to(dtype)
     return out
 
 
@@ -77,7 +77,7 @@ def rope_half(x, heads, base=10000.0):
     dh = D // heads
     x = x.reshape(B, S, heads, dh)
     inv = 1.0 / (base ** (torch.arange(0, dh, 2, dtype=torch.float64) / dh))
-    ang = torch.arange(S, dtype=torch.float64)[:, None] * inv[None, :]  # [S, dh/2]
+    ang = (torch.arange(S, dtype=torch.float64)[:, None] * inv[None, :]).to(x.dtype)  # [S, dh/2]
     cos = torch.cat([ang.cos(), ang.cos()], -1)[None, :, None, :]
     sin = torch.cat([ang.sin(), ang.sin()], -1)[None, :, None, :]
     rot = torch.cat([-x[..., dh // 2:], x[..., : dh // 2]], -1)
@@ -151,16 +151,32 @@ def main():
     ap.add_argument("--compare")
     ap.add_argument("--save")
     ap.add_argument("--tol", type=float, default=1e-4)
+    ap.add_argument("--dtype", default="float64", choices=["float64", "float32"],
+                    help="float64 for correctness; float32 to time PyTorch as a baseline")
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--time-reps", type=int, default=0, help="time the forward pass: median of N runs")
     a = ap.parse_args()
     a.kv_heads = a.kv_heads or a.heads
-    torch.set_num_threads(1)
-    w = load_safetensors(a.weights)
+    torch.set_num_threads(a.threads)
+    w = load_safetensors(a.weights, getattr(torch, a.dtype))
     ids = torch.from_numpy(np.load(a.ids).astype(np.int64)).reshape(a.batch, a.seq)
+    forward = {"gpt2": gpt2, "bert": bert, "llama": llama}[a.arch]
     with torch.no_grad():
-        ref = {"gpt2": gpt2, "bert": bert, "llama": llama}[a.arch](w, ids, a).reshape(a.batch * a.seq, -1)
+        ref = forward(w, ids, a).reshape(a.batch * a.seq, -1)
+        if a.time_reps:
+            import time
+            times = []
+            for _ in range(a.time_reps):
+                t0 = time.perf_counter()
+                forward(w, ids, a)
+                times.append(time.perf_counter() - t0)
+            times.sort()
+            print(f"pytorch {torch.__version__} {a.dtype} threads={a.threads}: forward median {times[len(times) // 2] * 1e3:.1f} ms "
+                  f"over {a.time_reps} runs")
     if a.save:
         np.save(a.save, ref.numpy())
     if a.compare:
+        ref = ref.to(torch.float64)
         ours = torch.from_numpy(np.load(a.compare).astype(np.float64)).reshape(ref.shape)
         err = (ours - ref).abs().max().item() / max(ref.abs().max().item(), 1e-30)
         print(f"{a.arch}: max relative error {err:.3e} over {tuple(ref.shape)} (tolerance {a.tol:g})")
