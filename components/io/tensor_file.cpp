@@ -57,7 +57,8 @@ std::optional<std::uint64_t> tensor_bytes(const std::vector<std::int64_t>& shape
 
 class MappedFile {
  public:
-  explicit MappedFile(const std::string& path) {
+  // writable: a private copy-on-write mapping (writes never reach the file)
+  explicit MappedFile(const std::string& path, bool writable = false) {
     int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) fail(path, "cannot open: " + errno_text(errno));
     struct stat st {};
@@ -72,7 +73,7 @@ class MappedFile {
     }
     size_ = static_cast<std::size_t>(st.st_size);
     if (size_ > 0) {
-      void* p = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
+      void* p = ::mmap(nullptr, size_, writable ? PROT_READ | PROT_WRITE : PROT_READ, MAP_PRIVATE, fd, 0);
       if (p == MAP_FAILED) {
         const int err = errno;
         ::close(fd);
@@ -656,6 +657,25 @@ FileFormat format_of(const std::string& path) {
   if (ext == ".safetensors") return FileFormat::safetensors;
   if (ext == ".npy") return FileFormat::npy;
   fail(path, "unsupported file extension '" + ext + "' (expected .safetensors or .npy)");
+}
+
+struct MappedTensorFile::Impl {
+  std::string path;
+  MappedFile file;
+  Impl(const std::string& p) : path(p), file(p, true) {}
+};
+
+MappedTensorFile::MappedTensorFile(const std::string& path) {
+  format_of(path);
+  impl_ = std::make_unique<Impl>(path);
+}
+MappedTensorFile::~MappedTensorFile() = default;
+
+std::byte* MappedTensorFile::tensor(const std::string& key, TensorInfo* info) const {
+  const Located loc = locate(impl_->path, key, impl_->file);
+  if (info) *info = loc.info;
+  // the mapping is private and writable: handing out a mutable pointer is safe
+  return const_cast<std::byte*>(loc.data);
 }
 
 TensorData load_tensor(const std::string& path, const std::string& key) {

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <span>
 #include <optional>
 #include <stdexcept>
@@ -77,6 +78,26 @@ void save_safetensors(const std::string& path, const std::vector<NamedTensor>& t
                       const std::map<std::string, std::string>& metadata = {});
 
 /// Writes a .npy v1.0 file (bf16 is refused: numpy has no such dtype).
+/// A tensor file mapped copy-on-write: its tensors can be used in place
+/// (zero-copy loading) and even written, without the file changing.
+///
+///   MappedTensorFile f("gpt2.safetensors");
+///   TensorInfo info;
+///   float* w = reinterpret_cast<float*>(f.tensor("wte.weight", &info));
+class MappedTensorFile {
+ public:
+  explicit MappedTensorFile(const std::string& path);  // throws IoError
+  ~MappedTensorFile();
+  MappedTensorFile(const MappedTensorFile&) = delete;
+  MappedTensorFile& operator=(const MappedTensorFile&) = delete;
+  /// The bytes of tensor `key` (for .npy, the array) inside the mapping.
+  std::byte* tensor(const std::string& key, TensorInfo* info = nullptr) const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
 /// Writes a safetensors file tensor by tensor, without holding them all in
 /// memory: `fill(i, bytes)` produces tensor i's data (dtype and shape from
 /// `tensors[i]`). Atomic like save_safetensors.

@@ -427,7 +427,8 @@ int cmd_run(const std::vector<std::string>& args) {
                     {"parameter_total", foot.parameter_total},
                     {"activation_total", foot.activation_total},
                     {"activation_peak", foot.activation_peak},
-                    {"allocated", store->total_bytes()}};
+                    {"allocated", store->total_bytes()},
+                    {"mapped", store->mapped_bytes()}};
   write_file_atomic(out + "/report.json", make_report(dag, res, totals, info).dump(1) + "\n");
   write_file_atomic(out + "/trace.json", make_trace(dag, res).dump() + "\n");
   for (const auto& w : res.warnings) {

@@ -1,6 +1,8 @@
 #include "ymlopt/engine/data_store.hpp"
 
 #include <cstdlib>
+#include <map>
+#include <set>
 #include <cstring>
 #include <stdexcept>
 
@@ -69,33 +71,55 @@ void initialise(const DataDecl& d, void* p) {
         }
       break;
     }
-    case InitKind::file: {  // dtype and shape were checked at compile time; the loaders check again
-      if (d.reshape) {
-        io::TensorData t = io::load_tensor(d.src, d.key);
-        if (t.dtype != d.dtype || t.bytes.size() != size_t(d.bytes()))
-          throw std::runtime_error(d.src + ": '" + d.key + "' changed since the workflow was checked");
-        std::memcpy(p, t.bytes.data(), t.bytes.size());
-        break;
-      }
-      TensorView v;
-      v.data = p;
-      v.dtype = d.dtype;
-      v.rows = d.rows, v.cols = d.cols, v.ld = d.cols;
-      v.shape = d.shape;
-      io::load_tensor_into(d.src, d.key, v);
+    case InitKind::file:  // used in place (DataStore's constructor); never copied here
       break;
-    }
   }
 }
 
 }  // namespace
 
 DataStore::DataStore(const Dag& dag) : dag_(dag) {
+  std::map<std::string, std::shared_ptr<io::MappedTensorFile>> files;
+  std::set<std::string> used;
   for (const auto& d : dag.data) {
+    if (d.init == InitKind::file) {
+      auto& f = files[d.src];
+      if (!f) {
+        f = std::make_shared<io::MappedTensorFile>(d.src);
+        mappings_.push_back(f);
+      }
+      io::TensorInfo info;
+      std::byte* p = f->tensor(d.key, &info);
+      // dtype and shape were checked at compile time; the file may have changed since
+      std::int64_t numel = 1;
+      for (auto x : info.shape) numel *= x;
+      if (info.dtype != d.dtype || numel != d.rows * d.cols)
+        throw std::runtime_error(d.src + ": '" + (d.key.empty() ? d.name : d.key) + "' is " +
+                                 (info.dtype ? dtype_name(*info.dtype) : info.stored_dtype.c_str()) +
+                                 shape_str(info.shape) + " but data '" + d.name + "' is declared " +
+                                 dtype_name(d.dtype) + shape_str(d.shape) + " (the file changed since the check?)");
+      // the first tensor of a (file, key) is used in place; another one reading
+      // the same bytes gets its own copy, so that writing one never changes the other
+      const bool first_use = used.insert(d.src + '\n' + d.key).second;
+      if (first_use && reinterpret_cast<std::uintptr_t>(p) % dtype_size(d.dtype) == 0) {
+        ptrs_.push_back(p);
+        mapped_ += size_t(d.bytes());
+        continue;
+      }
+      // misaligned in the file, or already in use: copy to aligned memory
+      void* q = std::aligned_alloc(64, (size_t(d.bytes()) + 63) / 64 * 64);
+      if (!q) throw std::runtime_error("out of memory loading '" + d.name + "'");
+      std::memcpy(q, p, size_t(d.bytes()));
+      owned_.emplace_back(q);
+      ptrs_.push_back(q);
+      total_ += size_t(d.bytes());
+      continue;
+    }
     const size_t bytes = (size_t(d.bytes()) + 63) / 64 * 64;
     void* p = std::aligned_alloc(64, bytes ? bytes : 64);
     if (!p) throw std::runtime_error("out of memory allocating " + std::to_string(bytes) + " bytes for '" + d.name + "'");
-    buffers_.emplace_back(p);
+    owned_.emplace_back(p);
+    ptrs_.push_back(p);
     total_ += bytes;
     initialise(d, p);
   }
