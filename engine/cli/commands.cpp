@@ -111,7 +111,7 @@ bool load_registry(ComponentRegistry& reg, const std::vector<std::string>& plugi
 }
 
 // Compiles; prints diagnostics; returns exit code (0 ok).
-int compile(const WorkflowArgs& a, const ComponentRegistry& reg, CompileResult& out) {
+int compile(const WorkflowArgs& a, const ComponentRegistry& reg, CompileResult& out, bool check_files = true) {
   if (!fs::exists(a.file)) {
     std::cerr << "ymlopt: error: " << a.file << ": no such file\n";
     return 2;
@@ -120,6 +120,7 @@ int compile(const WorkflowArgs& a, const ComponentRegistry& reg, CompileResult& 
   CompileOptions o;
   o.file = a.file;
   o.sets = parse_sets(a.sets);
+  o.check_files = check_files;
   out = compile_workflow(o, reg, diags);
   std::cerr << diags.str();
   if (out.usage_error) return 2;
@@ -131,9 +132,9 @@ int compile(const WorkflowArgs& a, const ComponentRegistry& reg, CompileResult& 
 }
 
 // Loads built-ins and plugins, then compiles; returns the exit code (0: `out` holds the DAG).
-int prepare(const WorkflowArgs& wf, ComponentRegistry& reg, CompileResult& out) {
+int prepare(const WorkflowArgs& wf, ComponentRegistry& reg, CompileResult& out, bool check_files = true) {
   if (!load_registry(reg, wf.plugins)) return 2;
-  return compile(wf, reg, out);
+  return compile(wf, reg, out, check_files);
 }
 
 int cmd_check(const std::vector<std::string>& args) {
@@ -366,7 +367,7 @@ int cmd_run(const std::vector<std::string>& args) {
 
   ComponentRegistry reg;
   CompileResult cr;
-  if (int rc = prepare(wf, reg, cr)) return rc;
+  if (int rc = prepare(wf, reg, cr, !dry_run)) return rc;
   const Dag& dag = cr.dag;
   const DagFootprint foot = analyze(dag);
   if (dry_run) {

@@ -92,6 +92,9 @@ const std::vector<std::string>& body_elements() {
 struct AccessState {
   std::int32_t writer = -1;
   std::vector<std::int32_t> readers;
+  // for a tile: how many of the tensor's whole readers its writer already
+  // follows (later writers follow that writer, so only newer readers matter)
+  std::size_t whole_readers_done = 0;
 };
 
 struct DataState {
@@ -573,7 +576,9 @@ class Compiler {
           diags_.error(r->loc, "reshape=\"" + r->value + "\" must be true or false");
         d.reshape = r->value == "true";
       }
-      if (!fs::exists(p)) {
+      if (!opts_.check_files) {
+        // dry run: the declaration alone sizes the tensor
+      } else if (!fs::exists(p)) {
         if (missing_files_.insert(d.src).second)
           diags_.error(src->loc, "cannot open '" + d.src + "' (nor '" + *path + "' from the current directory)");
       } else {
@@ -991,7 +996,8 @@ class Compiler {
       add(s.whole.writer);
       if (writes) {
         for (auto r : ts.readers) add(r);
-        for (auto r : s.whole.readers) add(r);
+        for (size_t i = ts.whole_readers_done; i < s.whole.readers.size(); ++i) add(s.whole.readers[i]);
+        ts.whole_readers_done = s.whole.readers.size();
         ts.readers.clear();
         ts.writer = t;
         if (!s.init && !s.tile_init[size_t(b.ref.tile)]) {

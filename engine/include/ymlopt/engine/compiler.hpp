@@ -13,6 +13,9 @@ struct CompileOptions {
   std::string file;
   std::vector<std::pair<std::string, std::string>> sets;
   std::size_t max_tasks = 50'000'000;
+  /// Check that src= files exist and hold what the workflow declares. Off for
+  /// dry runs, which size a model from its declarations alone.
+  bool check_files = true;
 };
 
 /// Outcome of compilation: the DAG, or diagnostics. `usage_error` is set when
