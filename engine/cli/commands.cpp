@@ -13,6 +13,7 @@
 
 #include "io/tensor_file.hpp"
 #include "io/tfjs.hpp"
+#include "blas_peak.hpp"
 #include "embed_cmd.hpp"
 #include "model_cmd.hpp"
 #include "register_builtin.hpp"
@@ -417,7 +418,8 @@ int cmd_run(const std::vector<std::string>& args) {
     ProgressLine line(progress, !quiet && isatty(2));
     res = exec->execute(dag, *store, eo, progress);
   }
-  const RunTotals totals = compute_totals(dag, res);
+  RunTotals totals = compute_totals(dag, res);
+  totals.blas_peak_gflops = blas_peak_gflops(totals.makespan_us > 0 ? totals.flops / totals.makespan_us / 1e3 : 0);
   nlohmann::json info = {{"workflow", dag.name}, {"file", dag.file},   {"backend", exec->name()},
                          {"ymlopt_version", kVersion}, {"run_dir", out}, {"data_bytes", store->total_bytes()}};
   nlohmann::json params = nlohmann::json::object();

@@ -78,11 +78,13 @@ nlohmann::json make_report(const Dag& dag, const ExecResult& r, const RunTotals&
     row.flops += n.cost.flops;
   }
   json comps = json::object();
-  for (const auto& [name, row] : rows)
-    comps[name] = {{"tasks", row.tasks},
-                   {"time_us", row.us},
-                   {"flops", row.flops},
-                   {"gflops_per_s", row.us > 0 ? row.flops / row.us / 1e3 : 0.0}};
+  for (const auto& [name, row] : rows) {
+    const double rate = row.us > 0 ? row.flops / row.us / 1e3 : 0.0;
+    comps[name] = {{"tasks", row.tasks}, {"time_us", row.us}, {"flops", row.flops}, {"gflops_per_s", rate}};
+    // a task runs on one core: compare with the per-core share of the single call
+    if (t.blas_peak_gflops > 0 && row.flops > 0 && !r.workers.empty())
+      comps[name]["fraction_of_blas_per_core"] = rate / (t.blas_peak_gflops / double(r.workers.size()));
+  }
   json report = run_info;
   report["components"] = std::move(comps);
   report["status"] = r.ok ? "ok" : "failed";
@@ -99,6 +101,9 @@ nlohmann::json make_report(const Dag& dag, const ExecResult& r, const RunTotals&
                       {"sum_task_us", t.sum_task_us},
                       {"flops", t.flops},
                       {"gflops_per_s", t.makespan_us > 0 ? t.flops / t.makespan_us / 1e3 : 0.0},
+                      {"blas_peak_gflops", t.blas_peak_gflops},
+                      {"fraction_of_blas_peak",
+                       t.blas_peak_gflops > 0 && t.makespan_us > 0 ? t.flops / t.makespan_us / 1e3 / t.blas_peak_gflops : 0.0},
                       {"peak_rss_bytes", t.peak_rss_bytes}};
   if (!r.warnings.empty()) report["warnings"] = r.warnings;
   return report;

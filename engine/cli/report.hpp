@@ -16,6 +16,7 @@ struct RunTotals {
   double flops = 0;
   long peak_rss_bytes = 0;
   std::size_t tasks_run = 0;
+  double blas_peak_gflops = 0;  // the machine's single-call sgemm rate (0: unknown)
 };
 
 RunTotals compute_totals(const Dag& dag, const ExecResult& r);

@@ -25,6 +25,8 @@ for task in r["tasks"]:
         assert k in task, (k, task)
     assert task["end_us"] >= task["start_us"]
 assert r["components"]["blas.gemm"]["flops"] > 0 and r["components"]["blas.gemm"]["tasks"] > 0
+assert t["blas_peak_gflops"] > 0 and 0 < t["fraction_of_blas_peak"] < 10, t
+assert r["components"]["blas.gemm"]["fraction_of_blas_per_core"] > 0
 m = r["memory"]
 assert m["allocated"] >= m["activation_total"] >= m["activation_peak"] > 0, m
 assert "machine" in r and r["machine"]["cores"] >= 1
