@@ -1,7 +1,5 @@
 #include "io/tfjs.hpp"
 
-#include <fcntl.h>
-#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
@@ -118,48 +116,6 @@ Manifest parse_manifest(const std::string& path) {
   return out;
 }
 
-/// Writes PATH.tmp.<pid>, fsyncs it, renames it over PATH; removes it on failure.
-class AtomicFile {
- public:
-  explicit AtomicFile(std::string path)
-      : path_(std::move(path)), tmp_(path_ + ".tmp." + std::to_string(::getpid())) {
-    fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
-    if (fd_ < 0) fail(path_, "cannot create temporary file: " + errno_text(errno));
-  }
-  ~AtomicFile() {
-    if (fd_ >= 0) ::close(fd_);
-    if (!committed_) ::unlink(tmp_.c_str());
-  }
-  AtomicFile(const AtomicFile&) = delete;
-  AtomicFile& operator=(const AtomicFile&) = delete;
-
-  void write(const char* p, std::size_t n) {
-    while (n > 0) {
-      const ::ssize_t k = ::write(fd_, p, n);
-      if (k < 0) {
-        if (errno == EINTR) continue;
-        fail(path_, "cannot write: " + errno_text(errno));
-      }
-      p += k;
-      n -= static_cast<std::size_t>(k);
-    }
-  }
-  void commit() {
-    if (::fsync(fd_) != 0) fail(path_, "cannot sync: " + errno_text(errno));
-    const int fd = fd_;
-    fd_ = -1;
-    if (::close(fd) != 0) fail(path_, "cannot close: " + errno_text(errno));
-    if (::rename(tmp_.c_str(), path_.c_str()) != 0)
-      fail(path_, "cannot rename temporary file: " + errno_text(errno));
-    committed_ = true;
-  }
-
- private:
-  std::string path_, tmp_;
-  int fd_ = -1;
-  bool committed_ = false;
-};
-
 }  // namespace
 
 std::vector<TfjsWeight> read_tfjs_manifest(const std::string& model_json) {
@@ -222,46 +178,36 @@ std::vector<TfjsWeight> convert_tfjs(const std::string& model_json,
     }
   }
 
-  // Header: data in manifest order, so each group's shards are copied as they are.
-  json h = json::object();
-  std::uint64_t offset = 0;
-  for (const auto& w : m.weights) {
-    h[w.name] = {{"dtype", w.dtype == "float32" ? "F32" : "I32"},
-                 {"shape", w.shape},
-                 {"data_offsets", {offset, offset + w.nbytes}}};
-    offset += w.nbytes;
-  }
-  h["__metadata__"] = {{"format", "pt"}, {"source", "tfjs"}};
-  std::string text;
-  try {
-    text = h.dump();
-  } catch (const json::exception&) {
-    fail(model_json, "weight names must be valid UTF-8");
-  }
-  while ((8 + text.size()) % 8 != 0) text.push_back(' ');
-  const std::uint64_t n = text.size();
-  char len[8];
-  std::memcpy(len, &n, 8);  // little-endian hosts only, like the rest of ymlopt::io
-
-  AtomicFile out(out_safetensors);
-  out.write(len, 8);
-  out.write(text.data(), text.size());
-  std::vector<char> buf(1 << 20);
-  for (const auto& grp : m.groups) {
-    for (std::size_t i = 0; i < grp.shards.size(); ++i) {
-      const std::string& s = grp.shards[i];
-      std::ifstream in(s, std::ios::binary);
-      if (!in) fail(s, "cannot open shard: " + errno_text(errno));
-      std::uint64_t left = grp.sizes[i];
-      while (left > 0) {
-        const auto k = static_cast<std::streamsize>(std::min<std::uint64_t>(left, buf.size()));
-        if (!in.read(buf.data(), k)) fail(s, "short read (was the shard changed while converting?)");
-        out.write(buf.data(), static_cast<std::size_t>(k));
-        left -= static_cast<std::uint64_t>(k);
-      }
-    }
-  }
-  out.commit();
+  // Data in manifest order: the shards of each group are read through once.
+  std::vector<TensorInfo> infos;
+  for (const auto& w : m.weights)
+    infos.push_back({w.name, w.dtype, w.dtype == "float32" ? DType::f32 : DType::i32, w.shape});
+  std::size_t group = 0, shard = 0;
+  std::ifstream in;
+  std::uint64_t left = 0;  // bytes still unread in the open shard
+  auto next_shard = [&] {
+    while (group < m.groups.size() && shard >= m.groups[group].shards.size()) ++group, shard = 0;
+    if (group >= m.groups.size()) fail(model_json, "the shards hold fewer bytes than the weights need");
+    const std::string& s = m.groups[group].shards[shard];
+    in.close();
+    in.open(s, std::ios::binary);
+    if (!in) fail(s, "cannot open shard: " + errno_text(errno));
+    left = m.groups[group].sizes[shard++];
+  };
+  save_safetensors_streamed(
+      out_safetensors, infos,
+      [&](std::size_t, std::span<std::byte> bytes) {
+        std::size_t done = 0;
+        while (done < bytes.size()) {
+          if (left == 0) next_shard();
+          const auto k = static_cast<std::streamsize>(std::min<std::uint64_t>(left, bytes.size() - done));
+          if (!in.read(reinterpret_cast<char*>(bytes.data() + done), k))
+            fail(m.groups[group].shards[shard - 1], "short read (was the shard changed while converting?)");
+          done += static_cast<std::size_t>(k);
+          left -= static_cast<std::uint64_t>(k);
+        }
+      },
+      {{"format", "pt"}, {"source", "tfjs"}});
   return m.weights;
 }
 

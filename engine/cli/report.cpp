@@ -11,6 +11,26 @@
 
 namespace ymlopt {
 
+namespace {
+struct ComponentRow {
+  long tasks = 0;
+  double us = 0, flops = 0;
+};
+// Tasks that ran, summed per component (sorted by name).
+std::map<std::string, ComponentRow> component_rows(const Dag& dag, const ExecResult& r) {
+  std::map<std::string, ComponentRow> rows;
+  for (const auto& n : dag.tasks) {
+    const TaskRecord& rec = r.records[size_t(n.id)];
+    if (!rec.ran) continue;
+    ComponentRow& row = rows[n.comp->name];
+    ++row.tasks;
+    row.us += rec.end_us - rec.start_us;
+    row.flops += n.cost.flops;
+  }
+  return rows;
+}
+}  // namespace
+
 RunTotals compute_totals(const Dag& dag, const ExecResult& r) {
   RunTotals t;
   t.makespan_us = r.makespan_us;
@@ -64,21 +84,8 @@ nlohmann::json make_report(const Dag& dag, const ExecResult& r, const RunTotals&
     tasks.push_back(std::move(j));
   }
   // per component: tasks, measured time, flops, achieved rate
-  struct Row {
-    long tasks = 0;
-    double us = 0, flops = 0;
-  };
-  std::map<std::string, Row> rows;
-  for (const auto& n : dag.tasks) {
-    const TaskRecord& rec = r.records[size_t(n.id)];
-    if (!rec.ran) continue;
-    Row& row = rows[n.comp->name];
-    ++row.tasks;
-    row.us += rec.end_us - rec.start_us;
-    row.flops += n.cost.flops;
-  }
   json comps = json::object();
-  for (const auto& [name, row] : rows) {
+  for (const auto& [name, row] : component_rows(dag, r)) {
     const double rate = row.us > 0 ? row.flops / row.us / 1e3 : 0.0;
     comps[name] = {{"tasks", row.tasks}, {"time_us", row.us}, {"flops", row.flops}, {"gflops_per_s", rate}};
     // a task runs on one core: compare with the per-core share of the single call
@@ -133,29 +140,17 @@ nlohmann::json make_trace(const Dag& dag, const ExecResult& r) {
 }
 
 std::string summary_table(const Dag& dag, const ExecResult& r, const RunTotals& t) {
-  struct Row {
-    long count = 0;
-    double us = 0, flops = 0;
-  };
-  std::map<std::string, Row> rows;
-  for (const auto& n : dag.tasks) {
-    const TaskRecord& rec = r.records[size_t(n.id)];
-    if (!rec.ran) continue;
-    Row& row = rows[n.comp->name];
-    ++row.count;
-    row.us += rec.end_us - rec.start_us;
-    row.flops += n.cost.flops;
-  }
+  const auto rows = component_rows(dag, r);
   std::string o;
   char buf[256];
   std::snprintf(buf, sizeof buf, "%-22s %8s %12s %10s\n", "component", "tasks", "time (ms)", "GFLOP/s");
   o += buf;
   for (const auto& [name, row] : rows) {
     if (row.flops > 0)
-      std::snprintf(buf, sizeof buf, "%-22s %8ld %12.3f %10.2f\n", name.c_str(), row.count, row.us / 1e3,
+      std::snprintf(buf, sizeof buf, "%-22s %8ld %12.3f %10.2f\n", name.c_str(), row.tasks, row.us / 1e3,
                     row.us > 0 ? row.flops / row.us / 1e3 : 0.0);
     else
-      std::snprintf(buf, sizeof buf, "%-22s %8ld %12.3f %10s\n", name.c_str(), row.count, row.us / 1e3, "-");
+      std::snprintf(buf, sizeof buf, "%-22s %8ld %12.3f %10s\n", name.c_str(), row.tasks, row.us / 1e3, "-");
     o += buf;
   }
   std::snprintf(buf, sizeof buf,
