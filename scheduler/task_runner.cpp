@@ -51,7 +51,7 @@ void TaskRunner::port_templates(const TaskNode& t, TensorView* out) const {
       v.rows = d.tile_nrows(b.ref.tile / d.ntile_c);
       v.cols = d.tile_ncols(b.ref.tile % d.ntile_c);
     }
-    v.ld = d.cols;
+    v.ld = d.ld;
   }
 }
 

@@ -155,7 +155,7 @@ class StarpuExecutor final : public Executor {
     for (size_t i = 0; i < nd; ++i) {
       const DataDecl& d = dag.data[i];
       starpu_matrix_data_register(&handles[i], STARPU_MAIN_RAM, reinterpret_cast<uintptr_t>(store.base(std::int32_t(i))),
-                                  std::uint32_t(d.cols), std::uint32_t(d.cols), std::uint32_t(d.rows), dtype_size(d.dtype));
+                                  std::uint32_t(d.ld), std::uint32_t(d.cols), std::uint32_t(d.rows), dtype_size(d.dtype));
       starpu_data_set_name(handles[i], d.name.c_str());
       if (!d.tiled()) continue;
       geoms[i] = TileGeom{std::uint32_t(d.tile_rows), std::uint32_t(d.tile_cols), std::uint32_t(d.ntile_c)};

@@ -38,6 +38,12 @@ std::size_t Dag::num_edges() const {
   return n;
 }
 
+std::int64_t padded_ld(std::int64_t rows, std::int64_t cols, DType t) {
+  const std::int64_t es = std::int64_t(dtype_size(t));
+  if (rows > 1 && (cols * es) % 4096 == 0) return cols + 64 / es;
+  return cols;
+}
+
 std::string shape_str(const std::vector<std::int64_t>& s) {
   std::string out = "[";
   for (size_t i = 0; i < s.size(); ++i) {
@@ -608,6 +614,8 @@ class Compiler {
       return;
     }
     if (diags_.has_errors() && d.shape.empty()) return;
+    // files are used in place (their rows are dense); allocated tensors may be padded
+    d.ld = d.init == InitKind::file ? d.cols : padded_ld(d.rows, d.cols, d.dtype);
     fr.failed_data.erase(name);
     fr.data[name] = std::int32_t(dag_.data.size());
     dag_.data.push_back(std::move(d));

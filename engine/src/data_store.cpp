@@ -36,43 +36,45 @@ void store_value(void* base, DType t, std::int64_t i, double v) {
   }
 }
 
+// Element (r, c) is written at r * ld + c; values depend on the logical
+// index r * cols + c only, so padding never changes them.
 void initialise(const DataDecl& d, void* p) {
-  const std::int64_t n = d.rows * d.cols;
   const bool integral = d.dtype == DType::i8 || d.dtype == DType::i32;
+  std::memset(p, 0, size_t(d.storage_bytes()));  // zeros, and the padding
+  auto each = [&](auto&& value) {
+    for (std::int64_t r = 0; r < d.rows; ++r)
+      for (std::int64_t c = 0; c < d.cols; ++c) store_value(p, d.dtype, r * d.ld + c, value(r, c));
+  };
   switch (d.init) {
     case InitKind::none:
-    case InitKind::zeros: std::memset(p, 0, size_t(d.bytes())); break;
+    case InitKind::zeros:
+    case InitKind::file: break;  // files are mapped by the DataStore, not copied here
     case InitKind::ones:
     case InitKind::value: {
       const double v = d.init == InitKind::ones ? 1.0 : d.value;
-      for (std::int64_t i = 0; i < n; ++i) store_value(p, d.dtype, i, v);
+      each([v](std::int64_t, std::int64_t) { return v; });
       break;
     }
     case InitKind::identity:
-      std::memset(p, 0, size_t(d.bytes()));
-      for (std::int64_t i = 0; i < d.rows; ++i) store_value(p, d.dtype, i * d.cols + i, 1.0);
+      for (std::int64_t i = 0; i < d.rows; ++i) store_value(p, d.dtype, i * d.ld + i, 1.0);
       break;
     case InitKind::random: {
       const double scale = d.dtype == DType::i8 ? 127.0 : d.dtype == DType::i32 ? 1000.0 : 1.0;
-      for (std::int64_t i = 0; i < n; ++i) {
-        const double v = random_value(d.seed, std::uint64_t(i)) * scale;
-        store_value(p, d.dtype, i, integral ? double(std::int64_t(v)) : v);
-      }
+      each([&](std::int64_t r, std::int64_t c) {
+        const double v = random_value(d.seed, std::uint64_t(r * d.cols + c)) * scale;
+        return integral ? double(std::int64_t(v)) : v;
+      });
       break;
     }
     case InitKind::spd: {  // symmetric, diagonally dominant: positive definite
       const std::int64_t m = d.rows;
-      for (std::int64_t i = 0; i < m; ++i)
-        for (std::int64_t j = 0; j < m; ++j) {
-          const std::int64_t lo = std::min(i, j), hi = std::max(i, j);
-          double v = random_value(d.seed, std::uint64_t(lo * m + hi));
-          if (i == j) v = double(m) + std::abs(v);
-          store_value(p, d.dtype, i * m + j, v);
-        }
+      each([&](std::int64_t i, std::int64_t j) {
+        const std::int64_t lo = std::min(i, j), hi = std::max(i, j);
+        const double v = random_value(d.seed, std::uint64_t(lo * m + hi));
+        return i == j ? double(m) + std::abs(v) : v;
+      });
       break;
     }
-    case InitKind::file:  // used in place (DataStore's constructor); never copied here
-      break;
   }
 }
 
@@ -107,7 +109,7 @@ DataStore::DataStore(const Dag& dag) : dag_(dag) {
         continue;
       }
       // misaligned in the file, or already in use: copy to aligned memory
-      void* q = std::aligned_alloc(64, (size_t(d.bytes()) + 63) / 64 * 64);
+      void* q = std::aligned_alloc(64, (size_t(d.bytes()) + 63) / 64 * 64);  // ld == cols for files
       if (!q) throw std::runtime_error("out of memory loading '" + d.name + "'");
       std::memcpy(q, p, size_t(d.bytes()));
       owned_.emplace_back(q);
@@ -115,7 +117,7 @@ DataStore::DataStore(const Dag& dag) : dag_(dag) {
       total_ += size_t(d.bytes());
       continue;
     }
-    const size_t bytes = (size_t(d.bytes()) + 63) / 64 * 64;
+    const size_t bytes = (size_t(d.storage_bytes()) + 63) / 64 * 64;
     void* p = std::aligned_alloc(64, bytes ? bytes : 64);
     if (!p) throw std::runtime_error("out of memory allocating " + std::to_string(bytes) + " bytes for '" + d.name + "'");
     owned_.emplace_back(p);
@@ -130,14 +132,14 @@ TensorView DataStore::view(const DataRef& ref) const {
   TensorView v;
   v.dtype = d.dtype;
   v.shape = dag_.ref_shape(ref);
-  v.ld = d.cols;
+  v.ld = d.ld;
   char* p = static_cast<char*>(base(ref.data));
   if (ref.tile < 0) {
     v.rows = d.rows, v.cols = d.cols;
   } else {
     const std::int64_t tr = ref.tile / d.ntile_c, tc = ref.tile % d.ntile_c;
     v.rows = d.tile_nrows(tr), v.cols = d.tile_ncols(tc);
-    p += (tr * d.tile_rows * d.cols + tc * d.tile_cols) * std::int64_t(dtype_size(d.dtype));
+    p += (tr * d.tile_rows * d.ld + tc * d.tile_cols) * std::int64_t(dtype_size(d.dtype));
   }
   v.data = p;
   return v;
