@@ -978,31 +978,19 @@ void pool_cpu(KernelContext& ctx) {
 }  // namespace
 
 void register_transformer(Registry& reg) {
-  auto add = [&](const char* name, const char* doc, const std::vector<PortSpec>& ports, std::vector<ParamSpec> params,
-                 KernelFn cpu, std::string (*check)(const TaskShape&), Cost (*cost)(const TaskShape&)) {
-    ComponentSpec s;
-    s.name = name;
-    s.doc = doc;
-    s.ports = ports;
-    s.params = std::move(params);
-    s.cpu = cpu;
-    s.check = check;
-    s.cost = cost;
-    reg.add(std::move(s));
-  };
   const ParamSpec seq = {"seq", ParamType::int_, "0", false,
                          "sequence length (rows per sequence); 0: all rows are one sequence"};
 
-  add("nn.embedding", "y[i, :] = table[ids[i], :]; an id outside [0, vocab) is an error naming its position",
+  kutil::add_component(reg, "nn.embedding", "y[i, :] = table[ids[i], :]; an id outside [0, vocab) is an error naming its position",
       embedding_ports(), {}, embedding_cpu, embedding_check, embedding_cost);
-  add("nn.layernorm",
+  kutil::add_component(reg, "nn.layernorm",
       "row-wise layer normalization: y = (x - mean) / sqrt(var + eps) * gamma + beta, biased variance (as PyTorch)",
       layernorm_ports(), {{"eps", ParamType::float_, "1e-5", false, "added to the variance"}}, layernorm_cpu,
       layernorm_check, layernorm_cost);
-  add("nn.rmsnorm", "row-wise RMS normalization: y = x / sqrt(mean(x^2) + eps) * weight (as LLaMA)", rmsnorm_ports(),
+  kutil::add_component(reg, "nn.rmsnorm", "row-wise RMS normalization: y = x / sqrt(mean(x^2) + eps) * weight (as LLaMA)", rmsnorm_ports(),
       {{"eps", ParamType::float_, "1e-6", false, "added to the mean square"}}, rmsnorm_cpu, rmsnorm_check,
       rmsnorm_cost);
-  add("nn.linear",
+  kutil::add_component(reg, "nn.linear",
       "y = act(x W + b), or y = r + act(x W + b) with the optional residual r (fused residual add; r may be y "
       "itself); one GEMM, bias and "
       "activation fused in one pass over y. W is [k, n] (GPT-2 Conv1D) or [n, k] with transpose_w (torch Linear). "
@@ -1012,7 +1000,7 @@ void register_transformer(Registry& reg) {
        {"activation", ParamType::string_, "none", false,
         "none, relu, gelu (exact erf form), gelu_tanh (tanh approximation, GPT-2 'gelu_new') or silu"}},
       linear_cpu, linear_check, linear_cost);
-  add("nn.attention",
+  kutil::add_component(reg, "nn.attention",
       "scaled dot-product attention per head and sequence: y_h = softmax(scale * q_h k_g^T [+ causal mask]) v_g, "
       "g = h / (heads / kv_heads) (grouped-query attention); rows are batch*seq tokens; only heads "
       "[head_begin, head_end) are computed and written. Memory: one [128, seq] score block.",
@@ -1025,7 +1013,7 @@ void register_transformer(Registry& reg) {
        {"head_begin", ParamType::int_, "0", false, "first head computed"},
        {"head_end", ParamType::int_, "0", false, "one past the last head computed; 0 with head_begin=0: all heads"}},
       attention_cpu, attention_check, attention_cost);
-  add("nn.rope",
+  kutil::add_component(reg, "nn.rope",
       "rotary position embedding in place: each head's pairs (x_a, x_b) are rotated by angle "
       "pos * base^(-2i/rotary_dim), pos = row % seq + offset; style 'half' pairs (i, i + rotary_dim/2) (LLaMA/HF "
       "rotate_half, GPT-NeoX), 'interleaved' pairs (2i, 2i+1) (GPT-J)",
@@ -1037,7 +1025,7 @@ void register_transformer(Registry& reg) {
        {"style", ParamType::string_, "half", false, "'half' (rotate_half) or 'interleaved' (GPT-J)"},
        {"rotary_dim", ParamType::int_, "0", false, "rotate only the first rotary_dim dims of each head; 0: dh"}},
       rope_cpu, rope_check, rope_cost);
-  add("nn.sinusoidal_positions",
+  kutil::add_component(reg, "nn.sinusoidal_positions",
       "sinusoidal position table: layout 'interleaved' (Attention is all you need): y[p, 2i] = sin(p / "
       "base^(2i/d)), y[p, 2i+1] = cos(p / base^(2i/d)); layout 'concat' (tensor2tensor get_timing_signal_1d, USE): "
       "y[p, i] = sin(p * f_i), y[p, d/2 + i] = cos(p * f_i), f_i = base^(-i/(d/2 - 1)), a zero last column when d "
@@ -1047,12 +1035,12 @@ void register_transformer(Registry& reg) {
        {"base", ParamType::float_, "10000", false, "maximum timescale"},
        {"offset", ParamType::int_, "0", false, "position of the first row"}},
       sinus_cpu, sinus_check, sinus_cost);
-  add("nn.swiglu", "y = silu(gate) * up = gate * sigmoid(gate) * up", swiglu_ports(), {}, swiglu_cpu, swiglu_check,
+  kutil::add_component(reg, "nn.swiglu", "y = silu(gate) * up = gate * sigmoid(gate) * up", swiglu_ports(), {}, swiglu_cpu, swiglu_check,
       swiglu_cost);
-  add("nn.tanh", "y = tanh(x)", tanh_ports(), {}, tanh_cpu, tanh_check, tanh_cost);
-  add("nn.l2normalize", "row-wise y = x / max(||x||_2, eps)", l2n_ports(),
+  kutil::add_component(reg, "nn.tanh", "y = tanh(x)", tanh_ports(), {}, tanh_cpu, tanh_check, tanh_cost);
+  kutil::add_component(reg, "nn.l2normalize", "row-wise y = x / max(||x||_2, eps)", l2n_ports(),
       {{"eps", ParamType::float_, "1e-12", false, "lower bound of the norm"}}, l2n_cpu, l2n_check, l2n_cost);
-  add("nn.pool",
+  kutil::add_component(reg, "nn.pool",
       "pools each sequence of seq rows to one row: mean, sum (optionally / sqrt(length)), max, first (CLS) or last "
       "row; only the first `length` rows of each sequence count",
       pool_ports(),

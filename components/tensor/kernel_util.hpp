@@ -209,4 +209,19 @@ void validate(KernelContext& ctx, const std::vector<PortSpec>& specs, Check&& ch
   if (!msg.empty()) throw KernelError(msg);
 }
 
+/// Registers a component from its parts (the common shape of every family's list).
+inline void add_component(Registry& reg, const char* name, const char* doc, const std::vector<PortSpec>& ports,
+                          std::vector<ParamSpec> params, KernelFn cpu, std::string (*check)(const TaskShape&),
+                          Cost (*cost)(const TaskShape&)) {
+  ComponentSpec s;
+  s.name = name;
+  s.doc = doc;
+  s.ports = ports;
+  s.params = std::move(params);
+  s.cpu = cpu;
+  s.check = check;
+  s.cost = cost;
+  reg.add(std::move(s));
+}
+
 }  // namespace ymlopt::kutil

@@ -357,36 +357,24 @@ void compare_cpu(KernelContext& ctx) {
 }  // namespace
 
 void register_tensor(Registry& reg) {
-  auto add = [&](const char* name, const char* doc, const std::vector<PortSpec>& ports, std::vector<ParamSpec> params,
-                 KernelFn cpu, std::string (*check)(const TaskShape&), Cost (*cost)(const TaskShape&)) {
-    ComponentSpec s;
-    s.name = name;
-    s.doc = doc;
-    s.ports = ports;
-    s.params = std::move(params);
-    s.cpu = cpu;
-    s.check = check;
-    s.cost = cost;
-    reg.add(std::move(s));
-  };
-  add("tensor.fill",
+  kutil::add_component(reg, "tensor.fill",
       "x := value (all dtypes; f16/bf16 rounded to nearest even, integers rounded to nearest and saturated)",
       fill_ports(), {{"value", ParamType::float_, "0", false, "the value"}}, fill_cpu, fill_check, fill_cost);
-  add("tensor.copy",
+  kutil::add_component(reg, "tensor.copy",
       "y := x, converting to y's dtype (f16/bf16: round to nearest even; i8/i32: round to nearest even, "
       "saturate, NaN -> 0)",
       copy_ports(), {}, copy_cpu, copy_check, copy_cost);
-  add("tensor.add", "c = alpha*a + beta*b; b may be a single row broadcast over the rows of a", add_ports(),
+  kutil::add_component(reg, "tensor.add", "c = alpha*a + beta*b; b may be a single row broadcast over the rows of a", add_ports(),
       {{"alpha", ParamType::float_, "1", false, "scale of a"}, {"beta", ParamType::float_, "1", false, "scale of b"}},
       add_cpu, add_check, add_cost);
-  add("tensor.scale", "x *= alpha", scale_ports(), {{"alpha", ParamType::float_, "1", false, "the factor"}},
+  kutil::add_component(reg, "tensor.scale", "x *= alpha", scale_ports(), {{"alpha", ParamType::float_, "1", false, "the factor"}},
       scale_cpu, scale_check, scale_cost);
-  add("tensor.transpose", "y = x^T (cache-blocked, all dtypes)", transpose_ports(), {}, transpose_cpu,
+  kutil::add_component(reg, "tensor.transpose", "y = x^T (cache-blocked, all dtypes)", transpose_ports(), {}, transpose_cpu,
       transpose_check, transpose_cost);
-  add("tensor.norm", "norm of x computed in double, reported as 'norm' and written to 'out' if bound",
+  kutil::add_component(reg, "tensor.norm", "norm of x computed in double, reported as 'norm' and written to 'out' if bound",
       norm_ports(), {{"kind", ParamType::string_, "fro", false, "'fro' (Frobenius) or 'max' (max |x|)"}}, norm_cpu,
       norm_check, norm_cost);
-  add("tensor.compare",
+  kutil::add_component(reg, "tensor.compare",
       "reports max_abs = max|a-b| and max_rel = max_abs / max|b|; fails when tol >= 0 and max_rel > tol",
       compare_ports(), {{"tol", ParamType::float_, "-1", false, "relative tolerance; < 0: no check"}}, compare_cpu,
       compare_check, compare_cost);

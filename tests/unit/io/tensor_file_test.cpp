@@ -3,6 +3,8 @@
 #include "io/tensor_file.hpp"
 
 #include <gtest/gtest.h>
+
+#include "temp_dir_test.hpp"
 #include <unistd.h>
 
 #include <cstring>
@@ -21,23 +23,9 @@ namespace {
 
 const DType kAllDTypes[] = {DType::f32, DType::f64, DType::f16, DType::bf16, DType::i8, DType::i32};
 
-class TensorFileTest : public ::testing::Test {
+class TensorFileTest : public ymlopt::test::TempDirTest {
  protected:
-  void SetUp() override {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    dir_ = fs::temp_directory_path() /
-           ("ymlopt_io_" + std::to_string(::getpid()) + "_" + info->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
-  std::string p(const std::string& name) const { return (dir_ / name).string(); }
-
-  static void write_file(const std::string& path, const std::string& bytes) {
-    std::ofstream f(path, std::ios::binary);
-    f.write(bytes.data(), std::streamsize(bytes.size()));
-  }
+  TensorFileTest() : TempDirTest("ymlopt_io") {}
 
   /// A safetensors file with a raw header text and data section.
   std::string st_file(const std::string& name, const std::string& header, const std::string& data) {
@@ -68,7 +56,6 @@ class TensorFileTest : public ::testing::Test {
     return out;
   }
 
-  fs::path dir_;
 };
 
 /// Random bytes for a tensor of n elements of dtype t.

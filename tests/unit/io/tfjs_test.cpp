@@ -3,6 +3,8 @@
 #include "io/tfjs.hpp"
 
 #include <gtest/gtest.h>
+
+#include "temp_dir_test.hpp"
 #include <unistd.h>
 
 #include <cstdlib>
@@ -17,23 +19,9 @@ namespace yio = ymlopt::io;
 
 namespace {
 
-class TfjsTest : public ::testing::Test {
+class TfjsTest : public ymlopt::test::TempDirTest {
  protected:
-  void SetUp() override {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    dir_ = fs::temp_directory_path() /
-           ("ymlopt_tfjs_" + std::to_string(::getpid()) + "_" + info->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
-  std::string p(const std::string& name) const { return (dir_ / name).string(); }
-
-  static void write_file(const std::string& path, const std::string& bytes) {
-    std::ofstream f(path, std::ios::binary);
-    f.write(bytes.data(), std::streamsize(bytes.size()));
-  }
+  TfjsTest() : TempDirTest("ymlopt_tfjs") {}
   template <class T> static std::string raw(const std::vector<T>& v) {
     std::string s(v.size() * sizeof(T), '\0');
     std::memcpy(s.data(), v.data(), s.size());
@@ -75,7 +63,6 @@ class TfjsTest : public ::testing::Test {
     return "(no IoError)";
   }
 
-  fs::path dir_;
 };
 
 TEST_F(TfjsTest, ConvertsTwoShardsToSafetensors) {
