@@ -1,0 +1,687 @@
+// Sparse weight formats (CSR, BSR, 2:4) and their linear kernels y = x · Wᵀ.
+//
+// Layout strategy (m >= 4 tokens): a block of up to 64 tokens of x [m, k] is
+// transposed into xt [k, L] (L = 16, 32, 48 or 64 lanes, padding lanes zero),
+// and every stored weight w(j, c) becomes one vector update
+//   yt[j, :] += w(j, c) * xt[c, :]
+// over the tokens, so the sparse structure costs one scalar index per weight and
+// the arithmetic is dense AVX-512 over tokens. Output rows are processed in
+// blocks of 256 (yt stays in L2) and k in chunks whose xt slice fits in L1; 4
+// output rows are interleaved to keep 4V independent accumulator chains. yt is
+// finally transposed back into y. m < 4 runs a GEMV per token: CSR gathers x
+// (vgatherdps), 2:4 selects the 2 kept of every 4 x values with one
+// vpermt2ps per 8 groups, BSR runs masked dot products per block row.
+//
+// Every path has a portable C++ twin (same loop nests, same order of additions
+// per output element); the AVX-512 versions are compiled with
+// __attribute__((target)) and chosen at run time with __builtin_cpu_supports,
+// so the library runs on any x86-64. Results of the two agree up to rounding
+// (fused multiply-adds, and the GEMV reductions sum 16 lanes pairwise).
+#include "sparse/sparse_linear.hpp"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <limits>
+#include <stdexcept>
+#include <string>
+
+// GCC 12 flags its own _mm512_undefined_* (used inside gathers, variable shifts
+// and reductions) as "may be used uninitialized"; a known false positive.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+namespace ymlopt::sparse {
+
+using std::int64_t;
+using std::to_string;
+
+namespace {
+
+#define YMLOPT_AVX512 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx2,fma,bmi2")))
+
+std::atomic<bool> g_force_portable{false};
+
+bool cpu_has_avx512() {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+         __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
+}
+
+bool use_avx512() {
+  static const bool has = cpu_has_avx512();
+  return has && !g_force_portable.load(std::memory_order_relaxed);
+}
+
+constexpr int64_t kRowBlock = 256;  // output rows per yt tile
+constexpr int64_t kGemvMaxM = 4;    // m below this: one GEMV per token
+constexpr int kRows = 4;            // output rows interleaved in the blocked kernels
+
+/// Per-thread scratch (xt, yt, cursors), grown on demand: kernels are called in
+/// loops and a fresh allocation per call would page-fault each time.
+struct Scratch {
+  std::vector<float> xt, yt;
+  std::vector<int64_t> cur;
+};
+Scratch& scratch() {
+  thread_local Scratch s;
+  return s;
+}
+
+void check_call(const char* fmt, int64_t m, int64_t ldx, int64_t n, int64_t k, int64_t ldy, const float* x,
+                const float* y) {
+  if (m < 0 || n < 0 || k < 0)
+    throw std::invalid_argument(std::string("sparse::linear (") + fmt + "): negative dimension");
+  if (m > 1 && ldx < k)
+    throw std::invalid_argument(std::string("sparse::linear (") + fmt + "): ldx " + to_string(ldx) + " < k " +
+                                to_string(k));
+  if (m > 1 && ldy < n)
+    throw std::invalid_argument(std::string("sparse::linear (") + fmt + "): ldy " + to_string(ldy) + " < n " +
+                                to_string(n));
+  if ((m > 0 && k > 0 && !x) || (m > 0 && n > 0 && !y))
+    throw std::invalid_argument(std::string("sparse::linear (") + fmt + "): null x or y");
+}
+
+void zero_y(int64_t m, int64_t n, float* y, int64_t ldy) {
+  for (int64_t t = 0; t < m; ++t) std::fill(y + t * ldy, y + t * ldy + n, 0.0f);
+}
+
+/// xt[c*L + t] = x[t, c] for t < mb, 0 for mb <= t < L.
+void pack_xt(const float* x, int64_t mb, int64_t ldx, int64_t k, int64_t L, float* xt) {
+  for (int64_t c0 = 0; c0 < k; c0 += 64) {
+    const int64_t c1 = std::min(k, c0 + 64);
+    for (int64_t t = 0; t < mb; ++t) {
+      const float* xr = x + t * ldx;
+      for (int64_t c = c0; c < c1; ++c) xt[c * L + t] = xr[c];
+    }
+  }
+  if (mb < L)
+    for (int64_t c = 0; c < k; ++c) std::fill(xt + c * L + mb, xt + c * L + L, 0.0f);
+}
+
+/// y[t, j0 + j] = yt[j*L + t] for t < mb, j < rows.
+void unpack_yt(const float* yt, int64_t rows, int64_t mb, int64_t L, float* y, int64_t ldy, int64_t j0) {
+  for (int64_t jb = 0; jb < rows; jb += 64) {
+    const int64_t je = std::min(rows, jb + 64);
+    for (int64_t t = 0; t < mb; ++t) {
+      float* yr = y + t * ldy + j0;
+      for (int64_t j = jb; j < je; ++j) yr[j] = yt[j * L + t];
+    }
+  }
+}
+
+/// The blocked driver: chunk(V, j0, j1, c0, c1, cur, xt, yt) accumulates the
+/// weights of rows [j0, j1) and columns [c0, c1) into yt (rows relative to j0);
+/// begin(j0, j1, cur) resets the per-row cursors of a row block.
+template <class Begin, class Chunk>
+void blocked(const float* x, int64_t m, int64_t ldx, int64_t n, int64_t k, float* y, int64_t ldy, int64_t row_align,
+             int64_t k_align, Begin&& begin, Chunk&& chunk) {
+  const int v = static_cast<int>(std::min<int64_t>(4, (m + 15) / 16));
+  const int64_t L = 16 * v;
+  int64_t kc = std::max<int64_t>(64, 8192 / L);  // xt chunk of 32 KiB
+  kc = (kc + k_align - 1) / k_align * k_align;
+  const int64_t nb = std::max<int64_t>(1, kRowBlock / row_align) * row_align;
+  Scratch& s = scratch();
+  if (s.xt.size() < static_cast<std::size_t>(k * L)) s.xt.resize(static_cast<std::size_t>(k * L));
+  if (s.yt.size() < static_cast<std::size_t>(nb * L)) s.yt.resize(static_cast<std::size_t>(nb * L));
+  if (s.cur.size() < static_cast<std::size_t>(nb)) s.cur.resize(static_cast<std::size_t>(nb));
+  for (int64_t t0 = 0; t0 < m; t0 += L) {
+    const int64_t mb = std::min(L, m - t0);
+    pack_xt(x + t0 * ldx, mb, ldx, k, L, s.xt.data());
+    for (int64_t j0 = 0; j0 < n; j0 += nb) {
+      const int64_t j1 = std::min(n, j0 + nb);
+      std::fill(s.yt.begin(), s.yt.begin() + (j1 - j0) * L, 0.0f);
+      begin(j0, j1, s.cur.data());
+      for (int64_t c0 = 0; c0 < k; c0 += kc)
+        chunk(v, j0, j1, c0, std::min(k, c0 + kc), s.cur.data(), s.xt.data(), s.yt.data());
+      unpack_yt(s.yt.data(), j1 - j0, mb, L, y + t0 * ldy, ldy, j0);
+    }
+  }
+}
+
+// ============================================================ CSR
+
+/// End of row r's entries below column c1, starting at p.
+inline int64_t csr_chunk_end(const CsrWeight& w, int64_t r, int64_t p, int64_t c1) {
+  const int64_t e = w.row_ptr[r + 1];
+  // Unsigned: a negative index is never taken, and linear() reports the row.
+  while (p < e && static_cast<std::uint32_t>(w.col[p]) < static_cast<std::uint64_t>(c1)) ++p;
+  return p;
+}
+
+template <int V, int R>
+YMLOPT_AVX512 void csr_rows_avx512(const CsrWeight& w, int64_t j, int64_t j0, int64_t c1, int64_t* cur,
+                                   const float* xt, float* yt) {
+  constexpr int64_t L = 16 * V;
+  __m512 a[R][V];
+  int64_t p[R], e[R];
+  for (int i = 0; i < R; ++i) {
+    for (int u = 0; u < V; ++u) a[i][u] = _mm512_loadu_ps(yt + (j - j0 + i) * L + 16 * u);
+    p[i] = cur[j - j0 + i];
+    e[i] = csr_chunk_end(w, j + i, p[i], c1);
+  }
+  int64_t joint = e[0] - p[0];
+  for (int i = 1; i < R; ++i) joint = std::min(joint, e[i] - p[i]);
+  for (int64_t q = 0; q < joint; ++q)
+    for (int i = 0; i < R; ++i) {
+      const __m512 wv = _mm512_set1_ps(w.values[p[i] + q]);
+      const float* xr = xt + static_cast<int64_t>(w.col[p[i] + q]) * L;
+      for (int u = 0; u < V; ++u) a[i][u] = _mm512_fmadd_ps(wv, _mm512_loadu_ps(xr + 16 * u), a[i][u]);
+    }
+  for (int i = 0; i < R; ++i) {
+    for (int64_t q = p[i] + joint; q < e[i]; ++q) {
+      const __m512 wv = _mm512_set1_ps(w.values[q]);
+      const float* xr = xt + static_cast<int64_t>(w.col[q]) * L;
+      for (int u = 0; u < V; ++u) a[i][u] = _mm512_fmadd_ps(wv, _mm512_loadu_ps(xr + 16 * u), a[i][u]);
+    }
+    for (int u = 0; u < V; ++u) _mm512_storeu_ps(yt + (j - j0 + i) * L + 16 * u, a[i][u]);
+    cur[j - j0 + i] = e[i];
+  }
+}
+
+template <int V>
+void csr_rows_portable(const CsrWeight& w, int64_t j, int64_t j0, int64_t c1, int64_t* cur, const float* xt,
+                       float* yt) {
+  constexpr int64_t L = 16 * V;
+  float* yr = yt + (j - j0) * L;
+  const int64_t p = cur[j - j0], e = csr_chunk_end(w, j, p, c1);
+  for (int64_t q = p; q < e; ++q) {
+    const float wv = w.values[q];
+    const float* xr = xt + static_cast<int64_t>(w.col[q]) * L;
+    for (int64_t t = 0; t < L; ++t) yr[t] += wv * xr[t];
+  }
+  cur[j - j0] = e;
+}
+
+template <int V>
+void csr_chunk(const CsrWeight& w, int64_t j0, int64_t j1, int64_t c1, int64_t* cur, const float* xt, float* yt) {
+  int64_t j = j0;
+  if (use_avx512()) {
+    for (; j + kRows <= j1; j += kRows) csr_rows_avx512<V, kRows>(w, j, j0, c1, cur, xt, yt);
+    for (; j < j1; ++j) csr_rows_avx512<V, 1>(w, j, j0, c1, cur, xt, yt);
+  } else {
+    for (; j < j1; ++j) csr_rows_portable<V>(w, j, j0, c1, cur, xt, yt);
+  }
+}
+
+YMLOPT_AVX512 void csr_gemv_avx512(const float* x, const CsrWeight& w, float* y) {
+  for (int64_t j = 0; j < w.n; ++j) {
+    int64_t p = w.row_ptr[j];
+    const int64_t e = w.row_ptr[j + 1];
+    __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
+    for (; p + 32 <= e; p += 32) {
+      const __m512i i0 = _mm512_loadu_si512(w.col + p), i1 = _mm512_loadu_si512(w.col + p + 16);
+      a0 = _mm512_fmadd_ps(_mm512_loadu_ps(w.values + p), _mm512_i32gather_ps(i0, x, 4), a0);
+      a1 = _mm512_fmadd_ps(_mm512_loadu_ps(w.values + p + 16), _mm512_i32gather_ps(i1, x, 4), a1);
+    }
+    for (; p < e; p += 16) {
+      const __mmask16 msk = static_cast<__mmask16>(e - p >= 16 ? 0xFFFF : (1u << (e - p)) - 1);
+      const __m512i i0 = _mm512_maskz_loadu_epi32(msk, w.col + p);
+      const __m512 xv = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), msk, i0, x, 4);
+      a0 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(msk, w.values + p), xv, a0);
+    }
+    y[j] = _mm512_reduce_add_ps(_mm512_add_ps(a0, a1));
+  }
+}
+
+void csr_gemv_portable(const float* x, const CsrWeight& w, float* y) {
+  for (int64_t j = 0; j < w.n; ++j) {
+    float s = 0;
+    for (int64_t p = w.row_ptr[j]; p < w.row_ptr[j + 1]; ++p) s += w.values[p] * x[w.col[p]];
+    y[j] = s;
+  }
+}
+
+// ============================================================ BSR
+
+template <int V, int R>
+YMLOPT_AVX512 void bsr_rows_avx512(const BsrWeight& w, int64_t br, int64_t r0, int64_t p, int64_t e, const float* xt,
+                                   float* yt_br) {
+  constexpr int64_t L = 16 * V;
+  const int64_t bs = w.bs;
+  __m512 a[R][V];
+  for (int i = 0; i < R; ++i)
+    for (int u = 0; u < V; ++u) a[i][u] = _mm512_loadu_ps(yt_br + (r0 + i) * L + 16 * u);
+  for (int64_t q = p; q < e; ++q) {
+    const float* b = w.values + q * bs * bs + r0 * bs;
+    const float* xb = xt + static_cast<int64_t>(w.block_col[q]) * bs * L;
+    for (int64_t c = 0; c < bs; ++c) {
+      __m512 xv[V];
+      for (int u = 0; u < V; ++u) xv[u] = _mm512_loadu_ps(xb + c * L + 16 * u);
+      for (int i = 0; i < R; ++i) {
+        const __m512 wv = _mm512_set1_ps(b[i * bs + c]);
+        for (int u = 0; u < V; ++u) a[i][u] = _mm512_fmadd_ps(wv, xv[u], a[i][u]);
+      }
+    }
+  }
+  for (int i = 0; i < R; ++i)
+    for (int u = 0; u < V; ++u) _mm512_storeu_ps(yt_br + (r0 + i) * L + 16 * u, a[i][u]);
+  (void)br;
+}
+
+template <int V>
+void bsr_rows_portable(const BsrWeight& w, int64_t r0, int64_t p, int64_t e, const float* xt, float* yt_br) {
+  constexpr int64_t L = 16 * V;
+  const int64_t bs = w.bs;
+  float* yr = yt_br + r0 * L;
+  for (int64_t q = p; q < e; ++q) {
+    const float* b = w.values + q * bs * bs + r0 * bs;
+    const float* xb = xt + static_cast<int64_t>(w.block_col[q]) * bs * L;
+    for (int64_t c = 0; c < bs; ++c)
+      for (int64_t t = 0; t < L; ++t) yr[t] += b[c] * xb[c * L + t];
+  }
+}
+
+template <int V>
+void bsr_chunk(const BsrWeight& w, int64_t j0, int64_t j1, int64_t c1, int64_t* cur, const float* xt, float* yt) {
+  constexpr int64_t L = 16 * V;
+  const int64_t bs = w.bs, b0 = j0 / bs, b1 = j1 / bs;
+  const bool avx = use_avx512();
+  for (int64_t br = b0; br < b1; ++br) {
+    const int64_t p = cur[br - b0];
+    int64_t e = p;
+    while (e < w.block_row_ptr[br + 1] && static_cast<std::uint64_t>(static_cast<std::uint32_t>(w.block_col[e])) * bs <
+                                              static_cast<std::uint64_t>(c1))
+      ++e;
+    float* yt_br = yt + (br - b0) * bs * L;
+    if (e > p) {
+      int64_t r = 0;
+      if (avx) {
+        for (; r + kRows <= bs; r += kRows) bsr_rows_avx512<V, kRows>(w, br, r, p, e, xt, yt_br);
+        for (; r < bs; ++r) bsr_rows_avx512<V, 1>(w, br, r, p, e, xt, yt_br);
+      } else {
+        for (; r < bs; ++r) bsr_rows_portable<V>(w, r, p, e, xt, yt_br);
+      }
+    }
+    cur[br - b0] = e;
+  }
+}
+
+YMLOPT_AVX512 void bsr_gemv_avx512(const float* x, const BsrWeight& w, float* y) {
+  const int64_t bs = w.bs;
+  for (int64_t br = 0; br < w.n / bs; ++br) {
+    const int64_t p0 = w.block_row_ptr[br], p1 = w.block_row_ptr[br + 1];
+    for (int64_t r = 0; r < bs; ++r) {
+      __m512 a = _mm512_setzero_ps();
+      for (int64_t q = p0; q < p1; ++q) {
+        const float* b = w.values + q * bs * bs + r * bs;
+        const float* xb = x + static_cast<int64_t>(w.block_col[q]) * bs;
+        for (int64_t c = 0; c < bs; c += 16) {
+          const __mmask16 msk = static_cast<__mmask16>(bs - c >= 16 ? 0xFFFF : (1u << (bs - c)) - 1);
+          a = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(msk, b + c), _mm512_maskz_loadu_ps(msk, xb + c), a);
+        }
+      }
+      y[br * bs + r] = _mm512_reduce_add_ps(a);
+    }
+  }
+}
+
+void bsr_gemv_portable(const float* x, const BsrWeight& w, float* y) {
+  const int64_t bs = w.bs;
+  for (int64_t br = 0; br < w.n / bs; ++br)
+    for (int64_t r = 0; r < bs; ++r) {
+      float s = 0;
+      for (int64_t q = w.block_row_ptr[br]; q < w.block_row_ptr[br + 1]; ++q) {
+        const float* b = w.values + q * bs * bs + r * bs;
+        const float* xb = x + static_cast<int64_t>(w.block_col[q]) * bs;
+        for (int64_t c = 0; c < bs; ++c) s += b[c] * xb[c];
+      }
+      y[br * bs + r] = s;
+    }
+}
+
+// ============================================================ 2:4
+
+/// Column of kept value p (p-th of the row's k/2 values).
+inline int64_t nm24_col(const std::uint8_t* idx, int64_t p) {
+  return 4 * (p >> 1) + ((idx[p >> 2] >> (2 * (p & 3))) & 3);
+}
+
+template <int V, int R>
+YMLOPT_AVX512 void nm24_rows_avx512(const Nm24Weight& w, int64_t j, int64_t j0, int64_t c0, int64_t c1,
+                                    const float* xt, float* yt) {
+  constexpr int64_t L = 16 * V;
+  __m512 a[R][V];
+  const float* val[R];
+  const std::uint8_t* idx[R];
+  for (int i = 0; i < R; ++i) {
+    for (int u = 0; u < V; ++u) a[i][u] = _mm512_loadu_ps(yt + (j - j0 + i) * L + 16 * u);
+    val[i] = w.values + (j + i) * w.values_ld;
+    idx[i] = w.index + (j + i) * w.index_ld;
+  }
+  for (int64_t p = c0 / 2; p < c1 / 2; ++p)
+    for (int i = 0; i < R; ++i) {
+      const __m512 wv = _mm512_set1_ps(val[i][p]);
+      const float* xr = xt + nm24_col(idx[i], p) * L;
+      for (int u = 0; u < V; ++u) a[i][u] = _mm512_fmadd_ps(wv, _mm512_loadu_ps(xr + 16 * u), a[i][u]);
+    }
+  for (int i = 0; i < R; ++i)
+    for (int u = 0; u < V; ++u) _mm512_storeu_ps(yt + (j - j0 + i) * L + 16 * u, a[i][u]);
+}
+
+template <int V>
+void nm24_rows_portable(const Nm24Weight& w, int64_t j, int64_t j0, int64_t c0, int64_t c1, const float* xt,
+                        float* yt) {
+  constexpr int64_t L = 16 * V;
+  float* yr = yt + (j - j0) * L;
+  const float* val = w.values + j * w.values_ld;
+  const std::uint8_t* idx = w.index + j * w.index_ld;
+  for (int64_t p = c0 / 2; p < c1 / 2; ++p) {
+    const float wv = val[p];
+    const float* xr = xt + nm24_col(idx, p) * L;
+    for (int64_t t = 0; t < L; ++t) yr[t] += wv * xr[t];
+  }
+}
+
+template <int V>
+void nm24_chunk(const Nm24Weight& w, int64_t j0, int64_t j1, int64_t c0, int64_t c1, const float* xt, float* yt) {
+  int64_t j = j0;
+  if (use_avx512()) {
+    for (; j + kRows <= j1; j += kRows) nm24_rows_avx512<V, kRows>(w, j, j0, c0, c1, xt, yt);
+    for (; j < j1; ++j) nm24_rows_avx512<V, 1>(w, j, j0, c0, c1, xt, yt);
+  } else {
+    for (; j < j1; ++j) nm24_rows_portable<V>(w, j, j0, c0, c1, xt, yt);
+  }
+}
+
+/// Per 16 kept values (8 groups, 32 columns of x): lane l picks column
+/// 4*(l/2) + field l of the 32-bit index word, through one vpermt2ps.
+YMLOPT_AVX512 void nm24_gemv_avx512(const float* x, const Nm24Weight& w, float* y) {
+  const int64_t nv = w.k / 2;
+  const __m512i lane = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+  const __m512i shift = _mm512_slli_epi32(lane, 1);                      // 2*l
+  const __m512i base = _mm512_slli_epi32(_mm512_srli_epi32(lane, 1), 2);  // 4*(l/2)
+  const __m512i three = _mm512_set1_epi32(3);
+  for (int64_t j = 0; j < w.n; ++j) {
+    const float* val = w.values + j * w.values_ld;
+    const std::uint8_t* idx = w.index + j * w.index_ld;
+    __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
+    int64_t p = 0;
+    for (; p + 16 <= nv; p += 16) {
+      std::uint32_t word;
+      std::memcpy(&word, idx + p / 4, 4);
+      const __m512i f = _mm512_and_si512(_mm512_srlv_epi32(_mm512_set1_epi32(static_cast<int>(word)), shift), three);
+      const __m512i perm = _mm512_add_epi32(base, f);
+      const __m512 xs = _mm512_permutex2var_ps(_mm512_loadu_ps(x + 2 * p), perm, _mm512_loadu_ps(x + 2 * p + 16));
+      if ((p / 16) & 1) a1 = _mm512_fmadd_ps(_mm512_loadu_ps(val + p), xs, a1);
+      else a0 = _mm512_fmadd_ps(_mm512_loadu_ps(val + p), xs, a0);
+    }
+    if (p < nv) {  // nv - p is a multiple of 4 (k is a multiple of 8)
+      const int64_t rem = nv - p;
+      std::uint32_t word = 0;
+      std::memcpy(&word, idx + p / 4, static_cast<std::size_t>(rem / 4));
+      const __mmask16 mv = static_cast<__mmask16>((1u << rem) - 1);
+      const int64_t xr = 2 * rem;  // x columns left (<= 24)
+      const __mmask16 mlo = static_cast<__mmask16>(xr >= 16 ? 0xFFFF : (1u << xr) - 1);
+      const __mmask16 mhi = static_cast<__mmask16>(xr > 16 ? (1u << (xr - 16)) - 1 : 0);
+      const __m512i f = _mm512_and_si512(_mm512_srlv_epi32(_mm512_set1_epi32(static_cast<int>(word)), shift), three);
+      const __m512i perm = _mm512_add_epi32(base, f);
+      const __m512 xs = _mm512_permutex2var_ps(_mm512_maskz_loadu_ps(mlo, x + 2 * p), perm,
+                                               _mm512_maskz_loadu_ps(mhi, x + 2 * p + 16));
+      a0 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(mv, val + p), xs, a0);
+    }
+    y[j] = _mm512_reduce_add_ps(_mm512_add_ps(a0, a1));
+  }
+}
+
+void nm24_gemv_portable(const float* x, const Nm24Weight& w, float* y) {
+  for (int64_t j = 0; j < w.n; ++j) {
+    const float* val = w.values + j * w.values_ld;
+    const std::uint8_t* idx = w.index + j * w.index_ld;
+    float s = 0;
+    for (int64_t p = 0; p < w.k / 2; ++p) s += val[p] * x[nm24_col(idx, p)];
+    y[j] = s;
+  }
+}
+
+template <template <int> class F, class... A> void with_v(int v, A&&... a) {
+  switch (v) {
+    case 1: F<1>::run(a...); break;
+    case 2: F<2>::run(a...); break;
+    case 3: F<3>::run(a...); break;
+    default: F<4>::run(a...); break;
+  }
+}
+template <int V> struct CsrChunk {
+  template <class... A> static void run(A&&... a) { csr_chunk<V>(a...); }
+};
+template <int V> struct BsrChunk {
+  template <class... A> static void run(A&&... a) { bsr_chunk<V>(a...); }
+};
+template <int V> struct Nm24Chunk {
+  template <class... A> static void run(A&&... a) { nm24_chunk<V>(a...); }
+};
+
+void check_range(const char* what, int64_t a, int64_t b, int64_t n) {
+  if (a < 0 || b < a || b > n)
+    throw std::out_of_range(std::string(what) + ": range [" + to_string(a) + ", " + to_string(b) +
+                            ") outside [0, " + to_string(n) + ")");
+}
+
+std::int32_t to_i32(int64_t v, const char* what) {
+  if (v > std::numeric_limits<std::int32_t>::max())
+    throw std::length_error(std::string(what) + ": " + to_string(v) + " entries do not fit 32-bit indices");
+  return static_cast<std::int32_t>(v);
+}
+
+void check_dense(const char* what, const float* w, int64_t n, int64_t k, int64_t ldw) {
+  if (n < 0 || k < 0) throw std::invalid_argument(std::string(what) + ": negative dimension");
+  if (n > 1 && ldw < k)
+    throw std::invalid_argument(std::string(what) + ": ldw " + to_string(ldw) + " < k " + to_string(k));
+  if (n > 0 && k > 0 && !w) throw std::invalid_argument(std::string(what) + ": null data");
+  if (k > std::numeric_limits<std::int32_t>::max())
+    throw std::length_error(std::string(what) + ": k does not fit 32-bit column indices");
+}
+
+}  // namespace
+
+bool avx512_available() { return cpu_has_avx512(); }
+void force_portable(bool on) { g_force_portable.store(on); }
+
+// ---- views ------------------------------------------------------------------
+
+CsrWeight CsrWeight::rows(int64_t n0, int64_t n1) const {
+  check_range("CsrWeight::rows", n0, n1, n);
+  return {values, col, row_ptr + n0, n1 - n0, k};
+}
+
+BsrWeight BsrWeight::block_rows(int64_t b0, int64_t b1) const {
+  check_range("BsrWeight::block_rows", b0, b1, bs > 0 ? n / bs : 0);
+  return {values, block_col, block_row_ptr + b0, (b1 - b0) * bs, k, bs};
+}
+
+Nm24Weight Nm24Weight::rows(int64_t n0, int64_t n1) const {
+  check_range("Nm24Weight::rows", n0, n1, n);
+  return {values + n0 * values_ld, values_ld, index + n0 * index_ld, index_ld, n1 - n0, k};
+}
+
+// ---- conversions ------------------------------------------------------------
+
+Csr to_csr(const float* w, int64_t n, int64_t k, int64_t ldw) {
+  check_dense("to_csr", w, n, k, ldw);
+  Csr c;
+  c.n = n;
+  c.k = k;
+  c.row_ptr.reserve(static_cast<std::size_t>(n + 1));
+  c.row_ptr.push_back(0);
+  for (int64_t r = 0; r < n; ++r) {
+    const float* wr = w + r * ldw;
+    for (int64_t j = 0; j < k; ++j)
+      if (wr[j] != 0.0f) {
+        c.values.push_back(wr[j]);
+        c.col.push_back(static_cast<std::int32_t>(j));
+      }
+    c.row_ptr.push_back(to_i32(static_cast<int64_t>(c.values.size()), "to_csr"));
+  }
+  return c;
+}
+
+Bsr to_bsr(const float* w, int64_t n, int64_t k, int64_t ldw, int64_t bs) {
+  check_dense("to_bsr", w, n, k, ldw);
+  if (bs < 1) throw std::invalid_argument("to_bsr: block size " + to_string(bs) + " must be >= 1");
+  if (n % bs || k % bs)
+    throw std::invalid_argument("to_bsr: " + to_string(n) + "x" + to_string(k) + " is not a multiple of the block size " +
+                                to_string(bs));
+  Bsr b;
+  b.n = n;
+  b.k = k;
+  b.bs = bs;
+  b.block_row_ptr.push_back(0);
+  for (int64_t br = 0; br < n / bs; ++br) {
+    for (int64_t bc = 0; bc < k / bs; ++bc) {
+      bool any = false;
+      for (int64_t r = 0; r < bs && !any; ++r)
+        for (int64_t c = 0; c < bs && !any; ++c) any = w[(br * bs + r) * ldw + bc * bs + c] != 0.0f;
+      if (!any) continue;
+      b.block_col.push_back(static_cast<std::int32_t>(bc));
+      for (int64_t r = 0; r < bs; ++r)
+        for (int64_t c = 0; c < bs; ++c) b.values.push_back(w[(br * bs + r) * ldw + bc * bs + c]);
+    }
+    b.block_row_ptr.push_back(to_i32(static_cast<int64_t>(b.block_col.size()), "to_bsr"));
+  }
+  return b;
+}
+
+Nm24 to_nm24(const float* w, int64_t n, int64_t k, int64_t ldw) {
+  check_dense("to_nm24", w, n, k, ldw);
+  if (k % 8)
+    throw std::invalid_argument("to_nm24: k = " + to_string(k) + " is not a multiple of 8 (two groups of 4 per index byte)");
+  Nm24 z;
+  z.n = n;
+  z.k = k;
+  z.values.assign(static_cast<std::size_t>(n * (k / 2)), 0.0f);
+  z.index.assign(static_cast<std::size_t>(n * (k / 8)), 0);
+  for (int64_t r = 0; r < n; ++r) {
+    const float* wr = w + r * ldw;
+    for (int64_t g = 0; g < k / 4; ++g) {
+      int pos[4], cnt = 0;
+      for (int i = 0; i < 4; ++i)
+        if (wr[4 * g + i] != 0.0f) {
+          if (cnt == 2)
+            throw std::invalid_argument("to_nm24: row " + to_string(r) + ", group " + to_string(g) + " (columns " +
+                                        to_string(4 * g) + ".." + to_string(4 * g + 3) +
+                                        ") has more than 2 nonzeros: not 2:4 sparse");
+          pos[cnt++] = i;
+        }
+      // Fewer than 2 nonzeros: pad with the lowest unused positions (value 0).
+      for (int i = 0; i < 4 && cnt < 2; ++i)
+        if (cnt == 0 || pos[0] != i) {
+          if (cnt == 1 && pos[0] > i) {
+            pos[1] = pos[0];
+            pos[0] = i;
+          } else {
+            pos[cnt] = i;
+          }
+          ++cnt;
+        }
+      z.values[static_cast<std::size_t>(r * (k / 2) + 2 * g)] = wr[4 * g + pos[0]];
+      z.values[static_cast<std::size_t>(r * (k / 2) + 2 * g + 1)] = wr[4 * g + pos[1]];
+      const unsigned nib = static_cast<unsigned>(pos[0]) | (static_cast<unsigned>(pos[1]) << 2);
+      z.index[static_cast<std::size_t>(r * (k / 8) + g / 2)] |= static_cast<std::uint8_t>(nib << (4 * (g & 1)));
+    }
+  }
+  return z;
+}
+
+void to_dense(const CsrWeight& w, float* out, int64_t ldw) {
+  for (int64_t r = 0; r < w.n; ++r) {
+    std::fill(out + r * ldw, out + r * ldw + w.k, 0.0f);
+    for (int64_t p = w.row_ptr[r]; p < w.row_ptr[r + 1]; ++p) out[r * ldw + w.col[p]] += w.values[p];
+  }
+}
+
+void to_dense(const BsrWeight& w, float* out, int64_t ldw) {
+  const int64_t bs = w.bs;
+  for (int64_t r = 0; r < w.n; ++r) std::fill(out + r * ldw, out + r * ldw + w.k, 0.0f);
+  for (int64_t br = 0; bs > 0 && br < w.n / bs; ++br)
+    for (int64_t q = w.block_row_ptr[br]; q < w.block_row_ptr[br + 1]; ++q)
+      for (int64_t r = 0; r < bs; ++r)
+        for (int64_t c = 0; c < bs; ++c)
+          out[(br * bs + r) * ldw + static_cast<int64_t>(w.block_col[q]) * bs + c] += w.values[q * bs * bs + r * bs + c];
+}
+
+void to_dense(const Nm24Weight& w, float* out, int64_t ldw) {
+  for (int64_t r = 0; r < w.n; ++r) {
+    std::fill(out + r * ldw, out + r * ldw + w.k, 0.0f);
+    const float* val = w.values + r * w.values_ld;
+    const std::uint8_t* idx = w.index + r * w.index_ld;
+    for (int64_t p = 0; p < w.k / 2; ++p) out[r * ldw + nm24_col(idx, p)] += val[p];
+  }
+}
+
+// ---- kernels ----------------------------------------------------------------
+
+void linear(const float* x, int64_t m, int64_t ldx, const CsrWeight& w, float* y, int64_t ldy) {
+  check_call("CSR", m, ldx, w.n, w.k, ldy, x, y);
+  if (m == 0 || w.n == 0) return;
+  if (w.k == 0) return zero_y(m, w.n, y, ldy);
+  if (m < kGemvMaxM) {
+    for (int64_t t = 0; t < m; ++t)
+      use_avx512() ? csr_gemv_avx512(x + t * ldx, w, y + t * ldy) : csr_gemv_portable(x + t * ldx, w, y + t * ldy);
+    return;
+  }
+  blocked(
+      x, m, ldx, w.n, w.k, y, ldy, 1, 1,
+      [&](int64_t j0, int64_t j1, int64_t* cur) {
+        for (int64_t j = j0; j < j1; ++j) cur[j - j0] = w.row_ptr[j];
+      },
+      [&](int v, int64_t j0, int64_t j1, int64_t c0, int64_t c1, int64_t* cur, const float* xt, float* yt) {
+        with_v<CsrChunk>(v, w, j0, j1, c1, cur, xt, yt);
+        if (c1 == w.k)
+          for (int64_t j = j0; j < j1; ++j)
+            if (cur[j - j0] != w.row_ptr[j + 1])
+              throw std::invalid_argument("sparse::linear (CSR): row " + to_string(j) +
+                                          " has a column index outside [0, " + to_string(w.k) + ")");
+        (void)c0;
+      });
+}
+
+void linear(const float* x, int64_t m, int64_t ldx, const BsrWeight& w, float* y, int64_t ldy) {
+  check_call("BSR", m, ldx, w.n, w.k, ldy, x, y);
+  if (w.bs < 1 || w.n % w.bs || w.k % w.bs)
+    throw std::invalid_argument("sparse::linear (BSR): " + to_string(w.n) + "x" + to_string(w.k) +
+                                " is not a multiple of the block size " + to_string(w.bs));
+  if (m == 0 || w.n == 0) return;
+  if (w.k == 0) return zero_y(m, w.n, y, ldy);
+  if (m < kGemvMaxM) {
+    for (int64_t t = 0; t < m; ++t)
+      use_avx512() ? bsr_gemv_avx512(x + t * ldx, w, y + t * ldy) : bsr_gemv_portable(x + t * ldx, w, y + t * ldy);
+    return;
+  }
+  blocked(
+      x, m, ldx, w.n, w.k, y, ldy, w.bs, w.bs,
+      [&](int64_t j0, int64_t j1, int64_t* cur) {
+        for (int64_t br = j0 / w.bs; br < j1 / w.bs; ++br) cur[br - j0 / w.bs] = w.block_row_ptr[br];
+      },
+      [&](int v, int64_t j0, int64_t j1, int64_t, int64_t c1, int64_t* cur, const float* xt, float* yt) {
+        with_v<BsrChunk>(v, w, j0, j1, c1, cur, xt, yt);
+        if (c1 == w.k)
+          for (int64_t br = j0 / w.bs; br < j1 / w.bs; ++br)
+            if (cur[br - j0 / w.bs] != w.block_row_ptr[br + 1])
+              throw std::invalid_argument("sparse::linear (BSR): block row " + to_string(br) +
+                                          " has a block column outside [0, k/bs)");
+      });
+}
+
+void linear(const float* x, int64_t m, int64_t ldx, const Nm24Weight& w, float* y, int64_t ldy) {
+  check_call("2:4", m, ldx, w.n, w.k, ldy, x, y);
+  if (w.k % 8) throw std::invalid_argument("sparse::linear (2:4): k = " + to_string(w.k) + " is not a multiple of 8");
+  if (m == 0 || w.n == 0) return;
+  if (w.k == 0) return zero_y(m, w.n, y, ldy);
+  if (m < kGemvMaxM) {
+    for (int64_t t = 0; t < m; ++t)
+      use_avx512() ? nm24_gemv_avx512(x + t * ldx, w, y + t * ldy) : nm24_gemv_portable(x + t * ldx, w, y + t * ldy);
+    return;
+  }
+  blocked(
+      x, m, ldx, w.n, w.k, y, ldy, 1, 8, [](int64_t, int64_t, int64_t*) {},
+      [&](int v, int64_t j0, int64_t j1, int64_t c0, int64_t c1, int64_t*, const float* xt, float* yt) {
+        with_v<Nm24Chunk>(v, w, j0, j1, c0, c1, xt, yt);
+      });
+}
+
+}  // namespace ymlopt::sparse
+
+#pragma GCC diagnostic pop

@@ -1,0 +1,88 @@
+// Sparse weight formats and their linear kernels: y = x · Wᵀ with W [n, k]
+// (rows are output features) in CSR, BSR or 2:4-compressed form.
+//
+//   sparse::Csr c = sparse::to_csr(w, n, k, k);
+//   sparse::linear(x, m, k, c.view(), y, n);
+#pragma once
+#include <cstdint>
+#include <vector>
+
+namespace ymlopt::sparse {
+
+/// CSR view; row_ptr[i] indexes `values`/`col` absolutely (row_ptr[0] may be > 0 in a row slice).
+struct CsrWeight {
+  const float* values = nullptr;
+  const std::int32_t* col = nullptr;
+  const std::int32_t* row_ptr = nullptr;  // n + 1 entries
+  std::int64_t n = 0, k = 0;
+  CsrWeight rows(std::int64_t n0, std::int64_t n1) const;
+};
+
+/// Block-sparse rows: bs x bs dense blocks, row-major within a block.
+struct BsrWeight {
+  const float* values = nullptr;  // [nblocks, bs*bs]
+  const std::int32_t* block_col = nullptr;  // [nblocks]
+  const std::int32_t* block_row_ptr = nullptr;  // n/bs + 1 entries, absolute
+  std::int64_t n = 0, k = 0, bs = 0;
+  BsrWeight block_rows(std::int64_t b0, std::int64_t b1) const;
+};
+
+/// 2:4 compressed: the two kept values of each group of 4 along k, and their positions.
+struct Nm24Weight {
+  const float* values = nullptr;  // [n, k/2]
+  std::int64_t values_ld = 0;
+  const std::uint8_t* index = nullptr;  // [n, k/8]: one nibble per group (group 2g low nibble),
+  std::int64_t index_ld = 0;           // bits 0-1 first kept position, bits 2-3 second
+  std::int64_t n = 0, k = 0;
+  Nm24Weight rows(std::int64_t n0, std::int64_t n1) const;
+};
+
+/// y[m, n] = x[m, k] · Wᵀ, overwriting y. Single-threaded.
+/// CSR column (BSR block column) indices must lie in [0, k) ([0, k/bs)); for m >= 4 a row
+/// breaking this is reported with std::invalid_argument (the GEMV path trusts them). Their
+/// order within a row is free (to_csr's are ascending, which is fastest). ldx >= k and
+/// ldy >= n when m > 1. m == 1 (and m < 4, token by token) takes a GEMV path; larger m
+/// transposes blocks of up to 64 tokens so that AVX-512 runs over tokens (see sparse_linear.cpp).
+void linear(const float* x, std::int64_t m, std::int64_t ldx, const CsrWeight& w, float* y, std::int64_t ldy);
+void linear(const float* x, std::int64_t m, std::int64_t ldx, const BsrWeight& w, float* y, std::int64_t ldy);
+void linear(const float* x, std::int64_t m, std::int64_t ldx, const Nm24Weight& w, float* y, std::int64_t ldy);
+
+/// Owning forms, built from a dense row-major W [n, k] (ldw elements).
+struct Csr {
+  std::vector<float> values;
+  std::vector<std::int32_t> col, row_ptr;
+  std::int64_t n = 0, k = 0;
+  CsrWeight view() const { return {values.data(), col.data(), row_ptr.data(), n, k}; }
+};
+struct Bsr {
+  std::vector<float> values;
+  std::vector<std::int32_t> block_col, block_row_ptr;
+  std::int64_t n = 0, k = 0, bs = 0;
+  BsrWeight view() const { return {values.data(), block_col.data(), block_row_ptr.data(), n, k, bs}; }
+};
+struct Nm24 {
+  std::vector<float> values;
+  std::vector<std::uint8_t> index;
+  std::int64_t n = 0, k = 0;
+  Nm24Weight view() const { return {values.data(), k / 2, index.data(), k / 8, n, k}; }
+};
+Csr to_csr(const float* w, std::int64_t n, std::int64_t k, std::int64_t ldw);
+/// Keeps every bs x bs block holding a nonzero (n and k multiples of bs).
+Bsr to_bsr(const float* w, std::int64_t n, std::int64_t k, std::int64_t ldw, std::int64_t bs);
+/// Throws std::invalid_argument if a group of 4 holds more than 2 nonzeros (k a multiple of 8).
+Nm24 to_nm24(const float* w, std::int64_t n, std::int64_t k, std::int64_t ldw);
+/// Back to dense [n, k] (ldw elements), zeros elsewhere.
+void to_dense(const CsrWeight& w, float* out, std::int64_t ldw);
+void to_dense(const BsrWeight& w, float* out, std::int64_t ldw);
+void to_dense(const Nm24Weight& w, float* out, std::int64_t ldw);
+
+/// Instruction-set selection of the kernels: the AVX-512 path when the CPU has it
+/// (AVX-512 F/BW/DQ/VL, checked at run time), else portable C++ loops. The two paths
+/// run the same additions in the same order per output; they differ only in rounding
+/// (the AVX-512 path fuses multiply-adds). Tests force the portable path to compare.
+///
+///   sparse::force_portable(true);  sparse::linear(...);  sparse::force_portable(false);
+bool avx512_available();
+void force_portable(bool on);  // process-wide; do not flip while kernels run in other threads
+
+}  // namespace ymlopt::sparse
