@@ -43,7 +43,7 @@ void svd(std::vector<double>& a, int64_t n, int64_t k, bool vectors, std::vector
   const lapack_int info = LAPACKE_dgesdd(LAPACK_ROW_MAJOR, vectors ? 'S' : 'N', static_cast<lapack_int>(n),
                                          static_cast<lapack_int>(k), a.data(), static_cast<lapack_int>(k), s.data(),
                                          u.data(), static_cast<lapack_int>(vectors ? mn : 1), vt.data(),
-                                         static_cast<lapack_int>(vectors ? k : 1));
+                                         static_cast<lapack_int>(k));  // row-major LAPACKE wants ldvt >= k even for 'N
   if (info != 0) throw KernelError("dgesdd failed (info " + std::to_string(info) + ")");
 }
 
