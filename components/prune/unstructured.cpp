@@ -138,8 +138,7 @@ template <class T> void magnitude_run(KernelContext& ctx) {
   if (port_th && std::isnan(th)) throw KernelError("port 't' holds NaN");
   int64_t zeros = 0;
   if (port_th || th > 0) {
-    const T t = static_cast<T>(th);
-    zeros = write_pruned<T>(w, y, [&](int64_t r, int64_t c) { return std::abs(w.at<T>(r, c)) <= t; });
+    zeros = write_pruned<T>(w, y, [&](int64_t r, int64_t c) { return std::abs(double(w.at<T>(r, c))) <= th; });
   } else {
     const double s = ctx.arg_float("sparsity");
     const bool kn = ctx.arg_string("layout") == "kn";
@@ -180,8 +179,11 @@ constexpr int kMaxThresholdInputs = 8;
 const std::vector<PortSpec>& threshold_ports() {
   static const std::vector<PortSpec> p = [] {
     std::vector<PortSpec> v;
-    for (int i = 0; i < kMaxThresholdInputs; ++i)
-      v.push_back({"w" + to_string(i), Access::read, kFloat, i > 0, 8, i == 0 ? "weights" : "more weights (optional)"});
+    for (int i = 0; i < kMaxThresholdInputs; ++i) {
+      std::string name = "w";  // (not "w" + to_string(i): GCC 12 -Wrestrict false positive)
+      name += to_string(i);
+      v.push_back({name, Access::read, kFloat, i > 0, 8, i == 0 ? "weights" : "more weights (optional)"});
+    }
     v.push_back({"t", Access::write, kFloat, false, 1,
                  "threshold [1]: the round(sparsity * total)-th smallest |w| over all inputs (0 when none is pruned)"});
     return v;
@@ -218,7 +220,7 @@ void threshold_cpu(KernelContext& ctx) {
     if (!v.bound()) continue;
     kutil::dispatch_float(v.dtype, [&](auto tg) {
       using T = typename decltype(tg)::type;
-      reject_nan<T>(v, ("w" + to_string(i)).c_str());
+      reject_nan<T>(v, threshold_ports()[static_cast<std::size_t>(i)].name.c_str());
       for (int64_t r = 0; r < v.rows; ++r)
         for (int64_t c = 0; c < v.cols; ++c) mags.push_back(std::abs(double(v.at<T>(r, c))));
     });
