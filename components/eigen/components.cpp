@@ -1,0 +1,472 @@
+// The eigen.* components (see eigen.hpp): ports, checks, costs and CPU kernels
+// on top of the solver API. f32 inputs are copied to double, solved, and the
+// results rounded to f32.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "eigen/eigen.hpp"
+#include "tensor/kernel_util.hpp"
+
+namespace ymlopt {
+namespace {
+
+using kutil::dims;
+using std::int64_t;
+using std::to_string;
+
+const std::vector<DType> kFloat = {DType::f32, DType::f64};
+
+std::string first_error(std::initializer_list<std::string> msgs) {
+  for (const std::string& m : msgs)
+    if (!m.empty()) return m;
+  return "";
+}
+
+/// "" when the (optional, unbound passes) port i is rows x cols.
+std::string expect_shape(const std::vector<PortSpec>& s, std::span<const TensorView> p, std::size_t i, int64_t rows,
+                         int64_t cols, const std::string& why) {
+  if (!p[i].bound()) return "";
+  if (p[i].rows == rows && p[i].cols == cols) return "";
+  return "port '" + s[i].name + "' is " + dims(p[i]) + " but expected " + to_string(rows) + "x" + to_string(cols) +
+         " (" + why + ")";
+}
+
+/// "" when the bound port i is a vector of n elements (1 x n).
+std::string expect_vector(const std::vector<PortSpec>& s, std::span<const TensorView> p, std::size_t i, int64_t n,
+                          const std::string& why) {
+  if (!p[i].bound()) return "";
+  if (p[i].rows == 1 && p[i].cols == n) return "";
+  return "port '" + s[i].name + "' is " + dims(p[i]) + " but expected [" + to_string(n) + "] (" + why + ")";
+}
+
+/// "" when every bound port from `from` on has the dtype of port 0.
+std::string outputs_dtype(const std::vector<PortSpec>& s, std::span<const TensorView> p, std::size_t from) {
+  for (std::size_t i = from; i < p.size(); ++i)
+    if (p[i].bound())
+      if (auto m = kutil::same_dtype(s, p, i, 0); !m.empty()) return m;
+  return "";
+}
+
+std::string int_at_least(const Args& a, const char* name, int64_t lo) {
+  const int64_t v = a.get_int(name);
+  if (v >= lo) return "";
+  return "param '" + std::string(name) + "' is " + to_string(v) + ": must be >= " + to_string(lo);
+}
+
+std::string positive_float(const Args& a, const char* name) {
+  const double v = a.get_float(name);
+  if (v > 0 && std::isfinite(v)) return "";
+  return "param '" + std::string(name) + "' is " + std::to_string(v) + ": must be > 0";
+}
+
+/// k in [1, n] and subspace 0 (auto) or in (k, n] (or exactly n).
+std::string k_and_subspace(const Args& a, int64_t n) {
+  const int64_t k = a.get_int("k"), m = a.get_int("subspace");
+  if (k < 1 || k > n) return "param 'k' is " + to_string(k) + ": must be in [1, n = " + to_string(n) + "]";
+  if (m < 0) return "param 'subspace' is " + to_string(m) + ": must be >= 0 (0: automatic)";
+  const int64_t me = std::min(m, n);
+  if (m != 0 && me <= k && me < n)
+    return "param 'subspace' is " + to_string(m) + ": must exceed k = " + to_string(k) + " (or be >= n = " +
+           to_string(n) + ")";
+  return "";
+}
+
+int64_t auto_subspace(const Args& a, int64_t n) {
+  const int64_t k = a.get_int("k"), m = a.get_int("subspace");
+  return std::min(n, m > 0 ? m : std::max<int64_t>(2 * k + 1, k + 20));
+}
+
+/// The input as a row-major double matrix: a view on f64 data, or a copy of f32 data.
+struct DoubleMatrix {
+  const double* data = nullptr;
+  int64_t ld = 0;
+  std::vector<double> copy;
+  explicit DoubleMatrix(const TensorView& v) {
+    if (v.dtype == DType::f64) {
+      data = static_cast<const double*>(v.data);
+      ld = std::max<int64_t>(v.ld, v.cols);
+      return;
+    }
+    copy.resize(static_cast<std::size_t>(v.rows * v.cols));
+    for (int64_t r = 0; r < v.rows; ++r)
+      for (int64_t c = 0; c < v.cols; ++c)
+        copy[static_cast<std::size_t>(r * v.cols + c)] = static_cast<const float*>(v.data)[r * v.ld + c];
+    data = copy.data();
+    ld = v.cols;
+  }
+};
+
+/// out[0, j] = v[j] in the port's dtype.
+void write_vector(const TensorView& out, const std::vector<double>& v) {
+  kutil::dispatch_float(out.dtype, [&](auto tg) {
+    using T = typename decltype(tg)::type;
+    T* p = static_cast<T*>(out.data);
+    for (std::size_t j = 0; j < v.size(); ++j) p[j] = static_cast<T>(v[j]);
+  });
+}
+
+/// out[i, j] = vecs[j*n + i] (vectors stored one after the other) in the port's dtype.
+void write_columns(const TensorView& out, const std::vector<double>& vecs, int64_t n, int64_t k) {
+  kutil::dispatch_float(out.dtype, [&](auto tg) {
+    using T = typename decltype(tg)::type;
+    for (int64_t i = 0; i < n; ++i) {
+      T* row = static_cast<T*>(out.data) + i * out.ld;
+      for (int64_t j = 0; j < k; ++j) row[j] = static_cast<T>(vecs[static_cast<std::size_t>(j * n + i)]);
+    }
+  });
+}
+
+/// Throws when A is not symmetric to a relative 1e-10 (f64) or 1e-5 (f32).
+void require_symmetric(const double* a, int64_t n, int64_t ld, DType dt) {
+  double amax = 0, dmax = 0;
+  int64_t wi = 0, wj = 0;
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      amax = std::max(amax, std::abs(a[i * ld + j]));
+      if (j > i) {
+        const double d = std::abs(a[i * ld + j] - a[j * ld + i]);
+        if (d > dmax) {
+          dmax = d;
+          wi = i;
+          wj = j;
+        }
+      }
+    }
+  const double rel = dt == DType::f64 ? 1e-10 : 1e-5;
+  if (dmax > rel * amax)
+    throw KernelError("port 'a' is not symmetric: |a[" + to_string(wi) + "," + to_string(wj) + "] - a[" +
+                      to_string(wj) + "," + to_string(wi) + "]| = " + std::to_string(dmax) +
+                      " (use operator=gram for XᵀX, or eigen.arnoldi for a non-symmetric matrix)");
+}
+
+void report_result(KernelContext& ctx, const eigen::EigenResult& r) {
+  ctx.report("matvecs", static_cast<double>(r.matvecs));
+  ctx.report("restarts", static_cast<double>(r.restarts));
+  ctx.report("residual", r.max_residual());
+}
+
+[[noreturn]] void not_converged(const char* what, const eigen::EigenResult& r, double tol, int64_t budget,
+                                const char* budget_name) {
+  throw KernelError(std::string(what) + " did not converge within " + budget_name + " = " + to_string(budget) +
+                    ": largest residual " + std::to_string(r.max_residual()) + " (tol " + std::to_string(tol) +
+                    ", " + to_string(r.matvecs) + " matvecs)");
+}
+
+// ============================================================ eigen.lanczos
+
+const std::vector<PortSpec>& lanczos_ports() {
+  static const std::vector<PortSpec> p = {
+      {"a", Access::read, kFloat, false, 2,
+       "symmetric A [n,n] (operator=matrix), or X [m,n] (operator=gram: the operator is H = XᵀX [n,n])"},
+      {"values", Access::write, kFloat, false, 1, "the k wanted eigenvalues [k], in wanted order"},
+      {"vectors", Access::write, kFloat, true, 2, "their unit eigenvectors as columns [n,k] (optional)"},
+  };
+  return p;
+}
+
+/// Dimension of the operator: n of A [n,n], or the columns of X.
+int64_t op_dim(const TensorView& a, const Args& args) {
+  return args.get_string("operator") == "gram" ? a.cols : a.rows;
+}
+
+std::string lanczos_check(const TaskShape& t) {
+  const auto& s = lanczos_ports();
+  const auto& p = t.ports;
+  const Args& a = t.args;
+  if (auto m = kutil::ports_present(s, p); !m.empty()) return m;
+  if (auto m = first_error({kutil::float_dtype(s, p, 0), outputs_dtype(s, p, 1),
+                            kutil::one_of(a, "operator", {"matrix", "gram"}),
+                            kutil::one_of(a, "which", {"largest", "magnitude"}),
+                            kutil::one_of(a, "reorth", {"full", "none"}), positive_float(a, "tol"),
+                            int_at_least(a, "max_restarts", 0)});
+      !m.empty())
+    return m;
+  if (a.get_string("operator") == "matrix")
+    if (auto m = kutil::square(s, p, 0); !m.empty()) return m;
+  const int64_t n = op_dim(p[0], a);
+  if (n < 1) return "port 'a' is " + dims(p[0]) + ": the operator is empty";
+  const int64_t k = a.get_int("k");
+  return first_error({k_and_subspace(a, n), expect_vector(s, p, 1, k, "k eigenvalues"),
+                      expect_shape(s, p, 2, n, k, "n x k eigenvectors")});
+}
+
+Cost lanczos_cost(const TaskShape& t) {
+  if (t.ports.size() != lanczos_ports().size() || lanczos_check(t) != "") return {};
+  const TensorView& a = t.ports[0];
+  const int64_t n = op_dim(a, t.args), m = auto_subspace(t.args, n);
+  const double per_matvec = t.args.get_string("operator") == "gram" ? 4.0 * double(a.rows) * double(a.cols)
+                                                                   : 2.0 * double(n) * double(n);
+  // A guess: three subspace fills; full reorthogonalisation 4 n m per matvec.
+  const double matvecs = 3.0 * double(m);
+  Cost c = kutil::io_cost(lanczos_ports(), t, matvecs * (per_matvec + 4.0 * double(n) * double(m)));
+  c.extra_bytes = 8.0 * double(n) * double(m + 1) + 16.0 * double(m) * double(m);
+  return c;
+}
+
+void lanczos_cpu(KernelContext& ctx) {
+  kutil::validate(ctx, lanczos_ports(), lanczos_check);
+  const TensorView &a = ctx.port(0), &values = ctx.port(1), &vectors = ctx.port(2);
+  const bool gram = ctx.arg_string("operator") == "gram";
+  const DoubleMatrix d(a);
+  const int64_t n = op_dim(a, ctx.args());
+  if (!gram) require_symmetric(d.data, n, d.ld, a.dtype);
+  const eigen::LinearOperator op =
+      gram ? eigen::gram_operator(d.data, a.rows, a.cols, d.ld) : eigen::dense_operator(d.data, n, d.ld);
+  eigen::LanczosOptions o;
+  o.k = ctx.arg_int("k");
+  o.subspace = ctx.arg_int("subspace");
+  o.tol = ctx.arg_float("tol");
+  o.max_restarts = ctx.arg_int("max_restarts");
+  o.which = ctx.arg_string("which") == "magnitude" ? eigen::Which::largest_magnitude : eigen::Which::largest_algebraic;
+  o.full_reorth = ctx.arg_string("reorth") == "full";
+  o.seed = static_cast<std::uint64_t>(ctx.arg_int("seed"));
+  const eigen::EigenResult r = eigen::lanczos(op, o);
+  report_result(ctx, r);
+  if (!r.converged) not_converged("eigen.lanczos", r, o.tol, o.max_restarts, "max_restarts");
+  write_vector(values, r.values_re);
+  if (vectors.bound()) write_columns(vectors, r.vectors_re, n, o.k);
+}
+
+// ============================================================ eigen.arnoldi
+
+const std::vector<PortSpec>& arnoldi_ports() {
+  static const std::vector<PortSpec> p = {
+      {"a", Access::read, kFloat, false, 2, "A [n,n] (need not be symmetric)"},
+      {"values_re", Access::write, kFloat, false, 1, "real parts of the k wanted eigenvalues [k]"},
+      {"values_im", Access::write, kFloat, false, 1,
+       "imaginary parts [k]; a conjugate pair is listed +im first"},
+      {"vectors_re", Access::write, kFloat, true, 2, "real parts of the unit eigenvectors, as columns [n,k] (optional)"},
+      {"vectors_im", Access::write, kFloat, true, 2, "imaginary parts of the eigenvectors [n,k] (optional)"},
+  };
+  return p;
+}
+
+std::string arnoldi_check(const TaskShape& t) {
+  const auto& s = arnoldi_ports();
+  const auto& p = t.ports;
+  const Args& a = t.args;
+  if (auto m = kutil::ports_present(s, p); !m.empty()) return m;
+  if (auto m = first_error({kutil::float_dtype(s, p, 0), outputs_dtype(s, p, 1), kutil::square(s, p, 0),
+                            kutil::one_of(a, "which", {"magnitude", "real"}), positive_float(a, "tol"),
+                            int_at_least(a, "max_restarts", 0)});
+      !m.empty())
+    return m;
+  const int64_t n = p[0].rows, k = a.get_int("k");
+  if (n < 1) return "port 'a' is " + dims(p[0]) + ": the operator is empty";
+  return first_error({k_and_subspace(a, n), expect_vector(s, p, 1, k, "k eigenvalues"),
+                      expect_vector(s, p, 2, k, "k eigenvalues"), expect_shape(s, p, 3, n, k, "n x k eigenvectors"),
+                      expect_shape(s, p, 4, n, k, "n x k eigenvectors")});
+}
+
+Cost arnoldi_cost(const TaskShape& t) {
+  if (t.ports.size() != arnoldi_ports().size() || arnoldi_check(t) != "") return {};
+  const int64_t n = t.ports[0].rows, m = auto_subspace(t.args, n);
+  const double matvecs = 10.0 * double(m);  // a guess: ten cycles
+  Cost c = kutil::io_cost(arnoldi_ports(), t, matvecs * (2.0 * double(n) * double(n) + 4.0 * double(n) * double(m)));
+  c.extra_bytes = 8.0 * double(n) * double(m + 1) + 32.0 * double(m) * double(m);
+  return c;
+}
+
+void arnoldi_cpu(KernelContext& ctx) {
+  kutil::validate(ctx, arnoldi_ports(), arnoldi_check);
+  const TensorView& a = ctx.port(0);
+  const DoubleMatrix d(a);
+  const int64_t n = a.rows;
+  eigen::ArnoldiOptions o;
+  o.k = ctx.arg_int("k");
+  o.subspace = ctx.arg_int("subspace");
+  o.tol = ctx.arg_float("tol");
+  o.max_restarts = ctx.arg_int("max_restarts");
+  o.which = ctx.arg_string("which") == "real" ? eigen::Which::largest_real : eigen::Which::largest_magnitude;
+  o.seed = static_cast<std::uint64_t>(ctx.arg_int("seed"));
+  const eigen::EigenResult r = eigen::arnoldi(eigen::dense_operator(d.data, n, d.ld), o);
+  report_result(ctx, r);
+  if (!r.converged) not_converged("eigen.arnoldi", r, o.tol, o.max_restarts, "max_restarts");
+  write_vector(ctx.port(1), r.values_re);
+  write_vector(ctx.port(2), r.values_im);
+  if (ctx.port(3).bound()) write_columns(ctx.port(3), r.vectors_re, n, o.k);
+  if (ctx.port(4).bound()) write_columns(ctx.port(4), r.vectors_im, n, o.k);
+}
+
+// ============================================================ eigen.svd_topk
+
+const std::vector<PortSpec>& svd_ports() {
+  static const std::vector<PortSpec> p = {
+      {"a", Access::read, kFloat, false, 2, "A [m,n]"},
+      {"s", Access::write, kFloat, false, 1, "the k largest singular values [k], descending"},
+      {"u", Access::write, kFloat, true, 2, "left singular vectors [m,k] (optional)"},
+      {"vt", Access::write, kFloat, true, 2, "right singular vectors as rows [k,n] (optional)"},
+  };
+  return p;
+}
+
+std::string svd_check(const TaskShape& t) {
+  const auto& s = svd_ports();
+  const auto& p = t.ports;
+  const Args& a = t.args;
+  if (auto m = kutil::ports_present(s, p); !m.empty()) return m;
+  if (auto m = first_error({kutil::float_dtype(s, p, 0), outputs_dtype(s, p, 1), int_at_least(a, "oversample", 0),
+                            int_at_least(a, "power_iters", 0)});
+      !m.empty())
+    return m;
+  const int64_t rows = p[0].rows, cols = p[0].cols, k = a.get_int("k"), mn = std::min(rows, cols);
+  if (k < 1 || k > mn)
+    return "param 'k' is " + to_string(k) + ": must be in [1, min(m, n) = " + to_string(mn) + "] for port 'a' " +
+           dims(p[0]);
+  return first_error({expect_vector(s, p, 1, k, "k singular values"), expect_shape(s, p, 2, rows, k, "m x k"),
+                      expect_shape(s, p, 3, k, cols, "k x n")});
+}
+
+Cost svd_cost(const TaskShape& t) {
+  if (t.ports.size() != svd_ports().size() || svd_check(t) != "") return {};
+  const double m = double(t.ports[0].rows), n = double(t.ports[0].cols);
+  const double l = std::min(double(t.args.get_int("k") + t.args.get_int("oversample")), std::min(m, n));
+  const double q = double(t.args.get_int("power_iters"));
+  Cost c = kutil::io_cost(svd_ports(), t, (2 * q + 2) * 2 * m * n * l + 8 * (m + n) * l * l + 4 * n * l * l);
+  c.extra_bytes = 8.0 * (2 * m * l + 3 * n * l + l * l);
+  return c;
+}
+
+void svd_cpu(KernelContext& ctx) {
+  kutil::validate(ctx, svd_ports(), svd_check);
+  const TensorView& a = ctx.port(0);
+  const DoubleMatrix d(a);
+  eigen::SvdOptions o;
+  o.k = ctx.arg_int("k");
+  o.oversample = ctx.arg_int("oversample");
+  o.power_iters = ctx.arg_int("power_iters");
+  o.seed = static_cast<std::uint64_t>(ctx.arg_int("seed"));
+  const eigen::SvdResult r = eigen::svd_topk(d.data, a.rows, a.cols, d.ld, o);
+  // Residual: max_j ||A v_j - s_j u_j||.
+  double resid = 0;
+  for (int64_t j = 0; j < o.k; ++j) {
+    double sq = 0;
+    for (int64_t i = 0; i < a.rows; ++i) {
+      double av = 0;
+      for (int64_t c = 0; c < a.cols; ++c) av += d.data[i * d.ld + c] * r.vt[static_cast<std::size_t>(j * a.cols + c)];
+      const double e = av - r.s[static_cast<std::size_t>(j)] * r.u[static_cast<std::size_t>(i * o.k + j)];
+      sq += e * e;
+    }
+    resid = std::max(resid, std::sqrt(sq));
+  }
+  ctx.report("matvecs", static_cast<double>(r.matvecs + o.k));
+  ctx.report("restarts", static_cast<double>(o.power_iters));
+  ctx.report("residual", resid);
+  write_vector(ctx.port(1), r.s);
+  kutil::dispatch_float(a.dtype, [&](auto tg) {
+    using T = typename decltype(tg)::type;
+    if (const TensorView& u = ctx.port(2); u.bound())
+      for (int64_t i = 0; i < a.rows; ++i)
+        for (int64_t j = 0; j < o.k; ++j) u.at<T>(i, j) = static_cast<T>(r.u[static_cast<std::size_t>(i * o.k + j)]);
+    if (const TensorView& vt = ctx.port(3); vt.bound())
+      for (int64_t j = 0; j < o.k; ++j)
+        for (int64_t c = 0; c < a.cols; ++c)
+          vt.at<T>(j, c) = static_cast<T>(r.vt[static_cast<std::size_t>(j * a.cols + c)]);
+  });
+}
+
+// ============================================================ eigen.power
+
+const std::vector<PortSpec>& power_ports() {
+  static const std::vector<PortSpec> p = {
+      {"a", Access::read, kFloat, false, 2, "A [n,n] (operator=matrix), or X [m,n] (operator=gram: H = XᵀX)"},
+      {"value", Access::write, kFloat, false, 1, "the eigenvalue of largest modulus [1] (Rayleigh quotient)"},
+      {"vector", Access::write, kFloat, true, 1, "its unit eigenvector [n] (optional)"},
+  };
+  return p;
+}
+
+std::string power_check(const TaskShape& t) {
+  const auto& s = power_ports();
+  const auto& p = t.ports;
+  const Args& a = t.args;
+  if (auto m = kutil::ports_present(s, p); !m.empty()) return m;
+  if (auto m = first_error({kutil::float_dtype(s, p, 0), outputs_dtype(s, p, 1),
+                            kutil::one_of(a, "operator", {"matrix", "gram"}), positive_float(a, "tol"),
+                            int_at_least(a, "max_iter", 1)});
+      !m.empty())
+    return m;
+  if (a.get_string("operator") == "matrix")
+    if (auto m = kutil::square(s, p, 0); !m.empty()) return m;
+  const int64_t n = op_dim(p[0], a);
+  if (n < 1) return "port 'a' is " + dims(p[0]) + ": the operator is empty";
+  return first_error({expect_vector(s, p, 1, 1, "one eigenvalue"), expect_vector(s, p, 2, n, "n")});
+}
+
+Cost power_cost(const TaskShape& t) {
+  if (t.ports.size() != power_ports().size() || power_check(t) != "") return {};
+  const TensorView& a = t.ports[0];
+  const double per = (t.args.get_string("operator") == "gram" ? 4.0 : 2.0) * double(a.rows) * double(a.cols);
+  Cost c = kutil::io_cost(power_ports(), t, per * std::min<double>(100.0, double(t.args.get_int("max_iter"))));
+  c.extra_bytes = 16.0 * double(op_dim(a, t.args)) + 8.0 * double(a.rows);
+  return c;
+}
+
+void power_cpu(KernelContext& ctx) {
+  kutil::validate(ctx, power_ports(), power_check);
+  const TensorView& a = ctx.port(0);
+  const bool gram = ctx.arg_string("operator") == "gram";
+  const DoubleMatrix d(a);
+  const int64_t n = op_dim(a, ctx.args());
+  const eigen::LinearOperator op =
+      gram ? eigen::gram_operator(d.data, a.rows, a.cols, d.ld) : eigen::dense_operator(d.data, n, d.ld);
+  eigen::PowerOptions o;
+  o.tol = ctx.arg_float("tol");
+  o.max_iter = ctx.arg_int("max_iter");
+  o.seed = static_cast<std::uint64_t>(ctx.arg_int("seed"));
+  const eigen::EigenResult r = eigen::power_iteration(op, o);
+  report_result(ctx, r);
+  if (!r.converged) not_converged("eigen.power", r, o.tol, o.max_iter, "max_iter");
+  write_vector(ctx.port(1), r.values_re);
+  if (ctx.port(2).bound()) write_vector(ctx.port(2), r.vectors_re);
+}
+
+}  // namespace
+
+void register_eigen(Registry& reg) {
+  const ParamSpec k = {"k", ParamType::int_, "6", false, "number of eigenpairs wanted"};
+  const ParamSpec subspace = {"subspace", ParamType::int_, "0", false,
+                              "largest Krylov basis (restart size); 0: min(n, max(2k+1, k+20))"};
+  const ParamSpec tol = {"tol", ParamType::float_, "1e-10", false,
+                         "converged when ||A x - λ x|| <= tol * |λ| for every wanted pair"};
+  const ParamSpec seed = {"seed", ParamType::int_, "1", false, "seed of the random start vector"};
+  const ParamSpec op = {"operator", ParamType::string_, "matrix", false,
+                        "matrix: port a is A; gram: port a is X and the operator is XᵀX (never formed)"};
+
+  kutil::add_component(
+      reg, "eigen.lanczos",
+      "top-k eigenpairs of a symmetric operator by thick-restarted Lanczos (full reorthogonalisation by default); "
+      "reports matvecs, restarts, residual; not converging within max_restarts is an error naming the residual",
+      lanczos_ports(),
+      {k, subspace, tol, {"max_restarts", ParamType::int_, "300", false, "restart budget"},
+       {"which", ParamType::string_, "largest", false, "largest (algebraic) or magnitude"},
+       {"reorth", ParamType::string_, "full", false, "full or none (three-term recurrence only)"}, op, seed},
+      lanczos_cpu, lanczos_check, lanczos_cost);
+  kutil::add_component(
+      reg, "eigen.arnoldi",
+      "top-k eigenpairs of a non-symmetric matrix by explicitly restarted Arnoldi (ERAM): MGS with one "
+      "reorthogonalisation pass, Ritz pairs by dgeev, restart from the sum of the wanted Ritz vectors",
+      arnoldi_ports(),
+      {{"k", ParamType::int_, "4", false, "number of eigenpairs wanted"}, subspace, tol,
+       {"max_restarts", ParamType::int_, "1000", false, "restart budget"},
+       {"which", ParamType::string_, "magnitude", false, "magnitude (largest |λ|) or real (largest Re λ)"}, seed},
+      arnoldi_cpu, arnoldi_check, arnoldi_cost);
+  kutil::add_component(
+      reg, "eigen.svd_topk",
+      "top-k singular triplets by randomized subspace iteration (Gaussian start, power_iters rounds, QR by "
+      "dgeqrf/dorgqr, dgesdd of the projected matrix); reports residual max ||A v - s u||",
+      svd_ports(),
+      {k, {"oversample", ParamType::int_, "10", false, "extra columns of the random subspace"},
+       {"power_iters", ParamType::int_, "2", false, "rounds of A Aᵀ applied to the subspace"}, seed},
+      svd_cpu, svd_check, svd_cost);
+  kutil::add_component(
+      reg, "eigen.power", "the eigenvalue of largest modulus by power iteration (Rayleigh quotient)", power_ports(),
+      {{"tol", ParamType::float_, "1e-8", false, "converged when ||A v - λ v|| <= tol * |λ|"},
+       {"max_iter", ParamType::int_, "1000", false, "iteration budget"}, op, seed},
+      power_cpu, power_check, power_cost);
+}
+
+}  // namespace ymlopt

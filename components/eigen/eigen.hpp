@@ -1,0 +1,190 @@
+// Spectral analysis: a reusable eigensolver API (namespace ymlopt::eigen) and
+// the eigen.* components built on it (register_eigen).
+//
+// Components (f32 or f64 input; f32 is solved in double and rounded at the end):
+//   eigen.lanczos    top-k eigenpairs of a symmetric A [n,n], or of H = XᵀX from X [m,n]
+//                    (operator=gram, applied as Xᵀ(X v), H never formed); thick restart
+//   eigen.arnoldi    top-k eigenpairs of a non-symmetric A [n,n]; explicitly restarted
+//                    Arnoldi (ERAM), complex pairs reported as re/im
+//   eigen.svd_topk   top-k singular triplets of A [m,n]: randomized subspace iteration
+//   eigen.power      the eigenvalue of largest modulus by power iteration
+// Each reports "matvecs", "restarts" and "residual" (largest wanted residual
+// norm ||A x - λ x||, x of unit norm) and raises a KernelError naming the
+// residual reached when it does not converge within its budget.
+//
+// Solver API, for reuse by other methods (MERAM co-methods, pruning):
+//
+//   using namespace ymlopt::eigen;
+//   LinearOperator op = dense_operator(a.data(), n, n);          // row-major, ld = n
+//   ArnoldiOptions o;  o.k = 4;  o.subspace = 20;  o.which = Which::largest_magnitude;
+//   o.on_restart = [&](RestartState& s) {                        // once per restart
+//     if (better) s.restart_vector = other_method_vector;        // inject a vector
+//   };
+//   EigenResult r = arnoldi(op, o);  // r.values_re/im, r.vectors_re/im (n x k, vector j at j*n)
+//
+// Vectors are stored one after the other: vector j is [j*n, (j+1)*n).
+#pragma once
+
+#include <ymlopt/sdk.hpp>
+
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace ymlopt {
+/// Registers eigen.lanczos, eigen.arnoldi, eigen.svd_topk and eigen.power.
+void register_eigen(Registry& reg);
+}  // namespace ymlopt
+
+namespace ymlopt::eigen {
+
+/// A square linear operator y = A x of dimension n. `apply` must not alias x and y.
+///
+///   LinearOperator op{n, [&](const double* x, double* y) { ... }};
+struct LinearOperator {
+  std::int64_t n = 0;
+  std::function<void(const double* x, double* y)> apply;
+};
+
+/// y = A x for a row-major dense A [n,n] with leading dimension ld (kept by pointer).
+LinearOperator dense_operator(const double* a, std::int64_t n, std::int64_t ld);
+
+/// y = Xᵀ (X x) for a row-major X [m,n] (ld >= n): the Gram matrix H = XᵀX [n,n]
+/// applied without forming it (two matrix-vector products, m doubles of scratch).
+LinearOperator gram_operator(const double* x, std::int64_t m, std::int64_t n, std::int64_t ld);
+
+/// A compressed-sparse-row matrix (0-based).
+///
+///   CsrMatrix s = CsrMatrix::from_dense(a.data(), n, n, n);  // drops exact zeros
+struct CsrMatrix {
+  std::int64_t rows = 0, cols = 0;
+  std::vector<std::int64_t> row_ptr;  // rows + 1
+  std::vector<std::int64_t> col;
+  std::vector<double> val;
+  /// Keeps the entries with |a_ij| > drop.
+  static CsrMatrix from_dense(const double* a, std::int64_t rows, std::int64_t cols, std::int64_t ld,
+                              double drop = 0);
+  std::int64_t nnz() const { return static_cast<std::int64_t>(val.size()); }
+};
+
+/// y = S x for a square CSR matrix (kept by reference: it must outlive the operator).
+LinearOperator csr_operator(const CsrMatrix& s);
+
+/// Which end of the spectrum is wanted.
+enum class Which {
+  largest_algebraic,  // symmetric: largest λ
+  largest_magnitude,  // largest |λ|
+  largest_real,       // non-symmetric: largest Re λ
+};
+
+/// What a solver returns. Vectors are n x k, vector j at [j*n, (j+1)*n); for a
+/// complex eigenvalue the vector is vectors_re + i vectors_im (unit norm).
+/// residuals[j] = ||A x_j - λ_j x_j|| (the Ritz estimate) for unit x_j.
+struct EigenResult {
+  std::vector<double> values_re, values_im;
+  std::vector<double> vectors_re, vectors_im;  // vectors_im empty for symmetric solvers
+  std::vector<double> residuals;
+  std::int64_t matvecs = 0;
+  std::int64_t restarts = 0;
+  bool converged = false;
+  double max_residual() const;
+};
+
+/// Passed to the per-restart callback after the Ritz pairs of a cycle are
+/// known and before the next cycle starts. The callback may replace
+/// `restart_vector` (Arnoldi: the next start vector, length n) or set `stop`.
+struct RestartState {
+  std::int64_t restart = 0;   // cycles done so far (1 after the first)
+  std::int64_t matvecs = 0;
+  std::span<const double> values_re, values_im, residuals;  // the k wanted Ritz values
+  std::span<const double> vectors_re, vectors_im;            // their Ritz vectors (n x k)
+  std::vector<double>& restart_vector;                       // Arnoldi only; empty for Lanczos
+  bool stop = false;
+};
+using RestartCallback = std::function<void(RestartState&)>;
+
+/// Options of lanczos(): thick-restarted Lanczos for a symmetric operator.
+struct LanczosOptions {
+  std::int64_t k = 6;
+  std::int64_t subspace = 0;  // max basis size; 0: min(n, max(2k + 1, k + 20))
+  double tol = 1e-10;         // converged when residual <= tol * max(|λ|, ...)
+  std::int64_t max_restarts = 300;
+  Which which = Which::largest_algebraic;  // or largest_magnitude
+  bool full_reorth = true;  // false: three-term recurrence only (plus the restart arrow)
+  std::uint64_t seed = 1;
+  std::vector<double> start;  // optional start vectors (n x p); their sum starts the basis
+  RestartCallback on_restart;
+};
+
+/// Top-k eigenpairs of a symmetric operator, thick restart (Wu-Simon) keeping
+/// the wanted Ritz vectors. Values in wanted order (descending λ or |λ|).
+///
+///   LanczosOptions o; o.k = 10;  EigenResult r = lanczos(dense_operator(a, n, n), o);
+EigenResult lanczos(const LinearOperator& op, const LanczosOptions& opt);
+
+/// Options of arnoldi(): explicitly restarted Arnoldi (ERAM).
+struct ArnoldiOptions {
+  std::int64_t k = 4;
+  std::int64_t subspace = 0;  // Arnoldi factorisation size m; 0: min(n, max(2k + 1, k + 20))
+  double tol = 1e-10;
+  std::int64_t max_restarts = 1000;
+  Which which = Which::largest_magnitude;  // or largest_real
+  std::uint64_t seed = 1;
+  std::vector<double> start;  // optional start vectors (n x p), combined into the first start vector
+  RestartCallback on_restart;
+};
+
+/// Top-k eigenpairs of a general operator. Each cycle builds an m-step Arnoldi
+/// factorisation (modified Gram-Schmidt plus one reorthogonalisation pass),
+/// takes the Ritz pairs of the Hessenberg matrix (LAPACK dgeev) and restarts
+/// from the sum of the wanted Ritz vectors (real and imaginary parts of a
+/// complex pair). A conjugate pair is ordered +im first; if the k-th wanted
+/// value is the first of a pair, only it is returned.
+EigenResult arnoldi(const LinearOperator& op, const ArnoldiOptions& opt);
+
+/// One Arnoldi cycle from a start vector: the Ritz pairs of its factorisation
+/// (the building block of arnoldi(), usable by co-methods that drive restarts
+/// themselves). `start` need not be normalised. matvecs counts m.
+EigenResult arnoldi_cycle(const LinearOperator& op, std::span<const double> start, std::int64_t k,
+                          std::int64_t m, Which which, std::uint64_t seed = 1);
+
+/// Top-k singular triplets of a dense matrix: A ≈ U diag(s) Vt.
+struct SvdResult {
+  std::vector<double> s;   // k, descending
+  std::vector<double> u;   // m x k row-major
+  std::vector<double> vt;  // k x n row-major
+  std::int64_t matvecs = 0;  // products with A or Aᵀ, counted per column of the block
+};
+
+/// Options of svd_topk().
+struct SvdOptions {
+  std::int64_t k = 6;
+  std::int64_t oversample = 10;
+  std::int64_t power_iters = 2;
+  std::uint64_t seed = 1;
+};
+
+/// Randomized subspace iteration (Halko-Martinsson-Tropp): Y = A Ω, q rounds of
+/// Y = A (Aᵀ Q) with a QR (dgeqrf/dorgqr) after every product, then the SVD
+/// (dgesdd) of the small B = Qᵀ A. A is row-major [m,n] with leading dimension ld.
+///
+///   SvdResult r = svd_topk(a.data(), m, n, n, {.k = 8});
+SvdResult svd_topk(const double* a, std::int64_t m, std::int64_t n, std::int64_t ld, const SvdOptions& opt);
+
+/// Options of power_iteration().
+struct PowerOptions {
+  double tol = 1e-8;  // ||A v - λ v|| <= tol * |λ|
+  std::int64_t max_iter = 1000;
+  std::uint64_t seed = 1;
+};
+
+/// The eigenvalue of largest modulus (Rayleigh quotient) and its vector.
+/// matvecs = iterations; restarts = 0; converged false when max_iter is reached.
+EigenResult power_iteration(const LinearOperator& op, const PowerOptions& opt);
+
+/// n Gaussian numbers from a seed (the solvers' start vectors).
+std::vector<double> random_vector(std::int64_t n, std::uint64_t seed);
+
+}  // namespace ymlopt::eigen

@@ -1,0 +1,662 @@
+// The eigensolvers of eigen.hpp: operators, thick-restart Lanczos, explicitly
+// restarted Arnoldi, randomized SVD, power iteration. Krylov bases are stored
+// column after column (vector j at j*n), so BLAS sees them column-major.
+#include "eigen/eigen.hpp"
+
+#include <cblas.h>
+#include <lapacke.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <memory>
+#include <numeric>
+#include <random>
+#include <string>
+
+namespace ymlopt::eigen {
+namespace {
+
+using std::int64_t;
+using std::size_t;
+
+blasint bi(int64_t v) {
+  if (v < 0 || v > static_cast<int64_t>(std::numeric_limits<blasint>::max()))
+    throw KernelError("dimension " + std::to_string(v) + " does not fit the BLAS integer type");
+  return static_cast<blasint>(v);
+}
+
+size_t sz(int64_t v) { return static_cast<size_t>(v); }
+
+double* col(std::vector<double>& v, int64_t n, int64_t j) { return v.data() + j * n; }
+
+double nrm2(int64_t n, const double* x) { return cblas_dnrm2(bi(n), x, 1); }
+
+/// w -= V[:, 0:c] (V[:, 0:c]ᵀ w), twice (classical Gram-Schmidt with one
+/// reorthogonalisation pass); the coefficients are added to h (size c).
+void cgs2(int64_t n, int64_t c, const double* v, double* w, double* h, double* tmp) {
+  if (c == 0) return;
+  for (int pass = 0; pass < 2; ++pass) {
+    cblas_dgemv(CblasColMajor, CblasTrans, bi(n), bi(c), 1.0, v, bi(n), w, 1, 0.0, tmp, 1);
+    cblas_dgemv(CblasColMajor, CblasNoTrans, bi(n), bi(c), -1.0, v, bi(n), tmp, 1, 1.0, w, 1);
+    for (int64_t i = 0; i < c; ++i) h[i] += tmp[i];
+  }
+}
+
+/// Modified Gram-Schmidt against V[:, 0:c], two passes; coefficients added to h.
+void mgs2(int64_t n, int64_t c, const double* v, double* w, double* h) {
+  for (int pass = 0; pass < 2; ++pass)
+    for (int64_t i = 0; i < c; ++i) {
+      const double ci = cblas_ddot(bi(n), v + i * n, 1, w, 1);
+      cblas_daxpy(bi(n), -ci, v + i * n, 1, w, 1);
+      h[i] += ci;
+    }
+}
+
+/// A unit vector orthogonal to V[:, 0:c] (c < n), from a seeded random draw.
+void random_orthogonal(int64_t n, int64_t c, const double* v, double* out, std::uint64_t seed) {
+  std::vector<double> h(sz(std::max<int64_t>(c, 1))), tmp(sz(std::max<int64_t>(c, 1)));
+  for (int attempt = 0; attempt < 8; ++attempt) {
+    const std::vector<double> r = random_vector(n, seed + 7919u * static_cast<std::uint64_t>(attempt + 1));
+    std::copy(r.begin(), r.end(), out);
+    cgs2(n, c, v, out, h.data(), tmp.data());
+    const double nr = nrm2(n, out);
+    if (nr > 1e-8) {
+      cblas_dscal(bi(n), 1.0 / nr, out, 1);
+      return;
+    }
+  }
+  throw KernelError("could not extend the Krylov basis (the operator's dimension is exhausted)");
+}
+
+/// Sum of the p vectors in `start` (n x p), or a random vector when empty; unit norm.
+std::vector<double> start_vector(int64_t n, const std::vector<double>& start, std::uint64_t seed) {
+  std::vector<double> v(sz(n), 0.0);
+  if (!start.empty()) {
+    if (start.size() % sz(n) != 0)
+      throw KernelError("start vectors: " + std::to_string(start.size()) + " values is not a multiple of n = " +
+                        std::to_string(n));
+    for (size_t i = 0; i < start.size(); ++i) v[i % sz(n)] += start[i];
+  }
+  double nr = nrm2(n, v.data());
+  if (nr == 0 || !std::isfinite(nr)) {
+    v = random_vector(n, seed);
+    nr = nrm2(n, v.data());
+  }
+  cblas_dscal(bi(n), 1.0 / nr, v.data(), 1);
+  return v;
+}
+
+void check_sizes(const LinearOperator& op, int64_t k, int64_t& m, const char* what) {
+  const int64_t n = op.n;
+  if (n < 1 || !op.apply) throw KernelError(std::string(what) + ": empty operator");
+  if (k < 1 || k > n)
+    throw KernelError(std::string(what) + ": k = " + std::to_string(k) + " must be in [1, n = " + std::to_string(n) +
+                      "]");
+  if (m == 0) m = std::max<int64_t>(2 * k + 1, k + 20);
+  m = std::min(m, n);
+  if (m <= k && m < n)
+    throw KernelError(std::string(what) + ": subspace = " + std::to_string(m) + " must exceed k = " +
+                      std::to_string(k) + " (or equal n)");
+}
+
+/// Converged when res <= tol * max(|λ|, eps^(2/3) * anorm), as ARPACK.
+bool is_converged(double res, double lam_abs, double anorm, double tol) {
+  const double floor = std::pow(std::numeric_limits<double>::epsilon(), 2.0 / 3.0) * anorm;
+  return res <= tol * std::max(lam_abs, floor);
+}
+
+}  // namespace
+
+double EigenResult::max_residual() const {
+  double r = 0;
+  for (double x : residuals) r = std::max(r, x);
+  return r;
+}
+
+std::vector<double> random_vector(int64_t n, std::uint64_t seed) {
+  std::mt19937_64 gen(seed);
+  std::normal_distribution<double> d(0.0, 1.0);
+  std::vector<double> v(sz(n));
+  for (double& x : v) x = d(gen);
+  return v;
+}
+
+// ---------------------------------------------------------------- operators
+
+LinearOperator dense_operator(const double* a, int64_t n, int64_t ld) {
+  return {n, [a, n, ld](const double* x, double* y) {
+            cblas_dgemv(CblasRowMajor, CblasNoTrans, bi(n), bi(n), 1.0, a, bi(std::max<int64_t>(ld, 1)), x, 1, 0.0,
+                        y, 1);
+          }};
+}
+
+LinearOperator gram_operator(const double* x, int64_t m, int64_t n, int64_t ld) {
+  auto tmp = std::make_shared<std::vector<double>>(sz(std::max<int64_t>(m, 1)));
+  return {n, [x, m, n, ld, tmp](const double* v, double* y) {
+            const blasint l = bi(std::max<int64_t>(ld, 1));
+            if (m == 0) {
+              std::fill(y, y + n, 0.0);
+              return;
+            }
+            cblas_dgemv(CblasRowMajor, CblasNoTrans, bi(m), bi(n), 1.0, x, l, v, 1, 0.0, tmp->data(), 1);
+            cblas_dgemv(CblasRowMajor, CblasTrans, bi(m), bi(n), 1.0, x, l, tmp->data(), 1, 0.0, y, 1);
+          }};
+}
+
+CsrMatrix CsrMatrix::from_dense(const double* a, int64_t rows, int64_t cols, int64_t ld, double drop) {
+  CsrMatrix s;
+  s.rows = rows;
+  s.cols = cols;
+  s.row_ptr.assign(sz(rows + 1), 0);
+  for (int64_t i = 0; i < rows; ++i) {
+    for (int64_t j = 0; j < cols; ++j) {
+      const double v = a[i * ld + j];
+      if (std::abs(v) > drop) {
+        s.col.push_back(j);
+        s.val.push_back(v);
+      }
+    }
+    s.row_ptr[sz(i + 1)] = static_cast<int64_t>(s.val.size());
+  }
+  return s;
+}
+
+LinearOperator csr_operator(const CsrMatrix& s) {
+  if (s.rows != s.cols)
+    throw KernelError("csr_operator: the matrix is " + std::to_string(s.rows) + "x" + std::to_string(s.cols) +
+                      ": a square matrix is required");
+  if (static_cast<int64_t>(s.row_ptr.size()) != s.rows + 1)
+    throw KernelError("csr_operator: row_ptr has " + std::to_string(s.row_ptr.size()) + " entries, expected " +
+                      std::to_string(s.rows + 1));
+  const CsrMatrix* p = &s;
+  return {s.rows, [p](const double* x, double* y) {
+            const int64_t* rp = p->row_ptr.data();
+            const int64_t* ci = p->col.data();
+            const double* va = p->val.data();
+            for (int64_t i = 0; i < p->rows; ++i) {
+              double acc = 0;
+              for (int64_t e = rp[i]; e < rp[i + 1]; ++e) acc += va[e] * x[ci[e]];
+              y[i] = acc;
+            }
+          }};
+}
+
+// ---------------------------------------------------------------- Lanczos
+
+EigenResult lanczos(const LinearOperator& op, const LanczosOptions& opt) {
+  const int64_t n = op.n, k = opt.k;
+  int64_t m = opt.subspace;
+  check_sizes(op, k, m, "lanczos");
+  if (opt.which != Which::largest_algebraic && opt.which != Which::largest_magnitude)
+    throw KernelError("lanczos: which must be largest_algebraic or largest_magnitude");
+
+  std::vector<double> V(sz(n * (m + 1)));  // basis, plus the residual direction at column m
+  std::vector<double> T(sz(m * m), 0.0);   // projected matrix, column-major
+  std::vector<double> Y(sz(m * m)), theta(sz(m)), h(sz(m + 1)), tmp(sz(m + 1));
+  std::vector<double> start = start_vector(n, opt.start, opt.seed);
+  std::copy(start.begin(), start.end(), V.begin());
+
+  EigenResult res;
+  int64_t l = 0;  // kept (locked-in) Ritz vectors at the start of a cycle
+  double beta_m = 0, anorm_est = 0;
+  std::vector<int64_t> idx(sz(m));
+  std::vector<double> empty_restart;
+  std::uint64_t extra_seed = opt.seed + 1;
+
+  while (true) {
+    // Extend the factorisation from column l to m.
+    for (int64_t j = l; j < m; ++j) {
+      double* w = col(V, n, j + 1);
+      op.apply(col(V, n, j), w);
+      ++res.matvecs;
+      anorm_est = std::max(anorm_est, nrm2(n, w));
+      std::fill(h.begin(), h.end(), 0.0);
+      if (opt.full_reorth) {
+        cgs2(n, j + 1, V.data(), w, h.data(), tmp.data());
+      } else {
+        // Three-term recurrence, plus the kept Ritz vectors of a thick restart
+        // (their coupling in the first column after it; kept orthogonal after).
+        for (int64_t i = 0; i <= j; ++i) {
+          if (i >= l && i < j - 1) continue;
+          const double c = cblas_ddot(bi(n), col(V, n, i), 1, w, 1);
+          cblas_daxpy(bi(n), -c, col(V, n, i), 1, w, 1);
+          h[sz(i)] = c;
+        }
+      }
+      for (int64_t i = 0; i <= j; ++i) {
+        if (!opt.full_reorth && i >= l && i < j - 1) continue;
+        T[sz(i + j * m)] = h[sz(i)];
+        T[sz(j + i * m)] = h[sz(i)];
+      }
+      double beta = nrm2(n, w);
+      if (beta <= 1e-13 * anorm_est) {  // invariant subspace
+        beta = 0;
+        if (j + 1 < m) random_orthogonal(n, j + 1, V.data(), w, extra_seed++);
+        else std::fill(w, w + n, 0.0);
+      } else {
+        cblas_dscal(bi(n), 1.0 / beta, w, 1);
+      }
+      if (j + 1 < m) {
+        T[sz(j + 1 + j * m)] = beta;
+        T[sz(j + (j + 1) * m)] = beta;
+      } else {
+        beta_m = beta;
+      }
+    }
+
+    // Ritz pairs of T.
+    std::copy(T.begin(), T.end(), Y.begin());
+    if (LAPACKE_dsyevd(LAPACK_COL_MAJOR, 'V', 'U', bi(m), Y.data(), bi(m), theta.data()) != 0)
+      throw KernelError("lanczos: dsyevd failed on the projected matrix");
+    std::iota(idx.begin(), idx.end(), 0);
+    if (opt.which == Which::largest_algebraic)
+      std::sort(idx.begin(), idx.end(), [&](int64_t a, int64_t b) { return theta[sz(a)] > theta[sz(b)]; });
+    else
+      std::stable_sort(idx.begin(), idx.end(),
+                       [&](int64_t a, int64_t b) { return std::abs(theta[sz(a)]) > std::abs(theta[sz(b)]); });
+    double anorm = 0;
+    for (double t : theta) anorm = std::max(anorm, std::abs(t));
+    if (!opt.full_reorth) {
+      // Without reorthogonalisation the basis loses orthogonality and copies
+      // ("ghosts") of converged Ritz vectors appear, so each cycle ends with a
+      // Rayleigh-Ritz step on an orthonormalised, ghost-free set of the wanted
+      // Ritz vectors (`keep` more matvecs), judged by true residuals.
+      const int64_t keep = std::max(k, std::min(m - 1, k + (m - k) / 2));
+      const int64_t cand = std::min(m, 2 * keep);
+      std::vector<double> Yc(sz(m * cand)), Xc(sz(n * cand)), Q(sz(n * keep)), hq(sz(keep)), tq(sz(keep));
+      for (int64_t i = 0; i < cand; ++i)
+        std::copy_n(Y.begin() + static_cast<std::ptrdiff_t>(idx[sz(i)] * m), m,
+                    Yc.begin() + static_cast<std::ptrdiff_t>(i * m));
+      cblas_dgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, bi(n), bi(cand), bi(m), 1.0, V.data(), bi(n), Yc.data(),
+                  bi(m), 0.0, Xc.data(), bi(n));
+      int64_t q = 0;
+      for (int64_t i = 0; i < cand && q < keep; ++i) {
+        double* x = Xc.data() + i * n;
+        const double before = nrm2(n, x);
+        std::fill(hq.begin(), hq.end(), 0.0);
+        cgs2(n, q, Q.data(), x, hq.data(), tq.data());
+        const double after = nrm2(n, x);
+        if (after > 0.5 * before && after > 0) {
+          cblas_dscal(bi(n), 1.0 / after, x, 1);
+          std::copy_n(x, n, Q.begin() + static_cast<std::ptrdiff_t>(q * n));
+          ++q;
+        }
+      }
+      if (q < k) throw KernelError("lanczos (reorth=none): the basis lost orthogonality; use reorth=full");
+      std::vector<double> W(sz(n * q)), G(sz(q * q)), th(sz(q)), Xn(sz(n * q)), AXn(sz(n * q));
+      for (int64_t i = 0; i < q; ++i) op.apply(Q.data() + i * n, W.data() + i * n);
+      res.matvecs += q;
+      cblas_dgemm(CblasColMajor, CblasTrans, CblasNoTrans, bi(q), bi(q), bi(n), 1.0, Q.data(), bi(n), W.data(), bi(n),
+                  0.0, G.data(), bi(q));
+      for (int64_t i = 0; i < q; ++i)
+        for (int64_t j = 0; j < i; ++j) G[sz(i + j * q)] = G[sz(j + i * q)] = 0.5 * (G[sz(i + j * q)] + G[sz(j + i * q)]);
+      if (LAPACKE_dsyevd(LAPACK_COL_MAJOR, 'V', 'U', bi(q), G.data(), bi(q), th.data()) != 0)
+        throw KernelError("lanczos: dsyevd failed on the Rayleigh-Ritz matrix");
+      std::vector<int64_t> ord(sz(q));
+      std::iota(ord.begin(), ord.end(), 0);
+      if (opt.which == Which::largest_algebraic)
+        std::sort(ord.begin(), ord.end(), [&](int64_t a, int64_t b) { return th[sz(a)] > th[sz(b)]; });
+      else
+        std::stable_sort(ord.begin(), ord.end(),
+                         [&](int64_t a, int64_t b) { return std::abs(th[sz(a)]) > std::abs(th[sz(b)]); });
+      std::vector<double> Z(sz(q * q)), thz(sz(q));
+      for (int64_t i = 0; i < q; ++i) {
+        std::copy_n(G.begin() + static_cast<std::ptrdiff_t>(ord[sz(i)] * q), q, Z.begin() + static_cast<std::ptrdiff_t>(i * q));
+        thz[sz(i)] = th[sz(ord[sz(i)])];
+      }
+      cblas_dgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, bi(n), bi(q), bi(q), 1.0, Q.data(), bi(n), Z.data(), bi(q),
+                  0.0, Xn.data(), bi(n));
+      cblas_dgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, bi(n), bi(q), bi(q), 1.0, W.data(), bi(n), Z.data(), bi(q),
+                  0.0, AXn.data(), bi(n));
+      // AXn becomes the residual vectors A x - θ x.
+      for (int64_t i = 0; i < q; ++i) cblas_daxpy(bi(n), -thz[sz(i)], Xn.data() + i * n, 1, AXn.data() + i * n, 1);
+      res.values_re.assign(thz.begin(), thz.begin() + static_cast<std::ptrdiff_t>(k));
+      res.residuals.assign(sz(k), 0.0);
+      int64_t nconv = 0;
+      std::vector<double> next(sz(n), 0.0);
+      for (int64_t i = 0; i < k; ++i) {
+        res.residuals[sz(i)] = nrm2(n, AXn.data() + i * n);
+        const bool ok = is_converged(res.residuals[sz(i)], std::abs(thz[sz(i)]), anorm, opt.tol);
+        nconv += ok ? 1 : 0;
+        if (!ok) cblas_daxpy(bi(n), 1.0, AXn.data() + i * n, 1, next.data(), 1);
+      }
+      res.converged = nconv == k;
+      if (res.converged || res.restarts >= opt.max_restarts || m == n) {
+        res.vectors_re.assign(Xn.begin(), Xn.begin() + static_cast<std::ptrdiff_t>(n * k));
+        res.values_im.assign(sz(k), 0.0);
+        return res;
+      }
+      ++res.restarts;
+      if (opt.on_restart) {
+        std::vector<double> im0(sz(k), 0.0);
+        RestartState st{res.restarts, res.matvecs, res.values_re, im0, res.residuals,
+                        std::span<const double>(Xn.data(), sz(n * k)), {}, empty_restart, false};
+        opt.on_restart(st);
+        if (st.stop) {
+          res.vectors_re.assign(Xn.begin(), Xn.begin() + static_cast<std::ptrdiff_t>(n * k));
+          res.values_im.assign(sz(k), 0.0);
+          return res;
+        }
+      }
+      // Restart from [Xn, r]: r the unconverged residuals' sum, orthogonal to Xn.
+      std::copy(Xn.begin(), Xn.end(), V.begin());
+      double* v = col(V, n, q);
+      std::copy(next.begin(), next.end(), v);
+      std::vector<double> hh(sz(q)), tt(sz(q));
+      cgs2(n, q, V.data(), v, hh.data(), tt.data());
+      const double nv = nrm2(n, v);
+      if (nv > 1e-10 * nrm2(n, next.data()) && nv > 0) cblas_dscal(bi(n), 1.0 / nv, v, 1);
+      else random_orthogonal(n, q, V.data(), v, extra_seed++);
+      std::fill(T.begin(), T.end(), 0.0);
+      for (int64_t i = 0; i < q; ++i) T[sz(i + i * m)] = thz[sz(i)];
+      l = q;
+      continue;
+    }
+    res.values_re.assign(sz(k), 0.0);
+    res.residuals.assign(sz(k), 0.0);
+    int64_t nconv = 0;
+    for (int64_t i = 0; i < k; ++i) {
+      const int64_t c = idx[sz(i)];
+      res.values_re[sz(i)] = theta[sz(c)];
+      res.residuals[sz(i)] = std::abs(beta_m * Y[sz(m - 1 + c * m)]);
+      nconv += is_converged(res.residuals[sz(i)], std::abs(theta[sz(c)]), anorm, opt.tol) ? 1 : 0;
+    }
+    res.converged = nconv == k;
+    const bool last = res.converged || res.restarts >= opt.max_restarts || m == n;
+
+    // Ritz vectors of the kept set (k at the end, l_new on a restart).
+    const int64_t keep = last ? k : std::min(m - 1, std::max(k, k + (m - k) / 2));
+    std::vector<double> Yk(sz(m * keep)), X(sz(n * keep));
+    for (int64_t i = 0; i < keep; ++i)
+      std::copy_n(Y.begin() + static_cast<std::ptrdiff_t>(idx[sz(i)] * m), m, Yk.begin() + static_cast<std::ptrdiff_t>(i * m));
+    cblas_dgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, bi(n), bi(keep), bi(m), 1.0, V.data(), bi(n), Yk.data(),
+                bi(m), 0.0, X.data(), bi(n));
+    if (last) {
+      res.vectors_re = std::move(X);
+      res.values_im.assign(sz(k), 0.0);
+      return res;
+    }
+    ++res.restarts;
+    if (opt.on_restart) {
+      std::vector<double> im0(sz(k), 0.0);
+      RestartState st{res.restarts, res.matvecs, res.values_re, im0, res.residuals,
+                      std::span<const double>(X.data(), sz(n * k)), {}, empty_restart, false};
+      opt.on_restart(st);
+      if (st.stop) {
+        res.vectors_re.assign(X.begin(), X.begin() + static_cast<std::ptrdiff_t>(n * k));
+        res.values_im.assign(sz(k), 0.0);
+        return res;
+      }
+    }
+    // Thick restart: [X, f] with T = [diag(θ) s; sᵀ .], s_i = beta_m * y_i(m-1).
+    std::copy(X.begin(), X.end(), V.begin());
+    std::copy_n(col(V, n, m), n, col(V, n, keep));
+    std::fill(T.begin(), T.end(), 0.0);
+    for (int64_t i = 0; i < keep; ++i) {
+      const int64_t c = idx[sz(i)];
+      T[sz(i + i * m)] = theta[sz(c)];
+      const double s = beta_m * Y[sz(m - 1 + c * m)];
+      T[sz(keep + i * m)] = s;
+      T[sz(i + keep * m)] = s;
+    }
+    l = keep;
+  }
+}
+
+// ---------------------------------------------------------------- Arnoldi
+
+namespace {
+
+/// The Krylov workspace of one Arnoldi cycle.
+struct ArnoldiWork {
+  int64_t n, m;
+  std::vector<double> V, H;  // V: n x (m+1); H: (m+1) x m column-major
+  ArnoldiWork(int64_t n_, int64_t m_) : n(n_), m(m_), V(sz(n_ * (m_ + 1))), H(sz((m_ + 1) * m_)) {}
+};
+
+/// Builds the m-step factorisation A V_m = V_m H_m + h e_mᵀ from `start`;
+/// returns h = H(m, m-1) (0 on an invariant subspace).
+double arnoldi_factor(const LinearOperator& op, ArnoldiWork& w, std::span<const double> start, std::uint64_t seed,
+                      int64_t& matvecs) {
+  const int64_t n = w.n, m = w.m, ldh = m + 1;
+  std::fill(w.H.begin(), w.H.end(), 0.0);
+  std::copy(start.begin(), start.end(), w.V.begin());
+  double nr = nrm2(n, w.V.data());
+  if (nr == 0 || !std::isfinite(nr)) {
+    const std::vector<double> r = random_vector(n, seed);
+    std::copy(r.begin(), r.end(), w.V.begin());
+    nr = nrm2(n, w.V.data());
+  }
+  cblas_dscal(bi(n), 1.0 / nr, w.V.data(), 1);
+  double anorm_est = 0, last = 0;
+  for (int64_t j = 0; j < m; ++j) {
+    double* x = col(w.V, n, j + 1);
+    op.apply(col(w.V, n, j), x);
+    ++matvecs;
+    anorm_est = std::max(anorm_est, nrm2(n, x));
+    mgs2(n, j + 1, w.V.data(), x, w.H.data() + j * ldh);
+    double h = nrm2(n, x);
+    if (h <= 1e-13 * anorm_est) {
+      h = 0;
+      if (j + 1 < m) random_orthogonal(n, j + 1, w.V.data(), x, seed + 104729u * static_cast<std::uint64_t>(j + 1));
+      else std::fill(x, x + n, 0.0);
+    } else {
+      cblas_dscal(bi(n), 1.0 / h, x, 1);
+    }
+    w.H[sz(j + 1 + j * ldh)] = h;
+    last = h;
+  }
+  return last;
+}
+
+/// Ritz pairs of the factorisation in `w`: the k wanted ones into `res`
+/// (values, unit vectors, residual estimates).
+void ritz_pairs(const ArnoldiWork& w, double h_last, int64_t k, Which which, EigenResult& res, double* anorm_out) {
+  const int64_t n = w.n, m = w.m, ldh = m + 1;
+  std::vector<double> Hm(sz(m * m)), wr(sz(m)), wi(sz(m)), vr(sz(m * m));
+  for (int64_t j = 0; j < m; ++j)
+    for (int64_t i = 0; i < m; ++i) Hm[sz(i + j * m)] = w.H[sz(i + j * ldh)];
+  if (LAPACKE_dgeev(LAPACK_COL_MAJOR, 'N', 'V', bi(m), Hm.data(), bi(m), wr.data(), wi.data(), nullptr, 1, vr.data(),
+                    bi(m)) != 0)
+    throw KernelError("arnoldi: dgeev failed on the Hessenberg matrix");
+  // The column pair holding each eigenvalue's vector: real -> (j, -), complex -> (p, p+1).
+  std::vector<int64_t> first(sz(m));
+  for (int64_t j = 0; j < m; ++j) first[sz(j)] = (wi[sz(j)] < 0 && j > 0) ? j - 1 : j;
+  std::vector<int64_t> idx(sz(m));
+  std::iota(idx.begin(), idx.end(), 0);
+  auto key = [&](int64_t j) {
+    return which == Which::largest_real ? wr[sz(j)] : std::hypot(wr[sz(j)], wi[sz(j)]);
+  };
+  std::stable_sort(idx.begin(), idx.end(), [&](int64_t a, int64_t b) {
+    const double ka = key(a), kb = key(b);
+    if (ka != kb) return ka > kb;
+    return wi[sz(a)] > wi[sz(b)];
+  });
+  double anorm = 0;
+  for (int64_t j = 0; j < m; ++j) anorm = std::max(anorm, std::hypot(wr[sz(j)], wi[sz(j)]));
+  *anorm_out = anorm;
+
+  res.values_re.assign(sz(k), 0.0);
+  res.values_im.assign(sz(k), 0.0);
+  res.residuals.assign(sz(k), 0.0);
+  std::vector<double> Yre(sz(m * k), 0.0), Yim(sz(m * k), 0.0);
+  for (int64_t i = 0; i < k; ++i) {
+    const int64_t j = idx[sz(i)], p = first[sz(j)];
+    res.values_re[sz(i)] = wr[sz(j)];
+    res.values_im[sz(i)] = wi[sz(j)];
+    const double* yr = vr.data() + p * m;
+    std::copy(yr, yr + m, Yre.begin() + static_cast<std::ptrdiff_t>(i * m));
+    double last_sq = yr[m - 1] * yr[m - 1];
+    if (wi[sz(j)] != 0) {
+      const double sign = wi[sz(j)] > 0 ? 1.0 : -1.0;
+      const double* yi = vr.data() + (p + 1) * m;
+      for (int64_t r = 0; r < m; ++r) Yim[sz(r + i * m)] = sign * yi[r];
+      last_sq += yi[m - 1] * yi[m - 1];
+    }
+    res.residuals[sz(i)] = std::abs(h_last) * std::sqrt(last_sq);
+  }
+  res.vectors_re.assign(sz(n * k), 0.0);
+  res.vectors_im.assign(sz(n * k), 0.0);
+  cblas_dgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, bi(n), bi(k), bi(m), 1.0, w.V.data(), bi(n), Yre.data(),
+              bi(m), 0.0, res.vectors_re.data(), bi(n));
+  cblas_dgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, bi(n), bi(k), bi(m), 1.0, w.V.data(), bi(n), Yim.data(),
+              bi(m), 0.0, res.vectors_im.data(), bi(n));
+}
+
+/// The next start vector: the sum of the wanted Ritz vectors, real and imaginary parts.
+std::vector<double> combine_ritz(const EigenResult& r, int64_t n) {
+  std::vector<double> v(sz(n), 0.0);
+  for (size_t i = 0; i < r.values_re.size(); ++i) {
+    cblas_daxpy(bi(n), 1.0, r.vectors_re.data() + i * sz(n), 1, v.data(), 1);
+    if (r.values_im[i] > 0) cblas_daxpy(bi(n), 1.0, r.vectors_im.data() + i * sz(n), 1, v.data(), 1);
+  }
+  return v;
+}
+
+}  // namespace
+
+EigenResult arnoldi_cycle(const LinearOperator& op, std::span<const double> start, int64_t k, int64_t m, Which which,
+                          std::uint64_t seed) {
+  check_sizes(op, k, m, "arnoldi");
+  if (static_cast<int64_t>(start.size()) != op.n)
+    throw KernelError("arnoldi: start vector has " + std::to_string(start.size()) + " values, expected n = " +
+                      std::to_string(op.n));
+  ArnoldiWork w(op.n, m);
+  EigenResult res;
+  const double h = arnoldi_factor(op, w, start, seed, res.matvecs);
+  double anorm = 0;
+  ritz_pairs(w, h, k, which, res, &anorm);
+  return res;
+}
+
+EigenResult arnoldi(const LinearOperator& op, const ArnoldiOptions& opt) {
+  const int64_t n = op.n, k = opt.k;
+  int64_t m = opt.subspace;
+  check_sizes(op, k, m, "arnoldi");
+  if (opt.which != Which::largest_magnitude && opt.which != Which::largest_real)
+    throw KernelError("arnoldi: which must be largest_magnitude or largest_real");
+  ArnoldiWork w(n, m);
+  std::vector<double> v = start_vector(n, opt.start, opt.seed);
+  EigenResult res;
+  int64_t matvecs = 0, restarts = 0;
+  while (true) {
+    const double h = arnoldi_factor(op, w, v, opt.seed + static_cast<std::uint64_t>(restarts), matvecs);
+    double anorm = 0;
+    ritz_pairs(w, h, k, opt.which, res, &anorm);
+    int64_t nconv = 0;
+    for (int64_t i = 0; i < k; ++i)
+      nconv += is_converged(res.residuals[sz(i)], std::hypot(res.values_re[sz(i)], res.values_im[sz(i)]), anorm,
+                            opt.tol)
+                   ? 1
+                   : 0;
+    res.converged = nconv == k;
+    res.matvecs = matvecs;
+    res.restarts = restarts;
+    if (res.converged || restarts >= opt.max_restarts || m == n) return res;
+    v = combine_ritz(res, n);
+    ++restarts;
+    if (opt.on_restart) {
+      RestartState st{restarts, matvecs, res.values_re, res.values_im, res.residuals, res.vectors_re, res.vectors_im,
+                      v, false};
+      opt.on_restart(st);
+      if (st.stop) {
+        res.restarts = restarts;
+        return res;
+      }
+      if (static_cast<int64_t>(v.size()) != n)
+        throw KernelError("arnoldi: the restart callback left a vector of " + std::to_string(v.size()) +
+                          " values, expected n = " + std::to_string(n));
+    }
+  }
+}
+
+// ---------------------------------------------------------------- randomized SVD
+
+namespace {
+
+/// Replaces the row-major [rows, cols] matrix q (rows >= cols) by an orthonormal basis of its columns.
+void orthonormalize(std::vector<double>& q, int64_t rows, int64_t cols) {
+  std::vector<double> tau(sz(cols));
+  if (LAPACKE_dgeqrf(LAPACK_ROW_MAJOR, bi(rows), bi(cols), q.data(), bi(cols), tau.data()) != 0 ||
+      LAPACKE_dorgqr(LAPACK_ROW_MAJOR, bi(rows), bi(cols), bi(cols), q.data(), bi(cols), tau.data()) != 0)
+    throw KernelError("svd_topk: QR (dgeqrf/dorgqr) failed");
+}
+
+}  // namespace
+
+SvdResult svd_topk(const double* a, int64_t m, int64_t n, int64_t ld, const SvdOptions& opt) {
+  const int64_t k = opt.k, mn = std::min(m, n);
+  if (m < 1 || n < 1) throw KernelError("svd_topk: empty matrix");
+  if (k < 1 || k > mn)
+    throw KernelError("svd_topk: k = " + std::to_string(k) + " must be in [1, min(m, n) = " + std::to_string(mn) + "]");
+  if (opt.oversample < 0 || opt.power_iters < 0) throw KernelError("svd_topk: oversample and power_iters must be >= 0");
+  const int64_t l = std::min(k + opt.oversample, mn);
+  const blasint lda = bi(std::max<int64_t>(ld, 1));
+  SvdResult r;
+  std::vector<double> omega = random_vector(n * l, opt.seed);  // n x l
+  std::vector<double> y(sz(m * l)), z(sz(n * l));
+  cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, bi(m), bi(l), bi(n), 1.0, a, lda, omega.data(), bi(l), 0.0,
+              y.data(), bi(l));
+  r.matvecs += l;
+  orthonormalize(y, m, l);
+  for (int64_t q = 0; q < opt.power_iters; ++q) {
+    cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, bi(n), bi(l), bi(m), 1.0, a, lda, y.data(), bi(l), 0.0,
+                z.data(), bi(l));
+    orthonormalize(z, n, l);
+    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, bi(m), bi(l), bi(n), 1.0, a, lda, z.data(), bi(l), 0.0,
+                y.data(), bi(l));
+    orthonormalize(y, m, l);
+    r.matvecs += 2 * l;
+  }
+  // B = Qᵀ A (l x n), then its SVD.
+  std::vector<double> b(sz(l * n)), s(sz(l)), ub(sz(l * l)), vtb(sz(l * n));
+  cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, bi(l), bi(n), bi(m), 1.0, y.data(), bi(l), a, lda, 0.0,
+              b.data(), bi(n));
+  r.matvecs += l;
+  if (LAPACKE_dgesdd(LAPACK_ROW_MAJOR, 'S', bi(l), bi(n), b.data(), bi(n), s.data(), ub.data(), bi(l), vtb.data(),
+                     bi(n)) != 0)
+    throw KernelError("svd_topk: dgesdd failed on the projected matrix");
+  r.s.assign(s.begin(), s.begin() + static_cast<std::ptrdiff_t>(k));
+  r.u.assign(sz(m * k), 0.0);
+  cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, bi(m), bi(k), bi(l), 1.0, y.data(), bi(l), ub.data(), bi(l),
+              0.0, r.u.data(), bi(k));
+  r.vt.assign(vtb.begin(), vtb.begin() + static_cast<std::ptrdiff_t>(k * n));
+  return r;
+}
+
+// ---------------------------------------------------------------- power iteration
+
+EigenResult power_iteration(const LinearOperator& op, const PowerOptions& opt) {
+  const int64_t n = op.n;
+  if (n < 1 || !op.apply) throw KernelError("power: empty operator");
+  if (opt.max_iter < 1) throw KernelError("power: max_iter must be >= 1");
+  std::vector<double> v = start_vector(n, {}, opt.seed), w(sz(n));
+  EigenResult res;
+  double lam = 0, resid = 0;
+  for (int64_t it = 0; it < opt.max_iter; ++it) {
+    op.apply(v.data(), w.data());
+    ++res.matvecs;
+    lam = cblas_ddot(bi(n), v.data(), 1, w.data(), 1);
+    const double wn = nrm2(n, w.data());
+    // ||w - lam v||^2 = ||w||^2 - lam^2 for unit v; computed directly to avoid cancellation.
+    double s = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      const double d = w[sz(i)] - lam * v[sz(i)];
+      s += d * d;
+    }
+    resid = std::sqrt(s);
+    if (resid <= opt.tol * std::abs(lam) || wn == 0) {
+      res.converged = true;
+      break;
+    }
+    for (int64_t i = 0; i < n; ++i) v[sz(i)] = w[sz(i)] / wn;
+  }
+  res.values_re = {lam};
+  res.values_im = {0.0};
+  res.residuals = {resid};
+  res.vectors_re = std::move(v);
+  return res;
+}
+
+}  // namespace ymlopt::eigen
