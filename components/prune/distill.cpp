@@ -51,6 +51,7 @@ void add_ridge(std::vector<double>& h, int64_t k, double ridge) {
 std::vector<double> refit(const double* x, int64_t m, int64_t k, const double* y, int64_t n, const double* w,
                           bool mask, double ridge) {
   if (!(ridge >= 0)) throw KernelError("ridge must be >= 0");
+  if (mask && !w) throw KernelError("refit with mask = true needs the weight w");
   const std::vector<double> xv(x, x + m * k);
   std::vector<double> h = pu::gram(xv, m, k);
   add_ridge(h, k, ridge);

@@ -79,6 +79,12 @@ std::vector<double> obs_prune(const double* w_in, int64_t n, int64_t k, int64_t 
   for (int64_t r = 0; r < n; ++r)
     for (int64_t c = 0; c < k; ++c) w[static_cast<std::size_t>(r * k + c)] = w_in[r * ldw + c];
   std::vector<double> h(h_in, h_in + k * k);
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t c = 0; c < k; ++c)
+      if (!std::isfinite(w[static_cast<std::size_t>(r * k + c)]))
+        throw KernelError("w has a non-finite value at (" + std::to_string(r) + ", " + std::to_string(c) + ")");
+  for (double v : h)
+    if (!std::isfinite(v)) throw KernelError("h has a non-finite value");
   ObsStats st;
   for (int64_t j = 0; j < k; ++j) {
     if (h[static_cast<std::size_t>(j * k + j)] != 0) continue;

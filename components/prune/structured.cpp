@@ -30,6 +30,8 @@ using std::int64_t;
 
 std::vector<std::int32_t> keep_top(std::span<const double> scores, int64_t count) {
   const int64_t n = static_cast<int64_t>(scores.size());
+  for (std::size_t i = 0; i < scores.size(); ++i)
+    if (std::isnan(scores[i])) throw KernelError("score " + std::to_string(i) + " is NaN (non-finite weights or activations?)");
   if (count < 0 || count > n)
     throw KernelError("keep count " + std::to_string(count) + " must be in [0, " + std::to_string(n) + "]");
   std::vector<int64_t> idx(scores.size());
@@ -255,11 +257,10 @@ std::string heads_check(const TaskShape& t) {
   const int64_t h = t.args.get_int("heads");
   if (h < 1) return "param 'heads' is " + std::to_string(h) + ": must be >= 1";
   const bool kn = pu::is_kn(t.args);
-  const int64_t d = pu::w_n(t.ports[0], kn), hd = pu::w_k(t.ports[0], kn);
+  const int64_t hd = pu::w_k(t.ports[0], kn);
   if (hd % h != 0)
     return "port 'w_o' is " + kutil::dims(t.ports[0]) + ": its " + std::to_string(hd) +
            " input features are not a multiple of heads = " + std::to_string(h);
-  (void)d;
   return pu::first_error({keep_args(t.args, h, "heads"), activation_bound(s, t.ports, 1, t.args),
                           t.ports[1].bound() && t.ports[1].cols != hd
                               ? "port 'act' is " + kutil::dims(t.ports[1]) + " but expected " +

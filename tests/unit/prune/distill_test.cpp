@@ -130,6 +130,27 @@ TEST(DistillLayerwise, LowrankRefitBeatsTruncatedSvd) {
   EXPECT_LT(prev, 0.9 * e_svd);  // the refit uses the input correlations the SVD ignores
 }
 
+TEST(DistillLayerwise, LowrankKnLayoutIsTheTransposedProblem) {
+  // kn: w stored [k,n] ≈ a [k,r] b [r,n] (prune.lowrank of the stored matrix); the
+  // refit must equal the nk refit of the logical factors A = bᵀ, B = aᵀ.
+  DistillCase c;
+  const std::int64_t r = 4;
+  Mat<double> wt = transposed(c.w), a(c.k, r), b(r, c.n);
+  run(prune_registry(), "prune.lowrank", {wt.view(), a.view(), b.view()}, {{"rank", "4"}});
+  Mat<double> af(c.k, r), bf(r, c.n);
+  run(prune_registry(), "distill.layerwise",
+      {c.x.view(), c.y.view(), TensorView{}, a.view(), b.view(), TensorView{}, af.view(), bf.view()},
+      {{"mode", "lowrank"}, {"layout", "kn"}, {"iters", "2"}});
+  Mat<double> an = transposed(b), bn = transposed(a), anf(c.n, r), bnf(r, c.k);
+  run(prune_registry(), "distill.layerwise",
+      {c.x.view(), c.y.view(), TensorView{}, an.view(), bn.view(), TensorView{}, anf.view(), bnf.view()},
+      {{"mode", "lowrank"}, {"iters", "2"}});
+  for (std::int64_t i = 0; i < c.k; ++i)
+    for (std::int64_t p = 0; p < r; ++p) ASSERT_NEAR(af(i, p), bnf(p, i), 1e-9 * (1 + std::abs(bnf(p, i))));
+  for (std::int64_t p = 0; p < r; ++p)
+    for (std::int64_t j = 0; j < c.n; ++j) ASSERT_NEAR(bf(p, j), anf(j, p), 1e-9 * (1 + std::abs(anf(j, p))));
+}
+
 TEST(DistillLayerwise, CheckMessages) {
   const auto& reg = prune_registry();
   auto v = [](std::int64_t r, std::int64_t c) { return shape_view(DType::f32, r, c); };

@@ -246,6 +246,17 @@ TEST(PruneObs, CheckMessages) {
   } catch (const KernelError& e) {
     EXPECT_NE(std::string(e.what()).find("not positive definite"), std::string::npos) << e.what();
   }
+  // A NaN weight is reported with its position.
+  Mat<double> wn = normal<double>(4, 4, 2), hs(4, 4);
+  for (std::int64_t a = 0; a < 4; ++a)
+    for (std::int64_t b = 0; b < 4; ++b) hs(a, b) = a == b ? 1.0 : 0.0;
+  wn(2, 1) = std::nan("");
+  try {
+    run(reg, "prune.obs", {wn.view(), hs.view(), out.view()});
+    FAIL() << "expected a KernelError";
+  } catch (const KernelError& e) {
+    EXPECT_NE(std::string(e.what()).find("non-finite value at (2, 1)"), std::string::npos) << e.what();
+  }
   const Cost cost = TestContext(reg.get("prune.obs"), {v(8, 16), v(16, 16), v(8, 16)}).cost();
   EXPECT_GT(cost.flops, 0);
 }
