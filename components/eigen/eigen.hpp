@@ -133,14 +133,19 @@ struct ArnoldiOptions {
   Which which = Which::largest_magnitude;  // or largest_real
   std::uint64_t seed = 1;
   std::vector<double> start;  // optional start vectors (n x p), combined into the first start vector
+  /// Restart vector weights: true: sqrt(residual / largest residual), floored
+  /// at 1e-3 (unconverged vectors dominate); false: all 1.
+  bool weight_by_residual = true;
   RestartCallback on_restart;
 };
 
 /// Top-k eigenpairs of a general operator. Each cycle builds an m-step Arnoldi
 /// factorisation (modified Gram-Schmidt plus one reorthogonalisation pass),
 /// takes the Ritz pairs of the Hessenberg matrix (LAPACK dgeev) and restarts
-/// from the sum of the wanted Ritz vectors (real and imaginary parts of a
-/// complex pair). A conjugate pair is ordered +im first; if the k-th wanted
+/// from a weighted sum of the wanted Ritz vectors (real and imaginary parts of a
+/// complex pair). Like every explicit restart it can converge to eigenvalues
+/// that are not the wanted ones on highly non-normal operators (check the
+/// values, not only the residuals). A conjugate pair is ordered +im first; if the k-th wanted
 /// value is the first of a pair, only it is returned.
 EigenResult arnoldi(const LinearOperator& op, const ArnoldiOptions& opt);
 

@@ -504,12 +504,17 @@ void ritz_pairs(const ArnoldiWork& w, double h_last, int64_t k, Which which, Eig
               bi(m), 0.0, res.vectors_im.data(), bi(n));
 }
 
-/// The next start vector: the sum of the wanted Ritz vectors, real and imaginary parts.
-std::vector<double> combine_ritz(const EigenResult& r, int64_t n) {
+/// The next start vector: the sum of the wanted Ritz vectors (real and
+/// imaginary parts), each weighted by sqrt(its residual / the largest one),
+/// floored at 1e-3, when `weighted` (else all weights 1).
+std::vector<double> combine_ritz(const EigenResult& r, int64_t n, bool weighted) {
   std::vector<double> v(sz(n), 0.0);
+  double rmax = 0;
+  for (double x : r.residuals) rmax = std::max(rmax, x);
   for (size_t i = 0; i < r.values_re.size(); ++i) {
-    cblas_daxpy(bi(n), 1.0, r.vectors_re.data() + i * sz(n), 1, v.data(), 1);
-    if (r.values_im[i] > 0) cblas_daxpy(bi(n), 1.0, r.vectors_im.data() + i * sz(n), 1, v.data(), 1);
+    const double w = weighted && rmax > 0 ? std::sqrt(std::max(r.residuals[i] / rmax, 1e-6)) : 1.0;
+    cblas_daxpy(bi(n), w, r.vectors_re.data() + i * sz(n), 1, v.data(), 1);
+    if (r.values_im[i] > 0) cblas_daxpy(bi(n), w, r.vectors_im.data() + i * sz(n), 1, v.data(), 1);
   }
   return v;
 }
@@ -554,7 +559,7 @@ EigenResult arnoldi(const LinearOperator& op, const ArnoldiOptions& opt) {
     res.matvecs = matvecs;
     res.restarts = restarts;
     if (res.converged || restarts >= opt.max_restarts || m == n) return res;
-    v = combine_ritz(res, n);
+    v = combine_ritz(res, n, opt.weight_by_residual);
     ++restarts;
     if (opt.on_restart) {
       RestartState st{restarts, matvecs, res.values_re, res.values_im, res.residuals, res.vectors_re, res.vectors_im,
