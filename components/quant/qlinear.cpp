@@ -1,0 +1,667 @@
+// Quantized linear kernels (see qlinear.hpp for the arithmetic). Two code paths
+// share every floating-point step: the AVX-512 VNNI one (vpdpbusd on 64-byte
+// chunks of k, int4 nibbles unpacked in registers) and a portable scalar one
+// that emulates the 16 int32 lanes. The family is built with -ffp-contract=off
+// so that no compiler-made FMA makes the two paths differ.
+#include "quant/qlinear.hpp"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <ymlopt/half.hpp>
+
+// GCC 12's AVX-512 intrinsics pass _mm512_undefined_*() as the masked-off source of
+// unmasked operations, which -W(maybe-)uninitialized reports as a use of an
+// uninitialized value (GCC bug 105593). Nothing here reads an undefined lane.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+namespace ymlopt::quant {
+
+using std::int32_t;
+using std::int64_t;
+using std::int8_t;
+using std::uint8_t;
+
+QWeight QWeight::rows(int64_t n0, int64_t n1) const {
+  if (n0 < 0 || n1 < n0 || n1 > n)
+    throw KernelError("QWeight::rows: [" + std::to_string(n0) + ", " + std::to_string(n1) + ") outside [0, " +
+                      std::to_string(n) + ")");
+  QWeight r = *this;
+  r.n = n1 - n0;
+  r.q = q ? q + n0 * q_ld : nullptr;
+  if (scale) r.scale = static_cast<const char*>(scale) + n0 * scale_ld * static_cast<int64_t>(dtype_size(scale_dtype));
+  if (zero) r.zero = zero + n0 * zero_ld;
+  if (code_sum) r.code_sum = code_sum + n0 * code_sum_ld;
+  return r;
+}
+
+bool cpu_has_avx512_vnni() {
+  static const bool has = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                          __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
+  return has;
+}
+
+std::string validate(const QWeight& w) {
+  const std::string wd = "quantized weight " + std::to_string(w.n) + "x" + std::to_string(w.k);
+  if (w.bits != 8 && w.bits != 4) return wd + ": bits is " + std::to_string(w.bits) + ", expected 4 or 8";
+  if (w.n < 0 || w.k < 0) return wd + ": negative dimension";
+  if (w.bits == 4 && w.k % 2) return wd + ": int4 needs an even k (two codes per byte)";
+  if (w.k > 65536) return wd + ": k above 65536 would overflow the int32 accumulators";
+  if (w.group < 0 || (w.group > 0 && w.group != 32 && w.group % 64))
+    return wd + ": group is " + std::to_string(w.group) + ", expected 0 (per channel), 32 or a multiple of 64";
+  if (w.group > 0 && w.k % w.group)
+    return wd + ": k is not a multiple of group " + std::to_string(w.group);
+  if (w.n == 0 || w.k == 0) return "";
+  const int64_t row_bytes = w.bits == 8 ? w.k : w.k / 2;
+  if (!w.q) return wd + ": no codes";
+  if (w.n > 1 && w.q_ld < row_bytes)
+    return wd + ": q_ld " + std::to_string(w.q_ld) + " < " + std::to_string(row_bytes) + " bytes per row";
+  if (!w.scale) return wd + ": no scales";
+  if (w.scale_dtype != DType::f32 && w.scale_dtype != DType::f16)
+    return wd + ": scale dtype " + dtype_name(w.scale_dtype) + ", expected f32 or f16";
+  if (w.n > 1 && w.scale_ld < w.groups())
+    return wd + ": scale_ld " + std::to_string(w.scale_ld) + " < " + std::to_string(w.groups()) + " groups";
+  if (w.zero && w.n > 1 && w.zero_ld < w.groups())
+    return wd + ": zero_ld " + std::to_string(w.zero_ld) + " < " + std::to_string(w.groups()) + " groups";
+  if (w.code_sum && w.bits != 8) return wd + ": code_sum is only used with 8-bit codes";
+  if (w.code_sum && w.n > 1 && w.code_sum_ld < w.groups())
+    return wd + ": code_sum_ld " + std::to_string(w.code_sum_ld) + " < " + std::to_string(w.groups()) + " groups";
+  return "";
+}
+
+namespace {
+
+constexpr int64_t kChunk = 64;  // k elements per vpdpbusd step (16 lanes x 4)
+
+inline int code_at(const QWeight& w, int64_t r, int64_t c) {
+  const int8_t* row = w.q + r * w.q_ld;
+  if (w.bits == 8) return row[c];
+  const auto b = static_cast<uint8_t>(row[c / 2]);
+  return (c & 1) ? (b >> 4) : (b & 15);
+}
+
+inline float scale_at(const QWeight& w, int64_t r, int64_t g) {
+  const int64_t i = r * w.scale_ld + g;
+  if (w.scale_dtype == DType::f16)
+    return static_cast<float>(half::f16_bits_to_double(static_cast<const std::uint16_t*>(w.scale)[i]));
+  return static_cast<const float*>(w.scale)[i];
+}
+
+/// k offset (inside a 64-chunk) of activation byte p. int8: p. int4: the order in
+/// which the unpacked nibbles of 32 code bytes land in the 4 128-bit lanes:
+/// [low nibbles of bytes 0-15, high nibbles of bytes 0-15, low 16-31, high 16-31].
+inline int64_t k_of(bool w4, int64_t p) { return w4 ? (p / 32) * 32 + 2 * (p % 16) + ((p / 16) % 2) : p; }
+
+/// Per-call data on the activation side, shared by both code paths.
+struct Acts {
+  int64_t m = 0, k = 0, kp = 0, nch = 0, groups = 1;
+  bool w4 = false;
+  std::vector<uint8_t> q;      // [m, kp]: int8 weights: xq + 128 (u8); int4: xq (s8) in k_of order; padding = 0 code
+  std::vector<float> a;        // [m] activation scales
+  std::vector<int32_t> xsum;   // [m, groups] Σ xq per group
+  std::vector<int32_t> zl;     // [m, blocks, 16] grouped int4 symmetric: -8 · Σ xq per block and lane
+};
+
+/// Quantizes one row: returns a = max|x| / 127 and writes xq (natural k order).
+/// Written once and compiled twice (generic and AVX-512) with identical IEEE steps.
+#define YMLOPT_QUANTIZE_ROW_BODY                                                 \
+  float amax = 0;                                                                \
+  for (int64_t c = 0; c < k; ++c) amax = std::max(amax, std::fabs(x[c]));        \
+  if (!(amax > 0) || !std::isfinite(amax)) {                                     \
+    for (int64_t c = 0; c < k; ++c) out[c] = 0;                                  \
+    return 0.0f;                                                                 \
+  }                                                                              \
+  const float inv = 127.0f / amax;                                               \
+  for (int64_t c = 0; c < k; ++c) {                                              \
+    float v = std::nearbyint(x[c] * inv);                                        \
+    v = std::min(127.0f, std::max(-127.0f, v));                                  \
+    out[c] = static_cast<int8_t>(v);                                             \
+  }                                                                              \
+  return amax / 127.0f;
+
+float quantize_row_generic(const float* x, int64_t k, int8_t* out) { YMLOPT_QUANTIZE_ROW_BODY }
+__attribute__((target("avx512f,avx512bw,avx512vl"))) float quantize_row_avx512(const float* x, int64_t k,
+                                                                                int8_t* out) {
+  YMLOPT_QUANTIZE_ROW_BODY
+}
+#undef YMLOPT_QUANTIZE_ROW_BODY
+
+Acts prepare_acts(const float* x, int64_t m, int64_t ldx, const QWeight& w, bool need_xsum, bool fast) {
+  Acts A;
+  A.m = m;
+  A.k = w.k;
+  A.kp = (w.k + kChunk - 1) / kChunk * kChunk;
+  A.nch = A.kp / kChunk;
+  A.w4 = w.bits == 4;
+  A.groups = w.groups();
+  const uint8_t pad = A.w4 ? 0 : 128;
+  A.q.assign(static_cast<std::size_t>(m * A.kp), pad);
+  A.a.resize(static_cast<std::size_t>(m));
+  if (need_xsum) A.xsum.assign(static_cast<std::size_t>(m * A.groups), 0);
+  std::vector<int8_t> row(static_cast<std::size_t>(A.kp), 0);
+  const int64_t gsize = w.group > 0 ? w.group : std::max<int64_t>(w.k, 1);
+  for (int64_t i = 0; i < m; ++i) {
+    const float* xr = x + i * ldx;
+    A.a[static_cast<std::size_t>(i)] =
+        fast ? quantize_row_avx512(xr, w.k, row.data()) : quantize_row_generic(xr, w.k, row.data());
+    uint8_t* dst = A.q.data() + i * A.kp;
+    if (A.w4) {
+      for (int64_t c0 = 0; c0 < A.kp; c0 += kChunk)
+        for (int64_t p = 0; p < kChunk; ++p) {
+          const int64_t kk = c0 + k_of(true, p);
+          if (kk < w.k) dst[c0 + p] = static_cast<uint8_t>(row[static_cast<std::size_t>(kk)]);
+        }
+    } else {
+      for (int64_t c = 0; c < w.k; ++c) dst[c] = static_cast<uint8_t>(row[static_cast<std::size_t>(c)] + 128);
+    }
+    if (need_xsum)
+      for (int64_t c = 0; c < w.k; ++c) A.xsum[static_cast<std::size_t>(i * A.groups + c / gsize)] += row[static_cast<std::size_t>(c)];
+  }
+  return A;
+}
+
+/// Per-call data on the weight side: scales in f32, code sums (int8), the
+/// 128·Σc term of grouped int8, s·zero for asymmetric weights (transposed [G, n]).
+struct WPrep {
+  int64_t n = 0, groups = 1;
+  std::vector<float> s;        // [n, G]
+  std::vector<int32_t> csum;   // [n, G] (int8)
+  std::vector<float> bterm;    // [n] (int8, grouped)
+  std::vector<float> sz_t;     // [G, n] (asymmetric)
+};
+
+/// Σ of codes per (row, group) for int8 weights; scalar and AVX-512 give the same integers.
+void code_sums_scalar(const QWeight& w, int32_t* out) {
+  const int64_t G = w.groups(), gs = w.group > 0 ? w.group : w.k;
+  for (int64_t r = 0; r < w.n; ++r) {
+    const int8_t* row = w.q + r * w.q_ld;
+    for (int64_t g = 0; g < G; ++g) {
+      int32_t s = 0;
+      for (int64_t c = g * gs; c < (g + 1) * gs && c < w.k; ++c) s += row[c];
+      out[r * G + g] = s;
+    }
+  }
+}
+
+/// Sum of the 16 int32 lanes (exact; order irrelevant).
+__attribute__((target("avx512f"))) inline int32_t reduce_epi32(__m512i v) {
+  alignas(64) int32_t e[16];
+  _mm512_store_si512(e, v);
+  int32_t s = 0;
+  for (int l = 0; l < 16; ++l) s += e[l];
+  return s;
+}
+
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni"))) void code_sums_avx512(const QWeight& w,
+                                                                                      int32_t* out) {
+  const int64_t G = w.groups();
+  const int64_t nch = (w.k + kChunk - 1) / kChunk;
+  const int64_t rem = w.k - (nch - 1) * kChunk;
+  const __mmask64 tail = rem == 64 ? ~__mmask64{0} : ((__mmask64{1} << rem) - 1);
+  const __m512i ones = _mm512_set1_epi8(1);
+  for (int64_t r = 0; r < w.n; ++r) {
+    const int8_t* row = w.q + r * w.q_ld;
+    if (w.group == 32) {
+      for (int64_t c = 0; c < nch; ++c) {
+        const __m512i v = _mm512_maskz_loadu_epi8(c + 1 == nch ? tail : ~__mmask64{0}, row + c * kChunk);
+        const __m512i t = _mm512_dpbusd_epi32(_mm512_setzero_si512(), ones, v);
+        alignas(64) int32_t e[16];
+        _mm512_store_si512(e, t);
+        int32_t lo = 0, hi = 0;
+        for (int l = 0; l < 8; ++l) {
+          lo += e[l];
+          hi += e[l + 8];
+        }
+        out[r * G + 2 * c] = lo;
+        if (2 * c + 1 < G) out[r * G + 2 * c + 1] = hi;
+      }
+    } else {
+      const int64_t cpb = w.group > 0 ? w.group / kChunk : nch;
+      for (int64_t g = 0; g < G; ++g) {
+        __m512i acc = _mm512_setzero_si512();
+        for (int64_t c = g * cpb; c < (g + 1) * cpb && c < nch; ++c) {
+          const __m512i v = _mm512_maskz_loadu_epi8(c + 1 == nch ? tail : ~__mmask64{0}, row + c * kChunk);
+          acc = _mm512_dpbusd_epi32(acc, ones, v);
+        }
+        out[r * G + g] = reduce_epi32(acc);
+      }
+    }
+  }
+}
+
+WPrep prepare_weights(const QWeight& w, bool fast) {
+  WPrep P;
+  P.n = w.n;
+  P.groups = w.groups();
+  const int64_t G = P.groups;
+  P.s.resize(static_cast<std::size_t>(w.n * G));
+  for (int64_t r = 0; r < w.n; ++r)
+    for (int64_t g = 0; g < G; ++g) P.s[static_cast<std::size_t>(r * G + g)] = scale_at(w, r, g);
+  if (w.bits == 8) {
+    P.csum.resize(static_cast<std::size_t>(w.n * G));
+    if (w.code_sum) {
+      for (int64_t r = 0; r < w.n; ++r)
+        for (int64_t g = 0; g < G; ++g) P.csum[static_cast<std::size_t>(r * G + g)] = w.code_sum[r * w.code_sum_ld + g];
+    } else if (fast) {
+      code_sums_avx512(w, P.csum.data());
+    } else {
+      code_sums_scalar(w, P.csum.data());
+    }
+    if (w.group > 0) {
+      P.bterm.assign(static_cast<std::size_t>(w.n), 0.0f);
+      for (int64_t r = 0; r < w.n; ++r) {
+        float b = 0;
+        for (int64_t g = 0; g < G; ++g) {
+          const std::size_t i = static_cast<std::size_t>(r * G + g);
+          b = b + P.s[i] * (128.0f * static_cast<float>(P.csum[i]));
+        }
+        P.bterm[static_cast<std::size_t>(r)] = b;
+      }
+    }
+  }
+  if (w.zero) {
+    P.sz_t.resize(static_cast<std::size_t>(w.n * G));
+    for (int64_t r = 0; r < w.n; ++r)
+      for (int64_t g = 0; g < G; ++g)
+        P.sz_t[static_cast<std::size_t>(g * w.n + r)] = P.s[static_cast<std::size_t>(r * G + g)] * w.zero[r * w.zero_ld + g];
+  }
+  return P;
+}
+
+/// Sum of 16 lane partials in the order the vector path uses:
+/// per 128-bit lane (e0 + e2) + (e1 + e3), then (L0 + L1) + (L2 + L3).
+inline float tree16(const float* e) {
+  float l[4];
+  for (int q = 0; q < 4; ++q) l[q] = (e[4 * q] + e[4 * q + 2]) + (e[4 * q + 1] + e[4 * q + 3]);
+  return (l[0] + l[1]) + (l[2] + l[3]);
+}
+
+/// Geometry of the accumulation blocks of a grouped weight: a block is the span of
+/// chunks whose int32 lane sums are converted together (g >= 64: one group of g/64
+/// chunks; g == 32: one chunk, lanes 0-7 in group 2c and 8-15 in group 2c+1).
+struct Blocks {
+  int64_t count = 0, chunks = 1;
+  bool g32 = false;
+};
+inline Blocks blocks_of(const QWeight& w, int64_t nch) {
+  Blocks b;
+  b.g32 = w.group == 32;
+  b.chunks = b.g32 ? 1 : w.group / kChunk;
+  b.count = b.g32 ? nch : w.k / w.group;
+  return b;
+}
+inline float lane_scale(const Blocks& B, const float* s_row, int64_t G, int64_t b, int lane) {
+  if (!B.g32) return s_row[b];
+  const int64_t g = 2 * b + (lane >= 8 ? 1 : 0);
+  return g < G ? s_row[g] : 0.0f;
+}
+
+/// -8 · Σ xq per (row, block, lane) for symmetric int4 (exact integers).
+void lane_zero_init(Acts& A, const Blocks& B) {
+  A.zl.assign(static_cast<std::size_t>(A.m * B.count * 16), 0);
+  for (int64_t i = 0; i < A.m; ++i)
+    for (int64_t b = 0; b < B.count; ++b)
+      for (int64_t c = b * B.chunks; c < (b + 1) * B.chunks && c < A.nch; ++c)
+        for (int64_t p = 0; p < kChunk; ++p)
+          A.zl[static_cast<std::size_t>((i * B.count + b) * 16 + p / 4)] -=
+              8 * static_cast<int8_t>(A.q[static_cast<std::size_t>(i * A.kp + c * kChunk + p)]);
+}
+
+// ---- scalar path ---------------------------------------------------------------
+
+/// Per channel: exact integer dot products T[i, j] = Σ act · code.
+void pc_scalar(const Acts& A, const QWeight& w, int32_t* T) {
+  for (int64_t i = 0; i < A.m; ++i) {
+    const uint8_t* a = A.q.data() + i * A.kp;
+    for (int64_t j = 0; j < w.n; ++j) {
+      int32_t s = 0;
+      for (int64_t c0 = 0; c0 < A.kp; c0 += kChunk)
+        for (int64_t p = 0; p < kChunk; ++p) {
+          const int64_t kk = c0 + k_of(A.w4, p);
+          if (kk >= w.k) continue;
+          const int code = code_at(w, j, kk);
+          s += A.w4 ? code * static_cast<int8_t>(a[c0 + p]) : static_cast<int>(a[c0 + p]) * code;
+        }
+      T[i * w.n + j] = s;
+    }
+  }
+}
+
+/// Grouped: F[i, j] = Σ_blocks lane-wise fma(float(int lanes), scale, f), then tree16.
+void grp_scalar(const Acts& A, const QWeight& w, const WPrep& P, float* y, int64_t ldy) {
+  const Blocks B = blocks_of(w, A.nch);
+  const int64_t G = P.groups;
+  const bool zinit = A.w4 && !w.zero;  // int4 symmetric: lanes start at -8 Σ xq
+  for (int64_t i = 0; i < A.m; ++i) {
+    const uint8_t* a = A.q.data() + i * A.kp;
+    for (int64_t j = 0; j < w.n; ++j) {
+      float f[16] = {};
+      const float* s_row = P.s.data() + j * G;
+      for (int64_t b = 0; b < B.count; ++b) {
+        int32_t lanes[16] = {};
+        for (int64_t c = b * B.chunks; c < (b + 1) * B.chunks && c < A.nch; ++c)
+          for (int64_t p = 0; p < kChunk; ++p) {
+            const int64_t kk = c * kChunk + k_of(A.w4, p);
+            const int xv = A.w4 ? static_cast<int8_t>(a[c * kChunk + p]) : static_cast<int>(a[c * kChunk + p]);
+            if (zinit) lanes[p / 4] -= 8 * xv;
+            if (kk >= w.k) continue;
+            lanes[p / 4] += xv * code_at(w, j, kk);
+          }
+        for (int l = 0; l < 16; ++l)
+          f[l] = std::fmaf(static_cast<float>(lanes[l]), lane_scale(B, s_row, G, b, l), f[l]);
+      }
+      y[i * ldy + j] = tree16(f);
+    }
+  }
+}
+
+// ---- AVX-512 VNNI path -----------------------------------------------------------
+
+#define YMLOPT_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni")))
+
+/// 32 bytes of int4 codes -> 64 unsigned bytes in k_of order (see k_of).
+YMLOPT_AVX512 inline __m512i unpack4(__m256i v) {
+  const __m512i shift = _mm512_set_epi64(0x0004000400040004LL, 0x0004000400040004LL, 0, 0, 0x0004000400040004LL,
+                                         0x0004000400040004LL, 0, 0);
+  const __m512i vz = _mm512_zextsi256_si512(v);
+  const __m512i t = _mm512_shuffle_i64x2(vz, vz, 0x50);  // 128-bit lanes [0, 0, 1, 1]
+  return _mm512_and_si512(_mm512_srlv_epi16(t, shift), _mm512_set1_epi8(0x0f));
+}
+
+/// Loads chunk c of a weight row (masked at the tail: missing codes read as 0).
+template <bool W4> YMLOPT_AVX512 inline __m512i load_w(const int8_t* row, int64_t c, int64_t nch, __mmask64 tail) {
+  if constexpr (W4) {
+    const __m256i v = _mm256_maskz_loadu_epi8(c + 1 == nch ? static_cast<__mmask32>(tail) : ~__mmask32{0},
+                                              row + c * (kChunk / 2));
+    return unpack4(v);
+  } else {
+    return _mm512_maskz_loadu_epi8(c + 1 == nch ? tail : ~__mmask64{0}, row + c * kChunk);
+  }
+}
+
+template <bool W4> YMLOPT_AVX512 inline __m512i dp(__m512i acc, __m512i x, __m512i w) {
+  if constexpr (W4) return _mm512_dpbusd_epi32(acc, w, x);  // u8 codes x s8 activations
+  else return _mm512_dpbusd_epi32(acc, x, w);               // u8 activations x s8 codes
+}
+
+/// 16 int32 vectors -> one vector whose element e is the sum of the lanes of v[e].
+YMLOPT_AVX512 inline __m512i hsum16_epi32(const __m512i* v) {
+  __m512i a[8], b[4], c[2];
+  for (int p = 0; p < 8; ++p)
+    a[p] = _mm512_add_epi32(_mm512_unpacklo_epi32(v[2 * p], v[2 * p + 1]), _mm512_unpackhi_epi32(v[2 * p], v[2 * p + 1]));
+  for (int p = 0; p < 4; ++p)
+    b[p] = _mm512_add_epi32(_mm512_unpacklo_epi64(a[2 * p], a[2 * p + 1]), _mm512_unpackhi_epi64(a[2 * p], a[2 * p + 1]));
+  for (int p = 0; p < 2; ++p)
+    c[p] = _mm512_add_epi32(_mm512_shuffle_i32x4(b[2 * p], b[2 * p + 1], 0x88), _mm512_shuffle_i32x4(b[2 * p], b[2 * p + 1], 0xdd));
+  return _mm512_add_epi32(_mm512_shuffle_i32x4(c[0], c[1], 0x88), _mm512_shuffle_i32x4(c[0], c[1], 0xdd));
+}
+
+/// 8 float vectors -> 8 floats (element e = tree16(lanes of v[e])), the tree of hsum16_epi32 on floats.
+YMLOPT_AVX512 inline __m256 hsum8_ps(const __m512* v) {
+  __m512 a[4], b[2];
+  for (int p = 0; p < 4; ++p)
+    a[p] = _mm512_add_ps(_mm512_unpacklo_ps(v[2 * p], v[2 * p + 1]), _mm512_unpackhi_ps(v[2 * p], v[2 * p + 1]));
+  for (int p = 0; p < 2; ++p) {
+    const __m512d lo = _mm512_unpacklo_pd(_mm512_castps_pd(a[2 * p]), _mm512_castps_pd(a[2 * p + 1]));
+    const __m512d hi = _mm512_unpackhi_pd(_mm512_castps_pd(a[2 * p]), _mm512_castps_pd(a[2 * p + 1]));
+    b[p] = _mm512_add_ps(_mm512_castpd_ps(lo), _mm512_castpd_ps(hi));
+  }
+  const __m512 c = _mm512_add_ps(_mm512_shuffle_f32x4(b[0], b[1], 0x88), _mm512_shuffle_f32x4(b[0], b[1], 0xdd));
+  const __m512 d = _mm512_add_ps(_mm512_shuffle_f32x4(c, c, 0x88), _mm512_shuffle_f32x4(c, c, 0xdd));
+  return _mm512_castps512_ps256(d);
+}
+
+/// Per-channel micro-kernel: MR activation rows x NR weight rows, int32 over all of k.
+/// Accumulators are fully unrolled locals of a non-inlined function (kept in registers).
+template <int MR, int NR, bool W4>
+YMLOPT_AVX512 __attribute__((noinline)) void pc_tile(const uint8_t* act, int64_t kp, int64_t nch, const int8_t* wq,
+                                                      int64_t q_ld, __mmask64 tail, int32_t* T, int64_t ldt) {
+  __m512i acc[MR][NR];
+#pragma GCC unroll 16
+  for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 16
+    for (int j = 0; j < NR; ++j) acc[i][j] = _mm512_setzero_si512();
+  for (int64_t c = 0; c < nch; ++c) {
+    __m512i wv[NR];
+#pragma GCC unroll 16
+    for (int j = 0; j < NR; ++j) wv[j] = load_w<W4>(wq + j * q_ld, c, nch, tail);
+#pragma GCC unroll 16
+    for (int i = 0; i < MR; ++i) {
+      const __m512i xv = _mm512_loadu_si512(act + i * kp + c * kChunk);
+#pragma GCC unroll 16
+      for (int j = 0; j < NR; ++j) acc[i][j] = dp<W4>(acc[i][j], xv, wv[j]);
+    }
+  }
+  if constexpr (MR == 4 && NR == 4) {
+    alignas(64) int32_t out[16];
+    const __m512i v[16] = {acc[0][0], acc[0][1], acc[0][2], acc[0][3], acc[1][0], acc[1][1], acc[1][2], acc[1][3],
+                           acc[2][0], acc[2][1], acc[2][2], acc[2][3], acc[3][0], acc[3][1], acc[3][2], acc[3][3]};
+    _mm512_store_si512(out, hsum16_epi32(v));
+    for (int i = 0; i < MR; ++i)
+      for (int j = 0; j < NR; ++j) T[i * ldt + j] = out[i * NR + j];
+  } else {
+    for (int i = 0; i < MR; ++i)
+      for (int j = 0; j < NR; ++j) T[i * ldt + j] = reduce_epi32(acc[i][j]);
+  }
+}
+
+/// Grouped micro-kernel: per block, int32 lanes -> fma with the lane scales into f32 lanes.
+template <int MR, int NR, bool W4>
+YMLOPT_AVX512 __attribute__((noinline)) void grp_tile(const uint8_t* act, int64_t kp, int64_t nch, const int8_t* wq,
+                                                       int64_t q_ld, __mmask64 tail, const float* s, int64_t G,
+                                                       Blocks B, const int32_t* zl, float* y, int64_t ldy) {
+  __m512 facc[MR][NR];
+#pragma GCC unroll 16
+  for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 16
+    for (int j = 0; j < NR; ++j) facc[i][j] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < B.count; ++b) {
+    __m512 sv[NR];
+#pragma GCC unroll 16
+    for (int j = 0; j < NR; ++j) {
+      const float* sr = s + j * G;
+      if (B.g32) {
+        const float hi = 2 * b + 1 < G ? sr[2 * b + 1] : 0.0f;
+        sv[j] = _mm512_mask_blend_ps(0xff00, _mm512_set1_ps(sr[2 * b]), _mm512_set1_ps(hi));
+      } else {
+        sv[j] = _mm512_set1_ps(sr[b]);
+      }
+    }
+    __m512i acc[MR][NR];
+#pragma GCC unroll 16
+    for (int i = 0; i < MR; ++i) {
+      // int4 symmetric: lanes start at -8 · Σ xq of the block (precomputed per row)
+      const __m512i init = zl ? _mm512_loadu_si512(zl + (i * B.count + b) * 16) : _mm512_setzero_si512();
+#pragma GCC unroll 16
+      for (int j = 0; j < NR; ++j) acc[i][j] = init;
+    }
+    for (int64_t c = b * B.chunks; c < (b + 1) * B.chunks && c < nch; ++c) {
+      __m512i wv[NR];
+#pragma GCC unroll 16
+      for (int j = 0; j < NR; ++j) wv[j] = load_w<W4>(wq + j * q_ld, c, nch, tail);
+#pragma GCC unroll 16
+      for (int i = 0; i < MR; ++i) {
+        const __m512i xv = _mm512_loadu_si512(act + i * kp + c * kChunk);
+#pragma GCC unroll 16
+        for (int j = 0; j < NR; ++j) acc[i][j] = dp<W4>(acc[i][j], xv, wv[j]);
+      }
+    }
+#pragma GCC unroll 16
+    for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 16
+      for (int j = 0; j < NR; ++j) facc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc[i][j]), sv[j], facc[i][j]);
+  }
+  if constexpr (MR == 4 && NR == 2) {
+    const __m512 v[8] = {facc[0][0], facc[0][1], facc[1][0], facc[1][1],
+                         facc[2][0], facc[2][1], facc[3][0], facc[3][1]};
+    alignas(32) float out[8];
+    _mm256_store_ps(out, hsum8_ps(v));
+    for (int i = 0; i < MR; ++i)
+      for (int j = 0; j < NR; ++j) y[i * ldy + j] = out[i * NR + j];
+  } else {
+    for (int i = 0; i < MR; ++i)
+      for (int j = 0; j < NR; ++j) {
+        alignas(64) float e[16];
+        _mm512_store_ps(e, facc[i][j]);
+        y[i * ldy + j] = tree16(e);
+      }
+  }
+}
+
+/// Runs tile function `tile(i0, j0, mr_tag, nr_tag)` over [m, n] in cache blocks of
+/// weight rows; edges use 1-row / 1-column tiles.
+template <int MR, int NR, class F4, class F1N, class FM1, class F11>
+void drive(int64_t m, int64_t n, int64_t row_bytes, F4&& full, FM1&& rows_x1, F1N&& one_x_n, F11&& one_one) {
+  const int64_t jb = std::max<int64_t>(NR, (24 * 1024 / std::max<int64_t>(row_bytes, 1)) / NR * NR);
+  for (int64_t j0 = 0; j0 < n; j0 += jb) {
+    const int64_t j1 = std::min(n, j0 + jb);
+    int64_t i = 0;
+    for (; i + MR <= m; i += MR) {
+      int64_t j = j0;
+      for (; j + NR <= j1; j += NR) full(i, j);
+      for (; j < j1; ++j) rows_x1(i, j);
+    }
+    for (; i < m; ++i) {
+      int64_t j = j0;
+      for (; j + NR <= j1; j += NR) one_x_n(i, j);
+      for (; j < j1; ++j) one_one(i, j);
+    }
+  }
+}
+
+template <bool W4> void pc_avx512(const Acts& A, const QWeight& w, int32_t* T) {
+  const int64_t rem = w.k - (A.nch - 1) * kChunk;
+  const int64_t rem_bytes = W4 ? rem / 2 : rem;
+  const __mmask64 tail = rem_bytes == 64 ? ~__mmask64{0} : ((__mmask64{1} << rem_bytes) - 1);
+  const int64_t n = w.n;
+  auto at = [&](int64_t i) { return A.q.data() + i * A.kp; };
+  auto wr = [&](int64_t j) { return w.q + j * w.q_ld; };
+  constexpr int MR = 4, NR = 4;
+  drive<MR, NR>(
+      A.m, n, w.bits == 8 ? w.k : w.k / 2,
+      [&](int64_t i, int64_t j) { pc_tile<MR, NR, W4>(at(i), A.kp, A.nch, wr(j), w.q_ld, tail, T + i * n + j, n); },
+      [&](int64_t i, int64_t j) { pc_tile<MR, 1, W4>(at(i), A.kp, A.nch, wr(j), w.q_ld, tail, T + i * n + j, n); },
+      [&](int64_t i, int64_t j) { pc_tile<1, NR, W4>(at(i), A.kp, A.nch, wr(j), w.q_ld, tail, T + i * n + j, n); },
+      [&](int64_t i, int64_t j) { pc_tile<1, 1, W4>(at(i), A.kp, A.nch, wr(j), w.q_ld, tail, T + i * n + j, n); });
+}
+
+template <bool W4> void grp_avx512(const Acts& A, const QWeight& w, const WPrep& P, float* y, int64_t ldy) {
+  const int64_t rem = w.k - (A.nch - 1) * kChunk;
+  const int64_t rem_bytes = W4 ? rem / 2 : rem;
+  const __mmask64 tail = rem_bytes == 64 ? ~__mmask64{0} : ((__mmask64{1} << rem_bytes) - 1);
+  const Blocks B = blocks_of(w, A.nch);
+  const int64_t G = P.groups;
+  auto zr = [&](int64_t i) { return A.zl.empty() ? nullptr : A.zl.data() + i * B.count * 16; };
+  auto at = [&](int64_t i) { return A.q.data() + i * A.kp; };
+  auto wr = [&](int64_t j) { return w.q + j * w.q_ld; };
+  auto sr = [&](int64_t j) { return P.s.data() + j * G; };
+  constexpr int MR = 4, NR = 2;  // 8 f32 + 8 int32 accumulators stay in registers
+  drive<MR, NR>(
+      A.m, w.n, w.bits == 8 ? w.k : w.k / 2,
+      [&](int64_t i, int64_t j) {
+        grp_tile<MR, NR, W4>(at(i), A.kp, A.nch, wr(j), w.q_ld, tail, sr(j), G, B, zr(i), y + i * ldy + j, ldy);
+      },
+      [&](int64_t i, int64_t j) {
+        grp_tile<MR, 1, W4>(at(i), A.kp, A.nch, wr(j), w.q_ld, tail, sr(j), G, B, zr(i), y + i * ldy + j, ldy);
+      },
+      [&](int64_t i, int64_t j) {
+        grp_tile<1, NR, W4>(at(i), A.kp, A.nch, wr(j), w.q_ld, tail, sr(j), G, B, zr(i), y + i * ldy + j, ldy);
+      },
+      [&](int64_t i, int64_t j) {
+        grp_tile<1, 1, W4>(at(i), A.kp, A.nch, wr(j), w.q_ld, tail, sr(j), G, B, zr(i), y + i * ldy + j, ldy);
+      });
+}
+
+}  // namespace
+
+void linear(const float* x, int64_t m, int64_t ldx, const QWeight& w, float* y, int64_t ldy) {
+  linear(x, m, ldx, w, y, ldy, Isa::best);
+}
+
+void linear(const float* x, int64_t m, int64_t ldx, const QWeight& w, float* y, int64_t ldy, Isa isa) {
+  if (const std::string e = validate(w); !e.empty()) throw KernelError("quant::linear: " + e);
+  if (m < 0) throw KernelError("quant::linear: negative m");
+  if (m == 0 || w.n == 0) return;
+  if (m > 1 && ldx < w.k) throw KernelError("quant::linear: ldx " + std::to_string(ldx) + " < k " + std::to_string(w.k));
+  if (m > 1 && ldy < w.n) throw KernelError("quant::linear: ldy " + std::to_string(ldy) + " < n " + std::to_string(w.n));
+  if (w.k == 0) {
+    for (int64_t i = 0; i < m; ++i) std::fill(y + i * ldy, y + i * ldy + w.n, 0.0f);
+    return;
+  }
+  if (isa == Isa::avx512_vnni && !cpu_has_avx512_vnni())
+    throw KernelError("quant::linear: this CPU has no AVX-512 VNNI");
+  const bool fast = isa == Isa::avx512_vnni || (isa == Isa::best && cpu_has_avx512_vnni());
+  const bool w4 = w.bits == 4;
+  const bool per_channel = w.group == 0;
+  const int64_t G = w.groups(), n = w.n;
+  const bool need_xsum = w.zero != nullptr || (w4 && per_channel);
+  Acts A = prepare_acts(x, m, ldx, w, need_xsum, fast);
+  if (w4 && !w.zero && !per_channel) lane_zero_init(A, blocks_of(w, A.nch));
+  const WPrep P = prepare_weights(w, fast);
+
+  if (per_channel) {
+    std::vector<int32_t> T(static_cast<std::size_t>(m * n));
+    if (fast) {
+      if (w4) pc_avx512<true>(A, w, T.data());
+      else pc_avx512<false>(A, w, T.data());
+    } else {
+      pc_scalar(A, w, T.data());
+    }
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        int32_t t = T[static_cast<std::size_t>(i * n + j)];
+        if (w4) {
+          if (!w.zero) t -= 8 * A.xsum[static_cast<std::size_t>(i)];
+        } else {
+          t -= 128 * P.csum[static_cast<std::size_t>(j)];
+        }
+        y[i * ldy + j] = static_cast<float>(t) * P.s[static_cast<std::size_t>(j)];
+      }
+  } else if (fast) {
+    if (w4) grp_avx512<true>(A, w, P, y, ldy);
+    else grp_avx512<false>(A, w, P, y, ldy);
+  } else {
+    grp_scalar(A, w, P, y, ldy);
+  }
+
+  // Shared epilogue: y = a_i · ((F - B_j) - Σ_g s·zero · Σxq).
+  std::vector<float> corr(static_cast<std::size_t>(n));
+  for (int64_t i = 0; i < m; ++i) {
+    float* yr = y + i * ldy;
+    if (!P.bterm.empty())
+      for (int64_t j = 0; j < n; ++j) yr[j] = yr[j] - P.bterm[static_cast<std::size_t>(j)];
+    if (w.zero) {
+      std::fill(corr.begin(), corr.end(), 0.0f);
+      for (int64_t g = 0; g < G; ++g) {
+        const float xs = static_cast<float>(A.xsum[static_cast<std::size_t>(i * G + g)]);
+        const float* szr = P.sz_t.data() + g * n;
+        for (int64_t j = 0; j < n; ++j) corr[static_cast<std::size_t>(j)] = corr[static_cast<std::size_t>(j)] + szr[j] * xs;
+      }
+      for (int64_t j = 0; j < n; ++j) yr[j] = yr[j] - corr[static_cast<std::size_t>(j)];
+    }
+    const float a = A.a[static_cast<std::size_t>(i)];
+    for (int64_t j = 0; j < n; ++j) yr[j] = a * yr[j];
+  }
+}
+
+void dequantize(const QWeight& w, float* out, int64_t ldw) {
+  if (const std::string e = validate(w); !e.empty()) throw KernelError("quant::dequantize: " + e);
+  const int64_t gs = w.group > 0 ? w.group : std::max<int64_t>(w.k, 1);
+  for (int64_t r = 0; r < w.n; ++r)
+    for (int64_t c = 0; c < w.k; ++c) {
+      const int64_t g = c / gs;
+      const float z = w.zero ? w.zero[r * w.zero_ld + g] : (w.bits == 4 ? 8.0f : 0.0f);
+      out[r * ldw + c] = (static_cast<float>(code_at(w, r, c)) - z) * scale_at(w, r, g);
+    }
+}
+
+}  // namespace ymlopt::quant
+
+#pragma GCC diagnostic pop

@@ -1,0 +1,77 @@
+// Quantized linear kernels: y = x · dequant(W)ᵀ with int8 or int4 weights.
+//
+//   quant::QWeight w{.bits = 8, .q = q, .q_ld = k, .n = n, .k = k, .scale = s};
+//   quant::linear(x, m, k, w, y, n);   // y[m, n], activations quantized per token
+//
+// Code conventions (value = (c - zero) * scale, c the stored code):
+//   - bits 8: c is the int8 code. Symmetric: zero is null (0). Asymmetric: the
+//     quantizer's unsigned code u in [0, 255] is stored as c = u - 128 and the
+//     stored zero is given in the same (shifted) code space, zero_stored = z_u - 128,
+//     so the formula above holds unchanged.
+//   - bits 4: two unsigned codes in [0, 15] per byte, element 2j in the low nibble
+//     of byte j. Symmetric: zero is null (8). Asymmetric: float zero in [0, 15].
+//   - q8_0 / q4_0 (llama.cpp) are bits 8 / 4, group 32, f16 scales, symmetric.
+//     llama.cpp interleaves one f16 scale with its 32 codes per block; here scales
+//     and codes are separate arrays (same bits per weight: 8.5 and 4.5).
+//
+// How linear computes (exact integer part, identical on every code path):
+//   each row (token) i of x gets a_i = max|x_i| / 127 and codes xq = round(x / a_i)
+//   in [-127, 127] (ties to even); int8 weights meet u8 activations xq + 128 in
+//   AVX-512 VNNI vpdpbusd (the 128 · Σc term is subtracted), int4 codes are the
+//   unsigned operand against s8 activations (nibbles unpacked in registers).
+//   Per channel the dot product is one exact int32; per group each int32 block
+//   sum is converted and multiply-added with its scale in f32 (16 lane partials,
+//   a fixed reduction tree). The scalar fallback reproduces the same operations,
+//   so both paths give bit-identical y.
+#pragma once
+#include <ymlopt/sdk.hpp>
+
+#include <cstdint>
+#include <string>
+
+namespace ymlopt::quant {
+
+/// A quantized weight W [n, k] (rows are output features): value = (q - zero) * scale.
+struct QWeight {
+  int bits = 8;  // 8: q is int8 [n, k]; 4: two unsigned 4-bit codes per byte [n, k/2], element 2j in the low nibble
+  const std::int8_t* q = nullptr;
+  std::int64_t q_ld = 0;  // bytes between the starts of two rows
+  std::int64_t n = 0, k = 0;
+  std::int64_t group = 0;  // elements per scale along k; 0: one scale per row (per channel)
+  const void* scale = nullptr;  // [n, groups], f32 or f16
+  DType scale_dtype = DType::f32;
+  std::int64_t scale_ld = 0;  // elements
+  const float* zero = nullptr;  // [n, groups]; null: symmetric (zero 0 for int8, 8 for int4)
+  std::int64_t zero_ld = 0;
+  /// Optional cache (bits 8 only): code_sum[r * code_sum_ld + g] = Σ of the codes of
+  /// row r in group g (or in the whole row when group == 0). Null: computed per call.
+  const std::int32_t* code_sum = nullptr;
+  std::int64_t code_sum_ld = 0;
+
+  std::int64_t groups() const { return group > 0 ? k / group : 1; }
+  /// The sub-weight of rows [n0, n1).
+  QWeight rows(std::int64_t n0, std::int64_t n1) const;
+};
+
+/// Which kernel linear uses: the best the CPU supports, or a forced one (tests, benchmarks).
+enum class Isa { best, scalar, avx512_vnni };
+
+/// True when the CPU has AVX-512 F/BW/VL and VNNI (the fast path).
+bool cpu_has_avx512_vnni();
+
+/// y[m, n] = x[m, k] · dequant(W)ᵀ, overwriting y. Activations are quantized to
+/// int8 per token inside. Single-threaded (the engine runs column blocks as tasks).
+/// Throws KernelError on an invalid weight description.
+void linear(const float* x, std::int64_t m, std::int64_t ldx, const QWeight& w, float* y, std::int64_t ldy);
+
+/// Same, with the kernel chosen explicitly (Isa::avx512_vnni on a CPU without it throws).
+///   quant::linear(x, m, k, w, y, n, quant::Isa::scalar);  // portable reference path
+void linear(const float* x, std::int64_t m, std::int64_t ldx, const QWeight& w, float* y, std::int64_t ldy, Isa isa);
+
+/// "" when w describes a usable weight (bits, group, pointers, strides), else a message.
+std::string validate(const QWeight& w);
+
+/// Reference dequantization of W into a dense [n, k] f32 matrix (ldw elements).
+void dequantize(const QWeight& w, float* out, std::int64_t ldw);
+
+}  // namespace ymlopt::quant

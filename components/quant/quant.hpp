@@ -1,0 +1,76 @@
+// Quantization family: weight quantizers (C++ API and components) and the
+// quantized linear kernel (qlinear.hpp).
+//
+// Components (W is f32 [n, k] with layout="nk" (torch Linear, default) or
+// [k, n] with layout="kn" (GPT-2 Conv1D); outputs are always [n, k]-rowed):
+//   quant.int8    w -> q i8 [n, k], scale f32 [n]          symmetric per output channel
+//   quant.group   w -> q i8 [n, k] (bits 8) or [n, k/2] (bits 4, two codes per byte),
+//                 scale f32 [n, k/group], zero f32 [n, k/group] (bound iff symmetric=false);
+//                 args bits 4|8, group 32|64|128, symmetric
+//   quant.q8_0    w -> q i8 [n, k], scale f16 [n, k/32]      (llama.cpp Q8_0 rule)
+//   quant.q4_0    w -> q i8 [n, k/2], scale f16 [n, k/32]    (llama.cpp Q4_0 rule)
+//   quant.dequant q, scale (f32|f16), zero? -> w f32 [n, k]; args bits, group (0: per channel)
+//
+// Rules (all f32 arithmetic, per group of `group` weights of one row; per channel: the row):
+//   symmetric int8 (int8, group bits 8, q8_0): d = amax / 127, q = roundf(x * (1/d))
+//     (ties away from zero; d = 0 gives q = 0) — ggml's quantize_row_q8_0.
+//   symmetric int4 (group bits 4, q4_0): m = the signed value of largest magnitude,
+//     d = m / -8, q = min(15, (int)(x * (1/d) + 8.5f)), value = (q - 8) * d — ggml's
+//     quantize_row_q4_0 (so |w - deq| <= |d|/2, or <= |d| for the one clamped code 15).
+//   asymmetric: lo = min, hi = max, scale = (hi - lo) / qmax (qmax 255 or 15),
+//     zero = -lo / scale (a float), q = clamp(roundf((x - lo) * (1/scale)), 0, qmax);
+//     int8 stores q - 128 and zero - 128 (see qlinear.hpp). A constant group gets
+//     scale = |lo| (1 if 0), zero = -lo / scale, q = 0 (exact).
+//   q8_0/q4_0 compute codes with the f32 d and store d rounded to f16, as ggml does.
+//   Storage differs from llama.cpp's: scales are a separate [n, groups] array, and
+//   int4 pairs are (2j, 2j+1) low nibble first (ggml packs j and j+16 per block).
+//
+//   auto qw = quant::quantize_group(w.data(), n, k, k, 4, 128, true);
+//   quant::linear(x, m, k, qw.view(), y, n);
+#pragma once
+#include <ymlopt/sdk.hpp>
+
+#include <cstdint>
+#include <vector>
+
+#include "quant/qlinear.hpp"
+
+namespace ymlopt {
+/// Registers quant.int8, quant.group, quant.q8_0, quant.q4_0 and quant.dequant.
+void register_quant(Registry& reg);
+}  // namespace ymlopt
+
+namespace ymlopt::quant {
+
+/// An owning quantized weight (codes, scales, optional zeros, cached int8 code sums).
+///   QuantizedWeight qw = quantize_int8(w, n, k, k);  QWeight v = qw.view();
+struct QuantizedWeight {
+  int bits = 8;
+  std::int64_t n = 0, k = 0, group = 0;
+  std::vector<std::int8_t> q;  // [n, q_ld] bytes
+  std::int64_t q_ld = 0;
+  DType scale_dtype = DType::f32;
+  std::vector<float> scale_f32;          // [n, groups] when scale_dtype == f32
+  std::vector<std::uint16_t> scale_f16;  // [n, groups] f16 bits when scale_dtype == f16
+  std::vector<float> zero;               // [n, groups]; empty: symmetric
+  std::vector<std::int32_t> code_sum;    // [n, groups] (bits 8)
+
+  std::int64_t groups() const { return group > 0 ? k / group : 1; }
+  /// A non-owning view for quant::linear / quant::dequantize (valid while *this lives).
+  QWeight view() const;
+};
+
+/// Symmetric int8, one scale per output row. w is [n, k] with leading dimension ldw.
+QuantizedWeight quantize_int8(const float* w, std::int64_t n, std::int64_t k, std::int64_t ldw);
+
+/// Group-wise int8/int4 (bits 8|4, group 32|64|128 dividing k), symmetric or asymmetric, f32 scales.
+QuantizedWeight quantize_group(const float* w, std::int64_t n, std::int64_t k, std::int64_t ldw, int bits,
+                               std::int64_t group, bool symmetric);
+
+/// llama.cpp Q8_0: int8, group 32, f16 scales.
+QuantizedWeight quantize_q8_0(const float* w, std::int64_t n, std::int64_t k, std::int64_t ldw);
+
+/// llama.cpp Q4_0: int4, group 32, f16 scales.
+QuantizedWeight quantize_q4_0(const float* w, std::int64_t n, std::int64_t k, std::int64_t ldw);
+
+}  // namespace ymlopt::quant
