@@ -6,17 +6,19 @@
 //   yt[j, :] += w(j, c) * xt[c, :]
 // over the tokens, so the sparse structure costs one scalar index per weight and
 // the arithmetic is dense AVX-512 over tokens. Output rows are processed in
-// blocks of 256 (yt stays in L2) and k in chunks whose xt slice fits in L1; 4
-// output rows are interleaved to keep 4V independent accumulator chains. yt is
-// finally transposed back into y. m < 4 runs a GEMV per token: CSR gathers x
-// (vgatherdps), 2:4 selects the 2 kept of every 4 x values with one
-// vpermt2ps per 8 groups, BSR runs masked dot products per block row.
+// blocks whose yt tile is 16 KiB (64 rows of 64 tokens). BSR and 2:4 walk k in
+// chunks whose xt slice (16 KiB) stays in L1 with that tile, and interleave 4
+// output rows; CSR takes whole rows (too few entries per chunk to pay for
+// finding chunk boundaries) with 2-4 partial sums per row. yt is finally
+// transposed back into y. m < 4 runs a GEMV per token: CSR gathers x
+// (vgatherdps), 2:4 selects the 2 kept of every 4 x values with one vpermt2ps
+// per 8 groups, BSR runs masked dot products per block row.
 //
-// Every path has a portable C++ twin (same loop nests, same order of additions
-// per output element); the AVX-512 versions are compiled with
-// __attribute__((target)) and chosen at run time with __builtin_cpu_supports,
-// so the library runs on any x86-64. Results of the two agree up to rounding
-// (fused multiply-adds, and the GEMV reductions sum 16 lanes pairwise).
+// Every path has a portable C++ twin (same loop nests, one running sum per
+// output); the AVX-512 versions are compiled with __attribute__((target)) and
+// chosen at run time with __builtin_cpu_supports, so the library runs on any
+// x86-64. Results of the two agree up to rounding: the AVX-512 path fuses
+// multiply-adds and splits sums into 2-4 partial sums (16 lanes in the GEMVs).
 #include "sparse/sparse_linear.hpp"
 
 #include <immintrin.h>
@@ -55,9 +57,18 @@ bool use_avx512() {
   return has && !g_force_portable.load(std::memory_order_relaxed);
 }
 
-constexpr int64_t kRowBlock = 256;  // output rows per yt tile
+#ifndef YMLOPT_SPARSE_YT_BLOCK_BYTES
+#define YMLOPT_SPARSE_YT_BLOCK_BYTES 16384
+#endif
+/// Bytes of the yt tile (output rows x lanes) of a row block: with the xt slice it stays in L1.
+constexpr int64_t kYtBlockBytes = YMLOPT_SPARSE_YT_BLOCK_BYTES;
 constexpr int64_t kGemvMaxM = 4;    // m below this: one GEMV per token
-constexpr int kRows = 4;            // output rows interleaved in the blocked kernels
+constexpr int kRows = 4;            // output rows interleaved in the BSR and 2:4 blocked kernels
+#ifndef YMLOPT_SPARSE_XT_CHUNK_BYTES
+#define YMLOPT_SPARSE_XT_CHUNK_BYTES 16384
+#endif
+/// Bytes of the xt slice (k chunk) that BSR and 2:4 keep in L1 across a row block.
+constexpr int64_t kXtChunkBytes = YMLOPT_SPARSE_XT_CHUNK_BYTES;
 
 /// Per-thread scratch (xt, yt, cursors), grown on demand: kernels are called in
 /// loops and a fresh allocation per call would page-fault each time.
@@ -117,12 +128,16 @@ void unpack_yt(const float* yt, int64_t rows, int64_t mb, int64_t L, float* y, i
 /// begin(j0, j1, cur) resets the per-row cursors of a row block.
 template <class Begin, class Chunk>
 void blocked(const float* x, int64_t m, int64_t ldx, int64_t n, int64_t k, float* y, int64_t ldy, int64_t row_align,
-             int64_t k_align, Begin&& begin, Chunk&& chunk) {
+             int64_t k_align, bool chunk_k, Begin&& begin, Chunk&& chunk) {
   const int v = static_cast<int>(std::min<int64_t>(4, (m + 15) / 16));
   const int64_t L = 16 * v;
-  int64_t kc = std::max<int64_t>(64, 8192 / L);  // xt chunk of 32 KiB
-  kc = (kc + k_align - 1) / k_align * k_align;
-  const int64_t nb = std::max<int64_t>(1, kRowBlock / row_align) * row_align;
+  int64_t kc = k;
+  if (chunk_k) {  // an xt slice of kXtChunkBytes, reused by every row of the row block
+    kc = std::max<int64_t>(8, kXtChunkBytes / (L * static_cast<int64_t>(sizeof(float))));
+    kc = (kc + k_align - 1) / k_align * k_align;
+  }
+  const int64_t rows = std::max<int64_t>(16, kYtBlockBytes / (L * static_cast<int64_t>(sizeof(float))));
+  const int64_t nb = std::max<int64_t>(1, rows / row_align) * row_align;
   Scratch& s = scratch();
   if (s.xt.size() < static_cast<std::size_t>(k * L)) s.xt.resize(static_cast<std::size_t>(k * L));
   if (s.yt.size() < static_cast<std::size_t>(nb * L)) s.yt.resize(static_cast<std::size_t>(nb * L));
@@ -143,66 +158,67 @@ void blocked(const float* x, int64_t m, int64_t ldx, int64_t n, int64_t k, float
 
 // ============================================================ CSR
 
-/// End of row r's entries below column c1, starting at p.
-inline int64_t csr_chunk_end(const CsrWeight& w, int64_t r, int64_t p, int64_t c1) {
-  const int64_t e = w.row_ptr[r + 1];
-  // Unsigned: a negative index is never taken, and linear() reports the row.
-  while (p < e && static_cast<std::uint32_t>(w.col[p]) < static_cast<std::uint64_t>(c1)) ++p;
-  return p;
-}
-
-template <int V, int R>
-YMLOPT_AVX512 void csr_rows_avx512(const CsrWeight& w, int64_t j, int64_t j0, int64_t c1, int64_t* cur,
-                                   const float* xt, float* yt) {
+/// One CSR row over whole k (no k chunks: a row's entries are too few per chunk
+/// to pay for finding chunk boundaries): yr[0, L) = sum_p val[p] * xt[col[p], :].
+/// S partial sums (entries p, p+1, ... round robin) keep S*V accumulator chains
+/// busy. Returns false on a column outside [0, k), before reading it.
+template <int V>
+YMLOPT_AVX512 bool csr_row_avx512(const float* val, const std::int32_t* col, int64_t p, int64_t e, int64_t k,
+                                  const float* xt, float* yr) {
   constexpr int64_t L = 16 * V;
-  __m512 a[R][V];
-  int64_t p[R], e[R];
-  for (int i = 0; i < R; ++i) {
-    for (int u = 0; u < V; ++u) a[i][u] = _mm512_loadu_ps(yt + (j - j0 + i) * L + 16 * u);
-    p[i] = cur[j - j0 + i];
-    e[i] = csr_chunk_end(w, j + i, p[i], c1);
-  }
-  int64_t joint = e[0] - p[0];
-  for (int i = 1; i < R; ++i) joint = std::min(joint, e[i] - p[i]);
-  for (int64_t q = 0; q < joint; ++q)
-    for (int i = 0; i < R; ++i) {
-      const __m512 wv = _mm512_set1_ps(w.values[p[i] + q]);
-      const float* xr = xt + static_cast<int64_t>(w.col[p[i] + q]) * L;
-      for (int u = 0; u < V; ++u) a[i][u] = _mm512_fmadd_ps(wv, _mm512_loadu_ps(xr + 16 * u), a[i][u]);
+  constexpr int S = V == 1 ? 4 : 2;
+  __m512 a[S][V];
+  for (int q = 0; q < S; ++q)
+    for (int u = 0; u < V; ++u) a[q][u] = _mm512_setzero_ps();
+  const auto kk = static_cast<std::uint64_t>(k);
+  for (; p + S <= e; p += S)
+    for (int q = 0; q < S; ++q) {
+      const std::uint32_t c = static_cast<std::uint32_t>(col[p + q]);
+      if (c >= kk) return false;
+      const __m512 wv = _mm512_set1_ps(val[p + q]);
+      const float* xr = xt + static_cast<int64_t>(c) * L;
+      for (int u = 0; u < V; ++u) a[q][u] = _mm512_fmadd_ps(wv, _mm512_loadu_ps(xr + 16 * u), a[q][u]);
     }
-  for (int i = 0; i < R; ++i) {
-    for (int64_t q = p[i] + joint; q < e[i]; ++q) {
-      const __m512 wv = _mm512_set1_ps(w.values[q]);
-      const float* xr = xt + static_cast<int64_t>(w.col[q]) * L;
-      for (int u = 0; u < V; ++u) a[i][u] = _mm512_fmadd_ps(wv, _mm512_loadu_ps(xr + 16 * u), a[i][u]);
-    }
-    for (int u = 0; u < V; ++u) _mm512_storeu_ps(yt + (j - j0 + i) * L + 16 * u, a[i][u]);
-    cur[j - j0 + i] = e[i];
+  for (; p < e; ++p) {
+    const std::uint32_t c = static_cast<std::uint32_t>(col[p]);
+    if (c >= kk) return false;
+    const __m512 wv = _mm512_set1_ps(val[p]);
+    const float* xr = xt + static_cast<int64_t>(c) * L;
+    for (int u = 0; u < V; ++u) a[0][u] = _mm512_fmadd_ps(wv, _mm512_loadu_ps(xr + 16 * u), a[0][u]);
   }
+  for (int u = 0; u < V; ++u) {
+    __m512 t = a[0][u];
+    for (int q = 1; q < S; ++q) t = _mm512_add_ps(t, a[q][u]);
+    _mm512_storeu_ps(yr + 16 * u, t);
+  }
+  return true;
 }
 
 template <int V>
-void csr_rows_portable(const CsrWeight& w, int64_t j, int64_t j0, int64_t c1, int64_t* cur, const float* xt,
-                       float* yt) {
+bool csr_row_portable(const float* val, const std::int32_t* col, int64_t p, int64_t e, int64_t k, const float* xt,
+                      float* yr) {
   constexpr int64_t L = 16 * V;
-  float* yr = yt + (j - j0) * L;
-  const int64_t p = cur[j - j0], e = csr_chunk_end(w, j, p, c1);
-  for (int64_t q = p; q < e; ++q) {
-    const float wv = w.values[q];
-    const float* xr = xt + static_cast<int64_t>(w.col[q]) * L;
+  for (int64_t t = 0; t < L; ++t) yr[t] = 0;
+  for (; p < e; ++p) {
+    const std::uint32_t c = static_cast<std::uint32_t>(col[p]);
+    if (c >= static_cast<std::uint64_t>(k)) return false;
+    const float wv = val[p];
+    const float* xr = xt + static_cast<int64_t>(c) * L;
     for (int64_t t = 0; t < L; ++t) yr[t] += wv * xr[t];
   }
-  cur[j - j0] = e;
+  return true;
 }
 
-template <int V>
-void csr_chunk(const CsrWeight& w, int64_t j0, int64_t j1, int64_t c1, int64_t* cur, const float* xt, float* yt) {
-  int64_t j = j0;
-  if (use_avx512()) {
-    for (; j + kRows <= j1; j += kRows) csr_rows_avx512<V, kRows>(w, j, j0, c1, cur, xt, yt);
-    for (; j < j1; ++j) csr_rows_avx512<V, 1>(w, j, j0, c1, cur, xt, yt);
-  } else {
-    for (; j < j1; ++j) csr_rows_portable<V>(w, j, j0, c1, cur, xt, yt);
+template <int V> void csr_chunk(const CsrWeight& w, int64_t j0, int64_t j1, const float* xt, float* yt) {
+  constexpr int64_t L = 16 * V;
+  const bool avx = use_avx512();
+  for (int64_t j = j0; j < j1; ++j) {
+    float* yr = yt + (j - j0) * L;
+    const bool ok = avx ? csr_row_avx512<V>(w.values, w.col, w.row_ptr[j], w.row_ptr[j + 1], w.k, xt, yr)
+                        : csr_row_portable<V>(w.values, w.col, w.row_ptr[j], w.row_ptr[j + 1], w.k, xt, yr);
+    if (!ok)
+      throw std::invalid_argument("sparse::linear (CSR): row " + to_string(j) + " has a column index outside [0, " +
+                                  to_string(w.k) + ")");
   }
 }
 
@@ -339,26 +355,44 @@ inline int64_t nm24_col(const std::uint8_t* idx, int64_t p) {
   return 4 * (p >> 1) + ((idx[p >> 2] >> (2 * (p & 3))) & 3);
 }
 
+/// R rows of 2:4 over columns [c0, c1) (multiples of 8): one index byte gives the
+/// columns of 4 kept values (2 groups). V <= 2: two partial sums per row (values
+/// 0-1 and 2-3 of each byte) for enough independent accumulator chains.
 template <int V, int R>
 YMLOPT_AVX512 void nm24_rows_avx512(const Nm24Weight& w, int64_t j, int64_t j0, int64_t c0, int64_t c1,
                                     const float* xt, float* yt) {
   constexpr int64_t L = 16 * V;
-  __m512 a[R][V];
+  constexpr int S = V <= 2 ? 2 : 1;
+  __m512 a[S][R][V];
   const float* val[R];
   const std::uint8_t* idx[R];
   for (int i = 0; i < R; ++i) {
-    for (int u = 0; u < V; ++u) a[i][u] = _mm512_loadu_ps(yt + (j - j0 + i) * L + 16 * u);
+    for (int u = 0; u < V; ++u) a[0][i][u] = _mm512_loadu_ps(yt + (j - j0 + i) * L + 16 * u);
+    if constexpr (S == 2)
+      for (int u = 0; u < V; ++u) a[S - 1][i][u] = _mm512_setzero_ps();
     val[i] = w.values + (j + i) * w.values_ld;
     idx[i] = w.index + (j + i) * w.index_ld;
   }
-  for (int64_t p = c0 / 2; p < c1 / 2; ++p)
+  for (int64_t b = c0 / 8; b < c1 / 8; ++b) {
+    const float* xb = xt + 8 * b * L;
     for (int i = 0; i < R; ++i) {
-      const __m512 wv = _mm512_set1_ps(val[i][p]);
-      const float* xr = xt + nm24_col(idx[i], p) * L;
-      for (int u = 0; u < V; ++u) a[i][u] = _mm512_fmadd_ps(wv, _mm512_loadu_ps(xr + 16 * u), a[i][u]);
+      const unsigned byte = idx[i][b];
+      const float* v = val[i] + 4 * b;
+      const int64_t col[4] = {byte & 3u, (byte >> 2) & 3u, 4 + ((byte >> 4) & 3u), 4 + (byte >> 6)};
+      for (int s = 0; s < 4; ++s) {
+        const __m512 wv = _mm512_set1_ps(v[s]);
+        const float* xr = xb + col[s] * L;
+        auto& acc = a[S == 2 ? s / 2 : 0][i];
+        for (int u = 0; u < V; ++u) acc[u] = _mm512_fmadd_ps(wv, _mm512_loadu_ps(xr + 16 * u), acc[u]);
+      }
     }
+  }
   for (int i = 0; i < R; ++i)
-    for (int u = 0; u < V; ++u) _mm512_storeu_ps(yt + (j - j0 + i) * L + 16 * u, a[i][u]);
+    for (int u = 0; u < V; ++u) {
+      __m512 t = a[0][i][u];
+      if constexpr (S == 2) t = _mm512_add_ps(t, a[S - 1][i][u]);
+      _mm512_storeu_ps(yt + (j - j0 + i) * L + 16 * u, t);
+    }
 }
 
 template <int V>
@@ -623,18 +657,9 @@ void linear(const float* x, int64_t m, int64_t ldx, const CsrWeight& w, float* y
     return;
   }
   blocked(
-      x, m, ldx, w.n, w.k, y, ldy, 1, 1,
-      [&](int64_t j0, int64_t j1, int64_t* cur) {
-        for (int64_t j = j0; j < j1; ++j) cur[j - j0] = w.row_ptr[j];
-      },
-      [&](int v, int64_t j0, int64_t j1, int64_t c0, int64_t c1, int64_t* cur, const float* xt, float* yt) {
-        with_v<CsrChunk>(v, w, j0, j1, c1, cur, xt, yt);
-        if (c1 == w.k)
-          for (int64_t j = j0; j < j1; ++j)
-            if (cur[j - j0] != w.row_ptr[j + 1])
-              throw std::invalid_argument("sparse::linear (CSR): row " + to_string(j) +
-                                          " has a column index outside [0, " + to_string(w.k) + ")");
-        (void)c0;
+      x, m, ldx, w.n, w.k, y, ldy, 1, 1, false, [](int64_t, int64_t, int64_t*) {},
+      [&](int v, int64_t j0, int64_t j1, int64_t, int64_t, int64_t*, const float* xt, float* yt) {
+        with_v<CsrChunk>(v, w, j0, j1, xt, yt);
       });
 }
 
@@ -651,7 +676,7 @@ void linear(const float* x, int64_t m, int64_t ldx, const BsrWeight& w, float* y
     return;
   }
   blocked(
-      x, m, ldx, w.n, w.k, y, ldy, w.bs, w.bs,
+      x, m, ldx, w.n, w.k, y, ldy, w.bs, w.bs, true,
       [&](int64_t j0, int64_t j1, int64_t* cur) {
         for (int64_t br = j0 / w.bs; br < j1 / w.bs; ++br) cur[br - j0 / w.bs] = w.block_row_ptr[br];
       },
@@ -676,7 +701,7 @@ void linear(const float* x, int64_t m, int64_t ldx, const Nm24Weight& w, float* 
     return;
   }
   blocked(
-      x, m, ldx, w.n, w.k, y, ldy, 1, 8, [](int64_t, int64_t, int64_t*) {},
+      x, m, ldx, w.n, w.k, y, ldy, 1, 8, true, [](int64_t, int64_t, int64_t*) {},
       [&](int v, int64_t j0, int64_t j1, int64_t c0, int64_t c1, int64_t*, const float* xt, float* yt) {
         with_v<Nm24Chunk>(v, w, j0, j1, c0, c1, xt, yt);
       });

@@ -78,8 +78,8 @@ void to_dense(const Nm24Weight& w, float* out, std::int64_t ldw);
 
 /// Instruction-set selection of the kernels: the AVX-512 path when the CPU has it
 /// (AVX-512 F/BW/DQ/VL, checked at run time), else portable C++ loops. The two paths
-/// run the same additions in the same order per output; they differ only in rounding
-/// (the AVX-512 path fuses multiply-adds). Tests force the portable path to compare.
+/// sum the same products; they differ only in rounding (the AVX-512 path fuses
+/// multiply-adds and uses 2-16 partial sums). Tests force the portable path to compare.
 ///
 ///   sparse::force_portable(true);  sparse::linear(...);  sparse::force_portable(false);
 bool avx512_available();

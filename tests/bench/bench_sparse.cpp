@@ -1,0 +1,294 @@
+// Sparse linear kernels vs OpenBLAS sgemm on GPT-2 124M layer shapes.
+//
+// y[M, n] = x[M, k] · Wᵀ with W [n, k]: dense cblas_sgemm (and cblas_sgemv at
+// M = 1, the faster dense path there) against sparse::linear on CSR at several
+// sparsities, BSR (bs 16, 90% of the blocks zero) and 2:4. Our timings include
+// the activation layout conversion (the kernels take and return row-major x
+// and y). 1 and 2 threads: OpenBLAS with openblas_set_num_threads, ours by
+// splitting the output features N in two row slices, one per thread (a
+// persistent worker thread, so no thread start-up per call). Weights stay in
+// cache across repetitions. Prints medians and speed-ups (dense / sparse).
+//
+//   OPENBLAS_CORETYPE=SkylakeX ymlopt_bench_sparse                 # full table
+//   ymlopt_bench_sparse --shapes 768x768 --m 1,16 --threads 1 --min-time 0.01   # quick
+#include <cblas.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <mutex>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "sparse/sparse_linear.hpp"
+
+extern "C" {
+void openblas_set_num_threads(int);
+char* openblas_get_corename(void);
+}
+
+namespace {
+
+using std::int64_t;
+
+double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/// "--name value" options; comma-separated lists.
+struct Opts {
+  std::vector<std::string> a;
+  std::string str(const char* name, const std::string& def) const {
+    for (std::size_t i = 0; i + 1 < a.size(); ++i)
+      if (a[i] == name) return a[i + 1];
+    return def;
+  }
+  std::vector<std::string> list(const char* name, const std::string& def) const {
+    std::vector<std::string> out;
+    const std::string s = str(name, def);
+    std::size_t p = 0;
+    while (p <= s.size()) {
+      const std::size_t q = std::min(s.find(',', p), s.size());
+      if (q > p) out.push_back(s.substr(p, q - p));
+      p = q + 1;
+    }
+    return out;
+  }
+};
+
+/// One persistent helper thread: run(f0, f1) runs f1 on the helper and f0 on the
+/// caller, and returns when both are done (spin briefly, then block).
+class Pair {
+ public:
+  Pair() : th_([this] { loop(); }) {}
+  ~Pair() {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      stop_ = true;
+      ++gen_;
+    }
+    cv_.notify_one();
+    th_.join();
+  }
+  void run(const std::function<void()>& f0, const std::function<void()>& f1) {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      job_ = &f1;
+      done_.store(false);
+      ++gen_;
+    }
+    cv_.notify_one();
+    f0();
+    while (!done_.load(std::memory_order_acquire)) std::this_thread::yield();
+  }
+
+ private:
+  void loop() {
+    std::uint64_t seen = 0;
+    for (;;) {
+      std::unique_lock<std::mutex> l(mu_);
+      cv_.wait(l, [&] { return gen_ != seen; });
+      seen = gen_;
+      if (stop_) return;
+      const std::function<void()>* job = job_;
+      l.unlock();
+      (*job)();
+      done_.store(true, std::memory_order_release);
+    }
+  }
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::uint64_t gen_ = 0;
+  bool stop_ = false;
+  const std::function<void()>* job_ = nullptr;
+  std::atomic<bool> done_{true};
+  std::thread th_;
+};
+
+/// Median seconds of f over repetitions filling about min_time (at least 3).
+double time_it(const std::function<void()>& f, double min_time) {
+  f();  // warm-up (caches, scratch buffers)
+  const double t0 = now_s();
+  f();
+  const double first = std::max(now_s() - t0, 1e-7);
+  const int reps = static_cast<int>(std::clamp(min_time / first, 3.0, 200.0));
+  std::vector<double> ts;
+  for (int r = 0; r < reps; ++r) {
+    const double a = now_s();
+    f();
+    ts.push_back(now_s() - a);
+  }
+  return median(ts);
+}
+
+/// Dense W [n, k] with a random fraction `zero_frac` of zeros.
+std::vector<float> unstructured(int64_t n, int64_t k, double zero_frac, std::mt19937& gen) {
+  std::uniform_real_distribution<float> v(-1, 1);
+  std::uniform_real_distribution<double> u(0, 1);
+  std::vector<float> w(static_cast<std::size_t>(n * k));
+  for (float& x : w) x = u(gen) < zero_frac ? 0.0f : v(gen);
+  return w;
+}
+
+std::vector<float> blocky(int64_t n, int64_t k, int64_t bs, double zero_frac, std::mt19937& gen) {
+  std::uniform_real_distribution<float> v(-1, 1);
+  std::uniform_real_distribution<double> u(0, 1);
+  std::vector<float> w(static_cast<std::size_t>(n * k), 0.0f);
+  for (int64_t br = 0; br < n / bs; ++br)
+    for (int64_t bc = 0; bc < k / bs; ++bc)
+      if (u(gen) >= zero_frac)
+        for (int64_t r = 0; r < bs; ++r)
+          for (int64_t c = 0; c < bs; ++c) w[(br * bs + r) * k + bc * bs + c] = v(gen);
+  return w;
+}
+
+std::vector<float> two_four(int64_t n, int64_t k, std::mt19937& gen) {
+  std::uniform_real_distribution<float> v(-1, 1);
+  std::vector<float> w(static_cast<std::size_t>(n * k), 0.0f);
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t g = 0; g < k / 4; ++g) {
+      const int a = static_cast<int>(gen() % 4);
+      int b = static_cast<int>(gen() % 3);
+      if (b >= a) ++b;
+      w[r * k + 4 * g + a] = v(gen);
+      w[r * k + 4 * g + b] = v(gen);
+    }
+  return w;
+}
+
+/// max |y - ref| / max |ref| over the [m, n] outputs.
+double rel_err(const std::vector<float>& y, const std::vector<float>& ref) {
+  double e = 0, s = 0;
+  for (std::size_t i = 0; i < y.size(); ++i) {
+    e = std::max(e, double(std::abs(y[i] - ref[i])));
+    s = std::max(s, double(std::abs(ref[i])));
+  }
+  return s > 0 ? e / s : e;
+}
+
+void dense_ref(const std::vector<float>& x, int64_t m, const std::vector<float>& w, int64_t n, int64_t k,
+               std::vector<float>& y) {
+  openblas_set_num_threads(1);
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(m), int(n), int(k), 1.0f, x.data(), int(k), w.data(),
+              int(k), 0.0f, y.data(), int(n));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace ymlopt;
+  Opts o{std::vector<std::string>(argv + 1, argv + argc)};
+  const auto shapes = o.list("--shapes", "768x2304,768x768,768x3072,3072x768");
+  const auto ms = o.list("--m", "1,16,128,512");
+  const auto threads = o.list("--threads", "1,2");
+  const auto sparsities = o.list("--csr", "0.5,0.7,0.9,0.95");
+  const double min_time = std::atof(o.str("--min-time", "0.15").c_str());
+  const double bsr_zero = 0.9;
+  const int64_t bsr_bs = std::atol(o.str("--bs", "16").c_str());
+
+  std::printf("# sparse linear kernels vs OpenBLAS (core %s), AVX-512 path: %s\n", openblas_get_corename(),
+              sparse::avx512_available() ? "yes" : "no (portable)");
+  std::printf("# y[M,n] = x[M,k] W^T, W [n,k]; ms = median; (r) = dense ms / sparse ms; dense = sgemm "
+              "(M=1: min of sgemm, sgemv)\n");
+  std::printf("# BSR: bs %ld, %.0f%% of blocks zero; CSR: fraction of zeros; layout conversion included\n\n",
+              static_cast<long>(bsr_bs), bsr_zero * 100);
+  std::printf("| k x n | M | thr | dense ms |");
+  for (const auto& s : sparsities) std::printf(" CSR %.0f%% |", std::atof(s.c_str()) * 100);
+  std::printf(" BSR%ld 90%% | 2:4 | max rel err |\n|---|---|---|---|", static_cast<long>(bsr_bs));
+  for (std::size_t i = 0; i < sparsities.size() + 3; ++i) std::printf("---|");
+  std::printf("\n");
+
+  Pair pair;
+  std::mt19937 gen(42);
+  for (const auto& sh : shapes) {
+    const int64_t k = std::atol(sh.c_str()), n = std::atol(sh.c_str() + sh.find('x') + 1);
+    // Formats (built once per shape).
+    const auto wd = unstructured(n, k, 0.0, gen);
+    std::vector<std::vector<float>> wcsr;
+    std::vector<sparse::Csr> csr;
+    for (const auto& s : sparsities) {
+      wcsr.push_back(unstructured(n, k, std::atof(s.c_str()), gen));
+      csr.push_back(sparse::to_csr(wcsr.back().data(), n, k, k));
+    }
+    const auto wbsr = blocky(n, k, bsr_bs, bsr_zero, gen);
+    const sparse::Bsr bsr = sparse::to_bsr(wbsr.data(), n, k, k, bsr_bs);
+    const auto w24 = two_four(n, k, gen);
+    const sparse::Nm24 nm = sparse::to_nm24(w24.data(), n, k, k);
+
+    for (const auto& mstr : ms) {
+      const int64_t m = std::atol(mstr.c_str());
+      std::vector<float> x(static_cast<std::size_t>(m * k)), y(static_cast<std::size_t>(m * n)), ref(y.size());
+      std::uniform_real_distribution<float> xv(-1, 1);
+      for (float& v : x) v = xv(gen);
+
+      // Correctness of this configuration (1 thread) against sgemm on the same W.
+      double err = 0;
+      auto check = [&](const std::vector<float>& w, auto&& run) {
+        dense_ref(x, m, w, n, k, ref);
+        run();
+        err = std::max(err, rel_err(y, ref));
+      };
+      for (std::size_t i = 0; i < csr.size(); ++i)
+        check(wcsr[i], [&] { sparse::linear(x.data(), m, k, csr[i].view(), y.data(), n); });
+      check(wbsr, [&] { sparse::linear(x.data(), m, k, bsr.view(), y.data(), n); });
+      check(w24, [&] { sparse::linear(x.data(), m, k, nm.view(), y.data(), n); });
+
+      for (const auto& tstr : threads) {
+        const int nt = std::atoi(tstr.c_str());
+        openblas_set_num_threads(nt);
+        double dense = time_it(
+            [&] {
+              cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(m), int(n), int(k), 1.0f, x.data(), int(k),
+                          wd.data(), int(k), 0.0f, y.data(), int(n));
+            },
+            min_time);
+        if (m == 1)
+          dense = std::min(dense, time_it(
+                                      [&] {
+                                        cblas_sgemv(CblasRowMajor, CblasNoTrans, int(n), int(k), 1.0f, wd.data(),
+                                                    int(k), x.data(), 1, 0.0f, y.data(), 1);
+                                      },
+                                      min_time));
+        openblas_set_num_threads(1);
+        // Ours: one call, or two row slices [0, h) and [h, n) on two threads.
+        auto ours = [&](auto&& slice) {
+          if (nt == 1) return time_it([&] { slice(int64_t{0}, n); }, min_time);
+          const int64_t al = std::max<int64_t>(16, bsr_bs);  // whole BSR blocks, 4-row kernel groups
+          const int64_t h = n / 2 / al * al;
+          std::function<void()> f0 = [&] { slice(int64_t{0}, h); }, f1 = [&] { slice(h, n); };
+          return time_it([&] { pair.run(f0, f1); }, min_time);
+        };
+        std::printf("| %ldx%ld | %ld | %d | %.4f |", static_cast<long>(k), static_cast<long>(n), static_cast<long>(m),
+                    nt, dense * 1e3);
+        for (const auto& c : csr) {
+          const double t = ours([&](int64_t a, int64_t b) {
+            sparse::linear(x.data(), m, k, c.view().rows(a, b), y.data() + a, n);
+          });
+          std::printf(" %.4f (%.2fx) |", t * 1e3, dense / t);
+        }
+        const double tb = ours([&](int64_t a, int64_t b) {
+          sparse::linear(x.data(), m, k, bsr.view().block_rows(a / bsr_bs, b / bsr_bs), y.data() + a, n);
+        });
+        std::printf(" %.4f (%.2fx) |", tb * 1e3, dense / tb);
+        const double tz = ours([&](int64_t a, int64_t b) {
+          sparse::linear(x.data(), m, k, nm.view().rows(a, b), y.data() + a, n);
+        });
+        std::printf(" %.4f (%.2fx) | %.1e |\n", tz * 1e3, dense / tz, err);
+        std::fflush(stdout);
+      }
+    }
+  }
+  return 0;
+}
