@@ -25,6 +25,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdint>
 #include <cstring>
 #include <limits>
 #include <stdexcept>
@@ -73,9 +74,18 @@ constexpr int64_t kXtChunkBytes = YMLOPT_SPARSE_XT_CHUNK_BYTES;
 /// Per-thread scratch (xt, yt, cursors), grown on demand: kernels are called in
 /// loops and a fresh allocation per call would page-fault each time.
 struct Scratch {
-  std::vector<float> xt, yt;
+  std::vector<float> xt_buf, yt_buf;
   std::vector<int64_t> cur;
 };
+
+/// n floats of `buf`, 64-byte aligned: every xt/yt row (a multiple of 16 floats)
+/// then starts a cache line, so no AVX-512 load splits two lines.
+float* aligned64(std::vector<float>& buf, int64_t n) {
+  const std::size_t need = static_cast<std::size_t>(n) + 16;
+  if (buf.size() < need) buf.resize(need);
+  const auto addr = reinterpret_cast<std::uintptr_t>(buf.data());
+  return buf.data() + ((64 - addr % 64) % 64) / sizeof(float);
+}
 Scratch& scratch() {
   thread_local Scratch s;
   return s;
@@ -139,19 +149,19 @@ void blocked(const float* x, int64_t m, int64_t ldx, int64_t n, int64_t k, float
   const int64_t rows = std::max<int64_t>(16, kYtBlockBytes / (L * static_cast<int64_t>(sizeof(float))));
   const int64_t nb = std::max<int64_t>(1, rows / row_align) * row_align;
   Scratch& s = scratch();
-  if (s.xt.size() < static_cast<std::size_t>(k * L)) s.xt.resize(static_cast<std::size_t>(k * L));
-  if (s.yt.size() < static_cast<std::size_t>(nb * L)) s.yt.resize(static_cast<std::size_t>(nb * L));
+  float* xt = aligned64(s.xt_buf, k * L);
+  float* yt = aligned64(s.yt_buf, nb * L);
   if (s.cur.size() < static_cast<std::size_t>(nb)) s.cur.resize(static_cast<std::size_t>(nb));
   for (int64_t t0 = 0; t0 < m; t0 += L) {
     const int64_t mb = std::min(L, m - t0);
-    pack_xt(x + t0 * ldx, mb, ldx, k, L, s.xt.data());
+    pack_xt(x + t0 * ldx, mb, ldx, k, L, xt);
     for (int64_t j0 = 0; j0 < n; j0 += nb) {
       const int64_t j1 = std::min(n, j0 + nb);
-      std::fill(s.yt.begin(), s.yt.begin() + (j1 - j0) * L, 0.0f);
+      std::fill(yt, yt + (j1 - j0) * L, 0.0f);
       begin(j0, j1, s.cur.data());
       for (int64_t c0 = 0; c0 < k; c0 += kc)
-        chunk(v, j0, j1, c0, std::min(k, c0 + kc), s.cur.data(), s.xt.data(), s.yt.data());
-      unpack_yt(s.yt.data(), j1 - j0, mb, L, y + t0 * ldy, ldy, j0);
+        chunk(v, j0, j1, c0, std::min(k, c0 + kc), s.cur.data(), xt, yt);
+      unpack_yt(yt, j1 - j0, mb, L, y + t0 * ldy, ldy, j0);
     }
   }
 }
@@ -168,15 +178,19 @@ YMLOPT_AVX512 bool csr_row_avx512(const float* val, const std::int32_t* col, int
   constexpr int64_t L = 16 * V;
   constexpr int S = V == 1 ? 4 : 2;
   __m512 a[S][V];
+  #pragma GCC unroll 16
   for (int q = 0; q < S; ++q)
+    #pragma GCC unroll 16
     for (int u = 0; u < V; ++u) a[q][u] = _mm512_setzero_ps();
   const auto kk = static_cast<std::uint64_t>(k);
   for (; p + S <= e; p += S)
+    #pragma GCC unroll 16
     for (int q = 0; q < S; ++q) {
       const std::uint32_t c = static_cast<std::uint32_t>(col[p + q]);
       if (c >= kk) return false;
       const __m512 wv = _mm512_set1_ps(val[p + q]);
       const float* xr = xt + static_cast<int64_t>(c) * L;
+      #pragma GCC unroll 16
       for (int u = 0; u < V; ++u) a[q][u] = _mm512_fmadd_ps(wv, _mm512_loadu_ps(xr + 16 * u), a[q][u]);
     }
   for (; p < e; ++p) {
@@ -184,10 +198,13 @@ YMLOPT_AVX512 bool csr_row_avx512(const float* val, const std::int32_t* col, int
     if (c >= kk) return false;
     const __m512 wv = _mm512_set1_ps(val[p]);
     const float* xr = xt + static_cast<int64_t>(c) * L;
+    #pragma GCC unroll 16
     for (int u = 0; u < V; ++u) a[0][u] = _mm512_fmadd_ps(wv, _mm512_loadu_ps(xr + 16 * u), a[0][u]);
   }
+  #pragma GCC unroll 16
   for (int u = 0; u < V; ++u) {
     __m512 t = a[0][u];
+    #pragma GCC unroll 16
     for (int q = 1; q < S; ++q) t = _mm512_add_ps(t, a[q][u]);
     _mm512_storeu_ps(yr + 16 * u, t);
   }
@@ -258,21 +275,28 @@ YMLOPT_AVX512 void bsr_rows_avx512(const BsrWeight& w, int64_t br, int64_t r0, i
   constexpr int64_t L = 16 * V;
   const int64_t bs = w.bs;
   __m512 a[R][V];
+  #pragma GCC unroll 16
   for (int i = 0; i < R; ++i)
+    #pragma GCC unroll 16
     for (int u = 0; u < V; ++u) a[i][u] = _mm512_loadu_ps(yt_br + (r0 + i) * L + 16 * u);
   for (int64_t q = p; q < e; ++q) {
     const float* b = w.values + q * bs * bs + r0 * bs;
     const float* xb = xt + static_cast<int64_t>(w.block_col[q]) * bs * L;
     for (int64_t c = 0; c < bs; ++c) {
       __m512 xv[V];
+      #pragma GCC unroll 16
       for (int u = 0; u < V; ++u) xv[u] = _mm512_loadu_ps(xb + c * L + 16 * u);
+      #pragma GCC unroll 16
       for (int i = 0; i < R; ++i) {
         const __m512 wv = _mm512_set1_ps(b[i * bs + c]);
+        #pragma GCC unroll 16
         for (int u = 0; u < V; ++u) a[i][u] = _mm512_fmadd_ps(wv, xv[u], a[i][u]);
       }
     }
   }
+  #pragma GCC unroll 16
   for (int i = 0; i < R; ++i)
+    #pragma GCC unroll 16
     for (int u = 0; u < V; ++u) _mm512_storeu_ps(yt_br + (r0 + i) * L + 16 * u, a[i][u]);
   (void)br;
 }
@@ -366,28 +390,36 @@ YMLOPT_AVX512 void nm24_rows_avx512(const Nm24Weight& w, int64_t j, int64_t j0, 
   __m512 a[S][R][V];
   const float* val[R];
   const std::uint8_t* idx[R];
+  #pragma GCC unroll 16
   for (int i = 0; i < R; ++i) {
+    #pragma GCC unroll 16
     for (int u = 0; u < V; ++u) a[0][i][u] = _mm512_loadu_ps(yt + (j - j0 + i) * L + 16 * u);
     if constexpr (S == 2)
+      #pragma GCC unroll 16
       for (int u = 0; u < V; ++u) a[S - 1][i][u] = _mm512_setzero_ps();
     val[i] = w.values + (j + i) * w.values_ld;
     idx[i] = w.index + (j + i) * w.index_ld;
   }
   for (int64_t b = c0 / 8; b < c1 / 8; ++b) {
     const float* xb = xt + 8 * b * L;
+    #pragma GCC unroll 16
     for (int i = 0; i < R; ++i) {
       const unsigned byte = idx[i][b];
       const float* v = val[i] + 4 * b;
       const int64_t col[4] = {byte & 3u, (byte >> 2) & 3u, 4 + ((byte >> 4) & 3u), 4 + (byte >> 6)};
+      #pragma GCC unroll 16
       for (int s = 0; s < 4; ++s) {
         const __m512 wv = _mm512_set1_ps(v[s]);
         const float* xr = xb + col[s] * L;
         auto& acc = a[S == 2 ? s / 2 : 0][i];
+        #pragma GCC unroll 16
         for (int u = 0; u < V; ++u) acc[u] = _mm512_fmadd_ps(wv, _mm512_loadu_ps(xr + 16 * u), acc[u]);
       }
     }
   }
+  #pragma GCC unroll 16
   for (int i = 0; i < R; ++i)
+    #pragma GCC unroll 16
     for (int u = 0; u < V; ++u) {
       __m512 t = a[0][i][u];
       if constexpr (S == 2) t = _mm512_add_ps(t, a[S - 1][i][u]);
@@ -591,6 +623,7 @@ Nm24 to_nm24(const float* w, int64_t n, int64_t k, int64_t ldw) {
     const float* wr = w + r * ldw;
     for (int64_t g = 0; g < k / 4; ++g) {
       int pos[4], cnt = 0;
+      #pragma GCC unroll 16
       for (int i = 0; i < 4; ++i)
         if (wr[4 * g + i] != 0.0f) {
           if (cnt == 2)
