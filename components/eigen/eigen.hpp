@@ -41,6 +41,8 @@ void register_eigen(Registry& reg);
 namespace ymlopt::eigen {
 
 /// A square linear operator y = A x of dimension n. `apply` must not alias x and y.
+/// The built-in operators keep no state between calls and may be applied from
+/// several threads at once (co-methods sharing one matrix).
 ///
 ///   LinearOperator op{n, [&](const double* x, double* y) { ... }};
 struct LinearOperator {

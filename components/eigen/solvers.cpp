@@ -9,7 +9,6 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <memory>
 #include <numeric>
 #include <random>
 #include <string>
@@ -132,15 +131,16 @@ LinearOperator dense_operator(const double* a, int64_t n, int64_t ld) {
 }
 
 LinearOperator gram_operator(const double* x, int64_t m, int64_t n, int64_t ld) {
-  auto tmp = std::make_shared<std::vector<double>>(sz(std::max<int64_t>(m, 1)));
-  return {n, [x, m, n, ld, tmp](const double* v, double* y) {
-            const blasint l = bi(std::max<int64_t>(ld, 1));
+  return {n, [x, m, n, ld](const double* v, double* y) {
             if (m == 0) {
               std::fill(y, y + n, 0.0);
               return;
             }
-            cblas_dgemv(CblasRowMajor, CblasNoTrans, bi(m), bi(n), 1.0, x, l, v, 1, 0.0, tmp->data(), 1);
-            cblas_dgemv(CblasRowMajor, CblasTrans, bi(m), bi(n), 1.0, x, l, tmp->data(), 1, 0.0, y, 1);
+            thread_local std::vector<double> tmp;  // per thread: copies of the operator may run concurrently
+            tmp.resize(sz(m));
+            const blasint l = bi(std::max<int64_t>(ld, 1));
+            cblas_dgemv(CblasRowMajor, CblasNoTrans, bi(m), bi(n), 1.0, x, l, v, 1, 0.0, tmp.data(), 1);
+            cblas_dgemv(CblasRowMajor, CblasTrans, bi(m), bi(n), 1.0, x, l, tmp.data(), 1, 0.0, y, 1);
           }};
 }
 

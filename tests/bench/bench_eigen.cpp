@@ -2,7 +2,7 @@
 // (kernels are single-threaded; OpenBLAS is set to 1 thread for everything timed).
 //
 //   ymlopt_bench_eigen [--n 2000] [--k 10] [--ncv 30] [--nsp 2000] [--kn 5] [--ncvn 30]
-//                      [--svd-m 2000] [--svd-n 1000] [--svd-k 20] [--reps 3]
+//                      [--cd 20] [--spread 1000] [--bulk 980000] [--svd-m 2000] [--svd-n 1000] [--svd-k 20] [--reps 3]
 //
 // 1. Lanczos (thick restart, full reorthogonalisation) vs ARPACK dsaupd: top-k
 //    of Q diag Qᵀ (n x n dense) whose top k eigenvalues are clustered
@@ -11,6 +11,9 @@
 //    non-symmetric P T Pᵀ (CSR, ~9 entries per row): T block upper triangular
 //    (real Schur blocks on the diagonal, 8 random entries right of each row's
 //    block), P a random permutation; eigenvalues known exactly.
+// 2b. ERAM vs ARPACK dnaupd on the 2-D convection-diffusion operator on a
+//    cd x (cd-1) grid (5-point, convection 0.4 / 0.2): real eigenvalues known
+//    in closed form, eigenvectors far from orthogonal (non-normal).
 // 3. svd_topk (oversample p, power_iters q: 10/2 and 20/6) vs LAPACK dgesdd
 //    (full, then truncated): A = U diag(s) Vᵀ + 1e-3 noise, s_i = 1/(1 + i/4).
 // Prints per-repetition figures, medians and ratios (ours / reference).
@@ -91,6 +94,7 @@ int main(int argc, char** argv) {
   const int64_t sm = arg(argc, argv, "--svd-m", 2000), sn = arg(argc, argv, "--svd-n", 1000),
                 sk = arg(argc, argv, "--svd-k", 20);
   const int reps = int(arg(argc, argv, "--reps", 3));
+  const int64_t cd = arg(argc, argv, "--cd", 20);  // convection-diffusion grid; 0: skip
   // Cluster spacing and top of the bulk, in 1e-6 units: --spread 1000 --bulk 980000.
   const double spread = 1e-6 * double(arg(argc, argv, "--spread", 1000)),
                bulk = 1e-6 * double(arg(argc, argv, "--bulk", 980000));
@@ -241,6 +245,71 @@ int main(int argc, char** argv) {
     print_row("ERAM (ours)", ours);
     print_row("ARPACK dnaupd", arp);
     std::printf("RESULT eram/arpack time %.2f matvecs %.2f\n", median(ours.t) / median(arp.t),
+                median(ours.mv) / median(arp.mv));
+  }
+
+  // ---- 2b. non-symmetric, non-normal: 2-D convection-diffusion (central differences)
+  if (cd > 0) {
+    const int64_t nx = cd, ny = cd - 1, nn = nx * ny;
+    const double gx = 0.4, gy = 0.2;  // half the cell Péclet numbers (< 1: real eigenvalues)
+    CsrMatrix s;
+    s.rows = s.cols = nn;
+    s.row_ptr.push_back(0);
+    for (int64_t y = 0; y < ny; ++y)
+      for (int64_t x = 0; x < nx; ++x) {
+        auto put = [&](int64_t xx, int64_t yy, double v) {
+          if (xx >= 0 && xx < nx && yy >= 0 && yy < ny) {
+            s.col.push_back(yy * nx + xx);
+            s.val.push_back(v);
+          }
+        };
+        put(x, y - 1, -1 - gy);
+        put(x - 1, y, -1 - gx);
+        put(x, y, 4);
+        put(x + 1, y, -1 + gx);
+        put(x, y + 1, -1 + gy);
+        s.row_ptr.push_back(int64_t(s.val.size()));
+      }
+    // λ(a, b) = 4 - 2 sqrt(1-gx²) cos(aπ/(nx+1)) - 2 sqrt(1-gy²) cos(bπ/(ny+1)).
+    std::vector<std::complex<double>> all;
+    const double pi = std::acos(-1.0);
+    for (int64_t a = 1; a <= nx; ++a)
+      for (int64_t b = 1; b <= ny; ++b)
+        all.emplace_back(4 - 2 * std::sqrt(1 - gx * gx) * std::cos(double(a) * pi / double(nx + 1)) -
+                             2 * std::sqrt(1 - gy * gy) * std::cos(double(b) * pi / double(ny + 1)),
+                         0);
+    std::sort(all.begin(), all.end(), [](auto p, auto q) { return std::abs(p) > std::abs(q); });
+    const int64_t kc = 4;
+    const std::vector<std::complex<double>> exact(all.begin(), all.begin() + kc);
+    const LinearOperator op = csr_operator(s);
+    Row ours, arp;
+    for (int rep = 0; rep < reps; ++rep) {
+      ArnoldiOptions o;
+      o.k = kc;
+      o.subspace = 30;
+      o.tol = tol;
+      o.max_restarts = 20000;
+      o.seed = 1 + uint64_t(rep);
+      double t0 = now_s();
+      const EigenResult r = arnoldi(op, o);
+      const double t1 = now_s() - t0;
+      std::vector<std::complex<double>> got;
+      for (int64_t i = 0; i < kc; ++i)
+        got.emplace_back(r.values_re[static_cast<size_t>(i)], r.values_im[static_cast<size_t>(i)]);
+      ours.add(t1, double(r.matvecs), double(r.restarts), r.converged ? value_error(got, exact) : 1.0);
+      t0 = now_s();
+      const auto ar = eigref::arpack_nonsymmetric(op.apply, nn, kc, "LM", 30, tol, 20000);
+      const double t2 = now_s() - t0;
+      got.clear();
+      for (size_t i = 0; i < ar.re.size(); ++i) got.emplace_back(ar.re[i], ar.im[i]);
+      arp.add(t2, double(ar.matvecs), double(ar.restarts), ar.info == 0 ? value_error(got, exact) : 1.0);
+    }
+    std::printf("non-symmetric convection-diffusion %lldx%lld (n=%lld, non-normal) k=%lld ncv=30, largest |λ| "
+                "(err 1.0 = not converged):\n",
+                (long long)nx, (long long)ny, (long long)nn, (long long)kc);
+    print_row("ERAM (ours)", ours);
+    print_row("ARPACK dnaupd", arp);
+    std::printf("RESULT eram/arpack (convection-diffusion) time %.2f matvecs %.2f\n", median(ours.t) / median(arp.t),
                 median(ours.mv) / median(arp.mv));
   }
 

@@ -214,6 +214,14 @@ TEST(EigenComponents, BadInputsHaveClearMessages) {
       error_of("eigen.lanczos", {sm.view(), values.view(), none}, {{"k", "2"}, {"subspace", "5"}, {"max_restarts", "2"}});
   EXPECT_NE(msg.find("eigen.lanczos did not converge within max_restarts = 2: largest residual"), std::string::npos)
       << msg;
+  Mat<double> re(1, 2), im(1, 2);
+  const std::string amsg = error_of("eigen.arnoldi", {sm.view(), re.view(), im.view(), none, none},
+                                    {{"k", "2"}, {"subspace", "5"}, {"max_restarts", "1"}});
+  EXPECT_NE(amsg.find("eigen.arnoldi did not converge within max_restarts = 1: largest residual"), std::string::npos)
+      << amsg;
+  Mat<double> value(1, 1);
+  const std::string pmsg = error_of("eigen.power", {sm.view(), value.view(), none}, {{"max_iter", "3"}});
+  EXPECT_NE(pmsg.find("eigen.power did not converge within max_iter = 3: largest residual"), std::string::npos) << pmsg;
 }
 
 }  // namespace

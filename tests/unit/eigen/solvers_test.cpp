@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <complex>
+#include <thread>
 #include <vector>
 
 #include "eigen/eigen.hpp"
@@ -146,6 +147,15 @@ TEST(EigenOperators, GramMatchesTheFormedProduct) {
   g.apply(v.data(), y1.data());
   dense_operator(h.data(), n, n).apply(v.data(), y2.data());
   for (int64_t i = 0; i < n; ++i) EXPECT_NEAR(y1[static_cast<size_t>(i)], y2[static_cast<size_t>(i)], 1e-10 * std::abs(y2[static_cast<size_t>(i)]) + 1e-10);
+  // Copies of the operator applied from two threads at once give the same result.
+  std::vector<double> y3(static_cast<size_t>(n)), y4(static_cast<size_t>(n));
+  const LinearOperator g2 = g;
+  std::thread t1([&] { for (int r = 0; r < 200; ++r) g.apply(v.data(), y3.data()); });
+  std::thread t2([&] { for (int r = 0; r < 200; ++r) g2.apply(v.data(), y4.data()); });
+  t1.join();
+  t2.join();
+  EXPECT_EQ(y3, y1);
+  EXPECT_EQ(y4, y1);
   const auto lw = eigref::lapack_syevd(h, n);
   LanczosOptions o;
   o.k = 5;
