@@ -4,8 +4,11 @@
 // physically removes the dropped units (prune_api.hpp: shrink_heads,
 // shrink_heads_fused, shrink_ffn, keep_rows, keep_cols).
 //
-//   prune.heads    w_o [d, heads·dh] (+ act [m, heads·dh]) -> keep i32 [heads] (+ scores [heads])
-//   prune.neurons  w1 [ff, d] (+ b1 [ff]), w2 [d, ff] (+ act [m, ff]) -> keep i32 [ff] (+ scores [ff])
+//   prune.heads    w_o [d, heads·dh] (+ act [m, heads·dh]) -> mask i32 [heads] (+ scores [heads])
+//   prune.neurons  w1 [ff, d] (+ b1 [ff]), w2 [d, ff] (+ act [m, ff]) -> mask i32 [ff] (+ scores [ff])
+//
+// The mask port is 1 for a kept unit, 0 for a dropped one; the arg `keep` is
+// the number of units kept (or `ratio` their fraction).
 //
 // Scores: heads, magnitude: ||W_o[:, head]||_F^2; activation: mean_t ||act[t, head]||^2
 // · ||W_o[:, head]||_F^2. Neurons, magnitude: ||[W1 row j, b1_j]|| · ||W2[:, j]||;
@@ -244,7 +247,7 @@ const std::vector<PortSpec>& heads_ports() {
   static const std::vector<PortSpec> p = {
       {"w_o", Access::read, kFloat, false, 2, "attention output projection [d, heads·dh] (layout kn: [heads·dh, d])"},
       {"act", Access::read, kFloat, true, 2, "calibration context vectors of the heads [m, heads·dh] (criterion activation)"},
-      {"keep", Access::write, {DType::i32}, false, 2, "keep mask [heads]: 1 keep, 0 drop"},
+      {"mask", Access::write, {DType::i32}, false, 2, "keep mask [heads]: 1 keep, 0 drop"},
       {"scores", Access::write, kFloat, true, 2, "head scores [heads]"},
   };
   return p;
@@ -301,7 +304,7 @@ const std::vector<PortSpec>& neurons_ports() {
       {"b1", Access::read, kFloat, true, 2, "FFN up bias [ff]"},
       {"w2", Access::read, kFloat, false, 2, "FFN down projection [d, ff] (layout kn: [ff, d])"},
       {"act", Access::read, kFloat, true, 2, "calibration hidden activations [m, ff] (criterion activation)"},
-      {"keep", Access::write, {DType::i32}, false, 2, "keep mask [ff]: 1 keep, 0 drop"},
+      {"mask", Access::write, {DType::i32}, false, 2, "keep mask [ff]: 1 keep, 0 drop"},
       {"scores", Access::write, kFloat, true, 2, "neuron scores [ff]"},
   };
   return p;
@@ -362,19 +365,19 @@ std::vector<ParamSpec> keep_params() {
 
 /// Registers prune.heads and prune.neurons.
 ///
-///   <task component="prune.heads" w_o="attn.out.weight" keep="attn.keep" heads="12" ratio="0.75"/>
-///   <task component="prune.neurons" w1="fc1.weight" w2="fc2.weight" act="fc1.act" keep="ffn.keep"
+///   <task component="prune.heads" w_o="attn.out.weight" mask="attn.keep" heads="12" ratio="0.75"/>
+///   <task component="prune.neurons" w1="fc1.weight" w2="fc2.weight" act="fc1.act" mask="ffn.keep"
 ///         ratio="0.5" criterion="activation"/>
 void register_prune_structured(Registry& reg) {
   std::vector<ParamSpec> hp = keep_params();
   hp.insert(hp.begin(), ParamSpec{"heads", ParamType::int_, "", true, "number of attention heads"});
   kutil::add_component(reg, "prune.heads",
                        "scores attention heads (magnitude of w_o's columns, or activation x magnitude) and outputs "
-                       "a keep mask of the `keep` best heads",
+                       "a 0/1 mask keeping the `keep` (or ratio x heads) best heads",
                        heads_ports(), std::move(hp), heads_cpu, heads_check, heads_cost);
   kutil::add_component(reg, "prune.neurons",
                        "scores FFN neurons (||w1 row|| x ||w2 column||, or mean activation^2 x ||w2 column||^2) and "
-                       "outputs a keep mask of the `keep` best neurons",
+                       "outputs a 0/1 mask keeping the `keep` (or ratio x ff) best neurons",
                        neurons_ports(), keep_params(), neurons_cpu, neurons_check, neurons_cost);
 }
 

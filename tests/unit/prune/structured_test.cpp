@@ -260,3 +260,19 @@ TEST(PruneStructured, CheckMessages) {
 
 }  // namespace
 }  // namespace ymlopt::test
+
+namespace ymlopt::test {
+namespace {
+
+// The engine's registry refuses a parameter named like a port (one XML attribute
+// namespace); TestRegistry does not check it, so check every component here.
+TEST(PruneRegistry, NoPortIsNamedLikeAParameter) {
+  const auto& reg = prune_registry();
+  EXPECT_EQ(reg.specs.size(), 6u);  // prune.hessian, obs, lowrank, heads, neurons; distill.layerwise
+  for (const auto& [name, spec] : reg.specs)
+    for (const PortSpec& p : spec.ports)
+      for (const ParamSpec& a : spec.params) EXPECT_NE(p.name, a.name) << name;
+}
+
+}  // namespace
+}  // namespace ymlopt::test
