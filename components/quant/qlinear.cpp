@@ -22,6 +22,7 @@
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
+
 namespace ymlopt::quant {
 
 using std::int32_t;
@@ -275,6 +276,29 @@ WPrep prepare_weights(const QWeight& w, bool fast) {
   return P;
 }
 
+/// What turns a tile's raw result into y, shared by both paths (same float operations):
+///   per channel: F = float(t - ci[i] - cj[j]) * s[j]     (t the exact int32 dot product)
+///   grouped:     F = F_lanes - b[j]
+///   then y = a[i] * F, unless the weight has zero points (the epilogue finishes those rows).
+struct Fin {
+  const float* a = nullptr;     // [m] activation scales
+  const int32_t* ci = nullptr;  // [m] per-row integer correction (per-channel int4 symmetric: 8 Σxq)
+  const int32_t* cj = nullptr;  // [n] per-column integer correction (per-channel int8: 128 Σc)
+  const float* s = nullptr;     // [n] per-channel scales
+  const float* b = nullptr;     // [n] grouped int8: Σ_g s · 128 Σc
+  bool fold_a = true;
+};
+inline float finish_pc(const Fin& f, int64_t i, int64_t j, int32_t t) {
+  if (f.ci) t -= f.ci[i];
+  if (f.cj) t -= f.cj[j];
+  const float v = static_cast<float>(t) * f.s[j];
+  return f.fold_a ? f.a[i] * v : v;
+}
+inline float finish_grp(const Fin& f, int64_t i, int64_t j, float v) {
+  if (f.b) v = v - f.b[j];
+  return f.fold_a ? f.a[i] * v : v;
+}
+
 /// Sum of 16 lane partials in the order the vector path uses:
 /// per 128-bit lane (e0 + e2) + (e1 + e3), then (L0 + L1) + (L2 + L3).
 inline float tree16(const float* e) {
@@ -317,7 +341,7 @@ void lane_zero_init(Acts& A, const Blocks& B) {
 // ---- scalar path ---------------------------------------------------------------
 
 /// Per channel: exact integer dot products T[i, j] = Σ act · code.
-void pc_scalar(const Acts& A, const QWeight& w, int32_t* T) {
+void pc_scalar(const Acts& A, const QWeight& w, const Fin& fin, float* y, int64_t ldy) {
   for (int64_t i = 0; i < A.m; ++i) {
     const uint8_t* a = A.q.data() + i * A.kp;
     for (int64_t j = 0; j < w.n; ++j) {
@@ -329,13 +353,13 @@ void pc_scalar(const Acts& A, const QWeight& w, int32_t* T) {
           const int code = code_at(w, j, kk);
           s += A.w4 ? code * static_cast<int8_t>(a[c0 + p]) : static_cast<int>(a[c0 + p]) * code;
         }
-      T[i * w.n + j] = s;
+      y[i * ldy + j] = finish_pc(fin, i, j, s);
     }
   }
 }
 
 /// Grouped: F[i, j] = Σ_blocks lane-wise fma(float(int lanes), scale, f), then tree16.
-void grp_scalar(const Acts& A, const QWeight& w, const WPrep& P, float* y, int64_t ldy) {
+void grp_scalar(const Acts& A, const QWeight& w, const WPrep& P, const Fin& fin, float* y, int64_t ldy) {
   const Blocks B = blocks_of(w, A.nch);
   const int64_t G = P.groups;
   const bool zinit = A.w4 && !w.zero;  // int4 symmetric: lanes start at -8 Σ xq
@@ -357,7 +381,7 @@ void grp_scalar(const Acts& A, const QWeight& w, const WPrep& P, float* y, int64
         for (int l = 0; l < 16; ++l)
           f[l] = std::fmaf(static_cast<float>(lanes[l]), lane_scale(B, s_row, G, b, l), f[l]);
       }
-      y[i * ldy + j] = tree16(f);
+      y[i * ldy + j] = finish_grp(fin, i, j, tree16(f));
     }
   }
 }
@@ -368,11 +392,10 @@ void grp_scalar(const Acts& A, const QWeight& w, const WPrep& P, float* y, int64
 
 /// 32 bytes of int4 codes -> 64 unsigned bytes in k_of order (see k_of).
 YMLOPT_AVX512 inline __m512i unpack4(__m256i v) {
-  const __m512i shift = _mm512_set_epi64(0x0004000400040004LL, 0x0004000400040004LL, 0, 0, 0x0004000400040004LL,
-                                         0x0004000400040004LL, 0, 0);
   const __m512i vz = _mm512_zextsi256_si512(v);
   const __m512i t = _mm512_shuffle_i64x2(vz, vz, 0x50);  // 128-bit lanes [0, 0, 1, 1]
-  return _mm512_and_si512(_mm512_srlv_epi16(t, shift), _mm512_set1_epi8(0x0f));
+  // lanes 1 and 3 (16-bit elements 8-15 and 24-31) take the high nibbles
+  return _mm512_and_si512(_mm512_mask_srli_epi16(t, 0xff00ff00u, t, 4), _mm512_set1_epi8(0x0f));
 }
 
 /// Loads chunk c of a weight row (masked at the tail: missing codes read as 0).
@@ -422,7 +445,8 @@ YMLOPT_AVX512 inline __m256 hsum8_ps(const __m512* v) {
 /// Accumulators are fully unrolled locals of a non-inlined function (kept in registers).
 template <int MR, int NR, bool W4>
 YMLOPT_AVX512 __attribute__((noinline)) void pc_tile(const uint8_t* act, int64_t kp, int64_t nch, const int8_t* wq,
-                                                      int64_t q_ld, __mmask64 tail, int32_t* T, int64_t ldt) {
+                                                      int64_t q_ld, __mmask64 tail, const Fin& fin, int64_t i0,
+                                                      int64_t j0, float* y, int64_t ldy) {
   __m512i acc[MR][NR];
 #pragma GCC unroll 16
   for (int i = 0; i < MR; ++i)
@@ -440,15 +464,25 @@ YMLOPT_AVX512 __attribute__((noinline)) void pc_tile(const uint8_t* act, int64_t
     }
   }
   if constexpr (MR == 4 && NR == 4) {
-    alignas(64) int32_t out[16];
     const __m512i v[16] = {acc[0][0], acc[0][1], acc[0][2], acc[0][3], acc[1][0], acc[1][1], acc[1][2], acc[1][3],
                            acc[2][0], acc[2][1], acc[2][2], acc[2][3], acc[3][0], acc[3][1], acc[3][2], acc[3][3]};
-    _mm512_store_si512(out, hsum16_epi32(v));
-    for (int i = 0; i < MR; ++i)
-      for (int j = 0; j < NR; ++j) T[i * ldt + j] = out[i * NR + j];
+    // finish_pc on 16 lanes (element 4i + j): the same integer and f32 operations
+    __m512i t = hsum16_epi32(v);
+    const __m512i rows = _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
+    if (fin.ci)
+      t = _mm512_sub_epi32(t, _mm512_permutexvar_epi32(rows, _mm512_zextsi128_si512(_mm_loadu_si128(
+                                                             reinterpret_cast<const __m128i*>(fin.ci + i0)))));
+    if (fin.cj)
+      t = _mm512_sub_epi32(t, _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(fin.cj + j0))));
+    __m512 f = _mm512_mul_ps(_mm512_cvtepi32_ps(t), _mm512_broadcast_f32x4(_mm_loadu_ps(fin.s + j0)));
+    if (fin.fold_a) f = _mm512_mul_ps(_mm512_permutexvar_ps(rows, _mm512_zextps128_ps512(_mm_loadu_ps(fin.a + i0))), f);
+    _mm_storeu_ps(y, _mm512_extractf32x4_ps(f, 0));
+    _mm_storeu_ps(y + ldy, _mm512_extractf32x4_ps(f, 1));
+    _mm_storeu_ps(y + 2 * ldy, _mm512_extractf32x4_ps(f, 2));
+    _mm_storeu_ps(y + 3 * ldy, _mm512_extractf32x4_ps(f, 3));
   } else {
     for (int i = 0; i < MR; ++i)
-      for (int j = 0; j < NR; ++j) T[i * ldt + j] = reduce_epi32(acc[i][j]);
+      for (int j = 0; j < NR; ++j) y[i * ldy + j] = finish_pc(fin, i0 + i, j0 + j, reduce_epi32(acc[i][j]));
   }
 }
 
@@ -456,7 +490,8 @@ YMLOPT_AVX512 __attribute__((noinline)) void pc_tile(const uint8_t* act, int64_t
 template <int MR, int NR, bool W4>
 YMLOPT_AVX512 __attribute__((noinline)) void grp_tile(const uint8_t* act, int64_t kp, int64_t nch, const int8_t* wq,
                                                        int64_t q_ld, __mmask64 tail, const float* s, int64_t G,
-                                                       Blocks B, const int32_t* zl, float* y, int64_t ldy) {
+                                                       Blocks B, const int32_t* zl, const Fin& fin, int64_t i0,
+                                                       int64_t j0, float* y, int64_t ldy) {
   __m512 facc[MR][NR];
 #pragma GCC unroll 16
   for (int i = 0; i < MR; ++i)
@@ -501,16 +536,26 @@ YMLOPT_AVX512 __attribute__((noinline)) void grp_tile(const uint8_t* act, int64_
   if constexpr (MR == 4 && NR == 2) {
     const __m512 v[8] = {facc[0][0], facc[0][1], facc[1][0], facc[1][1],
                          facc[2][0], facc[2][1], facc[3][0], facc[3][1]};
-    alignas(32) float out[8];
-    _mm256_store_ps(out, hsum8_ps(v));
-    for (int i = 0; i < MR; ++i)
-      for (int j = 0; j < NR; ++j) y[i * ldy + j] = out[i * NR + j];
+    // finish_grp on 8 lanes (element 2i + j)
+    __m256 f = hsum8_ps(v);
+    if (fin.b) {
+      const __m256 b2 = _mm256_castps128_ps256(_mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(fin.b + j0))));
+      f = _mm256_sub_ps(f, _mm256_permutexvar_ps(_mm256_set_epi32(1, 0, 1, 0, 1, 0, 1, 0), b2));
+    }
+    if (fin.fold_a)
+      f = _mm256_mul_ps(_mm256_permutexvar_ps(_mm256_set_epi32(3, 3, 2, 2, 1, 1, 0, 0),
+                                              _mm256_castps128_ps256(_mm_loadu_ps(fin.a + i0))), f);
+    const __m128 lo = _mm256_castps256_ps128(f), hi = _mm256_extractf128_ps(f, 1);
+    _mm_storel_pi(reinterpret_cast<__m64*>(y), lo);
+    _mm_storeh_pi(reinterpret_cast<__m64*>(y + ldy), lo);
+    _mm_storel_pi(reinterpret_cast<__m64*>(y + 2 * ldy), hi);
+    _mm_storeh_pi(reinterpret_cast<__m64*>(y + 3 * ldy), hi);
   } else {
     for (int i = 0; i < MR; ++i)
       for (int j = 0; j < NR; ++j) {
         alignas(64) float e[16];
         _mm512_store_ps(e, facc[i][j]);
-        y[i * ldy + j] = tree16(e);
+        y[i * ldy + j] = finish_grp(fin, i0 + i, j0 + j, tree16(e));
       }
   }
 }
@@ -518,25 +563,27 @@ YMLOPT_AVX512 __attribute__((noinline)) void grp_tile(const uint8_t* act, int64_
 /// Runs tile function `tile(i0, j0, mr_tag, nr_tag)` over [m, n] in cache blocks of
 /// weight rows; edges use 1-row / 1-column tiles.
 template <int MR, int NR, class F4, class F1N, class FM1, class F11>
-void drive(int64_t m, int64_t n, int64_t row_bytes, F4&& full, FM1&& rows_x1, F1N&& one_x_n, F11&& one_one) {
-  const int64_t jb = std::max<int64_t>(NR, (24 * 1024 / std::max<int64_t>(row_bytes, 1)) / NR * NR);
-  for (int64_t j0 = 0; j0 < n; j0 += jb) {
-    const int64_t j1 = std::min(n, j0 + jb);
-    int64_t i = 0;
-    for (; i + MR <= m; i += MR) {
-      int64_t j = j0;
-      for (; j + NR <= j1; j += NR) full(i, j);
-      for (; j < j1; ++j) rows_x1(i, j);
+void drive(int64_t m, int64_t n, int64_t act_bytes, F4&& full, FM1&& rows_x1, F1N&& one_x_n, F11&& one_one) {
+  // A panel of about 24 KiB of quantized activations (at least 16 rows) stays in L1
+  // while the weight tiles stream past it in order; each weight tile is reused by every
+  // row tile of the panel, and y is written row-panel by row-panel (few pages at a time).
+  const int64_t ib = std::max<int64_t>(16, (24 * 1024 / std::max<int64_t>(act_bytes, 1)) / MR * MR);
+  for (int64_t i0 = 0; i0 < m; i0 += ib) {
+    const int64_t i1 = std::min(m, i0 + ib);
+    const int64_t im = i0 + (i1 - i0) / MR * MR;  // rows [im, i1) use 1-row tiles
+    int64_t j = 0;
+    for (; j + NR <= n; j += NR) {
+      for (int64_t i = i0; i < im; i += MR) full(i, j);
+      for (int64_t i = im; i < i1; ++i) one_x_n(i, j);
     }
-    for (; i < m; ++i) {
-      int64_t j = j0;
-      for (; j + NR <= j1; j += NR) one_x_n(i, j);
-      for (; j < j1; ++j) one_one(i, j);
+    for (; j < n; ++j) {
+      for (int64_t i = i0; i < im; i += MR) rows_x1(i, j);
+      for (int64_t i = im; i < i1; ++i) one_one(i, j);
     }
   }
 }
 
-template <bool W4> void pc_avx512(const Acts& A, const QWeight& w, int32_t* T) {
+template <bool W4> void pc_avx512(const Acts& A, const QWeight& w, const Fin& fin, float* y, int64_t ldy) {
   const int64_t rem = w.k - (A.nch - 1) * kChunk;
   const int64_t rem_bytes = W4 ? rem / 2 : rem;
   const __mmask64 tail = rem_bytes == 64 ? ~__mmask64{0} : ((__mmask64{1} << rem_bytes) - 1);
@@ -545,14 +592,15 @@ template <bool W4> void pc_avx512(const Acts& A, const QWeight& w, int32_t* T) {
   auto wr = [&](int64_t j) { return w.q + j * w.q_ld; };
   constexpr int MR = 4, NR = 4;
   drive<MR, NR>(
-      A.m, n, w.bits == 8 ? w.k : w.k / 2,
-      [&](int64_t i, int64_t j) { pc_tile<MR, NR, W4>(at(i), A.kp, A.nch, wr(j), w.q_ld, tail, T + i * n + j, n); },
-      [&](int64_t i, int64_t j) { pc_tile<MR, 1, W4>(at(i), A.kp, A.nch, wr(j), w.q_ld, tail, T + i * n + j, n); },
-      [&](int64_t i, int64_t j) { pc_tile<1, NR, W4>(at(i), A.kp, A.nch, wr(j), w.q_ld, tail, T + i * n + j, n); },
-      [&](int64_t i, int64_t j) { pc_tile<1, 1, W4>(at(i), A.kp, A.nch, wr(j), w.q_ld, tail, T + i * n + j, n); });
+      A.m, n, A.kp,
+      [&](int64_t i, int64_t j) { pc_tile<MR, NR, W4>(at(i), A.kp, A.nch, wr(j), w.q_ld, tail, fin, i, j, y + i * ldy + j, ldy); },
+      [&](int64_t i, int64_t j) { pc_tile<MR, 1, W4>(at(i), A.kp, A.nch, wr(j), w.q_ld, tail, fin, i, j, y + i * ldy + j, ldy); },
+      [&](int64_t i, int64_t j) { pc_tile<1, NR, W4>(at(i), A.kp, A.nch, wr(j), w.q_ld, tail, fin, i, j, y + i * ldy + j, ldy); },
+      [&](int64_t i, int64_t j) { pc_tile<1, 1, W4>(at(i), A.kp, A.nch, wr(j), w.q_ld, tail, fin, i, j, y + i * ldy + j, ldy); });
 }
 
-template <bool W4> void grp_avx512(const Acts& A, const QWeight& w, const WPrep& P, float* y, int64_t ldy) {
+template <bool W4>
+void grp_avx512(const Acts& A, const QWeight& w, const WPrep& P, const Fin& fin, float* y, int64_t ldy) {
   const int64_t rem = w.k - (A.nch - 1) * kChunk;
   const int64_t rem_bytes = W4 ? rem / 2 : rem;
   const __mmask64 tail = rem_bytes == 64 ? ~__mmask64{0} : ((__mmask64{1} << rem_bytes) - 1);
@@ -564,18 +612,22 @@ template <bool W4> void grp_avx512(const Acts& A, const QWeight& w, const WPrep&
   auto sr = [&](int64_t j) { return P.s.data() + j * G; };
   constexpr int MR = 4, NR = 2;  // 8 f32 + 8 int32 accumulators stay in registers
   drive<MR, NR>(
-      A.m, w.n, w.bits == 8 ? w.k : w.k / 2,
+      A.m, w.n, A.kp,
       [&](int64_t i, int64_t j) {
-        grp_tile<MR, NR, W4>(at(i), A.kp, A.nch, wr(j), w.q_ld, tail, sr(j), G, B, zr(i), y + i * ldy + j, ldy);
+        grp_tile<MR, NR, W4>(at(i), A.kp, A.nch, wr(j), w.q_ld, tail, sr(j), G, B, zr(i), fin, i, j,
+                             y + i * ldy + j, ldy);
       },
       [&](int64_t i, int64_t j) {
-        grp_tile<MR, 1, W4>(at(i), A.kp, A.nch, wr(j), w.q_ld, tail, sr(j), G, B, zr(i), y + i * ldy + j, ldy);
+        grp_tile<MR, 1, W4>(at(i), A.kp, A.nch, wr(j), w.q_ld, tail, sr(j), G, B, zr(i), fin, i, j,
+                             y + i * ldy + j, ldy);
       },
       [&](int64_t i, int64_t j) {
-        grp_tile<1, NR, W4>(at(i), A.kp, A.nch, wr(j), w.q_ld, tail, sr(j), G, B, zr(i), y + i * ldy + j, ldy);
+        grp_tile<1, NR, W4>(at(i), A.kp, A.nch, wr(j), w.q_ld, tail, sr(j), G, B, zr(i), fin, i, j,
+                             y + i * ldy + j, ldy);
       },
       [&](int64_t i, int64_t j) {
-        grp_tile<1, 1, W4>(at(i), A.kp, A.nch, wr(j), w.q_ld, tail, sr(j), G, B, zr(i), y + i * ldy + j, ldy);
+        grp_tile<1, 1, W4>(at(i), A.kp, A.nch, wr(j), w.q_ld, tail, sr(j), G, B, zr(i), fin, i, j,
+                             y + i * ldy + j, ldy);
       });
 }
 
@@ -606,38 +658,38 @@ void linear(const float* x, int64_t m, int64_t ldx, const QWeight& w, float* y, 
   if (w4 && !w.zero && !per_channel) lane_zero_init(A, blocks_of(w, A.nch));
   const WPrep P = prepare_weights(w, fast);
 
+  Fin fin;
+  fin.a = A.a.data();
+  fin.fold_a = w.zero == nullptr;
+  std::vector<int32_t> ci, cj;
   if (per_channel) {
-    std::vector<int32_t> T(static_cast<std::size_t>(m * n));
-    if (fast) {
-      if (w4) pc_avx512<true>(A, w, T.data());
-      else pc_avx512<false>(A, w, T.data());
-    } else {
-      pc_scalar(A, w, T.data());
+    fin.s = P.s.data();
+    if (w4 && !w.zero) {
+      ci.resize(static_cast<std::size_t>(m));
+      for (int64_t i = 0; i < m; ++i) ci[static_cast<std::size_t>(i)] = 8 * A.xsum[static_cast<std::size_t>(i)];
+      fin.ci = ci.data();
     }
-    for (int64_t i = 0; i < m; ++i)
-      for (int64_t j = 0; j < n; ++j) {
-        int32_t t = T[static_cast<std::size_t>(i * n + j)];
-        if (w4) {
-          if (!w.zero) t -= 8 * A.xsum[static_cast<std::size_t>(i)];
-        } else {
-          t -= 128 * P.csum[static_cast<std::size_t>(j)];
-        }
-        y[i * ldy + j] = static_cast<float>(t) * P.s[static_cast<std::size_t>(j)];
-      }
-  } else if (fast) {
-    if (w4) grp_avx512<true>(A, w, P, y, ldy);
-    else grp_avx512<false>(A, w, P, y, ldy);
+    if (!w4) {
+      cj.resize(static_cast<std::size_t>(n));
+      for (int64_t j = 0; j < n; ++j) cj[static_cast<std::size_t>(j)] = 128 * P.csum[static_cast<std::size_t>(j)];
+      fin.cj = cj.data();
+    }
+    if (!fast) pc_scalar(A, w, fin, y, ldy);
+    else if (w4) pc_avx512<true>(A, w, fin, y, ldy);
+    else pc_avx512<false>(A, w, fin, y, ldy);
   } else {
-    grp_scalar(A, w, P, y, ldy);
+    fin.b = P.bterm.empty() ? nullptr : P.bterm.data();
+    if (!fast) grp_scalar(A, w, P, fin, y, ldy);
+    else if (w4) grp_avx512<true>(A, w, P, fin, y, ldy);
+    else grp_avx512<false>(A, w, P, fin, y, ldy);
   }
+  if (!w.zero) return;
 
-  // Shared epilogue: y = a_i · ((F - B_j) - Σ_g s·zero · Σxq).
+  // Zero points: y = a_i · (F - Σ_g s·zero · Σxq), a small [m, G] x [G, n] product.
   std::vector<float> corr(static_cast<std::size_t>(n));
   for (int64_t i = 0; i < m; ++i) {
     float* yr = y + i * ldy;
-    if (!P.bterm.empty())
-      for (int64_t j = 0; j < n; ++j) yr[j] = yr[j] - P.bterm[static_cast<std::size_t>(j)];
-    if (w.zero) {
+    {
       std::fill(corr.begin(), corr.end(), 0.0f);
       for (int64_t g = 0; g < G; ++g) {
         const float xs = static_cast<float>(A.xsum[static_cast<std::size_t>(i * G + g)]);

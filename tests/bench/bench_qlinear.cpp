@@ -1,0 +1,154 @@
+// Quantized linear (quant::linear) against OpenBLAS f32 sgemm on GPT-2 124M layer shapes.
+//
+//   ymlopt_bench_qlinear [--m 1,16,128,512] [--shapes 768x2304,768x768,768x3072,3072x768]
+//                        [--threads 1,2] [--reps 21] [--isa best|scalar]
+//
+// For each shape (k x n: x is [m, k], W is [n, k] as torch Linear) and M: sgemm
+// (cblas_sgemm, B transposed; at M = 1 also sgemv) with openblas_set_num_threads(t),
+// and quant::linear with int8 per channel, int4 group 128 (symmetric) and q4_0,
+// split over t std::threads by output rows (QWeight::rows). Weights are quantized
+// once (not timed); activation quantization is inside every timed call. Prints the
+// median time of --reps calls and speed-ups over sgemm measured in the same run,
+// plus the relative error of each quantized product against the f32 one. Each rep
+// times sgemm and the formats back to back; the speed-up printed is the median of
+// the per-rep ratios (robust on a shared machine), the times are medians.
+#include <cblas.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bench_util.hpp"
+#include "quant/quant.hpp"
+
+extern "C" {
+void openblas_set_num_threads(int);
+char* openblas_get_corename(void);
+}
+
+namespace {
+
+using ymlopt::quant::Isa;
+using ymlopt::quant::QWeight;
+
+/// Seconds of one call of f.
+template <class F> double timed(F&& f) {
+  const double t0 = bench::now_s();
+  f();
+  return bench::now_s() - t0;
+}
+
+/// y = x W^T with W split by output rows over `threads` std::threads.
+void qlinear_mt(const float* x, long m, long k, const QWeight& w, float* y, int threads, Isa isa) {
+  if (threads <= 1) {
+    ymlopt::quant::linear(x, m, k, w, y, w.n, isa);
+    return;
+  }
+  std::vector<std::thread> pool;
+  const long n = w.n;
+  for (int t = 0; t < threads; ++t) {
+    // split on multiples of 16 rows so that every part keeps full micro-kernel tiles
+    const long n0 = (n * t / threads) / 16 * 16, n1 = t + 1 == threads ? n : (n * (t + 1) / threads) / 16 * 16;
+    pool.emplace_back([=] { ymlopt::quant::linear(x, m, k, w.rows(n0, n1), y + n0, n, isa); });
+  }
+  for (auto& th : pool) th.join();
+}
+
+double rel_err(const std::vector<float>& a, const std::vector<float>& ref) {
+  double num = 0, den = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    num += (double(a[i]) - ref[i]) * (double(a[i]) - ref[i]);
+    den += double(ref[i]) * ref[i];
+  }
+  return std::sqrt(num / std::max(den, 1e-300));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  bench::Args args(argc, argv);
+  const int reps = static_cast<int>(args.num("--reps", 21));
+  const std::string formats = args.str("--formats", "012");  // 0 int8, 1 int4-g128, 2 q4_0
+  const Isa isa = args.str("--isa", "best") == "scalar" ? Isa::scalar : Isa::best;
+  std::vector<long> ms, threads;
+  for (const auto& s : args.list("--m", "1,16,128,512")) ms.push_back(std::stol(s));
+  for (const auto& s : args.list("--threads", "1,2")) threads.push_back(std::stol(s));
+  std::vector<std::pair<long, long>> shapes;
+  for (const auto& s : args.list("--shapes", "768x2304,768x768,768x3072,3072x768")) {
+    const auto x = s.find('x');
+    shapes.emplace_back(std::stol(s.substr(0, x)), std::stol(s.substr(x + 1)));
+  }
+  const char* coretype = std::getenv("OPENBLAS_CORETYPE");
+  std::printf("ymlopt_bench_qlinear: reps=%d (median), isa=%s, cpu: %s\n", reps,
+              isa == Isa::scalar ? "scalar" : (ymlopt::quant::cpu_has_avx512_vnni() ? "avx512-vnni" : "scalar"),
+              bench::cpu_model().c_str());
+  std::printf("openblas: corename=%s OPENBLAS_CORETYPE=%s\n", openblas_get_corename(), coretype ? coretype : "(unset)");
+  std::printf("%-10s %5s %3s %10s %10s %16s %16s %16s   %s\n", "k x n", "M", "thr", "sgemm ms", "sgemv ms",
+              "int8 ms (x)", "int4g128 ms (x)", "q4_0 ms (x)", "rel.err int8/int4g128/q4_0");
+
+  std::mt19937 gen(42);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  for (const auto& [k, n] : shapes) {
+    std::vector<float> w(static_cast<std::size_t>(n * k));
+    for (float& v : w) v = 0.02f * nd(gen);
+    const auto q8 = ymlopt::quant::quantize_int8(w.data(), n, k, k);
+    const auto q4 = ymlopt::quant::quantize_group(w.data(), n, k, k, 4, 128, true);
+    const auto q40 = ymlopt::quant::quantize_q4_0(w.data(), n, k, k);
+    for (long m : ms) {
+      std::vector<float> x(static_cast<std::size_t>(m * k)), y(static_cast<std::size_t>(m * n)), yq(y.size());
+      for (float& v : x) v = nd(gen);
+      for (long t : threads) {
+        openblas_set_num_threads(static_cast<int>(t));
+        const QWeight views[3] = {q8.view(), q4.view(), q40.view()};
+        auto sgemm = [&] {
+          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(m), int(n), int(k), 1.0f, x.data(), int(k),
+                      w.data(), int(k), 0.0f, y.data(), int(n));
+        };
+        auto sgemv = [&] {
+          cblas_sgemv(CblasRowMajor, CblasNoTrans, int(n), int(k), 1.0f, w.data(), int(k), x.data(), 1, 0.0f,
+                      y.data(), 1);
+        };
+        // Interleaved: every rep times sgemm and then each format back to back, so that the
+        // ratios compare calls made under the same load (this machine is shared).
+        std::vector<double> ts, tv, tqs[3], ratio[3];
+        double err[3] = {0, 0, 0};
+        for (int r = -1; r < reps; ++r) {
+          const double s0 = timed(sgemm), v0 = m == 1 ? timed(sgemv) : 0;
+          for (int v = 0; v < 3; ++v) {
+            if (formats.find(std::to_string(v)) == std::string::npos) continue;
+            const double q = timed([&] { qlinear_mt(x.data(), m, k, views[v], yq.data(), int(t), isa); });
+            if (r < 0) continue;  // warm-up
+            tqs[v].push_back(q);
+            ratio[v].push_back(s0 / q);
+          }
+          if (r < 0) continue;
+          ts.push_back(s0);
+          tv.push_back(v0);
+        }
+        sgemm();
+        for (int v = 0; v < 3; ++v) {
+          if (formats.find(std::to_string(v)) == std::string::npos) continue;
+          qlinear_mt(x.data(), m, k, views[v], yq.data(), int(t), isa);
+          err[v] = rel_err(yq, y);
+        }
+        const double t_sgemm = bench::median(ts), t_sgemv = bench::median(tv);
+        double tq[3];
+        for (int v = 0; v < 3; ++v) tq[v] = bench::median(tqs[v]);
+        char c[3][40];
+        for (int v = 0; v < 3; ++v)
+          std::snprintf(c[v], sizeof c[v], "%.3f (%.2fx)", tq[v] * 1e3, tqs[v].empty() ? 0.0 : bench::median(ratio[v]));
+        char gv[16] = "-";
+        if (m == 1) std::snprintf(gv, sizeof gv, "%.3f", t_sgemv * 1e3);
+        std::printf("%4ldx%-5ld %5ld %3ld %10.3f %10s %16s %16s %16s   %.4f/%.4f/%.4f\n", k, n, m, t, t_sgemm * 1e3, gv,
+                    c[0], c[1], c[2], err[0], err[1], err[2]);
+        std::fflush(stdout);
+      }
+    }
+  }
+  return 0;
+}
