@@ -7,7 +7,9 @@
 // and y). 1 and 2 threads: OpenBLAS with openblas_set_num_threads, ours by
 // splitting the output features N in two row slices, one per thread (a
 // persistent worker thread, so no thread start-up per call). Weights stay in
-// cache across repetitions. Prints medians and speed-ups (dense / sparse).
+// cache across repetitions. All methods of one configuration are timed in
+// interleaved rounds (robust to load drifts). Prints medians and speed-ups
+// (dense / sparse).
 //
 //   OPENBLAS_CORETYPE=SkylakeX ymlopt_bench_sparse                 # full table
 //   ymlopt_bench_sparse --shapes 768x768 --m 1,16 --threads 1 --min-time 0.01   # quick
@@ -69,25 +71,26 @@ struct Opts {
 };
 
 /// One persistent helper thread: run(f0, f1) runs f1 on the helper and f0 on the
-/// caller, and returns when both are done (spin briefly, then block).
+/// caller, and returns when both are done. The helper polls for ~50 us after a
+/// job before blocking, so back-to-back calls do not pay a futex wake-up.
 class Pair {
  public:
   Pair() : th_([this] { loop(); }) {}
   ~Pair() {
+    stop_.store(true);
     {
       std::lock_guard<std::mutex> l(mu_);
-      stop_ = true;
-      ++gen_;
+      gen_.fetch_add(1);
     }
     cv_.notify_one();
     th_.join();
   }
   void run(const std::function<void()>& f0, const std::function<void()>& f1) {
+    job_ = &f1;
+    done_.store(false, std::memory_order_relaxed);
     {
       std::lock_guard<std::mutex> l(mu_);
-      job_ = &f1;
-      done_.store(false);
-      ++gen_;
+      gen_.fetch_add(1, std::memory_order_release);
     }
     cv_.notify_one();
     f0();
@@ -98,39 +101,50 @@ class Pair {
   void loop() {
     std::uint64_t seen = 0;
     for (;;) {
-      std::unique_lock<std::mutex> l(mu_);
-      cv_.wait(l, [&] { return gen_ != seen; });
-      seen = gen_;
-      if (stop_) return;
-      const std::function<void()>* job = job_;
-      l.unlock();
-      (*job)();
+      std::uint64_t g = gen_.load(std::memory_order_acquire);
+      const double until = now_s() + 50e-6;
+      while (g == seen && now_s() < until) {
+        std::this_thread::yield();
+        g = gen_.load(std::memory_order_acquire);
+      }
+      if (g == seen) {
+        std::unique_lock<std::mutex> l(mu_);
+        cv_.wait(l, [&] { return gen_.load() != seen; });
+        g = gen_.load();
+      }
+      seen = g;
+      if (stop_.load()) return;
+      (*job_)();
       done_.store(true, std::memory_order_release);
     }
   }
   std::mutex mu_;
   std::condition_variable cv_;
-  std::uint64_t gen_ = 0;
-  bool stop_ = false;
+  std::atomic<std::uint64_t> gen_{0};
+  std::atomic<bool> stop_{false};
   const std::function<void()>* job_ = nullptr;
   std::atomic<bool> done_{true};
   std::thread th_;
 };
 
-/// Median seconds of f over repetitions filling about min_time (at least 3).
-double time_it(const std::function<void()>& f, double min_time) {
-  f();  // warm-up (caches, scratch buffers)
-  const double t0 = now_s();
-  f();
-  const double first = std::max(now_s() - t0, 1e-7);
-  const int reps = static_cast<int>(std::clamp(min_time / first, 3.0, 200.0));
-  std::vector<double> ts;
-  for (int r = 0; r < reps; ++r) {
-    const double a = now_s();
-    f();
-    ts.push_back(now_s() - a);
+/// Median seconds of each of `fs`, measured in interleaved rounds (every
+/// function once per round) so that all of them see the same machine load;
+/// rounds continue until about min_time per function has passed (5 to 400).
+std::vector<double> time_all(const std::vector<std::function<void()>>& fs, double min_time) {
+  for (const auto& f : fs) f();  // warm-up (caches, scratch buffers, thread pools)
+  std::vector<std::vector<double>> ts(fs.size());
+  const double start = now_s();
+  for (int r = 0; r < 400; ++r) {
+    for (std::size_t i = 0; i < fs.size(); ++i) {
+      const double a = now_s();
+      fs[i]();
+      ts[i].push_back(now_s() - a);
+    }
+    if (r >= 4 && now_s() - start >= min_time * static_cast<double>(fs.size())) break;
   }
-  return median(ts);
+  std::vector<double> med;
+  for (auto& t : ts) med.push_back(median(t));
+  return med;
 }
 
 /// Dense W [n, k] with a random fraction `zero_frac` of zeros.
@@ -194,7 +208,7 @@ int main(int argc, char** argv) {
   const auto ms = o.list("--m", "1,16,128,512");
   const auto threads = o.list("--threads", "1,2");
   const auto sparsities = o.list("--csr", "0.5,0.7,0.9,0.95");
-  const double min_time = std::atof(o.str("--min-time", "0.15").c_str());
+  const double min_time = std::atof(o.str("--min-time", "0.3").c_str());
   const double bsr_zero = 0.9;
   const int64_t bsr_bs = std::atol(o.str("--bs", "16").c_str());
 
@@ -247,45 +261,41 @@ int main(int argc, char** argv) {
 
       for (const auto& tstr : threads) {
         const int nt = std::atoi(tstr.c_str());
-        openblas_set_num_threads(nt);
-        double dense = time_it(
-            [&] {
-              cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(m), int(n), int(k), 1.0f, x.data(), int(k),
-                          wd.data(), int(k), 0.0f, y.data(), int(n));
-            },
-            min_time);
+        std::vector<std::function<void()>> fs;
+        fs.push_back([&] {
+          openblas_set_num_threads(nt);
+          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(m), int(n), int(k), 1.0f, x.data(), int(k),
+                      wd.data(), int(k), 0.0f, y.data(), int(n));
+        });
         if (m == 1)
-          dense = std::min(dense, time_it(
-                                      [&] {
-                                        cblas_sgemv(CblasRowMajor, CblasNoTrans, int(n), int(k), 1.0f, wd.data(),
-                                                    int(k), x.data(), 1, 0.0f, y.data(), 1);
-                                      },
-                                      min_time));
-        openblas_set_num_threads(1);
-        // Ours: one call, or two row slices [0, h) and [h, n) on two threads.
-        auto ours = [&](auto&& slice) {
-          if (nt == 1) return time_it([&] { slice(int64_t{0}, n); }, min_time);
-          const int64_t al = std::max<int64_t>(16, bsr_bs);  // whole BSR blocks, 4-row kernel groups
-          const int64_t h = n / 2 / al * al;
-          std::function<void()> f0 = [&] { slice(int64_t{0}, h); }, f1 = [&] { slice(h, n); };
-          return time_it([&] { pair.run(f0, f1); }, min_time);
-        };
-        std::printf("| %ldx%ld | %ld | %d | %.4f |", static_cast<long>(k), static_cast<long>(n), static_cast<long>(m),
-                    nt, dense * 1e3);
-        for (const auto& c : csr) {
-          const double t = ours([&](int64_t a, int64_t b) {
-            sparse::linear(x.data(), m, k, c.view().rows(a, b), y.data() + a, n);
+          fs.push_back([&] {
+            openblas_set_num_threads(nt);
+            cblas_sgemv(CblasRowMajor, CblasNoTrans, int(n), int(k), 1.0f, wd.data(), int(k), x.data(), 1, 0.0f,
+                        y.data(), 1);
           });
-          std::printf(" %.4f (%.2fx) |", t * 1e3, dense / t);
-        }
-        const double tb = ours([&](int64_t a, int64_t b) {
+        const std::size_t first_sparse = fs.size();
+        // Ours: one call, or two row slices [0, h) and [h, n) on two threads.
+        const int64_t al = std::max<int64_t>(16, bsr_bs);  // whole BSR blocks, 4-row kernel groups
+        const int64_t h = n / 2 / al * al;
+        auto ours = [&](std::function<void(int64_t, int64_t)> slice) {
+          if (nt == 1)
+            fs.push_back([slice, n] { slice(0, n); });
+          else
+            fs.push_back([slice, h, n, &pair] { pair.run([&] { slice(0, h); }, [&] { slice(h, n); }); });
+        };
+        for (const auto& c : csr)
+          ours([&](int64_t a, int64_t b) { sparse::linear(x.data(), m, k, c.view().rows(a, b), y.data() + a, n); });
+        ours([&](int64_t a, int64_t b) {
           sparse::linear(x.data(), m, k, bsr.view().block_rows(a / bsr_bs, b / bsr_bs), y.data() + a, n);
         });
-        std::printf(" %.4f (%.2fx) |", tb * 1e3, dense / tb);
-        const double tz = ours([&](int64_t a, int64_t b) {
-          sparse::linear(x.data(), m, k, nm.view().rows(a, b), y.data() + a, n);
-        });
-        std::printf(" %.4f (%.2fx) | %.1e |\n", tz * 1e3, dense / tz, err);
+        ours([&](int64_t a, int64_t b) { sparse::linear(x.data(), m, k, nm.view().rows(a, b), y.data() + a, n); });
+        const std::vector<double> t = time_all(fs, min_time);
+        double dense = t[0];
+        for (std::size_t i = 1; i < first_sparse; ++i) dense = std::min(dense, t[i]);
+        std::printf("| %ldx%ld | %ld | %d | %.4f |", static_cast<long>(k), static_cast<long>(n), static_cast<long>(m),
+                    nt, dense * 1e3);
+        for (std::size_t i = first_sparse; i < t.size(); ++i) std::printf(" %.4f (%.2fx) |", t[i] * 1e3, dense / t[i]);
+        std::printf(" %.1e |\n", err);
         std::fflush(stdout);
       }
     }

@@ -275,6 +275,28 @@ TEST(SparseLinear, Nm24MatchesDenseReference) {
   }
 }
 
+TEST(SparseLinear, RowSuperBlocksTimesTokenBlocks) {
+  // k = 4096: ~1 MiB of weights is under 160 rows, so rows go by several
+  // super-blocks, each over 2 token blocks (m = 70).
+  const int64_t m = 70, n = 160, k = 4096;
+  const auto x = random_x(m, k, k, 5);
+  const auto wc = random_sparse(n, k, k, 0.0, 6);
+  const auto wb = random_blocks(n, k, 32, 0.0, 7);
+  const auto wz = random_24(n, k, 8);
+  const Csr c = to_csr(wc.data(), n, k, k);
+  const Bsr b = to_bsr(wb.data(), n, k, k, 32);
+  const Nm24 z = to_nm24(wz.data(), n, k, k);
+  both_paths([&](const char* path) {
+    std::vector<float> y(static_cast<std::size_t>(m * n), -7.0f);
+    linear(x.data(), m, k, c.view(), y.data(), n);
+    expect_product(x, m, k, wc, n, k, k, y, n, std::string("csr ") + path);
+    linear(x.data(), m, k, b.view(), y.data(), n);
+    expect_product(x, m, k, wb, n, k, k, y, n, std::string("bsr ") + path);
+    linear(x.data(), m, k, z.view(), y.data(), n);
+    expect_product(x, m, k, wz, n, k, k, y, n, std::string("2:4 ") + path);
+  });
+}
+
 TEST(SparseLinear, EmptyShapes) {
   const Csr c0 = to_csr(nullptr, 0, 0, 0);
   std::vector<float> y(8, -7.0f), x(8, 1.0f);
