@@ -111,7 +111,7 @@ struct Acts {
 };
 
 /// Quantizes one row: returns a = max|x| / 127 and writes xq (natural k order).
-/// Written once and compiled twice (generic and AVX-512) with identical IEEE steps.
+/// (prepare_row_avx512 applies the same IEEE steps on 16 lanes.)
 #define YMLOPT_QUANTIZE_ROW_BODY                                                 \
   float amax = 0;                                                                \
   for (int64_t c = 0; c < k; ++c) amax = std::max(amax, std::fabs(x[c]));        \
@@ -128,11 +128,67 @@ struct Acts {
   return amax / 127.0f;
 
 float quantize_row_generic(const float* x, int64_t k, int8_t* out) { YMLOPT_QUANTIZE_ROW_BODY }
-__attribute__((target("avx512f,avx512bw,avx512vl"))) float quantize_row_avx512(const float* x, int64_t k,
-                                                                                int8_t* out) {
-  YMLOPT_QUANTIZE_ROW_BODY
-}
 #undef YMLOPT_QUANTIZE_ROW_BODY
+
+/// 16 floats -> 16 int8 codes: the rule of YMLOPT_QUANTIZE_ROW_BODY on 16 lanes.
+__attribute__((target("avx512f,avx512bw,avx512vl"))) inline __m128i codes16(__m512 v, __m512 inv) {
+  __m512 t = _mm512_roundscale_ps(_mm512_mul_ps(v, inv), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  t = _mm512_min_ps(_mm512_set1_ps(127.0f), _mm512_max_ps(_mm512_set1_ps(-127.0f), t));
+  return _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(t));
+}
+
+/// Sum of 16 int8 codes (exact).
+__attribute__((target("avx512f,avx512bw,avx512vl"))) inline int32_t sum16(__m128i c) {
+  alignas(16) int8_t e[16];
+  _mm_store_si128(reinterpret_cast<__m128i*>(e), c);
+  int32_t s = 0;
+  for (int l = 0; l < 16; ++l) s += e[l];
+  return s;
+}
+
+/// AVX-512 version of one row of prepare_acts: the same codes, written straight into
+/// the kernel layout (u8 = code + 128 for int8 weights; s8 in k_of order for int4),
+/// padding included; returns a. xsum (if not null) gets Σ codes per group of gsize.
+__attribute__((target("avx512f,avx512bw,avx512vl"))) float prepare_row_avx512(const float* x, int64_t k, int64_t kp,
+                                                                               bool w4, uint8_t* dst, int32_t* xsum,
+                                                                               int64_t gsize) {
+  auto load = [x, k](int64_t c) __attribute__((target("avx512f"))) {
+    const int64_t r = k - c;
+    if (r >= 16) return _mm512_loadu_ps(x + c);
+    if (r <= 0) return _mm512_setzero_ps();
+    return _mm512_maskz_loadu_ps(static_cast<__mmask16>((1u << r) - 1), x + c);
+  };
+  __m512 mx = _mm512_setzero_ps();
+  for (int64_t c = 0; c < k; c += 16) mx = _mm512_max_ps(_mm512_abs_ps(load(c)), mx);
+  alignas(64) float e[16];
+  _mm512_store_ps(e, mx);
+  float amax = 0;
+  for (int l = 0; l < 16; ++l) amax = std::max(amax, e[l]);
+  if (!(amax > 0) || !std::isfinite(amax)) {
+    std::memset(dst, w4 ? 0 : 128, static_cast<std::size_t>(kp));
+    return 0.0f;
+  }
+  const __m512 inv = _mm512_set1_ps(127.0f / amax);
+  if (!w4) {
+    for (int64_t c = 0; c < kp; c += 16) {
+      const __m128i q = codes16(load(c), inv);
+      if (xsum && c < k) xsum[c / gsize] += sum16(q);
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + c), _mm_xor_si128(q, _mm_set1_epi8(-128)));
+    }
+  } else {
+    const __m512i even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+    const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
+    for (int64_t c = 0; c < kp; c += 32) {
+      const __m512 v0 = load(c), v1 = load(c + 16);
+      const __m128i qe = codes16(_mm512_permutex2var_ps(v0, even, v1), inv);
+      const __m128i qo = codes16(_mm512_permutex2var_ps(v0, odd, v1), inv);
+      if (xsum && c < k) xsum[c / gsize] += sum16(qe) + sum16(qo);
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + c), qe);
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + c + 16), qo);
+    }
+  }
+  return amax / 127.0f;
+}
 
 Acts prepare_acts(const float* x, int64_t m, int64_t ldx, const QWeight& w, bool need_xsum, bool fast) {
   Acts A;
@@ -143,15 +199,20 @@ Acts prepare_acts(const float* x, int64_t m, int64_t ldx, const QWeight& w, bool
   A.w4 = w.bits == 4;
   A.groups = w.groups();
   const uint8_t pad = A.w4 ? 0 : 128;
-  A.q.assign(static_cast<std::size_t>(m * A.kp), pad);
+  if (fast) A.q.resize(static_cast<std::size_t>(m * A.kp));  // every byte is written
+  else A.q.assign(static_cast<std::size_t>(m * A.kp), pad);
   A.a.resize(static_cast<std::size_t>(m));
   if (need_xsum) A.xsum.assign(static_cast<std::size_t>(m * A.groups), 0);
   std::vector<int8_t> row(static_cast<std::size_t>(A.kp), 0);
   const int64_t gsize = w.group > 0 ? w.group : std::max<int64_t>(w.k, 1);
   for (int64_t i = 0; i < m; ++i) {
     const float* xr = x + i * ldx;
-    A.a[static_cast<std::size_t>(i)] =
-        fast ? quantize_row_avx512(xr, w.k, row.data()) : quantize_row_generic(xr, w.k, row.data());
+    if (fast) {
+      A.a[static_cast<std::size_t>(i)] = prepare_row_avx512(xr, w.k, A.kp, A.w4, A.q.data() + i * A.kp,
+                                                            need_xsum ? A.xsum.data() + i * A.groups : nullptr, gsize);
+      continue;
+    }
+    A.a[static_cast<std::size_t>(i)] = quantize_row_generic(xr, w.k, row.data());
     uint8_t* dst = A.q.data() + i * A.kp;
     if (A.w4) {
       for (int64_t c0 = 0; c0 < A.kp; c0 += kChunk)
@@ -328,6 +389,18 @@ inline float lane_scale(const Blocks& B, const float* s_row, int64_t G, int64_t 
 }
 
 /// -8 · Σ xq per (row, block, lane) for symmetric int4 (exact integers).
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni"))) void lane_zero_init_avx512(Acts& A, const Blocks& B) {
+  A.zl.resize(static_cast<std::size_t>(A.m * B.count * 16));
+  const __m512i ones = _mm512_set1_epi8(1);
+  for (int64_t i = 0; i < A.m; ++i)
+    for (int64_t b = 0; b < B.count; ++b) {
+      __m512i acc = _mm512_setzero_si512();
+      for (int64_t c = b * B.chunks; c < (b + 1) * B.chunks && c < A.nch; ++c)
+        acc = _mm512_dpbusd_epi32(acc, ones, _mm512_loadu_si512(A.q.data() + i * A.kp + c * kChunk));
+      _mm512_storeu_si512(A.zl.data() + (i * B.count + b) * 16, _mm512_mullo_epi32(acc, _mm512_set1_epi32(-8)));
+    }
+}
+
 void lane_zero_init(Acts& A, const Blocks& B) {
   A.zl.assign(static_cast<std::size_t>(A.m * B.count * 16), 0);
   for (int64_t i = 0; i < A.m; ++i)
@@ -399,8 +472,13 @@ YMLOPT_AVX512 inline __m512i unpack4(__m256i v) {
 }
 
 /// Loads chunk c of a weight row (masked at the tail: missing codes read as 0).
-template <bool W4> YMLOPT_AVX512 inline __m512i load_w(const int8_t* row, int64_t c, int64_t nch, __mmask64 tail) {
-  if constexpr (W4) {
+/// Tail = false: k is a multiple of 64, every load is a plain full-width load.
+template <bool W4, bool Tail>
+YMLOPT_AVX512 inline __m512i load_w(const int8_t* row, int64_t c, int64_t nch, __mmask64 tail) {
+  if constexpr (!Tail) {
+    if constexpr (W4) return unpack4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + c * (kChunk / 2))));
+    else return _mm512_loadu_si512(row + c * kChunk);
+  } else if constexpr (W4) {
     const __m256i v = _mm256_maskz_loadu_epi8(c + 1 == nch ? static_cast<__mmask32>(tail) : ~__mmask32{0},
                                               row + c * (kChunk / 2));
     return unpack4(v);
@@ -443,7 +521,7 @@ YMLOPT_AVX512 inline __m256 hsum8_ps(const __m512* v) {
 
 /// Per-channel micro-kernel: MR activation rows x NR weight rows, int32 over all of k.
 /// Accumulators are fully unrolled locals of a non-inlined function (kept in registers).
-template <int MR, int NR, bool W4>
+template <int MR, int NR, bool W4, bool Tail>
 YMLOPT_AVX512 __attribute__((noinline)) void pc_tile(const uint8_t* act, int64_t kp, int64_t nch, const int8_t* wq,
                                                       int64_t q_ld, __mmask64 tail, const Fin& fin, int64_t i0,
                                                       int64_t j0, float* y, int64_t ldy) {
@@ -455,7 +533,7 @@ YMLOPT_AVX512 __attribute__((noinline)) void pc_tile(const uint8_t* act, int64_t
   for (int64_t c = 0; c < nch; ++c) {
     __m512i wv[NR];
 #pragma GCC unroll 16
-    for (int j = 0; j < NR; ++j) wv[j] = load_w<W4>(wq + j * q_ld, c, nch, tail);
+    for (int j = 0; j < NR; ++j) wv[j] = load_w<W4, Tail>(wq + j * q_ld, c, nch, tail);
 #pragma GCC unroll 16
     for (int i = 0; i < MR; ++i) {
       const __m512i xv = _mm512_loadu_si512(act + i * kp + c * kChunk);
@@ -487,7 +565,7 @@ YMLOPT_AVX512 __attribute__((noinline)) void pc_tile(const uint8_t* act, int64_t
 }
 
 /// Grouped micro-kernel: per block, int32 lanes -> fma with the lane scales into f32 lanes.
-template <int MR, int NR, bool W4>
+template <int MR, int NR, bool W4, bool Tail>
 YMLOPT_AVX512 __attribute__((noinline)) void grp_tile(const uint8_t* act, int64_t kp, int64_t nch, const int8_t* wq,
                                                        int64_t q_ld, __mmask64 tail, const float* s, int64_t G,
                                                        Blocks B, const int32_t* zl, const Fin& fin, int64_t i0,
@@ -520,7 +598,7 @@ YMLOPT_AVX512 __attribute__((noinline)) void grp_tile(const uint8_t* act, int64_
     for (int64_t c = b * B.chunks; c < (b + 1) * B.chunks && c < nch; ++c) {
       __m512i wv[NR];
 #pragma GCC unroll 16
-      for (int j = 0; j < NR; ++j) wv[j] = load_w<W4>(wq + j * q_ld, c, nch, tail);
+      for (int j = 0; j < NR; ++j) wv[j] = load_w<W4, Tail>(wq + j * q_ld, c, nch, tail);
 #pragma GCC unroll 16
       for (int i = 0; i < MR; ++i) {
         const __m512i xv = _mm512_loadu_si512(act + i * kp + c * kChunk);
@@ -564,10 +642,10 @@ YMLOPT_AVX512 __attribute__((noinline)) void grp_tile(const uint8_t* act, int64_
 /// weight rows; edges use 1-row / 1-column tiles.
 template <int MR, int NR, class F4, class F1N, class FM1, class F11>
 void drive(int64_t m, int64_t n, int64_t act_bytes, F4&& full, FM1&& rows_x1, F1N&& one_x_n, F11&& one_one) {
-  // A panel of about 24 KiB of quantized activations (at least 16 rows) stays in L1
+  // A panel of about 24 KiB of quantized activations (at least 2 row tiles) stays in L1
   // while the weight tiles stream past it in order; each weight tile is reused by every
   // row tile of the panel, and y is written row-panel by row-panel (few pages at a time).
-  const int64_t ib = std::max<int64_t>(16, (24 * 1024 / std::max<int64_t>(act_bytes, 1)) / MR * MR);
+  const int64_t ib = std::max<int64_t>(2 * MR, (24 * 1024 / std::max<int64_t>(act_bytes, 1)) / MR * MR);
   for (int64_t i0 = 0; i0 < m; i0 += ib) {
     const int64_t i1 = std::min(m, i0 + ib);
     const int64_t im = i0 + (i1 - i0) / MR * MR;  // rows [im, i1) use 1-row tiles
@@ -583,7 +661,7 @@ void drive(int64_t m, int64_t n, int64_t act_bytes, F4&& full, FM1&& rows_x1, F1
   }
 }
 
-template <bool W4> void pc_avx512(const Acts& A, const QWeight& w, const Fin& fin, float* y, int64_t ldy) {
+template <bool W4, bool Tail> void pc_avx512(const Acts& A, const QWeight& w, const Fin& fin, float* y, int64_t ldy) {
   const int64_t rem = w.k - (A.nch - 1) * kChunk;
   const int64_t rem_bytes = W4 ? rem / 2 : rem;
   const __mmask64 tail = rem_bytes == 64 ? ~__mmask64{0} : ((__mmask64{1} << rem_bytes) - 1);
@@ -593,13 +671,13 @@ template <bool W4> void pc_avx512(const Acts& A, const QWeight& w, const Fin& fi
   constexpr int MR = 4, NR = 4;
   drive<MR, NR>(
       A.m, n, A.kp,
-      [&](int64_t i, int64_t j) { pc_tile<MR, NR, W4>(at(i), A.kp, A.nch, wr(j), w.q_ld, tail, fin, i, j, y + i * ldy + j, ldy); },
-      [&](int64_t i, int64_t j) { pc_tile<MR, 1, W4>(at(i), A.kp, A.nch, wr(j), w.q_ld, tail, fin, i, j, y + i * ldy + j, ldy); },
-      [&](int64_t i, int64_t j) { pc_tile<1, NR, W4>(at(i), A.kp, A.nch, wr(j), w.q_ld, tail, fin, i, j, y + i * ldy + j, ldy); },
-      [&](int64_t i, int64_t j) { pc_tile<1, 1, W4>(at(i), A.kp, A.nch, wr(j), w.q_ld, tail, fin, i, j, y + i * ldy + j, ldy); });
+      [&](int64_t i, int64_t j) { pc_tile<MR, NR, W4, Tail>(at(i), A.kp, A.nch, wr(j), w.q_ld, tail, fin, i, j, y + i * ldy + j, ldy); },
+      [&](int64_t i, int64_t j) { pc_tile<MR, 1, W4, Tail>(at(i), A.kp, A.nch, wr(j), w.q_ld, tail, fin, i, j, y + i * ldy + j, ldy); },
+      [&](int64_t i, int64_t j) { pc_tile<1, NR, W4, Tail>(at(i), A.kp, A.nch, wr(j), w.q_ld, tail, fin, i, j, y + i * ldy + j, ldy); },
+      [&](int64_t i, int64_t j) { pc_tile<1, 1, W4, Tail>(at(i), A.kp, A.nch, wr(j), w.q_ld, tail, fin, i, j, y + i * ldy + j, ldy); });
 }
 
-template <bool W4>
+template <bool W4, bool Tail>
 void grp_avx512(const Acts& A, const QWeight& w, const WPrep& P, const Fin& fin, float* y, int64_t ldy) {
   const int64_t rem = w.k - (A.nch - 1) * kChunk;
   const int64_t rem_bytes = W4 ? rem / 2 : rem;
@@ -614,19 +692,19 @@ void grp_avx512(const Acts& A, const QWeight& w, const WPrep& P, const Fin& fin,
   drive<MR, NR>(
       A.m, w.n, A.kp,
       [&](int64_t i, int64_t j) {
-        grp_tile<MR, NR, W4>(at(i), A.kp, A.nch, wr(j), w.q_ld, tail, sr(j), G, B, zr(i), fin, i, j,
+        grp_tile<MR, NR, W4, Tail>(at(i), A.kp, A.nch, wr(j), w.q_ld, tail, sr(j), G, B, zr(i), fin, i, j,
                              y + i * ldy + j, ldy);
       },
       [&](int64_t i, int64_t j) {
-        grp_tile<MR, 1, W4>(at(i), A.kp, A.nch, wr(j), w.q_ld, tail, sr(j), G, B, zr(i), fin, i, j,
+        grp_tile<MR, 1, W4, Tail>(at(i), A.kp, A.nch, wr(j), w.q_ld, tail, sr(j), G, B, zr(i), fin, i, j,
                              y + i * ldy + j, ldy);
       },
       [&](int64_t i, int64_t j) {
-        grp_tile<1, NR, W4>(at(i), A.kp, A.nch, wr(j), w.q_ld, tail, sr(j), G, B, zr(i), fin, i, j,
+        grp_tile<1, NR, W4, Tail>(at(i), A.kp, A.nch, wr(j), w.q_ld, tail, sr(j), G, B, zr(i), fin, i, j,
                              y + i * ldy + j, ldy);
       },
       [&](int64_t i, int64_t j) {
-        grp_tile<1, 1, W4>(at(i), A.kp, A.nch, wr(j), w.q_ld, tail, sr(j), G, B, zr(i), fin, i, j,
+        grp_tile<1, 1, W4, Tail>(at(i), A.kp, A.nch, wr(j), w.q_ld, tail, sr(j), G, B, zr(i), fin, i, j,
                              y + i * ldy + j, ldy);
       });
 }
@@ -655,9 +733,13 @@ void linear(const float* x, int64_t m, int64_t ldx, const QWeight& w, float* y, 
   const int64_t G = w.groups(), n = w.n;
   const bool need_xsum = w.zero != nullptr || (w4 && per_channel);
   Acts A = prepare_acts(x, m, ldx, w, need_xsum, fast);
-  if (w4 && !w.zero && !per_channel) lane_zero_init(A, blocks_of(w, A.nch));
+  if (w4 && !w.zero && !per_channel) {
+    if (fast) lane_zero_init_avx512(A, blocks_of(w, A.nch));
+    else lane_zero_init(A, blocks_of(w, A.nch));
+  }
   const WPrep P = prepare_weights(w, fast);
 
+  const bool tail = w.k % kChunk != 0;
   Fin fin;
   fin.a = A.a.data();
   fin.fold_a = w.zero == nullptr;
@@ -675,13 +757,13 @@ void linear(const float* x, int64_t m, int64_t ldx, const QWeight& w, float* y, 
       fin.cj = cj.data();
     }
     if (!fast) pc_scalar(A, w, fin, y, ldy);
-    else if (w4) pc_avx512<true>(A, w, fin, y, ldy);
-    else pc_avx512<false>(A, w, fin, y, ldy);
+    else if (w4) (tail ? pc_avx512<true, true> : pc_avx512<true, false>)(A, w, fin, y, ldy);
+    else (tail ? pc_avx512<false, true> : pc_avx512<false, false>)(A, w, fin, y, ldy);
   } else {
     fin.b = P.bterm.empty() ? nullptr : P.bterm.data();
     if (!fast) grp_scalar(A, w, P, fin, y, ldy);
-    else if (w4) grp_avx512<true>(A, w, P, fin, y, ldy);
-    else grp_avx512<false>(A, w, P, fin, y, ldy);
+    else if (w4) (tail ? grp_avx512<true, true> : grp_avx512<true, false>)(A, w, P, fin, y, ldy);
+    else (tail ? grp_avx512<false, true> : grp_avx512<false, false>)(A, w, P, fin, y, ldy);
   }
   if (!w.zero) return;
 
