@@ -1,8 +1,12 @@
 #include "register_builtin.hpp"
 
 #include "blas/blas.hpp"
+#include "eigen/eigen.hpp"
 #include "io/io_components.hpp"
 #include "nn/nn.hpp"
+#include "prune/prune.hpp"
+#include "quant/quant.hpp"
+#include "sparse/sparse.hpp"
 #include "tensor/tensor.hpp"
 
 namespace ymlopt {
@@ -11,5 +15,9 @@ void register_builtin_components(Registry& reg) {
   register_tensor(reg);
   register_nn(reg);
   register_io(reg);
+  register_quant(reg);
+  register_sparse(reg);
+  register_prune(reg);
+  register_eigen(reg);
 }
 }  // namespace ymlopt

@@ -18,6 +18,7 @@ class SequentialExecutor final : public Executor {
       views.assign(t.bindings.size(), TensorView{});
       for (size_t k = 0; k < t.bindings.size(); ++k)
         if (t.bindings[k].ref.data >= 0) views[k] = store.view(t.bindings[k].ref);
+      if (opts.before_task) opts.before_task(t, views);
       if (!runner.run(t, views, 0)) break;
     }
     r.makespan_us = runner.now_us();

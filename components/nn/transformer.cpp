@@ -27,6 +27,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "nn/linear_formats.hpp"
 #include "nn/nn.hpp"
 #include "tensor/kernel_util.hpp"
 
@@ -393,13 +394,24 @@ double act_flops(Act a) {
 const std::vector<PortSpec>& linear_ports() {
   static const std::vector<PortSpec> p = {
       {"x", Access::read, kFloat, false, 8, "input [m, k] (leading dims are flattened)"},
-      {"w", Access::read, kFloat, false, 2, "weight [k, n] (or [n, k] with transpose_w=true); may be a column tile"},
+      {"w", Access::read, {DType::f32, DType::f64, DType::i8}, false, 2,
+       "weight [k, n] (or [n, k] with transpose_w=true); may be a column tile. Compressed formats: see 'format'"},
       {"b", Access::read, kFloat, true, 1, "bias [n] (optional)"},
       {"y", Access::write, kFloat, false, 8, "output [m, n]; may be a column tile of a wider tensor"},
       {"r", Access::read, kFloat, true, 8,
        "residual [m, n] (optional): y = r + act(x W + b); r may be y itself (in-place residual add)"},
+      {"w_scale", Access::read, {DType::f32, DType::f16}, true, 2,
+       "format int8/int4: scales [n] (per row) or [n, k/group]"},
+      {"w_zero", Access::read, {DType::f32}, true, 2, "format int8/int4: zero points like w_scale (asymmetric)"},
+      {"w_index", Access::read, {DType::i32, DType::i8}, true, 2,
+       "format csr: column of each nonzero; bsr: block column of each block; nm24: 2-bit positions [n, k/8]"},
+      {"w_ptr", Access::read, {DType::i32}, true, 1, "format csr/bsr: row (block-row) pointers"},
   };
   return p;
+}
+
+nn::WeightFormat linear_format(const Args& a) {
+  return nn::parse_weight_format(a.get_string("format")).value_or(nn::WeightFormat::dense);
 }
 
 struct LinearDims {
@@ -407,6 +419,8 @@ struct LinearDims {
 };
 LinearDims linear_dims(const TaskShape& t) {
   const TensorView &x = t.ports[0], &w = t.ports[1];
+  if (linear_format(t.args) != nn::WeightFormat::dense)  // compressed W is [n, k]: sizes come from x and y
+    return {x.rows, x.cols, x.cols, t.ports[3].cols};
   const bool tw = t.args.get_bool("transpose_w");
   return {x.rows, x.cols, tw ? w.cols : w.rows, tw ? w.rows : w.cols};
 }
@@ -415,6 +429,20 @@ std::string linear_check(const TaskShape& t) {
   const auto& s = linear_ports();
   const auto& p = t.ports;
   if (auto m = kutil::ports_present(s, p); !m.empty()) return m;
+  if (auto m = kutil::one_of(t.args, "format", {"dense", "int8", "int4", "csr", "bsr", "nm24"}); !m.empty()) return m;
+  if (const nn::WeightFormat f = linear_format(t.args); f != nn::WeightFormat::dense) {
+    const LinearDims d = linear_dims(t);
+    return first_error({nn::check_compressed_weight(s, p, t.args, f, d.n, d.k), same_dtype_opt(s, p, 2, 0),
+                        kutil::same_dtype(s, p, 3, 0),
+                        kutil::one_of(t.args, "activation", {"none", "relu", "gelu", "gelu_tanh", "silu"}),
+                        p[3].rows == d.m ? std::string()
+                                         : "port 'y' is " + dims(p[3]) + " but x has " + to_string(d.m) + " rows",
+                        expect_vector(s, p, 2, d.n, to_string(d.n) + " output features"),
+                        p[4].bound() ? kutil::same_dtype(s, p, 4, 0) : std::string(),
+                        p[4].bound() ? expect_shape(s, p, 4, d.m, d.n, "the residual is added to y") : std::string()});
+  }
+  for (std::size_t i : {nn::kWScale, nn::kWZero, nn::kWIndex, nn::kWPtr})
+    if (p[i].bound()) return "port '" + s[i].name + "' is bound but format=dense does not use it";
   if (auto m = first_error({kutil::float_dtype(s, p, 0), kutil::same_dtype(s, p, 1, 0), same_dtype_opt(s, p, 2, 0),
                             kutil::same_dtype(s, p, 3, 0),
                             kutil::one_of(t.args, "activation", {"none", "relu", "gelu", "gelu_tanh", "silu"})});
@@ -438,8 +466,9 @@ Cost linear_cost(const TaskShape& t) {
   const double mn = double(d.m) * double(d.n);
   const bool acc = t.ports[4].bound();
   const Act a = parse_act(t.args.get_string("activation"));
-  Cost c = kutil::io_cost(linear_ports(), t, 2 * mn * double(d.k) + mn * act_flops(a) +
-                                                  (t.ports[2].bound() ? mn : 0) + (acc ? mn : 0));
+  const nn::WeightFormat f = linear_format(t.args);
+  const double product = f == nn::WeightFormat::dense ? 2 * mn * double(d.k) : nn::compressed_flops(t.ports, f, d.m, d.n, d.k);
+  Cost c = kutil::io_cost(linear_ports(), t, product + mn * act_flops(a) + (t.ports[2].bound() ? mn : 0) + (acc ? mn : 0));
   if (acc && a != Act::none) c.extra_bytes = mn * double(dtype_size(t.ports[0].dtype));
   return c;
 }
@@ -449,22 +478,33 @@ void linear_cpu(KernelContext& ctx) {
   const TensorView &x = ctx.port(0), &w = ctx.port(1), &b = ctx.port(2), &y = ctx.port(3), &r = ctx.port(4);
   const bool tw = ctx.arg_bool("transpose_w"), acc = r.bound();
   const Act a = parse_act(ctx.arg_string("activation"));
+  const nn::WeightFormat f = linear_format(ctx.args());
   const int64_t m = y.rows, n = y.cols, k = x.cols;
   if (m == 0 || n == 0) return;
   kutil::dispatch_float(x.dtype, [&](auto tg) {
     using T = typename decltype(tg)::type;
     const T* bp = b.bound() ? static_cast<const T*>(b.data) : nullptr;
     const T* xp = static_cast<const T*>(x.data);
-    const T* wp = static_cast<const T*>(w.data);
     T* yp = static_cast<T*>(y.data);
     if (acc && r.data != y.data)  // y = r + ...: start from a copy of the residual
       for (int64_t i = 0; i < m; ++i)
         std::copy_n(static_cast<const T*>(r.data) + i * r.ld, n, yp + i * y.ld);
+    // z = x W (dense: + beta z); compressed formats overwrite z
+    auto product = [&](T* z, int64_t ldz, bool accumulate) {
+      if (f == nn::WeightFormat::dense) {
+        gemm<T>(false, tw, m, n, k, T(1), xp, ld_of(x), static_cast<const T*>(w.data), ld_of(w),
+                accumulate ? T(1) : T(0), z, ldz);
+      } else if constexpr (std::is_same_v<T, float>) {
+        nn::compressed_product(ctx.ports(), ctx.args(), f, xp, m, ld_of(x), z, ldz);
+      } else {
+        throw KernelError("compressed weight formats need f32 activations");
+      }
+    };
     dispatch_act(a, [&](auto ac) {
       constexpr Act A = decltype(ac)::value;
-      if (!acc || A == Act::none) {
+      if (!acc || (A == Act::none && f == nn::WeightFormat::dense)) {
         // y = x W (+ y), then bias and activation in one pass over y
-        gemm<T>(false, tw, m, n, k, T(1), xp, ld_of(x), wp, ld_of(w), acc ? T(1) : T(0), yp, ld_of(y));
+        product(yp, ld_of(y), acc);
         if (!bp && A == Act::none) return;
         for (int64_t r = 0; r < m; ++r) {
           T* yr = yp + r * y.ld;
@@ -476,7 +516,7 @@ void linear_cpu(KernelContext& ctx) {
       } else {
         // y += act(x W + b): the product goes to a temporary
         std::vector<T> z(static_cast<std::size_t>(m * n));
-        gemm<T>(false, tw, m, n, k, T(1), xp, ld_of(x), wp, ld_of(w), T(0), z.data(), n);
+        product(z.data(), n, false);
         for (int64_t r = 0; r < m; ++r) {
           T* yr = yp + r * y.ld;
           const T* zr = z.data() + r * n;
@@ -998,7 +1038,13 @@ void register_transformer(Registry& reg) {
       linear_ports(),
       {{"transpose_w", ParamType::bool_, "false", false, "false: w is [k, n]; true: w is [n, k]"},
        {"activation", ParamType::string_, "none", false,
-        "none, relu, gelu (exact erf form), gelu_tanh (tanh approximation, GPT-2 'gelu_new') or silu"}},
+        "none, relu, gelu (exact erf form), gelu_tanh (tanh approximation, GPT-2 'gelu_new') or silu"},
+       {"format", ParamType::string_, "dense", false,
+        "weight representation: dense, int8 or int4 (codes in w, w_scale, optional w_zero), csr (w values, "
+        "w_index columns, w_ptr rows), bsr (blocks, arg block), nm24 (2:4: w kept values, w_index positions); "
+        "compressed W is [n, k] and needs f32 x"},
+       {"group", ParamType::int_, "0", false, "int8/int4: weights per scale along k; 0: one scale per row"},
+       {"block", ParamType::int_, "0", false, "bsr: block size"}},
       linear_cpu, linear_check, linear_cost);
   kutil::add_component(reg, "nn.attention",
       "scaled dot-product attention per head and sequence: y_h = softmax(scale * q_h k_g^T [+ causal mask]) v_g, "

@@ -16,12 +16,14 @@
 #include "blas_peak.hpp"
 #include "embed_cmd.hpp"
 #include "model_cmd.hpp"
+#include "optimize_cmd.hpp"
 #include "register_builtin.hpp"
 #include "report.hpp"
 #include "sequential.hpp"
 #include "starpu_backend.hpp"
 #include "starpu_info.hpp"
 #include "usage_error.hpp"
+#include "workflow_args.hpp"
 #include "ymlopt/engine/analysis.hpp"
 #include "ymlopt/engine/compiler.hpp"
 #include "ymlopt/engine/dot.hpp"
@@ -48,9 +50,12 @@ const char* kUsage =
     "  model init|info   write a seeded gpt2/bert/llama checkpoint with the real shapes\n"
     "  convert M.json O  turn a TF.js model (manifest + shards) into safetensors\n"
     "  embed TEXT...     USE-lite sentence embeddings (and --similarity)\n"
+    "  optimize WF.xml   compress a model's weights and rewrite it (--passes or --sequence; --eval)\n"
     "  version           print the version\n"
     "\n"
     "run 'ymlopt <command> --help' for the options of a command\n";
+
+}  // namespace
 
 std::vector<std::pair<std::string, std::string>> parse_sets(const std::vector<std::string>& sets) {
   std::vector<std::pair<std::string, std::string>> out;
@@ -63,12 +68,6 @@ std::vector<std::pair<std::string, std::string>> parse_sets(const std::vector<st
 }
 
 // Options shared by run/check/graph.
-struct WorkflowArgs {
-  std::string file;
-  std::vector<std::string> sets;
-  std::vector<std::string> plugins;
-};
-
 void add_workflow_options(po::options_description& d, WorkflowArgs& a) {
   d.add_options()("set,s", po::value(&a.sets)->composing(), "override a parameter: NAME=VALUE (repeatable)")(
       "plugin", po::value(&a.plugins)->composing(), "load components from a plugin library (repeatable)");
@@ -112,7 +111,7 @@ bool load_registry(ComponentRegistry& reg, const std::vector<std::string>& plugi
 }
 
 // Compiles; prints diagnostics; returns exit code (0 ok).
-int compile(const WorkflowArgs& a, const ComponentRegistry& reg, CompileResult& out, bool check_files = true) {
+int compile(const WorkflowArgs& a, const ComponentRegistry& reg, CompileResult& out, bool check_files) {
   if (!fs::exists(a.file)) {
     std::cerr << "ymlopt: error: " << a.file << ": no such file\n";
     return 2;
@@ -133,10 +132,12 @@ int compile(const WorkflowArgs& a, const ComponentRegistry& reg, CompileResult& 
 }
 
 // Loads built-ins and plugins, then compiles; returns the exit code (0: `out` holds the DAG).
-int prepare(const WorkflowArgs& wf, ComponentRegistry& reg, CompileResult& out, bool check_files = true) {
+int prepare(const WorkflowArgs& wf, ComponentRegistry& reg, CompileResult& out, bool check_files) {
   if (!load_registry(reg, wf.plugins)) return 2;
   return compile(wf, reg, out, check_files);
 }
+
+namespace {
 
 int cmd_check(const std::vector<std::string>& args) {
   WorkflowArgs wf;
@@ -475,6 +476,7 @@ int cli_main(const std::vector<std::string>& args) {
     if (cmd == "model") return cmd_model(rest);
     if (cmd == "convert") return cmd_convert(rest);
     if (cmd == "embed") return cmd_embed(rest);
+    if (cmd == "optimize") return cmd_optimize(rest);
     if (cmd == "version" || cmd == "--version") {
       std::cout << "ymlopt " << kVersion << " (component SDK ABI " << kSdkAbiVersion << ")\n";
       return 0;
@@ -484,7 +486,7 @@ int cli_main(const std::vector<std::string>& args) {
       return 0;
     }
     throw UsageError("unknown command '" + cmd + "'" +
-                     did_you_mean(cmd, {"run", "check", "graph", "components", "info", "model", "convert", "embed", "version"}));
+                     did_you_mean(cmd, {"run", "check", "graph", "components", "info", "model", "convert", "embed", "optimize", "version"}));
   } catch (const UsageError& e) {
     std::cerr << "ymlopt: error: " << e.what() << "\n" << kUsage;
     return 2;

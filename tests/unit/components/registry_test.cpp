@@ -97,7 +97,7 @@ TEST(ComponentRegistry, ValidShapesPassCheckAndCostIsPositive) {
       {"nn.embedding", {ids, shape_view(d, 10, 3), shape_view(d, 4, 3)}},
       {"nn.layernorm", {shape_view(d, 4, 3), vec3, vec3, shape_view(d, 4, 3)}},
       {"nn.rmsnorm", {shape_view(d, 4, 3), vec3, shape_view(d, 4, 3)}},
-      {"nn.linear", {shape_view(d, 4, 5), shape_view(d, 5, 3), vec3, shape_view(d, 4, 3), shape_view(d, 4, 3)}},
+      {"nn.linear", {shape_view(d, 4, 5), shape_view(d, 5, 3), vec3, shape_view(d, 4, 3), shape_view(d, 4, 3), {}, {}, {}, {}}},
       {"nn.attention", {shape_view(d, 4, 6), shape_view(d, 4, 6), shape_view(d, 4, 6), shape_view(d, 4, 6)}},
       {"nn.rope", {shape_view(d, 4, 6)}},
       {"nn.sinusoidal_positions", {shape_view(d, 4, 6)}},

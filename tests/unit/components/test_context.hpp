@@ -137,12 +137,21 @@ class TestContext : public KernelContext {
   std::string run_dir_ = ".";
 };
 
+/// Appends unbound views for trailing optional ports the caller left out
+/// (components grow optional ports; tests name only those they use).
+inline std::vector<TensorView> pad_optional(const ComponentSpec& s, std::vector<TensorView> ports) {
+  bool optional_tail = ports.size() < s.ports.size();
+  for (std::size_t i = ports.size(); i < s.ports.size(); ++i) optional_tail = optional_tail && s.ports[i].optional;
+  if (optional_tail) ports.resize(s.ports.size());
+  return ports;
+}
+
 /// Runs component `name` on `ports`; returns its reports.
 inline std::map<std::string, double> run(const Registry& reg, const std::string& name, std::vector<TensorView> ports,
                                          const std::map<std::string, std::string>& args = {}) {
   const ComponentSpec* s = reg.find(name);
   if (!s) throw std::out_of_range("no component '" + name + "'");
-  TestContext ctx(*s, std::move(ports), args);
+  TestContext ctx(*s, pad_optional(*s, std::move(ports)), args);
   ctx.run();
   return ctx.reports;
 }
@@ -152,7 +161,7 @@ inline std::string check(const Registry& reg, const std::string& name, std::vect
                          const std::map<std::string, std::string>& args = {}) {
   const ComponentSpec* s = reg.find(name);
   if (!s) throw std::out_of_range("no component '" + name + "'");
-  return TestContext(*s, std::move(ports), args).check();
+  return TestContext(*s, pad_optional(*s, std::move(ports)), args).check();
 }
 
 /// Naive reference C = alpha*op(A)*op(B) + beta*C in long double.

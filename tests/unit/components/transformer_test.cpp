@@ -704,7 +704,7 @@ TEST(TransformerCheck, CostsAndRegistration) {
     for (const ParamSpec& p : s.params) EXPECT_FALSE(p.doc.empty()) << name << "." << p.name;
   }
   auto sv = [](std::int64_t r, std::int64_t c) { return shape_view(DType::f32, r, c); };
-  TestContext lin(reg.get("nn.linear"), {sv(7, 13), sv(13, 11), TensorView{}, sv(7, 11), TensorView{}});
+  TestContext lin(reg.get("nn.linear"), pad_optional(reg.get("nn.linear"), {sv(7, 13), sv(13, 11), TensorView{}, sv(7, 11)}));
   EXPECT_DOUBLE_EQ(lin.cost().flops, 2.0 * 7 * 11 * 13);
   EXPECT_DOUBLE_EQ(lin.cost().bytes, 4.0 * (7 * 13 + 13 * 11 + 7 * 11));
   TestContext att(reg.get("nn.attention"), {sv(14, 18), sv(14, 6), sv(14, 6), sv(14, 18)},

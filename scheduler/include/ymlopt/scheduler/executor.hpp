@@ -2,6 +2,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -28,6 +29,9 @@ struct ExecOptions {
   int ncpu = 0;                // 0: all the runtime allows
   std::string starpu_home;     // empty: RUN_DIR/starpu
   bool verbose = false;
+  /// Called by the sequential backend before each task with its port views
+  /// (calibration capture: the optimizer records linear layers' inputs).
+  std::function<void(const TaskNode&, std::span<const TensorView>)> before_task;
 };
 
 /// Live counters for the progress line (updated by workers, read by the CLI).

@@ -1,0 +1,428 @@
+#include "optimize_cmd.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <ctime>
+#include <filesystem>
+#include <iomanip>
+#include <iostream>
+#include <sstream>
+
+#include "report.hpp"
+#include "sequential.hpp"
+#include "starpu_backend.hpp"
+#include "usage_error.hpp"
+#include "workflow_args.hpp"
+#include "ymlopt/engine/analysis.hpp"
+#include "ymlopt/engine/data_store.hpp"
+#include "ymlopt/optimizer/passes.hpp"
+#include "ymlopt/xml/parser.hpp"
+
+namespace po = boost::program_options;
+namespace fs = std::filesystem;
+
+namespace ymlopt {
+namespace {
+
+/// A <sequence> file: an ordered list of passes, independent of the model.
+///   <sequence name="int8"><pass name="quant.int8"/></sequence>
+struct Sequence {
+  std::string name;
+  std::string doc;
+  std::vector<opt::PassSpec> passes;
+};
+
+/// Parses a sequence file; errors go to diags in compiler format.
+bool parse_sequence(const std::string& path, Sequence& seq, Diagnostics& diags) {
+  auto doc = xml::parse_file(path, diags);
+  if (!doc) return false;
+  const xml::Element& root = doc->root;
+  if (root.name != "sequence") {
+    diags.error(root.loc, "expected a <sequence> root element, found <" + root.name + ">");
+    return false;
+  }
+  for (const auto& a : root.attrs) {
+    if (a.name == "name") seq.name = a.value;
+    else if (a.name == "doc") seq.doc = a.value;
+    else diags.error(a.loc, "unknown attribute '" + a.name + "' on <sequence>" + did_you_mean(a.name, {"name", "doc"}));
+  }
+  if (seq.name.empty()) seq.name = fs::path(path).stem().string();
+  for (const auto& e : root.children) {
+    if (e.name == "description") continue;
+    if (e.name != "pass") {
+      diags.error(e.loc, "unknown element <" + e.name + "> in <sequence>" + did_you_mean(e.name, {"pass", "description"}));
+      continue;
+    }
+    opt::PassSpec s;
+    const xml::Attr* name_attr = nullptr;
+    for (const auto& a : e.attrs) {
+      if (a.name == "name") s.name = a.value, name_attr = &a;
+      else s.options[a.name] = a.value;
+    }
+    if (!name_attr) {
+      diags.error(e.loc, "<pass> requires attribute 'name'");
+      continue;
+    }
+    try {
+      opt::validate_pass(s);
+    } catch (const opt::PassError& err) {
+      // point at the offending attribute when it is an option
+      SrcLoc at = name_attr->loc;
+      for (const auto& a : e.attrs)
+        if (std::string(err.what()).find("'" + a.name + "'") != std::string::npos && a.name != "name") at = a.loc;
+      diags.error(at, err.what());
+      continue;
+    }
+    seq.passes.push_back(std::move(s));
+  }
+  if (!diags.has_errors() && seq.passes.empty()) diags.error(root.loc, "the sequence has no <pass>");
+  return !diags.has_errors();
+}
+
+struct RunOutcome {
+  std::vector<double> times_us;
+  double median_us = 0;
+  double flops = 0;
+  std::int64_t weight_bytes = 0, allocated = 0, mapped = 0, activation_peak = 0;
+  std::map<std::string, std::vector<double>> outputs;  // by io.save path
+  std::map<std::string, std::pair<std::int64_t, std::int64_t>> output_shape;
+};
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+std::vector<double> to_doubles(const TensorView& v) {
+  std::vector<double> out;
+  out.reserve(std::size_t(v.rows * v.cols));
+  for (std::int64_t r = 0; r < v.rows; ++r)
+    for (std::int64_t c = 0; c < v.cols; ++c) {
+      const std::int64_t i = r * v.ld + c;
+      switch (v.dtype) {
+        case DType::f32: out.push_back(static_cast<const float*>(v.data)[i]); break;
+        case DType::f64: out.push_back(static_cast<const double*>(v.data)[i]); break;
+        case DType::i32: out.push_back(static_cast<const std::int32_t*>(v.data)[i]); break;
+        case DType::i8: out.push_back(static_cast<const std::int8_t*>(v.data)[i]); break;
+        default: throw std::runtime_error("cannot compare outputs of dtype " + std::string(dtype_name(v.dtype)));
+      }
+    }
+  return out;
+}
+
+/// Runs a DAG `reps` times (fresh data each time), keeps the outputs of the last run.
+RunOutcome run_model(const Dag& dag, const std::string& backend, int reps, const std::string& run_dir) {
+  RunOutcome o;
+  const DagFootprint f = analyze(dag);
+  o.weight_bytes = f.parameter_total;
+  o.activation_peak = f.activation_peak;
+  for (const TaskNode& t : dag.tasks) o.flops += t.cost.flops;
+  for (int r = 0; r < reps; ++r) {
+    DataStore store(dag);
+    o.allocated = std::int64_t(store.total_bytes());
+    o.mapped = std::int64_t(store.mapped_bytes());
+    ExecOptions eo;
+    eo.run_dir = run_dir;
+    Progress progress;
+    progress.total = std::int64_t(dag.tasks.size());
+    auto exec = backend == "starpu" ? make_starpu_executor() : make_sequential_executor();
+    const ExecResult res = exec->execute(dag, store, eo, progress);
+    if (!res.ok) throw std::runtime_error("running '" + dag.file + "' failed: " + res.error);
+    o.times_us.push_back(res.makespan_us);
+    if (r + 1 == reps)
+      for (const TaskNode& t : dag.tasks)
+        if (t.comp->name == "io.save") {
+          const TensorView v = store.view(t.bindings[0].ref);
+          const std::string key = fs::path(t.args.get_string("path")).filename().string() +
+                                  (t.args.get_string("key").empty() ? "" : ":" + t.args.get_string("key"));
+          o.outputs[key] = to_doubles(v);
+          o.output_shape[key] = {v.rows, v.cols};
+        }
+  }
+  o.median_us = median(o.times_us);
+  return o;
+}
+
+/// Runs the model once (sequential backend) and records the input of every
+/// nn.linear task, keyed like ModelEditor::task_key.
+opt::Calibration capture_linear_inputs(const Dag& dag, const std::string& run_dir) {
+  opt::Calibration c;
+  DataStore store(dag);
+  ExecOptions eo;
+  eo.run_dir = run_dir;
+  eo.before_task = [&](const TaskNode& t, std::span<const TensorView> views) {
+    if (t.comp->name != "nn.linear" || views.empty()) return;
+    const TensorView& x = views[0];
+    if (x.dtype != DType::f32) return;
+    opt::Calibration::Input in;
+    in.m = x.rows;
+    in.k = x.cols;
+    in.x.resize(std::size_t(x.rows * x.cols));
+    for (std::int64_t r = 0; r < x.rows; ++r)
+      std::copy_n(static_cast<const float*>(x.data) + r * x.ld, x.cols, in.x.data() + r * x.cols);
+    c.inputs[opt::ModelEditor::task_key(t)] = std::move(in);
+  };
+  Progress progress;
+  progress.total = std::int64_t(dag.tasks.size());
+  const ExecResult res = make_sequential_executor()->execute(dag, store, eo, progress);
+  if (!res.ok) throw std::runtime_error(res.error);
+  return c;
+}
+
+/// Output quality of `b` (compressed) against `a` (original), rows as items.
+nlohmann::json compare_outputs(const std::vector<double>& a, const std::vector<double>& b, std::int64_t rows,
+                               std::int64_t cols) {
+  double num = 0, den = 0, max_abs = 0, cos_sum = 0;
+  std::int64_t top1 = 0;
+  std::vector<double> na(static_cast<std::size_t>(rows)), nb(static_cast<std::size_t>(rows));
+  for (std::int64_t r = 0; r < rows; ++r) {
+    double dot = 0, aa = 0, bb = 0;
+    std::int64_t ia = 0, ib = 0;
+    for (std::int64_t c = 0; c < cols; ++c) {
+      const double x = a[std::size_t(r * cols + c)], y = b[std::size_t(r * cols + c)];
+      num += (x - y) * (x - y);
+      den += x * x;
+      max_abs = std::max(max_abs, std::abs(x - y));
+      dot += x * y, aa += x * x, bb += y * y;
+      if (x > a[std::size_t(r * cols + ia)]) ia = c;
+      if (y > b[std::size_t(r * cols + ib)]) ib = c;
+    }
+    cos_sum += (aa > 0 && bb > 0) ? dot / std::sqrt(aa * bb) : (aa == bb ? 1.0 : 0.0);
+    top1 += ia == ib;
+    na[std::size_t(r)] = std::sqrt(aa), nb[std::size_t(r)] = std::sqrt(bb);
+  }
+  nlohmann::json q = {{"rows", rows},
+                      {"cols", cols},
+                      {"relative_error", den > 0 ? std::sqrt(num / den) : std::sqrt(num)},
+                      {"max_abs_error", max_abs},
+                      {"mean_cosine", rows ? cos_sum / double(rows) : 1.0},
+                      {"top1_agreement", rows ? double(top1) / double(rows) : 1.0}};
+  if (rows >= 3 && rows <= 4096) {
+    // nearest other row by cosine (embeddings: nearest-neighbour sentence)
+    auto nearest = [&](const std::vector<double>& m, const std::vector<double>& nrm, std::int64_t i) {
+      std::int64_t best = -1;
+      double bv = -2;
+      for (std::int64_t j = 0; j < rows; ++j) {
+        if (j == i) continue;
+        double d = 0;
+        for (std::int64_t c = 0; c < cols; ++c) d += m[std::size_t(i * cols + c)] * m[std::size_t(j * cols + c)];
+        const double cs = nrm[std::size_t(i)] > 0 && nrm[std::size_t(j)] > 0 ? d / (nrm[std::size_t(i)] * nrm[std::size_t(j)]) : 0;
+        if (cs > bv) bv = cs, best = j;
+      }
+      return best;
+    };
+    std::int64_t agree = 0;
+    for (std::int64_t i = 0; i < rows; ++i) agree += nearest(a, na, i) == nearest(b, nb, i);
+    q["nn_agreement"] = double(agree) / double(rows);
+  }
+  return q;
+}
+
+std::string human_bytes(double b) {
+  std::ostringstream o;
+  o << std::fixed << std::setprecision(2);
+  if (b >= 1 << 30) o << b / double(1 << 30) << " GiB";
+  else if (b >= 1 << 20) o << b / double(1 << 20) << " MiB";
+  else if (b >= 1 << 10) o << b / double(1 << 10) << " KiB";
+  else o << b << " B";
+  return o.str();
+}
+
+std::string markdown_report(const nlohmann::json& r) {
+  std::ostringstream o;
+  o << "# ymlopt optimize: " << r["sequence"].get<std::string>() << " on " << r["model"]["workflow"].get<std::string>()
+    << "\n\npasses: `" << r["passes"].get<std::string>() << "`\n\n";
+  if (!r.contains("original")) {
+    o << "weights: " << human_bytes(r["weight_bytes"]["original"].get<double>()) << " -> "
+      << human_bytes(r["weight_bytes"]["optimized"].get<double>()) << "\n";
+    return o.str();
+  }
+  const auto& a = r["original"];
+  const auto& b = r["optimized"];
+  auto row = [&](const char* what, double x, double y, bool bytes) {
+    o << "| " << what << " | " << (bytes ? human_bytes(x) : std::to_string(x)) << " | "
+      << (bytes ? human_bytes(y) : std::to_string(y)) << " | " << std::fixed << std::setprecision(3)
+      << (x > 0 ? y / x : 0.0) << "x |\n";
+    o.unsetf(std::ios::fixed);
+  };
+  o << "| | original | optimized | ratio |\n|---|---|---|---|\n";
+  row("weight bytes", a["weight_bytes"].get<double>(), b["weight_bytes"].get<double>(), true);
+  row("allocated + mapped", a["allocated"].get<double>() + a["mapped"].get<double>(),
+      b["allocated"].get<double>() + b["mapped"].get<double>(), true);
+  row("activation peak", a["activation_peak"].get<double>(), b["activation_peak"].get<double>(), true);
+  row("GFLOP", a["flops"].get<double>() / 1e9, b["flops"].get<double>() / 1e9, false);
+  row("time (median ms)", a["time_median_us"].get<double>() / 1e3, b["time_median_us"].get<double>() / 1e3, false);
+  o << "\n| output | relative error | mean cosine | top-1 agreement | nn agreement |\n|---|---|---|---|---|\n";
+  for (const auto& [k, q] : r["quality"].items())
+    o << "| " << k << " | " << q["relative_error"].get<double>() << " | " << q["mean_cosine"].get<double>() << " | "
+      << q["top1_agreement"].get<double>() << " | "
+      << (q.contains("nn_agreement") ? std::to_string(q["nn_agreement"].get<double>()) : std::string("-")) << " |\n";
+  return o.str();
+}
+
+}  // namespace
+
+int cmd_optimize(const std::vector<std::string>& args) {
+  WorkflowArgs wf;
+  std::string passes_text, sequence_file, out_dir, backend = "sequential";
+  std::vector<std::string> calib_sets;
+  bool eval = false, list = false;
+  int reps = 3;
+  po::options_description d("ymlopt optimize MODEL.xml (--passes LIST | --sequence SEQ.xml) [options]");
+  d.add_options()("help,h", "show this help")("passes,p", po::value(&passes_text),
+                                               "comma-separated passes, options after colons: "
+                                               "quant.group:bits=4:group=128,prune.nm")(
+      "sequence", po::value(&sequence_file), "a <sequence> file listing the passes (workflows/sequences/)")(
+      "out,o", po::value(&out_dir), "output directory (default runs/<model>-<sequence>-<time>)")(
+      "eval", po::bool_switch(&eval), "run the original and the optimized model and compare them")(
+      "backend,b", po::value(&backend), "backend for --eval: sequential (default) or starpu")(
+      "reps", po::value(&reps), "timed runs of each model for --eval (median reported; default 3)")(
+      "calib-set", po::value(&calib_sets)->composing(),
+      "NAME=VALUE for the calibration run only (e.g. other input ids; default: the model's own inputs)")(
+      "list-passes", po::bool_switch(&list), "list the passes and their options");
+  add_workflow_options(d, wf);
+  {
+    // --list-passes needs no model
+    bool only_list = std::find(args.begin(), args.end(), "--list-passes") != args.end();
+    if (only_list) {
+      for (const auto& p : opt::all_passes()) {
+        std::cout << p.name << "\n    " << p.doc << "\n";
+        for (const auto& [o, doc] : p.options) std::cout << "    " << o << ": " << doc << "\n";
+      }
+      return 0;
+    }
+  }
+  if (parse_or_help(args, d, &wf)) return 0;
+  if (passes_text.empty() == sequence_file.empty())
+    throw UsageError("give exactly one of --passes and --sequence");
+  if (backend != "starpu" && backend != "sequential")
+    throw UsageError("unknown backend '" + backend + "' (expected starpu or sequential)");
+  if (reps < 1) throw UsageError("--reps must be >= 1");
+
+  Sequence seq;
+  if (!sequence_file.empty()) {
+    if (!fs::exists(sequence_file)) throw UsageError(sequence_file + ": no such file");
+    Diagnostics diags;
+    if (!parse_sequence(sequence_file, seq, diags)) {
+      std::cerr << diags.str() << diags.error_count() << " error" << (diags.error_count() == 1 ? "" : "s") << " in "
+                << sequence_file << "\n";
+      return 1;
+    }
+  } else {
+    try {
+      seq.passes = opt::parse_pass_list(passes_text);
+    } catch (const opt::PassError& e) {
+      throw UsageError(e.what());
+    }
+    seq.name = "passes";
+  }
+  std::string pass_text;
+  for (const auto& p : seq.passes) pass_text += (pass_text.empty() ? "" : ",") + p.text();
+
+  ComponentRegistry reg;
+  CompileResult cr;
+  if (int rc = prepare(wf, reg, cr)) return rc;
+  if (out_dir.empty()) {
+    const std::time_t now = std::time(nullptr);
+    char stamp[32];
+    std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", std::localtime(&now));
+    out_dir = "runs/" + cr.dag.name + "-" + seq.name + "-" + stamp;
+  }
+  std::error_code ec;
+  fs::create_directories(out_dir, ec);
+  if (ec) {
+    std::cerr << "ymlopt: error: cannot create '" << out_dir << "': " << ec.message() << "\n";
+    return 1;
+  }
+  const std::string out_xml = out_dir + "/" + cr.dag.name + ".opt.xml";
+  const std::string out_weights = out_dir + "/" + cr.dag.name + ".opt.safetensors";
+
+  nlohmann::json report = {{"sequence", seq.name}, {"passes", pass_text},
+                           {"model", {{"workflow", wf.file}, {"set", wf.sets}}}};
+  const std::int64_t original_weight_bytes = analyze(cr.dag).parameter_total;
+  // calibration: the linear layers' inputs on the model's own inputs (or --calib-set overrides)
+  opt::Calibration calib;
+  if (opt::needs_calibration(seq.passes)) {
+    WorkflowArgs cwf = wf;
+    for (const auto& c : calib_sets) cwf.sets.push_back(c);
+    CompileResult ccr;
+    if (int rc = compile(cwf, reg, ccr)) return rc;
+    try {
+      calib = capture_linear_inputs(ccr.dag, out_dir + "/calibration");
+    } catch (const std::exception& e) {
+      std::cerr << "ymlopt: error: calibration run failed: " << e.what() << "\n";
+      return 1;
+    }
+    report["calibration"] = {{"set", calib_sets}, {"layers", calib.inputs.size()}};
+  }
+  opt::ModelEditor ed(std::move(cr.dag), reg);
+  opt::PassContext ctx{ed, calib.inputs.empty() ? nullptr : &calib};
+  const auto t0 = std::chrono::steady_clock::now();
+  for (const auto& p : seq.passes) {
+    try {
+      opt::run_pass(ctx, p);
+    } catch (const std::exception& e) {
+      std::cerr << "ymlopt: error: pass " << p.text() << ": " << e.what() << "\n";
+      return 1;
+    }
+  }
+  std::map<std::string, std::string> meta = {{"ymlopt.sequence", seq.name}, {"ymlopt.passes", pass_text}};
+  for (const auto& rec : ctx.log)
+    if (rec.contains("formats"))
+      for (const auto& [k, v] : rec["formats"].items()) meta["ymlopt.format." + k] = v.get<std::string>();
+  ed.write(out_xml, out_weights, meta);
+  const double opt_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  report["pass_log"] = ctx.log;
+  report["optimize_seconds"] = opt_seconds;
+  report["outputs"] = {{"workflow", out_xml}, {"weights", out_weights}};
+
+  // the written workflow must compile (it is what users run)
+  WorkflowArgs owf;
+  owf.file = out_xml;
+  owf.plugins = wf.plugins;
+  CompileResult ocr;
+  if (int rc = compile(owf, reg, ocr)) {
+    std::cerr << "ymlopt: error: the rewritten workflow does not compile (a bug in a pass)\n";
+    return rc == 2 ? 1 : rc;
+  }
+  report["weight_bytes"] = {{"original", original_weight_bytes}, {"optimized", analyze(ocr.dag).parameter_total}};
+
+  if (eval) {
+    CompileResult ocr0;
+    if (int rc = compile(wf, reg, ocr0)) return rc;
+    RunOutcome a, b;
+    try {
+      a = run_model(ocr0.dag, backend, reps, out_dir + "/eval-original");
+      b = run_model(ocr.dag, backend, reps, out_dir + "/eval-optimized");
+    } catch (const std::exception& e) {
+      std::cerr << "ymlopt: error: " << e.what() << "\n";
+      return 1;
+    }
+    auto side = [](const RunOutcome& o) {
+      return nlohmann::json{{"weight_bytes", o.weight_bytes}, {"allocated", o.allocated},   {"mapped", o.mapped},
+                            {"activation_peak", o.activation_peak}, {"flops", o.flops},   {"times_us", o.times_us},
+                            {"time_median_us", o.median_us}};
+    };
+    report["original"] = side(a);
+    report["optimized"] = side(b);
+    report["backend"] = backend;
+    nlohmann::json quality = nlohmann::json::object();
+    for (const auto& [k, va] : a.outputs) {
+      auto it = b.outputs.find(k);
+      if (it == b.outputs.end() || it->second.size() != va.size()) continue;
+      const auto [rows, cols] = a.output_shape[k];
+      quality[k] = compare_outputs(va, it->second, rows, cols);
+    }
+    report["quality"] = quality;
+  }
+  write_file_atomic(out_dir + "/report.json", report.dump(1) + "\n");
+  const std::string md = markdown_report(report);
+  write_file_atomic(out_dir + "/report.md", md);
+  std::cout << md << "\nwritten: " << out_xml << ", " << out_weights << ", " << out_dir << "/report.json\n";
+  return 0;
+}
+
+}  // namespace ymlopt

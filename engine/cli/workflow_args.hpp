@@ -1,0 +1,35 @@
+// What the workflow-taking subcommands share: the workflow file, --set and
+// --plugin options, parsing with --help, and loading + compiling.
+#pragma once
+#include <boost/program_options.hpp>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "ymlopt/engine/compiler.hpp"
+#include "ymlopt/engine/registry.hpp"
+
+namespace ymlopt {
+
+struct WorkflowArgs {
+  std::string file;
+  std::vector<std::string> sets;
+  std::vector<std::string> plugins;
+};
+
+/// --set NAME=VALUE -> pairs; a malformed one is a UsageError.
+std::vector<std::pair<std::string, std::string>> parse_sets(const std::vector<std::string>& sets);
+/// Adds --set and --plugin.
+void add_workflow_options(boost::program_options::options_description& d, WorkflowArgs& a);
+/// Parses a subcommand's options (the workflow file positional when wf is given);
+/// prints the help and returns true on --help; throws UsageError.
+bool parse_or_help(const std::vector<std::string>& args, const boost::program_options::options_description& d,
+                   WorkflowArgs* wf);
+/// Built-in components plus plugins; prints the error and returns false on failure.
+bool load_registry(ComponentRegistry& reg, const std::vector<std::string>& plugins);
+/// Compiles, printing diagnostics; returns the exit code (0 ok, 1 bad workflow, 2 usage).
+int compile(const WorkflowArgs& a, const ComponentRegistry& reg, CompileResult& out, bool check_files = true);
+/// load_registry + compile.
+int prepare(const WorkflowArgs& wf, ComponentRegistry& reg, CompileResult& out, bool check_files = true);
+
+}  // namespace ymlopt

@@ -1,0 +1,120 @@
+// Rewriting a compiled model: the optimizer's passes edit a copy of the DAG
+// (rebind ports, change args, add tensors they computed, add tasks), and the
+// result is written back as a flat workflow plus a safetensors file holding
+// every tensor the passes made.
+//
+//   ModelEditor ed(std::move(compiled.dag), registry);
+//   for (const WeightUse& u : ed.linear_weights()) {
+//     DenseWeight w = ed.load(u);
+//     ed.replace(u, {{"w", DType::i8, {w.n, w.k}, codes}, {"w_scale", DType::f32, {w.n}, scales}},
+//                {{"format", "int8"}});
+//   }
+//   ed.write("model.opt.xml", "model.opt.safetensors");
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ymlopt/engine/ir.hpp"
+#include "ymlopt/engine/registry.hpp"
+
+namespace ymlopt::opt {
+
+/// A weight matrix used by nn.linear tasks only (whole, or as tiles that split
+/// its output features), loaded from a file: the unit the passes compress.
+struct WeightUse {
+  std::int32_t data = -1;
+  std::string name;                // the tensor's key in its file (or its data name)
+  std::vector<std::size_t> tasks;  // indices of the nn.linear tasks reading it, program order
+  bool nk = false;                 // stored [n, k] (transpose_w=true) rather than [k, n]
+  std::int64_t n = 0, k = 0;
+  std::int64_t tile_n = 0;         // output features per tile; 0: used whole
+};
+
+/// A weight in [n, k] layout (rows are output features), as floats.
+struct DenseWeight {
+  std::int64_t n = 0, k = 0;
+  std::vector<float> w;  // n * k, row-major
+};
+
+/// A tensor a pass made to replace a weight: role is the nn.linear port it
+/// binds ("w", "w_scale", "w_zero", "w_index", "w_ptr"). Row-tileable tensors
+/// (first dimension n) are tiled like the weight's output features.
+struct NewTensor {
+  std::string role;
+  DType dtype = DType::f32;
+  std::vector<std::int64_t> shape;
+  std::vector<std::byte> bytes;
+  bool row_tiled = true;  // false: CSR-like arrays that cannot be split by rows
+};
+
+/// Writes a compiled DAG as a flat workflow (no params, loops or calls): the
+/// data the tasks use, then the tasks in program order. Relative src= paths
+/// are made absolute except those under `weights_dir`, written relative to
+/// the output file's folder.
+std::string emit_workflow(const Dag& dag, const std::string& out_xml_dir);
+
+class ModelEditor {
+ public:
+  ModelEditor(Dag dag, const ComponentRegistry& reg);
+
+  Dag& dag() { return dag_; }
+  const Dag& dag() const { return dag_; }
+  const ComponentRegistry& registry() const { return reg_; }
+
+  /// Index of port `name` of task t's component; throws if it has none.
+  std::size_t port_index(const TaskNode& t, const std::string& name) const;
+  /// Every weight the passes may change, in program order of first use:
+  /// file-backed float tensors read only by nn.linear's `w` port (dense format),
+  /// with one layout and tiles that split output features only.
+  std::vector<WeightUse> linear_weights() const;
+  /// The weight as [n, k] floats (from its file, or as a previous pass left it).
+  DenseWeight load(const WeightUse& u) const;
+  /// Rebinds every task of `u` to the new tensors (tiles where the tasks used
+  /// tiles), with the given nn.linear args (e.g. format=int8). Returns the
+  /// updated use (the weight's data is then the new "w" tensor).
+  WeightUse replace(const WeightUse& u, std::vector<NewTensor> tensors,
+                    const std::map<std::string, std::string>& args);
+
+  /// The weight before any pass changed it (kept on the first replacement), by original name.
+  const DenseWeight* original(const std::string& name) const;
+
+  /// Adds a tensor computed by a pass; it is stored in the output weights file.
+  DataRef add_tensor(const std::string& name, DType dtype, const std::vector<std::int64_t>& shape,
+                     std::vector<std::byte> bytes);
+  /// Adds an intermediate (activation) tensor with no initial value.
+  DataRef add_scratch(const std::string& name, DType dtype, const std::vector<std::int64_t>& shape);
+  /// A name not used by any data yet, from `base`.
+  std::string fresh_name(const std::string& base) const;
+
+  /// A task's stable name across passes: its label, or "#<id>" when it has none.
+  static std::string task_key(const TaskNode& t);
+
+  void bind(TaskNode& t, const std::string& port, DataRef ref, Access mode = Access::read) const;
+  void unbind(TaskNode& t, const std::string& port) const;
+  void set_arg(TaskNode& t, const std::string& name, const std::string& value) const;
+  /// Inserts a copy of `t` before task index `pos` (ids are renumbered on write).
+  TaskNode& insert_task(std::size_t pos, TaskNode t);
+
+  /// Bytes of the file-backed tensors the tasks use (the model's weights).
+  std::int64_t weight_bytes() const;
+
+  /// Writes the weights file and the workflow, each atomically (temp + rename);
+  /// the workflow's new tensors point at the weights file.
+  void write(const std::string& out_xml, const std::string& out_weights,
+             const std::map<std::string, std::string>& metadata = {});
+
+ private:
+  Dag dag_;
+  const ComponentRegistry& reg_;
+  std::vector<std::int32_t> new_data_;  // indices of data added by passes (stored in the weights file)
+  std::map<std::int32_t, std::vector<std::byte>> new_bytes_;
+  std::map<std::string, DenseWeight> originals_;
+  std::map<std::int32_t, std::string> origin_name_;  // new weight data -> original weight name
+
+};
+
+}  // namespace ymlopt::opt

@@ -1,0 +1,69 @@
+// Optimization passes over a compiled model (ModelEditor): compression of the
+// linear layers' weights (quantization, pruning, sparse and low-rank forms)
+// and graph rewrites. Each pass records what it did in a JSON object.
+//
+//   auto specs = parse_pass_list("prune.nm,quant.int8");
+//   PassContext ctx{editor};
+//   for (auto& s : specs) run_pass(ctx, s);
+#pragma once
+#include <map>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "ymlopt/optimizer/model_editor.hpp"
+
+namespace ymlopt::opt {
+
+/// A pass and its options: "quant.group:bits=4:group=128".
+struct PassSpec {
+  std::string name;
+  std::map<std::string, std::string> options;
+  std::string text() const;
+};
+
+/// A bad pass list or option (unknown name with the closest one, bad value).
+struct PassError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+/// Inputs of the linear layers captured on calibration data, by task key
+/// (ModelEditor::task_key): x [m, k] row-major.
+struct Calibration {
+  struct Input {
+    std::int64_t m = 0, k = 0;
+    std::vector<float> x;
+  };
+  std::map<std::string, Input> inputs;
+};
+
+struct PassContext {
+  ModelEditor& ed;
+  const Calibration* calib = nullptr;  // for passes with needs_calibration
+  nlohmann::json log = nlohmann::json::array();  // one entry per pass run
+};
+
+struct PassInfo {
+  std::string name;
+  std::string doc;
+  std::vector<std::pair<std::string, std::string>> options;  // name, "default: meaning"
+  void (*run)(PassContext&, const PassSpec&);
+  bool needs_calibration = false;
+};
+
+/// Every pass, in the order `ymlopt optimize --list-passes` prints them.
+const std::vector<PassInfo>& all_passes();
+
+/// "a:k=v:k2=v2,b" -> specs; unknown passes or options are a PassError.
+std::vector<PassSpec> parse_pass_list(const std::string& text);
+/// Checks a spec's name and option names (PassError with a suggestion).
+void validate_pass(const PassSpec& spec);
+
+/// Does any pass of the list need calibration activations?
+bool needs_calibration(const std::vector<PassSpec>& specs);
+
+/// Runs one pass; appends its record to ctx.log.
+void run_pass(PassContext& ctx, const PassSpec& spec);
+
+}  // namespace ymlopt::opt

@@ -1,0 +1,620 @@
+// The passes: each selects the linear layers whose weights it can change
+// (dense, loaded from a file, not shared with another component; option
+// `match` filters by weight name with a regex), runs the same registered
+// component a workflow would (quant.*, prune.*, sparse.*, distill.*) on each
+// weight, and rebinds the layer to the result.
+#include "ymlopt/optimizer/passes.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <regex>
+#include <set>
+#include <sstream>
+
+#include "sparse/sparse_linear.hpp"
+#include "ymlopt/xml/diagnostic.hpp"
+
+namespace ymlopt::opt {
+namespace {
+
+using std::int64_t;
+
+// ---------------------------------------------------------------- running a component
+
+/// Runs a registered component's CPU kernel on in-memory tensors.
+class LocalContext final : public KernelContext {
+ public:
+  LocalContext(std::vector<TensorView> ports, Args args) : ports_(std::move(ports)), args_(std::move(args)) {}
+  std::span<const TensorView> ports() const override { return ports_; }
+  const Args& args() const override { return args_; }
+  void report(std::string key, double value) override { reports[std::move(key)] = value; }
+  const std::string& run_dir() const override { return dir_; }
+  std::map<std::string, double> reports;
+
+ private:
+  std::vector<TensorView> ports_;
+  Args args_;
+  std::string dir_ = ".";
+};
+
+/// An owning tensor for component calls.
+struct Buf {
+  DType dtype = DType::f32;
+  int64_t rows = 0, cols = 0;
+  std::vector<std::byte> bytes;
+  Buf() = default;
+  Buf(DType t, int64_t r, int64_t c) : dtype(t), rows(r), cols(c), bytes(std::size_t(r * c) * dtype_size(t)) {}
+  static Buf of(const std::vector<float>& v, int64_t r, int64_t c) {
+    Buf b(DType::f32, r, c);
+    std::memcpy(b.bytes.data(), v.data(), b.bytes.size());
+    return b;
+  }
+  TensorView view() {
+    TensorView v;
+    v.data = bytes.data();
+    v.dtype = dtype;
+    v.rows = rows;
+    v.cols = cols;
+    v.ld = cols;
+    v.shape = rows == 1 ? Shape{cols} : Shape{rows, cols};
+    return v;
+  }
+  std::vector<float> floats() const {
+    std::vector<float> v(std::size_t(rows * cols));
+    std::memcpy(v.data(), bytes.data(), v.size() * sizeof(float));
+    return v;
+  }
+};
+
+/// Runs component `name` with `ports` (by port name; outputs are allocated by the caller)
+/// and args (by name, as text). Throws with the component's own check message.
+std::map<std::string, double> run_component(const ComponentRegistry& reg, const std::string& name,
+                                            std::map<std::string, Buf*> ports,
+                                            const std::map<std::string, std::string>& args) {
+  const ComponentSpec* spec = reg.find(name);
+  if (!spec) throw std::runtime_error("component '" + name + "' is not registered");
+  std::vector<TensorView> views;
+  for (const PortSpec& p : spec->ports) {
+    auto it = ports.find(p.name);
+    views.push_back(it == ports.end() ? TensorView{} : it->second->view());
+    if (it != ports.end()) ports.erase(it);
+  }
+  if (!ports.empty()) throw std::runtime_error(name + " has no port '" + ports.begin()->first + "'");
+  std::vector<ArgValue> values;
+  for (const ParamSpec& p : spec->params) {
+    auto it = args.find(p.name);
+    ArgValue a;
+    a.text = it != args.end() ? it->second : p.default_value;
+    if (p.type == ParamType::bool_) a.number = (a.text == "true" || a.text == "1") ? 1 : 0;
+    else if (p.type != ParamType::string_ && !a.text.empty()) a.number = std::stod(a.text);
+    values.push_back(a);
+  }
+  for (const auto& [k, v] : args) {
+    bool known = false;
+    for (const ParamSpec& p : spec->params) known = known || p.name == k;
+    if (!known) throw std::runtime_error(name + " has no param '" + k + "'");
+  }
+  LocalContext ctx(std::move(views), Args(&spec->params, std::move(values)));
+  if (spec->check) {
+    const std::string msg = spec->check(TaskShape{ctx.ports(), ctx.args()});
+    if (!msg.empty()) throw std::runtime_error(name + ": " + msg);
+  }
+  spec->cpu(ctx);
+  return ctx.reports;
+}
+
+// ---------------------------------------------------------------- options
+
+std::string opt_str(const PassSpec& s, const std::string& k, const std::string& def) {
+  auto it = s.options.find(k);
+  return it == s.options.end() ? def : it->second;
+}
+
+double opt_num(const PassSpec& s, const std::string& k, double def) {
+  auto it = s.options.find(k);
+  if (it == s.options.end()) return def;
+  try {
+    std::size_t used = 0;
+    const double v = std::stod(it->second, &used);
+    if (used == it->second.size()) return v;
+  } catch (const std::exception&) {
+  }
+  throw PassError("option '" + k + "' of " + s.name + " is '" + it->second + "': not a number");
+}
+
+/// The weights a pass may change, in program order (option `match`: a regex on the name).
+std::vector<WeightUse> selected(PassContext& ctx, const PassSpec& s) {
+  const std::string pattern = opt_str(s, "match", "");
+  std::regex re;
+  if (!pattern.empty()) {
+    try {
+      re = std::regex(pattern);
+    } catch (const std::regex_error&) {
+      throw PassError("option 'match' of " + s.name + ": bad regular expression '" + pattern + "'");
+    }
+  }
+  std::vector<WeightUse> out;
+  for (WeightUse& u : ctx.ed.linear_weights())
+    if (pattern.empty() || std::regex_search(u.name, re)) out.push_back(std::move(u));
+  return out;
+}
+
+template <class T> std::vector<std::byte> vec_bytes(const std::vector<T>& v) {
+  std::vector<std::byte> b(v.size() * sizeof(T));
+  if (!v.empty()) std::memcpy(b.data(), v.data(), b.size());
+  return b;
+}
+
+std::vector<int64_t> shape_of(const Buf& b) {
+  return b.rows == 1 ? std::vector<int64_t>{b.cols} : std::vector<int64_t>{b.rows, b.cols};
+}
+
+NewTensor tensor(const std::string& role, Buf& b) { return {role, b.dtype, shape_of(b), b.bytes, true}; }
+
+/// The weight becomes a dense [n, k] f32 tensor (pruned or refitted).
+void replace_dense(PassContext& ctx, const WeightUse& u, const std::vector<float>& w) {
+  Buf b = Buf::of(w, u.n, u.k);
+  NewTensor t = tensor("w", b);
+  t.shape = {u.n, u.k};
+  ctx.ed.replace(u, {std::move(t)}, {{"transpose_w", "true"}});
+}
+
+int64_t count_zeros(const std::vector<float>& w) { return std::count(w.begin(), w.end(), 0.0f); }
+
+struct Tally {
+  int64_t layers = 0, bytes_before = 0, bytes_after = 0, zeros = 0, values = 0;
+  std::vector<std::string> skipped;
+  void add(const WeightUse& u, int64_t after, int64_t zeros_after) {
+    ++layers;
+    bytes_before += u.n * u.k * 4;
+    bytes_after += after;
+    zeros += zeros_after;
+    values += u.n * u.k;
+  }
+  nlohmann::json json(const std::string& pass) const {
+    nlohmann::json j = {{"pass", pass},
+                        {"layers", layers},
+                        {"weight_bytes_before", bytes_before},
+                        {"weight_bytes_after", bytes_after},
+                        {"sparsity", values ? double(zeros) / double(values) : 0.0}};
+    if (!skipped.empty()) j["skipped"] = skipped;
+    return j;
+  }
+};
+
+// ---------------------------------------------------------------- quantization
+
+/// quant.int8 / quant.group / quant.q8_0 / quant.q4_0: codes + scales (+ zeros).
+void quantize(PassContext& ctx, const PassSpec& s, const std::string& component, int bits, int64_t group,
+              bool symmetric, std::map<std::string, std::string> args) {
+  Tally tally;
+  nlohmann::json formats = nlohmann::json::object();
+  for (const WeightUse& u : selected(ctx, s)) {
+    if ((group > 0 && u.k % group != 0) || (bits == 4 && u.k % 2 != 0)) {
+      tally.skipped.push_back(u.name + ": k=" + std::to_string(u.k) + " does not split into groups");
+      continue;
+    }
+    const DenseWeight dw = ctx.ed.load(u);
+    const int64_t g = group > 0 ? u.k / group : 1;
+    Buf w = Buf::of(dw.w, u.n, u.k);
+    Buf q(DType::i8, u.n, bits == 4 ? u.k / 2 : u.k);
+    const DType sd = component == "quant.q8_0" || component == "quant.q4_0" ? DType::f16 : DType::f32;
+    Buf scale = group > 0 ? Buf(sd, u.n, g) : Buf(sd, 1, u.n);
+    Buf zero = group > 0 ? Buf(DType::f32, u.n, g) : Buf(DType::f32, 1, u.n);
+    std::map<std::string, Buf*> ports = {{"w", &w}, {"q", &q}, {"scale", &scale}};
+    if (!symmetric) ports["zero"] = &zero;
+    run_component(ctx.ed.registry(), component, ports, args);
+    std::vector<NewTensor> ts = {tensor("w", q), tensor("w_scale", scale)};
+    if (!symmetric) ts.push_back(tensor("w_zero", zero));
+    ctx.ed.replace(u, std::move(ts),
+                   {{"format", bits == 4 ? "int4" : "int8"}, {"group", std::to_string(group)}, {"transpose_w", "false"}});
+    formats[u.name] = std::string(bits == 4 ? "int4" : "int8") + " group=" + std::to_string(group) +
+                      (symmetric ? " symmetric" : " asymmetric") + " scale=" + dtype_name(sd) + " (" + component + ")";
+    tally.add(u, int64_t(q.bytes.size() + scale.bytes.size() + (symmetric ? 0 : zero.bytes.size())), count_zeros(dw.w));
+  }
+  auto j = tally.json(s.text());
+  j["formats"] = formats;
+  ctx.log.push_back(j);
+}
+
+void pass_int8(PassContext& ctx, const PassSpec& s) { quantize(ctx, s, "quant.int8", 8, 0, true, {}); }
+
+void pass_group(PassContext& ctx, const PassSpec& s) {
+  const int bits = int(opt_num(s, "bits", 4));
+  const int64_t group = int64_t(opt_num(s, "group", 128));
+  const std::string sym = opt_str(s, "symmetric", "true");
+  if (bits != 4 && bits != 8) throw PassError("option 'bits' of quant.group must be 4 or 8");
+  if (group != 32 && group != 64 && group != 128) throw PassError("option 'group' of quant.group must be 32, 64 or 128");
+  if (sym != "true" && sym != "false") throw PassError("option 'symmetric' of quant.group must be true or false");
+  quantize(ctx, s, "quant.group", bits, group, sym == "true",
+           {{"bits", std::to_string(bits)}, {"group", std::to_string(group)}, {"symmetric", sym}});
+}
+
+void pass_q8_0(PassContext& ctx, const PassSpec& s) { quantize(ctx, s, "quant.q8_0", 8, 32, true, {}); }
+void pass_q4_0(PassContext& ctx, const PassSpec& s) { quantize(ctx, s, "quant.q4_0", 4, 32, true, {}); }
+
+// ---------------------------------------------------------------- pruning
+
+void pass_magnitude(PassContext& ctx, const PassSpec& s) {
+  const double sparsity = opt_num(s, "sparsity", 0.5);
+  const std::string scope = opt_str(s, "scope", "row");
+  if (!(sparsity >= 0 && sparsity < 1)) throw PassError("option 'sparsity' of prune.magnitude must be in [0, 1)");
+  if (scope != "row" && scope != "tensor" && scope != "global")
+    throw PassError("option 'scope' of prune.magnitude must be row, tensor or global");
+  const auto sel = selected(ctx, s);
+  std::string threshold;
+  if (scope == "global") {
+    // one threshold over every selected weight: the exact k-th smallest |w|
+    std::vector<float> mags;
+    for (const WeightUse& u : sel)
+      for (float v : ctx.ed.load(u).w) mags.push_back(std::abs(v));
+    const std::size_t kth = std::size_t(std::llround(sparsity * double(mags.size())));
+    if (kth == 0 || mags.empty()) threshold = "0";
+    else {
+      std::nth_element(mags.begin(), mags.begin() + std::ptrdiff_t(kth - 1), mags.end());
+      std::ostringstream o;
+      o.precision(9);
+      o << mags[kth - 1];
+      threshold = o.str();
+    }
+  }
+  Tally tally;
+  for (const WeightUse& u : sel) {
+    if (scope == "global" && threshold == "0") break;
+    const DenseWeight dw = ctx.ed.load(u);
+    Buf w = Buf::of(dw.w, u.n, u.k), y(DType::f32, u.n, u.k);
+    std::map<std::string, std::string> args = {{"layout", "nk"}};
+    if (scope == "global") args["threshold"] = threshold;
+    else args["sparsity"] = std::to_string(sparsity), args["scope"] = scope;
+    run_component(ctx.ed.registry(), "prune.magnitude", {{"w", &w}, {"y", &y}}, args);
+    const auto pruned = y.floats();
+    replace_dense(ctx, u, pruned);
+    tally.add(u, u.n * u.k * 4, count_zeros(pruned));
+  }
+  auto j = tally.json(s.text());
+  if (scope == "global") j["threshold"] = threshold;
+  ctx.log.push_back(j);
+}
+
+void pass_nm(PassContext& ctx, const PassSpec& s) {
+  const int64_t n = int64_t(opt_num(s, "n", 2)), m = int64_t(opt_num(s, "m", 4));
+  Tally tally;
+  for (const WeightUse& u : selected(ctx, s)) {
+    if (u.k % m != 0) {
+      tally.skipped.push_back(u.name + ": k not a multiple of m");
+      continue;
+    }
+    const DenseWeight dw = ctx.ed.load(u);
+    Buf w = Buf::of(dw.w, u.n, u.k), y(DType::f32, u.n, u.k);
+    run_component(ctx.ed.registry(), "prune.nm", {{"w", &w}, {"y", &y}},
+                  {{"n", std::to_string(n)}, {"m", std::to_string(m)}, {"layout", "nk"}});
+    const auto pruned = y.floats();
+    replace_dense(ctx, u, pruned);
+    tally.add(u, u.n * u.k * 4, count_zeros(pruned));
+  }
+  ctx.log.push_back(tally.json(s.text()));
+}
+
+/// The calibration inputs X [m, k] of a weight: its tasks' inputs stacked.
+/// Tasks that read the same input (tiles of one weight) count once.
+Calibration::Input calibration_for(PassContext& ctx, const WeightUse& u, const std::string& pass) {
+  if (!ctx.calib) throw PassError(pass + " needs calibration activations");
+  Calibration::Input all;
+  all.k = u.k;
+  std::set<std::string> seen;  // by input data reference
+  for (std::size_t i : u.tasks) {
+    const TaskNode& t = ctx.ed.dag().tasks[i];
+    auto it = ctx.calib->inputs.find(ModelEditor::task_key(t));
+    if (it == ctx.calib->inputs.end())
+      throw std::runtime_error("no calibration input captured for task '" + ModelEditor::task_key(t) + "'");
+    const DataRef x = t.bindings[ctx.ed.port_index(t, "x")].ref;
+    if (!seen.insert(ctx.ed.dag().ref_name(x)).second) continue;
+    if (it->second.k != u.k) throw std::runtime_error("calibration input of '" + t.label + "' has the wrong width");
+    all.x.insert(all.x.end(), it->second.x.begin(), it->second.x.end());
+    all.m += it->second.m;
+  }
+  return all;
+}
+
+void pass_obs(PassContext& ctx, const PassSpec& s) {
+  const std::string pattern = opt_str(s, "pattern", "unstructured");
+  const double sparsity = opt_num(s, "sparsity", 0.5);
+  Tally tally;
+  for (const WeightUse& u : selected(ctx, s)) {
+    const Calibration::Input in = calibration_for(ctx, u, "prune.obs");
+    Buf x = Buf::of(in.x, in.m, in.k), h(DType::f32, u.k, u.k);
+    run_component(ctx.ed.registry(), "prune.hessian", {{"x", &x}, {"h", &h}}, {});
+    const DenseWeight dw = ctx.ed.load(u);
+    Buf w = Buf::of(dw.w, u.n, u.k), wp(DType::f32, u.n, u.k);
+    run_component(ctx.ed.registry(), "prune.obs", {{"w", &w}, {"h", &h}, {"w_pruned", &wp}},
+                  {{"sparsity", std::to_string(sparsity)}, {"pattern", pattern},
+                   {"block", opt_str(s, "block", "128")}, {"damp", opt_str(s, "damp", "0.01")}});
+    const auto pruned = wp.floats();
+    replace_dense(ctx, u, pruned);
+    tally.add(u, u.n * u.k * 4, count_zeros(pruned));
+  }
+  ctx.log.push_back(tally.json(s.text()));
+}
+
+/// distill.layerwise (mask): refits every weight an earlier pass changed (still
+/// dense) to the original layer's outputs on the calibration inputs, keeping its zeros.
+void pass_distill(PassContext& ctx, const PassSpec& s) {
+  Tally tally;
+  const std::string ridge = opt_str(s, "ridge", "1e-4");
+  for (const WeightUse& u : ctx.ed.linear_weights()) {
+    const DenseWeight* orig = ctx.ed.original(u.name);
+    if (!orig || orig->n != u.n || orig->k != u.k) continue;  // not changed by an earlier pass
+    const Calibration::Input in = calibration_for(ctx, u, "distill.layerwise");
+    std::vector<float> yt(std::size_t(in.m * u.n));  // y_target = X W_origᵀ
+    for (int64_t r = 0; r < in.m; ++r)
+      for (int64_t j = 0; j < u.n; ++j) {
+        double acc = 0;
+        for (int64_t c = 0; c < in.k; ++c)
+          acc += double(in.x[std::size_t(r * in.k + c)]) * double(orig->w[std::size_t(j * u.k + c)]);
+        yt[std::size_t(r * u.n + j)] = float(acc);
+      }
+    const DenseWeight dw = ctx.ed.load(u);
+    Buf x = Buf::of(in.x, in.m, in.k), y = Buf::of(yt, in.m, u.n), w = Buf::of(dw.w, u.n, u.k),
+        wf(DType::f32, u.n, u.k);
+    run_component(ctx.ed.registry(), "distill.layerwise", {{"x", &x}, {"y_target", &y}, {"w", &w}, {"w_fit", &wf}},
+                  {{"mode", "mask"}, {"ridge", ridge}});
+    const auto fit = wf.floats();
+    replace_dense(ctx, u, fit);
+    tally.add(u, u.n * u.k * 4, count_zeros(fit));
+  }
+  ctx.log.push_back(tally.json(s.text()));
+}
+
+// ---------------------------------------------------------------- sparse formats
+
+void pass_sparse(PassContext& ctx, const PassSpec& s, bool block) {
+  const double min_sparsity = opt_num(s, "min_sparsity", block ? 0.5 : 0.7);
+  const int64_t bs = block ? int64_t(opt_num(s, "block", 16)) : 1;
+  Tally tally;
+  for (const WeightUse& u : selected(ctx, s)) {
+    if (u.tile_n > 0) {
+      tally.skipped.push_back(u.name + ": used by tiles (CSR/BSR arrays cannot be split by rows)");
+      continue;
+    }
+    const DenseWeight dw = ctx.ed.load(u);
+    const int64_t zeros = count_zeros(dw.w);
+    if (double(zeros) < min_sparsity * double(dw.w.size())) continue;
+    if (block && (u.n % bs != 0 || u.k % bs != 0)) {
+      tally.skipped.push_back(u.name + ": not a multiple of the block");
+      continue;
+    }
+    int64_t stored = 0;
+    if (!block) {
+      sparse::Csr c = sparse::to_csr(dw.w.data(), u.n, u.k, u.k);
+      if (c.values.empty()) c.values.push_back(0), c.col.push_back(0);  // shapes must be >= 1
+      stored = int64_t(c.values.size() * 8 + c.row_ptr.size() * 4);
+      ctx.ed.replace(u,
+                     {{"w", DType::f32, {int64_t(c.values.size())}, vec_bytes(c.values), false},
+                      {"w_index", DType::i32, {int64_t(c.col.size())}, vec_bytes(c.col), false},
+                      {"w_ptr", DType::i32, {int64_t(c.row_ptr.size())}, vec_bytes(c.row_ptr), false}},
+                     {{"format", "csr"}, {"transpose_w", "false"}});
+    } else {
+      sparse::Bsr c = sparse::to_bsr(dw.w.data(), u.n, u.k, u.k, bs);
+      if (c.block_col.empty()) c.values.assign(std::size_t(bs * bs), 0), c.block_col.push_back(0);
+      const int64_t nb = int64_t(c.block_col.size());
+      stored = int64_t(c.values.size() * 4 + c.block_col.size() * 4 + c.block_row_ptr.size() * 4);
+      ctx.ed.replace(u,
+                     {{"w", DType::f32, {nb, bs * bs}, vec_bytes(c.values), false},
+                      {"w_index", DType::i32, {nb}, vec_bytes(c.block_col), false},
+                      {"w_ptr", DType::i32, {int64_t(c.block_row_ptr.size())}, vec_bytes(c.block_row_ptr), false}},
+                     {{"format", "bsr"}, {"block", std::to_string(bs)}, {"transpose_w", "false"}});
+    }
+    tally.add(u, stored, zeros);
+  }
+  ctx.log.push_back(tally.json(s.text()));
+}
+
+void pass_csr(PassContext& ctx, const PassSpec& s) { pass_sparse(ctx, s, false); }
+void pass_bsr(PassContext& ctx, const PassSpec& s) { pass_sparse(ctx, s, true); }
+
+void pass_nm24(PassContext& ctx, const PassSpec& s) {
+  Tally tally;
+  for (const WeightUse& u : selected(ctx, s)) {
+    if (u.k % 8 != 0) continue;
+    const DenseWeight dw = ctx.ed.load(u);
+    // only weights that already follow the 2:4 pattern (prune.nm or prune.obs:pattern=2:4 first)
+    bool ok = true;
+    for (int64_t g = 0; ok && g < u.n * u.k / 4; ++g) {
+      int nz = 0;
+      for (int e = 0; e < 4; ++e) nz += dw.w[std::size_t(g * 4 + e)] != 0.0f;
+      ok = nz <= 2;
+    }
+    if (!ok) {
+      tally.skipped.push_back(u.name + ": not 2:4 sparse");
+      continue;
+    }
+    Buf w = Buf::of(dw.w, u.n, u.k), values(DType::f32, u.n, u.k / 2), index(DType::i8, u.n, u.k / 8);
+    run_component(ctx.ed.registry(), "sparse.pack_nm24", {{"w", &w}, {"values", &values}, {"index", &index}}, {});
+    ctx.ed.replace(u, {tensor("w", values), tensor("w_index", index)}, {{"format", "nm24"}, {"transpose_w", "false"}});
+    tally.add(u, int64_t(values.bytes.size() + index.bytes.size()), count_zeros(dw.w));
+  }
+  ctx.log.push_back(tally.json(s.text()));
+}
+
+// ---------------------------------------------------------------- low rank
+
+/// y = act(x Wᵀ + b) becomes h = x Bᵀ; y = act(h Aᵀ + b) with W ≈ A B, when it saves.
+/// Tiles of W keep their tasks: each uses its rows of A; h is computed once.
+void pass_lowrank(PassContext& ctx, const PassSpec& s) {
+  const double energy = opt_num(s, "energy", 0);
+  const int64_t fixed_rank = int64_t(opt_num(s, "rank", 0));
+  const double max_ratio = opt_num(s, "max_ratio", 0.8);
+  if (energy <= 0 && fixed_rank <= 0) throw PassError("prune.lowrank needs option 'rank' or 'energy'");
+  if (energy > 1) throw PassError("option 'energy' of prune.lowrank must be in (0, 1]");
+  Tally tally;
+  for (const WeightUse& sel : selected(ctx, s)) {
+    // indices shift as tasks are inserted: find the weight again by name
+    WeightUse u;
+    for (WeightUse& c : ctx.ed.linear_weights())
+      if (c.name == sel.name) u = c;
+    if (u.data < 0) continue;
+    const DenseWeight dw = ctx.ed.load(u);
+    Buf w = Buf::of(dw.w, u.n, u.k);
+    int64_t r = fixed_rank;
+    const int64_t full = std::min(u.n, u.k);
+    if (energy > 0) {
+      // sigma_i^2 = ||a[:, i]||^2 with the left split (b has orthonormal rows)
+      Buf a(DType::f32, u.n, full), b(DType::f32, full, u.k);
+      run_component(ctx.ed.registry(), "prune.lowrank", {{"w", &w}, {"a", &a}, {"b", &b}}, {{"rank", std::to_string(full)}});
+      std::vector<double> s2(std::size_t(full), 0.0);
+      double total = 0;
+      const float* ap = reinterpret_cast<const float*>(a.bytes.data());
+      for (int64_t c = 0; c < full; ++c) {
+        for (int64_t row = 0; row < u.n; ++row) s2[std::size_t(c)] += double(ap[row * full + c]) * ap[row * full + c];
+        total += s2[std::size_t(c)];
+      }
+      double acc = 0;
+      r = full;
+      for (int64_t c = 0; c < full; ++c)
+        if ((acc += s2[std::size_t(c)]) >= energy * total) {
+          r = c + 1;
+          break;
+        }
+    }
+    r = std::min(r, full);
+    if (double(r) * double(u.n + u.k) > max_ratio * double(u.n) * double(u.k)) {
+      tally.skipped.push_back(u.name + ": rank " + std::to_string(r) + " saves too little");
+      continue;
+    }
+    Buf a(DType::f32, u.n, r), b(DType::f32, r, u.k);
+    run_component(ctx.ed.registry(), "prune.lowrank", {{"w", &w}, {"a", &a}, {"b", &b}},
+                  {{"rank", std::to_string(r)}, {"split", "balanced"}});
+    Dag& dag = ctx.ed.dag();
+    // the first task computes h = x Bᵀ for all (the tiles share their input x)
+    const std::size_t first_i = u.tasks.front();
+    const TaskNode proto = dag.tasks[first_i];
+    const Binding xb = proto.bindings[ctx.ed.port_index(proto, "x")];
+    for (std::size_t i : u.tasks) {
+      const TaskNode& t = dag.tasks[i];
+      if (!(t.bindings[ctx.ed.port_index(t, "x")].ref == xb.ref)) throw std::runtime_error(u.name + ": tiles read different inputs");
+    }
+    const Shape xs = dag.ref_shape(xb.ref);
+    int64_t m = 1;
+    for (std::size_t d = 0; d + 1 < xs.size(); ++d) m *= xs[d];
+    const DataRef h = ctx.ed.add_scratch(u.name + ".lowrank_h", DType::f32, {m, r});
+    const DataRef rb = ctx.ed.add_tensor(u.name + ".b", DType::f32, {r, u.k}, b.bytes);
+    // the tiles' tasks become h Aᵀ (+ b, act, residual as before): A replaces W
+    ctx.ed.replace(u, {tensor("w", a)}, {{"transpose_w", "true"}});
+    for (std::size_t i : u.tasks) ctx.ed.bind(dag.tasks[i], "x", h);
+    TaskNode first = proto;
+    first.label = proto.label + ".lowrank";
+    for (Binding& bd : first.bindings) bd = Binding{};
+    first.bindings[ctx.ed.port_index(proto, "x")] = xb;
+    ctx.ed.bind(first, "w", rb);
+    ctx.ed.bind(first, "y", h, Access::write);
+    for (const char* a0 : {"format"}) ctx.ed.set_arg(first, a0, "dense");
+    ctx.ed.set_arg(first, "transpose_w", "true");
+    ctx.ed.set_arg(first, "activation", "none");
+    ctx.ed.insert_task(first_i, std::move(first));
+    tally.add(u, r * (u.n + u.k) * 4, 0);
+  }
+  ctx.log.push_back(tally.json(s.text()));
+}
+
+// ---------------------------------------------------------------- the list
+
+const std::pair<std::string, std::string> kMatch = {"match", "regex on the weight's name (default: every eligible linear layer)"};
+
+}  // namespace
+
+std::string PassSpec::text() const {
+  std::string t = name;
+  for (const auto& [k, v] : options) t += ":" + k + "=" + v;
+  return t;
+}
+
+const std::vector<PassInfo>& all_passes() {
+  static const std::vector<PassInfo> p = {
+      {"quant.int8", "int8 weights, one symmetric scale per output channel (W8A8 kernel, activations quantized per token)",
+       {kMatch}, pass_int8},
+      {"quant.group", "int4/int8 weights with one scale (and zero point) per group of weights along k",
+       {{"bits", "4 (default) or 8"}, {"group", "32, 64 or 128 (default)"}, {"symmetric", "true (default) or false"}, kMatch},
+       pass_group},
+      {"quant.q8_0", "llama.cpp Q8_0: int8 in blocks of 32 with an f16 scale (8.5 bits per weight)", {kMatch}, pass_q8_0},
+      {"quant.q4_0", "llama.cpp Q4_0: 4-bit in blocks of 32 with an f16 scale (4.5 bits per weight)", {kMatch}, pass_q4_0},
+      {"prune.magnitude", "zero the smallest-magnitude weights (dense result; follow with sparse.csr or a quantizer)",
+       {{"sparsity", "fraction to zero (default 0.5)"}, {"scope", "row (default), tensor or global (one threshold over every layer)"}, kMatch},
+       pass_magnitude},
+      {"prune.nm", "keep the n largest of every m weights along k (default 2:4)",
+       {{"n", "kept per group (2)"}, {"m", "group length (4)"}, kMatch}, pass_nm},
+      {"prune.obs", "SparseGPT-style OBS pruning with H = 2/m XᵀX from calibration inputs",
+       {{"sparsity", "fraction of zeros per row (0.5)"}, {"pattern", "unstructured (default) or N:M, e.g. 2:4"},
+        {"block", "column block (128)"}, {"damp", "diagonal damping (0.01)"}, kMatch},
+       pass_obs, true},
+      {"prune.lowrank", "truncated SVD: one linear becomes two (x Bᵀ, then Aᵀ) when r(n+k) <= max_ratio·n·k",
+       {{"rank", "fixed rank"}, {"energy", "or the share of sum(sigma^2) to keep, e.g. 0.9"},
+        {"max_ratio", "apply only below this parameter ratio (0.8)"}, kMatch},
+       pass_lowrank},
+      {"distill.layerwise", "least-squares refit of every changed dense layer to the original layer's outputs on calibration inputs (zeros kept)",
+       {{"ridge", "relative ridge (1e-4)"}}, pass_distill, true},
+      {"sparse.csr", "store sparse weights as CSR (values, columns, row pointers) with the CSR kernel",
+       {{"min_sparsity", "only weights at least this sparse (0.7)"}, kMatch}, pass_csr},
+      {"sparse.bsr", "store sparse weights as block-sparse rows",
+       {{"block", "block size (16)"}, {"min_sparsity", "only weights at least this sparse (0.5)"}, kMatch}, pass_bsr},
+      {"sparse.nm24", "store 2:4-sparse weights compressed (values + 2-bit positions) with the 2:4 kernel", {kMatch},
+       pass_nm24},
+  };
+  return p;
+}
+
+void validate_pass(const PassSpec& spec) {
+  std::vector<std::string> names;
+  for (const auto& p : all_passes()) {
+    names.push_back(p.name);
+    if (p.name != spec.name) continue;
+    std::vector<std::string> opts;
+    for (const auto& o : p.options) opts.push_back(o.first);
+    for (const auto& [k, v] : spec.options)
+      if (std::find(opts.begin(), opts.end(), k) == opts.end())
+        throw PassError("pass " + spec.name + " has no option '" + k + "'" + did_you_mean(k, opts));
+    return;
+  }
+  throw PassError("unknown pass '" + spec.name + "'" + did_you_mean(spec.name, names));
+}
+
+std::vector<PassSpec> parse_pass_list(const std::string& text) {
+  std::vector<PassSpec> out;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    if (item.empty()) throw PassError("empty pass in '" + text + "'");
+    std::stringstream is(item);
+    std::string part;
+    PassSpec spec;
+    std::getline(is, spec.name, ':');
+    while (std::getline(is, part, ':')) {
+      const auto eq = part.find('=');
+      if (eq == std::string::npos || eq == 0)
+        throw PassError("pass option '" + part + "' of " + spec.name + " is not KEY=VALUE");
+      spec.options[part.substr(0, eq)] = part.substr(eq + 1);
+    }
+    validate_pass(spec);
+    out.push_back(std::move(spec));
+  }
+  if (out.empty()) throw PassError("no pass given");
+  return out;
+}
+
+bool needs_calibration(const std::vector<PassSpec>& specs) {
+  for (const auto& s : specs)
+    for (const auto& p : all_passes())
+      if (p.name == s.name && p.needs_calibration) return true;
+  return false;
+}
+
+void run_pass(PassContext& ctx, const PassSpec& spec) {
+  validate_pass(spec);
+  for (const auto& p : all_passes())
+    if (p.name == spec.name) {
+      p.run(ctx, spec);
+      return;
+    }
+}
+
+}  // namespace ymlopt::opt

@@ -1,0 +1,237 @@
+// nn.linear on compressed weights: every format against the dense product on
+// the same (dequantized or sparse) weight, the epilogue (bias, activation,
+// residual) on the compressed path, and the check / run-time errors.
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "nn/nn.hpp"
+#include "quant/qlinear.hpp"
+#include "quant/quant.hpp"
+#include "sparse/sparse_linear.hpp"
+#include "test_context.hpp"
+
+namespace ymlopt::test {
+namespace {
+
+constexpr std::int64_t M = 5, K = 64, N = 12;
+
+TensorView view(void* data, DType dt, std::int64_t rows, std::int64_t cols, bool vector = false) {
+  TensorView v;
+  v.data = data;
+  v.dtype = dt;
+  v.rows = rows;
+  v.cols = cols;
+  v.ld = cols;
+  v.shape = vector ? Shape{cols} : Shape{rows, cols};
+  return v;
+}
+
+struct Fixture {
+  TestRegistry reg;
+  Mat<float> x{M, K}, w{N, K};
+  std::vector<float> bias = std::vector<float>(N);
+  Fixture() {
+    register_nn(reg);
+    x.random(1);
+    w.random(2);
+    std::mt19937 g(3);
+    std::uniform_real_distribution<float> d(-1, 1);
+    for (auto& b : bias) b = d(g);
+  }
+  /// Dense nn.linear with W [n, k] (transpose_w) on `wd`.
+  std::vector<float> dense(const std::vector<float>& wd, const std::map<std::string, std::string>& extra = {}) {
+    std::vector<float> y(M * N);
+    std::map<std::string, std::string> args = extra;
+    args["transpose_w"] = "true";
+    run(reg, "nn.linear",
+        {x.view(), view(const_cast<float*>(wd.data()), DType::f32, N, K), TensorView{}, view(y.data(), DType::f32, M, N)},
+        args);
+    return y;
+  }
+  std::vector<float> dense_w() const {
+    std::vector<float> v(N * K);
+    for (std::int64_t r = 0; r < N; ++r)
+      for (std::int64_t c = 0; c < K; ++c) v[std::size_t(r * K + c)] = w(r, c);
+    return v;
+  }
+};
+
+double rel_err(const std::vector<float>& a, const std::vector<float>& b) {
+  double num = 0, den = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) num += double(a[i] - b[i]) * (a[i] - b[i]), den += double(b[i]) * b[i];
+  return std::sqrt(num / den);
+}
+
+/// The compressed nn.linear call for a quantized weight.
+std::vector<float> run_quant(Fixture& f, const quant::QuantizedWeight& qw, const std::string& format,
+                             std::map<std::string, std::string> args = {}, TensorView bias = {}, TensorView r = {}) {
+  std::vector<float> y(M * N, 7.0f);
+  const std::int64_t g = qw.groups();
+  const bool per_row = qw.group == 0;
+  void* scale = qw.scale_dtype == DType::f16 ? static_cast<void*>(const_cast<std::uint16_t*>(qw.scale_f16.data()))
+                                             : static_cast<void*>(const_cast<float*>(qw.scale_f32.data()));
+  TensorView sv = per_row ? view(scale, qw.scale_dtype, 1, N, true) : view(scale, qw.scale_dtype, N, g);
+  TensorView zv;
+  if (!qw.zero.empty())
+    zv = per_row ? view(const_cast<float*>(qw.zero.data()), DType::f32, 1, N, true)
+                 : view(const_cast<float*>(qw.zero.data()), DType::f32, N, g);
+  args["format"] = format;
+  args["group"] = std::to_string(qw.group);
+  run(f.reg, "nn.linear",
+      {f.x.view(), view(const_cast<std::int8_t*>(qw.q.data()), DType::i8, N, qw.q_ld), bias,
+       view(y.data(), DType::f32, M, N), r, sv, zv, TensorView{}, TensorView{}},
+      args);
+  return y;
+}
+
+std::vector<float> dequantized(const quant::QuantizedWeight& qw) {
+  std::vector<float> d(N * K);
+  quant::dequantize(qw.view(), d.data(), K);
+  return d;
+}
+
+TEST(LinearFormats, QuantizedFormatsMatchTheKernelAndTheDenseProduct) {
+  Fixture f;
+  const auto wd = f.dense_w();
+  struct Case {
+    const char* what;
+    quant::QuantizedWeight qw;
+    const char* format;
+    double tol;
+  };
+  std::vector<Case> cases;
+  cases.push_back({"int8 per channel", quant::quantize_int8(wd.data(), N, K, K), "int8", 0.02});
+  cases.push_back({"int8 g32 asym", quant::quantize_group(wd.data(), N, K, K, 8, 32, false), "int8", 0.02});
+  cases.push_back({"int4 g32 sym", quant::quantize_group(wd.data(), N, K, K, 4, 32, true), "int4", 0.15});
+  cases.push_back({"int4 g64 asym", quant::quantize_group(wd.data(), N, K, K, 4, 64, false), "int4", 0.15});
+  cases.push_back({"q8_0", quant::quantize_q8_0(wd.data(), N, K, K), "int8", 0.02});
+  cases.push_back({"q4_0", quant::quantize_q4_0(wd.data(), N, K, K), "int4", 0.15});
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    const std::vector<float> y = run_quant(f, c.qw, c.format);
+    // exactly the kernel's result
+    std::vector<float> ref(M * N);
+    quant::linear(f.x.buf.data(), M, f.x.ld, c.qw.view(), ref.data(), N);
+    for (std::size_t i = 0; i < y.size(); ++i) ASSERT_EQ(y[i], ref[i]) << i;
+    // and close to the dense product with the dequantized weight (activation quantization only)
+    EXPECT_LT(rel_err(y, f.dense(dequantized(c.qw))), 0.02);
+    // and to the original weight within the weight quantization error
+    EXPECT_LT(rel_err(y, f.dense(wd)), c.tol);
+  }
+}
+
+TEST(LinearFormats, EpilogueOnTheCompressedPath) {
+  Fixture f;
+  const auto wd = f.dense_w();
+  const auto qw = quant::quantize_int8(wd.data(), N, K, K);
+  const std::vector<float> plain = run_quant(f, qw, "int8");
+  Mat<float> r(M, N);
+  r.random(9);
+  const std::vector<float> y =
+      run_quant(f, qw, "int8", {{"activation", "relu"}}, view(f.bias.data(), DType::f32, 1, N, true), r.view());
+  for (std::int64_t i = 0; i < M; ++i)
+    for (std::int64_t j = 0; j < N; ++j) {
+      const float z = plain[std::size_t(i * N + j)] + f.bias[std::size_t(j)];
+      EXPECT_NEAR(y[std::size_t(i * N + j)], r(i, j) + std::max(z, 0.0f), 1e-5) << i << "," << j;
+    }
+}
+
+TEST(LinearFormats, SparseFormatsEqualTheDenseProduct) {
+  Fixture f;
+  std::vector<float> wd = f.dense_w();
+  // 2:4 pattern (keeps the first two of every group), which is also ~50% sparse for CSR and BSR
+  for (std::size_t i = 0; i < wd.size(); ++i)
+    if (i % 4 >= 2) wd[i] = 0;
+  // and whole zero 4x4 blocks for BSR
+  for (std::int64_t r = 0; r < 4; ++r)
+    for (std::int64_t c = 0; c < K; ++c) wd[std::size_t(r * K + c)] = 0;
+  const std::vector<float> ref = f.dense(wd);
+  std::vector<float> y(M * N);
+  auto yv = [&] { return view(y.data(), DType::f32, M, N); };
+
+  sparse::Csr c = sparse::to_csr(wd.data(), N, K, K);
+  run(f.reg, "nn.linear",
+      {f.x.view(), view(c.values.data(), DType::f32, 1, std::int64_t(c.values.size()), true), TensorView{}, yv(),
+       TensorView{}, TensorView{}, TensorView{}, view(c.col.data(), DType::i32, 1, std::int64_t(c.col.size()), true),
+       view(c.row_ptr.data(), DType::i32, 1, N + 1, true)},
+      {{"format", "csr"}});
+  EXPECT_LT(rel_err(y, ref), 1e-6);
+
+  sparse::Bsr b = sparse::to_bsr(wd.data(), N, K, K, 4);
+  const std::int64_t nb = std::int64_t(b.block_col.size());
+  run(f.reg, "nn.linear",
+      {f.x.view(), view(b.values.data(), DType::f32, nb, 16), TensorView{}, yv(), TensorView{}, TensorView{},
+       TensorView{}, view(b.block_col.data(), DType::i32, 1, nb, true),
+       view(b.block_row_ptr.data(), DType::i32, 1, N / 4 + 1, true)},
+      {{"format", "bsr"}, {"block", "4"}});
+  EXPECT_LT(rel_err(y, ref), 1e-6);
+
+  sparse::Nm24 s = sparse::to_nm24(wd.data(), N, K, K);
+  run(f.reg, "nn.linear",
+      {f.x.view(), view(s.values.data(), DType::f32, N, K / 2), TensorView{}, yv(), TensorView{}, TensorView{},
+       TensorView{}, view(s.index.data(), DType::i8, N, K / 8), TensorView{}},
+      {{"format", "nm24"}});
+  EXPECT_LT(rel_err(y, ref), 1e-6);
+
+  // a lying row pointer array is an error, not a wild read
+  std::vector<std::int32_t> bad = c.row_ptr;
+  bad[3] = bad[4] + 1;
+  try {
+    run(f.reg, "nn.linear",
+        {f.x.view(), view(c.values.data(), DType::f32, 1, std::int64_t(c.values.size()), true), TensorView{}, yv(),
+         TensorView{}, TensorView{}, TensorView{}, view(c.col.data(), DType::i32, 1, std::int64_t(c.col.size()), true),
+         view(bad.data(), DType::i32, 1, N + 1, true)},
+        {{"format", "csr"}});
+    ADD_FAILURE() << "no error";
+  } catch (const KernelError& e) {
+    EXPECT_NE(std::string(e.what()).find("w_ptr decreases at row 3"), std::string::npos) << e.what();
+  }
+  std::vector<std::int32_t> bad_col = c.col;
+  bad_col[0] = K;
+  EXPECT_THROW(run(f.reg, "nn.linear",
+                   {f.x.view(), view(c.values.data(), DType::f32, 1, std::int64_t(c.values.size()), true), TensorView{},
+                    yv(), TensorView{}, TensorView{}, TensorView{},
+                    view(bad_col.data(), DType::i32, 1, std::int64_t(c.col.size()), true),
+                    view(c.row_ptr.data(), DType::i32, 1, N + 1, true)},
+                   {{"format", "csr"}}),
+               KernelError);
+}
+
+TEST(LinearFormats, CheckMessages) {
+  Fixture f;
+  auto sv = [](DType d, std::int64_t r, std::int64_t c) { return shape_view(d, r, c); };
+  const TensorView x = sv(DType::f32, M, K), y = sv(DType::f32, M, N), none{};
+  EXPECT_EQ(check(f.reg, "nn.linear", {x, sv(DType::i8, N, K), none, y, none, sv(DType::f32, 1, N)}, {{"format", "int8"}}), "");
+  EXPECT_EQ(check(f.reg, "nn.linear", {x, sv(DType::f32, N, K), none, y, none, sv(DType::f32, 1, N)}, {{"format", "int8"}}),
+            "port 'w' has dtype f32 but format needs i8 (int8 codes)");
+  EXPECT_EQ(check(f.reg, "nn.linear", {x, sv(DType::i8, N, K), none, y}, {{"format", "int8"}}),
+            "port 'w_scale' is not bound: format=int8 needs it");
+  EXPECT_EQ(check(f.reg, "nn.linear", {x, sv(DType::i8, N, K), none, y, none, sv(DType::f32, N, 3)},
+                  {{"format", "int8"}, {"group", "32"}}),
+            "port 'w_scale' is 12x3 but expected 12x2 (one scale per row and group)");
+  EXPECT_EQ(check(f.reg, "nn.linear", {x, sv(DType::i8, N, K), none, y, none, sv(DType::f32, 1, N)},
+                  {{"format", "int8"}, {"group", "48"}}),
+            "param 'group' is 48 but x has 64 columns: groups must tile the rows of w");
+  EXPECT_EQ(check(f.reg, "nn.linear", {x, sv(DType::i8, N, K), none, y, none, sv(DType::f32, 1, N)}, {{"format", "int4"}}),
+            "port 'w' is 12x64 but expected 12x32 (format=int4: w is [n, k/2] with n = y columns, k = x columns)");
+  EXPECT_EQ(check(f.reg, "nn.linear", {x, sv(DType::f32, K, N), none, y, none, sv(DType::f32, 1, N)}),
+            "port 'w_scale' is bound but format=dense does not use it");
+  EXPECT_EQ(check(f.reg, "nn.linear", {x, sv(DType::f32, K, N), none, y}, {{"format", "int3"}}),
+            "param 'format' is 'int3': expected one of 'dense', 'int8', 'int4', 'csr', 'bsr', 'nm24'");
+  EXPECT_EQ(check(f.reg, "nn.linear", {sv(DType::f64, M, K), sv(DType::i8, N, K), none, sv(DType::f64, M, N), none,
+                                       sv(DType::f32, 1, N)},
+                  {{"format", "int8"}}),
+            "port 'x' has dtype f64: format=int8 needs f32 activations");
+  EXPECT_EQ(check(f.reg, "nn.linear", {x, sv(DType::f32, 1, 40), none, y, none, none, none, sv(DType::i32, 1, 40),
+                                       sv(DType::i32, 1, N)},
+                  {{"format", "csr"}}),
+            "port 'w_ptr' is 1x12 but expected 1x13 (n + 1 row pointers, n = y columns)");
+  EXPECT_EQ(check(f.reg, "nn.linear", {x, sv(DType::f32, N, K / 2), none, y, none, none, none, sv(DType::i8, N, K / 4)},
+                  {{"format", "nm24"}}),
+            "port 'w_index' is 12x16 but expected 12x8 (two 4-bit group descriptors per byte)");
+}
+
+}  // namespace
+}  // namespace ymlopt::test
