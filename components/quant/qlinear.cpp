@@ -719,6 +719,7 @@ void linear(const float* x, int64_t m, int64_t ldx, const QWeight& w, float* y, 
   if (const std::string e = validate(w); !e.empty()) throw KernelError("quant::linear: " + e);
   if (m < 0) throw KernelError("quant::linear: negative m");
   if (m == 0 || w.n == 0) return;
+  if (!y || (w.k > 0 && !x)) throw KernelError("quant::linear: null x or y");
   if (m > 1 && ldx < w.k) throw KernelError("quant::linear: ldx " + std::to_string(ldx) + " < k " + std::to_string(w.k));
   if (m > 1 && ldy < w.n) throw KernelError("quant::linear: ldy " + std::to_string(ldy) + " < n " + std::to_string(w.n));
   if (w.k == 0) {
