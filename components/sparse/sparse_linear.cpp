@@ -5,10 +5,10 @@
 // and every stored weight w(j, c) becomes one vector update
 //   yt[j, :] += w(j, c) * xt[c, :]
 // over the tokens, so the sparse structure costs one scalar index per weight and
-// the arithmetic is dense AVX-512 over tokens. All token blocks are transposed
-// up front; output rows go by super-blocks of ~1 MiB of weights (kept in L2
-// while every token block runs over them) split into row blocks whose yt tile
-// is 16 KiB (64 rows of 64 tokens). BSR and 2:4 walk k in
+// the arithmetic is dense AVX-512 over tokens. Token blocks are transposed a
+// group (~768 KiB) at a time; output rows go by super-blocks of ~1 MiB of
+// weights (kept in L2 while every token block of the group runs over them),
+// split into row blocks whose yt tile is 16 KiB (64 rows of 64 tokens). BSR and 2:4 walk k in
 // chunks whose xt slice (16 KiB) stays in L1 with that tile, and interleave 4
 // output rows; CSR takes whole rows (too few entries per chunk to pay for
 // finding chunk boundaries) with 2-4 partial sums per row. yt is finally
@@ -70,6 +70,11 @@ constexpr int64_t kYtBlockBytes = YMLOPT_SPARSE_YT_BLOCK_BYTES;
 #endif
 /// Weight bytes of a row super-block, run over all token blocks while it sits in L2.
 constexpr int64_t kWeightBlockBytes = YMLOPT_SPARSE_WEIGHT_BLOCK_BYTES;
+#ifndef YMLOPT_SPARSE_XT_GROUP_BYTES
+#define YMLOPT_SPARSE_XT_GROUP_BYTES (768 << 10)
+#endif
+/// Bytes of transposed activations (whole token blocks) that share one pass over the weights.
+constexpr int64_t kXtGroupBytes = YMLOPT_SPARSE_XT_GROUP_BYTES;
 constexpr int64_t kGemvMaxM = 4;    // m below this: one GEMV per token
 constexpr int kRows = 4;            // output rows interleaved in the BSR and 2:4 blocked kernels
 #ifndef YMLOPT_SPARSE_XT_CHUNK_BYTES
@@ -142,44 +147,47 @@ void unpack_yt(const float* yt, int64_t rows, int64_t mb, int64_t L, float* y, i
 
 /// The blocked driver: chunk(V, j0, j1, c0, c1, cur, xt, yt) accumulates the
 /// weights of rows [j0, j1) and columns [c0, c1) into yt (rows relative to j0);
-/// begin(j0, j1, cur) resets the per-row cursors of a row block. All token
-/// blocks are transposed first; rows then go by super-blocks of about
-/// kWeightBlockBytes of weights (`row_bytes` each), each run over every token
-/// block, so the weights come from L2 once per super-block instead of from L3
-/// once per token block.
+/// begin(j0, j1, cur) resets the per-row cursors of a row block. Token blocks
+/// are transposed a group at a time (about kXtGroupBytes); for each group, rows
+/// go by super-blocks of about kWeightBlockBytes of weights (`row_bytes` each),
+/// each run over every token block of the group, so the weights come from L2
+/// rather than L3 for all but the first token block.
 template <class Begin, class Chunk>
 void blocked(const float* x, int64_t m, int64_t ldx, int64_t n, int64_t k, float* y, int64_t ldy, int64_t row_align,
              int64_t k_align, bool chunk_k, double row_bytes, Begin&& begin, Chunk&& chunk) {
   const int v = static_cast<int>(std::min<int64_t>(4, (m + 15) / 16));
-  const int64_t L = 16 * v;
+  const int64_t L = 16 * v, lane_bytes = L * static_cast<int64_t>(sizeof(float));
   int64_t kc = k;
   if (chunk_k) {  // an xt slice of kXtChunkBytes, reused by every row of the row block
-    kc = std::max<int64_t>(8, kXtChunkBytes / (L * static_cast<int64_t>(sizeof(float))));
+    kc = std::max<int64_t>(8, kXtChunkBytes / lane_bytes);
     kc = (kc + k_align - 1) / k_align * k_align;
   }
-  const int64_t rows = std::max<int64_t>(16, kYtBlockBytes / (L * static_cast<int64_t>(sizeof(float))));
-  const int64_t nb = std::max<int64_t>(1, rows / row_align) * row_align;
-  const int64_t super_rows = std::max<int64_t>(
-      1, static_cast<int64_t>(static_cast<double>(kWeightBlockBytes) / std::max(row_bytes, 1.0)) / nb) * nb;
+  const int64_t nb = std::max<int64_t>(1, std::max<int64_t>(16, kYtBlockBytes / lane_bytes) / row_align) * row_align;
+  const int64_t super_rows =
+      std::max<int64_t>(1, static_cast<int64_t>(static_cast<double>(kWeightBlockBytes) / std::max(row_bytes, 1.0)) / nb) *
+      nb;
   const int64_t nblk = (m + L - 1) / L;
+  const int64_t group = std::clamp<int64_t>(kXtGroupBytes / (k * lane_bytes), 1, nblk);
   Scratch& s = scratch();
-  float* xt_all = aligned64(s.xt_buf, nblk * k * L);
+  float* xt_group = aligned64(s.xt_buf, group * k * L);
   float* yt = aligned64(s.yt_buf, nb * L);
   if (s.cur.size() < static_cast<std::size_t>(nb)) s.cur.resize(static_cast<std::size_t>(nb));
-  for (int64_t b = 0; b < nblk; ++b)
-    pack_xt(x + b * L * ldx, std::min(L, m - b * L), ldx, k, L, xt_all + b * k * L);
-  for (int64_t s0 = 0; s0 < n; s0 += super_rows) {
-    const int64_t s1 = std::min(n, s0 + super_rows);
-    for (int64_t b = 0; b < nblk; ++b) {
-      const int64_t t0 = b * L, mb = std::min(L, m - t0);
-      const float* xt = xt_all + b * k * L;
-      for (int64_t j0 = s0; j0 < s1; j0 += nb) {
-        const int64_t j1 = std::min(s1, j0 + nb);
-        std::fill(yt, yt + (j1 - j0) * L, 0.0f);
-        begin(j0, j1, s.cur.data());
-        for (int64_t c0 = 0; c0 < k; c0 += kc)
-          chunk(v, j0, j1, c0, std::min(k, c0 + kc), s.cur.data(), xt, yt);
-        unpack_yt(yt, j1 - j0, mb, L, y + t0 * ldy, ldy, j0);
+  for (int64_t g0 = 0; g0 < nblk; g0 += group) {
+    const int64_t g1 = std::min(nblk, g0 + group);
+    for (int64_t b = g0; b < g1; ++b)
+      pack_xt(x + b * L * ldx, std::min(L, m - b * L), ldx, k, L, xt_group + (b - g0) * k * L);
+    for (int64_t s0 = 0; s0 < n; s0 += super_rows) {
+      const int64_t s1 = std::min(n, s0 + super_rows);
+      for (int64_t b = g0; b < g1; ++b) {
+        const int64_t t0 = b * L, mb = std::min(L, m - t0);
+        const float* xt = xt_group + (b - g0) * k * L;
+        for (int64_t j0 = s0; j0 < s1; j0 += nb) {
+          const int64_t j1 = std::min(s1, j0 + nb);
+          std::fill(yt, yt + (j1 - j0) * L, 0.0f);
+          begin(j0, j1, s.cur.data());
+          for (int64_t c0 = 0; c0 < k; c0 += kc) chunk(v, j0, j1, c0, std::min(k, c0 + kc), s.cur.data(), xt, yt);
+          unpack_yt(yt, j1 - j0, mb, L, y + t0 * ldy, ldy, j0);
+        }
       }
     }
   }
