@@ -565,7 +565,7 @@ YMLOPT_AVX512 __attribute__((noinline)) void pc_tile(const uint8_t* act, int64_t
 }
 
 /// Grouped micro-kernel: per block, int32 lanes -> fma with the lane scales into f32 lanes.
-template <int MR, int NR, bool W4, bool Tail>
+template <int MR, int NR, bool W4, bool Tail, int CPB>
 YMLOPT_AVX512 __attribute__((noinline)) void grp_tile(const uint8_t* act, int64_t kp, int64_t nch, const int8_t* wq,
                                                        int64_t q_ld, __mmask64 tail, const float* s, int64_t G,
                                                        Blocks B, const int32_t* zl, const Fin& fin, int64_t i0,
@@ -595,7 +595,15 @@ YMLOPT_AVX512 __attribute__((noinline)) void grp_tile(const uint8_t* act, int64_
 #pragma GCC unroll 16
       for (int j = 0; j < NR; ++j) acc[i][j] = init;
     }
-    for (int64_t c = b * B.chunks; c < (b + 1) * B.chunks && c < nch; ++c) {
+    // CPB > 0: chunks per block known at compile time (fully unrolled: the int32
+    // accumulators then stay in place instead of being copied every chunk)
+    const int64_t cpb = CPB > 0 ? CPB : B.chunks;
+#pragma GCC unroll 4
+    for (int64_t cc = 0; cc < cpb; ++cc) {
+      const int64_t c = b * cpb + cc;
+      if constexpr (CPB == 0) {  // with CPB > 0 every block is whole (k is a multiple of the group)
+        if (c >= nch) break;
+      }
       __m512i wv[NR];
 #pragma GCC unroll 16
       for (int j = 0; j < NR; ++j) wv[j] = load_w<W4, Tail>(wq + j * q_ld, c, nch, tail);
@@ -677,7 +685,7 @@ template <bool W4, bool Tail> void pc_avx512(const Acts& A, const QWeight& w, co
       [&](int64_t i, int64_t j) { pc_tile<1, 1, W4, Tail>(at(i), A.kp, A.nch, wr(j), w.q_ld, tail, fin, i, j, y + i * ldy + j, ldy); });
 }
 
-template <bool W4, bool Tail>
+template <bool W4, bool Tail, int CPB>
 void grp_avx512(const Acts& A, const QWeight& w, const WPrep& P, const Fin& fin, float* y, int64_t ldy) {
   const int64_t rem = w.k - (A.nch - 1) * kChunk;
   const int64_t rem_bytes = W4 ? rem / 2 : rem;
@@ -692,21 +700,30 @@ void grp_avx512(const Acts& A, const QWeight& w, const WPrep& P, const Fin& fin,
   drive<MR, NR>(
       A.m, w.n, A.kp,
       [&](int64_t i, int64_t j) {
-        grp_tile<MR, NR, W4, Tail>(at(i), A.kp, A.nch, wr(j), w.q_ld, tail, sr(j), G, B, zr(i), fin, i, j,
+        grp_tile<MR, NR, W4, Tail, CPB>(at(i), A.kp, A.nch, wr(j), w.q_ld, tail, sr(j), G, B, zr(i), fin, i, j,
                              y + i * ldy + j, ldy);
       },
       [&](int64_t i, int64_t j) {
-        grp_tile<MR, 1, W4, Tail>(at(i), A.kp, A.nch, wr(j), w.q_ld, tail, sr(j), G, B, zr(i), fin, i, j,
+        grp_tile<MR, 1, W4, Tail, CPB>(at(i), A.kp, A.nch, wr(j), w.q_ld, tail, sr(j), G, B, zr(i), fin, i, j,
                              y + i * ldy + j, ldy);
       },
       [&](int64_t i, int64_t j) {
-        grp_tile<1, NR, W4, Tail>(at(i), A.kp, A.nch, wr(j), w.q_ld, tail, sr(j), G, B, zr(i), fin, i, j,
+        grp_tile<1, NR, W4, Tail, CPB>(at(i), A.kp, A.nch, wr(j), w.q_ld, tail, sr(j), G, B, zr(i), fin, i, j,
                              y + i * ldy + j, ldy);
       },
       [&](int64_t i, int64_t j) {
-        grp_tile<1, 1, W4, Tail>(at(i), A.kp, A.nch, wr(j), w.q_ld, tail, sr(j), G, B, zr(i), fin, i, j,
+        grp_tile<1, 1, W4, Tail, CPB>(at(i), A.kp, A.nch, wr(j), w.q_ld, tail, sr(j), G, B, zr(i), fin, i, j,
                              y + i * ldy + j, ldy);
       });
+}
+
+template <bool W4>
+void grp_dispatch(bool tail, int64_t chunks, const Acts& A, const QWeight& w, const WPrep& P, const Fin& fin, float* y,
+                  int64_t ldy) {
+  if (tail) grp_avx512<W4, true, 1>(A, w, P, fin, y, ldy);  // only group 32 leaves a half chunk
+  else if (chunks == 1) grp_avx512<W4, false, 1>(A, w, P, fin, y, ldy);
+  else if (chunks == 2) grp_avx512<W4, false, 2>(A, w, P, fin, y, ldy);
+  else grp_avx512<W4, false, 0>(A, w, P, fin, y, ldy);
 }
 
 }  // namespace
@@ -763,8 +780,8 @@ void linear(const float* x, int64_t m, int64_t ldx, const QWeight& w, float* y, 
   } else {
     fin.b = P.bterm.empty() ? nullptr : P.bterm.data();
     if (!fast) grp_scalar(A, w, P, fin, y, ldy);
-    else if (w4) (tail ? grp_avx512<true, true> : grp_avx512<true, false>)(A, w, P, fin, y, ldy);
-    else (tail ? grp_avx512<false, true> : grp_avx512<false, false>)(A, w, P, fin, y, ldy);
+    else if (w4) grp_dispatch<true>(tail, blocks_of(w, A.nch).chunks, A, w, P, fin, y, ldy);
+    else grp_dispatch<false>(tail, blocks_of(w, A.nch).chunks, A, w, P, fin, y, ldy);
   }
   if (!w.zero) return;
 
