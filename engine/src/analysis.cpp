@@ -24,6 +24,7 @@ DagFootprint analyze(const Dag& dag) {
   std::vector<std::int64_t> delta(dag.topo_order.size() + 1, 0);
   for (size_t d = 0; d < nd; ++d) {
     const DataDecl& decl = dag.data[d];
+    if (!decl.format.empty()) continue;  // no storage: its companions are counted
     if (decl.init == InitKind::file) {
       f.parameter_bytes[dtype_name(decl.dtype)] += decl.bytes();
       f.parameter_total += decl.bytes();

@@ -4,6 +4,7 @@
 #include <functional>
 #include <filesystem>
 #include <map>
+#include <sstream>
 #include <queue>
 #include <set>
 #include <unordered_map>
@@ -587,7 +588,7 @@ class Compiler {
       } else if (!fs::exists(p)) {
         if (missing_files_.insert(d.src).second)
           diags_.error(src->loc, "cannot open '" + d.src + "' (nor '" + *path + "' from the current directory)");
-      } else {
+      } else if (!compressed_source(d, *src)) {
         check_source(d, *src);
       }
     } else {
@@ -618,6 +619,17 @@ class Compiler {
     d.ld = d.init == InitKind::file ? d.cols : padded_ld(d.rows, d.cols, d.dtype);
     fr.failed_data.erase(name);
     fr.data[name] = std::int32_t(dag_.data.size());
+    const std::int32_t index = std::int32_t(dag_.data.size());
+    push_decl(std::move(d));
+    // the companions of a compressed weight (hidden: tasks name the weight)
+    for (auto& [role, cd] : pending_companions_) {
+      dag_.data[size_t(index)].companions.emplace_back(role, std::int32_t(dag_.data.size()));
+      push_decl(std::move(cd));
+    }
+    pending_companions_.clear();
+  }
+
+  void push_decl(DataDecl d) {
     dag_.data.push_back(std::move(d));
     DataState st;
     const DataDecl& dd = dag_.data.back();
@@ -629,6 +641,154 @@ class Compiler {
       st.uninit_tiles = 1;
     }
     states_.push_back(std::move(st));
+  }
+
+  // A weight stored compressed by `ymlopt optimize` (see DataDecl::format): the
+  // file has metadata "ymlopt.format.<key>" = "FORMAT group=G block=B layout=nk|kn
+  // n=N k=K" and companion tensors "<key>.w", "<key>.w_scale", ... Returns false
+  // when the file holds no such record (the key is then checked as usual).
+  bool compressed_source(DataDecl& d, const Attr& src) {
+    if (d.key.empty()) return false;
+    std::map<std::string, std::string> meta;
+    std::vector<io::TensorInfo> infos;
+    try {
+      meta = io::read_metadata(d.src);
+      auto it = meta.find("ymlopt.format." + d.key);
+      if (it == meta.end()) return false;
+      infos = io::list_tensors(d.src);
+      std::istringstream words(it->second);
+      std::string w;
+      words >> d.format;
+      std::map<std::string, std::string> kv;
+      while (words >> w)
+        if (auto eq = w.find('='); eq != std::string::npos) kv[w.substr(0, eq)] = w.substr(eq + 1);
+      d.format_group = kv.count("group") ? std::stoll(kv["group"]) : 0;
+      d.format_block = kv.count("block") ? std::stoll(kv["block"]) : 0;
+      const bool nk = kv["layout"] == "nk";
+      d.format_nk = nk;
+      const std::int64_t n = std::stoll(kv.at("n")), k = std::stoll(kv.at("k"));
+      const std::vector<std::int64_t> want = nk ? std::vector<std::int64_t>{n, k} : std::vector<std::int64_t>{k, n};
+      const std::string what = "'" + d.key + "' in " + d.src + " (stored " + d.format + ")";
+      if (d.shape != want) {
+        diags_.error(src.loc, what + " is a " + shape_str(want) + " weight but data '" + d.name + "' is declared " +
+                                  shape_str(d.shape));
+        d.format.clear();
+        return true;
+      }
+      std::int64_t tile_n = 0;
+      if (d.tiled()) {
+        if ((nk ? d.ntile_c : d.ntile_r) > 1) {
+          diags_.error(src.loc, what + ": tiles of a compressed weight may split its output features only");
+          d.format.clear();
+          return true;
+        }
+        tile_n = nk ? d.tile_rows : d.tile_cols;
+      }
+      for (const char* role : {"w", "w_scale", "w_zero", "w_index", "w_ptr"}) {
+        const std::string ck = d.key + "." + role;
+        const io::TensorInfo* hit = nullptr;
+        for (const auto& t : infos)
+          if (t.name == ck) hit = &t;
+        if (!hit) {
+          if (std::string(role) == "w") {
+            diags_.error(src.loc, what + ": the file has no companion tensor '" + ck + "'");
+            d.format.clear();
+            return true;
+          }
+          continue;
+        }
+        if (!hit->dtype || hit->shape.empty() || hit->shape.size() > 2) {
+          diags_.error(src.loc, what + ": companion '" + ck + "' has an unsupported dtype or shape");
+          d.format.clear();
+          return true;
+        }
+        DataDecl c;
+        c.name = d.name + "." + role;
+        c.dtype = *hit->dtype;
+        c.shape = hit->shape;
+        c.rows = c.shape.size() == 1 ? 1 : c.shape[0];
+        c.cols = c.shape.back();
+        c.ld = c.cols;
+        c.init = InitKind::file;
+        c.src = d.src;
+        c.key = ck;
+        c.loc = d.loc;
+        if (tile_n > 0) {
+          // row tiles (output features), like the weight's
+          const std::int64_t lead = c.shape.size() == 1 ? c.cols : c.rows;
+          if (lead != n) {
+            diags_.error(src.loc, what + ": format " + d.format + " cannot be split into tiles (used by tiles here)");
+            d.format.clear();
+            return true;
+          }
+          if (c.shape.size() == 1) c.tile_rows = 1, c.tile_cols = tile_n;
+          else c.tile_rows = tile_n, c.tile_cols = c.cols;
+          c.ntile_r = (c.rows + c.tile_rows - 1) / c.tile_rows;
+          c.ntile_c = (c.cols + c.tile_cols - 1) / c.tile_cols;
+        }
+        pending_companions_.emplace_back(role, std::move(c));
+      }
+    } catch (const std::exception& e) {
+      diags_.error(src.loc, d.src + ": " + e.what());
+      pending_companions_.clear();
+      d.format.clear();
+      return true;
+    }
+    return true;
+  }
+
+  // Binds nn.linear's companion ports for a compressed weight; any other reader
+  // of one is an error. Returns false after reporting.
+  bool bind_compressed(const Element& e, const ComponentSpec* c, std::vector<Binding>& binds,
+                       std::vector<ArgValue>& args, const std::vector<bool>& arg_set,
+                       const std::function<std::string()>& who) {
+    for (size_t k = 0; k < binds.size(); ++k) {
+      if (binds[k].ref.data < 0) continue;
+      const DataDecl& d = dag_.data[size_t(binds[k].ref.data)];
+      if (d.format.empty()) continue;
+      if (c->name != "nn.linear" || c->ports[k].name != "w") {
+        diags_.error(e.loc, who() + ": '" + d.name + "' is stored compressed (" + d.format + ") in " + d.src +
+                                ": only nn.linear's port 'w' can read it");
+        return false;
+      }
+      auto param = [&](const char* n) {
+        size_t i = 0;
+        while (i < c->params.size() && c->params[i].name != n) ++i;
+        return i;
+      };
+      if (arg_set[param("format")] && args[param("format")].text != "dense") {
+        diags_.error(e.loc, who() + ": format=\"" + args[param("format")].text + "\" but '" + d.name +
+                                "' is stored " + d.format + " (leave format out)");
+        return false;
+      }
+      const std::size_t tw = param("transpose_w");
+      if (arg_set[tw] && (args[tw].number != 0) != d.format_nk) {
+        diags_.error(e.loc, who() + ": transpose_w=" + args[tw].text + " but '" + d.name + "' is declared " +
+                                (d.format_nk ? "[n, k]" : "[k, n]"));
+        return false;
+      }
+      // a tile's index along the output features
+      const DataRef w = binds[k].ref;
+      const std::int32_t tile = w.tile < 0 ? -1 : std::int32_t(d.format_nk ? w.tile / d.ntile_c : w.tile % d.ntile_c);
+      for (const auto& [role, idx] : d.companions) {
+        size_t p = 0;
+        while (p < c->ports.size() && c->ports[p].name != role) ++p;
+        if (p == c->ports.size()) continue;
+        binds[p] = Binding{DataRef{idx, tile}, Access::read};
+      }
+      auto set = [&](const char* n, const std::string& text, double number) {
+        const size_t i = param(n);
+        if (i < args.size()) args[i].text = text, args[i].number = number;
+      };
+      if (d.format == "dense") {
+        set("transpose_w", "true", 1);  // the companion is [n, k]
+      } else {
+        set("format", d.format, 0);
+        set("group", std::to_string(d.format_group), double(d.format_group));
+        set("block", std::to_string(d.format_block), double(d.format_block));
+      }
+    }
+    return true;
   }
 
   // The file behind src= must hold the declared dtype and shape (read from its header only).
@@ -905,6 +1065,7 @@ class Compiler {
         bad = true;
       }
     if (bad) return;
+    if (!bind_compressed(e, c, binds, args, arg_set, [&] { return who(); })) return;
     add_task(e.loc, c, std::move(binds), std::move(args), e.find("name"), [&] { return who(); });
   }
 
@@ -1324,6 +1485,7 @@ class Compiler {
   Diagnostics& diags_;
   Dag dag_;
   std::vector<DataState> states_;
+  std::vector<std::pair<std::string, DataDecl>> pending_companions_;  // of the data being declared
   std::vector<Frame> frames_;
   std::vector<std::pair<std::string, Value>> vars_;
   std::vector<Context> contexts_;

@@ -84,6 +84,10 @@ DataStore::DataStore(const Dag& dag) : dag_(dag) {
   std::map<std::string, std::shared_ptr<io::MappedTensorFile>> files;
   std::set<std::string> used;
   for (const auto& d : dag.data) {
+    if (!d.format.empty()) {  // stored compressed: its companions hold the data
+      ptrs_.push_back(nullptr);
+      continue;
+    }
     if (d.init == InitKind::file) {
       auto& f = files[d.src];
       if (!f) {

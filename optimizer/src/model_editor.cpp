@@ -287,8 +287,25 @@ const DenseWeight* ModelEditor::original(const std::string& name) const {
 
 WeightUse ModelEditor::replace(const WeightUse& u, std::vector<NewTensor> tensors,
                                const std::map<std::string, std::string>& args) {
-  if (!originals_.count(u.name)) originals_.emplace(u.name, load(u));
   const DataDecl old = dag_.data[std::size_t(u.data)];
+  if (!originals_.count(u.name)) {
+    originals_.emplace(u.name, load(u));
+    Final& f = final_[u.name];
+    f.src = old.src;
+    f.orig_nk = u.nk;
+    f.n = u.n;
+    f.k = u.k;
+  }
+  {
+    Final& f = final_[u.name];
+    auto arg = [&](const char* k, const std::string& def) {
+      auto it = args.find(k);
+      return it == args.end() ? def : it->second;
+    };
+    f.format = arg("format", "dense");
+    f.group = std::stoll(arg("group", "0"));
+    f.block = std::stoll(arg("block", "0"));
+  }
   const bool tiled = old.tiled();
   std::map<std::string, DataRef> made;
   for (NewTensor& nt : tensors) {
@@ -351,7 +368,9 @@ DataRef ModelEditor::add_tensor(const std::string& name, DType dtype, const std:
   if (static_cast<std::int64_t>(bytes.size()) != elems * std::int64_t(dtype_size(dtype)))
     throw std::invalid_argument("tensor '" + name + "': byte count does not match its shape");
   d.init = InitKind::file;
-  d.key = d.name;
+  d.key = name;  // the file's key is the raw name (model keys hold '/' and '.')
+  for (std::int32_t i : new_data_)
+    if (dag_.data[std::size_t(i)].key == name) dag_.data[std::size_t(i)].key += ".superseded";
   new_data_.push_back(r.data);
   new_bytes_[r.data] = std::move(bytes);
   return r;
@@ -421,23 +440,51 @@ void ModelEditor::write(const std::string& out_xml, const std::string& out_weigh
   for (const TaskNode& t : dag_.tasks)
     for (const Binding& b : t.bindings)
       if (b.ref.data >= 0) used[std::size_t(b.ref.data)] = 1;
+  std::set<std::string> model_files;
+  for (const auto& [name, f] : final_) model_files.insert(f.src);
+  const std::string out_abs = fs::absolute(out_weights).lexically_normal().string();
+  std::set<std::int32_t> is_new(new_data_.begin(), new_data_.end());
   std::vector<io::NamedTensor> tensors;
-  for (std::int32_t i : new_data_) {
-    if (!used[std::size_t(i)]) continue;
-    DataDecl& d = dag_.data[std::size_t(i)];
-    d.src = fs::absolute(out_weights).lexically_normal().string();
+  std::vector<io::TensorData> copies;  // keeps copied tensors alive until saved
+  std::set<std::string> keys;
+  std::vector<std::int32_t> copied;
+  for (std::size_t i = 0; i < dag_.data.size(); ++i) {
+    if (!used[i]) continue;
+    DataDecl& d = dag_.data[i];
+    if (d.init != InitKind::file) continue;
+    const bool fresh = is_new.count(std::int32_t(i)) > 0;
+    if (!fresh && !model_files.count(d.src)) continue;  // inputs and untouched files stay where they are
+    if (!keys.insert(d.key).second) {  // the same tensor read twice: one copy
+      d.src = out_abs;
+      continue;
+    }
     io::NamedTensor nt;
     nt.name = d.key;
-    nt.view.data = new_bytes_[i].data();
     nt.view.dtype = d.dtype;
     nt.view.rows = d.rows;
     nt.view.cols = d.cols;
     nt.view.ld = d.cols;
     nt.view.shape = Shape(d.shape);
+    if (fresh) {
+      nt.view.data = new_bytes_[std::int32_t(i)].data();
+    } else {
+      copies.push_back(io::load_tensor(d.src, d.key));
+      nt.view.data = copies.back().bytes.data();
+    }
     tensors.push_back(std::move(nt));
+    copied.push_back(std::int32_t(i));
   }
+  std::map<std::string, std::string> meta = metadata;
+  for (const auto& [name, f] : final_) {
+    if (f.graph_changed) continue;
+    std::ostringstream o;
+    o << f.format << " group=" << f.group << " block=" << f.block << " layout=" << (f.orig_nk ? "nk" : "kn")
+      << " n=" << f.n << " k=" << f.k;
+    meta["ymlopt.format." + name] = o.str();
+  }
+  if (!tensors.empty()) io::save_safetensors(out_weights, tensors, meta);  // atomic
+  for (std::int32_t i : copied) dag_.data[std::size_t(i)].src = out_abs;
   const fs::path xml_dir = fs::absolute(out_xml).parent_path();
-  if (!tensors.empty()) io::save_safetensors(out_weights, tensors, metadata);  // atomic
   write_atomic(out_xml, emit_workflow(dag_, xml_dir.string()));
 }
 

@@ -512,6 +512,7 @@ void pass_lowrank(PassContext& ctx, const PassSpec& s) {
     ctx.ed.set_arg(first, "transpose_w", "true");
     ctx.ed.set_arg(first, "activation", "none");
     ctx.ed.insert_task(first_i, std::move(first));
+    ctx.ed.mark_graph_changed(u.name);
     tally.add(u, r * (u.n + u.k) * 4, 0);
   }
   ctx.log.push_back(tally.json(s.text()));

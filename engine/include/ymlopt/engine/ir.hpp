@@ -29,6 +29,14 @@ struct DataDecl {
   std::string src, key;  // InitKind::file
   bool reshape = false;  // accept a stored tensor of another shape with as many elements (row-major)
   SrcLoc loc;
+  // A weight `ymlopt optimize` stored compressed: the file holds no `key` but
+  // metadata "ymlopt.format.<key>" and companion tensors "<key>.<port>". The
+  // tensor has no storage; nn.linear tasks reading it are bound to the
+  // companions (data indices, by nn.linear port) with format/group/block args.
+  std::string format;  // "" for a plain tensor
+  std::int64_t format_group = 0, format_block = 0;
+  bool format_nk = false;  // declared [n, k] (torch Linear) rather than [k, n]
+  std::vector<std::pair<std::string, std::int32_t>> companions;
 
   bool tiled() const { return tile_rows > 0; }
   std::int64_t ntiles() const { return ntile_r * ntile_c; }

@@ -81,6 +81,9 @@ class ModelEditor {
 
   /// The weight before any pass changed it (kept on the first replacement), by original name.
   const DenseWeight* original(const std::string& name) const;
+  /// Records that a pass changed the graph around weight `name` (e.g. low rank):
+  /// the weights file alone then cannot run the original workflow.
+  void mark_graph_changed(const std::string& name) { final_[name].graph_changed = true; }
 
   /// Adds a tensor computed by a pass; it is stored in the output weights file.
   DataRef add_tensor(const std::string& name, DType dtype, const std::vector<std::int64_t>& shape,
@@ -102,8 +105,12 @@ class ModelEditor {
   /// Bytes of the file-backed tensors the tasks use (the model's weights).
   std::int64_t weight_bytes() const;
 
-  /// Writes the weights file and the workflow, each atomically (temp + rename);
-  /// the workflow's new tensors point at the weights file.
+  /// Writes the weights file and the workflow, each atomically (temp + rename).
+  /// The weights file is complete: every tensor the model reads from the files
+  /// whose weights were changed, plus the new ones, with metadata
+  /// "ymlopt.format.<weight>" so that the original workflow runs on it
+  /// unchanged (`--set weights=...`) unless a pass changed the graph. The
+  /// flat workflow reads everything of those files from the new one.
   void write(const std::string& out_xml, const std::string& out_weights,
              const std::map<std::string, std::string>& metadata = {});
 
@@ -113,6 +120,12 @@ class ModelEditor {
   std::vector<std::int32_t> new_data_;  // indices of data added by passes (stored in the weights file)
   std::map<std::int32_t, std::vector<std::byte>> new_bytes_;
   std::map<std::string, DenseWeight> originals_;
+  struct Final {  // what became of an original weight, for the weights file's metadata
+    std::string format = "dense", src;
+    std::int64_t group = 0, block = 0, n = 0, k = 0;
+    bool orig_nk = false, graph_changed = false;
+  };
+  std::map<std::string, Final> final_;
   std::map<std::int32_t, std::string> origin_name_;  // new weight data -> original weight name
 
 };
