@@ -145,6 +145,79 @@ void unpack_yt(const float* yt, int64_t rows, int64_t mb, int64_t L, float* y, i
   }
 }
 
+/// In-register transpose of a 16x16 float block (r[i] = row i on entry, column i on exit).
+YMLOPT_AVX512 inline void transpose16(__m512 r[16]) {
+  __m512 t[16];
+#pragma GCC unroll 16
+  for (int i = 0; i < 16; i += 2) {
+    t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+  }
+#pragma GCC unroll 16
+  for (int i = 0; i < 16; i += 4) {
+    r[i] = _mm512_shuffle_ps(t[i], t[i + 2], 0x44);
+    r[i + 1] = _mm512_shuffle_ps(t[i], t[i + 2], 0xEE);
+    r[i + 2] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+    r[i + 3] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
+  }
+#pragma GCC unroll 16
+  for (int i = 0; i < 4; ++i) {
+    t[i] = _mm512_shuffle_f32x4(r[i], r[i + 4], 0x88);
+    t[i + 4] = _mm512_shuffle_f32x4(r[i], r[i + 4], 0xDD);
+    t[i + 8] = _mm512_shuffle_f32x4(r[i + 8], r[i + 12], 0x88);
+    t[i + 12] = _mm512_shuffle_f32x4(r[i + 8], r[i + 12], 0xDD);
+  }
+#pragma GCC unroll 16
+  for (int i = 0; i < 4; ++i) {
+    r[i] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0x88);
+    r[i + 8] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0xDD);
+    r[i + 4] = _mm512_shuffle_f32x4(t[i + 4], t[i + 12], 0x88);
+    r[i + 12] = _mm512_shuffle_f32x4(t[i + 4], t[i + 12], 0xDD);
+  }
+}
+
+inline __mmask16 first_lanes(int64_t n) {
+  return static_cast<__mmask16>(n >= 16 ? 0xFFFF : (1u << n) - 1);
+}
+
+/// pack_xt with 16x16 register transposes (x rows past mb read as zeros).
+YMLOPT_AVX512 void pack_xt_avx512(const float* x, int64_t mb, int64_t ldx, int64_t k, int64_t L, float* xt) {
+  for (int64_t t0 = 0; t0 < L; t0 += 16) {
+    const int64_t tn = std::clamp<int64_t>(mb - t0, 0, 16);
+    for (int64_t c0 = 0; c0 < k; c0 += 16) {
+      const __mmask16 mc = first_lanes(k - c0);
+      __m512 r[16];
+#pragma GCC unroll 16
+      for (int i = 0; i < 16; ++i)
+        r[i] = i < tn ? _mm512_maskz_loadu_ps(mc, x + (t0 + i) * ldx + c0) : _mm512_setzero_ps();
+      transpose16(r);
+      const int64_t cn = std::min<int64_t>(16, k - c0);
+#pragma GCC unroll 16
+      for (int i = 0; i < 16; ++i)
+        if (i < cn) _mm512_storeu_ps(xt + (c0 + i) * L + t0, r[i]);
+    }
+  }
+}
+
+/// unpack_yt with 16x16 register transposes.
+YMLOPT_AVX512 void unpack_yt_avx512(const float* yt, int64_t rows, int64_t mb, int64_t L, float* y, int64_t ldy,
+                                    int64_t j0) {
+  for (int64_t jb = 0; jb < rows; jb += 16) {
+    const int64_t jn = std::min<int64_t>(16, rows - jb);
+    const __mmask16 mj = first_lanes(jn);
+    for (int64_t t0 = 0; t0 < mb; t0 += 16) {
+      __m512 r[16];
+#pragma GCC unroll 16
+      for (int i = 0; i < 16; ++i) r[i] = i < jn ? _mm512_loadu_ps(yt + (jb + i) * L + t0) : _mm512_setzero_ps();
+      transpose16(r);
+      const int64_t tn = std::min<int64_t>(16, mb - t0);
+#pragma GCC unroll 16
+      for (int i = 0; i < 16; ++i)
+        if (i < tn) _mm512_mask_storeu_ps(y + (t0 + i) * ldy + j0 + jb, mj, r[i]);
+    }
+  }
+}
+
 /// The blocked driver: chunk(V, j0, j1, c0, c1, cur, xt, yt) accumulates the
 /// weights of rows [j0, j1) and columns [c0, c1) into yt (rows relative to j0);
 /// begin(j0, j1, cur) resets the per-row cursors of a row block. Token blocks
@@ -175,7 +248,8 @@ void blocked(const float* x, int64_t m, int64_t ldx, int64_t n, int64_t k, float
   for (int64_t g0 = 0; g0 < nblk; g0 += group) {
     const int64_t g1 = std::min(nblk, g0 + group);
     for (int64_t b = g0; b < g1; ++b)
-      pack_xt(x + b * L * ldx, std::min(L, m - b * L), ldx, k, L, xt_group + (b - g0) * k * L);
+      (use_avx512() ? pack_xt_avx512 : pack_xt)(x + b * L * ldx, std::min(L, m - b * L), ldx, k, L,
+                                                xt_group + (b - g0) * k * L);
     for (int64_t s0 = 0; s0 < n; s0 += super_rows) {
       const int64_t s1 = std::min(n, s0 + super_rows);
       for (int64_t b = g0; b < g1; ++b) {
@@ -186,7 +260,7 @@ void blocked(const float* x, int64_t m, int64_t ldx, int64_t n, int64_t k, float
           std::fill(yt, yt + (j1 - j0) * L, 0.0f);
           begin(j0, j1, s.cur.data());
           for (int64_t c0 = 0; c0 < k; c0 += kc) chunk(v, j0, j1, c0, std::min(k, c0 + kc), s.cur.data(), xt, yt);
-          unpack_yt(yt, j1 - j0, mb, L, y + t0 * ldy, ldy, j0);
+          (use_avx512() ? unpack_yt_avx512 : unpack_yt)(yt, j1 - j0, mb, L, y + t0 * ldy, ldy, j0);
         }
       }
     }
