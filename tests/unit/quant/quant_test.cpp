@@ -399,6 +399,49 @@ TEST(QLinearTest, HandBuiltPerChannelInt4AndAsymmetricInt8) {
     }
 }
 
+/// Groups of 256 (4 chunks of 64 per scale) are not a quantizer preset but a valid QWeight.
+TEST(QLinearTest, HandBuiltGroupOf256) {
+  const std::int64_t m = 5, k = 512, n = 6, g = 256, G = k / g;
+  const std::vector<float> x = random_vec(static_cast<std::size_t>(m * k), 8);
+  std::mt19937 gen(9);
+  std::uniform_int_distribution<int> c4(0, 15), c8(-127, 127);
+  for (int bits : {4, 8}) {
+    SCOPED_TRACE("bits " + std::to_string(bits));
+    const std::int64_t row = bits == 8 ? k : k / 2;
+    std::vector<std::int8_t> q(static_cast<std::size_t>(n * row));
+    for (auto& b : q) b = bits == 8 ? std::int8_t(c8(gen)) : std::int8_t(c4(gen) | (c4(gen) << 4));
+    std::vector<float> s(static_cast<std::size_t>(n * G));
+    for (std::size_t i = 0; i < s.size(); ++i) s[i] = 0.003f * float(i + 1);
+    QWeight w;
+    w.bits = bits;
+    w.q = q.data();
+    w.q_ld = row;
+    w.n = n;
+    w.k = k;
+    w.group = g;
+    w.scale = s.data();
+    w.scale_ld = G;
+    std::vector<float> deq(static_cast<std::size_t>(n * k)), y(static_cast<std::size_t>(m * n)), y2(y.size());
+    quant::dequantize(w, deq.data(), k);
+    quant::linear(x.data(), m, k, w, y.data(), n);
+    quant::linear(x.data(), m, k, w, y2.data(), n, quant::Isa::scalar);
+    for (std::int64_t i = 0; i < m; ++i) {
+      std::vector<int> xq;
+      LD a;
+      ref_act_quant(x.data() + i * k, k, xq, a);
+      for (std::int64_t j = 0; j < n; ++j) {
+        LD sq = 0, sa = 0;
+        for (std::int64_t c = 0; c < k; ++c) {
+          sq += xq[static_cast<std::size_t>(c)] * LD(deq[static_cast<std::size_t>(j * k + c)]);
+          sa += std::fabs(xq[static_cast<std::size_t>(c)] * LD(deq[static_cast<std::size_t>(j * k + c)]));
+        }
+        EXPECT_NEAR(double(y[static_cast<std::size_t>(i * n + j)]), double(a * sq), double(2e-5L * a * sa));
+        EXPECT_EQ(y[static_cast<std::size_t>(i * n + j)], y2[static_cast<std::size_t>(i * n + j)]);
+      }
+    }
+  }
+}
+
 TEST(QLinearTest, VnniPathIsBitIdenticalToScalarPath) {
   if (!quant::cpu_has_avx512_vnni()) GTEST_SKIP() << "no AVX-512 VNNI on this CPU";
   for (const Scheme& s : all_schemes())
