@@ -113,8 +113,8 @@ Cost magnitude_cost(const TaskShape& t) {
   return kutil::io_cost(magnitude_ports(), t, n * std::max(1.0, std::log2(std::max(n, 2.0))));
 }
 
-/// Marks the `cnt` smallest (|w|, position) entries among `idx` (positions into
-/// the flat offsets of `off`) as pruned.
+/// Marks pruned[o] for the `cnt` entries of `idx` (element offsets r*ld + c into
+/// data) with the smallest (|w|, offset): ties go to the earlier position.
 template <class T>
 void select_smallest(const T* data, std::vector<int64_t>& idx, int64_t cnt, std::vector<char>& pruned) {
   if (cnt <= 0) return;

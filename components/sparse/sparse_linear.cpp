@@ -60,28 +60,31 @@ bool use_avx512() {
   return has && !g_force_portable.load(std::memory_order_relaxed);
 }
 
-#ifndef YMLOPT_SPARSE_YT_BLOCK_BYTES
-#define YMLOPT_SPARSE_YT_BLOCK_BYTES 16384
-#endif
-/// Bytes of the yt tile (output rows x lanes) of a row block: with the xt slice it stays in L1.
-constexpr int64_t kYtBlockBytes = YMLOPT_SPARSE_YT_BLOCK_BYTES;
-#ifndef YMLOPT_SPARSE_WEIGHT_BLOCK_BYTES
-#define YMLOPT_SPARSE_WEIGHT_BLOCK_BYTES (1 << 20)
-#endif
-/// Weight bytes of a row super-block, run over all token blocks while it sits in L2.
-constexpr int64_t kWeightBlockBytes = YMLOPT_SPARSE_WEIGHT_BLOCK_BYTES;
-#ifndef YMLOPT_SPARSE_XT_GROUP_BYTES
-#define YMLOPT_SPARSE_XT_GROUP_BYTES (768 << 10)
-#endif
-/// Bytes of transposed activations (whole token blocks) that share one pass over the weights.
-constexpr int64_t kXtGroupBytes = YMLOPT_SPARSE_XT_GROUP_BYTES;
-constexpr int64_t kGemvMaxM = 4;    // m below this: one GEMV per token
-constexpr int kRows = 4;            // output rows interleaved in the BSR and 2:4 blocked kernels
+// Tile sizes of the blocked path (the defaults were measured on a Sapphire
+// Rapids-class Xeon with 48 KiB L1d and 2 MiB L2 per core; the macros let a
+// tuning build override them, e.g. -DYMLOPT_SPARSE_XT_CHUNK_BYTES=32768).
 #ifndef YMLOPT_SPARSE_XT_CHUNK_BYTES
 #define YMLOPT_SPARSE_XT_CHUNK_BYTES 16384
 #endif
+#ifndef YMLOPT_SPARSE_YT_BLOCK_BYTES
+#define YMLOPT_SPARSE_YT_BLOCK_BYTES 16384
+#endif
+#ifndef YMLOPT_SPARSE_WEIGHT_BLOCK_BYTES
+#define YMLOPT_SPARSE_WEIGHT_BLOCK_BYTES (1 << 20)
+#endif
+#ifndef YMLOPT_SPARSE_XT_GROUP_BYTES
+#define YMLOPT_SPARSE_XT_GROUP_BYTES (768 << 10)
+#endif
 /// Bytes of the xt slice (k chunk) that BSR and 2:4 keep in L1 across a row block.
 constexpr int64_t kXtChunkBytes = YMLOPT_SPARSE_XT_CHUNK_BYTES;
+/// Bytes of the yt tile (output rows x lanes) of a row block: with the xt slice it stays in L1.
+constexpr int64_t kYtBlockBytes = YMLOPT_SPARSE_YT_BLOCK_BYTES;
+/// Weight bytes of a row super-block, run over a group of token blocks while it sits in L2.
+constexpr int64_t kWeightBlockBytes = YMLOPT_SPARSE_WEIGHT_BLOCK_BYTES;
+/// Bytes of transposed activations (whole token blocks) that share one pass over the weights.
+constexpr int64_t kXtGroupBytes = YMLOPT_SPARSE_XT_GROUP_BYTES;
+constexpr int64_t kGemvMaxM = 4;  // m below this: one GEMV per token
+constexpr int kRows = 4;          // output rows interleaved in the BSR and 2:4 blocked kernels
 
 /// Per-thread scratch (xt, yt, cursors), grown on demand: kernels are called in
 /// loops and a fresh allocation per call would page-fault each time.
@@ -371,7 +374,7 @@ void csr_gemv_portable(const float* x, const CsrWeight& w, float* y) {
 // ============================================================ BSR
 
 template <int V, int R>
-YMLOPT_AVX512 void bsr_rows_avx512(const BsrWeight& w, int64_t br, int64_t r0, int64_t p, int64_t e, const float* xt,
+YMLOPT_AVX512 void bsr_rows_avx512(const BsrWeight& w, int64_t r0, int64_t p, int64_t e, const float* xt,
                                    float* yt_br) {
   constexpr int64_t L = 16 * V;
   const int64_t bs = w.bs;
@@ -399,7 +402,6 @@ YMLOPT_AVX512 void bsr_rows_avx512(const BsrWeight& w, int64_t br, int64_t r0, i
   for (int i = 0; i < R; ++i)
     #pragma GCC unroll 16
     for (int u = 0; u < V; ++u) _mm512_storeu_ps(yt_br + (r0 + i) * L + 16 * u, a[i][u]);
-  (void)br;
 }
 
 template <int V>
@@ -430,8 +432,8 @@ void bsr_chunk(const BsrWeight& w, int64_t j0, int64_t j1, int64_t c1, int64_t* 
     if (e > p) {
       int64_t r = 0;
       if (avx) {
-        for (; r + kRows <= bs; r += kRows) bsr_rows_avx512<V, kRows>(w, br, r, p, e, xt, yt_br);
-        for (; r < bs; ++r) bsr_rows_avx512<V, 1>(w, br, r, p, e, xt, yt_br);
+        for (; r + kRows <= bs; r += kRows) bsr_rows_avx512<V, kRows>(w, r, p, e, xt, yt_br);
+        for (; r < bs; ++r) bsr_rows_avx512<V, 1>(w, r, p, e, xt, yt_br);
       } else {
         for (; r < bs; ++r) bsr_rows_portable<V>(w, r, p, e, xt, yt_br);
       }
