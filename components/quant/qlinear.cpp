@@ -22,7 +22,6 @@
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
-
 namespace ymlopt::quant {
 
 using std::int32_t;
@@ -57,8 +56,7 @@ std::string validate(const QWeight& w) {
   if (w.k > 65536) return wd + ": k above 65536 would overflow the int32 accumulators";
   if (w.group < 0 || (w.group > 0 && w.group != 32 && w.group % 64))
     return wd + ": group is " + std::to_string(w.group) + ", expected 0 (per channel), 32 or a multiple of 64";
-  if (w.group > 0 && w.k % w.group)
-    return wd + ": k is not a multiple of group " + std::to_string(w.group);
+  if (w.group > 0 && w.k % w.group) return wd + ": k is not a multiple of group " + std::to_string(w.group);
   if (w.n == 0 || w.k == 0) return "";
   const int64_t row_bytes = w.bits == 8 ? w.k : w.k / 2;
   if (!w.q) return wd + ": no codes";
@@ -104,33 +102,31 @@ inline int64_t k_of(bool w4, int64_t p) { return w4 ? (p / 32) * 32 + 2 * (p % 1
 struct Acts {
   int64_t m = 0, k = 0, kp = 0, nch = 0, groups = 1;
   bool w4 = false;
-  std::vector<uint8_t> q;      // [m, kp]: int8 weights: xq + 128 (u8); int4: xq (s8) in k_of order; padding = 0 code
-  std::vector<float> a;        // [m] activation scales
-  std::vector<int32_t> xsum;   // [m, groups] Σ xq per group
-  std::vector<int32_t> zl;     // [m, blocks, 16] grouped int4 symmetric: -8 · Σ xq per block and lane
+  std::vector<uint8_t> q;     // [m, kp]: int8 weights: xq + 128 (u8); int4: xq (s8) in k_of order; padding = 0 code
+  std::vector<float> a;       // [m] activation scales
+  std::vector<int32_t> xsum;  // [m, groups] Σ xq per group
+  std::vector<int32_t> zl;    // [m, blocks, 16] grouped int4 symmetric: -8 · Σ xq per block and lane
 };
 
 /// Quantizes one row: returns a = max|x| / 127 and writes xq (natural k order).
 /// (prepare_row_avx512 applies the same IEEE steps on 16 lanes.)
-#define YMLOPT_QUANTIZE_ROW_BODY                                                 \
-  float amax = 0;                                                                \
-  for (int64_t c = 0; c < k; ++c) amax = std::max(amax, std::fabs(x[c]));        \
-  if (!(amax > 0) || !std::isfinite(amax)) {                                     \
-    for (int64_t c = 0; c < k; ++c) out[c] = 0;                                  \
-    return 0.0f;                                                                 \
-  }                                                                              \
-  const float inv = 127.0f / amax;                                               \
-  for (int64_t c = 0; c < k; ++c) {                                              \
-    float v = std::nearbyint(x[c] * inv);                                        \
-    v = std::min(127.0f, std::max(-127.0f, v));                                  \
-    out[c] = static_cast<int8_t>(v);                                             \
-  }                                                                              \
+float quantize_row_generic(const float* x, int64_t k, int8_t* out) {
+  float amax = 0;
+  for (int64_t c = 0; c < k; ++c) amax = std::max(amax, std::fabs(x[c]));
+  if (!(amax > 0) || !std::isfinite(amax)) {
+    for (int64_t c = 0; c < k; ++c) out[c] = 0;
+    return 0.0f;
+  }
+  const float inv = 127.0f / amax;
+  for (int64_t c = 0; c < k; ++c) {
+    float v = std::nearbyint(x[c] * inv);
+    v = std::min(127.0f, std::max(-127.0f, v));
+    out[c] = static_cast<int8_t>(v);
+  }
   return amax / 127.0f;
+}
 
-float quantize_row_generic(const float* x, int64_t k, int8_t* out) { YMLOPT_QUANTIZE_ROW_BODY }
-#undef YMLOPT_QUANTIZE_ROW_BODY
-
-/// 16 floats -> 16 int8 codes: the rule of YMLOPT_QUANTIZE_ROW_BODY on 16 lanes.
+/// 16 floats -> 16 int8 codes: the rule of quantize_row_generic on 16 lanes.
 __attribute__((target("avx512f,avx512bw,avx512vl"))) inline __m128i codes16(__m512 v, __m512 inv) {
   __m512 t = _mm512_roundscale_ps(_mm512_mul_ps(v, inv), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   t = _mm512_min_ps(_mm512_set1_ps(127.0f), _mm512_max_ps(_mm512_set1_ps(-127.0f), t));
@@ -150,9 +146,9 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) inline int32_t sum16(__m128
 /// the kernel layout (u8 = code + 128 for int8 weights; s8 in k_of order for int4),
 /// padding included; returns a. xsum (if not null) gets Σ codes per group of gsize.
 __attribute__((target("avx512f,avx512bw,avx512vl"))) float prepare_row_avx512(const float* x, int64_t k, int64_t kp,
-                                                                               bool w4, uint8_t* dst, int32_t* xsum,
-                                                                               int64_t gsize) {
-  auto load = [x, k](int64_t c) __attribute__((target("avx512f"))) {
+                                                                              bool w4, uint8_t* dst, int32_t* xsum,
+                                                                              int64_t gsize) {
+  auto load = [ x, k ](int64_t c) __attribute__((target("avx512f"))) {
     const int64_t r = k - c;
     if (r >= 16) return _mm512_loadu_ps(x + c);
     if (r <= 0) return _mm512_setzero_ps();
@@ -199,8 +195,10 @@ Acts prepare_acts(const float* x, int64_t m, int64_t ldx, const QWeight& w, bool
   A.w4 = w.bits == 4;
   A.groups = w.groups();
   const uint8_t pad = A.w4 ? 0 : 128;
-  if (fast) A.q.resize(static_cast<std::size_t>(m * A.kp));  // every byte is written
-  else A.q.assign(static_cast<std::size_t>(m * A.kp), pad);
+  if (fast)
+    A.q.resize(static_cast<std::size_t>(m * A.kp));  // every byte is written
+  else
+    A.q.assign(static_cast<std::size_t>(m * A.kp), pad);
   A.a.resize(static_cast<std::size_t>(m));
   if (need_xsum) A.xsum.assign(static_cast<std::size_t>(m * A.groups), 0);
   std::vector<int8_t> row(static_cast<std::size_t>(A.kp), 0);
@@ -224,7 +222,8 @@ Acts prepare_acts(const float* x, int64_t m, int64_t ldx, const QWeight& w, bool
       for (int64_t c = 0; c < w.k; ++c) dst[c] = static_cast<uint8_t>(row[static_cast<std::size_t>(c)] + 128);
     }
     if (need_xsum)
-      for (int64_t c = 0; c < w.k; ++c) A.xsum[static_cast<std::size_t>(i * A.groups + c / gsize)] += row[static_cast<std::size_t>(c)];
+      for (int64_t c = 0; c < w.k; ++c)
+        A.xsum[static_cast<std::size_t>(i * A.groups + c / gsize)] += row[static_cast<std::size_t>(c)];
   }
   return A;
 }
@@ -233,10 +232,10 @@ Acts prepare_acts(const float* x, int64_t m, int64_t ldx, const QWeight& w, bool
 /// 128·Σc term of grouped int8, s·zero for asymmetric weights (transposed [G, n]).
 struct WPrep {
   int64_t n = 0, groups = 1;
-  std::vector<float> s;        // [n, G]
-  std::vector<int32_t> csum;   // [n, G] (int8)
-  std::vector<float> bterm;    // [n] (int8, grouped)
-  std::vector<float> sz_t;     // [G, n] (asymmetric)
+  std::vector<float> s;       // [n, G]
+  std::vector<int32_t> csum;  // [n, G] (int8)
+  std::vector<float> bterm;   // [n] (int8, grouped)
+  std::vector<float> sz_t;    // [G, n] (asymmetric)
 };
 
 /// Σ of codes per (row, group) for int8 weights; scalar and AVX-512 give the same integers.
@@ -261,8 +260,7 @@ __attribute__((target("avx512f"))) inline int32_t reduce_epi32(__m512i v) {
   return s;
 }
 
-__attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni"))) void code_sums_avx512(const QWeight& w,
-                                                                                      int32_t* out) {
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni"))) void code_sums_avx512(const QWeight& w, int32_t* out) {
   const int64_t G = w.groups();
   const int64_t nch = (w.k + kChunk - 1) / kChunk;
   const int64_t rem = w.k - (nch - 1) * kChunk;
@@ -332,7 +330,8 @@ WPrep prepare_weights(const QWeight& w, bool fast) {
     P.sz_t.resize(static_cast<std::size_t>(w.n * G));
     for (int64_t r = 0; r < w.n; ++r)
       for (int64_t g = 0; g < G; ++g)
-        P.sz_t[static_cast<std::size_t>(g * w.n + r)] = P.s[static_cast<std::size_t>(r * G + g)] * w.zero[r * w.zero_ld + g];
+        P.sz_t[static_cast<std::size_t>(g * w.n + r)] =
+            P.s[static_cast<std::size_t>(r * G + g)] * w.zero[r * w.zero_ld + g];
   }
   return P;
 }
@@ -476,31 +475,39 @@ YMLOPT_AVX512 inline __m512i unpack4(__m256i v) {
 template <bool W4, bool Tail>
 YMLOPT_AVX512 inline __m512i load_w(const int8_t* row, int64_t c, int64_t nch, __mmask64 tail) {
   if constexpr (!Tail) {
-    if constexpr (W4) return unpack4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + c * (kChunk / 2))));
-    else return _mm512_loadu_si512(row + c * kChunk);
+    if constexpr (W4)
+      return unpack4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + c * (kChunk / 2))));
+    else
+      return _mm512_loadu_si512(row + c * kChunk);
   } else if constexpr (W4) {
-    const __m256i v = _mm256_maskz_loadu_epi8(c + 1 == nch ? static_cast<__mmask32>(tail) : ~__mmask32{0},
-                                              row + c * (kChunk / 2));
+    const __m256i v =
+        _mm256_maskz_loadu_epi8(c + 1 == nch ? static_cast<__mmask32>(tail) : ~__mmask32{0}, row + c * (kChunk / 2));
     return unpack4(v);
   } else {
     return _mm512_maskz_loadu_epi8(c + 1 == nch ? tail : ~__mmask64{0}, row + c * kChunk);
   }
 }
 
-template <bool W4> YMLOPT_AVX512 inline __m512i dp(__m512i acc, __m512i x, __m512i w) {
-  if constexpr (W4) return _mm512_dpbusd_epi32(acc, w, x);  // u8 codes x s8 activations
-  else return _mm512_dpbusd_epi32(acc, x, w);               // u8 activations x s8 codes
+template <bool W4>
+YMLOPT_AVX512 inline __m512i dp(__m512i acc, __m512i x, __m512i w) {
+  if constexpr (W4)
+    return _mm512_dpbusd_epi32(acc, w, x);  // u8 codes x s8 activations
+  else
+    return _mm512_dpbusd_epi32(acc, x, w);  // u8 activations x s8 codes
 }
 
 /// 16 int32 vectors -> one vector whose element e is the sum of the lanes of v[e].
 YMLOPT_AVX512 inline __m512i hsum16_epi32(const __m512i* v) {
   __m512i a[8], b[4], c[2];
   for (int p = 0; p < 8; ++p)
-    a[p] = _mm512_add_epi32(_mm512_unpacklo_epi32(v[2 * p], v[2 * p + 1]), _mm512_unpackhi_epi32(v[2 * p], v[2 * p + 1]));
+    a[p] =
+        _mm512_add_epi32(_mm512_unpacklo_epi32(v[2 * p], v[2 * p + 1]), _mm512_unpackhi_epi32(v[2 * p], v[2 * p + 1]));
   for (int p = 0; p < 4; ++p)
-    b[p] = _mm512_add_epi32(_mm512_unpacklo_epi64(a[2 * p], a[2 * p + 1]), _mm512_unpackhi_epi64(a[2 * p], a[2 * p + 1]));
+    b[p] =
+        _mm512_add_epi32(_mm512_unpacklo_epi64(a[2 * p], a[2 * p + 1]), _mm512_unpackhi_epi64(a[2 * p], a[2 * p + 1]));
   for (int p = 0; p < 2; ++p)
-    c[p] = _mm512_add_epi32(_mm512_shuffle_i32x4(b[2 * p], b[2 * p + 1], 0x88), _mm512_shuffle_i32x4(b[2 * p], b[2 * p + 1], 0xdd));
+    c[p] = _mm512_add_epi32(_mm512_shuffle_i32x4(b[2 * p], b[2 * p + 1], 0x88),
+                            _mm512_shuffle_i32x4(b[2 * p], b[2 * p + 1], 0xdd));
   return _mm512_add_epi32(_mm512_shuffle_i32x4(c[0], c[1], 0x88), _mm512_shuffle_i32x4(c[0], c[1], 0xdd));
 }
 
@@ -523,8 +530,8 @@ YMLOPT_AVX512 inline __m256 hsum8_ps(const __m512* v) {
 /// Accumulators are fully unrolled locals of a non-inlined function (kept in registers).
 template <int MR, int NR, bool W4, bool Tail>
 YMLOPT_AVX512 __attribute__((noinline)) void pc_tile(const uint8_t* act, int64_t kp, int64_t nch, const int8_t* wq,
-                                                      int64_t q_ld, __mmask64 tail, const Fin& fin, int64_t i0,
-                                                      int64_t j0, float* y, int64_t ldy) {
+                                                     int64_t q_ld, __mmask64 tail, const Fin& fin, int64_t i0,
+                                                     int64_t j0, float* y, int64_t ldy) {
   __m512i acc[MR][NR];
 #pragma GCC unroll 16
   for (int i = 0; i < MR; ++i)
@@ -548,8 +555,9 @@ YMLOPT_AVX512 __attribute__((noinline)) void pc_tile(const uint8_t* act, int64_t
     __m512i t = hsum16_epi32(v);
     const __m512i rows = _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
     if (fin.ci)
-      t = _mm512_sub_epi32(t, _mm512_permutexvar_epi32(rows, _mm512_zextsi128_si512(_mm_loadu_si128(
-                                                             reinterpret_cast<const __m128i*>(fin.ci + i0)))));
+      t = _mm512_sub_epi32(
+          t, _mm512_permutexvar_epi32(
+                 rows, _mm512_zextsi128_si512(_mm_loadu_si128(reinterpret_cast<const __m128i*>(fin.ci + i0)))));
     if (fin.cj)
       t = _mm512_sub_epi32(t, _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(fin.cj + j0))));
     __m512 f = _mm512_mul_ps(_mm512_cvtepi32_ps(t), _mm512_broadcast_f32x4(_mm_loadu_ps(fin.s + j0)));
@@ -567,9 +575,9 @@ YMLOPT_AVX512 __attribute__((noinline)) void pc_tile(const uint8_t* act, int64_t
 /// Grouped micro-kernel: per block, int32 lanes -> fma with the lane scales into f32 lanes.
 template <int MR, int NR, bool W4, bool Tail, int CPB>
 YMLOPT_AVX512 __attribute__((noinline)) void grp_tile(const uint8_t* act, int64_t kp, int64_t nch, const int8_t* wq,
-                                                       int64_t q_ld, __mmask64 tail, const float* s, int64_t G,
-                                                       Blocks B, const int32_t* zl, const Fin& fin, int64_t i0,
-                                                       int64_t j0, float* y, int64_t ldy) {
+                                                      int64_t q_ld, __mmask64 tail, const float* s, int64_t G, Blocks B,
+                                                      const int32_t* zl, const Fin& fin, int64_t i0, int64_t j0,
+                                                      float* y, int64_t ldy) {
   __m512 facc[MR][NR];
 #pragma GCC unroll 16
   for (int i = 0; i < MR; ++i)
@@ -630,7 +638,8 @@ YMLOPT_AVX512 __attribute__((noinline)) void grp_tile(const uint8_t* act, int64_
     }
     if (fin.fold_a)
       f = _mm256_mul_ps(_mm256_permutexvar_ps(_mm256_set_epi32(3, 3, 2, 2, 1, 1, 0, 0),
-                                              _mm256_castps128_ps256(_mm_loadu_ps(fin.a + i0))), f);
+                                              _mm256_castps128_ps256(_mm_loadu_ps(fin.a + i0))),
+                        f);
     const __m128 lo = _mm256_castps256_ps128(f), hi = _mm256_extractf128_ps(f, 1);
     _mm_storel_pi(reinterpret_cast<__m64*>(y), lo);
     _mm_storeh_pi(reinterpret_cast<__m64*>(y + ldy), lo);
@@ -669,7 +678,8 @@ void drive(int64_t m, int64_t n, int64_t act_bytes, F4&& full, FM1&& rows_x1, F1
   }
 }
 
-template <bool W4, bool Tail> void pc_avx512(const Acts& A, const QWeight& w, const Fin& fin, float* y, int64_t ldy) {
+template <bool W4, bool Tail>
+void pc_avx512(const Acts& A, const QWeight& w, const Fin& fin, float* y, int64_t ldy) {
   const int64_t rem = w.k - (A.nch - 1) * kChunk;
   const int64_t rem_bytes = W4 ? rem / 2 : rem;
   const __mmask64 tail = rem_bytes == 64 ? ~__mmask64{0} : ((__mmask64{1} << rem_bytes) - 1);
@@ -679,10 +689,18 @@ template <bool W4, bool Tail> void pc_avx512(const Acts& A, const QWeight& w, co
   constexpr int MR = 4, NR = 4;
   drive<MR, NR>(
       A.m, n, A.kp,
-      [&](int64_t i, int64_t j) { pc_tile<MR, NR, W4, Tail>(at(i), A.kp, A.nch, wr(j), w.q_ld, tail, fin, i, j, y + i * ldy + j, ldy); },
-      [&](int64_t i, int64_t j) { pc_tile<MR, 1, W4, Tail>(at(i), A.kp, A.nch, wr(j), w.q_ld, tail, fin, i, j, y + i * ldy + j, ldy); },
-      [&](int64_t i, int64_t j) { pc_tile<1, NR, W4, Tail>(at(i), A.kp, A.nch, wr(j), w.q_ld, tail, fin, i, j, y + i * ldy + j, ldy); },
-      [&](int64_t i, int64_t j) { pc_tile<1, 1, W4, Tail>(at(i), A.kp, A.nch, wr(j), w.q_ld, tail, fin, i, j, y + i * ldy + j, ldy); });
+      [&](int64_t i, int64_t j) {
+        pc_tile<MR, NR, W4, Tail>(at(i), A.kp, A.nch, wr(j), w.q_ld, tail, fin, i, j, y + i * ldy + j, ldy);
+      },
+      [&](int64_t i, int64_t j) {
+        pc_tile<MR, 1, W4, Tail>(at(i), A.kp, A.nch, wr(j), w.q_ld, tail, fin, i, j, y + i * ldy + j, ldy);
+      },
+      [&](int64_t i, int64_t j) {
+        pc_tile<1, NR, W4, Tail>(at(i), A.kp, A.nch, wr(j), w.q_ld, tail, fin, i, j, y + i * ldy + j, ldy);
+      },
+      [&](int64_t i, int64_t j) {
+        pc_tile<1, 1, W4, Tail>(at(i), A.kp, A.nch, wr(j), w.q_ld, tail, fin, i, j, y + i * ldy + j, ldy);
+      });
 }
 
 template <bool W4, bool Tail, int CPB>
@@ -701,29 +719,33 @@ void grp_avx512(const Acts& A, const QWeight& w, const WPrep& P, const Fin& fin,
       A.m, w.n, A.kp,
       [&](int64_t i, int64_t j) {
         grp_tile<MR, NR, W4, Tail, CPB>(at(i), A.kp, A.nch, wr(j), w.q_ld, tail, sr(j), G, B, zr(i), fin, i, j,
-                             y + i * ldy + j, ldy);
+                                        y + i * ldy + j, ldy);
       },
       [&](int64_t i, int64_t j) {
         grp_tile<MR, 1, W4, Tail, CPB>(at(i), A.kp, A.nch, wr(j), w.q_ld, tail, sr(j), G, B, zr(i), fin, i, j,
-                             y + i * ldy + j, ldy);
+                                       y + i * ldy + j, ldy);
       },
       [&](int64_t i, int64_t j) {
         grp_tile<1, NR, W4, Tail, CPB>(at(i), A.kp, A.nch, wr(j), w.q_ld, tail, sr(j), G, B, zr(i), fin, i, j,
-                             y + i * ldy + j, ldy);
+                                       y + i * ldy + j, ldy);
       },
       [&](int64_t i, int64_t j) {
         grp_tile<1, 1, W4, Tail, CPB>(at(i), A.kp, A.nch, wr(j), w.q_ld, tail, sr(j), G, B, zr(i), fin, i, j,
-                             y + i * ldy + j, ldy);
+                                      y + i * ldy + j, ldy);
       });
 }
 
 template <bool W4>
 void grp_dispatch(bool tail, int64_t chunks, const Acts& A, const QWeight& w, const WPrep& P, const Fin& fin, float* y,
                   int64_t ldy) {
-  if (tail) grp_avx512<W4, true, 1>(A, w, P, fin, y, ldy);  // only group 32 leaves a half chunk
-  else if (chunks == 1) grp_avx512<W4, false, 1>(A, w, P, fin, y, ldy);
-  else if (chunks == 2) grp_avx512<W4, false, 2>(A, w, P, fin, y, ldy);
-  else grp_avx512<W4, false, 0>(A, w, P, fin, y, ldy);
+  if (tail)
+    grp_avx512<W4, true, 1>(A, w, P, fin, y, ldy);  // only group 32 leaves a half chunk
+  else if (chunks == 1)
+    grp_avx512<W4, false, 1>(A, w, P, fin, y, ldy);
+  else if (chunks == 2)
+    grp_avx512<W4, false, 2>(A, w, P, fin, y, ldy);
+  else
+    grp_avx512<W4, false, 0>(A, w, P, fin, y, ldy);
 }
 
 }  // namespace
@@ -737,8 +759,10 @@ void linear(const float* x, int64_t m, int64_t ldx, const QWeight& w, float* y, 
   if (m < 0) throw KernelError("quant::linear: negative m");
   if (m == 0 || w.n == 0) return;
   if (!y || (w.k > 0 && !x)) throw KernelError("quant::linear: null x or y");
-  if (m > 1 && ldx < w.k) throw KernelError("quant::linear: ldx " + std::to_string(ldx) + " < k " + std::to_string(w.k));
-  if (m > 1 && ldy < w.n) throw KernelError("quant::linear: ldy " + std::to_string(ldy) + " < n " + std::to_string(w.n));
+  if (m > 1 && ldx < w.k)
+    throw KernelError("quant::linear: ldx " + std::to_string(ldx) + " < k " + std::to_string(w.k));
+  if (m > 1 && ldy < w.n)
+    throw KernelError("quant::linear: ldy " + std::to_string(ldy) + " < n " + std::to_string(w.n));
   if (w.k == 0) {
     for (int64_t i = 0; i < m; ++i) std::fill(y + i * ldy, y + i * ldy + w.n, 0.0f);
     return;
@@ -752,8 +776,10 @@ void linear(const float* x, int64_t m, int64_t ldx, const QWeight& w, float* y, 
   const bool need_xsum = w.zero != nullptr || (w4 && per_channel);
   Acts A = prepare_acts(x, m, ldx, w, need_xsum, fast);
   if (w4 && !w.zero && !per_channel) {
-    if (fast) lane_zero_init_avx512(A, blocks_of(w, A.nch));
-    else lane_zero_init(A, blocks_of(w, A.nch));
+    if (fast)
+      lane_zero_init_avx512(A, blocks_of(w, A.nch));
+    else
+      lane_zero_init(A, blocks_of(w, A.nch));
   }
   const WPrep P = prepare_weights(w, fast);
 
@@ -774,14 +800,20 @@ void linear(const float* x, int64_t m, int64_t ldx, const QWeight& w, float* y, 
       for (int64_t j = 0; j < n; ++j) cj[static_cast<std::size_t>(j)] = 128 * P.csum[static_cast<std::size_t>(j)];
       fin.cj = cj.data();
     }
-    if (!fast) pc_scalar(A, w, fin, y, ldy);
-    else if (w4) (tail ? pc_avx512<true, true> : pc_avx512<true, false>)(A, w, fin, y, ldy);
-    else (tail ? pc_avx512<false, true> : pc_avx512<false, false>)(A, w, fin, y, ldy);
+    if (!fast)
+      pc_scalar(A, w, fin, y, ldy);
+    else if (w4)
+      (tail ? pc_avx512<true, true> : pc_avx512<true, false>)(A, w, fin, y, ldy);
+    else
+      (tail ? pc_avx512<false, true> : pc_avx512<false, false>)(A, w, fin, y, ldy);
   } else {
     fin.b = P.bterm.empty() ? nullptr : P.bterm.data();
-    if (!fast) grp_scalar(A, w, P, fin, y, ldy);
-    else if (w4) grp_dispatch<true>(tail, blocks_of(w, A.nch).chunks, A, w, P, fin, y, ldy);
-    else grp_dispatch<false>(tail, blocks_of(w, A.nch).chunks, A, w, P, fin, y, ldy);
+    if (!fast)
+      grp_scalar(A, w, P, fin, y, ldy);
+    else if (w4)
+      grp_dispatch<true>(tail, blocks_of(w, A.nch).chunks, A, w, P, fin, y, ldy);
+    else
+      grp_dispatch<false>(tail, blocks_of(w, A.nch).chunks, A, w, P, fin, y, ldy);
   }
   if (!w.zero) return;
 
@@ -794,7 +826,8 @@ void linear(const float* x, int64_t m, int64_t ldx, const QWeight& w, float* y, 
       for (int64_t g = 0; g < G; ++g) {
         const float xs = static_cast<float>(A.xsum[static_cast<std::size_t>(i * G + g)]);
         const float* szr = P.sz_t.data() + g * n;
-        for (int64_t j = 0; j < n; ++j) corr[static_cast<std::size_t>(j)] = corr[static_cast<std::size_t>(j)] + szr[j] * xs;
+        for (int64_t j = 0; j < n; ++j)
+          corr[static_cast<std::size_t>(j)] = corr[static_cast<std::size_t>(j)] + szr[j] * xs;
       }
       for (int64_t j = 0; j < n; ++j) yr[j] = yr[j] - corr[static_cast<std::size_t>(j)];
     }

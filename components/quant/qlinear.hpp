@@ -37,10 +37,10 @@ struct QWeight {
   const std::int8_t* q = nullptr;
   std::int64_t q_ld = 0;  // bytes between the starts of two rows
   std::int64_t n = 0, k = 0;
-  std::int64_t group = 0;  // elements per scale along k; 0: one scale per row (per channel)
+  std::int64_t group = 0;       // elements per scale along k; 0: one scale per row (per channel)
   const void* scale = nullptr;  // [n, groups], f32 or f16
   DType scale_dtype = DType::f32;
-  std::int64_t scale_ld = 0;  // elements
+  std::int64_t scale_ld = 0;    // elements
   const float* zero = nullptr;  // [n, groups]; null: symmetric (zero 0 for int8, 8 for int4)
   std::int64_t zero_ld = 0;
   /// Optional cache (bits 8 only): code_sum[r * code_sum_ld + g] = Σ of the codes of

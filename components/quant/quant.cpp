@@ -80,8 +80,7 @@ GroupResult asym(const float* x, int64_t len, int qmax, int* q) {
     return {scale, -lo / scale};
   }
   const float id = 1.0f / scale;
-  for (int64_t i = 0; i < len; ++i)
-    q[i] = std::clamp(static_cast<int>(std::roundf((x[i] - lo) * id)), 0, qmax);
+  for (int64_t i = 0; i < len; ++i) q[i] = std::clamp(static_cast<int>(std::roundf((x[i] - lo) * id)), 0, qmax);
   return {scale, -lo / scale};
 }
 
@@ -96,7 +95,8 @@ QuantizedWeight quantize_impl(const float* w, int64_t n, int64_t k, int64_t ldw,
   require(n <= 1 || ldw >= k, "quantize: ldw " + to_string(ldw) + " < k " + to_string(k));
   require(group == 0 || group == 32 || group == 64 || group == 128,
           "quantize: group is " + to_string(group) + ", expected 32, 64 or 128 (0: per channel)");
-  require(group == 0 || k % group == 0, "quantize: k = " + to_string(k) + " is not a multiple of group " + to_string(group));
+  require(group == 0 || k % group == 0,
+          "quantize: k = " + to_string(k) + " is not a multiple of group " + to_string(group));
   require(bits == 8 || k % 2 == 0, "quantize: int4 needs an even k, got " + to_string(k));
   require(n == 0 || k == 0 || w != nullptr, "quantize: no weights");
   QuantizedWeight r;
@@ -117,11 +117,16 @@ QuantizedWeight quantize_impl(const float* w, int64_t n, int64_t k, int64_t ldw,
       const float* x = w + row * ldw + g * gs;
       const std::size_t gi = static_cast<std::size_t>(row * G + g);
       GroupResult res;
-      if (gs == 0) res = {0, 0};
-      else if (symmetric) res = bits == 8 ? sym8(x, gs, codes.data()) : sym4(x, gs, codes.data());
-      else res = asym(x, gs, bits == 8 ? 255 : 15, codes.data());
-      if (f16) r.scale_f16[gi] = half::f16_bits_from_double(res.scale);
-      else r.scale_f32[gi] = res.scale;
+      if (gs == 0)
+        res = {0, 0};
+      else if (symmetric)
+        res = bits == 8 ? sym8(x, gs, codes.data()) : sym4(x, gs, codes.data());
+      else
+        res = asym(x, gs, bits == 8 ? 255 : 15, codes.data());
+      if (f16)
+        r.scale_f16[gi] = half::f16_bits_from_double(res.scale);
+      else
+        r.scale_f32[gi] = res.scale;
       if (!symmetric) r.zero[gi] = bits == 8 ? res.zero - 128.0f : res.zero;
       for (int64_t c = 0; c < gs; ++c) {
         const int64_t kk = g * gs + c;
@@ -211,7 +216,12 @@ Scheme scheme_of(const std::string& name, const Args& a) {
 const std::vector<PortSpec>& quantizer_ports() {
   static const std::vector<PortSpec> p = {
       {"w", Access::read, {DType::f32}, false, 2, "weight [n, k] (layout nk) or [k, n] (layout kn)"},
-      {"q", Access::write, {DType::i8}, false, 2, "codes [n, k] (8 bits) or [n, k/2] (4 bits, element 2j in the low nibble)"},
+      {"q",
+       Access::write,
+       {DType::i8},
+       false,
+       2,
+       "codes [n, k] (8 bits) or [n, k/2] (4 bits, element 2j in the low nibble)"},
       {"scale", Access::write, {DType::f32, DType::f16}, false, 2, "scales [n] (per channel) or [n, k/group]"},
       {"zero", Access::write, {DType::f32}, true, 2, "zero points [n, k/group] (asymmetric only)"},
   };
@@ -233,7 +243,8 @@ std::string quantizer_check_s(const TaskShape& t, const Scheme& sc) {
   if (sc.group > 0 && d.k % sc.group)
     return "port 'w' is " + kutil::dims(p[0]) + ": k = " + to_string(d.k) + " is not a multiple of group " +
            to_string(sc.group);
-  if (sc.bits == 4 && d.k % 2) return "port 'w' is " + kutil::dims(p[0]) + ": int4 needs an even k, got " + to_string(d.k);
+  if (sc.bits == 4 && d.k % 2)
+    return "port 'w' is " + kutil::dims(p[0]) + ": int4 needs an even k, got " + to_string(d.k);
   const int64_t G = sc.group > 0 ? d.k / sc.group : 1;
   const DType sd = sc.f16 ? DType::f16 : DType::f32;
   if (p[2].dtype != sd)
@@ -251,9 +262,11 @@ std::string quantizer_check_s(const TaskShape& t, const Scheme& sc) {
                       zero_bound ? expect_dims(s, p, 3, d.n, G, "like scale") : std::string()});
 }
 
-template <int Kind> std::string quantizer_check(const TaskShape& t);
+template <int Kind>
+std::string quantizer_check(const TaskShape& t);
 const char* const kQuantNames[] = {"quant.int8", "quant.group", "quant.q8_0", "quant.q4_0"};
-template <int Kind> std::string quantizer_check(const TaskShape& t) {
+template <int Kind>
+std::string quantizer_check(const TaskShape& t) {
   if (t.ports.size() < 3) return "expected at least 3 ports, got " + to_string(t.ports.size());
   return quantizer_check_s(t, scheme_of(kQuantNames[Kind], t.args));
 }
@@ -271,12 +284,12 @@ std::vector<float> dense_nk(const TensorView& w, bool kn, int64_t n, int64_t k) 
   std::vector<float> out(static_cast<std::size_t>(n * k));
   const float* p = static_cast<const float*>(w.data);
   for (int64_t r = 0; r < w.rows; ++r)
-    for (int64_t c = 0; c < w.cols; ++c)
-      out[static_cast<std::size_t>(kn ? c * k + r : r * k + c)] = p[r * w.ld + c];
+    for (int64_t c = 0; c < w.cols; ++c) out[static_cast<std::size_t>(kn ? c * k + r : r * k + c)] = p[r * w.ld + c];
   return out;
 }
 
-template <int Kind> void quantizer_cpu(KernelContext& ctx) {
+template <int Kind>
+void quantizer_cpu(KernelContext& ctx) {
   auto check = [](const TaskShape& t) { return quantizer_check<Kind>(t); };
   const auto& specs = quantizer_ports();
   if (ctx.num_ports() == 3) {  // components without a zero port
@@ -290,14 +303,13 @@ template <int Kind> void quantizer_cpu(KernelContext& ctx) {
   const bool kn = ctx.arg_string("layout") == "kn";
   const int64_t n = kn ? w.cols : w.rows, k = kn ? w.rows : w.cols;
   const std::vector<float> dense = dense_nk(w, kn, n, k);
-  const QuantizedWeight qw = sc.group == 0 ? quant::quantize_int8(dense.data(), n, k, k)
-                                           : (sc.f16 ? (sc.bits == 8 ? quant::quantize_q8_0(dense.data(), n, k, k)
-                                                                     : quant::quantize_q4_0(dense.data(), n, k, k))
-                                                     : quant::quantize_group(dense.data(), n, k, k, sc.bits, sc.group,
-                                                                             sc.symmetric));
+  const QuantizedWeight qw =
+      sc.group == 0 ? quant::quantize_int8(dense.data(), n, k, k)
+                    : (sc.f16 ? (sc.bits == 8 ? quant::quantize_q8_0(dense.data(), n, k, k)
+                                              : quant::quantize_q4_0(dense.data(), n, k, k))
+                              : quant::quantize_group(dense.data(), n, k, k, sc.bits, sc.group, sc.symmetric));
   auto* qp = static_cast<std::int8_t*>(q.data);
-  for (int64_t r = 0; r < n; ++r)
-    std::copy_n(qw.q.data() + r * qw.q_ld, qw.q_ld, qp + r * q.ld);
+  for (int64_t r = 0; r < n; ++r) std::copy_n(qw.q.data() + r * qw.q_ld, qw.q_ld, qp + r * q.ld);
   const int64_t G = qw.groups();
   if (sc.group == 0) {  // [n] or [n, 1] or [1, n]: element r at flat index r
     auto* s = static_cast<float*>(sp.data);
@@ -306,8 +318,10 @@ template <int Kind> void quantizer_cpu(KernelContext& ctx) {
     for (int64_t r = 0; r < n; ++r)
       for (int64_t g = 0; g < G; ++g) {
         const std::size_t i = static_cast<std::size_t>(r * G + g);
-        if (sc.f16) static_cast<std::uint16_t*>(sp.data)[r * sp.ld + g] = qw.scale_f16[i];
-        else static_cast<float*>(sp.data)[r * sp.ld + g] = qw.scale_f32[i];
+        if (sc.f16)
+          static_cast<std::uint16_t*>(sp.data)[r * sp.ld + g] = qw.scale_f16[i];
+        else
+          static_cast<float*>(sp.data)[r * sp.ld + g] = qw.scale_f32[i];
       }
   }
   if (!sc.symmetric) {
@@ -335,19 +349,22 @@ std::string dequant_check(const TaskShape& t) {
   if (auto m = kutil::ports_present(s, p); !m.empty()) return m;
   const int64_t bits = t.args.get_int("bits"), group = t.args.get_int("group");
   if (bits != 8 && bits != 4) return "param 'bits' is " + to_string(bits) + ": expected 4 or 8";
-  if (group != 0 && group != 32 && group % 64) return "param 'group' is " + to_string(group) + ": expected 0, 32, 64 or 128";
+  if (group != 0 && group != 32 && group % 64)
+    return "param 'group' is " + to_string(group) + ": expected 0, 32, 64 or 128";
   const int64_t n = p[3].rows, k = p[3].cols;
-  if (group > 0 && k % group) return "port 'w' is " + kutil::dims(p[3]) + ": k is not a multiple of group " + to_string(group);
+  if (group > 0 && k % group)
+    return "port 'w' is " + kutil::dims(p[3]) + ": k is not a multiple of group " + to_string(group);
   if (bits == 4 && k % 2) return "port 'w' is " + kutil::dims(p[3]) + ": int4 needs an even k";
   const int64_t G = group > 0 ? k / group : 1;
-  return first_error({expect_dims(s, p, 0, n, bits == 8 ? k : k / 2, bits == 8 ? "one code per weight of w" : "two codes per byte"),
-                      group == 0 ? (p[1].size() == n ? std::string()
-                                                     : "port 'scale' is " + kutil::dims(p[1]) + ", expected " + to_string(n) +
-                                                           " elements (one scale per row)")
-                                 : expect_dims(s, p, 1, n, G, "one scale per group of " + to_string(group)),
-                      p[2].bound() && p[2].size() != n * G
-                          ? "port 'zero' is " + kutil::dims(p[2]) + ", expected " + to_string(n * G) + " elements like scale"
-                          : std::string()});
+  return first_error(
+      {expect_dims(s, p, 0, n, bits == 8 ? k : k / 2, bits == 8 ? "one code per weight of w" : "two codes per byte"),
+       group == 0 ? (p[1].size() == n ? std::string()
+                                      : "port 'scale' is " + kutil::dims(p[1]) + ", expected " + to_string(n) +
+                                            " elements (one scale per row)")
+                  : expect_dims(s, p, 1, n, G, "one scale per group of " + to_string(group)),
+       p[2].bound() && p[2].size() != n * G
+           ? "port 'zero' is " + kutil::dims(p[2]) + ", expected " + to_string(n * G) + " elements like scale"
+           : std::string()});
 }
 
 Cost dequant_cost(const TaskShape& t) {
@@ -388,8 +405,8 @@ void register_quant(Registry& reg) {
                          "false: min/max range with a float zero point (port 'zero')"};
   const std::vector<PortSpec> three(quantizer_ports().begin(), quantizer_ports().begin() + 3);
   kutil::add_component(reg, "quant.int8",
-                       "symmetric int8 per output channel: scale[r] = amax(row r) / 127, q = roundf(w / scale)",
-                       three, {kLayout}, quantizer_cpu<0>, quantizer_check<0>, quantizer_cost);
+                       "symmetric int8 per output channel: scale[r] = amax(row r) / 127, q = roundf(w / scale)", three,
+                       {kLayout}, quantizer_cpu<0>, quantizer_check<0>, quantizer_cost);
   kutil::add_component(reg, "quant.group",
                        "group-wise int8/int4 (bits, group 32/64/128, symmetric or asymmetric with float zero points); "
                        "int4 codes two per byte, element 2j in the low nibble; asymmetric int8 stores q - 128",
@@ -402,12 +419,13 @@ void register_quant(Registry& reg) {
                        "llama.cpp Q4_0 values: 4-bit codes, groups of 32, f16 scale d = max/-8, value = (q - 8) d; "
                        "pairs (2j, 2j+1) low nibble first",
                        three, {kLayout}, quantizer_cpu<3>, quantizer_check<3>, quantizer_cost);
-  kutil::add_component(reg, "quant.dequant",
-                       "w = (q - zero) * scale (zero absent: 0 for 8 bits, 8 for 4 bits); the inverse of the quantizers",
-                       dequant_ports(),
-                       {{"bits", ParamType::int_, "8", false, "4 or 8"},
-                        {"group", ParamType::int_, "0", false, "weights per scale along k; 0: one scale per row"}},
-                       dequant_cpu, dequant_check, dequant_cost);
+  kutil::add_component(
+      reg, "quant.dequant",
+      "w = (q - zero) * scale (zero absent: 0 for 8 bits, 8 for 4 bits); the inverse of the quantizers",
+      dequant_ports(),
+      {{"bits", ParamType::int_, "8", false, "4 or 8"},
+       {"group", ParamType::int_, "0", false, "weights per scale along k; 0: one scale per row"}},
+      dequant_cpu, dequant_check, dequant_cost);
 }
 
 }  // namespace ymlopt

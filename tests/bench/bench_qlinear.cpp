@@ -37,7 +37,8 @@ using ymlopt::quant::Isa;
 using ymlopt::quant::QWeight;
 
 /// Seconds of one call of f.
-template <class F> double timed(F&& f) {
+template <class F>
+double timed(F&& f) {
   const double t0 = bench::now_s();
   f();
   return bench::now_s() - t0;
@@ -106,12 +107,12 @@ int main(int argc, char** argv) {
         openblas_set_num_threads(static_cast<int>(t));
         const QWeight views[3] = {q8.view(), q4.view(), q40.view()};
         auto sgemm = [&] {
-          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(m), int(n), int(k), 1.0f, x.data(), int(k),
-                      w.data(), int(k), 0.0f, y.data(), int(n));
+          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(m), int(n), int(k), 1.0f, x.data(), int(k), w.data(),
+                      int(k), 0.0f, y.data(), int(n));
         };
         auto sgemv = [&] {
-          cblas_sgemv(CblasRowMajor, CblasNoTrans, int(n), int(k), 1.0f, w.data(), int(k), x.data(), 1, 0.0f,
-                      y.data(), 1);
+          cblas_sgemv(CblasRowMajor, CblasNoTrans, int(n), int(k), 1.0f, w.data(), int(k), x.data(), 1, 0.0f, y.data(),
+                      1);
         };
         // Interleaved: every rep times sgemm and then each format back to back, so that the
         // ratios compare calls made under the same load (this machine is shared).

@@ -124,7 +124,7 @@ std::vector<Scheme> all_schemes() {
 TEST(QuantizeTest, CodesScalesAndZerosEqualTheRuleInLongDouble) {
   const std::int64_t n = 5, k = 256, ldw = 260;
   std::vector<float> w = random_vec(static_cast<std::size_t>(n * ldw), 7);
-  for (std::int64_t c = 0; c < 32; ++c) w[static_cast<std::size_t>(2 * ldw + c)] = 0.5f;  // a constant group
+  for (std::int64_t c = 0; c < 32; ++c) w[static_cast<std::size_t>(2 * ldw + c)] = 0.5f;   // a constant group
   for (std::int64_t c = 32; c < 64; ++c) w[static_cast<std::size_t>(3 * ldw + c)] = 0.0f;  // a zero group
   for (const Scheme& s : all_schemes()) {
     SCOPED_TRACE(s.name);
@@ -135,13 +135,15 @@ TEST(QuantizeTest, CodesScalesAndZerosEqualTheRuleInLongDouble) {
     for (std::int64_t r = 0; r < n; ++r)
       for (std::int64_t g = 0; g < q.groups(); ++g) {
         const float* x = w.data() + r * ldw + g * gs;
-        const RefGroup ref = s.symmetric ? (s.bits == 8 ? ref_sym8(x, gs) : ref_sym4(x, gs))
-                                         : ref_asym(x, gs, s.bits == 8 ? 255 : 15);
-        const float want_scale = s.f16 ? float(half::f16_bits_to_double(half::f16_bits_from_double(ref.scale))) : ref.scale;
+        const RefGroup ref =
+            s.symmetric ? (s.bits == 8 ? ref_sym8(x, gs) : ref_sym4(x, gs)) : ref_asym(x, gs, s.bits == 8 ? 255 : 15);
+        const float want_scale =
+            s.f16 ? float(half::f16_bits_to_double(half::f16_bits_from_double(ref.scale))) : ref.scale;
         EXPECT_EQ(scale_of(q, r, g), want_scale) << "row " << r << " group " << g;
         if (!s.symmetric) {
           // int8 stores zero - 128 and q - 128 (see qlinear.hpp)
-          EXPECT_EQ(q.zero[static_cast<std::size_t>(r * q.groups() + g)], s.bits == 8 ? fl(LD(ref.zero) - 128) : ref.zero);
+          EXPECT_EQ(q.zero[static_cast<std::size_t>(r * q.groups() + g)],
+                    s.bits == 8 ? fl(LD(ref.zero) - 128) : ref.zero);
         } else {
           EXPECT_TRUE(q.zero.empty());
         }
@@ -174,9 +176,10 @@ TEST(QuantizeTest, RoundTripErrorIsAtMostHalfAStep) {
         const std::int64_t g = c / gs;
         const float x = w[static_cast<std::size_t>(r * k + c)];
         // the step the codes were computed with (f32, before any f16 rounding of the stored scale)
-        const RefGroup ref = s.symmetric ? (s.bits == 8 ? ref_sym8(&w[static_cast<std::size_t>(r * k + g * gs)], gs)
-                                                        : ref_sym4(&w[static_cast<std::size_t>(r * k + g * gs)], gs))
-                                         : ref_asym(&w[static_cast<std::size_t>(r * k + g * gs)], gs, s.bits == 8 ? 255 : 15);
+        const RefGroup ref = s.symmetric
+                                 ? (s.bits == 8 ? ref_sym8(&w[static_cast<std::size_t>(r * k + g * gs)], gs)
+                                                : ref_sym4(&w[static_cast<std::size_t>(r * k + g * gs)], gs))
+                                 : ref_asym(&w[static_cast<std::size_t>(r * k + g * gs)], gs, s.bits == 8 ? 255 : 15);
         const LD step = std::fabs(LD(ref.scale));
         const int code = ref.q[static_cast<std::size_t>(c - g * gs)];
         // q4 symmetric: code 15 may be clamped from 16 (x just below -max): one full step
@@ -195,14 +198,14 @@ TEST(QuantizeTest, LlamaCppBlockExampleByHand) {
   // Q8_0: d = 4/127 (f16: 1032 * 2^-15 = 0.031494140625), q = roundf(x * 31.75)
   const QuantizedWeight q8 = quant::quantize_q8_0(x.data(), 1, 32, 32);
   EXPECT_EQ(half::f16_bits_to_double(q8.scale_f16[0]), 0.031494140625);
-  EXPECT_EQ(q8.q[0], -127);   // -4 * 31.75
-  EXPECT_EQ(q8.q[1], -119);   // -3.75 * 31.75 = -119.0625
-  EXPECT_EQ(q8.q[14], -16);   // -0.5 * 31.75 = -15.875
-  EXPECT_EQ(q8.q[15], -8);    // -0.25 * 31.75 = -7.9375
+  EXPECT_EQ(q8.q[0], -127);  // -4 * 31.75
+  EXPECT_EQ(q8.q[1], -119);  // -3.75 * 31.75 = -119.0625
+  EXPECT_EQ(q8.q[14], -16);  // -0.5 * 31.75 = -15.875
+  EXPECT_EQ(q8.q[15], -8);   // -0.25 * 31.75 = -7.9375
   EXPECT_EQ(q8.q[16], 0);
-  EXPECT_EQ(q8.q[18], 16);    // 0.5 * 31.75 = 15.875
-  EXPECT_EQ(q8.q[22], 48);    // 1.5 * 31.75 = 47.625
-  EXPECT_EQ(q8.q[31], 119);   // 3.75 * 31.75 = 119.0625
+  EXPECT_EQ(q8.q[18], 16);   // 0.5 * 31.75 = 15.875
+  EXPECT_EQ(q8.q[22], 48);   // 1.5 * 31.75 = 47.625
+  EXPECT_EQ(q8.q[31], 119);  // 3.75 * 31.75 = 119.0625
   // Q4_0: the largest magnitude is -4, d = -4 / -8 = 0.5, q = min(15, (int)(2x + 8.5)) = min(15, (j + 1) / 2)
   const QuantizedWeight q4 = quant::quantize_q4_0(x.data(), 1, 32, 32);
   EXPECT_EQ(half::f16_bits_to_double(q4.scale_f16[0]), 0.5);
@@ -223,7 +226,8 @@ TEST(QuantizeTest, BadArgumentsAreClearErrors) {
   };
   EXPECT_NE(msg([&] { quant::quantize_group(w.data(), 2, 48, 64, 4, 32, true); }).find("not a multiple of group 32"),
             std::string::npos);
-  EXPECT_NE(msg([&] { quant::quantize_group(w.data(), 2, 64, 64, 3, 32, true); }).find("expected 4 or 8"), std::string::npos);
+  EXPECT_NE(msg([&] { quant::quantize_group(w.data(), 2, 64, 64, 3, 32, true); }).find("expected 4 or 8"),
+            std::string::npos);
   EXPECT_NE(msg([&] { quant::quantize_group(w.data(), 2, 64, 64, 8, 48, true); }).find("expected 32, 64 or 128"),
             std::string::npos);
   EXPECT_NE(msg([&] { quant::quantize_int8(w.data(), 2, 64, 32); }).find("ldw 32 < k 64"), std::string::npos);
@@ -527,7 +531,8 @@ TEST_F(QuantComponentTest, GroupAsymmetricThenDequantRoundTrips) {
     SCOPED_TRACE(bits);
     Mat<std::int8_t> q(n, bits == 8 ? k : k / 2, 0, DType::i8);
     Mat<float> s(n, k / 32), z(n, k / 32), back(n, k);
-    const std::map<std::string, std::string> a = {{"bits", std::to_string(bits)}, {"group", "32"}, {"symmetric", "false"}};
+    const std::map<std::string, std::string> a = {
+        {"bits", std::to_string(bits)}, {"group", "32"}, {"symmetric", "false"}};
     run(reg, "quant.group", {w.view(), q.view(), s.view(), z.view()}, a);
     run(reg, "quant.dequant", {q.view(), s.view(), z.view(), back.view()},
         {{"bits", std::to_string(bits)}, {"group", "32"}});
@@ -550,7 +555,8 @@ TEST_F(QuantComponentTest, Q4_0AndQ8_0WriteF16Scales) {
   Mat<std::uint16_t> s4(n, 2, 0, DType::f16), s8(n, 2, 0, DType::f16);
   run(reg, "quant.q4_0", {w.view(), q4.view(), s4.view()});
   run(reg, "quant.q8_0", {w.view(), q8.view(), s8.view()});
-  const QuantizedWeight r4 = quant::quantize_q4_0(w.buf.data(), n, k, k), r8 = quant::quantize_q8_0(w.buf.data(), n, k, k);
+  const QuantizedWeight r4 = quant::quantize_q4_0(w.buf.data(), n, k, k),
+                        r8 = quant::quantize_q8_0(w.buf.data(), n, k, k);
   EXPECT_EQ(s4.buf, r4.scale_f16);
   EXPECT_EQ(s8.buf, r8.scale_f16);
   EXPECT_EQ(q4.buf, r4.q);
@@ -565,7 +571,8 @@ TEST_F(QuantComponentTest, CheckMessages) {
   const V w = shape_view(DType::f32, 8, 96), q8 = shape_view(DType::i8, 8, 96), q4 = shape_view(DType::i8, 8, 48);
   const V s3 = shape_view(DType::f32, 8, 3), z3 = shape_view(DType::f32, 8, 3);
   EXPECT_EQ(check(reg, "quant.group", {w, q4, s3, V{}}, {{"group", "32"}}), "");
-  EXPECT_NE(check(reg, "quant.group", {w, q4, shape_view(DType::f32, 8, 1), V{}}).find("k = 96 is not a multiple of group 128"),
+  EXPECT_NE(check(reg, "quant.group", {w, q4, shape_view(DType::f32, 8, 1), V{}})
+                .find("k = 96 is not a multiple of group 128"),
             std::string::npos);
   EXPECT_NE(check(reg, "quant.group", {w, q4, s3, V{}}, {{"bits", "5"}, {"group", "32"}}).find("param 'bits' is 5"),
             std::string::npos);
@@ -576,7 +583,8 @@ TEST_F(QuantComponentTest, CheckMessages) {
   EXPECT_NE(check(reg, "quant.group", {w, q8, s3, V{}}, {{"group", "32"}}).find("port 'q' is 8x96, expected 8x48"),
             std::string::npos);
   EXPECT_NE(check(reg, "quant.q4_0", {w, q4, s3}).find("port 'scale' has dtype f32, expected f16"), std::string::npos);
-  EXPECT_NE(check(reg, "quant.int8", {w, q8, shape_view(DType::f32, 1, 7)}).find("expected 8 elements"), std::string::npos);
+  EXPECT_NE(check(reg, "quant.int8", {w, q8, shape_view(DType::f32, 1, 7)}).find("expected 8 elements"),
+            std::string::npos);
   EXPECT_NE(check(reg, "quant.int8", {w, q8, shape_view(DType::f32, 1, 8)}, {{"layout", "kx"}}).find("param 'layout'"),
             std::string::npos);
   EXPECT_NE(check(reg, "quant.dequant", {q4, s3, V{}, shape_view(DType::f32, 8, 96)}, {{"bits", "4"}, {"group", "48"}})
