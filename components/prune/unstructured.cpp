@@ -11,9 +11,16 @@
 // smallest). A threshold t zeroes every |w| <= t, so weights tied with t are all
 // pruned. NaN weights are an error.
 //
-//   <task component="prune.magnitude_threshold"> w0=W1 w1=W2 t=T  sparsity=0.7 </task>
-//   <task component="prune.magnitude"> w=W1 y=W1 t=T </task>
-//   <task component="prune.nm"> w=W y=W  n=2 m=4 layout=nk </task>
+//   <task component="prune.magnitude_threshold">   <!-- global 70% over two layers -->
+//     <in port="w0" data="W1"/> <in port="w1" data="W2"/> <out port="t" data="T"/>
+//     <arg name="sparsity" value="0.7"/>
+//   </task>
+//   <task component="prune.magnitude">
+//     <in port="w" data="W1"/> <out port="y" data="W1"/> <in port="t" data="T"/>
+//   </task>
+//   <task component="prune.nm">
+//     <in port="w" data="W"/> <out port="y" data="W"/> <arg name="n" value="2"/> <arg name="m" value="4"/>
+//   </task>
 #include <algorithm>
 #include <cmath>
 #include <cstdint>

@@ -3,7 +3,7 @@
 //                       -> values f32 [n, k/2], index i8 [n, k/8] (format: sparse_linear.hpp)
 //   sparse.unpack_nm24  values + index -> w f32 [n, k] (zeros elsewhere)
 //
-//   ymlopt::register_sparse(reg);   // then e.g. <task component="sparse.pack_nm24" .../>
+//   ymlopt::register_sparse(reg);   // then <task component="sparse.pack_nm24"> ... </task>
 #pragma once
 #include <ymlopt/sdk.hpp>
 

@@ -2,8 +2,12 @@
 // form of sparse_linear.hpp (values f32 [n, k/2], index i8 [n, k/8], one
 // nibble per group of 4: bits 0-1 first kept position, bits 2-3 second).
 //
-//   <task component="sparse.pack_nm24"> w=W values=V index=I </task>
-//   <task component="sparse.unpack_nm24"> values=V index=I w=W2 </task>
+//   <task component="sparse.pack_nm24">
+//     <in port="w" data="W"/> <out port="values" data="V"/> <out port="index" data="I"/>
+//   </task>
+//   <task component="sparse.unpack_nm24">
+//     <in port="values" data="V"/> <in port="index" data="I"/> <out port="w" data="W2"/>
+//   </task>
 #include <cstring>
 #include <stdexcept>
 #include <string>
