@@ -154,6 +154,7 @@ class StarpuExecutor final : public Executor {
     std::vector<std::uint8_t> partitioned(nd, 0);
     for (size_t i = 0; i < nd; ++i) {
       const DataDecl& d = dag.data[i];
+      if (!d.format.empty()) continue;  // stored compressed: tasks read its companions, it has no storage
       starpu_matrix_data_register(&handles[i], STARPU_MAIN_RAM, reinterpret_cast<uintptr_t>(store.base(std::int32_t(i))),
                                   std::uint32_t(d.ld), std::uint32_t(d.cols), std::uint32_t(d.rows), dtype_size(d.dtype));
       starpu_data_set_name(handles[i], d.name.c_str());
@@ -241,6 +242,7 @@ class StarpuExecutor final : public Executor {
     for (size_t i = 0; i < tasks.size(); ++i)
       if (keep[i] && tasks[i]) starpu_task_destroy(tasks[i]);
     for (size_t i = 0; i < nd; ++i) {
+      if (!handles[i]) continue;
       if (!children[i].empty()) starpu_data_partition_clean(handles[i], unsigned(children[i].size()), children[i].data());
       starpu_data_unregister(handles[i]);
     }

@@ -298,19 +298,20 @@ void pass_nm(PassContext& ctx, const PassSpec& s) {
 
 /// The calibration inputs X [m, k] of a weight: its tasks' inputs stacked.
 /// Tasks that read the same input (tiles of one weight) count once.
-Calibration::Input calibration_for(PassContext& ctx, const WeightUse& u, const std::string& pass) {
+Calibration::Input calibration_for(PassContext& ctx, const std::vector<std::size_t>& tasks, int64_t k,
+                                   const std::string& pass) {
   if (!ctx.calib) throw PassError(pass + " needs calibration activations");
   Calibration::Input all;
-  all.k = u.k;
+  all.k = k;
   std::set<std::string> seen;  // by input data reference
-  for (std::size_t i : u.tasks) {
+  for (std::size_t i : tasks) {
     const TaskNode& t = ctx.ed.dag().tasks[i];
     auto it = ctx.calib->inputs.find(ModelEditor::task_key(t));
     if (it == ctx.calib->inputs.end())
       throw std::runtime_error("no calibration input captured for task '" + ModelEditor::task_key(t) + "'");
     const DataRef x = t.bindings[ctx.ed.port_index(t, "x")].ref;
     if (!seen.insert(ctx.ed.dag().ref_name(x)).second) continue;
-    if (it->second.k != u.k) throw std::runtime_error("calibration input of '" + t.label + "' has the wrong width");
+    if (it->second.k != k) throw std::runtime_error("calibration input of '" + t.label + "' has the wrong width");
     all.x.insert(all.x.end(), it->second.x.begin(), it->second.x.end());
     all.m += it->second.m;
   }
@@ -322,7 +323,7 @@ void pass_obs(PassContext& ctx, const PassSpec& s) {
   const double sparsity = opt_num(s, "sparsity", 0.5);
   Tally tally;
   for (const WeightUse& u : selected(ctx, s)) {
-    const Calibration::Input in = calibration_for(ctx, u, "prune.obs");
+    const Calibration::Input in = calibration_for(ctx, u.tasks, u.k, "prune.obs");
     Buf x = Buf::of(in.x, in.m, in.k), h(DType::f32, u.k, u.k);
     run_component(ctx.ed.registry(), "prune.hessian", {{"x", &x}, {"h", &h}}, {});
     const DenseWeight dw = ctx.ed.load(u);
@@ -337,23 +338,56 @@ void pass_obs(PassContext& ctx, const PassSpec& s) {
   ctx.log.push_back(tally.json(s.text()));
 }
 
-/// distill.layerwise (mask): refits every weight an earlier pass changed (still
-/// dense) to the original layer's outputs on the calibration inputs, keeping its zeros.
+/// Y = X W_origᵀ: what the original layer computed on the calibration inputs.
+std::vector<float> original_outputs(const Calibration::Input& in, const DenseWeight& orig) {
+  std::vector<float> y(std::size_t(in.m * orig.n));
+  for (int64_t r = 0; r < in.m; ++r)
+    for (int64_t j = 0; j < orig.n; ++j) {
+      double acc = 0;
+      for (int64_t c = 0; c < in.k; ++c)
+        acc += double(in.x[std::size_t(r * in.k + c)]) * double(orig.w[std::size_t(j * orig.k + c)]);
+      y[std::size_t(r * orig.n + j)] = float(acc);
+    }
+  return y;
+}
+
+/// distill.layerwise: refits every weight an earlier pass changed to the original
+/// layer's outputs on the calibration inputs: dense (pruned) weights keep their
+/// zeros (mode mask); low-rank pairs are refitted as a pair (mode lowrank).
 void pass_distill(PassContext& ctx, const PassSpec& s) {
   Tally tally;
   const std::string ridge = opt_str(s, "ridge", "1e-4");
+  for (const auto& [name, p] : ctx.ed.lowrank()) {
+    const DenseWeight* orig = ctx.ed.original(name);
+    WeightUse ua;
+    for (WeightUse& c : ctx.ed.linear_weights())
+      if (c.data == p.a) ua = c;
+    if (!orig || ua.data < 0) continue;
+    const Calibration::Input in = calibration_for(ctx, ua.tasks, p.k, "distill.layerwise");
+    const std::vector<float> yt = original_outputs(in, *orig);
+    auto floats = [&](std::int32_t d) {
+      const auto& b = ctx.ed.tensor_bytes(d);
+      std::vector<float> v(b.size() / 4);
+      std::memcpy(v.data(), b.data(), b.size());
+      return v;
+    };
+    Buf x = Buf::of(in.x, in.m, in.k), y = Buf::of(yt, in.m, p.n), a = Buf::of(floats(p.a), p.n, p.r),
+        b = Buf::of(floats(p.b), p.r, p.k), af(DType::f32, p.n, p.r), bf(DType::f32, p.r, p.k);
+    run_component(ctx.ed.registry(), "distill.layerwise",
+                  {{"x", &x}, {"y_target", &y}, {"a", &a}, {"b", &b}, {"a_fit", &af}, {"b_fit", &bf}},
+                  {{"mode", "lowrank"}, {"ridge", ridge}, {"iters", opt_str(s, "iters", "2")}});
+    ctx.ed.tensor_bytes(p.a) = af.bytes;
+    ctx.ed.tensor_bytes(p.b) = bf.bytes;
+    WeightUse shown;
+    shown.n = p.n, shown.k = p.k;
+    tally.add(shown, p.r * (p.n + p.k) * 4, 0);
+  }
   for (const WeightUse& u : ctx.ed.linear_weights()) {
     const DenseWeight* orig = ctx.ed.original(u.name);
     if (!orig || orig->n != u.n || orig->k != u.k) continue;  // not changed by an earlier pass
-    const Calibration::Input in = calibration_for(ctx, u, "distill.layerwise");
-    std::vector<float> yt(std::size_t(in.m * u.n));  // y_target = X W_origᵀ
-    for (int64_t r = 0; r < in.m; ++r)
-      for (int64_t j = 0; j < u.n; ++j) {
-        double acc = 0;
-        for (int64_t c = 0; c < in.k; ++c)
-          acc += double(in.x[std::size_t(r * in.k + c)]) * double(orig->w[std::size_t(j * u.k + c)]);
-        yt[std::size_t(r * u.n + j)] = float(acc);
-      }
+    if (ctx.ed.lowrank().count(u.name)) continue;  // refitted as a pair above
+    const Calibration::Input in = calibration_for(ctx, u.tasks, u.k, "distill.layerwise");
+    const std::vector<float> yt = original_outputs(in, *orig);
     const DenseWeight dw = ctx.ed.load(u);
     Buf x = Buf::of(in.x, in.m, in.k), y = Buf::of(yt, in.m, u.n), w = Buf::of(dw.w, u.n, u.k),
         wf(DType::f32, u.n, u.k);
@@ -500,7 +534,8 @@ void pass_lowrank(PassContext& ctx, const PassSpec& s) {
     const DataRef h = ctx.ed.add_scratch(u.name + ".lowrank_h", DType::f32, {m, r});
     const DataRef rb = ctx.ed.add_tensor(u.name + ".b", DType::f32, {r, u.k}, b.bytes);
     // the tiles' tasks become h Aᵀ (+ b, act, residual as before): A replaces W
-    ctx.ed.replace(u, {tensor("w", a)}, {{"transpose_w", "true"}});
+    const WeightUse ua = ctx.ed.replace(u, {tensor("w", a)}, {{"transpose_w", "true"}});
+    ctx.ed.set_lowrank(u.name, {ua.data, rb.data, u.n, u.k, r});
     for (std::size_t i : u.tasks) ctx.ed.bind(dag.tasks[i], "x", h);
     TaskNode first = proto;
     first.label = proto.label + ".lowrank";
@@ -553,7 +588,7 @@ const std::vector<PassInfo>& all_passes() {
         {"max_ratio", "apply only below this parameter ratio (0.8)"}, kMatch},
        pass_lowrank},
       {"distill.layerwise", "least-squares refit of every changed dense layer to the original layer's outputs on calibration inputs (zeros kept)",
-       {{"ridge", "relative ridge (1e-4)"}}, pass_distill, true},
+       {{"ridge", "relative ridge (1e-4)"}, {"iters", "alternations for low-rank pairs (2)"}}, pass_distill, true},
       {"sparse.csr", "store sparse weights as CSR (values, columns, row pointers) with the CSR kernel",
        {{"min_sparsity", "only weights at least this sparse (0.7)"}, kMatch}, pass_csr},
       {"sparse.bsr", "store sparse weights as block-sparse rows",

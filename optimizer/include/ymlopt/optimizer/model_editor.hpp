@@ -85,6 +85,16 @@ class ModelEditor {
   /// the weights file alone then cannot run the original workflow.
   void mark_graph_changed(const std::string& name) { final_[name].graph_changed = true; }
 
+  /// A weight a pass factored as W ≈ A B (A [n, r], B [r, k]; data indices).
+  struct LowRankPair {
+    std::int32_t a = -1, b = -1;
+    std::int64_t n = 0, k = 0, r = 0;
+  };
+  void set_lowrank(const std::string& name, LowRankPair p) { lowrank_[name] = p; }
+  const std::map<std::string, LowRankPair>& lowrank() const { return lowrank_; }
+  /// The bytes of a tensor a pass made (the data index of an add_tensor result).
+  std::vector<std::byte>& tensor_bytes(std::int32_t data) { return new_bytes_.at(data); }
+
   /// Adds a tensor computed by a pass; it is stored in the output weights file.
   DataRef add_tensor(const std::string& name, DType dtype, const std::vector<std::int64_t>& shape,
                      std::vector<std::byte> bytes);
@@ -126,6 +136,7 @@ class ModelEditor {
     bool orig_nk = false, graph_changed = false;
   };
   std::map<std::string, Final> final_;
+  std::map<std::string, LowRankPair> lowrank_;
   std::map<std::int32_t, std::string> origin_name_;  // new weight data -> original weight name
 
 };

@@ -1,0 +1,121 @@
+#!/usr/bin/env bash
+# `ymlopt optimize`: every shipped sequence on tiny GPT-2 and LLaMA checkpoints
+# with --eval; the compressed weights file runs the original workflow with the
+# same outputs as the rewritten one; pass and sequence errors.
+source "$(dirname "$0")/lib.sh"
+y=$1
+# token ids without numpy: a little .npy writer
+ids() {  # ids FILE COUNT
+  python3 - "$1" "$2" <<'PY'
+import struct, sys
+n = int(sys.argv[2])
+hdr = "{'descr': '<i4', 'fortran_order': False, 'shape': (%d,), }" % n
+hdr += " " * (63 - (10 + len(hdr)) % 64) + "\n"
+with open(sys.argv[1], "wb") as f:
+    f.write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(hdr)) + hdr.encode())
+    f.write(struct.pack("<%di" % n, *[(i * 37) % 512 for i in range(n)]))
+PY
+}
+ids "$tmp/ids.npy" 64
+"$y" model init --arch gpt2 --preset tiny --seed 3 "$tmp/g.safetensors" >/dev/null
+"$y" model init --arch llama --preset tiny --seed 3 "$tmp/l.safetensors" >/dev/null
+G=(workflows/models/gpt2.xml --set ids="$tmp/ids.npy" --set batch=2 --set seq=32 --set layers=2 --set width=96
+   --set heads=3 --set vocab=512 --set context=64 --set tile_n=32)
+L=(workflows/models/llama.xml --set ids="$tmp/ids.npy" --set batch=2 --set seq=32 --set layers=2 --set width=96
+   --set heads=6 --set kv_heads=2 --set ffn=160 --set vocab=512)
+
+# value KEY... from a report.json
+jq_() { python3 -c "import json,sys; r=json.load(open(sys.argv[1])); v=r
+for k in sys.argv[2:]: v=v[int(k)] if isinstance(v, list) else v[k]
+print(v)" "$@"; }
+
+for seq in workflows/sequences/*.xml; do
+  name=$(basename "$seq" .xml)
+  expect_rc 0 "gpt2 sequence $name" -- "$y" optimize "${G[@]}" --set weights="$tmp/g.safetensors" --sequence "$seq" \
+    --eval --reps 1 -o "$tmp/g-$name"
+  [ -f "$tmp/g-$name/report.md" ] && [ -f "$tmp/g-$name/gpt2.opt.xml" ] || { echo "FAIL: $name outputs"; fails=$((fails + 1)); }
+done
+python3 - "$tmp" <<'PY' || fails=$((fails + 1))
+import json, sys
+t = sys.argv[1]
+def rep(n): return json.load(open(f"{t}/g-{n}/report.json"))
+def err(n): return rep(n)["quality"]["logits.npy:logits"]["relative_error"]
+def ratio(n):
+    r = rep(n)["weight_bytes"]; return r["optimized"] / r["original"]
+ok = True
+def check(cond, what):
+    global ok
+    print(("ok: " if cond else "FAIL: ") + what)
+    ok = ok and cond
+check(err("int8") < 0.05 and err("q8_0") < 0.05, f"int8 / q8_0 errors small ({err('int8'):.4f}, {err('q8_0'):.4f})")
+check(ratio("int8") < 0.45 and ratio("q4_0") < 0.35, f"weight bytes int8 {ratio('int8'):.3f}x, q4_0 {ratio('q4_0'):.3f}x")
+check(err("q4_0") < 0.25, f"q4_0 error {err('q4_0'):.4f}")
+check(err("obs50") < err("magnitude50"), f"OBS 50% ({err('obs50'):.3f}) beats magnitude 50% ({err('magnitude50'):.3f})")
+check(abs(err("nm24") - json.load(open(f"{t}/g-nm24/report.json"))["quality"]["logits.npy:logits"]["relative_error"]) == 0, "nm24")
+check(abs(err("nm24") - err("nm24-int8")) < 0.02, "2:4 packed and 2:4 then int8 agree")
+log = rep("nm24")["pass_log"]
+check(abs(log[0]["sparsity"] - 0.5) < 1e-9 and log[1]["layers"] == log[0]["layers"], "2:4: half the weights, every pruned layer packed")
+check(err("obs50-distill-int8") < err("obs50"), f"refit after OBS lowers the error ({err('obs50-distill-int8'):.3f})")
+sys.exit(0 if ok else 1)
+PY
+
+# low rank changes the graph; the refit of the factor pair lowers the error
+expect_rc 0 "low rank r=24" -- "$y" optimize "${G[@]}" --set weights="$tmp/g.safetensors" --passes prune.lowrank:rank=24 --eval --reps 1 -o "$tmp/lr"
+expect_rc 0 "low rank + refit" -- "$y" optimize "${G[@]}" --set weights="$tmp/g.safetensors" --passes prune.lowrank:rank=24,distill.layerwise --eval --reps 1 -o "$tmp/lrd"
+python3 -c "
+import json,sys
+a=json.load(open('$tmp/lr/report.json'))['quality']['logits.npy:logits']['relative_error']
+b=json.load(open('$tmp/lrd/report.json'))['quality']['logits.npy:logits']['relative_error']
+print('low rank error', a, 'refit', b); sys.exit(0 if b < 0.8 * a else 1)" || { echo "FAIL: low-rank refit"; fails=$((fails + 1)); }
+
+# the weights file runs the original workflow: same logits as the rewritten one (GPT-2 [k,n], LLaMA [n,k] layouts)
+for m in g:G:gpt2:quant.int8 g:G:gpt2:prune.nm,sparse.nm24 l:L:llama:quant.group:bits=4:group=32:symmetric=false l:L:llama:prune.magnitude:sparsity=0.5; do
+  IFS=: read -r f arr model passes <<<"$m"
+  passes=${m#*:*:*:}
+  declare -n A=$arr
+  expect_rc 0 "$model $passes" -- "$y" optimize "${A[@]}" --set weights="$tmp/$f.safetensors" --passes "$passes" -o "$tmp/s"
+  expect_rc 0 "$model rewritten workflow runs" -- "$y" run "$tmp/s/$model.opt.xml" -q --backend sequential -o "$tmp/s/flat"
+  expect_rc 0 "$model original workflow on the compressed file" -- "$y" run "${A[@]}" --set weights="$tmp/s/$model.opt.safetensors" \
+    -q -o "$tmp/s/sub"
+  cmp -s "$tmp/s/flat/logits.npy" "$tmp/s/sub/logits.npy" && echo "ok: $model $passes: same logits" ||
+    { echo "FAIL: $model $passes: logits differ"; fails=$((fails + 1)); }
+  unset -n A
+done
+
+# usage errors (exit 2)
+expect_rc 2 "unknown pass" -- "$y" optimize "${G[@]}" --set weights="$tmp/g.safetensors" --passes quant.int9
+expect_in "unknown pass 'quant.int9' (did you mean 'quant.int8'?)" "closest pass"
+expect_rc 2 "unknown option" -- "$y" optimize "${G[@]}" --set weights="$tmp/g.safetensors" --passes quant.group:bitz=4
+expect_in "pass quant.group has no option 'bitz' (did you mean 'bits'?)" "closest option"
+expect_rc 2 "no passes" -- "$y" optimize "${G[@]}" --set weights="$tmp/g.safetensors"
+expect_in "give exactly one of --passes and --sequence" "message"
+expect_rc 0 "list passes" -- "$y" optimize --list-passes
+expect_in "prune.obs" "lists prune.obs"
+
+# a bad sequence file: compiler-format errors, exit 1
+cat > "$tmp/bad.xml" <<'X'
+<sequence name="bad">
+  <pas name="quant.int8"/>
+  <pass name="quant.group" bitz="4"/>
+  <pass name="prune.nmm"/>
+</sequence>
+X
+expect_rc 1 "bad sequence" -- "$y" optimize "${G[@]}" --set weights="$tmp/g.safetensors" --sequence "$tmp/bad.xml"
+expect_in "$tmp/bad.xml:2:3: error: unknown element <pas> in <sequence> (did you mean 'pass'?)" "element"
+expect_in "$tmp/bad.xml:3:28: error: pass quant.group has no option 'bitz' (did you mean 'bits'?)" "option, at the attribute"
+expect_in "$tmp/bad.xml:4:9: error: unknown pass 'prune.nmm' (did you mean 'prune.nm'?)" "pass name"
+
+# a compressed weight read by another component, or declared with another shape
+expect_rc 0 "int8 file" -- "$y" optimize "${G[@]}" --set weights="$tmp/g.safetensors" --passes quant.int8 -o "$tmp/q"
+cat > "$tmp/misuse.xml" <<X
+<workflow name="misuse">
+  <data name="w" shape="96,384" src="$tmp/q/gpt2.opt.safetensors" key="h.0.mlp.c_fc.weight"/>
+  <data name="v" shape="384,96" src="$tmp/q/gpt2.opt.safetensors" key="h.0.mlp.c_fc.weight"/>
+  <data name="y" shape="96,384"/>
+  <task component="tensor.add"><in port="a" data="w"/><in port="b" data="w"/><out port="c" data="y"/></task>
+</workflow>
+X
+expect_rc 1 "compressed weight misuse" -- "$y" check "$tmp/misuse.xml"
+expect_in "misuse.xml:3:33: error: 'h.0.mlp.c_fc.weight' in $tmp/q/gpt2.opt.safetensors (stored int8) is a [96,384] weight but data 'v' is declared [384,96]" "shape"
+expect_in "misuse.xml:5:3: error: task 'tensor.add': 'w' is stored compressed (int8) in $tmp/q/gpt2.opt.safetensors: only nn.linear's port 'w' can read it" "reader"
+finish
