@@ -6,7 +6,7 @@
 // For each shape (k x n: x is [m, k], W is [n, k] as torch Linear) and M: sgemm
 // (cblas_sgemm, B transposed; at M = 1 also sgemv) with openblas_set_num_threads(t),
 // and quant::linear with int8 per channel, int4 group 128 (symmetric) and q4_0,
-// split over t std::threads by output rows (QWeight::rows). Weights are quantized
+// split over t persistent std::threads by output rows (QWeight::rows). Weights are quantized
 // once (not timed); activation quantization is inside every timed call. Prints the
 // median time of --reps calls and speed-ups over sgemm measured in the same run,
 // plus the relative error of each quantized product against the f32 one. Each rep
@@ -15,6 +15,8 @@
 #include <cblas.h>
 
 #include <algorithm>
+#include <atomic>
+#include <functional>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -44,20 +46,64 @@ double timed(F&& f) {
   return bench::now_s() - t0;
 }
 
-/// y = x W^T with W split by output rows over `threads` std::threads.
-void qlinear_mt(const float* x, long m, long k, const QWeight& w, float* y, int threads, Isa isa) {
-  if (threads <= 1) {
+/// Persistent worker threads (blocked on a futex between jobs, so that they take no
+/// CPU from the sgemm timings), so that the 2-thread timings do not include thread creation.
+///   Pool pool(2);  pool.run([&](int t) { ... part t ... });
+class Pool {
+ public:
+  explicit Pool(int threads) {
+    for (int t = 1; t < threads; ++t)
+      workers_.emplace_back([this, t] {
+        long seen = 0;
+        for (;;) {
+          epoch_.wait(seen, std::memory_order_acquire);
+          seen = epoch_.load(std::memory_order_acquire);
+          if (stop_) return;
+          (*job_)(t);
+          done_.fetch_add(1, std::memory_order_acq_rel);
+          done_.notify_all();
+        }
+      });
+  }
+  ~Pool() {
+    stop_ = true;
+    epoch_.fetch_add(1, std::memory_order_acq_rel);
+    epoch_.notify_all();
+    for (auto& w : workers_) w.join();
+  }
+  Pool(const Pool&) = delete;
+  Pool& operator=(const Pool&) = delete;
+  int size() const { return static_cast<int>(workers_.size()) + 1; }
+  /// Runs f(0) here and f(1..size-1) on the workers; returns when all are done.
+  void run(const std::function<void(int)>& f) {
+    job_ = &f;
+    done_.store(0, std::memory_order_relaxed);
+    epoch_.fetch_add(1, std::memory_order_acq_rel);
+    epoch_.notify_all();
+    f(0);
+    for (int d; (d = done_.load(std::memory_order_acquire)) != size() - 1;) done_.wait(d, std::memory_order_acquire);
+  }
+
+ private:
+  std::vector<std::thread> workers_;
+  const std::function<void(int)>* job_ = nullptr;
+  std::atomic<long> epoch_{0};
+  std::atomic<int> done_{0};
+  std::atomic<bool> stop_{false};
+};
+
+/// y = x W^T with W split by output rows over the pool's threads.
+void qlinear_mt(const float* x, long m, long k, const QWeight& w, float* y, Pool& pool, Isa isa) {
+  if (pool.size() <= 1) {
     ymlopt::quant::linear(x, m, k, w, y, w.n, isa);
     return;
   }
-  std::vector<std::thread> pool;
-  const long n = w.n;
-  for (int t = 0; t < threads; ++t) {
+  const long n = w.n, parts = pool.size();
+  pool.run([&](int t) {
     // split on multiples of 16 rows so that every part keeps full micro-kernel tiles
-    const long n0 = (n * t / threads) / 16 * 16, n1 = t + 1 == threads ? n : (n * (t + 1) / threads) / 16 * 16;
-    pool.emplace_back([=] { ymlopt::quant::linear(x, m, k, w.rows(n0, n1), y + n0, n, isa); });
-  }
-  for (auto& th : pool) th.join();
+    const long n0 = (n * t / parts) / 16 * 16, n1 = t + 1 == parts ? n : (n * (t + 1) / parts) / 16 * 16;
+    ymlopt::quant::linear(x, m, k, w.rows(n0, n1), y + n0, n, isa);
+  });
 }
 
 double rel_err(const std::vector<float>& a, const std::vector<float>& ref) {
@@ -105,6 +151,7 @@ int main(int argc, char** argv) {
       for (float& v : x) v = nd(gen);
       for (long t : threads) {
         openblas_set_num_threads(static_cast<int>(t));
+        Pool pool(static_cast<int>(t));
         const QWeight views[3] = {q8.view(), q4.view(), q40.view()};
         auto sgemm = [&] {
           cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(m), int(n), int(k), 1.0f, x.data(), int(k), w.data(),
@@ -122,7 +169,7 @@ int main(int argc, char** argv) {
           const double s0 = timed(sgemm), v0 = m == 1 ? timed(sgemv) : 0;
           for (int v = 0; v < 3; ++v) {
             if (formats.find(std::to_string(v)) == std::string::npos) continue;
-            const double q = timed([&] { qlinear_mt(x.data(), m, k, views[v], yq.data(), int(t), isa); });
+            const double q = timed([&] { qlinear_mt(x.data(), m, k, views[v], yq.data(), pool, isa); });
             if (r < 0) continue;  // warm-up
             tqs[v].push_back(q);
             ratio[v].push_back(s0 / q);
@@ -134,7 +181,7 @@ int main(int argc, char** argv) {
         sgemm();
         for (int v = 0; v < 3; ++v) {
           if (formats.find(std::to_string(v)) == std::string::npos) continue;
-          qlinear_mt(x.data(), m, k, views[v], yq.data(), int(t), isa);
+          qlinear_mt(x.data(), m, k, views[v], yq.data(), pool, isa);
           err[v] = rel_err(yq, y);
         }
         const double t_sgemm = bench::median(ts), t_sgemv = bench::median(tv);
