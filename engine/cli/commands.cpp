@@ -14,6 +14,7 @@
 #include "io/tensor_file.hpp"
 #include "io/tfjs.hpp"
 #include "blas_peak.hpp"
+#include "compare_cmd.hpp"
 #include "embed_cmd.hpp"
 #include "model_cmd.hpp"
 #include "optimize_cmd.hpp"
@@ -51,6 +52,7 @@ const char* kUsage =
     "  convert M.json O  turn a TF.js model (manifest + shards) into safetensors\n"
     "  embed TEXT...     USE-lite sentence embeddings (and --similarity)\n"
     "  optimize WF.xml   compress a model's weights and rewrite it (--passes or --sequence; --eval)\n"
+    "  compare DIR...    optimize runs side by side: table, SVG plot of quality vs bytes vs time\n"
     "  version           print the version\n"
     "\n"
     "run 'ymlopt <command> --help' for the options of a command\n";
@@ -477,6 +479,7 @@ int cli_main(const std::vector<std::string>& args) {
     if (cmd == "convert") return cmd_convert(rest);
     if (cmd == "embed") return cmd_embed(rest);
     if (cmd == "optimize") return cmd_optimize(rest);
+    if (cmd == "compare") return cmd_compare(rest);
     if (cmd == "version" || cmd == "--version") {
       std::cout << "ymlopt " << kVersion << " (component SDK ABI " << kSdkAbiVersion << ")\n";
       return 0;
@@ -486,7 +489,7 @@ int cli_main(const std::vector<std::string>& args) {
       return 0;
     }
     throw UsageError("unknown command '" + cmd + "'" +
-                     did_you_mean(cmd, {"run", "check", "graph", "components", "info", "model", "convert", "embed", "optimize", "version"}));
+                     did_you_mean(cmd, {"run", "check", "graph", "components", "info", "model", "convert", "embed", "optimize", "compare", "version"}));
   } catch (const UsageError& e) {
     std::cerr << "ymlopt: error: " << e.what() << "\n" << kUsage;
     return 2;
