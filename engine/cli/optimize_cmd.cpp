@@ -9,6 +9,7 @@
 #include <iostream>
 #include <sstream>
 
+#include "calibrate_cmd.hpp"
 #include "report.hpp"
 #include "sequential.hpp"
 #include "starpu_backend.hpp"
@@ -255,6 +256,9 @@ std::string markdown_report(const nlohmann::json& r) {
   row("activation peak", a["activation_peak"].get<double>(), b["activation_peak"].get<double>(), true);
   row("GFLOP", a["flops"].get<double>() / 1e9, b["flops"].get<double>() / 1e9, false);
   row("time (median ms)", a["time_median_us"].get<double>() / 1e3, b["time_median_us"].get<double>() / 1e3, false);
+  if (a.contains("predicted") && b.contains("predicted"))
+    row("predicted time (ms)", a["predicted"]["makespan_us"].get<double>() / 1e3,
+        b["predicted"]["makespan_us"].get<double>() / 1e3, false);
   o << "\n| output | relative error | mean cosine | top-1 agreement | nn agreement |\n|---|---|---|---|---|\n";
   for (const auto& [k, q] : r["quality"].items())
     o << "| " << k << " | " << q["relative_error"].get<double>() << " | " << q["mean_cosine"].get<double>() << " | "
@@ -408,6 +412,9 @@ int cmd_optimize(const std::vector<std::string>& args) {
     };
     report["original"] = side(a);
     report["optimized"] = side(b);
+    // the performance model's figures beside the measured ones (ratios: predicted / measured)
+    report["original"]["predicted"] = prediction_report(predict_run(ocr0.dag, backend, 0), a.median_us, double(a.allocated + a.mapped), 0);
+    report["optimized"]["predicted"] = prediction_report(predict_run(ocr.dag, backend, 0), b.median_us, double(b.allocated + b.mapped), 0);
     report["backend"] = backend;
     nlohmann::json quality = nlohmann::json::object();
     for (const auto& [k, va] : a.outputs) {
@@ -421,7 +428,8 @@ int cmd_optimize(const std::vector<std::string>& args) {
   write_file_atomic(out_dir + "/report.json", report.dump(1) + "\n");
   const std::string md = markdown_report(report);
   write_file_atomic(out_dir + "/report.md", md);
-  std::cout << md << "\nwritten: " << out_xml << ", " << out_weights << ", " << out_dir << "/report.json\n";
+  std::cout << md << "\nwritten: " << out_xml << (fs::exists(out_weights) ? ", " + out_weights : std::string()) << ", "
+            << out_dir << "/report.json\n";
   return 0;
 }
 

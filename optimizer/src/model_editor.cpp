@@ -423,6 +423,11 @@ TaskNode& ModelEditor::insert_task(std::size_t pos, TaskNode t) {
   return *it;
 }
 
+void ModelEditor::remove_task(std::size_t pos) {
+  dag_.tasks.erase(dag_.tasks.begin() + std::ptrdiff_t(pos));
+  for (std::size_t i = 0; i < dag_.tasks.size(); ++i) dag_.tasks[i].id = std::int32_t(i);
+}
+
 std::int64_t ModelEditor::weight_bytes() const {
   std::vector<char> used(dag_.data.size(), 0);
   for (const TaskNode& t : dag_.tasks)

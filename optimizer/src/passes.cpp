@@ -553,6 +553,91 @@ void pass_lowrank(PassContext& ctx, const PassSpec& s) {
   ctx.log.push_back(tally.json(s.text()));
 }
 
+// ---------------------------------------------------------------- graph rewrites
+
+/// Does task t touch data d (any binding, whole or tile)?
+bool touches(const TaskNode& t, std::int32_t d) {
+  for (const Binding& b : t.bindings)
+    if (b.ref.data == d) return true;
+  return false;
+}
+
+/// Is the value task `from` left in data d read by a task after it (before d is
+/// completely overwritten)? Conservative: any later read of d counts.
+bool read_later(const Dag& dag, std::size_t from, std::int32_t d) {
+  for (std::size_t j = from + 1; j < dag.tasks.size(); ++j) {
+    const TaskNode& t = dag.tasks[j];
+    bool reads = false, writes_whole = false;
+    for (const Binding& b : t.bindings) {
+      if (b.ref.data != d) continue;
+      if (b.mode != Access::write) reads = true;
+      else if (b.ref.tile < 0) writes_whole = true;
+    }
+    if (reads) return true;
+    if (writes_whole) return false;
+  }
+  return false;
+}
+
+/// fuse.activation: nn.linear followed by an element-wise activation task on its
+/// output becomes one nn.linear with the activation fused in its epilogue.
+void pass_fuse_activation(PassContext& ctx, const PassSpec& s) {
+  static const std::map<std::string, std::string> acts = {{"nn.relu", "relu"}, {"nn.silu", "silu"}, {"nn.gelu", ""}};
+  Dag& dag = ctx.ed.dag();
+  int64_t fused = 0;
+  for (std::size_t i = 0; i < dag.tasks.size(); ++i) {
+    TaskNode& lin = dag.tasks[i];
+    if (lin.comp->name != "nn.linear" || lin.args.get_string("activation") != "none") continue;
+    if (lin.bindings[ctx.ed.port_index(lin, "r")].ref.data >= 0) continue;  // act(z) + r != act(z + r)
+    const DataRef y = lin.bindings[ctx.ed.port_index(lin, "y")].ref;
+    // the next task touching y's data must be the activation reading exactly y
+    std::size_t j = i + 1;
+    while (j < dag.tasks.size() && !touches(dag.tasks[j], y.data)) ++j;
+    if (j == dag.tasks.size()) continue;
+    const TaskNode& act = dag.tasks[j];
+    auto it = acts.find(act.comp->name);
+    if (it == acts.end() || act.bindings.size() < 2 || !(act.bindings[0].ref == y)) continue;
+    std::string a = it->second;
+    if (act.comp->name == "nn.gelu") a = act.args.get_string("approximate") == "tanh" ? "gelu_tanh" : "gelu";
+    const DataRef z = act.bindings[1].ref;
+    // y itself must not be needed afterwards unless the activation wrote it in place
+    if (!(z == y) && read_later(dag, j, y.data)) continue;
+    // nothing between i and j may touch z
+    bool clash = false;
+    for (std::size_t m = i + 1; m < j && !clash; ++m) clash = touches(dag.tasks[m], z.data);
+    if (clash) continue;
+    ctx.ed.set_arg(lin, "activation", a);
+    ctx.ed.bind(lin, "y", z, Access::write);
+    ctx.ed.remove_task(j);
+    ++fused;
+  }
+  ctx.log.push_back({{"pass", s.text()}, {"fused", fused}});
+}
+
+/// dce: removes tasks whose outputs nobody reads afterwards (tasks without
+/// outputs, like io.save, are kept: they are the workflow's effects).
+void pass_dce(PassContext& ctx, const PassSpec& s) {
+  Dag& dag = ctx.ed.dag();
+  int64_t removed = 0;
+  for (bool again = true; again;) {
+    again = false;
+    for (std::size_t i = dag.tasks.size(); i-- > 0;) {
+      const TaskNode& t = dag.tasks[i];
+      bool has_output = false, live = false;
+      for (const Binding& b : t.bindings) {
+        if (b.ref.data < 0 || b.mode == Access::read) continue;
+        has_output = true;
+        live = live || read_later(dag, i, b.ref.data);
+      }
+      if (!has_output || live) continue;
+      ctx.ed.remove_task(i);
+      ++removed;
+      again = true;
+    }
+  }
+  ctx.log.push_back({{"pass", s.text()}, {"removed", removed}});
+}
+
 // ---------------------------------------------------------------- the list
 
 const std::pair<std::string, std::string> kMatch = {"match", "regex on the weight's name (default: every eligible linear layer)"};
@@ -595,6 +680,9 @@ const std::vector<PassInfo>& all_passes() {
        {{"block", "block size (16)"}, {"min_sparsity", "only weights at least this sparse (0.5)"}, kMatch}, pass_bsr},
       {"sparse.nm24", "store 2:4-sparse weights compressed (values + 2-bit positions) with the 2:4 kernel", {kMatch},
        pass_nm24},
+      {"fuse.activation", "fold an activation task (nn.relu, nn.gelu, nn.silu) on a linear's output into the linear", {},
+       pass_fuse_activation},
+      {"dce", "remove tasks whose outputs are never read (saves and other output-less tasks stay)", {}, pass_dce},
   };
   return p;
 }

@@ -82,6 +82,33 @@ for m in g:G:gpt2:quant.int8 g:G:gpt2:prune.nm,sparse.nm24 l:L:llama:quant.group
   unset -n A
 done
 
+# graph rewrites: a dead task removed, then the activation folded into the linear; same output
+cat > "$tmp/fz.xml" <<'X'
+<workflow name="fz">
+  <data name="x" shape="8,16" init="random" seed="1"/>
+  <data name="w" shape="16,32" init="random" seed="2"/>
+  <data name="b" shape="32" init="random" seed="3"/>
+  <data name="y" shape="8,32"/>
+  <data name="z" shape="8,32"/>
+  <data name="dead" shape="8,32"/>
+  <task component="nn.linear" name="fc"><in port="x" data="x"/><in port="w" data="w"/><in port="b" data="b"/><out port="y" data="y"/></task>
+  <task component="tensor.copy" name="unused"><in port="x" data="y"/><out port="y" data="dead"/></task>
+  <task component="nn.gelu" name="act"><in port="x" data="y"/><out port="y" data="z"/><arg name="approximate" value="none"/></task>
+  <save data="z" to="z.npy"/>
+</workflow>
+X
+expect_rc 0 "fuse.activation blocked, dce, fuse.activation" -- "$y" optimize "$tmp/fz.xml" --passes fuse.activation,dce,fuse.activation --eval --reps 1 -o "$tmp/fz"
+python3 - "$tmp/fz" <<'PY' || fails=$((fails + 1))
+import json, sys
+r = json.load(open(sys.argv[1] + "/report.json"))
+log = [(p["pass"], p.get("fused", p.get("removed"))) for p in r["pass_log"]]
+assert log == [("fuse.activation", 0), ("dce", 1), ("fuse.activation", 1)], log
+assert r["quality"]["z.npy:z"]["relative_error"] < 1e-6, r["quality"]
+x = open(sys.argv[1] + "/fz.opt.xml").read()
+assert x.count("<task") == 2 and 'value="gelu"' in x, x
+print("ok: dce + fuse.activation: 2 tasks, same output")
+PY
+
 # usage errors (exit 2)
 expect_rc 2 "unknown pass" -- "$y" optimize "${G[@]}" --set weights="$tmp/g.safetensors" --passes quant.int9
 expect_in "unknown pass 'quant.int9' (did you mean 'quant.int8'?)" "closest pass"

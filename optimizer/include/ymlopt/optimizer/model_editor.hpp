@@ -109,8 +109,10 @@ class ModelEditor {
   void bind(TaskNode& t, const std::string& port, DataRef ref, Access mode = Access::read) const;
   void unbind(TaskNode& t, const std::string& port) const;
   void set_arg(TaskNode& t, const std::string& name, const std::string& value) const;
-  /// Inserts a copy of `t` before task index `pos` (ids are renumbered on write).
+  /// Inserts a copy of `t` before task index `pos` (ids are renumbered).
   TaskNode& insert_task(std::size_t pos, TaskNode t);
+  /// Removes task `pos` (ids are renumbered).
+  void remove_task(std::size_t pos);
 
   /// Bytes of the file-backed tensors the tasks use (the model's weights).
   std::int64_t weight_bytes() const;
