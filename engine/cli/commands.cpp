@@ -14,6 +14,7 @@
 #include "io/tensor_file.hpp"
 #include "io/tfjs.hpp"
 #include "blas_peak.hpp"
+#include "calibrate_cmd.hpp"
 #include "compare_cmd.hpp"
 #include "embed_cmd.hpp"
 #include "model_cmd.hpp"
@@ -48,6 +49,7 @@ const char* kUsage =
     "  graph WF.xml      print the task DAG as Graphviz DOT\n"
     "  components        list the registered components\n"
     "  info              describe the machine (hwloc) and the StarPU build\n"
+    "  calibrate         measure kernel rates, bandwidth and task overhead for the performance model\n"
     "  model init|info   write a seeded gpt2/bert/llama checkpoint with the real shapes\n"
     "  convert M.json O  turn a TF.js model (manifest + shards) into safetensors\n"
     "  embed TEXT...     USE-lite sentence embeddings (and --similarity)\n"
@@ -415,6 +417,7 @@ int cmd_run(const std::vector<std::string>& args) {
   eo.verbose = verbose;
   Progress progress;
   progress.total = std::int64_t(dag.tasks.size());
+  const Prediction prediction = predict_run(dag, backend, ncpu);  // before running: the run must not inform it
   auto exec = backend == "starpu" ? make_starpu_executor() : make_sequential_executor();
   ExecResult res;
   {
@@ -435,6 +438,8 @@ int cmd_run(const std::vector<std::string>& args) {
                     {"activation_peak", foot.activation_peak},
                     {"allocated", store->total_bytes()},
                     {"mapped", store->mapped_bytes()}};
+  info["prediction"] = prediction_report(prediction, totals.makespan_us,
+                                         double(store->total_bytes() + store->mapped_bytes()), double(totals.peak_rss_bytes));
   write_file_atomic(out + "/report.json", make_report(dag, res, totals, info).dump(1) + "\n");
   write_file_atomic(out + "/trace.json", make_trace(dag, res).dump() + "\n");
   for (const auto& w : res.warnings) {
@@ -455,7 +460,7 @@ int cmd_run(const std::vector<std::string>& args) {
     std::cout << "workflow '" << dag.name << "': " << dag.tasks.size() << " tasks on " << res.workers.size()
               << " worker" << (res.workers.size() == 1 ? "" : "s") << " (" << res.runtime << ", " << res.scheduler
               << ")\n"
-              << table << "run directory: " << out << "\n";
+              << table << prediction_line(info["prediction"]) << "run directory: " << out << "\n";
   }
   return 0;
 }
@@ -475,6 +480,7 @@ int cli_main(const std::vector<std::string>& args) {
     if (cmd == "graph") return cmd_graph(rest);
     if (cmd == "components") return cmd_components(rest);
     if (cmd == "info") return cmd_info(rest);
+    if (cmd == "calibrate") return cmd_calibrate(rest);
     if (cmd == "model") return cmd_model(rest);
     if (cmd == "convert") return cmd_convert(rest);
     if (cmd == "embed") return cmd_embed(rest);
@@ -489,7 +495,7 @@ int cli_main(const std::vector<std::string>& args) {
       return 0;
     }
     throw UsageError("unknown command '" + cmd + "'" +
-                     did_you_mean(cmd, {"run", "check", "graph", "components", "info", "model", "convert", "embed", "optimize", "compare", "version"}));
+                     did_you_mean(cmd, {"run", "check", "graph", "components", "info", "calibrate", "model", "convert", "embed", "optimize", "compare", "version"}));
   } catch (const UsageError& e) {
     std::cerr << "ymlopt: error: " << e.what() << "\n" << kUsage;
     return 2;

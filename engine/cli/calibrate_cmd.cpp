@@ -1,0 +1,383 @@
+#include "calibrate_cmd.hpp"
+
+#include <cblas.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <boost/program_options.hpp>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <ctime>
+#include <filesystem>
+#include <iostream>
+#include <map>
+#include <random>
+#include <sstream>
+#include <thread>
+
+#include "quant/qlinear.hpp"
+#include "register_builtin.hpp"
+#include "report.hpp"
+#include "sequential.hpp"
+#include "sparse/sparse_linear.hpp"
+#include "starpu_backend.hpp"
+#include "usage_error.hpp"
+#include "workflow_args.hpp"
+#include "ymlopt/engine/compiler.hpp"
+#include "ymlopt/engine/data_store.hpp"
+
+extern "C" {
+void openblas_set_num_threads(int);
+char* openblas_get_corename(void);
+}
+
+namespace po = boost::program_options;
+namespace fs = std::filesystem;
+
+namespace ymlopt {
+namespace {
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+
+/// Median seconds of one call of f over `reps` batches of at least `min_s` each (one warm-up call).
+template <class F>
+double time_median(F&& f, int reps, double min_s) {
+  double t0 = now_s();
+  f();
+  const double once = std::max(now_s() - t0, 1e-7);
+  const int inner = std::max(1, int(std::ceil(min_s / once)));
+  std::vector<double> v;
+  for (int r = 0; r < reps; ++r) {
+    t0 = now_s();
+    for (int i = 0; i < inner; ++i) f();
+    v.push_back((now_s() - t0) / inner);
+  }
+  return median(v);
+}
+
+struct Sizes {
+  int reps;
+  double min_s;
+};
+
+std::vector<float> random_floats(size_t n, std::uint32_t seed) {
+  std::mt19937 g(seed);
+  std::uniform_real_distribution<float> u(-1, 1);
+  std::vector<float> v(n);
+  for (auto& x : v) x = u(g);
+  return v;
+}
+
+RatePoint gemm_point(bool f64, std::int64_t m, std::int64_t n, std::int64_t k, const Sizes& s) {
+  const auto a32 = random_floats(size_t(m * k), 1), b32 = random_floats(size_t(k * n), 2);
+  double t = 0;
+  if (f64) {
+    std::vector<double> a(a32.begin(), a32.end()), b(b32.begin(), b32.end()), c(size_t(m * n));
+    t = time_median([&] { cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(m), int(n), int(k), 1.0, a.data(),
+                                      int(k), b.data(), int(n), 0.0, c.data(), int(n)); },
+                    s.reps, s.min_s);
+  } else {
+    std::vector<float> c(size_t(m * n));
+    t = time_median([&] { cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(m), int(n), int(k), 1.0f,
+                                      a32.data(), int(k), b32.data(), int(n), 0.0f, c.data(), int(n)); },
+                    s.reps, s.min_s);
+  }
+  return {m, n, k, 2.0 * double(m) * double(n) * double(k) / t / 1e9};
+}
+
+RatePoint quant_point(int bits, std::int64_t m, std::int64_t n, std::int64_t k, const Sizes& s) {
+  std::mt19937 g(3);
+  const std::int64_t group = bits == 4 ? 32 : 0;  // int4 as q4_0 (group 32); int8 per channel
+  const std::int64_t row_bytes = bits == 8 ? k : k / 2, groups = group ? k / group : 1;
+  std::vector<std::int8_t> q(size_t(n * row_bytes));
+  for (auto& c : q) c = std::int8_t(int(g() % 255) - 127);
+  std::vector<float> scale(size_t(n * groups), 0.01f), y(size_t(m * n));
+  const auto x = random_floats(size_t(m * k), 4);
+  quant::QWeight w;
+  w.bits = bits;
+  w.q = q.data();
+  w.q_ld = row_bytes;
+  w.n = n;
+  w.k = k;
+  w.group = group;
+  w.scale = scale.data();
+  w.scale_ld = groups;
+  const double t = time_median([&] { quant::linear(x.data(), m, k, w, y.data(), n); }, s.reps, s.min_s);
+  return {m, n, k, 2.0 * double(m) * double(n) * double(k) / t / 1e9};
+}
+
+// CSR at 90% sparsity and 2:4, flops as nn.linear's cost counts them (2·m·nnz; m·n·k for 2:4)
+RatePoint sparse_point(bool csr, std::int64_t m, std::int64_t n, std::int64_t k, const Sizes& s) {
+  std::mt19937 g(5);
+  auto w = random_floats(size_t(n * k), 6);
+  for (std::int64_t i = 0; i < n * k; ++i) {
+    if (csr) {
+      if (g() % 10 != 0) w[size_t(i)] = 0;
+    } else if (i % 4 >= 2) {
+      w[size_t(i)] = 0;  // keep 2 of each group of 4 (positions 0, 1)
+    }
+  }
+  const auto x = random_floats(size_t(m * k), 7);
+  std::vector<float> y(size_t(m * n));
+  if (csr) {
+    const sparse::Csr c = sparse::to_csr(w.data(), n, k, k);
+    const sparse::CsrWeight v = c.view();
+    const double t = time_median([&] { sparse::linear(x.data(), m, k, v, y.data(), n); }, s.reps, s.min_s);
+    return {m, n, k, 2.0 * double(m) * double(c.values.size()) / t / 1e9};
+  }
+  const sparse::Nm24 c = sparse::to_nm24(w.data(), n, k, k);
+  const sparse::Nm24Weight v = c.view();
+  const double t = time_median([&] { sparse::linear(x.data(), m, k, v, y.data(), n); }, s.reps, s.min_s);
+  return {m, n, k, double(m) * double(n) * double(k) / t / 1e9};
+}
+
+std::pair<double, double> bandwidth(const Sizes& s) {
+  const size_t n = (256u << 20) / sizeof(float);
+  std::vector<float> a(n, 1.0f), b(n / 2);
+  volatile float sink = 0;
+  const double tr = time_median(
+      [&] {
+        float acc[16] = {};
+        for (size_t i = 0; i < n; i += 16)
+          for (int j = 0; j < 16; ++j) acc[j] += a[i + size_t(j)];
+        float t = 0;
+        for (float v : acc) t += v;
+        sink = sink + t;
+      },
+      std::min(s.reps, 3), 0);
+  const double tc = time_median([&] { std::memcpy(b.data(), a.data() + n / 2, b.size() * sizeof(float)); },
+                                std::min(s.reps, 3), 0);
+  return {double(n * sizeof(float)) / tr / 1e9, 2.0 * double(b.size() * sizeof(float)) / tc / 1e9};
+}
+
+// GPT-2-sized tasks (128 tokens, width 768, 3 heads per attention task) of the
+// non-GEMM components, repeated; each task timed by the sequential backend
+const char* kComponentWorkflow = R"(<workflow name="calibrate_components">
+  <param name="reps" type="int" default="5"/>
+  <data name="h" shape="128,768" init="random" seed="1"/>
+  <data name="x" shape="128,768"/>
+  <data name="gam" shape="768" init="ones"/>
+  <data name="bet" shape="768" init="zeros"/>
+  <data name="qkv" shape="128,2304" tile="128,192" init="random" seed="2"/>
+  <data name="o" shape="128,768" tile="128,192"/>
+  <data name="f" shape="128,3072" init="random" seed="3"/>
+  <data name="f2" shape="128,3072"/>
+  <data name="ids" dtype="i32" shape="128" init="zeros"/>
+  <data name="table" shape="1024,768" init="random" seed="4"/>
+  <seq var="r" from="0" to="${reps}">
+    <task component="nn.layernorm"><in port="x" data="h"/><in port="gamma" data="gam"/><in port="beta" data="bet"/><out port="y" data="x"/></task>
+    <task component="nn.rmsnorm"><in port="x" data="h"/><in port="weight" data="gam"/><out port="y" data="x"/></task>
+    <task component="nn.attention"><in port="q" data="qkv[0,0]"/><in port="k" data="qkv[0,4]"/><in port="v" data="qkv[0,8]"/>
+      <out port="y" data="o[0,0]"/><arg name="heads" value="3"/><arg name="seq" value="128"/><arg name="causal" value="true"/></task>
+    <task component="nn.rope"><inout port="x" data="qkv[0,1]"/><arg name="heads" value="3"/><arg name="seq" value="128"/></task>
+    <task component="tensor.add"><in port="a" data="h"/><in port="b" data="x"/><out port="c" data="x"/></task>
+    <task component="nn.gelu"><in port="x" data="f"/><out port="y" data="f2"/></task>
+    <task component="nn.silu"><in port="x" data="f"/><out port="y" data="f2"/></task>
+    <task component="nn.softmax"><in port="x" data="f"/><out port="y" data="f2"/></task>
+    <task component="nn.swiglu"><in port="gate" data="f2"/><in port="up" data="f"/><out port="y" data="f2"/></task>
+    <task component="nn.embedding"><in port="ids" data="ids"/><in port="table" data="table"/><out port="y" data="x"/></task>
+    <task component="tensor.copy"><in port="x" data="f"/><out port="y" data="f2"/></task>
+  </seq>
+</workflow>
+)";
+
+// a chain of tiny tasks: each waits for the previous one (per-task overhead)
+std::string chain_workflow(int n) {
+  return "<workflow name=\"calibrate_overhead\">\n  <data name=\"x\" shape=\"1\" init=\"ones\"/>\n"
+         "  <seq var=\"i\" from=\"0\" to=\"" +
+         std::to_string(n) +
+         "\"><task component=\"tensor.scale\"><inout port=\"x\" data=\"x\"/></task></seq>\n</workflow>\n";
+}
+
+Dag compile_text(const std::string& text, const ComponentRegistry& reg,
+                 std::vector<std::pair<std::string, std::string>> sets = {}) {
+  Diagnostics d;
+  CompileOptions o;
+  o.sets = std::move(sets);
+  CompileResult r = compile_workflow_text("<calibrate>", text, o, reg, d);
+  if (!r.ok) throw std::runtime_error("calibration workflow does not compile:\n" + d.str());
+  return std::move(r.dag);
+}
+
+ExecResult execute(const Dag& dag, const std::string& backend, const std::string& run_dir) {
+  DataStore store(dag);
+  ExecOptions eo;
+  eo.run_dir = run_dir;
+  Progress p;
+  p.total = std::int64_t(dag.tasks.size());
+  auto ex = backend == "starpu" ? make_starpu_executor() : make_sequential_executor();
+  ExecResult r = ex->execute(dag, store, eo, p);
+  if (!r.ok) throw std::runtime_error("calibration run (" + backend + ") failed: " + r.error);
+  return r;
+}
+
+std::string hostname() {
+  char h[256] = {};
+  if (gethostname(h, sizeof h - 1) != 0) return "unknown";
+  return h;
+}
+
+}  // namespace
+
+Calibration measure_calibration(bool quick) {
+  openblas_set_num_threads(1);  // as inside engine tasks
+  const Sizes s{quick ? 3 : 5, quick ? 0.005 : 0.02};
+  Calibration c;
+  c.calibrated = true;
+  c.host = hostname();
+  c.cpu_model = cpu_model_name();
+  c.blas_core = openblas_get_corename();
+  c.hardware_threads = int(std::max(1u, std::thread::hardware_concurrency()));
+  {
+    const std::time_t t = std::time(nullptr);
+    char buf[32];
+    std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
+    c.created = buf;
+  }
+  // GEMM: squares and the linear tiles of the shipped models (128 tokens; 256-column
+  // tiles of width 768 / ffn 3072 weights, 192-column QKV tiles, 4096-row vocab tiles)
+  std::vector<std::array<std::int64_t, 3>> sq = {{128, 128, 128}, {256, 256, 256}, {512, 512, 512}};
+  if (!quick) sq.push_back({1024, 1024, 1024});
+  const std::vector<std::array<std::int64_t, 3>> tiles = {
+      {128, 192, 768}, {128, 256, 768}, {128, 256, 3072}, {128, 4096, 768}, {128, 768, 768}, {16, 256, 768}};
+  for (const auto& v : sq) c.kernels["sgemm"].push_back(gemm_point(false, v[0], v[1], v[2], s));
+  for (const auto& v : tiles) c.kernels["sgemm"].push_back(gemm_point(false, v[0], v[1], v[2], s));
+  for (const auto& v : sq) c.kernels["dgemm"].push_back(gemm_point(true, v[0], v[1], v[2], s));
+  c.kernels["dgemm"].push_back(gemm_point(true, 128, 256, 768, s));
+  const std::vector<std::array<std::int64_t, 3>> ctiles = {{128, 256, 768}, {128, 256, 3072}, {128, 768, 768}};
+  for (const auto& v : ctiles) {
+    c.kernels["int8"].push_back(quant_point(8, v[0], v[1], v[2], s));
+    c.kernels["int4"].push_back(quant_point(4, v[0], v[1], v[2], s));
+    c.kernels["csr"].push_back(sparse_point(true, v[0], v[1], v[2], s));
+    c.kernels["nm24"].push_back(sparse_point(false, v[0], v[1], v[2], s));
+  }
+  std::tie(c.read_gbs, c.copy_gbs) = bandwidth(s);
+
+  ComponentRegistry reg;
+  register_builtin_components(reg);
+  const std::string run_dir = (fs::temp_directory_path() / ("ymlopt-calibrate-" + std::to_string(getpid()))).string();
+  fs::create_directories(run_dir);
+  {
+    const Dag dag = compile_text(kComponentWorkflow, reg, {{"reps", quick ? "5" : "15"}});
+    const ExecResult r = execute(dag, "sequential", run_dir);
+    std::map<std::string, std::vector<double>> fl, by;
+    for (const TaskNode& t : dag.tasks) {
+      const auto& rec = r.records[size_t(t.id)];
+      const double sec = std::max((rec.end_us - rec.start_us) * 1e-6, 1e-9);
+      fl[t.comp->name].push_back(t.cost.flops / sec / 1e9);
+      by[t.comp->name].push_back(t.cost.bytes / sec / 1e9);
+    }
+    for (const auto& [name, v] : fl) c.components[name] = {median(v), median(by[name])};
+  }
+  {
+    const int n = quick ? 300 : 1000;
+    const Dag dag = compile_text(chain_workflow(n), reg);
+    for (const std::string b : {"sequential", "starpu"}) {
+      std::vector<double> v;
+      for (int rep = 0; rep < (quick ? 1 : 3); ++rep) v.push_back(execute(dag, b, run_dir).makespan_us / n);
+      c.task_overhead_us[b] = median(v);
+    }
+  }
+  c.starpu_workers = int(starpu_worker_names().size());
+  std::error_code ec;
+  fs::remove_all(run_dir, ec);
+  return c;
+}
+
+std::string format_calibration(const Calibration& c) {
+  std::ostringstream o;
+  char buf[160];
+  o << "machine: " << c.host << ", " << c.cpu_model << " (" << c.hardware_threads << " threads), OpenBLAS core "
+    << c.blas_core << (c.calibrated ? "" : "  [built-in estimates: run ymlopt calibrate]") << "\n";
+  o << "kernel rates, 1 thread (GFLOP/s as the cost functions count flops):\n";
+  for (const auto& [name, pts] : c.kernels)
+    for (const auto& p : pts) {
+      std::snprintf(buf, sizeof buf, "  %-6s m=%-5lld n=%-5lld k=%-5lld %8.1f\n", name.c_str(), (long long)p.m,
+                    (long long)p.n, (long long)p.k, p.gflops);
+      o << buf;
+    }
+  o << "components (GPT-2-sized tasks):\n";
+  for (const auto& [name, r] : c.components) {
+    std::snprintf(buf, sizeof buf, "  %-16s %8.2f GFLOP/s %8.2f GB/s\n", name.c_str(), r.gflops, r.gbs);
+    o << buf;
+  }
+  std::snprintf(buf, sizeof buf, "memory: read %.1f GB/s, copy %.1f GB/s (1 thread)\n", c.read_gbs, c.copy_gbs);
+  o << buf;
+  o << "per-task overhead:";
+  for (const auto& [b, us] : c.task_overhead_us) {
+    std::snprintf(buf, sizeof buf, " %s %.1f us", b.c_str(), us);
+    o << buf;
+  }
+  o << "\nStarPU CPU workers: " << c.starpu_workers << "\n";
+  return o.str();
+}
+
+Calibration calibration_or_builtin() {
+  if (auto c = load_calibration()) return *c;
+  return builtin_calibration();
+}
+
+int cmd_calibrate(const std::vector<std::string>& args) {
+  bool quick = false, json = false;
+  std::string out;
+  po::options_description d("ymlopt calibrate [options]");
+  d.add_options()("help,h", "show this help")("quick", po::bool_switch(&quick), "fewer shapes and repetitions (~10 s)")(
+      "out,o", po::value(&out), "write the JSON here (default: the per-machine cache file)")(
+      "json", po::bool_switch(&json), "print the JSON instead of the table");
+  if (parse_or_help(args, d, nullptr)) return 0;
+  if (out.empty()) out = calibration_path();
+  if (out.empty()) throw UsageError("no cache directory (HOME and XDG_CACHE_HOME unset): give --out FILE");
+  const Calibration c = measure_calibration(quick);
+  const fs::path parent = fs::path(out).parent_path();
+  if (!parent.empty()) fs::create_directories(parent);
+  write_file_atomic(out, to_json(c).dump(1) + "\n");
+  if (json) std::cout << to_json(c).dump(1) << "\n";
+  else std::cout << format_calibration(c) << "written: " << out << "\n";
+  return 0;
+}
+
+}  // namespace ymlopt
+
+namespace ymlopt {
+
+Prediction predict_run(const Dag& dag, const std::string& backend, int ncpu) {
+  const Calibration c = calibration_or_builtin();
+  const int workers = backend == "sequential" ? 1 : (ncpu > 0 ? ncpu : std::max(1, c.starpu_workers));
+  return predict(dag, c, workers, backend);
+}
+
+nlohmann::json prediction_report(const Prediction& p, double measured_us, double store_bytes, double peak_rss_bytes) {
+  nlohmann::json j = to_json(p);
+  const double pred_us = p.makespan_s * 1e6, pred_store = double(p.parameter_bytes + p.activation_bytes);
+  j["status"] = p.calibrated ? "calibrated" : "uncalibrated (run ymlopt calibrate)";
+  j["calibration_file"] = calibration_path();
+  j["measured"] = {{"makespan_us", measured_us}, {"store_bytes", store_bytes}, {"peak_rss_bytes", peak_rss_bytes}};
+  j["ratio"] = {{"time", measured_us > 0 ? pred_us / measured_us : 0.0},
+                {"store_memory", store_bytes > 0 ? pred_store / store_bytes : 0.0},
+                {"peak_rss", peak_rss_bytes > 0 ? double(p.total_bytes()) / peak_rss_bytes : 0.0}};
+  return j;
+}
+
+std::string prediction_line(const nlohmann::json& r) {
+  char buf[320];
+  std::snprintf(buf, sizeof buf,
+                "predicted %.1f ms, measured %.1f ms (%.2fx); memory predicted %.1f MiB, allocated+mapped %.1f MiB "
+                "(%.3fx)%s\n",
+                r["makespan_us"].get<double>() / 1e3, r["measured"]["makespan_us"].get<double>() / 1e3,
+                r["ratio"]["time"].get<double>(),
+                double(r["parameter_bytes"].get<std::int64_t>() + r["activation_bytes"].get<std::int64_t>()) / (1 << 20),
+                r["measured"]["store_bytes"].get<double>() / (1 << 20), r["ratio"]["store_memory"].get<double>(),
+                r["calibrated"].get<bool>() ? "" : " [uncalibrated (run ymlopt calibrate)]");
+  return buf;
+}
+
+}  // namespace ymlopt

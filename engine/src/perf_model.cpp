@@ -1,0 +1,363 @@
+#include "ymlopt/engine/perf_model.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <limits>
+#include <queue>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+#include <thread>
+
+namespace ymlopt {
+
+// ------------------------------------------------------------------ calibration
+
+nlohmann::json to_json(const Calibration& c) {
+  nlohmann::json kernels = nlohmann::json::object();
+  for (const auto& [name, pts] : c.kernels) {
+    nlohmann::json a = nlohmann::json::array();
+    for (const auto& p : pts) a.push_back({{"m", p.m}, {"n", p.n}, {"k", p.k}, {"gflops", p.gflops}});
+    kernels[name] = a;
+  }
+  nlohmann::json comps = nlohmann::json::object();
+  for (const auto& [name, r] : c.components) comps[name] = {{"gflops", r.gflops}, {"gbs", r.gbs}};
+  return {{"format", "ymlopt-calibration-1"},
+          {"calibrated", c.calibrated},
+          {"host", c.host},
+          {"cpu_model", c.cpu_model},
+          {"blas_core", c.blas_core},
+          {"created", c.created},
+          {"hardware_threads", c.hardware_threads},
+          {"starpu_workers", c.starpu_workers},
+          {"kernels", kernels},
+          {"components", comps},
+          {"read_gbs", c.read_gbs},
+          {"copy_gbs", c.copy_gbs},
+          {"task_overhead_us", c.task_overhead_us}};
+}
+
+Calibration calibration_from_json(const nlohmann::json& j) {
+  try {
+    if (!j.is_object() || j.value("format", "") != "ymlopt-calibration-1")
+      throw std::runtime_error("not a ymlopt calibration (format 'ymlopt-calibration-1' expected)");
+    Calibration c;
+    c.calibrated = j.at("calibrated").get<bool>();
+    c.host = j.at("host").get<std::string>();
+    c.cpu_model = j.at("cpu_model").get<std::string>();
+    c.blas_core = j.at("blas_core").get<std::string>();
+    c.created = j.at("created").get<std::string>();
+    c.hardware_threads = j.at("hardware_threads").get<int>();
+    c.starpu_workers = j.at("starpu_workers").get<int>();
+    for (const auto& [name, pts] : j.at("kernels").items())
+      for (const auto& p : pts)
+        c.kernels[name].push_back({p.at("m").get<std::int64_t>(), p.at("n").get<std::int64_t>(),
+                                   p.at("k").get<std::int64_t>(), p.at("gflops").get<double>()});
+    for (const auto& [name, r] : j.at("components").items())
+      c.components[name] = {r.at("gflops").get<double>(), r.at("gbs").get<double>()};
+    c.read_gbs = j.at("read_gbs").get<double>();
+    c.copy_gbs = j.at("copy_gbs").get<double>();
+    c.task_overhead_us = j.at("task_overhead_us").get<std::map<std::string, double>>();
+    if (c.read_gbs <= 0 || c.copy_gbs <= 0) throw std::runtime_error("bandwidths must be > 0");
+    return c;
+  } catch (const nlohmann::json::exception& e) {
+    throw std::runtime_error(std::string("malformed calibration: ") + e.what());
+  }
+}
+
+Calibration builtin_calibration() {
+  // deliberately plain figures of a current x86 core (1 thread): AVX2/AVX-512
+  // sgemm ~50 GFLOP/s, half for dgemm, int8 ~2x sgemm, sparse formats at the
+  // dense rate in their own flop count, ~10 GB/s streaming
+  Calibration c;
+  c.calibrated = false;
+  c.hardware_threads = int(std::max(1u, std::thread::hardware_concurrency()));
+  c.starpu_workers = c.hardware_threads;
+  c.cpu_model = cpu_model_name();
+  c.kernels = {{"sgemm", {{256, 256, 256, 50}}}, {"dgemm", {{256, 256, 256, 25}}}, {"int8", {{128, 768, 768, 100}}},
+               {"int4", {{128, 768, 768, 60}}},  {"csr", {{128, 768, 768, 20}}},   {"nm24", {{128, 768, 768, 25}}},
+               {"bsr", {{128, 768, 768, 30}}}};
+  return c;
+}
+
+std::string ymlopt_cache_dir() {
+  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) return (std::filesystem::path(x) / "ymlopt").string();
+  if (const char* h = std::getenv("HOME"); h && *h) return (std::filesystem::path(h) / ".cache/ymlopt").string();
+  return "";
+}
+
+std::string cpu_model_name() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
+  return "unknown";
+}
+
+std::string calibration_path() {
+  const std::string dir = ymlopt_cache_dir();
+  if (dir.empty()) return "";
+  char host[256] = {};
+  if (gethostname(host, sizeof host - 1) != 0) std::snprintf(host, sizeof host, "unknown");
+  std::uint64_t h = 1469598103934665603ull;  // FNV-1a: stable across builds, unlike std::hash
+  for (unsigned char ch : cpu_model_name()) h = (h ^ ch) * 1099511628211ull;
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%08llx", (unsigned long long)(h & 0xffffffffull));
+  return (std::filesystem::path(dir) / ("calibration-" + std::string(host) + "-" + buf + ".json")).string();
+}
+
+std::optional<Calibration> load_calibration(const std::string& path) {
+  if (path.empty()) return std::nullopt;
+  std::ifstream in(path);
+  if (!in) return std::nullopt;
+  try {
+    nlohmann::json j;
+    in >> j;
+    return calibration_from_json(j);
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+}
+
+// ------------------------------------------------------------------ rates
+
+namespace {
+
+struct RefDims {
+  std::int64_t rows = 0, cols = 0;
+  DType dtype = DType::f32;
+};
+
+RefDims ref_dims(const Dag& dag, const DataRef& r) {
+  const DataDecl& d = dag.data[size_t(r.data)];
+  if (r.tile < 0) return {d.rows, d.cols, d.dtype};
+  const std::int64_t tr = r.tile / d.ntile_c, tc = r.tile % d.ntile_c;
+  return {d.tile_nrows(tr), d.tile_ncols(tc), d.dtype};
+}
+
+std::string arg_string_or(const TaskNode& t, const char* name) {
+  for (const auto& p : t.comp->params)
+    if (p.name == name) return t.args.get_string(name);
+  return "";
+}
+
+}  // namespace
+
+TaskRate task_rate(const TaskNode& t, const Dag& dag) {
+  TaskRate r;
+  const std::string& comp = t.comp->name;
+  auto bound = [&](size_t i) { return i < t.bindings.size() && t.bindings[i].ref.data >= 0; };
+  if (comp == "nn.linear" && bound(0) && bound(3)) {  // ports x, w, b, y, ...
+    const RefDims x = ref_dims(dag, t.bindings[0].ref), y = ref_dims(dag, t.bindings[3].ref);
+    r.m = y.rows;
+    r.n = y.cols;
+    r.k = x.cols;
+    const std::string f = arg_string_or(t, "format");
+    if (f.empty() || f == "dense") {
+      r.kind = RateKind::gemm;
+      r.name = x.dtype == DType::f64 ? "dgemm" : "sgemm";
+    } else {
+      r.kind = RateKind::kernel;
+      r.name = f;
+    }
+    return r;
+  }
+  if (comp.rfind("blas.", 0) == 0 && bound(0)) {
+    // gemm: A [m, k], B [k, n], C [m, n]; the other BLAS/LAPACK calls at the rate of a square GEMM of their size
+    const RefDims a = ref_dims(dag, t.bindings[0].ref);
+    r.kind = RateKind::gemm;
+    r.name = a.dtype == DType::f64 ? "dgemm" : "sgemm";
+    r.m = a.rows;
+    r.k = a.cols;
+    r.n = a.cols;
+    if (comp == "blas.gemm" && bound(2)) r.n = ref_dims(dag, t.bindings[2].ref).cols;
+    return r;
+  }
+  r.kind = RateKind::component;
+  r.name = comp;
+  return r;
+}
+
+double kernel_gflops(const Calibration& c, const std::string& name, std::int64_t m, std::int64_t n, std::int64_t k) {
+  auto it = c.kernels.find(name);
+  if (it == c.kernels.end() || it->second.empty()) return 0;
+  auto lg = [](std::int64_t v) { return std::log(double(std::max<std::int64_t>(v, 1))); };
+  double best = std::numeric_limits<double>::infinity(), rate = 0;
+  for (const auto& p : it->second) {
+    const double d = std::abs(lg(p.m) - lg(m)) + std::abs(lg(p.n) - lg(n)) + std::abs(lg(p.k) - lg(k));
+    if (d < best) best = d, rate = p.gflops;
+  }
+  return rate;
+}
+
+double predict_task_seconds(const TaskNode& t, const Dag& dag, const Calibration& c) {
+  const TaskRate r = task_rate(t, dag);
+  const double bw = c.read_gbs * 1e9;
+  const double mem_s = t.cost.bytes / bw;
+  double rate = 0;  // flop/s
+  switch (r.kind) {
+    case RateKind::gemm:
+    case RateKind::kernel:
+      rate = kernel_gflops(c, r.name, r.m, r.n, r.k) * 1e9;
+      if (rate <= 0 && r.kind == RateKind::kernel) rate = kernel_gflops(c, "sgemm", r.m, r.n, r.k) * 1e9;
+      break;
+    case RateKind::component: {
+      auto it = c.components.find(r.name);
+      if (it != c.components.end()) {
+        const double f = it->second.gflops > 0 ? t.cost.flops / (it->second.gflops * 1e9) : 0;
+        const double b = it->second.gbs > 0 ? t.cost.bytes / (it->second.gbs * 1e9) : 0;
+        return std::max(f, b);
+      }
+      break;
+    }
+    case RateKind::bandwidth: break;
+  }
+  if (rate <= 0) {
+    // an uncalibrated component: streaming bytes at copy bandwidth, flops at a
+    // tenth of the sgemm rate (scalar or short-vector code)
+    const double fallback = 0.1 * kernel_gflops(c, "sgemm", 256, 256, 256) * 1e9;
+    const double f = fallback > 0 ? t.cost.flops / fallback : 0;
+    return std::max(f, t.cost.bytes / (c.copy_gbs * 1e9));
+  }
+  double epilogue = 0;  // nn.linear's activation, at the rate of the matching elementwise component
+  if (t.comp->name == "nn.linear") {
+    const std::string a = arg_string_or(t, "activation");
+    const bool gelu = a == "gelu" || a == "gelu_tanh";
+    auto it = c.components.find(gelu ? "nn.gelu" : "nn.silu");
+    if ((gelu || a == "silu") && it != c.components.end() && it->second.gflops > 0)
+      epilogue = double(r.m) * double(r.n) * (gelu ? 8 : 4) / (it->second.gflops * 1e9);
+  }
+  return std::max(t.cost.flops / rate, mem_s) + epilogue;
+}
+
+// ------------------------------------------------------------------ schedule
+
+Schedule simulate_schedule(const Dag& dag, const std::vector<double>& seconds, int workers) {
+  const size_t n = dag.tasks.size();
+  if (seconds.size() != n) throw std::invalid_argument("simulate_schedule: one duration per task expected");
+  if (workers < 1) throw std::invalid_argument("simulate_schedule: workers must be >= 1");
+  Schedule s;
+  s.start.assign(n, 0);
+  s.finish.assign(n, 0);
+  std::vector<std::vector<std::int32_t>> succ(n);
+  std::vector<int> missing(n, 0);
+  for (size_t i = 0; i < n; ++i) {
+    for (std::int32_t p : dag.tasks[i].preds) succ[size_t(p)].push_back(std::int32_t(i));
+    missing[i] = int(dag.tasks[i].preds.size());
+  }
+  // critical path over the topological order (or ids, when none was computed)
+  std::vector<std::int32_t> order = dag.topo_order;
+  if (order.size() != n) {
+    order.resize(n);
+    for (size_t i = 0; i < n; ++i) order[i] = std::int32_t(i);
+  }
+  std::vector<double> longest(n, 0);
+  for (std::int32_t i : order) {
+    double ready = 0;
+    for (std::int32_t p : dag.tasks[size_t(i)].preds) ready = std::max(ready, longest[size_t(p)]);
+    longest[size_t(i)] = ready + seconds[size_t(i)];
+    s.critical_path = std::max(s.critical_path, longest[size_t(i)]);
+  }
+  // event simulation: ready queue by (ready time, id), running by finish time
+  using Ready = std::pair<double, std::int32_t>;
+  std::priority_queue<Ready, std::vector<Ready>, std::greater<>> ready, running;
+  for (size_t i = 0; i < n; ++i)
+    if (missing[i] == 0) ready.push({0.0, std::int32_t(i)});
+  double now = 0;
+  int free = workers;
+  size_t done = 0;
+  while (done < n) {
+    while (free > 0 && !ready.empty()) {
+      const std::int32_t t = ready.top().second;
+      ready.pop();
+      s.start[size_t(t)] = now;
+      s.finish[size_t(t)] = now + seconds[size_t(t)];
+      running.push({s.finish[size_t(t)], t});
+      --free;
+    }
+    if (running.empty()) throw std::runtime_error("simulate_schedule: the DAG has a cycle");
+    now = running.top().first;
+    while (!running.empty() && running.top().first <= now) {
+      const std::int32_t t = running.top().second;
+      running.pop();
+      ++free;
+      ++done;
+      for (std::int32_t q : succ[size_t(t)])
+        if (--missing[size_t(q)] == 0) ready.push({now, q});
+    }
+  }
+  s.makespan = now;
+  return s;
+}
+
+// ------------------------------------------------------------------ prediction
+
+Prediction predict(const Dag& dag, const Calibration& c, int workers, const std::string& backend) {
+  Prediction p;
+  p.calibrated = c.calibrated;
+  p.backend = backend;
+  p.workers = backend == "sequential" ? 1 : std::max(1, workers);
+  auto oh = c.task_overhead_us.find(backend);
+  const double overhead = oh != c.task_overhead_us.end() ? oh->second * 1e-6 : 0;
+  const size_t n = dag.tasks.size();
+  p.task_s.resize(n);
+  for (size_t i = 0; i < n; ++i) {
+    const TaskNode& t = dag.tasks[i];
+    const double k = predict_task_seconds(t, dag, c);
+    p.seconds_by_component[t.comp->name] += k;
+    p.task_s[i] = k + overhead;
+    p.work_s += p.task_s[i];
+    p.overhead_s += overhead;
+    p.flops += t.cost.flops;
+  }
+  if (n > 0) {
+    const Schedule s = simulate_schedule(dag, p.task_s, p.workers);
+    p.makespan_s = s.makespan;
+    p.critical_path_s = s.critical_path;
+    // temporaries: sweep the simulated start/finish events
+    std::vector<std::pair<double, double>> ev;  // (time, +/- bytes); finishes sort before starts at equal times
+    for (size_t i = 0; i < n; ++i)
+      if (dag.tasks[i].cost.extra_bytes > 0) {
+        ev.push_back({s.start[i], dag.tasks[i].cost.extra_bytes});
+        ev.push_back({s.finish[i], -dag.tasks[i].cost.extra_bytes});
+      }
+    std::sort(ev.begin(), ev.end());
+    double live = 0, peak = 0;
+    for (const auto& e : ev) peak = std::max(peak, live += e.second);
+    p.workspace_bytes = std::int64_t(peak);
+  }
+  // memory exactly as DataStore allocates it
+  for (const DataDecl& d : dag.data) {
+    if (!d.format.empty()) continue;  // no storage: its companions hold the data
+    if (d.init == InitKind::file) {
+      p.parameter_bytes += d.bytes();  // mapped in place, or copied (ld == cols for files)
+      continue;
+    }
+    p.activation_bytes += (d.storage_bytes() + 63) / 64 * 64;
+  }
+  return p;
+}
+
+nlohmann::json to_json(const Prediction& p) {
+  return {{"calibrated", p.calibrated},
+          {"backend", p.backend},
+          {"workers", p.workers},
+          {"makespan_us", p.makespan_s * 1e6},
+          {"critical_path_us", p.critical_path_s * 1e6},
+          {"work_us", p.work_s * 1e6},
+          {"overhead_us", p.overhead_s * 1e6},
+          {"flops", p.flops},
+          {"seconds_by_component", p.seconds_by_component},
+          {"parameter_bytes", p.parameter_bytes},
+          {"activation_bytes", p.activation_bytes},
+          {"workspace_bytes", p.workspace_bytes},
+          {"total_bytes", p.total_bytes()}};
+}
+
+}  // namespace ymlopt

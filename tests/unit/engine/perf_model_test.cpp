@@ -1,0 +1,265 @@
+// The performance model: list-scheduling makespans against hand-computed ones,
+// rate selection by component and weight format, memory equal to what the
+// DataStore allocates and maps, and the calibration's JSON round trip.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <vector>
+
+#include "io/tensor_file.hpp"
+#include "test_util.hpp"
+#include "ymlopt/engine/analysis.hpp"
+#include "ymlopt/engine/data_store.hpp"
+#include "ymlopt/engine/perf_model.hpp"
+
+using namespace ymlopt;
+
+namespace {
+
+/// A DAG of `n` tasks with the given predecessor lists (no components: only the
+/// structure is simulated).
+Dag hand_dag(const std::vector<std::vector<std::int32_t>>& preds) {
+  Dag d;
+  for (size_t i = 0; i < preds.size(); ++i) {
+    TaskNode t;
+    t.id = std::int32_t(i);
+    t.preds = preds[i];
+    d.tasks.push_back(t);
+    d.topo_order.push_back(std::int32_t(i));
+  }
+  return d;
+}
+
+Dag compile_ok(const std::string& xml) {
+  Diagnostics diags;
+  CompileResult r = test::compile(xml, diags);
+  EXPECT_TRUE(r.ok) << diags.str();
+  return std::move(r.dag);
+}
+
+Calibration flat_calibration() {
+  Calibration c;
+  c.calibrated = true;
+  c.kernels = {{"sgemm", {{128, 128, 128, 20}, {128, 256, 768, 100}, {1024, 1024, 1024, 150}}},
+               {"dgemm", {{128, 256, 768, 50}}},
+               {"int8", {{128, 256, 768, 200}}},
+               {"int4", {{128, 256, 768, 120}}},
+               {"csr", {{128, 256, 768, 30}}},
+               {"nm24", {{128, 256, 768, 40}}}};
+  c.components = {{"tensor.add", {1, 8}}};
+  c.read_gbs = 1000;  // high: these tasks are priced by their flops
+  c.copy_gbs = 500;
+  c.task_overhead_us = {{"sequential", 10}, {"starpu", 40}};
+  return c;
+}
+
+const char* kLinears = R"(<workflow name="linears">
+  <data name="x" shape="128,768" init="random" seed="1"/>
+  <data name="xd" dtype="f64" shape="128,768" init="random" seed="1"/>
+  <data name="w" shape="768,256" init="random" seed="2"/>
+  <data name="wd" dtype="f64" shape="768,256" init="random" seed="2"/>
+  <data name="q8" dtype="i8" shape="256,768" init="zeros"/>
+  <data name="q4" dtype="i8" shape="256,384" init="zeros"/>
+  <data name="s" shape="256" init="ones"/>
+  <data name="nmv" shape="256,384" init="zeros"/>
+  <data name="nmi" dtype="i8" shape="256,96" init="zeros"/>
+  <data name="y" shape="128,256"/>
+  <data name="yd" dtype="f64" shape="128,256"/>
+  <task component="nn.linear"><in port="x" data="x"/><in port="w" data="w"/><out port="y" data="y"/></task>
+  <task component="nn.linear"><in port="x" data="xd"/><in port="w" data="wd"/><out port="y" data="yd"/></task>
+  <task component="nn.linear"><in port="x" data="x"/><in port="w" data="q8"/><in port="w_scale" data="s"/><out port="y" data="y"/>
+    <arg name="format" value="int8"/></task>
+  <task component="nn.linear"><in port="x" data="x"/><in port="w" data="q4"/><in port="w_scale" data="s"/><out port="y" data="y"/>
+    <arg name="format" value="int4"/></task>
+  <task component="nn.linear"><in port="x" data="x"/><in port="w" data="nmv"/><in port="w_index" data="nmi"/><out port="y" data="y"/>
+    <arg name="format" value="nm24"/></task>
+  <task component="tensor.add"><in port="a" data="y"/><in port="b" data="y"/><out port="c" data="y"/></task>
+</workflow>
+)";
+
+}  // namespace
+
+TEST(PerfModelSchedule, ChainIsTheSumOnAnyWorkerCount) {
+  const Dag d = hand_dag({{}, {0}, {1}});
+  for (int w : {1, 2, 4}) {
+    const Schedule s = simulate_schedule(d, {1, 2, 3}, w);
+    EXPECT_DOUBLE_EQ(s.makespan, 6) << w << " workers";
+    EXPECT_DOUBLE_EQ(s.critical_path, 6);
+    EXPECT_DOUBLE_EQ(s.start[2], 3);
+  }
+}
+
+TEST(PerfModelSchedule, ForkJoinOnOneTwoAndThreeWorkers) {
+  // A(1) -> B(2), C(3), D(4) -> E(1)
+  const Dag d = hand_dag({{}, {0}, {0}, {0}, {1, 2, 3}});
+  const std::vector<double> sec = {1, 2, 3, 4, 1};
+  // 1 worker: everything in a row
+  EXPECT_DOUBLE_EQ(simulate_schedule(d, sec, 1).makespan, 11);
+  // 2 workers: B [1,3] and C [1,4] start together, D waits for B: [3,7], E [7,8]
+  const Schedule s2 = simulate_schedule(d, sec, 2);
+  EXPECT_DOUBLE_EQ(s2.makespan, 8);
+  EXPECT_DOUBLE_EQ(s2.start[3], 3);
+  EXPECT_DOUBLE_EQ(s2.start[4], 7);
+  EXPECT_DOUBLE_EQ(s2.critical_path, 6);  // A, D, E
+  // 3 workers reach the critical path
+  EXPECT_DOUBLE_EQ(simulate_schedule(d, sec, 3).makespan, 6);
+}
+
+TEST(PerfModelSchedule, IndependentTasksFillFreeWorkersGreedily) {
+  // 3, 1, 1, 1 on two workers: the long task on one, the three short ones in a row on the other
+  const Dag d = hand_dag({{}, {}, {}, {}});
+  const Schedule s = simulate_schedule(d, {3, 1, 1, 1}, 2);
+  EXPECT_DOUBLE_EQ(s.makespan, 3);
+  EXPECT_DOUBLE_EQ(s.start[3], 2);
+  EXPECT_DOUBLE_EQ(s.critical_path, 3);
+}
+
+TEST(PerfModelSchedule, RejectsBadArguments) {
+  const Dag d = hand_dag({{}, {0}});
+  EXPECT_THROW(simulate_schedule(d, {1}, 2), std::invalid_argument);
+  EXPECT_THROW(simulate_schedule(d, {1, 1}, 0), std::invalid_argument);
+  const Dag cyc = hand_dag({{1}, {0}});
+  EXPECT_THROW(simulate_schedule(cyc, {1, 1}, 1), std::runtime_error);
+}
+
+TEST(PerfModelRates, SelectedByComponentDtypeAndFormat) {
+  const Dag dag = compile_ok(kLinears);
+  ASSERT_EQ(dag.tasks.size(), 6u);
+  const std::vector<std::pair<RateKind, std::string>> want = {
+      {RateKind::gemm, "sgemm"},    {RateKind::gemm, "dgemm"},  {RateKind::kernel, "int8"},
+      {RateKind::kernel, "int4"},   {RateKind::kernel, "nm24"}, {RateKind::component, "tensor.add"}};
+  for (size_t i = 0; i < want.size(); ++i) {
+    const TaskRate r = task_rate(dag.tasks[i], dag);
+    EXPECT_EQ(r.kind, want[i].first) << i;
+    EXPECT_EQ(r.name, want[i].second) << i;
+    if (i < 5) {
+      EXPECT_EQ(r.m, 128) << i;
+      EXPECT_EQ(r.n, 256) << i;
+      EXPECT_EQ(r.k, 768) << i;
+    }
+  }
+  // times: the task's flops (its cost function) at the selected rate
+  const Calibration c = flat_calibration();
+  const std::vector<double> gflops = {100, 50, 200, 120, 40};
+  for (size_t i = 0; i < gflops.size(); ++i) {
+    const TaskNode& t = dag.tasks[i];
+    ASSERT_GT(t.cost.flops, 0);
+    EXPECT_NEAR(predict_task_seconds(t, dag, c), t.cost.flops / (gflops[i] * 1e9), 1e-12) << i;
+  }
+  // 2:4 counts the kept products only: half the dense flops
+  EXPECT_NEAR(dag.tasks[4].cost.flops, 128.0 * 256 * 768, 128.0 * 256 * 2);
+  // a component priced by its calibrated bandwidth (1 GFLOP/s would be less)
+  const TaskNode& add = dag.tasks[5];
+  EXPECT_NEAR(predict_task_seconds(add, dag, c),
+              std::max(add.cost.flops / 1e9, add.cost.bytes / 8e9), 1e-12);
+}
+
+TEST(PerfModelRates, NearestShapeInLogSpace) {
+  const Calibration c = flat_calibration();
+  EXPECT_EQ(kernel_gflops(c, "sgemm", 128, 256, 768), 100);
+  EXPECT_EQ(kernel_gflops(c, "sgemm", 100, 100, 100), 20);
+  EXPECT_EQ(kernel_gflops(c, "sgemm", 2048, 2048, 1024), 150);
+  EXPECT_EQ(kernel_gflops(c, "bsr", 128, 256, 768), 0);  // not calibrated
+}
+
+TEST(PerfModelPredict, OverheadPerTaskAndWorkers) {
+  const Dag dag = compile_ok(kLinears);
+  const Calibration c = flat_calibration();
+  double kernels = 0;
+  for (const TaskNode& t : dag.tasks) kernels += predict_task_seconds(t, dag, c);
+  // sequential: one worker, the sum of kernels and overheads
+  const Prediction seq = predict(dag, c, 4, "sequential");
+  EXPECT_EQ(seq.workers, 1);
+  EXPECT_NEAR(seq.makespan_s, kernels + 6 * 10e-6, 1e-12);
+  // 2 workers: the f64 linear (task 1) touches only its own data and runs beside
+  // the chain of the five tasks writing y, which is longer
+  const Prediction sp = predict(dag, c, 2, "starpu");
+  EXPECT_EQ(sp.workers, 2);
+  EXPECT_NEAR(sp.work_s, kernels + 6 * 40e-6, 1e-12);
+  EXPECT_NEAR(sp.overhead_s, 6 * 40e-6, 1e-15);
+  ASSERT_GT(sp.work_s - sp.task_s[1], sp.task_s[1]);
+  EXPECT_NEAR(sp.makespan_s, sp.work_s - sp.task_s[1], 1e-12);
+  EXPECT_NEAR(sp.critical_path_s, sp.makespan_s, 1e-12);
+  EXPECT_TRUE(sp.calibrated);
+  const nlohmann::json j = to_json(sp);
+  EXPECT_DOUBLE_EQ(j["makespan_us"].get<double>(), sp.makespan_s * 1e6);
+}
+
+TEST(PerfModelPredict, MemoryIsExactlyWhatTheDataStoreHolds) {
+  const std::string dir = testing::TempDir() + "/ymlopt-perf-model";
+  std::filesystem::create_directories(dir);
+  const std::string file = dir + "/w.safetensors";
+  std::vector<float> a(24 * 40, 0.5f), b(7, 1.0f);
+  io::save_safetensors(file, {{"a", {a.data(), DType::f32, 24, 40, 40, Shape{24, 40}}},
+                              {"b", {b.data(), DType::f32, 1, 7, 7, Shape{7}}}});
+  // parameters (one read twice: the second gets a copy), a padded-row activation
+  // (1024 columns -> ld 1040), an odd i8 tensor rounded to 64 bytes, a tiled one
+  const std::string xml = R"(<workflow name="mem">
+    <data name="a" shape="24,40" src=")" + file + R"(" key="a"/>
+    <data name="a2" shape="24,40" src=")" + file + R"(" key="a"/>
+    <data name="b" shape="7" src=")" + file + R"(" key="b"/>
+    <data name="big" shape="8,1024" init="zeros"/>
+    <data name="odd" dtype="i8" shape="3,5" init="zeros"/>
+    <data name="t" shape="24,40" tile="8,8"/>
+    <task component="tensor.add"><in port="a" data="a"/><in port="b" data="a2"/><out port="c" data="t"/></task>
+    <task component="tensor.scale"><inout port="x" data="big"/></task>
+  </workflow>)";
+  const Dag dag = compile_ok(xml);
+  const Prediction p = predict(dag, builtin_calibration(), 1);
+  DataStore store(dag);
+  EXPECT_EQ(std::size_t(p.parameter_bytes + p.activation_bytes), store.total_bytes() + store.mapped_bytes());
+  EXPECT_EQ(p.parameter_bytes, analyze(dag).parameter_total);
+  EXPECT_EQ(p.parameter_bytes, (2 * 24 * 40 + 7) * 4);
+  EXPECT_EQ(p.activation_bytes, 8 * 1040 * 4 + 64 + 24 * 40 * 4);
+  EXPECT_FALSE(p.calibrated);
+}
+
+TEST(PerfModelCalibration, JsonRoundTrip) {
+  Calibration c = flat_calibration();
+  c.host = "node1";
+  c.cpu_model = "Some CPU";
+  c.blas_core = "SkylakeX";
+  c.created = "2026-01-01T00:00:00Z";
+  c.hardware_threads = 2;
+  c.starpu_workers = 2;
+  const Calibration d = calibration_from_json(nlohmann::json::parse(to_json(c).dump()));
+  EXPECT_EQ(to_json(d), to_json(c));
+  EXPECT_EQ(d.host, "node1");
+  EXPECT_EQ(d.starpu_workers, 2);
+  ASSERT_EQ(d.kernels.at("sgemm").size(), 3u);
+  EXPECT_EQ(d.kernels.at("sgemm")[1].n, 256);
+  EXPECT_DOUBLE_EQ(d.kernels.at("sgemm")[1].gflops, 100);
+  EXPECT_DOUBLE_EQ(d.components.at("tensor.add").gbs, 8);
+  EXPECT_DOUBLE_EQ(d.task_overhead_us.at("starpu"), 40);
+}
+
+TEST(PerfModelCalibration, MalformedAndMissingFiles) {
+  try {
+    calibration_from_json({{"format", "other"}});
+    ADD_FAILURE() << "no throw";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("not a ymlopt calibration"), std::string::npos) << e.what();
+  }
+  nlohmann::json j = to_json(flat_calibration());
+  j.erase("read_gbs");
+  try {
+    calibration_from_json(j);
+    ADD_FAILURE() << "no throw";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("malformed calibration"), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(load_calibration(testing::TempDir() + "/no-such-calibration.json").has_value());
+  EXPECT_FALSE(builtin_calibration().calibrated);
+}
+
+TEST(PerfModelCalibration, PathHonoursXdgCacheHome) {
+  const char* old = std::getenv("XDG_CACHE_HOME");
+  const std::string keep = old ? old : "";
+  setenv("XDG_CACHE_HOME", "/tmp/xdg-test", 1);
+  const std::string p = calibration_path();
+  EXPECT_EQ(p.rfind("/tmp/xdg-test/ymlopt/calibration-", 0), 0u) << p;
+  EXPECT_EQ(p.substr(p.size() - 5), ".json");
+  if (old) setenv("XDG_CACHE_HOME", keep.c_str(), 1);
+  else unsetenv("XDG_CACHE_HOME");
+}
