@@ -109,6 +109,25 @@ expect_rc 0 "compare a sequence name with markup" -- "$y" compare "$d/odd" -o "$
 python3 -c "import xml.dom.minidom,sys; t=[x.firstChild.data for x in xml.dom.minidom.parse(sys.argv[1]).getElementsByTagName('text') if x.firstChild]; assert 'a<b & \"c\"' in t, t" \
   "$d/cmp/odd.svg" || { echo "FAIL: label not escaped"; fails=$((fails + 1)); }
 
+# an exact run with fewer bytes takes the original's place on the Pareto front
+mkdir -p "$d/exact"
+python3 - "$d/int8/report.json" "$d/exact/report.json" <<'PY' || fails=$((fails + 1))
+import json, sys
+r = json.load(open(sys.argv[1]))
+r["sequence"] = "exact"
+for q in r["quality"].values():
+    q["relative_error"] = 0.0
+json.dump(r, open(sys.argv[2], "w"))
+PY
+expect_rc 0 "compare with an exact run" -- "$y" compare "$d/int4" "$d/exact" -o "$d/cmp/exact"
+expect_in "(1.000x) | 0 | 1 | 1 | 1 | no |" "original dominated by the exact run"
+python3 - "$d/cmp/exact.json" <<'PY' || fails=$((fails + 1))
+import json, sys
+j = json.load(open(sys.argv[1]))
+assert j["original"]["pareto"] is False, j["original"]
+assert [r["pareto"] for r in j["runs"]] == [True, True], [r["pareto"] for r in j["runs"]]  # int4 has fewer bytes
+PY
+
 # usage errors: exit 2
 expect_rc 2 "no arguments" -- "$y" compare
 expect_in "expected at least one run directory" "no-argument message"
