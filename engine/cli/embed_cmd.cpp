@@ -5,8 +5,11 @@
 #include <boost/program_options.hpp>
 #include <cmath>
 #include <cstdio>
+#include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "io/tensor_file.hpp"
@@ -58,11 +61,23 @@ std::vector<float> embed_one(const Dag& dag, const std::string& backend, const s
   return v;
 }
 
+// One sentence per line of `path` ('\r' of CRLF files dropped; empty lines are empty sentences).
+std::vector<std::string> read_lines(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error("cannot read " + path);
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    lines.push_back(std::move(line));
+  }
+  return lines;
+}
+
 }  // namespace
 
 int cmd_embed(const std::vector<std::string>& args) {
   std::vector<std::string> texts;
-  std::string model, backend = "starpu";
+  std::string model, backend = "starpu", weights_arg, text_file, out_npy;
   bool json = false, similarity = false, show_ids = false;
   po::options_description d("ymlopt embed TEXT... [options]");
   d.add_options()("help,h", "show this help")("model", po::value(&model),
@@ -70,7 +85,12 @@ int cmd_embed(const std::vector<std::string>& args) {
       "backend", po::value(&backend), "starpu (default) or sequential")("json", po::bool_switch(&json),
                                                                          "print the vectors as JSON")(
       "similarity", po::bool_switch(&similarity), "print the cosine similarity of every pair")(
-      "ids", po::bool_switch(&show_ids), "print the token ids")("text", po::value(&texts), "sentences");
+      "ids", po::bool_switch(&show_ids), "print the token ids")(
+      "weights", po::value(&weights_arg),
+      "weights file to run instead of the converted one (e.g. DIR/use_lite.opt.safetensors of 'ymlopt optimize')")(
+      "file", po::value(&text_file), "also embed every line of this UTF-8 file (one sentence per line)")(
+      "out", po::value(&out_npy), "write all embeddings as an f32 [sentences, 512] .npy (atomic)")(
+      "text", po::value(&texts), "sentences");
   po::positional_options_description pos;
   pos.add("text", -1);
   po::variables_map vm;
@@ -84,17 +104,34 @@ int cmd_embed(const std::vector<std::string>& args) {
     std::cout << d;
     return 0;
   }
-  if (texts.empty()) throw UsageError("embed: give at least one sentence");
   if (backend != "starpu" && backend != "sequential") throw UsageError("embed: unknown backend '" + backend + "'");
+  if (vm.count("file") && text_file.empty()) throw UsageError("embed: --file needs a file name");
+  if (vm.count("out") && out_npy.empty()) throw UsageError("embed: --out needs a file name");
+  if (vm.count("weights") && weights_arg.empty()) throw UsageError("embed: --weights needs a file name");
+  if (!text_file.empty()) {
+    try {
+      for (auto& line : read_lines(text_file)) texts.push_back(std::move(line));
+    } catch (const std::exception& e) {
+      std::cerr << "ymlopt: error: " << e.what() << "\n";
+      return 1;
+    }
+  }
+  if (texts.empty())
+    throw UsageError(text_file.empty() ? "embed: give at least one sentence" : "embed: " + text_file + " has no lines");
+  if (!weights_arg.empty() && !fs::is_regular_file(weights_arg)) {
+    std::cerr << "ymlopt: error: no weights file " << weights_arg << "\n";
+    return 1;
+  }
   const std::string dist = model_dir(model);
   if (!fs::exists(dist + "/model.json") || !fs::exists(dist + "/vocab.json")) {
     std::cerr << "ymlopt: error: no USE-lite model in " << dist
               << " (run scripts/fetch_use_lite.sh, or give --model DIST)\n";
     return 1;
   }
-  // weights converted once, next to the model (atomic write)
-  const std::string weights = dist + "/use_lite.safetensors";
-  if (!fs::exists(weights)) io::convert_tfjs(dist + "/model.json", weights);
+  // weights converted once, next to the model (atomic write); --weights replaces them
+  const std::string converted = dist + "/use_lite.safetensors";
+  if (!fs::exists(converted)) io::convert_tfjs(dist + "/model.json", converted);
+  const std::string weights = weights_arg.empty() ? converted : weights_arg;
   const text::Tokenizer tok = text::Tokenizer::from_vocab_json(dist + "/vocab.json");
 
   ComponentRegistry reg;
@@ -104,6 +141,10 @@ int cmd_embed(const std::vector<std::string>& args) {
   if (!mkdtemp(tmpl)) throw std::runtime_error("cannot create a temporary directory");
   const std::string dir = tmpl;
   std::vector<std::vector<float>> vecs;
+  // one compiled DAG per distinct length L: the ids are read from dir/ids.npy when a
+  // run starts (a fresh DataStore per sentence), so sentences of equal length share it
+  std::map<std::size_t, Dag> dags;
+  const auto t0 = std::chrono::steady_clock::now();
   try {
     for (const auto& s : texts) {
       const std::vector<std::int32_t> ids = tok.encode_for_model(s);
@@ -120,18 +161,22 @@ int cmd_embed(const std::vector<std::string>& args) {
         v.shape = {std::int64_t(ids.size())};
         io::save_npy(dir + "/ids.npy", v);
       }
-      Diagnostics diags;
-      CompileOptions o;
-      o.file = wf;
-      o.sets = {{"weights", weights}, {"ids", dir + "/ids.npy"}, {"L", std::to_string(ids.size())},
-                {"out", "embedding.npy"}};
-      CompileResult cr = compile_workflow(o, reg, diags);
-      if (!cr.ok) {
-        std::cerr << diags.str();
-        fs::remove_all(dir);
-        return 1;
+      auto it = dags.find(ids.size());
+      if (it == dags.end()) {
+        Diagnostics diags;
+        CompileOptions o;
+        o.file = wf;
+        o.sets = {{"weights", weights}, {"ids", dir + "/ids.npy"}, {"L", std::to_string(ids.size())},
+                  {"out", "embedding.npy"}};
+        CompileResult cr = compile_workflow(o, reg, diags);
+        if (!cr.ok) {
+          std::cerr << diags.str();
+          fs::remove_all(dir);
+          return 1;
+        }
+        it = dags.emplace(ids.size(), std::move(cr.dag)).first;
       }
-      vecs.push_back(embed_one(cr.dag, backend, dir));
+      vecs.push_back(embed_one(it->second, backend, dir));
     }
   } catch (const std::exception& e) {
     fs::remove_all(dir);
@@ -139,6 +184,32 @@ int cmd_embed(const std::vector<std::string>& args) {
     return 1;
   }
   fs::remove_all(dir);
+  if (!out_npy.empty()) {
+    const std::size_t width = vecs.front().size();
+    std::vector<float> all;
+    all.reserve(vecs.size() * width);
+    for (const auto& v : vecs) {
+      if (v.size() != width) {
+        std::cerr << "ymlopt: error: embeddings of different sizes (" << v.size() << " vs " << width << ")\n";
+        return 1;
+      }
+      all.insert(all.end(), v.begin(), v.end());
+    }
+    TensorView tv;
+    tv.data = all.data();
+    tv.dtype = DType::f32;
+    tv.rows = std::int64_t(vecs.size()), tv.cols = std::int64_t(width), tv.ld = tv.cols;
+    tv.shape = {tv.rows, tv.cols};
+    try {
+      io::save_npy(out_npy, tv);  // writes a temporary name, then renames it (io::AtomicWriter)
+    } catch (const std::exception& e) {
+      std::cerr << "ymlopt: error: " << e.what() << "\n";
+      return 1;
+    }
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::cerr << "embedded " << vecs.size() << " sentences (" << dags.size() << " compiled lengths) in " << secs
+              << " s -> " << out_npy << "\n";
+  }
   if (json) {
     std::cout << nlohmann::json(vecs).dump() << "\n";
   } else {
