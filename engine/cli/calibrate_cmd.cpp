@@ -1,6 +1,7 @@
 #include "calibrate_cmd.hpp"
 
 #include <cblas.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -39,18 +40,13 @@ namespace fs = std::filesystem;
 namespace ymlopt {
 namespace {
 
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
-/// Median seconds of one call of f over `reps` batches of at least `min_s` each (one warm-up call).
+/// Seconds of one call of f: the fastest of `reps` batches of at least `min_s` each
+/// (one warm-up call). The fastest, not the median: on a shared machine the slower
+/// batches measure the other users, and the model prices the machine.
 template <class F>
-double time_median(F&& f, int reps, double min_s) {
+double time_best(F&& f, int reps, double min_s) {
   double t0 = now_s();
   f();
   const double once = std::max(now_s() - t0, 1e-7);
@@ -61,7 +57,14 @@ double time_median(F&& f, int reps, double min_s) {
     for (int i = 0; i < inner; ++i) f();
     v.push_back((now_s() - t0) / inner);
   }
-  return median(v);
+  return *std::min_element(v.begin(), v.end());
+}
+
+/// The q-quantile (0..1) of v.
+double quantile(std::vector<double> v, double q) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[size_t(q * double(v.size() - 1) + 0.5)];
 }
 
 struct Sizes {
@@ -82,12 +85,12 @@ RatePoint gemm_point(bool f64, std::int64_t m, std::int64_t n, std::int64_t k, c
   double t = 0;
   if (f64) {
     std::vector<double> a(a32.begin(), a32.end()), b(b32.begin(), b32.end()), c(size_t(m * n));
-    t = time_median([&] { cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(m), int(n), int(k), 1.0, a.data(),
+    t = time_best([&] { cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(m), int(n), int(k), 1.0, a.data(),
                                       int(k), b.data(), int(n), 0.0, c.data(), int(n)); },
                     s.reps, s.min_s);
   } else {
     std::vector<float> c(size_t(m * n));
-    t = time_median([&] { cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(m), int(n), int(k), 1.0f,
+    t = time_best([&] { cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(m), int(n), int(k), 1.0f,
                                       a32.data(), int(k), b32.data(), int(n), 0.0f, c.data(), int(n)); },
                     s.reps, s.min_s);
   }
@@ -111,7 +114,7 @@ RatePoint quant_point(int bits, std::int64_t m, std::int64_t n, std::int64_t k, 
   w.group = group;
   w.scale = scale.data();
   w.scale_ld = groups;
-  const double t = time_median([&] { quant::linear(x.data(), m, k, w, y.data(), n); }, s.reps, s.min_s);
+  const double t = time_best([&] { quant::linear(x.data(), m, k, w, y.data(), n); }, s.reps, s.min_s);
   return {m, n, k, 2.0 * double(m) * double(n) * double(k) / t / 1e9};
 }
 
@@ -131,38 +134,44 @@ RatePoint sparse_point(bool csr, std::int64_t m, std::int64_t n, std::int64_t k,
   if (csr) {
     const sparse::Csr c = sparse::to_csr(w.data(), n, k, k);
     const sparse::CsrWeight v = c.view();
-    const double t = time_median([&] { sparse::linear(x.data(), m, k, v, y.data(), n); }, s.reps, s.min_s);
+    const double t = time_best([&] { sparse::linear(x.data(), m, k, v, y.data(), n); }, s.reps, s.min_s);
     return {m, n, k, 2.0 * double(m) * double(c.values.size()) / t / 1e9};
   }
   const sparse::Nm24 c = sparse::to_nm24(w.data(), n, k, k);
   const sparse::Nm24Weight v = c.view();
-  const double t = time_median([&] { sparse::linear(x.data(), m, k, v, y.data(), n); }, s.reps, s.min_s);
+  const double t = time_best([&] { sparse::linear(x.data(), m, k, v, y.data(), n); }, s.reps, s.min_s);
   return {m, n, k, double(m) * double(n) * double(k) / t / 1e9};
 }
 
+// Streaming read (a 16-lane sum) and memcpy over 256 MiB, timed per 32 MiB chunk
+// (best chunk: a time slice lost to another process spoils one chunk, not the figure).
 std::pair<double, double> bandwidth(const Sizes& s) {
-  const size_t n = (256u << 20) / sizeof(float);
-  std::vector<float> a(n, 1.0f), b(n / 2);
+  const size_t n = (256u << 20) / sizeof(float), chunk = (32u << 20) / sizeof(float);
+  std::vector<float> a(n, 1.0f), b(chunk);
   volatile float sink = 0;
-  const double tr = time_median(
-      [&] {
-        float acc[16] = {};
-        for (size_t i = 0; i < n; i += 16)
-          for (int j = 0; j < 16; ++j) acc[j] += a[i + size_t(j)];
-        float t = 0;
-        for (float v : acc) t += v;
-        sink = sink + t;
-      },
-      std::min(s.reps, 3), 0);
-  const double tc = time_median([&] { std::memcpy(b.data(), a.data() + n / 2, b.size() * sizeof(float)); },
-                                std::min(s.reps, 3), 0);
-  return {double(n * sizeof(float)) / tr / 1e9, 2.0 * double(b.size() * sizeof(float)) / tc / 1e9};
+  double tr = 1e9, tc = 1e9;
+  for (int pass = 0; pass < std::min(s.reps, 3); ++pass)
+    for (size_t c0 = 0; c0 < n; c0 += chunk) {
+      double t0 = now_s();
+      float acc[16] = {};
+      for (size_t i = c0; i < c0 + chunk; i += 16)
+        for (int j = 0; j < 16; ++j) acc[j] += a[i + size_t(j)];
+      float t = 0;
+      for (float v : acc) t += v;
+      sink = sink + t;
+      tr = std::min(tr, now_s() - t0);
+      t0 = now_s();
+      std::memcpy(b.data(), a.data() + c0, chunk * sizeof(float));
+      tc = std::min(tc, now_s() - t0);
+    }
+  return {double(chunk * sizeof(float)) / tr / 1e9, 2.0 * double(chunk * sizeof(float)) / tc / 1e9};
 }
 
 // GPT-2-sized tasks (128 tokens, width 768, 3 heads per attention task) of the
 // non-GEMM components, repeated; each task timed by the sequential backend
 const char* kComponentWorkflow = R"(<workflow name="calibrate_components">
   <param name="reps" type="int" default="5"/>
+  <param name="dir" type="string" default="/tmp"/>
   <data name="h" shape="128,768" init="random" seed="1"/>
   <data name="x" shape="128,768"/>
   <data name="gam" shape="768" init="ones"/>
@@ -173,6 +182,7 @@ const char* kComponentWorkflow = R"(<workflow name="calibrate_components">
   <data name="f2" shape="128,3072"/>
   <data name="ids" dtype="i32" shape="128" init="zeros"/>
   <data name="table" shape="1024,768" init="random" seed="4"/>
+  <data name="big" shape="1024,4096" init="zeros"/>
   <seq var="r" from="0" to="${reps}">
     <task component="nn.layernorm"><in port="x" data="h"/><in port="gamma" data="gam"/><in port="beta" data="bet"/><out port="y" data="x"/></task>
     <task component="nn.rmsnorm"><in port="x" data="h"/><in port="weight" data="gam"/><out port="y" data="x"/></task>
@@ -186,6 +196,7 @@ const char* kComponentWorkflow = R"(<workflow name="calibrate_components">
     <task component="nn.swiglu"><in port="gate" data="f2"/><in port="up" data="f"/><out port="y" data="f2"/></task>
     <task component="nn.embedding"><in port="ids" data="ids"/><in port="table" data="table"/><out port="y" data="x"/></task>
     <task component="tensor.copy"><in port="x" data="f"/><out port="y" data="f2"/></task>
+    <task component="io.save"><in port="x" data="big"/><arg name="path" value="${dir}/calibrate.npy"/></task>
   </seq>
 </workflow>
 )";
@@ -230,7 +241,7 @@ std::string hostname() {
 
 Calibration measure_calibration(bool quick) {
   openblas_set_num_threads(1);  // as inside engine tasks
-  const Sizes s{quick ? 3 : 5, quick ? 0.005 : 0.02};
+  const Sizes s{quick ? 5 : 11, quick ? 0.002 : 0.003};  // short batches: more of them run undisturbed
   Calibration c;
   c.calibrated = true;
   c.host = hostname();
@@ -267,7 +278,7 @@ Calibration measure_calibration(bool quick) {
   const std::string run_dir = (fs::temp_directory_path() / ("ymlopt-calibrate-" + std::to_string(getpid()))).string();
   fs::create_directories(run_dir);
   {
-    const Dag dag = compile_text(kComponentWorkflow, reg, {{"reps", quick ? "5" : "15"}});
+    const Dag dag = compile_text(kComponentWorkflow, reg, {{"reps", quick ? "5" : "15"}, {"dir", run_dir}});
     const ExecResult r = execute(dag, "sequential", run_dir);
     std::map<std::string, std::vector<double>> fl, by;
     for (const TaskNode& t : dag.tasks) {
@@ -276,7 +287,8 @@ Calibration measure_calibration(bool quick) {
       fl[t.comp->name].push_back(t.cost.flops / sec / 1e9);
       by[t.comp->name].push_back(t.cost.bytes / sec / 1e9);
     }
-    for (const auto& [name, v] : fl) c.components[name] = {median(v), median(by[name])};
+    // the faster quartile: robust to the time slices other processes take
+    for (const auto& [name, v] : fl) c.components[name] = {quantile(v, 0.75), quantile(by[name], 0.75)};
   }
   {
     const int n = quick ? 300 : 1000;
@@ -284,7 +296,7 @@ Calibration measure_calibration(bool quick) {
     for (const std::string b : {"sequential", "starpu"}) {
       std::vector<double> v;
       for (int rep = 0; rep < (quick ? 1 : 3); ++rep) v.push_back(execute(dag, b, run_dir).makespan_us / n);
-      c.task_overhead_us[b] = median(v);
+      c.task_overhead_us[b] = *std::min_element(v.begin(), v.end());
     }
   }
   c.starpu_workers = int(starpu_worker_names().size());
@@ -360,8 +372,16 @@ nlohmann::json prediction_report(const Prediction& p, double measured_us, double
   const double pred_us = p.makespan_s * 1e6, pred_store = double(p.parameter_bytes + p.activation_bytes);
   j["status"] = p.calibrated ? "calibrated" : "uncalibrated (run ymlopt calibrate)";
   j["calibration_file"] = calibration_path();
-  j["measured"] = {{"makespan_us", measured_us}, {"store_bytes", store_bytes}, {"peak_rss_bytes", peak_rss_bytes}};
+  // the CPU time this process got: on a shared machine, wall time / CPU share is what
+  // the run would have taken alone (the model prices the machine, not its other users)
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  const double cpu_s = double(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) + 1e-6 * double(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
+  const double share = measured_us > 0 ? std::min(1.0, cpu_s / (measured_us * 1e-6 * p.workers)) : 0.0;
+  j["measured"] = {{"makespan_us", measured_us}, {"store_bytes", store_bytes}, {"peak_rss_bytes", peak_rss_bytes},
+                   {"process_cpu_s", cpu_s}, {"cpu_share", share}};
   j["ratio"] = {{"time", measured_us > 0 ? pred_us / measured_us : 0.0},
+                {"time_cpu_adjusted", share > 0 ? pred_us / (measured_us * share) : 0.0},
                 {"store_memory", store_bytes > 0 ? pred_store / store_bytes : 0.0},
                 {"peak_rss", peak_rss_bytes > 0 ? double(p.total_bytes()) / peak_rss_bytes : 0.0}};
   return j;
@@ -370,10 +390,11 @@ nlohmann::json prediction_report(const Prediction& p, double measured_us, double
 std::string prediction_line(const nlohmann::json& r) {
   char buf[320];
   std::snprintf(buf, sizeof buf,
-                "predicted %.1f ms, measured %.1f ms (%.2fx); memory predicted %.1f MiB, allocated+mapped %.1f MiB "
-                "(%.3fx)%s\n",
+                "predicted %.1f ms, measured %.1f ms (%.2fx; %.2fx at the CPU share %.2f the run got); memory "
+                "predicted %.1f MiB, allocated+mapped %.1f MiB (%.3fx)%s\n",
                 r["makespan_us"].get<double>() / 1e3, r["measured"]["makespan_us"].get<double>() / 1e3,
-                r["ratio"]["time"].get<double>(),
+                r["ratio"]["time"].get<double>(), r["ratio"]["time_cpu_adjusted"].get<double>(),
+                r["measured"]["cpu_share"].get<double>(),
                 double(r["parameter_bytes"].get<std::int64_t>() + r["activation_bytes"].get<std::int64_t>()) / (1 << 20),
                 r["measured"]["store_bytes"].get<double>() / (1 << 20), r["ratio"]["store_memory"].get<double>(),
                 r["calibrated"].get<bool>() ? "" : " [uncalibrated (run ymlopt calibrate)]");

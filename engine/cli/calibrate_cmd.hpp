@@ -10,6 +10,8 @@ namespace ymlopt {
 /// rates (sgemm/dgemm, int8/int4 quant::linear, CSR/2:4 sparse::linear, one
 /// thread), memory bandwidth, the components' rates on GPT-2-sized tasks and the
 /// per-task overhead of each backend; stores them as JSON in calibration_path().
+/// Each figure is the fastest of several timed batches (the slower ones measure
+/// the machine's other users).
 ///
 ///   ymlopt calibrate            # ~30 s; `ymlopt run` then predicts with it
 int cmd_calibrate(const std::vector<std::string>& args);
@@ -36,7 +38,10 @@ namespace ymlopt {
 Prediction predict_run(const Dag& dag, const std::string& backend, int ncpu);
 
 /// report.json's "prediction": the Prediction plus the measured figures and the
-/// ratios predicted / measured (time, DataStore memory, peak RSS).
+/// ratios predicted / measured (time, DataStore memory, peak RSS). `time_cpu_adjusted`
+/// divides the measured time by the share of `workers` cores the process got
+/// (its CPU time so far / (wall time x workers), capped at 1): on a shared machine
+/// that is the time the run would have taken alone. Call it right after the run.
 nlohmann::json prediction_report(const Prediction& p, double measured_us, double store_bytes, double peak_rss_bytes);
 
 /// "predicted 12.3 ms, measured 11.0 ms (1.12x); memory predicted 500.1 MiB, allocated+mapped 500.1 MiB (1.000x)",
