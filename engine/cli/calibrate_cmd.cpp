@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstring>
 #include <ctime>
+#include <time.h>
 #include <filesystem>
 #include <iostream>
 #include <map>
@@ -40,11 +41,18 @@ namespace fs = std::filesystem;
 namespace ymlopt {
 namespace {
 
-double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+// CPU time of the calling thread: the kernels run single-threaded, and CPU time
+// leaves out the time slices other processes take on a shared machine
+double now_s() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
+}
 
-/// Seconds of one call of f: the fastest of `reps` batches of at least `min_s` each
-/// (one warm-up call). The fastest, not the median: on a shared machine the slower
-/// batches measure the other users, and the model prices the machine.
+/// Thread CPU seconds of one call of f: the fastest of `reps` batches of at least
+/// `min_s` each (one warm-up call). The fastest, not the median: on a shared machine
+/// the slower batches measure the other users (caches, memory bus), and the model
+/// prices the machine.
 template <class F>
 double time_best(F&& f, int reps, double min_s) {
   double t0 = now_s();
@@ -196,7 +204,8 @@ const char* kComponentWorkflow = R"(<workflow name="calibrate_components">
     <task component="nn.swiglu"><in port="gate" data="f2"/><in port="up" data="f"/><out port="y" data="f2"/></task>
     <task component="nn.embedding"><in port="ids" data="ids"/><in port="table" data="table"/><out port="y" data="x"/></task>
     <task component="tensor.copy"><in port="x" data="f"/><out port="y" data="f2"/></task>
-    <task component="io.save"><in port="x" data="big"/><arg name="path" value="${dir}/calibrate.npy"/></task>
+    <task component="io.save" name="save_big"><in port="x" data="big"/><arg name="path" value="${dir}/calibrate.npy"/></task>
+    <task component="io.save" name="save_small"><in port="x" data="gam"/><arg name="path" value="${dir}/calibrate-small.npy"/></task>
   </seq>
 </workflow>
 )";
@@ -256,7 +265,7 @@ Calibration measure_calibration(bool quick) {
   }
   // GEMM: squares and the linear tiles of the shipped models (128 tokens; 256-column
   // tiles of width 768 / ffn 3072 weights, 192-column QKV tiles, 4096-row vocab tiles)
-  std::vector<std::array<std::int64_t, 3>> sq = {{128, 128, 128}, {256, 256, 256}, {512, 512, 512}};
+  std::vector<std::array<std::int64_t, 3>> sq = {{32, 32, 32}, {64, 64, 64}, {128, 128, 128}, {256, 256, 256}, {512, 512, 512}};
   if (!quick) sq.push_back({1024, 1024, 1024});
   const std::vector<std::array<std::int64_t, 3>> tiles = {
       {128, 192, 768}, {128, 256, 768}, {128, 256, 3072}, {128, 4096, 768}, {128, 768, 768}, {16, 256, 768}};
@@ -280,15 +289,23 @@ Calibration measure_calibration(bool quick) {
   {
     const Dag dag = compile_text(kComponentWorkflow, reg, {{"reps", quick ? "5" : "15"}, {"dir", run_dir}});
     const ExecResult r = execute(dag, "sequential", run_dir);
-    std::map<std::string, std::vector<double>> fl, by;
+    std::map<std::string, std::vector<double>> fl, by, save_s;
+    double big_bytes = 0;
     for (const TaskNode& t : dag.tasks) {
       const auto& rec = r.records[size_t(t.id)];
       const double sec = std::max((rec.end_us - rec.start_us) * 1e-6, 1e-9);
+      if (t.comp->name == "io.save") {  // latency + bytes / bandwidth, from a small and a big file
+        save_s[t.label].push_back(sec);
+        if (t.label == "save_big") big_bytes = t.cost.bytes;
+        continue;
+      }
       fl[t.comp->name].push_back(t.cost.flops / sec / 1e9);
       by[t.comp->name].push_back(t.cost.bytes / sec / 1e9);
     }
     // the faster quartile: robust to the time slices other processes take
     for (const auto& [name, v] : fl) c.components[name] = {quantile(v, 0.75), quantile(by[name], 0.75)};
+    const double small = quantile(save_s["save_small"], 0.25), big = quantile(save_s["save_big"], 0.25);
+    c.components["io.save"] = {0, big > small ? big_bytes / (big - small) / 1e9 : big_bytes / big / 1e9, small * 1e6};
   }
   {
     const int n = quick ? 300 : 1000;
@@ -319,7 +336,10 @@ std::string format_calibration(const Calibration& c) {
     }
   o << "components (GPT-2-sized tasks):\n";
   for (const auto& [name, r] : c.components) {
-    std::snprintf(buf, sizeof buf, "  %-16s %8.2f GFLOP/s %8.2f GB/s\n", name.c_str(), r.gflops, r.gbs);
+    std::snprintf(buf, sizeof buf, "  %-16s %8.2f GFLOP/s %8.2f GB/s", name.c_str(), r.gflops, r.gbs);
+    o << buf;
+    if (r.latency_us > 0) std::snprintf(buf, sizeof buf, "  + %.0f us per task\n", r.latency_us);
+    else std::snprintf(buf, sizeof buf, "\n");
     o << buf;
   }
   std::snprintf(buf, sizeof buf, "memory: read %.1f GB/s, copy %.1f GB/s (1 thread)\n", c.read_gbs, c.copy_gbs);

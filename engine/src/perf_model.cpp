@@ -27,7 +27,7 @@ nlohmann::json to_json(const Calibration& c) {
     kernels[name] = a;
   }
   nlohmann::json comps = nlohmann::json::object();
-  for (const auto& [name, r] : c.components) comps[name] = {{"gflops", r.gflops}, {"gbs", r.gbs}};
+  for (const auto& [name, r] : c.components) comps[name] = {{"gflops", r.gflops}, {"gbs", r.gbs}, {"latency_us", r.latency_us}};
   return {{"format", "ymlopt-calibration-1"},
           {"calibrated", c.calibrated},
           {"host", c.host},
@@ -60,7 +60,7 @@ Calibration calibration_from_json(const nlohmann::json& j) {
         c.kernels[name].push_back({p.at("m").get<std::int64_t>(), p.at("n").get<std::int64_t>(),
                                    p.at("k").get<std::int64_t>(), p.at("gflops").get<double>()});
     for (const auto& [name, r] : j.at("components").items())
-      c.components[name] = {r.at("gflops").get<double>(), r.at("gbs").get<double>()};
+      c.components[name] = {r.at("gflops").get<double>(), r.at("gbs").get<double>(), r.value("latency_us", 0.0)};
     c.read_gbs = j.at("read_gbs").get<double>();
     c.copy_gbs = j.at("copy_gbs").get<double>();
     c.task_overhead_us = j.at("task_overhead_us").get<std::map<std::string, double>>();
@@ -212,7 +212,7 @@ double predict_task_seconds(const TaskNode& t, const Dag& dag, const Calibration
       if (it != c.components.end()) {
         const double f = it->second.gflops > 0 ? t.cost.flops / (it->second.gflops * 1e9) : 0;
         const double b = it->second.gbs > 0 ? t.cost.bytes / (it->second.gbs * 1e9) : 0;
-        return std::max(f, b);
+        return it->second.latency_us * 1e-6 + std::max(f, b);
       }
       break;
     }

@@ -47,7 +47,7 @@ Calibration flat_calibration() {
                {"int4", {{128, 256, 768, 120}}},
                {"csr", {{128, 256, 768, 30}}},
                {"nm24", {{128, 256, 768, 40}}}};
-  c.components = {{"tensor.add", {1, 8}}};
+  c.components = {{"tensor.add", {10, 8, 5}}};  // 10 GFLOP/s, 8 GB/s, 5 us fixed latency
   c.read_gbs = 1000;  // high: these tasks are priced by their flops
   c.copy_gbs = 500;
   c.task_overhead_us = {{"sequential", 10}, {"starpu", 40}};
@@ -149,10 +149,10 @@ TEST(PerfModelRates, SelectedByComponentDtypeAndFormat) {
   }
   // 2:4 counts the kept products only: half the dense flops
   EXPECT_NEAR(dag.tasks[4].cost.flops, 128.0 * 256 * 768, 128.0 * 256 * 2);
-  // a component priced by its calibrated bandwidth (1 GFLOP/s would be less)
+  // a component priced by its calibrated bandwidth (its flops rate would be less), plus its latency
   const TaskNode& add = dag.tasks[5];
-  EXPECT_NEAR(predict_task_seconds(add, dag, c),
-              std::max(add.cost.flops / 1e9, add.cost.bytes / 8e9), 1e-12);
+  ASSERT_GT(add.cost.bytes / 8e9, add.cost.flops / 10e9);
+  EXPECT_NEAR(predict_task_seconds(add, dag, c), 5e-6 + add.cost.bytes / 8e9, 1e-12);
 }
 
 TEST(PerfModelRates, NearestShapeInLogSpace) {
@@ -231,6 +231,7 @@ TEST(PerfModelCalibration, JsonRoundTrip) {
   EXPECT_EQ(d.kernels.at("sgemm")[1].n, 256);
   EXPECT_DOUBLE_EQ(d.kernels.at("sgemm")[1].gflops, 100);
   EXPECT_DOUBLE_EQ(d.components.at("tensor.add").gbs, 8);
+  EXPECT_DOUBLE_EQ(d.components.at("tensor.add").latency_us, 5);
   EXPECT_DOUBLE_EQ(d.task_overhead_us.at("starpu"), 40);
 }
 

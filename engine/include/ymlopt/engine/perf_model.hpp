@@ -27,8 +27,9 @@ struct RatePoint {
 
 /// A component's measured rates on a representative task (from `ymlopt calibrate`).
 struct ComponentRate {
-  double gflops = 0;  // cost.flops / time
-  double gbs = 0;     // cost.bytes / time
+  double gflops = 0;      // cost.flops / time
+  double gbs = 0;         // cost.bytes / time
+  double latency_us = 0;  // fixed time per task (io.save: create, fsync, rename)
 };
 
 /// The machine's measured figures, stored per machine by `ymlopt calibrate`.
@@ -83,7 +84,8 @@ TaskRate task_rate(const TaskNode& t, const Dag& dag);
 double kernel_gflops(const Calibration& c, const std::string& name, std::int64_t m, std::int64_t n, std::int64_t k);
 
 /// Predicted seconds of one task's kernel (no per-task overhead):
-/// max(flops / rate, bytes / bandwidth), rate chosen by task_rate.
+/// max(flops / rate, bytes / bandwidth), rate chosen by task_rate (plus a
+/// component's fixed latency, and nn.linear's activation at the elementwise rate).
 double predict_task_seconds(const TaskNode& t, const Dag& dag, const Calibration& c);
 
 /// Result of a list-scheduling simulation.
