@@ -191,6 +191,8 @@ const char* kComponentWorkflow = R"(<workflow name="calibrate_components">
   <data name="ids" dtype="i32" shape="128" init="zeros"/>
   <data name="table" shape="1024,768" init="random" seed="4"/>
   <data name="big" shape="1024,4096" init="zeros"/>
+  <data name="w" shape="768,256" init="random" seed="5"/>
+  <data name="y" shape="128,256"/>
   <seq var="r" from="0" to="${reps}">
     <task component="nn.layernorm"><in port="x" data="h"/><in port="gamma" data="gam"/><in port="beta" data="bet"/><out port="y" data="x"/></task>
     <task component="nn.rmsnorm"><in port="x" data="h"/><in port="weight" data="gam"/><out port="y" data="x"/></task>
@@ -204,6 +206,11 @@ const char* kComponentWorkflow = R"(<workflow name="calibrate_components">
     <task component="nn.swiglu"><in port="gate" data="f2"/><in port="up" data="f"/><out port="y" data="f2"/></task>
     <task component="nn.embedding"><in port="ids" data="ids"/><in port="table" data="table"/><out port="y" data="x"/></task>
     <task component="tensor.copy"><in port="x" data="f"/><out port="y" data="f2"/></task>
+    <task component="nn.linear" name="linear"><in port="x" data="h"/><in port="w" data="w"/><out port="y" data="y"/></task>
+    <task component="nn.linear" name="linear_gelu"><in port="x" data="h"/><in port="w" data="w"/><out port="y" data="y"/>
+      <arg name="activation" value="gelu_tanh"/></task>
+    <task component="nn.linear" name="linear_silu"><in port="x" data="h"/><in port="w" data="w"/><out port="y" data="y"/>
+      <arg name="activation" value="silu"/></task>
     <task component="io.save" name="save_big"><in port="x" data="big"/><arg name="path" value="${dir}/calibrate.npy"/></task>
     <task component="io.save" name="save_small"><in port="x" data="gam"/><arg name="path" value="${dir}/calibrate-small.npy"/></task>
   </seq>
@@ -294,6 +301,10 @@ Calibration measure_calibration(bool quick) {
     for (const TaskNode& t : dag.tasks) {
       const auto& rec = r.records[size_t(t.id)];
       const double sec = std::max((rec.end_us - rec.start_us) * 1e-6, 1e-9);
+      if (t.comp->name == "nn.linear") {  // the activation epilogue: with it minus without
+        save_s[t.label].push_back(sec);
+        continue;
+      }
       if (t.comp->name == "io.save") {  // latency + bytes / bandwidth, from a small and a big file
         save_s[t.label].push_back(sec);
         if (t.label == "save_big") big_bytes = t.cost.bytes;
@@ -306,6 +317,13 @@ Calibration measure_calibration(bool quick) {
     for (const auto& [name, v] : fl) c.components[name] = {quantile(v, 0.75), quantile(by[name], 0.75)};
     const double small = quantile(save_s["save_small"], 0.25), big = quantile(save_s["save_big"], 0.25);
     c.components["io.save"] = {0, big > small ? big_bytes / (big - small) / 1e9 : big_bytes / big / 1e9, small * 1e6};
+    // nn.linear's activations as perf_model prices them: act_flops (gelu 8, silu 4) per output element
+    const double plain = quantile(save_s["linear"], 0.25), mn = 128.0 * 256;
+    for (const auto& [act, fl] : {std::pair<const char*, double>{"gelu", 8}, {"silu", 4}}) {
+      const double extra = quantile(save_s[std::string("linear_") + act], 0.25) - plain;
+      // a difference of two noisy times: floored at 1 ns per element
+      c.components[std::string("nn.linear.") + act] = {fl * mn / std::max(extra, mn * 1e-9) / 1e9, 0, 0};
+    }
   }
   {
     const int n = quick ? 300 : 1000;

@@ -225,11 +225,11 @@ double predict_task_seconds(const TaskNode& t, const Dag& dag, const Calibration
     const double f = fallback > 0 ? t.cost.flops / fallback : 0;
     return std::max(f, t.cost.bytes / (c.copy_gbs * 1e9));
   }
-  double epilogue = 0;  // nn.linear's activation, at the rate of the matching elementwise component
+  double epilogue = 0;  // nn.linear's activation, at its calibrated rate ("nn.linear.gelu", "nn.linear.silu")
   if (t.comp->name == "nn.linear") {
     const std::string a = arg_string_or(t, "activation");
     const bool gelu = a == "gelu" || a == "gelu_tanh";
-    auto it = c.components.find(gelu ? "nn.gelu" : "nn.silu");
+    auto it = c.components.find(gelu ? "nn.linear.gelu" : "nn.linear.silu");
     if ((gelu || a == "silu") && it != c.components.end() && it->second.gflops > 0)
       epilogue = double(r.m) * double(r.n) * (gelu ? 8 : 4) / (it->second.gflops * 1e9);
   }

@@ -155,6 +155,26 @@ TEST(PerfModelRates, SelectedByComponentDtypeAndFormat) {
   EXPECT_NEAR(predict_task_seconds(add, dag, c), 5e-6 + add.cost.bytes / 8e9, 1e-12);
 }
 
+TEST(PerfModelRates, LinearActivationAtItsEpilogueRate) {
+  const Dag dag = compile_ok(R"(<workflow name="act">
+    <data name="x" shape="128,768" init="random" seed="1"/>
+    <data name="w" shape="768,256" init="random" seed="2"/>
+    <data name="y" shape="128,256"/>
+    <task component="nn.linear"><in port="x" data="x"/><in port="w" data="w"/><out port="y" data="y"/>
+      <arg name="activation" value="gelu_tanh"/></task>
+    <task component="nn.linear"><in port="x" data="x"/><in port="w" data="w"/><out port="y" data="y"/>
+      <arg name="activation" value="silu"/></task>
+  </workflow>)");
+  Calibration c = flat_calibration();
+  c.components["nn.linear.gelu"] = {2, 0, 0};
+  c.components["nn.linear.silu"] = {4, 0, 0};
+  const double mn = 128.0 * 256;
+  EXPECT_NEAR(predict_task_seconds(dag.tasks[0], dag, c), dag.tasks[0].cost.flops / 100e9 + 8 * mn / 2e9, 1e-12);
+  EXPECT_NEAR(predict_task_seconds(dag.tasks[1], dag, c), dag.tasks[1].cost.flops / 100e9 + 4 * mn / 4e9, 1e-12);
+  c.components.erase("nn.linear.gelu");  // uncalibrated epilogue: only the flops at the GEMM rate
+  EXPECT_NEAR(predict_task_seconds(dag.tasks[0], dag, c), dag.tasks[0].cost.flops / 100e9, 1e-12);
+}
+
 TEST(PerfModelRates, NearestShapeInLogSpace) {
   const Calibration c = flat_calibration();
   EXPECT_EQ(kernel_gflops(c, "sgemm", 128, 256, 768), 100);

@@ -44,7 +44,9 @@ struct Calibration {
   /// Kernel rates by kernel name: "sgemm", "dgemm" (OpenBLAS, 1 thread), "int8", "int4"
   /// (quant::linear), "csr" (90% sparse), "nm24", "bsr" (sparse::linear).
   std::map<std::string, std::vector<RatePoint>> kernels;
-  std::map<std::string, ComponentRate> components;  // by component name
+  /// By component name; "nn.linear.gelu" / "nn.linear.silu": nn.linear's activation
+  /// epilogue (8 / 4 flops per output element, as its cost function counts them).
+  std::map<std::string, ComponentRate> components;
   double read_gbs = 10;   // streaming sum, 1 thread
   double copy_gbs = 5;    // memcpy (bytes read + written), 1 thread
   std::map<std::string, double> task_overhead_us = {{"sequential", 5}, {"starpu", 30}};  // per task, by backend
