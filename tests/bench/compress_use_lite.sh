@@ -12,6 +12,7 @@
 # BUILD_DIR may also be the ymlopt binary itself. Environment:
 #   SEQS      names from the table below (default: all)
 #   RESULTS   also write the table as TSV to this file
+#   KEEP      keep the embeddings in this folder (ref.npy, <sequence>.npy)
 #   FETCH=0   do not fetch: use only the caches (exit 77 when they are missing)
 #   OPENBLAS_CORETYPE  default SkylakeX (this machine's AVX-512 sgemm; OpenBLAS 0.3.21
 #             mis-detects it as Prescott); the f32 reference runs with it
@@ -114,6 +115,11 @@ print(f"{name}\t{passes}\t{os.path.getsize(wfile)}\t{wb['optimized']}\t{wb['orig
 PY
 done
 [ -z "${RESULTS:-}" ] || cp "$work/table.tsv" "$RESULTS"
+if [ -n "${KEEP:-}" ]; then
+  mkdir -p "$KEEP"
+  cp "$work/ref.npy" "$KEEP/"
+  for s in $seqs; do cp "$work/$s.npy" "$KEEP/"; done
+fi
 orig_file=$(stat -c %s "$weights")
 "$py" - "$work/table.tsv" "$orig_file" "$ref_s" <<'PY'
 import csv, sys
