@@ -273,6 +273,7 @@ int cmd_optimize(const std::vector<std::string>& args) {
   WorkflowArgs wf;
   std::string passes_text, sequence_file, out_dir, backend = "sequential";
   std::vector<std::string> calib_sets;
+  std::string run_name;
   bool eval = false, list = false;
   int reps = 3;
   po::options_description d("ymlopt optimize MODEL.xml (--passes LIST | --sequence SEQ.xml) [options]");
@@ -281,6 +282,7 @@ int cmd_optimize(const std::vector<std::string>& args) {
                                                "quant.group:bits=4:group=128,prune.nm")(
       "sequence", po::value(&sequence_file), "a <sequence> file listing the passes (workflows/sequences/)")(
       "out,o", po::value(&out_dir), "output directory (default runs/<model>-<sequence>-<time>)")(
+      "name", po::value(&run_name), "name of this sequence in reports (default: the sequence's, or 'passes')")(
       "eval", po::bool_switch(&eval), "run the original and the optimized model and compare them")(
       "backend,b", po::value(&backend), "backend for --eval: sequential (default) or starpu")(
       "reps", po::value(&reps), "timed runs of each model for --eval (median reported; default 3)")(
@@ -323,6 +325,7 @@ int cmd_optimize(const std::vector<std::string>& args) {
     }
     seq.name = "passes";
   }
+  if (!run_name.empty()) seq.name = run_name;
   std::string pass_text;
   for (const auto& p : seq.passes) pass_text += (pass_text.empty() ? "" : ",") + p.text();
 
