@@ -41,7 +41,9 @@ Prediction predict_run(const Dag& dag, const std::string& backend, int ncpu);
 /// ratios predicted / measured (time, DataStore memory, peak RSS). `time_cpu_adjusted`
 /// divides the measured time by the share of `workers` cores the process got
 /// (its CPU time so far / (wall time x workers), capped at 1): on a shared machine
-/// that is the time the run would have taken alone. Call it right after the run.
+/// that is the time the run would have taken alone. Call it right after the run;
+/// peak_rss_bytes 0 means "not a process that ran only this DAG once" (optimize
+/// --eval's medians): no CPU share then (0, and time_cpu_adjusted 0).
 nlohmann::json prediction_report(const Prediction& p, double measured_us, double store_bytes, double peak_rss_bytes);
 
 /// "predicted 12.3 ms, measured 11.0 ms (1.12x); memory predicted 500.1 MiB, allocated+mapped 500.1 MiB (1.000x)",

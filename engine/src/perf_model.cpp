@@ -40,6 +40,7 @@ nlohmann::json to_json(const Calibration& c) {
           {"components", comps},
           {"read_gbs", c.read_gbs},
           {"copy_gbs", c.copy_gbs},
+          {"mapped_gbs", c.mapped_gbs},
           {"task_overhead_us", c.task_overhead_us}};
 }
 
@@ -63,8 +64,9 @@ Calibration calibration_from_json(const nlohmann::json& j) {
       c.components[name] = {r.at("gflops").get<double>(), r.at("gbs").get<double>(), r.value("latency_us", 0.0)};
     c.read_gbs = j.at("read_gbs").get<double>();
     c.copy_gbs = j.at("copy_gbs").get<double>();
+    c.mapped_gbs = j.value("mapped_gbs", c.mapped_gbs);
     c.task_overhead_us = j.at("task_overhead_us").get<std::map<std::string, double>>();
-    if (c.read_gbs <= 0 || c.copy_gbs <= 0) throw std::runtime_error("bandwidths must be > 0");
+    if (c.read_gbs <= 0 || c.copy_gbs <= 0 || c.mapped_gbs <= 0) throw std::runtime_error("bandwidths must be > 0");
     return c;
   } catch (const nlohmann::json::exception& e) {
     throw std::runtime_error(std::string("malformed calibration: ") + e.what());
@@ -307,9 +309,24 @@ Prediction predict(const Dag& dag, const Calibration& c, int workers, const std:
   const double overhead = oh != c.task_overhead_us.end() ? oh->second * 1e-6 : 0;
   const size_t n = dag.tasks.size();
   p.task_s.resize(n);
+  // first touch of mapped parameters: charged to the first task (topological order) reading each tile
+  std::vector<double> first_touch(n, 0);
+  {
+    std::set<std::pair<std::int32_t, std::int32_t>> seen;
+    for (std::int32_t id : dag.topo_order)
+      for (const Binding& b : dag.tasks[size_t(id)].bindings) {
+        if (b.ref.data < 0) continue;
+        const DataDecl& d = dag.data[size_t(b.ref.data)];
+        if (d.init != InitKind::file || !d.format.empty() || !seen.insert({b.ref.data, b.ref.tile}).second) continue;
+        if (b.ref.tile >= 0 && seen.count({b.ref.data, -1})) continue;  // the whole tensor was read already
+        const RefDims r = ref_dims(dag, b.ref);
+        first_touch[size_t(id)] += double(r.rows * r.cols) * double(dtype_size(d.dtype)) / (c.mapped_gbs * 1e9);
+      }
+  }
   for (size_t i = 0; i < n; ++i) {
     const TaskNode& t = dag.tasks[i];
-    const double k = predict_task_seconds(t, dag, c);
+    const double k = predict_task_seconds(t, dag, c) + first_touch[i];
+    p.first_touch_s += first_touch[i];
     p.seconds_by_component[t.comp->name] += k;
     p.task_s[i] = k + overhead;
     p.work_s += p.task_s[i];
@@ -352,6 +369,7 @@ nlohmann::json to_json(const Prediction& p) {
           {"critical_path_us", p.critical_path_s * 1e6},
           {"work_us", p.work_s * 1e6},
           {"overhead_us", p.overhead_s * 1e6},
+          {"first_touch_us", p.first_touch_s * 1e6},
           {"flops", p.flops},
           {"seconds_by_component", p.seconds_by_component},
           {"parameter_bytes", p.parameter_bytes},

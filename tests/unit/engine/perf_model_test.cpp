@@ -233,6 +233,9 @@ TEST(PerfModelPredict, MemoryIsExactlyWhatTheDataStoreHolds) {
   EXPECT_EQ(p.parameter_bytes, (2 * 24 * 40 + 7) * 4);
   EXPECT_EQ(p.activation_bytes, 8 * 1040 * 4 + 64 + 24 * 40 * 4);
   EXPECT_FALSE(p.calibrated);
+  // first touch of the mapped parameters the tasks read (a and a2; b is never read)
+  const Calibration c = builtin_calibration();
+  EXPECT_NEAR(p.first_touch_s, 2.0 * 24 * 40 * 4 / (c.mapped_gbs * 1e9), 1e-15);
 }
 
 TEST(PerfModelCalibration, JsonRoundTrip) {

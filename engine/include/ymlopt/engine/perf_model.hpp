@@ -49,6 +49,7 @@ struct Calibration {
   std::map<std::string, ComponentRate> components;
   double read_gbs = 10;   // streaming sum, 1 thread
   double copy_gbs = 5;    // memcpy (bytes read + written), 1 thread
+  double mapped_gbs = 2;  // first read of a freshly mapped file in the page cache (page faults included)
   std::map<std::string, double> task_overhead_us = {{"sequential", 5}, {"starpu", 30}};  // per task, by backend
 };
 
@@ -85,7 +86,7 @@ TaskRate task_rate(const TaskNode& t, const Dag& dag);
 /// the calibration has no point for it.
 double kernel_gflops(const Calibration& c, const std::string& name, std::int64_t m, std::int64_t n, std::int64_t k);
 
-/// Predicted seconds of one task's kernel (no per-task overhead):
+/// Predicted seconds of one task's kernel (no per-task overhead, no first touch of mapped parameters):
 /// max(flops / rate, bytes / bandwidth), rate chosen by task_rate (plus a
 /// component's fixed latency, and nn.linear's activation at the elementwise rate).
 double predict_task_seconds(const TaskNode& t, const Dag& dag, const Calibration& c);
@@ -114,8 +115,10 @@ struct Prediction {
   double critical_path_s = 0;
   double work_s = 0;      // sum of the task times (kernels + overhead)
   double overhead_s = 0;  // of which per-task overhead
+  double first_touch_s = 0;  // and first reads of mapped parameters
+  /// By component: kernel time plus first touch of mapped parameters.
   std::vector<double> task_s;                       // by task id, overhead included
-  std::map<std::string, double> seconds_by_component;  // kernel time only
+  std::map<std::string, double> seconds_by_component;
   double flops = 0;
   /// DataStore's memory, exactly: parameters (src= data, mapped or copied) and
   /// every other declared tensor (padded rows, 64-byte rounded).
@@ -126,7 +129,9 @@ struct Prediction {
 };
 
 /// Predicts time and memory of running `dag` with `workers` workers on `backend`
-/// ("sequential" forces 1 worker, "starpu").
+/// ("sequential" forces 1 worker, "starpu"). The first task reading each tile of a
+/// src= tensor also pays its bytes at mapped_gbs (DataStore maps files lazily: the
+/// page faults happen in the tasks).
 ///
 ///   Prediction p = predict(dag, cal, 2);
 Prediction predict(const Dag& dag, const Calibration& c, int workers, const std::string& backend = "starpu");
