@@ -312,16 +312,23 @@ Prediction predict(const Dag& dag, const Calibration& c, int workers, const std:
   // first touch of mapped parameters: charged to the first task (topological order) reading each tile
   std::vector<double> first_touch(n, 0);
   {
+    // a task reading less than a tile (nn.embedding: the rows of its ids, as its
+    // cost.bytes says) pays for what it reads and leaves the tile untouched
     std::set<std::pair<std::int32_t, std::int32_t>> seen;
-    for (std::int32_t id : dag.topo_order)
-      for (const Binding& b : dag.tasks[size_t(id)].bindings) {
+    for (std::int32_t id : dag.topo_order) {
+      const TaskNode& t = dag.tasks[size_t(id)];
+      for (const Binding& b : t.bindings) {
         if (b.ref.data < 0) continue;
         const DataDecl& d = dag.data[size_t(b.ref.data)];
-        if (d.init != InitKind::file || !d.format.empty() || !seen.insert({b.ref.data, b.ref.tile}).second) continue;
+        if (d.init != InitKind::file || !d.format.empty() || seen.count({b.ref.data, b.ref.tile})) continue;
         if (b.ref.tile >= 0 && seen.count({b.ref.data, -1})) continue;  // the whole tensor was read already
         const RefDims r = ref_dims(dag, b.ref);
-        first_touch[size_t(id)] += double(r.rows * r.cols) * double(dtype_size(d.dtype)) / (c.mapped_gbs * 1e9);
+        const double bytes = double(r.rows * r.cols) * double(dtype_size(d.dtype));
+        const double read = std::min(bytes, t.cost.bytes);
+        if (read >= bytes) seen.insert({b.ref.data, b.ref.tile});
+        first_touch[size_t(id)] += read / (c.mapped_gbs * 1e9);
       }
+    }
   }
   for (size_t i = 0; i < n; ++i) {
     const TaskNode& t = dag.tasks[i];
