@@ -12,6 +12,8 @@ if dist=$(scripts/fetch_use_lite.sh); then
 else
   echo "test: USE-lite could not be fetched; its tests will be skipped"
 fi
+# Jane Austen sentences (Debian r-cran-janeaustenr, cached) for the compressed USE-lite test
+scripts/fetch_austen.sh 40 >/dev/null || echo "test: the Austen text could not be fetched; its test will be skipped"
 (cd build && ctest --output-on-failure -j"$jobs")
 if [ "${YMLOPT_SKIP_SANITIZERS:-0}" != 1 ]; then
   scripts/setup.sh build-asan -DYMLOPT_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo
