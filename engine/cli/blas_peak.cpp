@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "report.hpp"
+#include "ymlopt/engine/perf_model.hpp"
 
 extern "C" {
 void openblas_set_num_threads(int);
@@ -20,14 +21,6 @@ char* openblas_get_corename(void);
 
 namespace ymlopt {
 namespace {
-
-std::string cpu_model() {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(in, line))
-    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
-  return "unknown";
-}
 
 double measure(int threads) {
   const int n = 1024;
@@ -48,10 +41,8 @@ double measure(int threads) {
 
 double blas_peak_gflops(double achieved) {
   const int threads = int(std::max(1u, std::thread::hardware_concurrency()));
-  const std::string key = cpu_model() + " | " + openblas_get_corename() + " | " + std::to_string(threads) + " threads";
-  std::filesystem::path dir;
-  if (const char* x = std::getenv("XDG_CACHE_HOME")) dir = std::filesystem::path(x) / "ymlopt";
-  else if (const char* h = std::getenv("HOME")) dir = std::filesystem::path(h) / ".cache/ymlopt";
+  const std::string key = cpu_model_name() + " | " + openblas_get_corename() + " | " + std::to_string(threads) + " threads";
+  const std::filesystem::path dir = ymlopt_cache_dir();
   const std::filesystem::path file = dir / "blas-peak.json";
   nlohmann::json cache = nlohmann::json::object();
   if (!dir.empty()) {
