@@ -5,6 +5,7 @@
 #include <cmath>
 #include <ctime>
 #include <filesystem>
+#include <fstream>
 #include <iomanip>
 #include <iostream>
 #include <sstream>
@@ -273,6 +274,7 @@ int cmd_optimize(const std::vector<std::string>& args) {
   WorkflowArgs wf;
   std::string passes_text, sequence_file, out_dir, backend = "sequential";
   std::vector<std::string> calib_sets;
+  std::string calib_file;
   std::string run_name;
   bool eval = false, list = false;
   int reps = 3;
@@ -287,7 +289,9 @@ int cmd_optimize(const std::vector<std::string>& args) {
       "backend,b", po::value(&backend), "backend for --eval: sequential (default) or starpu")(
       "reps", po::value(&reps), "timed runs of each model for --eval (median reported; default 3)")(
       "calib-set", po::value(&calib_sets)->composing(),
-      "NAME=VALUE for the calibration run only (e.g. other input ids; default: the model's own inputs)")(
+      "NAME=VALUE for the calibration runs only (e.g. other input ids; default: the model's own inputs)")(
+      "calib-sets", po::value(&calib_file),
+      "a file with one calibration run per line (NAME=VALUE ...); their layer inputs are stacked")(
       "list-passes", po::bool_switch(&list), "list the passes and their options");
   add_workflow_options(d, wf);
   {
@@ -350,20 +354,49 @@ int cmd_optimize(const std::vector<std::string>& args) {
   nlohmann::json report = {{"sequence", seq.name}, {"passes", pass_text},
                            {"model", {{"workflow", wf.file}, {"set", wf.sets}}}};
   const std::int64_t original_weight_bytes = analyze(cr.dag).parameter_total;
-  // calibration: the linear layers' inputs on the model's own inputs (or --calib-set overrides)
+  // calibration: the linear layers' inputs on the model's own inputs (--calib-set overrides
+  // for every calibration run; --calib-sets FILE: one run per line, the inputs stacked)
   opt::Calibration calib;
   if (opt::needs_calibration(seq.passes)) {
-    WorkflowArgs cwf = wf;
-    for (const auto& c : calib_sets) cwf.sets.push_back(c);
-    CompileResult ccr;
-    if (int rc = compile(cwf, reg, ccr)) return rc;
-    try {
-      calib = capture_linear_inputs(ccr.dag, out_dir + "/calibration");
-    } catch (const std::exception& e) {
-      std::cerr << "ymlopt: error: calibration run failed: " << e.what() << "\n";
-      return 1;
+    std::vector<std::vector<std::string>> runs;
+    if (calib_file.empty()) {
+      runs.push_back({});
+    } else {
+      std::ifstream in(calib_file);
+      if (!in) throw UsageError("--calib-sets: cannot read '" + calib_file + "'");
+      std::string line;
+      while (std::getline(in, line)) {
+        std::istringstream words(line);
+        std::vector<std::string> sets;
+        for (std::string w; words >> w;) sets.push_back(w);
+        if (!sets.empty()) runs.push_back(std::move(sets));
+      }
+      if (runs.empty()) throw UsageError("--calib-sets: '" + calib_file + "' lists no run");
     }
-    report["calibration"] = {{"set", calib_sets}, {"layers", calib.inputs.size()}};
+    for (std::size_t r = 0; r < runs.size(); ++r) {
+      WorkflowArgs cwf = wf;
+      for (const auto& c : calib_sets) cwf.sets.push_back(c);
+      for (const auto& c : runs[r]) cwf.sets.push_back(c);
+      CompileResult ccr;
+      if (int rc = compile(cwf, reg, ccr)) return rc;
+      try {
+        opt::Calibration one = capture_linear_inputs(ccr.dag, out_dir + "/calibration");
+        for (auto& [key, in] : one.inputs) {
+          auto [it, fresh] = calib.inputs.try_emplace(key, std::move(in));
+          if (fresh) continue;
+          if (it->second.k != in.k) throw std::runtime_error("task '" + key + "' changes width between calibration runs");
+          it->second.x.insert(it->second.x.end(), in.x.begin(), in.x.end());
+          it->second.m += in.m;
+        }
+      } catch (const std::exception& e) {
+        std::cerr << "ymlopt: error: calibration run " << r + 1 << " failed: " << e.what() << "\n";
+        return 1;
+      }
+    }
+    std::int64_t rows = 0;
+    for (const auto& [key, in] : calib.inputs) rows = std::max(rows, in.m);
+    report["calibration"] = {{"set", calib_sets}, {"runs", runs.size()}, {"layers", calib.inputs.size()},
+                             {"max_rows", rows}};
   }
   opt::ModelEditor ed(std::move(cr.dag), reg);
   opt::PassContext ctx{ed, calib.inputs.empty() ? nullptr : &calib};

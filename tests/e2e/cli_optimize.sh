@@ -59,6 +59,18 @@ check(err("obs50-distill-int8") < err("obs50"), f"refit after OBS lowers the err
 sys.exit(0 if ok else 1)
 PY
 
+# calibration over several runs (one per line): the layer inputs are stacked
+ids "$tmp/ids2.npy" 64
+printf 'ids=%s\n\nids=%s\n' "$tmp/ids2.npy" "$tmp/ids.npy" > "$tmp/calib.txt"
+expect_rc 0 "OBS with two calibration runs" -- "$y" optimize "${G[@]}" --set weights="$tmp/g.safetensors" --passes prune.obs \
+  --calib-sets "$tmp/calib.txt" -o "$tmp/obs2"
+python3 -c "
+import json,sys; c=json.load(open('$tmp/obs2/report.json'))['calibration']
+print(c); sys.exit(0 if c['runs'] == 2 and c['max_rows'] == 128 else 1)" || { echo "FAIL: calibration runs"; fails=$((fails + 1)); }
+printf '\n' > "$tmp/empty.txt"
+expect_rc 2 "empty calibration list" -- "$y" optimize "${G[@]}" --set weights="$tmp/g.safetensors" --passes prune.obs --calib-sets "$tmp/empty.txt"
+expect_in "lists no run" "message"
+
 # low rank changes the graph; the refit of the factor pair lowers the error
 expect_rc 0 "low rank r=24" -- "$y" optimize "${G[@]}" --set weights="$tmp/g.safetensors" --passes prune.lowrank:rank=24 --eval --reps 1 -o "$tmp/lr"
 expect_rc 0 "low rank + refit" -- "$y" optimize "${G[@]}" --set weights="$tmp/g.safetensors" --passes prune.lowrank:rank=24,distill.layerwise --eval --reps 1 -o "$tmp/lrd"
