@@ -280,6 +280,25 @@ DenseWeight ModelEditor::load(const WeightUse& u) const {
   return w;
 }
 
+std::vector<float> ModelEditor::load_values(std::int32_t data) const {
+  const DataDecl& d = dag_.data[std::size_t(data)];
+  io::TensorData full;
+  if (auto it = new_bytes_.find(data); it != new_bytes_.end()) {
+    full.dtype = d.dtype;
+    full.bytes = it->second;
+  } else if (d.init == InitKind::file) {
+    full = io::load_tensor(d.src, d.key);
+  } else {
+    throw std::runtime_error("'" + d.name + "' has no stored values");
+  }
+  const std::int64_t count = d.rows * d.cols;
+  if (static_cast<std::int64_t>(full.bytes.size()) != count * std::int64_t(dtype_size(full.dtype)))
+    throw std::runtime_error(d.src + ": tensor '" + d.key + "' does not hold " + std::to_string(count) + " values");
+  std::vector<float> v(static_cast<std::size_t>(count));
+  for (std::int64_t i = 0; i < count; ++i) v[std::size_t(i)] = element(full, i);
+  return v;
+}
+
 const DenseWeight* ModelEditor::original(const std::string& name) const {
   auto it = originals_.find(name);
   return it == originals_.end() ? nullptr : &it->second;
@@ -329,10 +348,10 @@ WeightUse ModelEditor::replace(const WeightUse& u, std::vector<NewTensor> tensor
     const DataRef wref = t.bindings[port_index(t, "w")].ref;
     std::int64_t tile = -1;
     if (wref.tile >= 0) tile = u.nk ? wref.tile / old.ntile_c : wref.tile % old.ntile_c;  // index along n
-    for (const char* role : {"w", "w_scale", "w_zero", "w_index", "w_ptr"}) {
+    for (const char* role : {"w", "w_scale", "w_zero", "w_index", "w_ptr", "b"}) {
       auto it = made.find(role);
       if (it == made.end()) {
-        if (std::string(role) != "w") unbind(t, role);
+        if (std::string(role) != "w" && std::string(role) != "b") unbind(t, role);  // a bias stays unless replaced
         continue;
       }
       DataRef r = it->second;

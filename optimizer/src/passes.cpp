@@ -614,6 +614,95 @@ void pass_fuse_activation(PassContext& ctx, const PassSpec& s) {
   ctx.log.push_back({{"pass", s.text()}, {"fused", fused}});
 }
 
+/// fuse.ln_affine: y = LN(x) γ + β read only by linear layers becomes y = LN(x)
+/// and every such layer W' = W diag(γ), b' = b + W β (the affine folded into
+/// the next GEMM). Changes the graph: the compressed file alone no longer
+/// describes the model, run the rewritten workflow.
+void pass_fuse_ln_affine(PassContext& ctx, const PassSpec& s) {
+  Dag& dag = ctx.ed.dag();
+  int64_t folded = 0, layers = 0;
+  for (std::size_t i = 0; i < dag.tasks.size(); ++i) {
+    const TaskNode& ln = dag.tasks[i];
+    if (ln.comp->name != "nn.layernorm" && ln.comp->name != "nn.rmsnorm") continue;
+    const bool has_beta = ln.comp->name == "nn.layernorm";
+    const std::size_t pg = ctx.ed.port_index(ln, has_beta ? "gamma" : "weight");
+    const std::size_t pb = has_beta ? ctx.ed.port_index(ln, "beta") : pg;
+    const DataRef g = ln.bindings[pg].ref, b = has_beta ? ln.bindings[pb].ref : DataRef{};
+    if (g.data < 0 && b.data < 0) continue;
+    const DataRef y = ln.bindings[ctx.ed.port_index(ln, "y")].ref;
+    if (y.tile >= 0) continue;
+    // every reader of this value must be a dense linear reading it whole as x
+    std::vector<std::size_t> readers;
+    bool ok = true;
+    for (std::size_t j = i + 1; j < dag.tasks.size() && ok; ++j) {
+      const TaskNode& t = dag.tasks[j];
+      bool reads = false, overwrites = false;
+      for (std::size_t p = 0; p < t.bindings.size(); ++p) {
+        if (t.bindings[p].ref.data != y.data) continue;
+        if (t.bindings[p].mode == Access::write && t.bindings[p].ref.tile < 0) overwrites = true;
+        else if (t.comp->name == "nn.linear" && t.comp->ports[p].name == "x" && t.bindings[p].ref == y) reads = true;
+        else ok = false;
+      }
+      if (!ok) break;
+      if (reads) readers.push_back(j);
+      if (overwrites && !reads) break;
+    }
+    if (!ok || readers.empty()) continue;
+    // the weights of those readers, each read by them only
+    std::vector<WeightUse> uses;
+    for (const WeightUse& u : ctx.ed.linear_weights()) {
+      bool mine = false, other = false;
+      for (std::size_t t : u.tasks) (std::find(readers.begin(), readers.end(), t) != readers.end() ? mine : other) = true;
+      if (mine && other) ok = false;
+      if (mine) uses.push_back(u);
+    }
+    std::size_t covered = 0;
+    for (const WeightUse& u : uses) covered += u.tasks.size();
+    if (!ok || covered != readers.size()) continue;
+    const std::vector<float> gamma = g.data >= 0 ? ctx.ed.load_values(g.data) : std::vector<float>{};
+    const std::vector<float> beta = b.data >= 0 ? ctx.ed.load_values(b.data) : std::vector<float>{};
+    for (const WeightUse& u : uses) {
+      if ((!gamma.empty() && int64_t(gamma.size()) != u.k) || (!beta.empty() && int64_t(beta.size()) != u.k)) ok = false;
+      // biases: one tensor (whole or tiled like the weight) or none
+      for (std::size_t t : u.tasks) {
+        const DataRef bb = dag.tasks[t].bindings[ctx.ed.port_index(dag.tasks[t], "b")].ref;
+        const DataRef b0 = dag.tasks[u.tasks.front()].bindings[ctx.ed.port_index(dag.tasks[u.tasks.front()], "b")].ref;
+        if (bb.data != b0.data) ok = false;
+      }
+    }
+    if (!ok) continue;
+    for (const WeightUse& u : uses) {
+      const DenseWeight dw = ctx.ed.load(u);
+      const TaskNode& t0 = dag.tasks[u.tasks.front()];
+      const DataRef b0 = t0.bindings[ctx.ed.port_index(t0, "b")].ref;
+      std::vector<float> bias = b0.data >= 0 ? ctx.ed.load_values(b0.data) : std::vector<float>(std::size_t(u.n), 0.0f);
+      if (int64_t(bias.size()) != u.n) continue;
+      std::vector<float> w(dw.w.size());
+      for (int64_t r = 0; r < u.n; ++r) {
+        double acc = 0;
+        for (int64_t c = 0; c < u.k; ++c) {
+          const float v = dw.w[std::size_t(r * u.k + c)];
+          w[std::size_t(r * u.k + c)] = gamma.empty() ? v : v * gamma[std::size_t(c)];
+          if (!beta.empty()) acc += double(v) * beta[std::size_t(c)];
+        }
+        bias[std::size_t(r)] = float(double(bias[std::size_t(r)]) + acc);
+      }
+      Buf wb = Buf::of(w, u.n, u.k), bb = Buf::of(bias, 1, u.n);
+      NewTensor tw = tensor("w", wb), tb = tensor("b", bb);
+      tw.shape = {u.n, u.k};
+      tb.shape = {u.n};
+      ctx.ed.replace(u, {std::move(tw), std::move(tb)}, {{"transpose_w", "true"}});
+      ctx.ed.mark_graph_changed(u.name);
+      ++layers;
+    }
+    TaskNode& lnm = dag.tasks[i];
+    ctx.ed.unbind(lnm, has_beta ? "gamma" : "weight");
+    if (has_beta) ctx.ed.unbind(lnm, "beta");
+    ++folded;
+  }
+  ctx.log.push_back({{"pass", s.text()}, {"folded", folded}, {"layers", layers}});
+}
+
 /// dce: removes tasks whose outputs nobody reads afterwards (tasks without
 /// outputs, like io.save, are kept: they are the workflow's effects).
 void pass_dce(PassContext& ctx, const PassSpec& s) {
@@ -682,6 +771,8 @@ const std::vector<PassInfo>& all_passes() {
        pass_nm24},
       {"fuse.activation", "fold an activation task (nn.relu, nn.gelu, nn.silu) on a linear's output into the linear", {},
        pass_fuse_activation},
+      {"fuse.ln_affine", "fold a LayerNorm/RMSNorm scale and shift into the linear layers that read its output", {},
+       pass_fuse_ln_affine},
       {"dce", "remove tasks whose outputs are never read (saves and other output-less tasks stay)", {}, pass_dce},
   };
   return p;

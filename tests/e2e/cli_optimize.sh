@@ -121,6 +121,47 @@ assert x.count("<task") == 2 and 'value="gelu"' in x, x
 print("ok: dce + fuse.activation: 2 tasks, same output")
 PY
 
+# LayerNorm affine folded into the linear layers reading it (random scale and shift, a tiled and an untiled reader)
+cat > "$tmp/mk.xml" <<X
+<workflow name="mk">
+  <data name="g" shape="32" init="random" seed="4"/><data name="b" shape="32" init="random" seed="5"/>
+  <data name="w1" shape="32,48" init="random" seed="6"/><data name="b1" shape="48" init="random" seed="7"/>
+  <data name="w2" shape="24,32" init="random" seed="8"/>
+  <save data="g" to="$tmp/ln_g.npy"/><save data="b" to="$tmp/ln_b.npy"/>
+  <save data="w1" to="$tmp/ln_w1.npy"/><save data="b1" to="$tmp/ln_b1.npy"/>
+  <save data="w2" to="$tmp/ln_w2.npy"/>
+</workflow>
+X
+expect_rc 0 "parameters for the LayerNorm case" -- "$y" run "$tmp/mk.xml" -q --backend sequential -o "$tmp/mk"
+cat > "$tmp/lnf.xml" <<X
+<workflow name="lnf">
+  <data name="x" shape="8,32" init="random" seed="1"/>
+  <data name="g" shape="32" src="$tmp/ln_g.npy"/><data name="b" shape="32" src="$tmp/ln_b.npy"/>
+  <data name="w1" shape="32,48" tile="32,16" src="$tmp/ln_w1.npy"/>
+  <data name="b1" shape="48" tile="16" src="$tmp/ln_b1.npy"/>
+  <data name="w2" shape="24,32" src="$tmp/ln_w2.npy"/>
+  <data name="h" shape="8,32"/><data name="y1" shape="8,48" tile="8,16"/><data name="y2" shape="8,24"/>
+  <task component="nn.layernorm" name="ln"><in port="x" data="x"/><in port="gamma" data="g"/><in port="beta" data="b"/><out port="y" data="h"/></task>
+  <par var="j" from="0" to="3">
+    <task component="nn.linear" name="fc1(\${j})"><in port="x" data="h"/><in port="w" data="w1[0,\${j}]"/><in port="b" data="b1[\${j}]"/><out port="y" data="y1[0,\${j}]"/></task>
+  </par>
+  <task component="nn.linear" name="fc2"><in port="x" data="h"/><in port="w" data="w2"/><out port="y" data="y2"/><arg name="transpose_w" value="true"/></task>
+  <save data="y1" to="y1.npy"/><save data="y2" to="y2.npy"/>
+</workflow>
+X
+expect_rc 0 "fuse.ln_affine" -- "$y" optimize "$tmp/lnf.xml" --passes fuse.ln_affine --eval --reps 1 -o "$tmp/lnf"
+python3 - "$tmp/lnf" <<'PY' || fails=$((fails + 1))
+import json, sys
+r = json.load(open(sys.argv[1] + "/report.json"))
+assert r["pass_log"][0]["folded"] == 1 and r["pass_log"][0]["layers"] == 2, r["pass_log"]
+for k in ("y1.npy:y1", "y2.npy:y2"):
+    e = r["quality"][k]["relative_error"]
+    assert 0 < e < 1e-5, (k, e)  # changed weights, same outputs within f32 rounding
+x = open(sys.argv[1] + "/lnf.opt.xml").read()
+assert 'port="gamma"' not in x and 'port="beta"' not in x, "the LayerNorm keeps no affine"
+print("ok: LayerNorm affine folded into 2 linear layers (one tiled), outputs within 1e-5")
+PY
+
 # usage errors (exit 2)
 expect_rc 2 "unknown pass" -- "$y" optimize "${G[@]}" --set weights="$tmp/g.safetensors" --passes quant.int9
 expect_in "unknown pass 'quant.int9' (did you mean 'quant.int8'?)" "closest pass"

@@ -41,7 +41,7 @@ struct DenseWeight {
 };
 
 /// A tensor a pass made to replace a weight: role is the nn.linear port it
-/// binds ("w", "w_scale", "w_zero", "w_index", "w_ptr"). Row-tileable tensors
+/// binds ("w", "w_scale", "w_zero", "w_index", "w_ptr", or "b" for a new bias). Row-tileable tensors
 /// (first dimension n) are tiled like the weight's output features.
 struct NewTensor {
   std::string role;
@@ -73,6 +73,8 @@ class ModelEditor {
   std::vector<WeightUse> linear_weights() const;
   /// The weight as [n, k] floats (from its file, or as a previous pass left it).
   DenseWeight load(const WeightUse& u) const;
+  /// All values of a file-backed (or pass-made) tensor as floats, row-major.
+  std::vector<float> load_values(std::int32_t data) const;
   /// Rebinds every task of `u` to the new tensors (tiles where the tasks used
   /// tiles), with the given nn.linear args (e.g. format=int8). Returns the
   /// updated use (the weight's data is then the new "w" tensor).
