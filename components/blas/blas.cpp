@@ -33,12 +33,7 @@ blasint bi(std::int64_t v) {
 /// Leading dimension as BLAS wants it: >= max(1, cols).
 blasint ld_of(const TensorView& v) { return bi(std::max<std::int64_t>({v.ld, v.cols, 1})); }
 
-std::string first_error(std::initializer_list<std::string> msgs) {
-  for (const std::string& m : msgs)
-    if (!m.empty()) return m;
-  return "";
-}
-
+using kutil::first_error;
 // ---------------------------------------------------------------- blas.gemm
 
 const std::vector<PortSpec>& gemm_ports() {

@@ -19,12 +19,7 @@ using std::to_string;
 
 const std::vector<DType> kFloat = {DType::f32, DType::f64};
 
-std::string first_error(std::initializer_list<std::string> msgs) {
-  for (const std::string& m : msgs)
-    if (!m.empty()) return m;
-  return "";
-}
-
+using kutil::first_error;
 /// "" when the (optional, unbound passes) port i is rows x cols.
 std::string expect_shape(const std::vector<PortSpec>& s, std::span<const TensorView> p, std::size_t i, int64_t rows,
                          int64_t cols, const std::string& why) {

@@ -46,12 +46,6 @@ std::string want_shape(const std::vector<PortSpec>& s, std::span<const TensorVie
   return "port '" + s[i].name + "' is " + kutil::dims(v) + " but expected " + rc(rows, cols) + " (" + why + ")";
 }
 
-std::string first(std::initializer_list<std::string> msgs) {
-  for (const std::string& m : msgs)
-    if (!m.empty()) return m;
-  return "";
-}
-
 quant::QWeight qweight(std::span<const TensorView> p, WeightFormat f, const Args& a, int64_t n, int64_t k) {
   quant::QWeight w;
   const TensorView &q = p[kW], &s = p[kWScale], &z = p[kWZero];
@@ -135,7 +129,7 @@ std::string check_compressed_weight(const std::vector<PortSpec>& s, std::span<co
       const std::string layout = std::string("format=") + weight_format_name(f) + ": w is [n, " +
                                  (four ? "k/2" : "k") + "] with n = y columns, k = x columns";
       const DType sd = p[kWScale].dtype;
-      return first({want_dtype(s, p, kW, DType::i8, four ? "two 4-bit codes per byte" : "int8 codes"),
+      return kutil::first_error({want_dtype(s, p, kW, DType::i8, four ? "two 4-bit codes per byte" : "int8 codes"),
                     want_shape(s, p, kW, n, four ? k / 2 : k, layout), want_bound(s, p, kWScale, f),
                     (sd == DType::f32 || sd == DType::f16)
                         ? std::string()
@@ -147,7 +141,7 @@ std::string check_compressed_weight(const std::vector<PortSpec>& s, std::span<co
     }
     case WeightFormat::csr: {
       const int64_t nnz = p[kW].rows * p[kW].cols;
-      return first({want_dtype(s, p, kW, DType::f32, "nonzero values"),
+      return kutil::first_error({want_dtype(s, p, kW, DType::f32, "nonzero values"),
                     p[kW].rows == 1 ? "" : "port 'w' is " + kutil::dims(p[kW]) + " but format=csr needs a vector of nonzeros",
                     want_bound(s, p, kWIndex, f), want_dtype(s, p, kWIndex, DType::i32, "column indices"),
                     want_shape(s, p, kWIndex, 1, nnz, "one column index per nonzero"), want_bound(s, p, kWPtr, f),
@@ -161,7 +155,7 @@ std::string check_compressed_weight(const std::vector<PortSpec>& s, std::span<co
       if (n % bs != 0 || k % bs != 0)
         return "format=bsr with block=" + to_string(bs) + " needs n and k multiples of it (n=" + to_string(n) +
                ", k=" + to_string(k) + ")";
-      return first({want_dtype(s, p, kW, DType::f32, "block values"),
+      return kutil::first_error({want_dtype(s, p, kW, DType::f32, "block values"),
                     p[kW].cols == bs * bs ? "" : "port 'w' is " + kutil::dims(p[kW]) + " but expected [blocks, " +
                                                     to_string(bs * bs) + "] (one row per " + rc(bs, bs) + " block)",
                     want_bound(s, p, kWIndex, f), want_dtype(s, p, kWIndex, DType::i32, "block columns"),
@@ -172,7 +166,7 @@ std::string check_compressed_weight(const std::vector<PortSpec>& s, std::span<co
     }
     case WeightFormat::nm24: {
       if (k % 8 != 0) return "x has " + to_string(k) + " columns: format=nm24 needs a multiple of 8";
-      return first({want_dtype(s, p, kW, DType::f32, "kept values"),
+      return kutil::first_error({want_dtype(s, p, kW, DType::f32, "kept values"),
                     want_shape(s, p, kW, n, k / 2, "format=nm24: two kept values per group of 4"),
                     want_bound(s, p, kWIndex, f), want_dtype(s, p, kWIndex, DType::i8, "2-bit positions"),
                     want_shape(s, p, kWIndex, n, k / 8, "two 4-bit group descriptors per byte"),

@@ -40,12 +40,7 @@ using std::to_string;
 
 const std::vector<DType> kFloat = {DType::f32, DType::f64};
 
-std::string first_error(std::initializer_list<std::string> msgs) {
-  for (const std::string& m : msgs)
-    if (!m.empty()) return m;
-  return "";
-}
-
+using kutil::first_error;
 std::string rc(int64_t r, int64_t c) { return to_string(r) + "x" + to_string(c); }
 
 /// "" when the bound port i has dtype of port j (unbound optional ports pass).

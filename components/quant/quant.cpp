@@ -172,12 +172,7 @@ using quant::QuantizedWeight;
 using std::int64_t;
 using std::to_string;
 
-std::string first_error(std::initializer_list<std::string> msgs) {
-  for (const std::string& m : msgs)
-    if (!m.empty()) return m;
-  return "";
-}
-
+using kutil::first_error;
 /// [n, k] of the weight port under the layout arg ("nk" or "kn").
 struct Nk {
   int64_t n = 0, k = 0;

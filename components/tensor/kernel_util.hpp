@@ -106,6 +106,13 @@ inline std::string dims(const TensorView& v) {
   return s;
 }
 
+/// The first non-empty message of a list of checks ("" when all pass).
+inline std::string first_error(std::initializer_list<std::string> msgs) {
+  for (const std::string& m : msgs)
+    if (!m.empty()) return m;
+  return "";
+}
+
 /// "" when the dtypes of ports i and j agree, else a message.
 inline std::string same_dtype(const std::vector<PortSpec>& specs, std::span<const TensorView> p,
                               std::size_t i, std::size_t j) {

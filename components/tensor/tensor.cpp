@@ -22,12 +22,7 @@ using kutil::tag;
 const std::vector<DType> kFloat = {DType::f32, DType::f64};
 const std::vector<DType> kAny = {};  // every dtype
 
-std::string first_error(std::initializer_list<std::string> msgs) {
-  for (const std::string& m : msgs)
-    if (!m.empty()) return m;
-  return "";
-}
-
+using kutil::first_error;
 template <class T> T* row(const TensorView& v, std::int64_t r) { return static_cast<T*>(v.data) + r * v.ld; }
 
 // ---------------------------------------------------------------- tensor.fill
