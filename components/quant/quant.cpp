@@ -421,6 +421,7 @@ void register_quant(Registry& reg) {
       {{"bits", ParamType::int_, "8", false, "4 or 8"},
        {"group", ParamType::int_, "0", false, "weights per scale along k; 0: one scale per row"}},
       dequant_cpu, dequant_check, dequant_cost);
+  register_quant_gptq(reg);
 }
 
 }  // namespace ymlopt

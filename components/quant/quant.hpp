@@ -36,8 +36,10 @@
 #include "quant/qlinear.hpp"
 
 namespace ymlopt {
-/// Registers quant.int8, quant.group, quant.q8_0, quant.q4_0 and quant.dequant.
+/// Registers quant.int8, quant.group, quant.q8_0, quant.q4_0, quant.dequant and quant.gptq.
 void register_quant(Registry& reg);
+/// Registers quant.gptq (gptq.cpp; called by register_quant).
+void register_quant_gptq(Registry& reg);
 }  // namespace ymlopt
 
 namespace ymlopt::quant {
@@ -72,5 +74,36 @@ QuantizedWeight quantize_q8_0(const float* w, std::int64_t n, std::int64_t k, st
 
 /// llama.cpp Q4_0: int4, group 32, f16 scales.
 QuantizedWeight quantize_q4_0(const float* w, std::int64_t n, std::int64_t k, std::int64_t ldw);
+
+// ---------------------------------------------------------------- GPTQ (gptq.cpp)
+
+/// Options of quantize_gptq. group 0: one scale per row (per channel).
+struct GptqOptions {
+  int bits = 4;                // 4 or 8
+  std::int64_t group = 128;    // 0, 32, 64 or 128
+  bool symmetric = true;       // the rules of quantize_group / quantize_int8
+  double damp = 0.01;          // H += damp * mean(diag H) * I
+  std::int64_t block = 128;    // columns per lazy-update block (rounded up to a multiple of group)
+};
+
+/// What quantize_gptq did: sum over weights of (w - q)^2 / (2 [H^-1]_jj) (the OBS
+/// proxy of the layer output error), and the columns with H_jj == 0 (set to 0).
+struct GptqStats {
+  double loss = 0;
+  std::int64_t dead_columns = 0;
+};
+
+/// GPTQ (Frantar et al. 2022) of W [n, k] (leading dimension ldw) given the layer
+/// Hessian H [k, k] (row-major, 2/m XᵀX as prune::hessian makes it): columns are
+/// quantized left to right with the quantize_group / quantize_int8 rule of the
+/// options (a group's scale and zero come from its current, already error-updated
+/// weights when the group starts), and each column's rounding error is spread over
+/// the columns not yet quantized through the Cholesky factor of H^-1. The result
+/// has the layout of quantize_group (group > 0) or quantize_int8 (group 0).
+///
+///   quant::GptqOptions o;  o.bits = 4;  o.group = 128;
+///   QuantizedWeight qw = quant::quantize_gptq(w.data(), n, k, k, h.data(), o);
+QuantizedWeight quantize_gptq(const float* w, std::int64_t n, std::int64_t k, std::int64_t ldw, const double* h,
+                              const GptqOptions& opt, GptqStats* stats = nullptr);
 
 }  // namespace ymlopt::quant
