@@ -338,6 +338,55 @@ void pass_obs(PassContext& ctx, const PassSpec& s) {
   ctx.log.push_back(tally.json(s.text()));
 }
 
+/// quant.gptq: GPTQ int4/int8 weights from H = 2/m XᵀX of each layer's calibration inputs
+/// (prune.hessian, f64), stored exactly like quant.group (group > 0) or quant.int8 (group 0).
+void pass_gptq(PassContext& ctx, const PassSpec& s) {
+  const int bits = int(opt_num(s, "bits", 4));
+  const int64_t group = int64_t(opt_num(s, "group", 128));
+  const std::string sym = opt_str(s, "symmetric", "true");
+  if (bits != 4 && bits != 8) throw PassError("option 'bits' of quant.gptq must be 4 or 8");
+  if (group != 0 && group != 32 && group != 64 && group != 128)
+    throw PassError("option 'group' of quant.gptq must be 0 (per channel), 32, 64 or 128");
+  if (sym != "true" && sym != "false") throw PassError("option 'symmetric' of quant.gptq must be true or false");
+  if (!(opt_num(s, "damp", 0.01) >= 0)) throw PassError("option 'damp' of quant.gptq must be >= 0");
+  const bool symmetric = sym == "true";
+  Tally tally;
+  nlohmann::json formats = nlohmann::json::object();
+  double loss = 0;
+  for (const WeightUse& u : selected(ctx, s)) {
+    if ((group > 0 && u.k % group != 0) || (bits == 4 && u.k % 2 != 0)) {
+      tally.skipped.push_back(u.name + ": k=" + std::to_string(u.k) + " does not split into groups");
+      continue;
+    }
+    const Calibration::Input in = calibration_for(ctx, u.tasks, u.k, "quant.gptq");
+    Buf x = Buf::of(in.x, in.m, in.k), h(DType::f64, u.k, u.k);
+    run_component(ctx.ed.registry(), "prune.hessian", {{"x", &x}, {"h", &h}}, {});
+    const DenseWeight dw = ctx.ed.load(u);
+    const int64_t g = group > 0 ? u.k / group : 1;
+    Buf w = Buf::of(dw.w, u.n, u.k), q(DType::i8, u.n, bits == 4 ? u.k / 2 : u.k);
+    Buf scale = group > 0 ? Buf(DType::f32, u.n, g) : Buf(DType::f32, 1, u.n);
+    Buf zero = group > 0 ? Buf(DType::f32, u.n, g) : Buf(DType::f32, 1, u.n);
+    std::map<std::string, Buf*> ports = {{"w", &w}, {"h", &h}, {"q", &q}, {"scale", &scale}};
+    if (!symmetric) ports["zero"] = &zero;
+    const auto rep = run_component(ctx.ed.registry(), "quant.gptq", ports,
+                                   {{"bits", std::to_string(bits)}, {"group", std::to_string(group)}, {"symmetric", sym},
+                                    {"damp", opt_str(s, "damp", "0.01")}, {"block", opt_str(s, "block", "128")}});
+    loss += rep.count("gptq_loss") ? rep.at("gptq_loss") : 0.0;
+    std::vector<NewTensor> ts = {tensor("w", q), tensor("w_scale", scale)};
+    if (!symmetric) ts.push_back(tensor("w_zero", zero));
+    ctx.ed.replace(u, std::move(ts),
+                   {{"format", bits == 4 ? "int4" : "int8"}, {"group", std::to_string(group)}, {"transpose_w", "false"}});
+    formats[u.name] = std::string(bits == 4 ? "int4" : "int8") + " group=" + std::to_string(group) +
+                      (symmetric ? " symmetric" : " asymmetric") + " scale=f32 (quant.gptq, " +
+                      std::to_string(in.m) + " calibration rows)";
+    tally.add(u, int64_t(q.bytes.size() + scale.bytes.size() + (symmetric ? 0 : zero.bytes.size())), count_zeros(dw.w));
+  }
+  auto j = tally.json(s.text());
+  j["formats"] = formats;
+  j["gptq_loss"] = loss;
+  ctx.log.push_back(j);
+}
+
 /// Y = X W_origᵀ: what the original layer computed on the calibration inputs.
 std::vector<float> original_outputs(const Calibration::Input& in, const DenseWeight& orig) {
   std::vector<float> y(std::size_t(in.m * orig.n));
@@ -748,6 +797,12 @@ const std::vector<PassInfo>& all_passes() {
        pass_group},
       {"quant.q8_0", "llama.cpp Q8_0: int8 in blocks of 32 with an f16 scale (8.5 bits per weight)", {kMatch}, pass_q8_0},
       {"quant.q4_0", "llama.cpp Q4_0: 4-bit in blocks of 32 with an f16 scale (4.5 bits per weight)", {kMatch}, pass_q4_0},
+      {"quant.gptq", "GPTQ int4/int8: weights rounded column by column with the rounding error compensated on the "
+       "remaining columns through H = 2/m XᵀX of calibration inputs; stored like quant.group / quant.int8",
+       {{"bits", "4 (default) or 8"}, {"group", "0 (per channel), 32, 64 or 128 (default)"},
+        {"symmetric", "true (default) or false"}, {"damp", "diagonal damping (0.01)"}, {"block", "column block (128)"},
+        kMatch},
+       pass_gptq, true},
       {"prune.magnitude", "zero the smallest-magnitude weights (dense result; follow with sparse.csr or a quantizer)",
        {{"sparsity", "fraction to zero (default 0.5)"}, {"scope", "row (default), tensor or global (one threshold over every layer)"}, kMatch},
        pass_magnitude},

@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# `ymlopt optimize` with quant.gptq on a tiny GPT-2: calibrated on other token ids
+# (--calib-sets, 8 runs), GPTQ int4-g128 has a lower relative logits error than
+# round-to-nearest int4-g128 (quant.group) on the same model and input, likewise
+# asymmetric groups of 32 and int8 per channel; the compressed weights file runs
+# the original workflow with the rewritten workflow's logits; option errors.
+source "$(dirname "$0")/lib.sh"
+y=$1
+ids() {  # ids FILE COUNT SEED: int32 token ids in a .npy, without numpy
+  python3 - "$1" "$2" "$3" <<'PY'
+import struct, sys
+n, seed = int(sys.argv[2]), int(sys.argv[3])
+hdr = "{'descr': '<i4', 'fortran_order': False, 'shape': (%d,), }" % n
+hdr += " " * (63 - (10 + len(hdr)) % 64) + "\n"
+with open(sys.argv[1], "wb") as f:
+    f.write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(hdr)) + hdr.encode())
+    f.write(struct.pack("<%di" % n, *[(i * seed + 11) % 512 for i in range(n)]))
+PY
+}
+ids "$tmp/ids.npy" 64 37
+# calibration: 8 runs of other ids (512 tokens), one NAME=VALUE line each
+for i in 1 2 3 4 5 6 7 8; do ids "$tmp/calib$i.npy" 64 $((53 + 12 * i)); echo "ids=$tmp/calib$i.npy"; done >"$tmp/calib.txt"
+"$y" model init --arch gpt2 --preset tiny --seed 5 --width 128 --heads 4 --ffn 512 "$tmp/g.safetensors" >/dev/null
+G=(workflows/models/gpt2.xml --set ids="$tmp/ids.npy" --set batch=2 --set seq=32 --set layers=2 --set width=128
+   --set heads=4 --set vocab=512 --set context=64 --set tile_n=32 --set weights="$tmp/g.safetensors")
+
+run() {  # run NAME PASSES [extra args]: optimize with --eval into $tmp/NAME
+  local name=$1 passes=$2; shift 2
+  expect_rc 0 "$name ($passes)" -- "$y" optimize "${G[@]}" --passes "$passes" --eval --reps 1 -o "$tmp/$name" "$@"
+}
+run rtn4 quant.group:bits=4:group=128
+run gptq4 quant.gptq:bits=4:group=128 --calib-sets "$tmp/calib.txt"
+run rtn4a quant.group:bits=4:group=32:symmetric=false
+run gptq4a quant.gptq:bits=4:group=32:symmetric=false --calib-sets "$tmp/calib.txt"
+run rtn8 quant.int8
+run gptq8 quant.gptq:bits=8:group=0 --calib-sets "$tmp/calib.txt"
+expect_rc 0 "sequence gptq-int4-g128 (own input as calibration)" -- "$y" optimize "${G[@]}" \
+  --sequence workflows/sequences/gptq-int4-g128.xml --eval --reps 1 -o "$tmp/seq"
+
+python3 - "$tmp" <<'PY' || fails=$((fails + 1))
+import json, sys
+t = sys.argv[1]
+def rep(n): return json.load(open(f"{t}/{n}/report.json"))
+def err(n): return rep(n)["quality"]["logits.npy:logits"]["relative_error"]
+ok = True
+def check(cond, what):
+    global ok
+    print(("ok: " if cond else "FAIL: ") + what)
+    ok = ok and cond
+for g, r, what in [("gptq4", "rtn4", "int4 g128"), ("gptq4a", "rtn4a", "int4 g32 asymmetric"), ("gptq8", "rtn8", "int8 per channel")]:
+    check(err(g) < 0.9 * err(r), f"{what}: GPTQ logits error {err(g):.5f} < 0.9 x round-to-nearest {err(r):.5f} (ratio {err(g) / err(r):.3f})")
+    wg, wr = rep(g)["weight_bytes"], rep(r)["weight_bytes"]
+    check(wg == wr, f"{what}: same weight bytes as round-to-nearest ({wg['optimized']})")
+check(err("seq") < err("rtn4"), f"sequence gptq-int4-g128 ({err('seq'):.5f}) beats int4-g128 ({err('rtn4'):.5f})")
+log = rep("gptq4")["pass_log"][0]
+check(log["layers"] > 0 and log["gptq_loss"] > 0 and all("quant.gptq" in v for v in log["formats"].values()),
+      f"pass log: {log['layers']} layers, gptq_loss {log['gptq_loss']:.4g}")
+sys.exit(0 if ok else 1)
+PY
+
+# the compressed weights file runs the original workflow with the rewritten workflow's logits
+expect_rc 0 "rewritten workflow runs" -- "$y" run "$tmp/gptq4/gpt2.opt.xml" -q --backend sequential -o "$tmp/flat"
+expect_rc 0 "original workflow on the GPTQ file" -- "$y" run "${G[@]/$tmp\/g.safetensors/$tmp/gptq4/gpt2.opt.safetensors}" \
+  -q -o "$tmp/sub"
+cmp -s "$tmp/flat/logits.npy" "$tmp/sub/logits.npy" && echo "ok: same logits" || { echo "FAIL: logits differ"; fails=$((fails + 1)); }
+
+# option errors
+expect_rc 1 "bits=3" -- "$y" optimize "${G[@]}" --passes quant.gptq:bits=3 -o "$tmp/bad"
+expect_in "option 'bits' of quant.gptq must be 4 or 8" "bits message"
+expect_rc 1 "group=48" -- "$y" optimize "${G[@]}" --passes quant.gptq:group=48 -o "$tmp/bad"
+expect_in "option 'group' of quant.gptq must be 0 (per channel), 32, 64 or 128" "group message"
+expect_rc 2 "unknown option" -- "$y" optimize "${G[@]}" --passes quant.gptq:act_order=true -o "$tmp/bad"
+expect_in "has no option 'act_order'" "option message"
+finish
