@@ -43,19 +43,20 @@ starpu_data_access_mode starpu_mode(Access a) {
 }
 
 struct TileGeom {
-  std::uint32_t tile_rows, tile_cols, ntile_c;
+  const DataDecl* d;
 };
 
-// Children of a row-major matrix: tile (id / ntile_c, id % ntile_c), edge tiles smaller.
+// Children of a row-major matrix: tile (id / ntile_c, id % ntile_c), edge tiles
+// smaller, or the column splits of split= data (DataDecl's tile geometry).
 void tile_filter(void* father, void* child, starpu_data_filter* f, unsigned id, unsigned /*nparts*/) {
   auto* F = static_cast<starpu_matrix_interface*>(father);
   auto* C = static_cast<starpu_matrix_interface*>(child);
-  const auto* g = static_cast<const TileGeom*>(f->filter_arg_ptr);
-  const std::uint32_t tr = id / g->ntile_c, tc = id % g->ntile_c;
-  const std::uint32_t r0 = tr * g->tile_rows, c0 = tc * g->tile_cols;
+  const DataDecl& d = *static_cast<const TileGeom*>(f->filter_arg_ptr)->d;
+  const std::int64_t tr = id / d.ntile_c, tc = id % d.ntile_c;
+  const std::int64_t r0 = d.tile_row0(tr), c0 = d.tile_col0(tc);
   C->id = F->id;
-  C->ny = std::min(g->tile_rows, F->ny - r0);
-  C->nx = std::min(g->tile_cols, F->nx - c0);
+  C->ny = std::uint32_t(d.tile_nrows(tr));
+  C->nx = std::uint32_t(d.tile_ncols(tc));
   C->ld = F->ld;
   C->elemsize = F->elemsize;
   C->allocsize = size_t(C->nx) * C->ny * C->elemsize;
@@ -159,7 +160,7 @@ class StarpuExecutor final : public Executor {
                                   std::uint32_t(d.ld), std::uint32_t(d.cols), std::uint32_t(d.rows), dtype_size(d.dtype));
       starpu_data_set_name(handles[i], d.name.c_str());
       if (!d.tiled()) continue;
-      geoms[i] = TileGeom{std::uint32_t(d.tile_rows), std::uint32_t(d.tile_cols), std::uint32_t(d.ntile_c)};
+      geoms[i] = TileGeom{&d};
       starpu_data_filter f;
       std::memset(&f, 0, sizeof f);
       f.filter_func = tile_filter;

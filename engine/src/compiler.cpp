@@ -70,7 +70,7 @@ const std::map<std::string, ElementRule>& rules() {
       {"workflow", {{}, {"name", "version", "xmlns"}}},
       {"description", {{}, {}}},
       {"param", {{"name"}, {"type", "default", "doc"}}},
-      {"data", {{"name", "shape"}, {"dtype", "tile", "init", "seed", "value", "src", "key", "reshape"}}},
+      {"data", {{"name", "shape"}, {"dtype", "tile", "split", "init", "seed", "value", "src", "key", "reshape"}}},
       {"task", {{"component"}, {"name"}}},
       {"in", {{"port", "data"}, {}}},
       {"out", {{"port", "data"}, {}}},
@@ -534,6 +534,37 @@ class Compiler {
       else d.tile_rows = (*t)[0], d.tile_cols = (*t)[1];
       d.ntile_r = (d.rows + d.tile_rows - 1) / d.tile_rows;
       d.ntile_c = (d.cols + d.tile_cols - 1) / d.tile_cols;
+    }
+    if (const Attr* sa = e.find("split")) {
+      auto w = eval_list(*sa);
+      if (!w) return;
+      if (e.find("tile")) {
+        diags_.error(sa->loc, "data '" + name + "' has both tile= and split=");
+        return;
+      }
+      if (d.shape.size() > 2) {
+        diags_.error(sa->loc, "split= is for rank 1 or 2 data; '" + name + "' has shape " + shape_str(d.shape));
+        return;
+      }
+      std::int64_t sum = 0;
+      for (auto x : *w) {
+        if (x <= 0) {
+          diags_.error(sa->loc, "split " + shape_str(*w) + " has a width <= 0");
+          return;
+        }
+        sum += x;
+      }
+      if (sum != d.cols) {
+        diags_.error(sa->loc, "split " + shape_str(*w) + " adds up to " + std::to_string(sum) + " columns, but '" +
+                                  name + "' has " + std::to_string(d.cols));
+        return;
+      }
+      d.col_starts.assign(1, 0);
+      for (auto x : *w) d.col_starts.push_back(d.col_starts.back() + x);
+      d.tile_rows = d.shape.size() == 1 ? 1 : d.rows;
+      d.tile_cols = *std::max_element(w->begin(), w->end());
+      d.ntile_r = 1;
+      d.ntile_c = std::int64_t(w->size());
     }
     const Attr* init = e.find("init");
     const Attr* src = e.find("src");

@@ -143,7 +143,7 @@ TensorView DataStore::view(const DataRef& ref) const {
   } else {
     const std::int64_t tr = ref.tile / d.ntile_c, tc = ref.tile % d.ntile_c;
     v.rows = d.tile_nrows(tr), v.cols = d.tile_ncols(tc);
-    p += (tr * d.tile_rows * d.ld + tc * d.tile_cols) * std::int64_t(dtype_size(d.dtype));
+    p += (d.tile_row0(tr) * d.ld + d.tile_col0(tc)) * std::int64_t(dtype_size(d.dtype));
   }
   v.data = p;
   return v;

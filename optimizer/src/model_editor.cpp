@@ -147,7 +147,11 @@ std::string emit_workflow(const Dag& dag, const std::string& out_xml_dir) {
     o << "  <data name=\"" << xml_escape(names[i]) << "\"";
     if (d.dtype != DType::f32) o << " dtype=\"" << dtype_name(d.dtype) << "\"";
     o << " shape=\"" << join(d.shape) << "\"";
-    if (d.tiled()) {
+    if (!d.col_starts.empty()) {
+      o << " split=\"";
+      for (std::size_t c = 0; c + 1 < d.col_starts.size(); ++c) o << (c ? "," : "") << d.col_starts[c + 1] - d.col_starts[c];
+      o << "\"";
+    } else if (d.tiled()) {
       if (d.shape.size() == 1) o << " tile=\"" << d.tile_cols << "\"";
       else o << " tile=\"" << d.tile_rows << "," << d.tile_cols << "\"";
     }
@@ -236,6 +240,7 @@ std::vector<WeightUse> ModelEditor::linear_weights() const {
         u.nk = nk;
         u.n = nk ? decl.rows : decl.cols;
         u.k = nk ? decl.cols : decl.rows;
+        if (!decl.col_starts.empty()) rejected.insert(d);  // split= tiles: not one tile size
         if (decl.tiled()) {
           // tiles may split the output features only
           const bool splits_k = nk ? decl.ntile_c > 1 : decl.ntile_r > 1;
@@ -304,17 +309,25 @@ const DenseWeight* ModelEditor::original(const std::string& name) const {
   return it == originals_.end() ? nullptr : &it->second;
 }
 
+void ModelEditor::keep_original(const WeightUse& u) {
+  if (originals_.count(u.name)) return;
+  originals_.emplace(u.name, load(u));
+  Final& f = final_[u.name];
+  f.src = dag_.data[std::size_t(u.data)].src;
+  f.orig_nk = u.nk;
+  f.n = u.n;
+  f.k = u.k;
+}
+
+void ModelEditor::mark_graph_changed(const WeightUse& u) {
+  keep_original(u);
+  final_[u.name].graph_changed = true;
+}
+
 WeightUse ModelEditor::replace(const WeightUse& u, std::vector<NewTensor> tensors,
                                const std::map<std::string, std::string>& args) {
   const DataDecl old = dag_.data[std::size_t(u.data)];
-  if (!originals_.count(u.name)) {
-    originals_.emplace(u.name, load(u));
-    Final& f = final_[u.name];
-    f.src = old.src;
-    f.orig_nk = u.nk;
-    f.n = u.n;
-    f.k = u.k;
-  }
+  keep_original(u);
   {
     Final& f = final_[u.name];
     auto arg = [&](const char* k, const std::string& def) {

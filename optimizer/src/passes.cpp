@@ -12,6 +12,7 @@
 #include <set>
 #include <sstream>
 
+#include "pass_util.hpp"
 #include "sparse/sparse_linear.hpp"
 #include "ymlopt/xml/diagnostic.hpp"
 
@@ -19,138 +20,7 @@ namespace ymlopt::opt {
 namespace {
 
 using std::int64_t;
-
-// ---------------------------------------------------------------- running a component
-
-/// Runs a registered component's CPU kernel on in-memory tensors.
-class LocalContext final : public KernelContext {
- public:
-  LocalContext(std::vector<TensorView> ports, Args args) : ports_(std::move(ports)), args_(std::move(args)) {}
-  std::span<const TensorView> ports() const override { return ports_; }
-  const Args& args() const override { return args_; }
-  void report(std::string key, double value) override { reports[std::move(key)] = value; }
-  const std::string& run_dir() const override { return dir_; }
-  std::map<std::string, double> reports;
-
- private:
-  std::vector<TensorView> ports_;
-  Args args_;
-  std::string dir_ = ".";
-};
-
-/// An owning tensor for component calls.
-struct Buf {
-  DType dtype = DType::f32;
-  int64_t rows = 0, cols = 0;
-  std::vector<std::byte> bytes;
-  Buf() = default;
-  Buf(DType t, int64_t r, int64_t c) : dtype(t), rows(r), cols(c), bytes(std::size_t(r * c) * dtype_size(t)) {}
-  static Buf of(const std::vector<float>& v, int64_t r, int64_t c) {
-    Buf b(DType::f32, r, c);
-    std::memcpy(b.bytes.data(), v.data(), b.bytes.size());
-    return b;
-  }
-  TensorView view() {
-    TensorView v;
-    v.data = bytes.data();
-    v.dtype = dtype;
-    v.rows = rows;
-    v.cols = cols;
-    v.ld = cols;
-    v.shape = rows == 1 ? Shape{cols} : Shape{rows, cols};
-    return v;
-  }
-  std::vector<float> floats() const {
-    std::vector<float> v(std::size_t(rows * cols));
-    std::memcpy(v.data(), bytes.data(), v.size() * sizeof(float));
-    return v;
-  }
-};
-
-/// Runs component `name` with `ports` (by port name; outputs are allocated by the caller)
-/// and args (by name, as text). Throws with the component's own check message.
-std::map<std::string, double> run_component(const ComponentRegistry& reg, const std::string& name,
-                                            std::map<std::string, Buf*> ports,
-                                            const std::map<std::string, std::string>& args) {
-  const ComponentSpec* spec = reg.find(name);
-  if (!spec) throw std::runtime_error("component '" + name + "' is not registered");
-  std::vector<TensorView> views;
-  for (const PortSpec& p : spec->ports) {
-    auto it = ports.find(p.name);
-    views.push_back(it == ports.end() ? TensorView{} : it->second->view());
-    if (it != ports.end()) ports.erase(it);
-  }
-  if (!ports.empty()) throw std::runtime_error(name + " has no port '" + ports.begin()->first + "'");
-  std::vector<ArgValue> values;
-  for (const ParamSpec& p : spec->params) {
-    auto it = args.find(p.name);
-    ArgValue a;
-    a.text = it != args.end() ? it->second : p.default_value;
-    if (p.type == ParamType::bool_) a.number = (a.text == "true" || a.text == "1") ? 1 : 0;
-    else if (p.type != ParamType::string_ && !a.text.empty()) a.number = std::stod(a.text);
-    values.push_back(a);
-  }
-  for (const auto& [k, v] : args) {
-    bool known = false;
-    for (const ParamSpec& p : spec->params) known = known || p.name == k;
-    if (!known) throw std::runtime_error(name + " has no param '" + k + "'");
-  }
-  LocalContext ctx(std::move(views), Args(&spec->params, std::move(values)));
-  if (spec->check) {
-    const std::string msg = spec->check(TaskShape{ctx.ports(), ctx.args()});
-    if (!msg.empty()) throw std::runtime_error(name + ": " + msg);
-  }
-  spec->cpu(ctx);
-  return ctx.reports;
-}
-
-// ---------------------------------------------------------------- options
-
-std::string opt_str(const PassSpec& s, const std::string& k, const std::string& def) {
-  auto it = s.options.find(k);
-  return it == s.options.end() ? def : it->second;
-}
-
-double opt_num(const PassSpec& s, const std::string& k, double def) {
-  auto it = s.options.find(k);
-  if (it == s.options.end()) return def;
-  try {
-    std::size_t used = 0;
-    const double v = std::stod(it->second, &used);
-    if (used == it->second.size()) return v;
-  } catch (const std::exception&) {
-  }
-  throw PassError("option '" + k + "' of " + s.name + " is '" + it->second + "': not a number");
-}
-
-/// The weights a pass may change, in program order (option `match`: a regex on the name).
-std::vector<WeightUse> selected(PassContext& ctx, const PassSpec& s) {
-  const std::string pattern = opt_str(s, "match", "");
-  std::regex re;
-  if (!pattern.empty()) {
-    try {
-      re = std::regex(pattern);
-    } catch (const std::regex_error&) {
-      throw PassError("option 'match' of " + s.name + ": bad regular expression '" + pattern + "'");
-    }
-  }
-  std::vector<WeightUse> out;
-  for (WeightUse& u : ctx.ed.linear_weights())
-    if (pattern.empty() || std::regex_search(u.name, re)) out.push_back(std::move(u));
-  return out;
-}
-
-template <class T> std::vector<std::byte> vec_bytes(const std::vector<T>& v) {
-  std::vector<std::byte> b(v.size() * sizeof(T));
-  if (!v.empty()) std::memcpy(b.data(), v.data(), b.size());
-  return b;
-}
-
-std::vector<int64_t> shape_of(const Buf& b) {
-  return b.rows == 1 ? std::vector<int64_t>{b.cols} : std::vector<int64_t>{b.rows, b.cols};
-}
-
-NewTensor tensor(const std::string& role, Buf& b) { return {role, b.dtype, shape_of(b), b.bytes, true}; }
+using namespace detail;
 
 /// The weight becomes a dense [n, k] f32 tensor (pruned or refitted).
 void replace_dense(PassContext& ctx, const WeightUse& u, const std::vector<float>& w) {
@@ -604,29 +474,6 @@ void pass_lowrank(PassContext& ctx, const PassSpec& s) {
 
 // ---------------------------------------------------------------- graph rewrites
 
-/// Does task t touch data d (any binding, whole or tile)?
-bool touches(const TaskNode& t, std::int32_t d) {
-  for (const Binding& b : t.bindings)
-    if (b.ref.data == d) return true;
-  return false;
-}
-
-/// Is the value task `from` left in data d read by a task after it (before d is
-/// completely overwritten)? Conservative: any later read of d counts.
-bool read_later(const Dag& dag, std::size_t from, std::int32_t d) {
-  for (std::size_t j = from + 1; j < dag.tasks.size(); ++j) {
-    const TaskNode& t = dag.tasks[j];
-    bool reads = false, writes_whole = false;
-    for (const Binding& b : t.bindings) {
-      if (b.ref.data != d) continue;
-      if (b.mode != Access::write) reads = true;
-      else if (b.ref.tile < 0) writes_whole = true;
-    }
-    if (reads) return true;
-    if (writes_whole) return false;
-  }
-  return false;
-}
 
 /// fuse.activation: nn.linear followed by an element-wise activation task on its
 /// output becomes one nn.linear with the activation fused in its epilogue.
@@ -828,6 +675,10 @@ const std::vector<PassInfo>& all_passes() {
        pass_fuse_activation},
       {"fuse.ln_affine", "fold a LayerNorm/RMSNorm scale and shift into the linear layers that read its output", {},
        pass_fuse_ln_affine},
+      {"fuse.merge", "linears reading one input whose results one task uses together (q, k, v; gate, up) become one GEMM",
+       {{"min", "smallest group to merge (2)"}}, pass_fuse_merge},
+      {"fuse.compose", "two linears with no activation between, the first read only by the second, become one when cheaper",
+       {{"max_ratio", "compose when the product costs at most this share of the pair's flops (1.0)"}}, pass_fuse_compose},
       {"dce", "remove tasks whose outputs are never read (saves and other output-less tasks stay)", {}, pass_dce},
   };
   return p;

@@ -23,6 +23,9 @@ struct DataDecl {
                                           // avoid power-of-two strides, see padded_ld)
   std::int64_t tile_rows = 0, tile_cols = 0;  // block size; 0 = not tiled
   std::int64_t ntile_r = 1, ntile_c = 1;  // number of tiles per dimension
+  // split="w0,w1,...": column tiles of the given widths (one row tile); holds
+  // the first column of each tile, then cols. Empty: uniform tiles.
+  std::vector<std::int64_t> col_starts;
   InitKind init = InitKind::none;
   std::uint64_t seed = 0;
   double value = 0;
@@ -47,7 +50,14 @@ struct DataDecl {
     return tiled() ? std::min(tile_rows, rows - tr * tile_rows) : rows;
   }
   std::int64_t tile_ncols(std::int64_t tc) const {
+    if (!col_starts.empty()) return col_starts[std::size_t(tc) + 1] - col_starts[std::size_t(tc)];
     return tiled() ? std::min(tile_cols, cols - tc * tile_cols) : cols;
+  }
+  /// First row/column of tile (tr, tc).
+  std::int64_t tile_row0(std::int64_t tr) const { return tiled() ? tr * tile_rows : 0; }
+  std::int64_t tile_col0(std::int64_t tc) const {
+    if (!col_starts.empty()) return col_starts[std::size_t(tc)];
+    return tiled() ? tc * tile_cols : 0;
   }
 };
 

@@ -86,6 +86,9 @@ class ModelEditor {
   /// Records that a pass changed the graph around weight `name` (e.g. low rank):
   /// the weights file alone then cannot run the original workflow.
   void mark_graph_changed(const std::string& name) { final_[name].graph_changed = true; }
+  /// The same for a weight a rewrite stopped using without replace() (e.g. merged
+  /// into another tensor): its original is kept and its file is copied whole.
+  void mark_graph_changed(const WeightUse& u);
 
   /// A weight a pass factored as W ≈ A B (A [n, r], B [r, k]; data indices).
   struct LowRankPair {
@@ -140,6 +143,7 @@ class ModelEditor {
     bool orig_nk = false, graph_changed = false;
   };
   std::map<std::string, Final> final_;
+  void keep_original(const WeightUse& u);  // originals_ and final_ entries, on first change
   std::map<std::string, LowRankPair> lowrank_;
   std::map<std::int32_t, std::string> origin_name_;  // new weight data -> original weight name
 

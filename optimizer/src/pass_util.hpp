@@ -1,0 +1,99 @@
+// Helpers the passes share (passes.cpp, rewrite.cpp): running a registered
+// component on in-memory tensors, pass options, weight selection, and small
+// queries on the task list.
+//
+//   Buf w = Buf::of(dense.w, n, k), q(DType::i8, n, k), scale(DType::f32, 1, n);
+//   run_component(reg, "quant.int8", {{"w", &w}, {"q", &q}, {"scale", &scale}}, {});
+#pragma once
+#include <cstring>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "ymlopt/optimizer/passes.hpp"
+
+namespace ymlopt::opt::detail {
+
+using std::int64_t;
+
+/// Runs a registered component's CPU kernel on in-memory tensors.
+class LocalContext final : public KernelContext {
+ public:
+  LocalContext(std::vector<TensorView> ports, Args args) : ports_(std::move(ports)), args_(std::move(args)) {}
+  std::span<const TensorView> ports() const override { return ports_; }
+  const Args& args() const override { return args_; }
+  void report(std::string key, double value) override { reports[std::move(key)] = value; }
+  const std::string& run_dir() const override { return dir_; }
+  std::map<std::string, double> reports;
+
+ private:
+  std::vector<TensorView> ports_;
+  Args args_;
+  std::string dir_ = ".";
+};
+
+/// An owning tensor for component calls.
+struct Buf {
+  DType dtype = DType::f32;
+  int64_t rows = 0, cols = 0;
+  std::vector<std::byte> bytes;
+  Buf() = default;
+  Buf(DType t, int64_t r, int64_t c) : dtype(t), rows(r), cols(c), bytes(std::size_t(r * c) * dtype_size(t)) {}
+  static Buf of(const std::vector<float>& v, int64_t r, int64_t c) {
+    Buf b(DType::f32, r, c);
+    std::memcpy(b.bytes.data(), v.data(), b.bytes.size());
+    return b;
+  }
+  TensorView view() {
+    TensorView v;
+    v.data = bytes.data();
+    v.dtype = dtype;
+    v.rows = rows;
+    v.cols = cols;
+    v.ld = cols;
+    v.shape = rows == 1 ? Shape{cols} : Shape{rows, cols};
+    return v;
+  }
+  std::vector<float> floats() const {
+    std::vector<float> v(std::size_t(rows * cols));
+    std::memcpy(v.data(), bytes.data(), v.size() * sizeof(float));
+    return v;
+  }
+};
+
+
+/// Runs component `name` with `ports` (by port name; outputs are allocated by the caller)
+/// and args (by name, as text). Throws with the component's own check message.
+std::map<std::string, double> run_component(const ComponentRegistry& reg, const std::string& name,
+                                            std::map<std::string, Buf*> ports,
+                                            const std::map<std::string, std::string>& args);
+
+/// Option `k` of a pass as text / as a number (PassError when not a number).
+std::string opt_str(const PassSpec& s, const std::string& k, const std::string& def);
+double opt_num(const PassSpec& s, const std::string& k, double def);
+
+/// The weights a pass may change, in program order (option `match`: a regex on the name).
+std::vector<WeightUse> selected(PassContext& ctx, const PassSpec& s);
+
+template <class T> std::vector<std::byte> vec_bytes(const std::vector<T>& v) {
+  std::vector<std::byte> b(v.size() * sizeof(T));
+  if (!v.empty()) std::memcpy(b.data(), v.data(), b.size());
+  return b;
+}
+
+
+std::vector<int64_t> shape_of(const Buf& b);
+NewTensor tensor(const std::string& role, Buf& b);
+
+/// Does task t touch data d (any binding, whole or tile)?
+bool touches(const TaskNode& t, std::int32_t d);
+
+/// Is the value task `from` left in data d read by a task after it (before d is
+/// completely overwritten)? Conservative: any later read of d counts.
+bool read_later(const Dag& dag, std::size_t from, std::int32_t d);
+
+/// Graph rewrites (rewrite.cpp).
+void pass_fuse_merge(PassContext& ctx, const PassSpec& s);
+void pass_fuse_compose(PassContext& ctx, const PassSpec& s);
+
+}  // namespace ymlopt::opt::detail
