@@ -87,7 +87,7 @@ struct GptqOptions {
 };
 
 /// What quantize_gptq did: sum over weights of (w - q)^2 / (2 [H^-1]_jj) (the OBS
-/// proxy of the layer output error), and the columns with H_jj == 0 (set to 0).
+/// proxy of the layer output error), and the columns with H_jj == 0 (kept, rounded to nearest).
 struct GptqStats {
   double loss = 0;
   std::int64_t dead_columns = 0;

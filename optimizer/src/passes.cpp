@@ -222,7 +222,7 @@ void pass_gptq(PassContext& ctx, const PassSpec& s) {
   const bool symmetric = sym == "true";
   Tally tally;
   nlohmann::json formats = nlohmann::json::object();
-  double loss = 0;
+  double loss = 0, dead = 0;
   for (const WeightUse& u : selected(ctx, s)) {
     if ((group > 0 && u.k % group != 0) || (bits == 4 && u.k % 2 != 0)) {
       tally.skipped.push_back(u.name + ": k=" + std::to_string(u.k) + " does not split into groups");
@@ -242,6 +242,7 @@ void pass_gptq(PassContext& ctx, const PassSpec& s) {
                                    {{"bits", std::to_string(bits)}, {"group", std::to_string(group)}, {"symmetric", sym},
                                     {"damp", opt_str(s, "damp", "0.01")}, {"block", opt_str(s, "block", "128")}});
     loss += rep.count("gptq_loss") ? rep.at("gptq_loss") : 0.0;
+    dead += rep.count("dead_columns") ? rep.at("dead_columns") : 0.0;
     std::vector<NewTensor> ts = {tensor("w", q), tensor("w_scale", scale)};
     if (!symmetric) ts.push_back(tensor("w_zero", zero));
     ctx.ed.replace(u, std::move(ts),
@@ -254,6 +255,7 @@ void pass_gptq(PassContext& ctx, const PassSpec& s) {
   auto j = tally.json(s.text());
   j["formats"] = formats;
   j["gptq_loss"] = loss;
+  j["dead_columns"] = int64_t(dead);  // inputs that were 0 on every calibration token: rounded to nearest
   ctx.log.push_back(j);
 }
 
