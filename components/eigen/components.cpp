@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "eigen/eigen.hpp"
+#include "eigen/meram.hpp"
 #include "tensor/kernel_util.hpp"
 
 namespace ymlopt {
@@ -286,6 +287,86 @@ void arnoldi_cpu(KernelContext& ctx) {
   if (ctx.port(4).bound()) write_columns(ctx.port(4), r.vectors_im, n, o.k);
 }
 
+// ============================================================ eigen.meram
+
+/// "" when param 'subspaces' parses and every size exceeds k (or reaches n).
+std::string subspaces_check(const Args& a, int64_t n) {
+  std::vector<int64_t> ms;
+  try {
+    ms = eigen::parse_subspaces(a.get_string("subspaces"));
+  } catch (const KernelError& e) {
+    return "param " + std::string(e.what());
+  }
+  const int64_t k = a.get_int("k");
+  for (int64_t m : ms)
+    if (std::min(m, n) <= k && m < n)
+      return "param 'subspaces' has " + to_string(m) + ": every size must exceed k = " + to_string(k) +
+             " (or be >= n = " + to_string(n) + ")";
+  return "";
+}
+
+std::string meram_check(const TaskShape& t) {
+  const auto& s = arnoldi_ports();
+  const auto& p = t.ports;
+  const Args& a = t.args;
+  if (auto m = kutil::ports_present(s, p); !m.empty()) return m;
+  if (auto m = first_error({kutil::float_dtype(s, p, 0), outputs_dtype(s, p, 1), kutil::square(s, p, 0),
+                            kutil::one_of(a, "which", {"magnitude", "real"}), positive_float(a, "tol"),
+                            int_at_least(a, "max_restarts", 0)});
+      !m.empty())
+    return m;
+  const int64_t n = p[0].rows, k = a.get_int("k");
+  if (n < 1) return "port 'a' is " + dims(p[0]) + ": the operator is empty";
+  if (k < 1 || k > n) return "param 'k' is " + to_string(k) + ": must be in [1, n = " + to_string(n) + "]";
+  return first_error({subspaces_check(a, n), expect_vector(s, p, 1, k, "k eigenvalues"),
+                      expect_vector(s, p, 2, k, "k eigenvalues"), expect_shape(s, p, 3, n, k, "n x k eigenvectors"),
+                      expect_shape(s, p, 4, n, k, "n x k eigenvectors")});
+}
+
+Cost meram_cost(const TaskShape& t) {
+  if (t.ports.size() != arnoldi_ports().size() || meram_check(t) != "") return {};
+  const int64_t n = t.ports[0].rows;
+  double msum = 0, mmax = 0;
+  for (int64_t m : eigen::parse_subspaces(t.args.get_string("subspaces"))) {
+    msum += double(std::min(m, n));
+    mmax = std::max(mmax, double(std::min(m, n)));
+  }
+  const double matvecs = 10.0 * msum;  // a guess: ten cycles of every co-method
+  Cost c = kutil::io_cost(arnoldi_ports(), t, matvecs * (2.0 * double(n) * double(n) + 4.0 * double(n) * mmax));
+  c.extra_bytes = 8.0 * double(n) * (msum + 1) + 32.0 * mmax * mmax;
+  return c;
+}
+
+void meram_cpu(KernelContext& ctx) {
+  kutil::validate(ctx, arnoldi_ports(), meram_check);
+  const TensorView& a = ctx.port(0);
+  const DoubleMatrix d(a);
+  const int64_t n = a.rows;
+  eigen::MeramOptions o;
+  o.k = ctx.arg_int("k");
+  o.subspaces = eigen::parse_subspaces(ctx.arg_string("subspaces"));
+  o.tol = ctx.arg_float("tol");
+  o.max_restarts = ctx.arg_int("max_restarts");
+  o.which = ctx.arg_string("which") == "real" ? eigen::Which::largest_real : eigen::Which::largest_magnitude;
+  o.seed = static_cast<std::uint64_t>(ctx.arg_int("seed"));
+  const eigen::MeramResult m = eigen::meram(eigen::dense_operator(d.data, n, d.ld), o);
+  const eigen::EigenResult& r = m.result;
+  report_result(ctx, r);
+  ctx.report("critical_matvecs", static_cast<double>(m.critical_matvecs));
+  ctx.report("comethods_failed",
+             static_cast<double>(std::count_if(m.comethods.begin(), m.comethods.end(), [](const auto& c) { return c.failed; })));
+  for (const auto& c : m.comethods) {
+    ctx.report(c.name + ".matvecs", static_cast<double>(c.matvecs));
+    ctx.report(c.name + ".restarts", static_cast<double>(c.restarts));
+    ctx.report(c.name + ".adopted", static_cast<double>(c.adopted));
+  }
+  if (!r.converged) not_converged("eigen.meram", r, o.tol, o.max_restarts, "max_restarts (per co-method)");
+  write_vector(ctx.port(1), r.values_re);
+  write_vector(ctx.port(2), r.values_im);
+  if (ctx.port(3).bound()) write_columns(ctx.port(3), r.vectors_re, n, o.k);
+  if (ctx.port(4).bound()) write_columns(ctx.port(4), r.vectors_im, n, o.k);
+}
+
 // ============================================================ eigen.svd_topk
 
 const std::vector<PortSpec>& svd_ports() {
@@ -449,6 +530,18 @@ void register_eigen(Registry& reg) {
        {"max_restarts", ParamType::int_, "1000", false, "restart budget"},
        {"which", ParamType::string_, "magnitude", false, "magnitude (largest |λ|) or real (largest Re λ)"}, seed},
       arnoldi_cpu, arnoldi_check, arnoldi_cost);
+  kutil::add_component(
+      reg, "eigen.meram",
+      "top-k eigenpairs of a non-symmetric matrix by MERAM (Emad-Petiton): one ERAM co-method per subspace size, "
+      "run concurrently (one thread each); at each restart a co-method publishes its Ritz pairs and restarts from "
+      "the lowest-residual pair of every wanted eigenvalue over all co-methods; the first to converge stops all",
+      arnoldi_ports(),
+      {{"k", ParamType::int_, "4", false, "number of eigenpairs wanted"},
+       {"subspaces", ParamType::string_, "5,7,10", false, "co-method subspace sizes, comma-separated (each > k)"},
+       {"tol", ParamType::float_, "1e-8", false, "converged when every residual <= tol * |λ|"},
+       {"max_restarts", ParamType::int_, "1000", false, "restart budget of each co-method"},
+       {"which", ParamType::string_, "magnitude", false, "magnitude (largest |λ|) or real (largest Re λ)"}, seed},
+      meram_cpu, meram_check, meram_cost);
   kutil::add_component(
       reg, "eigen.svd_topk",
       "top-k singular triplets by randomized subspace iteration (Gaussian start, power_iters rounds, QR by "

@@ -6,6 +6,8 @@
 //                    (operator=gram, applied as Xᵀ(X v), H never formed); thick restart
 //   eigen.arnoldi    top-k eigenpairs of a non-symmetric A [n,n]; explicitly restarted
 //                    Arnoldi (ERAM), complex pairs reported as re/im
+//   eigen.meram      the same as eigen.arnoldi by MERAM: concurrent ERAM co-methods (subspaces
+//                    "5,7,10") exchanging Ritz vectors through a UniteBoard (meram.hpp)
 //   eigen.svd_topk   top-k singular triplets of A [m,n]: randomized subspace iteration
 //   eigen.power      the eigenvalue of largest modulus by power iteration
 // Each reports "matvecs", "restarts" and "residual" (largest wanted residual
@@ -34,7 +36,7 @@
 #include <vector>
 
 namespace ymlopt {
-/// Registers eigen.lanczos, eigen.arnoldi, eigen.svd_topk and eigen.power.
+/// Registers eigen.lanczos, eigen.arnoldi, eigen.meram, eigen.svd_topk and eigen.power.
 void register_eigen(Registry& reg);
 }  // namespace ymlopt
 

@@ -118,6 +118,29 @@ std::vector<std::complex<double>> random_spectrum(const std::vector<std::complex
   return e;
 }
 
+std::vector<std::complex<double>> random_spectrum_box(const std::vector<std::complex<double>>& top, int64_t bulk_dims,
+                                                      double re_lo, double re_hi, double im_max,
+                                                      double complex_fraction, std::uint64_t seed) {
+  if (bulk_dims < 0 || !(re_lo <= re_hi) || !(im_max >= 0) || !(complex_fraction >= 0 && complex_fraction <= 1))
+    throw KernelError("random_spectrum_box: need bulk_dims >= 0, re_lo <= re_hi, im_max >= 0 and "
+                      "complex_fraction in [0, 1]");
+  std::vector<std::complex<double>> e = top;
+  std::mt19937_64 g(seed);
+  std::uniform_real_distribution<double> u(0.0, 1.0);
+  int64_t left = bulk_dims;
+  while (left > 0) {
+    const double re = re_lo + (re_hi - re_lo) * u(g);
+    if (left >= 2 && im_max > 0 && u(g) < complex_fraction) {
+      e.emplace_back(re, im_max * (0.5 * u(g) + 0.5 * u(g)) + 1e-12 * im_max);
+      left -= 2;
+    } else {
+      e.emplace_back(re, 0.0);
+      left -= 1;
+    }
+  }
+  return e;
+}
+
 CsrMatrix convection_diffusion_2d(int64_t nx, double rho) {
   if (nx < 1) throw KernelError("convection_diffusion_2d: nx must be >= 1");
   const int64_t n = nx * nx;

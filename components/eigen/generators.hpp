@@ -45,6 +45,14 @@ std::vector<std::complex<double>> random_spectrum(const std::vector<std::complex
                                                   std::int64_t bulk_dims, double radius, double complex_fraction,
                                                   std::uint64_t seed);
 
+/// `top` followed by eigenvalues filling `bulk_dims` more dimensions, uniform in
+/// the box re in [re_lo, re_hi], |im| <= im_max (a fraction `complex_fraction`
+/// of them as conjugate pairs): a convection-dominated operator's shape, where
+/// the wanted end is separated from the bulk only on one side.
+std::vector<std::complex<double>> random_spectrum_box(const std::vector<std::complex<double>>& top,
+                                                      std::int64_t bulk_dims, double re_lo, double re_hi,
+                                                      double im_max, double complex_fraction, std::uint64_t seed);
+
 /// Number of dimensions a spectrum list fills (a pair with b > 0 counts 2).
 std::int64_t spectrum_dims(const std::vector<std::complex<double>>& eigs);
 

@@ -404,6 +404,9 @@ int cmd_optimize(const std::vector<std::string>& args) {
   for (const auto& p : seq.passes) {
     try {
       opt::run_pass(ctx, p);
+    } catch (const opt::PassError& e) {  // an option value only a run can judge
+      std::cerr << "ymlopt: error: pass " << p.text() << ": " << e.what() << "\n";
+      return 2;
     } catch (const std::exception& e) {
       std::cerr << "ymlopt: error: pass " << p.text() << ": " << e.what() << "\n";
       return 1;

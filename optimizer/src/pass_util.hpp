@@ -95,5 +95,9 @@ bool read_later(const Dag& dag, std::size_t from, std::int32_t d);
 /// Graph rewrites (rewrite.cpp).
 void pass_fuse_merge(PassContext& ctx, const PassSpec& s);
 void pass_fuse_compose(PassContext& ctx, const PassSpec& s);
+/// Structured pruning (structured.cpp).
+void pass_prune_heads(PassContext& ctx, const PassSpec& s);
+void pass_prune_neurons(PassContext& ctx, const PassSpec& s);
+void check_prune_units(const PassSpec& s);
 
 }  // namespace ymlopt::opt::detail

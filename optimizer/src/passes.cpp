@@ -219,6 +219,8 @@ void pass_gptq(PassContext& ctx, const PassSpec& s) {
     throw PassError("option 'group' of quant.gptq must be 0 (per channel), 32, 64 or 128");
   if (sym != "true" && sym != "false") throw PassError("option 'symmetric' of quant.gptq must be true or false");
   if (!(opt_num(s, "damp", 0.01) >= 0)) throw PassError("option 'damp' of quant.gptq must be >= 0");
+  const std::string act = opt_str(s, "act_order", "false");
+  if (act != "true" && act != "false") throw PassError("option 'act_order' of quant.gptq must be true or false");
   const bool symmetric = sym == "true";
   Tally tally;
   nlohmann::json formats = nlohmann::json::object();
@@ -240,7 +242,8 @@ void pass_gptq(PassContext& ctx, const PassSpec& s) {
     if (!symmetric) ports["zero"] = &zero;
     const auto rep = run_component(ctx.ed.registry(), "quant.gptq", ports,
                                    {{"bits", std::to_string(bits)}, {"group", std::to_string(group)}, {"symmetric", sym},
-                                    {"damp", opt_str(s, "damp", "0.01")}, {"block", opt_str(s, "block", "128")}});
+                                    {"damp", opt_str(s, "damp", "0.01")}, {"block", opt_str(s, "block", "128")},
+                                    {"act_order", act}});
     loss += rep.count("gptq_loss") ? rep.at("gptq_loss") : 0.0;
     dead += rep.count("dead_columns") ? rep.at("dead_columns") : 0.0;
     std::vector<NewTensor> ts = {tensor("w", q), tensor("w_scale", scale)};
@@ -248,7 +251,8 @@ void pass_gptq(PassContext& ctx, const PassSpec& s) {
     ctx.ed.replace(u, std::move(ts),
                    {{"format", bits == 4 ? "int4" : "int8"}, {"group", std::to_string(group)}, {"transpose_w", "false"}});
     formats[u.name] = std::string(bits == 4 ? "int4" : "int8") + " group=" + std::to_string(group) +
-                      (symmetric ? " symmetric" : " asymmetric") + " scale=f32 (quant.gptq, " +
+                      (symmetric ? " symmetric" : " asymmetric") + " scale=f32 (quant.gptq" +
+                      (act == "true" ? " act_order, " : ", ") +
                       std::to_string(in.m) + " calibration rows)";
     tally.add(u, int64_t(q.bytes.size() + scale.bytes.size() + (symmetric ? 0 : zero.bytes.size())), count_zeros(dw.w));
   }
@@ -650,7 +654,7 @@ const std::vector<PassInfo>& all_passes() {
        "remaining columns through H = 2/m XᵀX of calibration inputs; stored like quant.group / quant.int8",
        {{"bits", "4 (default) or 8"}, {"group", "0 (per channel), 32, 64 or 128 (default)"},
         {"symmetric", "true (default) or false"}, {"damp", "diagonal damping (0.01)"}, {"block", "column block (128)"},
-        kMatch},
+        {"act_order", "false (default) or true: columns by decreasing diag H, static group scales"}, kMatch},
        pass_gptq, true},
       {"prune.magnitude", "zero the smallest-magnitude weights (dense result; follow with sparse.csr or a quantizer)",
        {{"sparsity", "fraction to zero (default 0.5)"}, {"scope", "row (default), tensor or global (one threshold over every layer)"}, kMatch},
@@ -677,6 +681,15 @@ const std::vector<PassInfo>& all_passes() {
        pass_fuse_activation},
       {"fuse.ln_affine", "fold a LayerNorm/RMSNorm scale and shift into the linear layers that read its output", {},
        pass_fuse_ln_affine},
+      {"prune.heads", "remove whole attention heads: q/k/v rows, attention and rope head counts, o_proj columns shrink",
+       {{"sparsity", "fraction of heads removed per layer (0.25)"},
+        {"criterion", "magnitude (||W_o columns||^2) or activation (x mean ||head output||^2, needs calibration)"}, kMatch},
+       pass_prune_heads, false, check_prune_units},
+      {"prune.neurons", "remove whole FFN neurons: up/gate rows and down_proj columns shrink",
+       {{"sparsity", "fraction of neurons removed per layer (0.5)"},
+        {"criterion", "magnitude (||W1 row|| ||W2 column||) or activation (mean act^2 ||W2 column||^2, needs calibration)"},
+        kMatch},
+       pass_prune_neurons, false, check_prune_units},
       {"fuse.merge", "linears reading one input whose results one task uses together (q, k, v; gate, up) become one GEMM",
        {{"min", "smallest group to merge (2)"}}, pass_fuse_merge},
       {"fuse.compose", "two linears with no activation between, the first read only by the second, become one when cheaper",
@@ -696,6 +709,7 @@ void validate_pass(const PassSpec& spec) {
     for (const auto& [k, v] : spec.options)
       if (std::find(opts.begin(), opts.end(), k) == opts.end())
         throw PassError("pass " + spec.name + " has no option '" + k + "'" + did_you_mean(k, opts));
+    if (p.check) p.check(spec);
     return;
   }
   throw PassError("unknown pass '" + spec.name + "'" + did_you_mean(spec.name, names));
@@ -727,7 +741,8 @@ std::vector<PassSpec> parse_pass_list(const std::string& text) {
 bool needs_calibration(const std::vector<PassSpec>& specs) {
   for (const auto& s : specs)
     for (const auto& p : all_passes())
-      if (p.name == s.name && p.needs_calibration) return true;
+      if (p.name == s.name && (p.needs_calibration || (s.options.count("criterion") && s.options.at("criterion") == "activation")))
+        return true;
   return false;
 }
 

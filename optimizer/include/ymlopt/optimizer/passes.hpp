@@ -50,6 +50,7 @@ struct PassInfo {
   std::vector<std::pair<std::string, std::string>> options;  // name, "default: meaning"
   void (*run)(PassContext&, const PassSpec&);
   bool needs_calibration = false;
+  void (*check)(const PassSpec&) = nullptr;  // option values, before any work (PassError)
 };
 
 /// Every pass, in the order `ymlopt optimize --list-passes` prints them.

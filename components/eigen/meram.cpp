@@ -1,0 +1,388 @@
+// MERAM on top of arnoldi()'s restart hook and a UniteBoard (see meram.hpp).
+#include "eigen/meram.hpp"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <exception>
+#include <limits>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "eigen/unite_board.hpp"
+
+namespace ymlopt::eigen {
+namespace {
+
+using std::int64_t;
+using std::size_t;
+
+size_t sz(int64_t v) { return static_cast<size_t>(v); }
+
+/// One published Ritz pair (the payload of "ritz/j").
+struct RitzPair {
+  double re = 0, im = 0, residual = 0;
+  std::vector<double> x_re, x_im;  // unit vector x_re + i x_im
+};
+
+/// Relative residual with ARPACK's floor: r / max(|θ|, eps^(2/3) anorm).
+double relative(double res, double lam_abs, double anorm) {
+  const double floor = std::pow(std::numeric_limits<double>::epsilon(), 2.0 / 3.0) * anorm;
+  const double d = std::max(lam_abs, floor);
+  return d > 0 ? res / d : (res == 0 ? 0 : std::numeric_limits<double>::infinity());
+}
+
+/// The largest relative residual of k pairs given by accessors.
+template <class Get> double worst_relative(int64_t k, Get get) {
+  double anorm = 0;
+  for (int64_t j = 0; j < k; ++j) anorm = std::max(anorm, std::hypot(get(j).re, get(j).im));
+  double w = 0;
+  for (int64_t j = 0; j < k; ++j) w = std::max(w, relative(get(j).residual, std::hypot(get(j).re, get(j).im), anorm));
+  return w;
+}
+
+/// A co-method's published set: its k wanted pairs (the payload of "ritz").
+using RitzSet = std::vector<RitzPair>;
+
+/// Everything the co-method threads share.
+struct Shared {
+  const LinearOperator& op;
+  const MeramOptions& opt;
+  unite::UniteBoard board{false};
+  std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
+  std::atomic<bool> stop{false};
+  std::atomic<std::size_t> heard{0};  // co-methods that published at least once, or ended
+  std::mutex mu;  // guards final and winner
+  EigenResult final;
+  std::string winner;
+
+  Shared(const LinearOperator& o, const MeramOptions& op_) : op(o), opt(op_) {}
+  double now() const { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); }
+
+  bool mixed = false;
+
+  /// Claims the win (first caller only): keeps `r` as the result.
+  void win(const std::string& who, EigenResult r, bool with_foreign) {
+    std::lock_guard lock(mu);
+    if (!winner.empty()) return;
+    winner = who;
+    mixed = with_foreign;
+    final = std::move(r);
+    stop.store(true);
+  }
+};
+
+/// A pair chosen for the restart set, with where it came from.
+struct Chosen {
+  const RitzPair* pair;
+  bool foreign;
+};
+
+/// Two Ritz values stand for the same eigenvalue when they are closer than this
+/// fraction of the larger residual. A Ritz value's error is usually far below its
+/// residual (quadratic in it for a normal matrix), while a whole residual is
+/// too generous: a rough pair for λ1 would then be replaced by a well converged
+/// pair of a different, less wanted eigenvalue nearby, and the restart would lose λ1.
+constexpr double kSameFraction = 0.1;
+
+/// The restart set of a co-method (policy per_eigenvalue): its own k pairs and
+/// those of every other set are pooled; pairs closer than kSameFraction of the
+/// larger residual stand for one eigenvalue and only the lowest residual one is
+/// kept; the k best are taken by the pessimistic key (|θ| or Re θ minus the
+/// residual: a rough Ritz value overshooting a converged one, or a converged
+/// but less wanted pair, does not displace a wanted one) and returned in wanted
+/// order. With no other set this is the own set, in its own order.
+std::vector<Chosen> improve_slots(const RitzSet& own, const std::vector<unite::BoardEntry>& sets,
+                                  const std::string& self, Which which) {
+  auto key = [&](const RitzPair& p) { return which == Which::largest_real ? p.re : std::hypot(p.re, p.im); };
+  std::vector<Chosen> pool;
+  for (const RitzPair& p : own) pool.push_back({&p, false});
+  for (const auto& e : sets)
+    if (e.publisher != self)
+      for (const RitzPair& p : unite::payload_as<RitzSet>(e)) pool.push_back({&p, true});
+  std::stable_sort(pool.begin(), pool.end(), [&](const Chosen& a, const Chosen& b) {
+    return key(*a.pair) - a.pair->residual > key(*b.pair) - b.pair->residual;
+  });
+  std::vector<Chosen> kept;
+  for (const Chosen& c : pool) {
+    bool dup = false;
+    for (Chosen& q : kept) {
+      const double dist = std::hypot(c.pair->re - q.pair->re, c.pair->im - q.pair->im);
+      if (dist <= kSameFraction * std::max(c.pair->residual, q.pair->residual) +
+                      1e-14 * std::hypot(q.pair->re, q.pair->im)) {
+        if (c.pair->residual < q.pair->residual) q = c;
+        dup = true;
+        break;
+      }
+    }
+    if (!dup) kept.push_back(c);
+  }
+  if (kept.size() < own.size()) {  // own values too rough to tell apart: keep the own set
+    kept.clear();
+    for (const RitzPair& p : own) kept.push_back({&p, false});
+    return kept;
+  }
+  kept.resize(own.size());
+  std::stable_sort(kept.begin(), kept.end(), [&](const Chosen& a, const Chosen& b) {
+    const double ka = key(*a.pair), kb = key(*b.pair);
+    if (ka != kb) return ka > kb;
+    return a.pair->im > b.pair->im;
+  });
+  return kept;
+}
+
+/// Policy best_set: the whole set of the co-method with the lowest score (largest
+/// relative residual) below the own one, among the sets that are, pair by pair,
+/// at least as wanted as the own (key_j >= own key_j - own residual_j): a set
+/// converged to less wanted values never displaces one still approaching the
+/// wanted ones. The own set when none qualifies.
+std::vector<Chosen> best_set(const RitzSet& own, double own_score, const std::vector<unite::BoardEntry>& sets,
+                             const std::string& self, Which which) {
+  auto key = [&](const RitzPair& p) { return which == Which::largest_real ? p.re : std::hypot(p.re, p.im); };
+  const unite::BoardEntry* pick = nullptr;
+  for (const auto& e : sets) {
+    if (e.publisher == self || e.score >= own_score || (pick && e.score >= pick->score)) continue;
+    const RitzSet& other = unite::payload_as<RitzSet>(e);
+    bool wanted = other.size() == own.size();
+    for (size_t j = 0; j < own.size() && wanted; ++j) wanted = key(other[j]) >= key(own[j]) - own[j].residual;
+    if (wanted) pick = &e;
+  }
+  std::vector<Chosen> out;
+  if (pick)
+    for (const RitzPair& p : unite::payload_as<RitzSet>(*pick)) out.push_back({&p, true});
+  else
+    for (const RitzPair& p : own) out.push_back({&p, false});
+  return out;
+}
+
+/// The chosen pairs as an EigenResult.
+EigenResult from_pairs(const std::vector<Chosen>& pairs, int64_t n) {
+  EigenResult r;
+  const int64_t k = static_cast<int64_t>(pairs.size());
+  r.vectors_re.assign(sz(n * k), 0.0);
+  r.vectors_im.assign(sz(n * k), 0.0);
+  for (int64_t j = 0; j < k; ++j) {
+    const RitzPair& p = *pairs[sz(j)].pair;
+    r.values_re.push_back(p.re);
+    r.values_im.push_back(p.im);
+    r.residuals.push_back(p.residual);
+    std::copy(p.x_re.begin(), p.x_re.end(), r.vectors_re.begin() + static_cast<std::ptrdiff_t>(j * n));
+    std::copy(p.x_im.begin(), p.x_im.end(), r.vectors_im.begin() + static_cast<std::ptrdiff_t>(j * n));
+  }
+  return r;
+}
+
+/// The k pairs of a cycle as a RitzSet.
+RitzSet to_set(int64_t n, int64_t k, std::span<const double> re, std::span<const double> im,
+               std::span<const double> res, std::span<const double> xr, std::span<const double> xi) {
+  RitzSet set;
+  for (int64_t j = 0; j < k; ++j)
+    set.push_back({re[sz(j)], im[sz(j)], res[sz(j)],
+                   std::vector<double>(xr.begin() + static_cast<std::ptrdiff_t>(j * n),
+                                       xr.begin() + static_cast<std::ptrdiff_t>((j + 1) * n)),
+                   std::vector<double>(xi.begin() + static_cast<std::ptrdiff_t>(j * n),
+                                       xi.begin() + static_cast<std::ptrdiff_t>((j + 1) * n))});
+  return set;
+}
+
+double worst_of_set(const RitzSet& set) {
+  return worst_relative(static_cast<int64_t>(set.size()), [&](int64_t j) { return set[sz(j)]; });
+}
+
+/// The restart vector of a set: arnoldi()'s residual-weighted sum of its pairs.
+void combine(const std::vector<Chosen>& set, std::vector<double>& v) {
+  double rmax = 0;
+  for (const Chosen& c : set) rmax = std::max(rmax, c.pair->residual);
+  std::fill(v.begin(), v.end(), 0.0);
+  const auto n = static_cast<blasint>(v.size());
+  for (const Chosen& c : set) {
+    const RitzPair& p = *c.pair;
+    const double w = rmax > 0 ? std::sqrt(std::max(p.residual / rmax, 1e-6)) : 1.0;
+    cblas_daxpy(n, w, p.x_re.data(), 1, v.data(), 1);
+    if (p.im > 0) cblas_daxpy(n, w, p.x_im.data(), 1, v.data(), 1);
+  }
+}
+
+void run_comethod(Shared& s, size_t i, CoMethodReport& rep) {
+  const MeramOptions& opt = s.opt;
+  const int64_t n = s.op.n, k = opt.k;
+  const auto t_start = s.now();
+  ArnoldiOptions o;
+  o.k = k;
+  o.subspace = rep.subspace;
+  o.tol = 0;  // convergence is decided here, on the (improved) set, at each restart
+  o.max_restarts = opt.max_restarts;
+  o.which = opt.which;
+  o.seed = opt.seed;
+  o.start = opt.start;
+  o.weight_by_residual = true;
+  bool stopped = false;
+  // Publishes the set, improves it from the board, and stops everyone when it converged.
+  auto exchange = [&](RitzSet set, MeramPoint& pt, std::vector<double>* restart_vector) -> bool {
+    pt.own_residual = worst_of_set(set);
+    auto own = std::make_shared<const RitzSet>(set);  // the slots point into it (the board holds a copy)
+    s.board.publish("ritz", rep.name, pt.own_residual, std::move(set));
+    if (rep.publishes++ == 0) ++s.heard;
+    std::vector<unite::BoardEntry> sets;
+    if (opt.exchange) {
+      sets = s.board.entries("ritz");  // every co-method's latest set: never waits
+      ++rep.gathers;
+    }
+    const std::vector<Chosen> slots = opt.policy == MeramPolicy::best_set
+                                          ? best_set(*own, pt.own_residual, sets, rep.name, opt.which)
+                                          : improve_slots(*own, sets, rep.name, opt.which);
+    for (const Chosen& c : slots) pt.foreign += c.foreign ? 1 : 0;
+    pt.best_residual = worst_relative(k, [&](int64_t j) { return *slots[sz(j)].pair; });
+    if (pt.foreign > 0) ++rep.adopted;
+    // A converged set wins only once every co-method has been heard from (a
+    // small co-method converged to less wanted values in its first cycles must
+    // first see the others' sets); until then it keeps restarting, never waiting.
+    if (pt.best_residual <= opt.tol && s.heard.load() == opt.subspaces.size()) {
+      EigenResult r = from_pairs(slots, n);
+      r.converged = true;
+      rep.converged = true;
+      s.win(rep.name, std::move(r), pt.foreign > 0);
+      return true;
+    }
+    if (pt.foreign > 0 && restart_vector) combine(slots, *restart_vector);
+    return false;
+  };
+  o.on_restart = [&](RestartState& st) {
+    rep.restarts = st.restart;
+    rep.matvecs = st.matvecs;
+    if (opt.observe) opt.observe(i, st);
+    if (s.stop.load()) {
+      st.stop = stopped = true;
+      return;
+    }
+    MeramPoint pt;
+    pt.restart = st.restart;
+    pt.matvecs = st.matvecs;
+    st.stop = exchange(to_set(n, k, st.values_re, st.values_im, st.residuals, st.vectors_re, st.vectors_im), pt,
+                       &st.restart_vector);
+    stopped = st.stop;
+    pt.time_s = s.now();
+    rep.history.push_back(pt);
+  };
+  try {
+    EigenResult r = arnoldi(s.op, o);
+    rep.restarts = stopped ? r.restarts - 1 : r.restarts;  // a stopping callback cancels its restart
+    rep.matvecs = r.matvecs;
+    if (!s.stop.load()) {  // its budget ran out (or m = n): a last exchange, no restart
+      MeramPoint pt;
+      pt.restart = r.restarts;
+      pt.matvecs = r.matvecs;
+      exchange(to_set(n, k, r.values_re, r.values_im, r.residuals, r.vectors_re, r.vectors_im), pt, nullptr);
+      pt.time_s = s.now();
+      rep.history.push_back(pt);
+    }
+  } catch (const std::exception& e) {
+    rep.failed = true;
+    rep.error = e.what();
+  } catch (...) {
+    rep.failed = true;
+    rep.error = "unknown exception";
+  }
+  if (rep.publishes == 0) ++s.heard;  // ended (failed, or m = n) before publishing
+  rep.seconds = s.now() - t_start;
+}
+
+}  // namespace
+
+std::vector<int64_t> parse_subspaces(const std::string& text) {
+  std::vector<int64_t> out;
+  size_t b = 0;
+  while (b <= text.size()) {
+    size_t e = text.find(',', b);
+    if (e == std::string::npos) e = text.size();
+    std::string item = text.substr(b, e - b);
+    item.erase(0, item.find_first_not_of(" \t"));
+    item.erase(item.find_last_not_of(" \t") + 1);
+    size_t used = 0;
+    long long v = 0;
+    try {
+      v = std::stoll(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (item.empty() || used != item.size() || v < 1)
+      throw KernelError("subspaces '" + text + "': item '" + item + "' is not a positive integer (expected e.g. \"5,7,10\")");
+    out.push_back(v);
+    b = e + 1;
+  }
+  return out;
+}
+
+MeramResult meram(const LinearOperator& op, const MeramOptions& opt) {
+  const int64_t n = op.n, k = opt.k;
+  if (n < 1 || !op.apply) throw KernelError("meram: empty operator");
+  if (k < 1 || k > n)
+    throw KernelError("meram: k = " + std::to_string(k) + " must be in [1, n = " + std::to_string(n) + "]");
+  if (opt.subspaces.empty()) throw KernelError("meram: no co-method (subspaces is empty)");
+  if (opt.which != Which::largest_magnitude && opt.which != Which::largest_real)
+    throw KernelError("meram: which must be largest_magnitude or largest_real");
+  for (int64_t m : opt.subspaces) {
+    const int64_t me = std::min(m, n);
+    if (m < 1 || (me <= k && me < n))
+      throw KernelError("meram: subspace " + std::to_string(m) + " must exceed k = " + std::to_string(k) +
+                        " (or be >= n = " + std::to_string(n) + ")");
+  }
+  Shared s(op, opt);
+  MeramResult out;
+  out.comethods.resize(opt.subspaces.size());
+  for (size_t i = 0; i < opt.subspaces.size(); ++i) {
+    auto& c = out.comethods[i];
+    c.subspace = std::min(opt.subspaces[i], n);
+    c.name = "eram" + std::to_string(opt.subspaces[i]);
+    if (std::count(opt.subspaces.begin(), opt.subspaces.end(), opt.subspaces[i]) > 1)
+      c.name += "#" + std::to_string(i);
+  }
+  // Single-threaded BLAS inside each co-method (restored afterwards).
+  const int blas_threads = openblas_get_num_threads();
+  if (blas_threads > 1) openblas_set_num_threads(1);
+  {
+    std::vector<std::thread> threads;
+    threads.reserve(opt.subspaces.size());
+    for (size_t i = 0; i < opt.subspaces.size(); ++i)
+      threads.emplace_back([&s, &out, i] { run_comethod(s, i, out.comethods[i]); });
+    for (auto& t : threads) t.join();
+  }
+  if (blas_threads > 1) openblas_set_num_threads(blas_threads);
+  out.seconds = s.now();
+
+  std::string failures;
+  size_t failed = 0;
+  for (const auto& c : out.comethods) {
+    out.total_matvecs += c.matvecs;
+    out.critical_matvecs = std::max(out.critical_matvecs, c.matvecs);
+    if (c.failed) {
+      ++failed;
+      failures += (failures.empty() ? "" : "; ") + c.name + ": " + c.error;
+    }
+  }
+  if (failed == out.comethods.size())
+    throw KernelError("meram: all " + std::to_string(failed) + " co-methods failed: " + failures);
+  out.winner = s.winner;
+  out.winner_mixed = s.mixed;
+  if (!s.winner.empty()) {
+    out.result = std::move(s.final);
+  } else {  // nobody converged: the best pairs gathered over everyone's last sets
+    const auto e = s.board.gather_best("ritz", unite::Better::min);
+    if (!e) throw KernelError("meram: no co-method produced Ritz pairs (" + failures + ")");
+    out.result = from_pairs(improve_slots(unite::payload_as<RitzSet>(*e), s.board.entries("ritz"), e->publisher,
+                                          opt.which),
+                            n);
+    out.result.converged = false;
+  }
+  out.result.matvecs = out.total_matvecs;
+  int64_t restarts = 0;
+  for (const auto& c : out.comethods) restarts += c.restarts;
+  out.result.restarts = restarts;
+  return out;
+}
+
+}  // namespace ymlopt::eigen

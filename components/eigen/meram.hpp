@@ -1,0 +1,109 @@
+// MERAM: the multiple explicitly restarted Arnoldi method (Emad, Petiton &
+// Edjlali, SIAM J. Sci. Comput. 27(1), 2005), a "unite and conquer" method.
+//
+// N ERAM co-methods with different subspace sizes m_i run concurrently, one
+// std::thread each (single-threaded BLAS). At each of its restarts a co-method
+//   1. publishes its k wanted Ritz pairs on a UniteBoard (name "ritz", one entry
+//      per co-method, score = its largest relative residual |r_j| / |θ_j|, r_j
+//      the Ritz estimate ||A x_j - θ_j x_j|| for unit x_j);
+//   2. reads every co-method's latest set, without waiting for anyone, and
+//      pools all their pairs with its own: pairs closer than a tenth of the
+//      larger residual stand for one eigenvalue (the lowest residual one is
+//      kept), and the k best by the pessimistic key |θ| - residual (or
+//      Re θ - residual) form its restart set: a well converged but less wanted
+//      pair, or a rough Ritz value overshooting a converged one, never displaces
+//      a wanted one;
+//   3. stops everyone when these k pairs have all converged (|r_j| <= tol |θ_j|,
+//      with ARPACK's eps^(2/3) floor: a small co-method converged to less wanted
+//      values does not win while others hold more wanted ones); else, if a pair
+//      came from another co-method, restarts from their residual-weighted sum
+//      (arnoldi()'s weighting), otherwise from its own as ERAM does.
+// Stop policy "first": the first restart set to converge stops all. A
+// co-method that throws is reported (CoMethodReport::error) and the others go
+// on; meram() throws only if every co-method fails. With one subspace size (or
+// exchange = false) each co-method is arnoldi() with that subspace (the same
+// cycles; convergence tested on the k wanted Ritz values, whose largest modulus
+// replaces ||H|| in ARPACK's floor).
+//
+//   using namespace ymlopt::eigen;
+//   CsrMatrix a = read_matrix_market("m.mtx");
+//   MeramOptions o;  o.k = 4;  o.subspaces = {5, 7, 10};  o.tol = 1e-8;
+//   MeramResult r = meram(csr_operator(a), o);
+//   // r.result: values/vectors/residuals as arnoldi(); r.comethods[i].matvecs, .restarts, .history
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "eigen/eigen.hpp"
+
+namespace ymlopt::eigen {
+
+/// How a co-method builds its restart set from the board (step 2 above).
+enum class MeramPolicy {
+  per_eigenvalue,  // the best pair for each wanted eigenvalue over all sets (default)
+  best_set,        // the whole set of the co-method with the smallest largest residual
+                   // (Emad et al.'s basic MERAM), if pair by pair at least as wanted
+};
+
+/// Options of meram().
+struct MeramOptions {
+  std::int64_t k = 4;
+  std::vector<std::int64_t> subspaces = {5, 7, 10};  // one co-method per size (each > k, or >= n)
+  Which which = Which::largest_magnitude;            // or largest_real
+  double tol = 1e-8;
+  std::int64_t max_restarts = 1000;  // per co-method
+  std::uint64_t seed = 1;            // all co-methods start from the same vector
+  std::vector<double> start;         // optional start vectors (n x p), as ArnoldiOptions::start
+  bool exchange = true;              // false: independent ERAMs side by side (first converged still stops all)
+  MeramPolicy policy = MeramPolicy::per_eigenvalue;
+  /// Called in co-method i's thread at each of its restarts, before it
+  /// publishes; may throw (the co-method then fails and is reported).
+  std::function<void(std::size_t comethod, const RestartState&)> observe;
+};
+
+/// One point of a co-method's progress, taken at each of its restarts.
+struct MeramPoint {
+  double time_s = 0;          // since meram() started
+  std::int64_t restart = 0;   // the co-method's restarts so far
+  std::int64_t matvecs = 0;   // the co-method's matvecs so far
+  double own_residual = 0;    // largest relative residual |r_j|/|θ_j| of its own k pairs
+  double best_residual = 0;   // largest relative residual of the k pairs gathered (the restart set)
+  std::int64_t foreign = 0;   // how many of the k gathered pairs came from other co-methods
+};
+
+/// What one co-method did.
+struct CoMethodReport {
+  std::string name;  // "eram<m>" (with a "#i" suffix when two sizes repeat)
+  std::int64_t subspace = 0;
+  std::int64_t restarts = 0, matvecs = 0;
+  std::int64_t publishes = 0, gathers = 0;  // restarts at which it published / gathered
+  std::int64_t adopted = 0;                 // gathers that changed its restart vector (a foreign pair won)
+  bool converged = false;                   // its restart set converged (it is the winner)
+  bool failed = false;
+  std::string error;  // the exception's message when failed
+  double seconds = 0;
+  std::vector<MeramPoint> history;
+};
+
+/// What meram() returns.
+struct MeramResult {
+  EigenResult result;  // the winner's k pairs (else the best set at the end); matvecs/restarts summed over co-methods
+  std::vector<CoMethodReport> comethods;
+  std::string winner;         // the co-method whose restart set converged first ("" if none did)
+  bool winner_mixed = false;  // that set held pairs gathered from other co-methods
+  std::int64_t total_matvecs = 0;     // summed over co-methods (the work)
+  std::int64_t critical_matvecs = 0;  // the largest co-method count (the parallel critical path)
+  double seconds = 0;
+};
+
+/// Runs MERAM on `op` (which must allow concurrent apply calls, as the built-in
+/// operators do). Throws KernelError on bad options or when every co-method fails.
+MeramResult meram(const LinearOperator& op, const MeramOptions& opt);
+
+/// Parses a subspace list such as "5,7,10" (throws KernelError naming the bad item).
+std::vector<std::int64_t> parse_subspaces(const std::string& text);
+
+}  // namespace ymlopt::eigen

@@ -1,0 +1,404 @@
+// Structured pruning passes: prune.heads and prune.neurons remove whole
+// attention heads / FFN neurons from the graph. The unit (a head's dh
+// columns, or one neuron) is followed from the layer that reads it (o_proj,
+// down_proj: the "consumer", whose input columns are the units) back through
+// the column-wise tasks (nn.attention, nn.rope, nn.swiglu, activations) to the
+// linear layers that make it (q/k/v, gate/up: the "leaves"). Every tensor on
+// the way becomes a narrower split= tensor, every leaf keeps the weight rows of
+// the kept units, the consumer keeps their weight columns, attention and rope
+// get the new head counts. The scores come from the prune.heads and
+// prune.neurons components (magnitude, or activations from calibration).
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+#include "pass_util.hpp"
+
+namespace ymlopt::opt::detail {
+namespace {
+
+bool overlap(const DataRef& a, const DataRef& b) {
+  return a.data == b.data && (a.tile < 0 || b.tile < 0 || a.tile == b.tile);
+}
+
+/// Ports of the column-wise components whose columns correspond one to one.
+const std::vector<std::string>* column_ports(const std::string& comp) {
+  static const std::map<std::string, std::vector<std::string>> m = {
+      {"nn.swiglu", {"gate", "up", "y"}}, {"nn.gelu", {"x", "y"}},  {"nn.relu", {"x", "y"}},
+      {"nn.silu", {"x", "y"}},            {"nn.tanh", {"x", "y"}},  {"nn.rope", {"x"}},
+      {"nn.attention", {"q", "k", "v", "y"}}};
+  auto it = m.find(comp);
+  return it == m.end() ? nullptr : &it->second;
+}
+
+bool per_head(const std::string& comp) { return comp == "nn.rope" || comp == "nn.attention"; }
+
+/// What feeds a consumer's input: every binding on the way, with the input
+/// columns it carries ([h0, h0 + width) of the consumer's x).
+struct Closure {
+  std::map<std::pair<std::size_t, std::size_t>, std::pair<int64_t, int64_t>> bindings;  // (task, port) -> (h0, w)
+  std::vector<std::size_t> leaves;  // nn.linear tasks making units
+  std::set<std::size_t> tasks;
+  int64_t unit = 0;  // head size when attention is on the way, else 0
+  std::string why;   // why it cannot be pruned
+};
+
+class Tracer {
+ public:
+  Tracer(const ModelEditor& ed, Closure& c) : ed_(ed), dag_(ed.dag()), c_(c) {}
+
+  bool add(std::size_t task, std::size_t port, int64_t h0, int64_t w) {
+    auto [it, fresh] = c_.bindings.try_emplace({task, port}, h0, w);
+    if (!fresh && it->second != std::make_pair(h0, w)) return fail("a tensor carries two different column ranges");
+    c_.tasks.insert(task);
+    return true;
+  }
+  bool fail(const std::string& why) {
+    if (c_.why.empty()) c_.why = why;
+    return false;
+  }
+
+  /// Follows the value task `before` reads at r (columns h0.. of the consumer's input).
+  bool trace(const DataRef& r, std::size_t before, int64_t h0) {
+    const int64_t w = dag_.ref_shape(r).back();
+    for (std::size_t j = before; j-- > 0;) {
+      const TaskNode& t = dag_.tasks[j];
+      bool writes = false, updates = false;
+      std::size_t wport = 0;
+      for (std::size_t p = 0; p < t.bindings.size(); ++p) {
+        const Binding& b = t.bindings[p];
+        if (!overlap(b.ref, r)) continue;
+        if (!(b.ref == r)) {
+          if (b.mode != Access::read) return fail(ModelEditor::task_key(t) + " writes part of " + dag_.ref_name(r));
+          continue;
+        }
+        if (b.mode == Access::write) writes = true, wport = p;
+        else if (b.mode == Access::read_write) updates = true, wport = p;
+      }
+      if (!writes && !updates) continue;
+      const std::string& comp = t.comp->name;
+      if (comp == "nn.linear" && writes && !updates) {
+        if (t.bindings[ed_.port_index(t, "r")].ref.data >= 0) return fail(ModelEditor::task_key(t) + " adds a residual");
+        c_.leaves.push_back(j);
+        return add(j, wport, h0, w);
+      }
+      const auto* ports = column_ports(comp);
+      if (!ports) return fail(ModelEditor::task_key(t) + " (" + comp + ") mixes columns");
+      c_.tasks.insert(j);
+      if (comp == "nn.attention") {
+        const int64_t heads = t.args.get_int("heads"), kv = t.args.get_int("kv_heads");
+        if ((kv != 0 && kv != heads) || t.args.get_int("head_begin") != 0 || t.args.get_int("head_end") != 0)
+          return fail(ModelEditor::task_key(t) + ": grouped-query attention or a head range");
+      }
+      if (per_head(comp)) {
+        const int64_t dh = w / t.args.get_int("heads");
+        if (c_.unit != 0 && c_.unit != dh) return fail("two head sizes");
+        c_.unit = dh;
+      }
+      for (const std::string& pn : *ports) {
+        const std::size_t p = ed_.port_index(t, pn);
+        const Binding& b = t.bindings[p];
+        if (dag_.ref_shape(b.ref).back() != w) return fail(ModelEditor::task_key(t) + ": ports of different widths");
+        if (!add(j, p, h0, w)) return false;
+        if (b.mode == Access::read && !trace(b.ref, j, h0)) return false;
+      }
+      if (writes) return true;  // a plain write: the value starts here
+      // an in-place update: the value before it comes from further up
+    }
+    return fail("no task makes " + dag_.ref_name(r));
+  }
+
+ private:
+  const ModelEditor& ed_;
+  const Dag& dag_;
+  Closure& c_;
+};
+
+/// Every value a closure task writes is read by closure tasks or the consumer only.
+bool closed(const ModelEditor& ed, const Closure& c, const std::vector<std::size_t>& consumer, const DataRef& x) {
+  const Dag& dag = ed.dag();
+  for (const auto& [tp, range] : c.bindings) {
+    const auto [task, port] = tp;
+    const Binding& wb = dag.tasks[task].bindings[port];
+    if (wb.mode == Access::read) continue;
+    for (std::size_t j = task + 1; j < dag.tasks.size(); ++j) {
+      const TaskNode& t = dag.tasks[j];
+      bool overwritten = false;
+      for (std::size_t p = 0; p < t.bindings.size(); ++p) {
+        const Binding& b = t.bindings[p];
+        if (!overlap(b.ref, wb.ref)) continue;
+        const bool mine = c.bindings.count({j, p}) > 0;
+        const bool by_consumer = b.ref == x && std::find(consumer.begin(), consumer.end(), j) != consumer.end();
+        if (b.mode == Access::write && b.ref == wb.ref && !mine) overwritten = true;
+        else if (!mine && !by_consumer) return false;
+      }
+      if (overwritten) break;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+void check_prune_units(const PassSpec& s) {
+  const double sparsity = opt_num(s, "sparsity", 0.25);
+  const std::string criterion = opt_str(s, "criterion", "magnitude");
+  if (sparsity < 0 || sparsity >= 1) throw PassError("option 'sparsity' of " + s.name + " must be in [0, 1)");
+  if (criterion != "magnitude" && criterion != "activation")
+    throw PassError("option 'criterion' of " + s.name + " is '" + criterion + "': magnitude or activation");
+}
+
+/// prune.heads / prune.neurons: see the file comment.
+void pass_prune_units(PassContext& ctx, const PassSpec& s, bool heads) {
+  ModelEditor& ed = ctx.ed;
+  Dag& dag = ed.dag();
+  check_prune_units(s);
+  const double sparsity = opt_num(s, "sparsity", heads ? 0.25 : 0.5);
+  const std::string criterion = opt_str(s, "criterion", "magnitude");
+  if (criterion == "activation" && !ctx.calib) throw PassError(s.name + ":criterion=activation needs calibration inputs");
+  const char* kind = heads ? "heads" : "neurons";
+  nlohmann::json layers = nlohmann::json::array(), skipped = nlohmann::json::array();
+  int64_t before_total = 0, after_total = 0;
+  struct Slot {
+    DataRef data;
+    std::size_t free_after = 0;
+  };
+  std::map<std::string, std::vector<Slot>> slots;
+  for (const WeightUse& sel : selected(ctx, s)) {
+    // the consumer: a linear reading one whole input x [m, F] (its weight [n, F])
+    WeightUse u;
+    for (const WeightUse& c : ed.linear_weights())
+      if (c.name == sel.name) u = c;
+    if (u.data < 0) continue;
+    const TaskNode& c0 = dag.tasks[u.tasks.front()];
+    const DataRef x = c0.bindings[ed.port_index(c0, "x")].ref;
+    bool ok = x.tile < 0 && dag.data[std::size_t(x.data)].shape.size() == 2;
+    for (std::size_t t : u.tasks) ok = ok && dag.tasks[t].bindings[ed.port_index(dag.tasks[t], "x")].ref == x;
+    if (!ok) continue;
+    const DataDecl& xd = dag.data[std::size_t(x.data)];
+    if (xd.ntile_r != 1) continue;
+    Closure cl;
+    Tracer tr(ed, cl);
+    const std::size_t first = u.tasks.front();
+    if (xd.tiled()) {
+      for (int64_t c = 0; c < xd.ntile_c && ok; ++c) ok = tr.trace(DataRef{x.data, std::int32_t(c)}, first, xd.tile_col0(c));
+    } else {
+      ok = tr.trace(x, first, 0);
+    }
+    const bool has_attention = cl.unit > 0;
+    if (!ok || has_attention != heads || cl.leaves.empty()) {
+      // say why for the layers that looked like candidates (something column-wise on the way)
+      const bool candidate = !cl.tasks.empty() && (ok ? has_attention == heads : true);
+      if (candidate && !cl.why.empty() && skipped.size() < 64) skipped.push_back(u.name + ": " + cl.why);
+      continue;
+    }
+    if (!closed(ed, cl, u.tasks, x)) {
+      if (skipped.size() < 64) skipped.push_back(u.name + ": a value on the way is read elsewhere");
+      continue;
+    }
+    const int64_t unit = heads ? cl.unit : 1;
+    const int64_t F = u.k, nunits = F / unit;
+    if (F % unit != 0) continue;
+    // leaves: their weight rows, by consumer column
+    const std::vector<WeightUse> weights = ed.linear_weights();
+    struct Leaf {
+      std::size_t task;
+      WeightUse use;
+      int64_t r0 = 0, h0 = 0, w = 0;
+    };
+    std::vector<Leaf> leaves;
+    for (std::size_t lt : cl.leaves) {
+      const TaskNode& t = dag.tasks[lt];
+      const DataRef wref = t.bindings[ed.port_index(t, "w")].ref;
+      const auto range = cl.bindings.at({lt, ed.port_index(t, "y")});
+      Leaf lf{lt, {}, 0, range.first, range.second};
+      for (const WeightUse& c : weights)
+        if (c.data == wref.data) lf.use = c;
+      if (lf.use.data < 0 || t.args.get_string("format") != "dense") ok = false;
+      if (!ok) break;
+      if (wref.tile >= 0) {
+        const DataDecl& wd = dag.data[std::size_t(wref.data)];
+        lf.r0 = (lf.use.nk ? wref.tile / wd.ntile_c : wref.tile % wd.ntile_c) * lf.use.tile_n;
+      }
+      leaves.push_back(lf);
+    }
+    if (!ok) {
+      if (skipped.size() < 64) skipped.push_back(u.name + ": a layer on the way is not a dense weight from a file");
+      continue;
+    }
+    // scores and the mask, from the components
+    const DenseWeight wd = ed.load(u);
+    Buf w2 = Buf::of(wd.w, u.n, F), mask(DType::i32, 1, nunits), act;
+    std::map<std::string, Buf*> ports = {{heads ? "w_o" : "w2", &w2}, {"mask", &mask}};
+    if (criterion == "activation") {
+      auto it = ctx.calib->inputs.find(ModelEditor::task_key(c0));
+      if (it == ctx.calib->inputs.end()) throw std::runtime_error(s.name + ": no calibration input for " + ModelEditor::task_key(c0));
+      act = Buf::of(it->second.x, it->second.m, it->second.k);
+      ports["act"] = &act;
+    }
+    Buf w1;
+    if (!heads) {
+      // w1 [F, k]: per neuron, the rows of every leaf making it (gate and up) combined
+      // elementwise in quadrature, so that ||w1 row|| is the norm of the rows side by side
+      const int64_t k = leaves.front().use.k;
+      std::vector<double> sq(std::size_t(F * k), 0.0);
+      std::vector<int> count(std::size_t(F), 0);
+      for (const Leaf& lf : leaves) {
+        if (lf.use.k != k) ok = false;
+        if (!ok) break;
+        const DenseWeight lw = ed.load(lf.use);
+        for (int64_t i = 0; i < lf.w; ++i) {
+          ++count[std::size_t(lf.h0 + i)];
+          for (int64_t c = 0; c < k; ++c) {
+            const double v = lw.w[std::size_t((lf.r0 + i) * k + c)];
+            sq[std::size_t((lf.h0 + i) * k + c)] += v * v;
+          }
+        }
+      }
+      for (int n : count) ok = ok && n == count.front();
+      if (!ok) continue;
+      std::vector<float> flat(sq.size());
+      for (std::size_t i = 0; i < sq.size(); ++i) flat[i] = float(std::sqrt(sq[i]));
+      w1 = Buf::of(flat, F, k);
+      ports["w1"] = &w1;
+    }
+    const int64_t keep = std::max<int64_t>(1, nunits - int64_t(std::llround(sparsity * double(nunits))));
+    std::map<std::string, std::string> args = {{"keep", std::to_string(keep)}, {"criterion", criterion}, {"layout", "nk"}};
+    if (heads) args["heads"] = std::to_string(nunits);
+    run_component(ed.registry(), heads ? "prune.heads" : "prune.neurons", ports, args);
+    const auto* m = reinterpret_cast<const std::int32_t*>(mask.bytes.data());
+    std::vector<char> kept(static_cast<std::size_t>(nunits));
+    for (int64_t i = 0; i < nunits; ++i) kept[std::size_t(i)] = m[i] != 0;
+    auto kept_in = [&](int64_t h0, int64_t w) {
+      int64_t n = 0;
+      for (int64_t i = h0 / unit; i < (h0 + w) / unit; ++i) n += kept[std::size_t(i)];
+      return n;
+    };
+    const int64_t nkept = kept_in(0, F);
+    if (nkept == nunits) continue;
+
+    // new, narrower tensors for every data on the way (same tiles, fewer columns)
+    std::map<std::int32_t, std::map<std::int32_t, int64_t>> widths;  // data -> tile -> kept columns
+    std::size_t last_use = *std::max_element(u.tasks.begin(), u.tasks.end()), first_use = last_use;
+    for (const auto& [tp, range] : cl.bindings) {
+      const DataRef r = dag.tasks[tp.first].bindings[tp.second].ref;
+      widths[r.data][r.tile] = kept_in(range.first, range.second) * unit;
+      first_use = std::min(first_use, tp.first);
+    }
+    widths[x.data][-1] = nkept * unit;
+    std::map<std::int32_t, DataRef> renamed;
+    std::map<std::int32_t, std::map<std::int32_t, std::int32_t>> new_tile;  // data -> old tile -> new tile
+    for (auto& [data, tiles] : widths) {
+      const DataDecl old = dag.data[std::size_t(data)];
+      if (old.ntile_r != 1 || old.shape.size() != 2) {
+        ok = false;
+        break;
+      }
+      // tiles left with no unit disappear: the others are renumbered
+      std::vector<int64_t> split;
+      if (old.tiled())
+        for (int64_t c = 0; c < old.ntile_c; ++c) {
+          auto it = tiles.find(std::int32_t(c));
+          const int64_t w = it != tiles.end() ? it->second
+                            : data == x.data ? kept_in(old.tile_col0(c), old.tile_ncols(c)) * unit
+                                             : old.tile_ncols(c);
+          if (w > 0) {
+            new_tile[data][std::int32_t(c)] = std::int32_t(split.size());
+            split.push_back(w);
+          }
+        }
+      int64_t cols = 0;
+      for (int64_t v : split) cols += v;
+      if (!old.tiled()) cols = tiles.count(-1) ? tiles[-1] : old.cols;
+      std::string key = std::to_string(data) + ":" + std::to_string(cols);
+      for (int64_t v : split) key += "," + std::to_string(v);
+      Slot* slot = nullptr;
+      for (Slot& sl : slots[key])
+        if (sl.free_after < first_use) slot = &sl;
+      if (!slot) {
+        const DataRef nr = ed.add_scratch(old.name + "." + kind, old.dtype, {old.rows, cols});
+        DataDecl& d = dag.data[std::size_t(nr.data)];
+        if (!split.empty()) {
+          d.col_starts.assign(1, 0);
+          for (int64_t v : split) d.col_starts.push_back(d.col_starts.back() + v);
+          d.tile_rows = d.rows;
+          d.tile_cols = *std::max_element(split.begin(), split.end());
+          d.ntile_r = 1;
+          d.ntile_c = int64_t(split.size());
+        }
+        slots[key].push_back({nr, 0});
+        slot = &slots[key].back();
+      }
+      slot->free_after = last_use;
+      renamed[data] = slot->data;
+    }
+    if (!ok) continue;
+    // leaves keep the rows of the kept units (one new weight per leaf task)
+    for (const Leaf& lf : leaves) {
+      const DenseWeight lw = ed.load(lf.use);
+      TaskNode& t = dag.tasks[lf.task];
+      const DataRef bref = t.bindings[ed.port_index(t, "b")].ref;
+      const std::vector<float> ball = bref.data >= 0 ? ed.load_values(bref.data) : std::vector<float>{};
+      const int64_t b0 = bref.data < 0 || bref.tile < 0
+                             ? lf.r0
+                             : dag.data[std::size_t(bref.data)].tile_col0(bref.tile % dag.data[std::size_t(bref.data)].ntile_c);
+      std::vector<float> nw, nb;
+      for (int64_t i = 0; i < lf.w; ++i) {
+        if (!kept[std::size_t((lf.h0 + i) / unit)]) continue;
+        nw.insert(nw.end(), lw.w.begin() + (lf.r0 + i) * lf.use.k, lw.w.begin() + (lf.r0 + i + 1) * lf.use.k);
+        if (!ball.empty()) nb.push_back(ball[std::size_t(b0 + i)]);
+      }
+      const int64_t rows = int64_t(nw.size()) / lf.use.k;
+      if (rows == 0) continue;  // the task goes with its units
+      const std::string base = lf.use.name + "." + kind + std::to_string(lf.r0);
+      ed.bind(t, "w", ed.add_tensor(base, DType::f32, {rows, lf.use.k}, vec_bytes(nw)));
+      if (!nb.empty()) ed.bind(t, "b", ed.add_tensor(base + "_b", DType::f32, {rows}, vec_bytes(nb)));
+      ed.set_arg(t, "transpose_w", "true");
+      ed.mark_graph_changed(lf.use);
+    }
+    // the tensors on the way, and the head counts
+    std::set<std::size_t> gone;  // tasks whose every unit was removed
+    for (const auto& [tp, range] : cl.bindings) {
+      TaskNode& t = dag.tasks[tp.first];
+      Binding& b = t.bindings[tp.second];
+      if (kept_in(range.first, range.second) == 0) {
+        gone.insert(tp.first);
+        continue;
+      }
+      DataRef nr = renamed.at(b.ref.data);
+      nr.tile = b.ref.tile < 0 ? -1 : new_tile.at(b.ref.data).at(b.ref.tile);
+      b.ref = nr;
+      if (per_head(t.comp->name)) {
+        const std::string h = std::to_string(kept_in(range.first, range.second));
+        ed.set_arg(t, "heads", h);
+        if (t.comp->name == "nn.attention" && t.args.get_int("kv_heads") != 0) ed.set_arg(t, "kv_heads", h);
+      }
+    }
+    // the consumer keeps the columns of the kept units
+    std::vector<float> nw;
+    nw.reserve(std::size_t(u.n * nkept * unit));
+    for (int64_t r = 0; r < u.n; ++r)
+      for (int64_t c = 0; c < F; ++c)
+        if (kept[std::size_t(c / unit)]) nw.push_back(wd.w[std::size_t(r * F + c)]);
+    Buf nwb = Buf::of(nw, u.n, nkept * unit);
+    NewTensor t = tensor("w", nwb);
+    t.shape = {u.n, nkept * unit};
+    const WeightUse nu = ed.replace(u, {std::move(t)}, {{"transpose_w", "true"}});
+    ed.mark_graph_changed(u.name);
+    for (std::size_t ti : nu.tasks) ed.bind(dag.tasks[ti], "x", renamed.at(x.data));
+    for (auto it = gone.rbegin(); it != gone.rend(); ++it) ed.remove_task(*it);
+    std::vector<int> mask_out;
+    for (char k : kept) mask_out.push_back(k);
+    layers.push_back({{"consumer", u.name}, {kind, nunits}, {"kept", nkept}, {"leaves", leaves.size()},
+                      {"tasks_removed", gone.size()}, {"mask", mask_out}});
+    before_total += nunits;
+    after_total += nkept;
+  }
+  ctx.log.push_back({{"pass", s.text()}, {"layers", layers}, {std::string(kind) + "_before", before_total},
+                     {std::string(kind) + "_after", after_total}, {"skipped", skipped}});
+}
+
+void pass_prune_heads(PassContext& ctx, const PassSpec& s) { pass_prune_units(ctx, s, true); }
+void pass_prune_neurons(PassContext& ctx, const PassSpec& s) { pass_prune_units(ctx, s, false); }
+
+}  // namespace ymlopt::opt::detail

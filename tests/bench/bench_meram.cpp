@@ -1,0 +1,241 @@
+// MERAM(5,7,10) vs each ERAM alone (the same code with one co-method) vs
+// ARPACK's IRAM (dnaupd/dneupd, ncv = 10), same matrices, same run.
+//
+//   ymlopt_bench_meram [--n 2000] [--k 2] [--tol-exp 8] [--reps 5] [--subspaces 5,7,10] [--ncv 10]
+//                      [--cd 40] [--markov 40] [--max-restarts 20000] [--only CASE]
+//                      [--radius 950 (bulk radius, 1e-3 units)] [--upper 20 (coupling size, 1e-2 units)]
+//
+// Cases (all sparse CSR, eigenvalues known):
+//   clustered  matrix_with_spectrum (coupling --upper): top k = 1, 0.995, ... (complex pair 0.99 ± 0.02i
+//              when k >= 3) above a bulk uniform in the disc |z| <= radius (30% conjugate pairs): hard
+//   origin     spectrum close to the origin: top 1e-3 * (1, 0.99, ...) above a bulk in |z| <= 1e-3 radius: hard
+//   easy       top 1, 0.9, ... above a bulk in |z| <= 0.5
+//   cd         2-D convection-diffusion (ARPACK dndrv1), rho = 1000 (complex pairs), largest |λ|
+//   markov     Saad's random walk, largest real part (eigenvalue 1)
+// MERAM runs its co-methods concurrently, one std::thread each (BLAS 1 thread).
+// "mv" is the summed matvecs of all co-methods (the work); "crit" the largest
+// co-method count (the parallel critical path). Each repetition uses start
+// seed = rep + 1 for every solver. Prints medians and the ratio
+// MERAM / best single ERAM (matvecs).
+#include <cblas.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <complex>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+#include <string>
+#include <vector>
+
+#include "../unit/eigen/eigen_reference.hpp"
+#include "eigen/eigen.hpp"
+#include "eigen/generators.hpp"
+#include "eigen/meram.hpp"
+
+extern "C" char* openblas_get_corename(void);
+
+namespace {
+
+using namespace ymlopt::eigen;
+using std::int64_t;
+
+double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+
+double median(std::vector<double> v) {
+  if (v.empty()) return NAN;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+const char* arg_s(int argc, char** argv, const char* name, const char* def) {
+  for (int i = 1; i + 1 < argc; ++i)
+    if (std::strcmp(argv[i], name) == 0) return argv[i + 1];
+  return def;
+}
+long arg(int argc, char** argv, const char* name, long def) {
+  const char* s = arg_s(argc, argv, name, nullptr);
+  return s ? std::strtol(s, nullptr, 10) : def;
+}
+
+struct Case {
+  std::string name;
+  CsrMatrix a;
+  Which which;
+  std::vector<std::complex<double>> exact;  // all eigenvalues
+};
+
+/// Max over the got values of the relative distance to the nearest wanted exact value.
+double value_error(const std::vector<double>& re, const std::vector<double>& im,
+                   const std::vector<std::complex<double>>& wanted) {
+  double e = 0;
+  for (size_t i = 0; i < re.size(); ++i) {
+    double best = 1e300;
+    for (auto x : wanted) best = std::min(best, std::abs(std::complex<double>(re[i], im[i]) - x) / std::abs(x));
+    e = std::max(e, best);
+  }
+  return e;
+}
+
+/// The k wanted exact values (each pair expanded), by the ordering of `which`.
+std::vector<std::complex<double>> wanted(std::vector<std::complex<double>> all, int64_t k, Which which) {
+  std::vector<std::complex<double>> full;
+  for (auto e : all) {
+    full.push_back(e);
+    if (e.imag() != 0 && std::find(all.begin(), all.end(), std::conj(e)) == all.end()) full.push_back(std::conj(e));
+  }
+  std::sort(full.begin(), full.end(), [&](auto a, auto b) {
+    return which == Which::largest_real ? a.real() > b.real() : std::abs(a) > std::abs(b);
+  });
+  full.resize(static_cast<size_t>(std::min<int64_t>(k + 1, static_cast<int64_t>(full.size()))));
+  return full;  // k + 1: a pair cut at the k-th position is matched either way
+}
+
+struct Row {
+  explicit Row(std::string n) : name(std::move(n)) {}
+  std::string name;
+  std::vector<double> t, mv, crit, rs, err, conv;
+};
+
+void print_row(const Row& r, double ref_mv) {
+  int conv = 0;
+  for (double c : r.conv) conv += c > 0;
+  std::printf("  %-16s %9.4f %9.0f %9.0f %8.0f %9.2e %4d/%-3zu", r.name.c_str(), median(r.t), median(r.mv),
+              median(r.crit), median(r.rs), r.err.empty() ? NAN : *std::max_element(r.err.begin(), r.err.end()), conv,
+              r.conv.size());
+  if (ref_mv > 0) std::printf("  %6.2f", median(r.mv) / ref_mv);
+  std::printf("\n");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int64_t n = arg(argc, argv, "--n", 2000), k = arg(argc, argv, "--k", 2), ncv = arg(argc, argv, "--ncv", 10);
+  const int reps = int(arg(argc, argv, "--reps", 5));
+  const double tol = std::pow(10.0, -double(arg(argc, argv, "--tol-exp", 8)));
+  const int64_t cd = arg(argc, argv, "--cd", 40), mk = arg(argc, argv, "--markov", 40);
+  const int64_t max_restarts = arg(argc, argv, "--max-restarts", 20000);
+  const std::vector<int64_t> subspaces = parse_subspaces(arg_s(argc, argv, "--subspaces", "5,7,10"));
+  const std::string only = arg_s(argc, argv, "--only", "");
+  const MeramPolicy policy =
+      std::string(arg_s(argc, argv, "--policy", "per_eigenvalue")) == "best_set" ? MeramPolicy::best_set
+                                                                                 : MeramPolicy::per_eigenvalue;
+  openblas_set_num_threads(1);
+  std::printf("OpenBLAS core: %s, BLAS 1 thread per solver; MERAM: %zu co-method threads on %u hardware threads\n",
+              openblas_get_corename(), subspaces.size(), std::thread::hardware_concurrency());
+  std::printf("k %lld, tol %.0e (|r| <= tol |λ|), reps %d, max_restarts %lld per co-method, ARPACK ncv %lld\n",
+              (long long)k, tol, reps, (long long)max_restarts, (long long)ncv);
+
+  std::vector<Case> cases;
+  auto top = [&](double scale, double step) {
+    std::vector<std::complex<double>> t;
+    for (int64_t i = 0; i < k; ++i) t.emplace_back(scale * (1.0 - step * double(i)), 0.0);
+    if (k >= 3) t[2] = {scale * 0.99, scale * 0.02};
+    return t;
+  };
+  const double upper = 1e-2 * double(arg(argc, argv, "--upper", 20));
+  const double radius = 1e-3 * double(arg(argc, argv, "--radius", 950));
+  auto with_top = [&](const std::string& name, std::vector<std::complex<double>> t, double r, uint64_t seed) {
+    const auto eigs = random_spectrum(t, n - spectrum_dims(t), r, 0.3, seed);
+    cases.push_back(
+        {name, matrix_with_spectrum(eigs, {.seed = seed, .upper_scale = upper}), Which::largest_magnitude, eigs});
+  };
+  with_top("clustered", top(1.0, 0.005), radius, 11);
+  const double step = 1e-3 * double(arg(argc, argv, "--step", 100));
+  {
+    const auto t = top(1.0, step);
+    const auto eigs = random_spectrum_box(t, n - spectrum_dims(t), -0.5, radius, 0.1, 0.3, 14);
+    cases.push_back(
+        {"box", matrix_with_spectrum(eigs, {.seed = 14, .upper_scale = upper}), Which::largest_magnitude, eigs});
+  }
+  with_top("origin", top(1e-3, 0.01), 1e-3 * radius, 12);
+  with_top("easy", top(1.0, 0.1), 0.5, 13);
+  if (cd > 0) cases.push_back({"cd", convection_diffusion_2d(cd, 1000.0), Which::largest_magnitude,
+                               convection_diffusion_2d_eigenvalues(cd, 1000.0)});
+  if (mk > 0) {
+    Case c{"markov", markov_random_walk(mk), Which::largest_real, {}};
+    c.exact = eigref::lapack_geev(to_dense(c.a), c.a.rows);
+    cases.push_back(std::move(c));
+  }
+
+  std::vector<double> hard_ratios;
+  for (const Case& c : cases) {
+    if (!only.empty() && c.name != only) continue;
+    const LinearOperator op = csr_operator(c.a);
+    const auto want = wanted(c.exact, k, c.which);
+    std::vector<Row> rows;
+    std::string mname = "MERAM(";
+    for (size_t i = 0; i < subspaces.size(); ++i) {
+      if (i) mname += ',';
+      mname += std::to_string(subspaces[i]);
+    }
+    rows.emplace_back(mname + ")");
+    for (int64_t m : subspaces) rows.emplace_back("ERAM(" + std::to_string(m) + ")");
+    rows.emplace_back("ARPACK(" + std::to_string(ncv) + ")");
+    for (int rep = 0; rep < reps; ++rep) {
+      for (size_t v = 0; v <= subspaces.size(); ++v) {
+        MeramOptions o;
+        o.k = k;
+        o.tol = tol;
+        o.which = c.which;
+        o.max_restarts = max_restarts;
+        o.seed = static_cast<uint64_t>(rep + 1);
+        o.subspaces = v == 0 ? subspaces : std::vector<int64_t>{subspaces[v - 1]};
+        o.policy = policy;
+        const double t0 = now_s();
+        const MeramResult r = meram(op, o);
+        const double t = now_s() - t0;
+        Row& row = rows[v];
+        row.t.push_back(t);
+        row.mv.push_back(double(r.total_matvecs));
+        row.crit.push_back(double(r.critical_matvecs));
+        int64_t restarts = 0;
+        for (const auto& cm : r.comethods) restarts = std::max(restarts, cm.restarts);
+        row.rs.push_back(double(restarts));
+        row.err.push_back(value_error(r.result.values_re, r.result.values_im, want));
+        row.conv.push_back(r.result.converged ? 1 : 0);
+      }
+      const double t0 = now_s();
+      const auto ar =
+          eigref::arpack_nonsymmetric(op.apply, c.a.rows, k, c.which == Which::largest_real ? "LR" : "LM", ncv, tol,
+                                      max_restarts);
+      const double t = now_s() - t0;
+      Row& row = rows.back();
+      row.t.push_back(t);
+      row.mv.push_back(double(ar.matvecs));
+      row.crit.push_back(double(ar.matvecs));
+      row.rs.push_back(double(ar.restarts));
+      row.err.push_back(ar.re.empty() ? NAN : value_error(ar.re, ar.im, want));
+      row.conv.push_back(ar.info == 0 && int64_t(ar.re.size()) >= k ? 1 : 0);
+    }
+    // Reference: the best single ERAM that converged in every repetition (fewest median matvecs).
+    double best = 0;
+    std::string best_name = "none";
+    for (size_t v = 1; v <= subspaces.size(); ++v) {
+      bool all = true;
+      for (double x : rows[v].conv) all = all && x > 0;
+      if (!all) continue;
+      if (best == 0 || median(rows[v].mv) < best) {
+        best = median(rows[v].mv);
+        best_name = rows[v].name;
+      }
+    }
+    std::printf("\n%s: n %lld, nnz %lld, which %s; reference: %s\n", c.name.c_str(), (long long)c.a.rows,
+                (long long)c.a.nnz(), c.which == Which::largest_real ? "LR" : "LM", best_name.c_str());
+    std::printf("  %-16s %9s %9s %9s %8s %9s %8s  %6s\n", "solver", "time s", "mv", "crit mv", "restarts",
+                "max err", "conv", "mv/ref");
+    for (const Row& r : rows) print_row(r, best);
+    int conv = 0;
+    for (double x : rows[0].conv) conv += x > 0;
+    if (best > 0)
+      std::printf("RESULT %s meram/best_eram matvecs %.2f critical %.2f (MERAM converged %d/%d)\n", c.name.c_str(),
+                  median(rows[0].mv) / best, median(rows[0].crit) / best, conv, reps);
+    else
+      std::printf("RESULT %s no single ERAM converged within max_restarts in every repetition (MERAM converged %d/%d)\n",
+                  c.name.c_str(), conv, reps);
+  }
+  return 0;
+}

@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# `ymlopt optimize` structured pruning: prune.heads and prune.neurons remove
+# heads / neurons from the graph (narrower q/k/v, attention, rope, FFN tensors
+# and weights). Independent check: the pruned model's outputs equal the
+# ORIGINAL workflow run on the original weights with the removed units'
+# columns of the consumer layer (o_proj / down_proj) set to zero — written by
+# numpy here, not by ymlopt. GPT-2 ([in, out] weights), BERT and LLaMA
+# ([out, in]; SwiGLU, RoPE), magnitude and activation criteria; then the
+# "heads pruning + fusion" sequence.
+source "$(dirname "$0")/lib.sh"
+y=$1
+py=/usr/bin/python3
+if ! "$py" -c "import numpy" 2>/dev/null; then
+  echo "skip: $py has no numpy (Debian python3-numpy; scripts/test.sh installs it)"
+  exit 77
+fi
+"$py" -c "import numpy as np; np.save('$tmp/ids.npy', (np.arange(64) * 37 % 512).astype(np.int32))"
+"$y" model init --arch gpt2 --preset tiny --heads 6 --seed 5 "$tmp/gpt2.safetensors" >/dev/null
+"$y" model init --arch bert --preset tiny --seed 5 "$tmp/bert.safetensors" >/dev/null
+"$y" model init --arch llama --preset tiny --kv-heads 6 --seed 5 "$tmp/llama.safetensors" >/dev/null
+"$y" model init --arch llama --preset tiny --seed 5 "$tmp/gqa.safetensors" >/dev/null
+common=(--set ids="$tmp/ids.npy" --set batch=2 --set seq=32 --set layers=2 --set width=96 --set vocab=512)
+G=(workflows/models/gpt2.xml "${common[@]}" --set heads=6 --set context=64 --set tile_n=32)
+B=(workflows/models/bert.xml "${common[@]}" --set heads=6 --set ffn=200 --set context=64 --set tile_n=48)
+L=(workflows/models/llama.xml "${common[@]}" --set heads=6 --set kv_heads=6 --set ffn=160 --set tile_n=48)
+
+# model:array:output:passes
+for m in gpt2:G:logits:prune.heads:sparsity=0.34,prune.neurons \
+         bert:B:hidden:prune.heads:sparsity=0.5,prune.neurons:sparsity=0.3 \
+         llama:L:logits:prune.heads:sparsity=0.34:criterion=activation,prune.neurons:criterion=activation; do
+  IFS=: read -r model arr outname _ <<<"$m"
+  passes=${m#*:*:*:}
+  declare -n A=$arr
+  expect_rc 0 "$model $passes" -- "$y" optimize "${A[@]}" --set weights="$tmp/$model.safetensors" --passes "$passes" \
+    --eval --reps 1 -o "$tmp/$model"
+  expect_rc 0 "$model pruned workflow runs" -- "$y" run "$tmp/$model/$model.opt.xml" -q -o "$tmp/$model/flat"
+  # the reference: original weights with the removed units' consumer columns zeroed
+  expect_rc 0 "$model reference weights" -- "$py" - "$tmp/$model" "$tmp/$model.safetensors" "$model" <<'PY'
+import json, struct, sys
+import numpy as np
+d, src, arch = sys.argv[1:4]
+raw = open(src, "rb").read()
+n = struct.unpack("<Q", raw[:8])[0]
+hdr = json.loads(raw[8:8 + n])
+meta = hdr.pop("__metadata__", None)
+arrays = {k: np.frombuffer(raw[8 + n + v["data_offsets"][0]: 8 + n + v["data_offsets"][1]], np.float32).reshape(v["shape"]).copy()
+          for k, v in hdr.items()}
+removed = 0
+for p in json.load(open(d + "/report.json"))["pass_log"]:
+    for layer in p["layers"]:
+        w = arrays[layer["consumer"]]
+        mask = np.array(layer["mask"], bool)
+        in_dim = 0 if arch == "gpt2" else 1  # GPT-2 Conv1D stores [in, out]
+        unit = w.shape[in_dim] // mask.size
+        cols = np.repeat(~mask, unit)
+        if in_dim == 0: w[cols, :] = 0
+        else: w[:, cols] = 0
+        removed += int((~mask).sum())
+assert removed > 0, "nothing pruned"
+out, blobs, off = {}, [], 0
+for k, a in arrays.items():
+    b = a.astype("<f4").tobytes()
+    out[k] = {"dtype": "F32", "shape": list(a.shape), "data_offsets": [off, off + len(b)]}
+    blobs.append(b); off += len(b)
+h = json.dumps(out).encode(); h += b" " * (-len(h) % 8)
+open(d + "/zeroed.safetensors", "wb").write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
+print(f"{removed} units zeroed")
+PY
+  expect_rc 0 "$model original workflow, zeroed units" -- "$y" run "${A[@]}" --set weights="$tmp/$model/zeroed.safetensors" \
+    -q -o "$tmp/$model/ref"
+  expect_rc 0 "$model pruned = zeroed" -- "$py" - "$tmp/$model" "$outname" <<'PY'
+import json, sys
+import numpy as np
+d, name = sys.argv[1:3]
+a, b = np.load(f"{d}/flat/{name}.npy"), np.load(f"{d}/ref/{name}.npy")
+err = np.linalg.norm(a - b) / np.linalg.norm(b)
+r = json.load(open(d + "/report.json"))
+log = r["pass_log"]
+assert err < 1e-5, err
+assert all(p["layers"] for p in log), log
+assert r["optimized"]["flops"] < r["original"]["flops"] and r["weight_bytes"]["optimized"] < r["weight_bytes"]["original"]
+kinds = [(p["pass"].split(":")[0], sum(l["kept"] for l in p["layers"]), sum(l.get("heads", len(l["mask"])) for l in p["layers"])) for p in log]
+print(f"relative difference {err:.2g}; kept {kinds}; flops x{r['optimized']['flops'] / r['original']['flops']:.3f}")
+PY
+  echo "  $out"
+  unset -n A
+done
+
+# grouped-query attention: heads are not removed (a kv head serves several), and the log says why
+expect_rc 0 "llama GQA prune.heads" -- "$y" optimize "${L[@]}" --set kv_heads=2 --set weights="$tmp/gqa.safetensors" \
+  --passes prune.heads -o "$tmp/gqa"
+"$py" -c "
+import json,sys; p=json.load(open('$tmp/gqa/report.json'))['pass_log'][0]
+ok = p['layers'] == [] and any('grouped-query attention' in s for s in p['skipped'])
+print(p['skipped'][:1]); sys.exit(0 if ok else 1)" || { echo "FAIL: GQA heads kept with a reason"; fails=$((fails + 1)); }
+expect_rc 2 "bad criterion" -- "$y" optimize "${G[@]}" --set weights="$tmp/gpt2.safetensors" --passes prune.heads:criterion=fisher
+expect_in "option 'criterion' of prune.heads is 'fisher': magnitude or activation" "message"
+
+# the shipped sequence: heads and neurons pruning, then q/k/v and gate/up merged
+expect_rc 0 "sequence heads-fusion on llama" -- "$y" optimize "${L[@]}" --set weights="$tmp/llama.safetensors" \
+  --sequence workflows/sequences/heads-fusion.xml --eval --reps 1 -o "$tmp/seq"
+"$py" -c "
+import json,sys; r=json.load(open('$tmp/seq/report.json')); log=r['pass_log']
+names=[p['pass'].split(':')[0] for p in log]
+ok = names[:3] == ['prune.heads', 'prune.neurons', 'fuse.merge'] and log[2]['groups'] > 0
+print(names, 'merged groups', log[2]['groups']); sys.exit(0 if ok else 1)" || { echo "FAIL: heads-fusion sequence"; fails=$((fails + 1)); }
+finish
