@@ -29,8 +29,13 @@
 // (w -= e · U[j, j+1:]), and after the block the remaining columns get the lazy
 // update W[:, end:] -= E · U[block, end:] (one dgemm).
 //
-// Not implemented: act-order (columns by decreasing diag H). With H = I the
-// result is exactly round-to-nearest (quant.group / quant.int8).
+// act_order (the paper's "act-order" heuristic, as in AutoGPTQ with static groups):
+// columns are processed by decreasing diag H (ties: lower index first), and every
+// group's scale/zero is computed up front from the original weights of its
+// contiguous columns, so the storage layout is unchanged (no group index): each
+// column is rounded with its own group's parameters whenever it comes up.
+// With H = I (or any diagonal H) the result is exactly round-to-nearest
+// (quant.group / quant.int8), with or without act_order.
 #include <cblas.h>
 #include <lapacke.h>
 
@@ -194,13 +199,44 @@ QuantizedWeight quantize_gptq(const float* w_in, int64_t n, int64_t k, int64_t l
   }
   const double damp = opt.damp * diag_sum / static_cast<double>(k);
   for (int64_t j = 0; j < k; ++j) u[static_cast<std::size_t>(j * k + j)] += damp;
-  cholesky_of_inverse(u, k);
 
   const int64_t gs = group > 0 ? group : k;
-  const int64_t bs = group > 0 ? (opt.block + gs - 1) / gs * gs : opt.block;
+  std::vector<float> buf(static_cast<std::size_t>(gs));
+  // act_order: static group parameters from the original weights; columns and H permuted
+  std::vector<int64_t> perm(static_cast<std::size_t>(k));
+  for (int64_t j = 0; j < k; ++j) perm[static_cast<std::size_t>(j)] = j;
+  std::vector<GroupParams> fixed;
+  if (opt.act_order) {
+    std::stable_sort(perm.begin(), perm.end(), [&](int64_t a, int64_t b) {
+      return u[static_cast<std::size_t>(a * k + a)] > u[static_cast<std::size_t>(b * k + b)];
+    });
+    fixed.resize(static_cast<std::size_t>(n * G));
+    for (int64_t row = 0; row < n; ++row)
+      for (int64_t g = 0; g < G; ++g) {
+        for (int64_t c = 0; c < gs; ++c)
+          buf[static_cast<std::size_t>(c)] = static_cast<float>(w[static_cast<std::size_t>(row * k + g * gs + c)]);
+        const GroupParams p = params_of(buf.data(), gs, bits, sym);
+        fixed[static_cast<std::size_t>(row * G + g)] = p;
+        r.scale_f32[static_cast<std::size_t>(row * G + g)] = p.scale;
+        if (!sym) r.zero[static_cast<std::size_t>(row * G + g)] = stored_zero(p, bits, sym);
+      }
+    std::vector<double> wp(w.size()), up(u.size());
+    for (int64_t a = 0; a < k; ++a) {
+      const int64_t pa = perm[static_cast<std::size_t>(a)];
+      for (int64_t row = 0; row < n; ++row) wp[static_cast<std::size_t>(row * k + a)] = w[static_cast<std::size_t>(row * k + pa)];
+      for (int64_t b = 0; b < k; ++b)
+        up[static_cast<std::size_t>(a * k + b)] = u[static_cast<std::size_t>(pa * k + perm[static_cast<std::size_t>(b)])];
+    }
+    w.swap(wp);
+    u.swap(up);
+  }
+  cholesky_of_inverse(u, k);
+
+  // without act_order a group's parameters come from its current weights when it starts,
+  // so a group must not straddle two blocks
+  const int64_t bs = group > 0 && !opt.act_order ? (opt.block + gs - 1) / gs * gs : opt.block;
   std::vector<int> codes(static_cast<std::size_t>(n * k));  // unsigned / signed codes as code_of returns them
   std::vector<GroupParams> par(static_cast<std::size_t>(n));
-  std::vector<float> buf(static_cast<std::size_t>(gs));
   std::vector<double> w1, err1;
   for (int64_t i1 = 0; i1 < k; i1 += bs) {
     const int64_t i2 = std::min(k, i1 + bs), cnt = i2 - i1;
@@ -209,8 +245,8 @@ QuantizedWeight quantize_gptq(const float* w_in, int64_t n, int64_t k, int64_t l
     for (int64_t row = 0; row < n; ++row)
       std::copy_n(&w[static_cast<std::size_t>(row * k + i1)], cnt, &w1[static_cast<std::size_t>(row * cnt)]);
     for (int64_t i = 0; i < cnt; ++i) {
-      const int64_t j = i1 + i;
-      if (j % gs == 0) {  // a group starts: scales from the current weights (per channel: the whole row at j = 0)
+      const int64_t j = i1 + i, oj = perm[static_cast<std::size_t>(j)];  // oj: the original column
+      if (!opt.act_order && j % gs == 0) {  // a group starts: scales from the current weights (per channel: the whole row at j = 0)
         const int64_t g = j / gs;
         for (int64_t row = 0; row < n; ++row) {
           const double* src = group > 0 ? &w1[static_cast<std::size_t>(row * cnt + i)] : &w[static_cast<std::size_t>(row * k)];
@@ -224,10 +260,11 @@ QuantizedWeight quantize_gptq(const float* w_in, int64_t n, int64_t k, int64_t l
       const double d = u[static_cast<std::size_t>(j * k + j)];
       const double* urow = &u[static_cast<std::size_t>(j * k + i1)];
       for (int64_t row = 0; row < n; ++row) {
-        const GroupParams& p = par[static_cast<std::size_t>(row)];
+        const GroupParams& p = opt.act_order ? fixed[static_cast<std::size_t>(row * G + oj / gs)]
+                                             : par[static_cast<std::size_t>(row)];
         double* wr = &w1[static_cast<std::size_t>(row * cnt)];
         const int c = code_of(static_cast<float>(wr[i]), p, bits, sym);
-        codes[static_cast<std::size_t>(row * k + j)] = c;
+        codes[static_cast<std::size_t>(row * k + oj)] = c;
         const float deq =
             (static_cast<float>(stored_code(c, bits, sym)) - stored_zero(p, bits, sym)) * p.scale;  // quant::dequantize
         const double e = (wr[i] - static_cast<double>(deq)) / d;
@@ -360,6 +397,7 @@ void gptq_cpu(KernelContext& ctx) {
   o.symmetric = ctx.arg_bool("symmetric");
   o.damp = ctx.arg_float("damp");
   o.block = ctx.arg_int("block");
+  o.act_order = ctx.arg_bool("act_order");
   quant::GptqStats st;
   const quant::QuantizedWeight qw = quant::quantize_gptq(w.data(), n, k, k, h.data(), o, &st);
   auto* qp = static_cast<std::int8_t*>(qv.data);
@@ -390,14 +428,18 @@ void register_quant_gptq(Registry& reg) {
       reg, "quant.gptq",
       "GPTQ (Frantar et al. 2022): int4/int8 weights rounded column by column with the OBS error compensation "
       "through the Cholesky factor of H^-1 (h = 2/m XᵀX of calibration inputs); outputs laid out exactly like "
-      "quant.group (group 32/64/128) or quant.int8 (group 0); no act-order",
+      "quant.group (group 32/64/128) or quant.int8 (group 0); act_order: columns by decreasing diag H with "
+      "static group scales",
       gptq_ports(),
       {{"bits", ParamType::int_, "4", false, "4 or 8"},
        {"group", ParamType::int_, "128", false, "weights per scale along k: 32, 64 or 128; 0: one scale per row"},
        {"symmetric", ParamType::bool_, "true", false,
         "true: the symmetric rules of quant.group / quant.int8; false: min/max range with a float zero point"},
        {"damp", ParamType::float_, "0.01", false, "H += damp * mean(diag H) * I before inverting"},
-       {"block", ParamType::int_, "128", false, "columns per lazy-update block (rounded up to a multiple of group)"},
+       {"block", ParamType::int_, "128", false,
+        "columns per lazy-update block (without act_order rounded up to a multiple of group)"},
+       {"act_order", ParamType::bool_, "false", false,
+        "process columns by decreasing diag H; group scales then come from the original weights (static groups)"},
        {"layout", ParamType::string_, "nk", false,
         "nk: w is [n, k] (torch Linear); kn: w is [k, n] (GPT-2 Conv1D); outputs are [n, k]-rowed"}},
       gptq_cpu, gptq_check, gptq_cost);

@@ -83,7 +83,8 @@ struct GptqOptions {
   std::int64_t group = 128;    // 0, 32, 64 or 128
   bool symmetric = true;       // the rules of quantize_group / quantize_int8
   double damp = 0.01;          // H += damp * mean(diag H) * I
-  std::int64_t block = 128;    // columns per lazy-update block (rounded up to a multiple of group)
+  std::int64_t block = 128;    // columns per lazy-update block (without act_order: rounded up to a multiple of group)
+  bool act_order = false;      // columns by decreasing diag H, group scales from the original weights
 };
 
 /// What quantize_gptq did: sum over weights of (w - q)^2 / (2 [H^-1]_jj) (the OBS
@@ -97,7 +98,8 @@ struct GptqStats {
 /// Hessian H [k, k] (row-major, 2/m XᵀX as prune::hessian makes it): columns are
 /// quantized left to right with the quantize_group / quantize_int8 rule of the
 /// options (a group's scale and zero come from its current, already error-updated
-/// weights when the group starts), and each column's rounding error is spread over
+/// weights when the group starts; with act_order, from its original weights, and the
+/// columns go by decreasing diag H), and each column's rounding error is spread over
 /// the columns not yet quantized through the Cholesky factor of H^-1. The result
 /// has the layout of quantize_group (group > 0) or quantize_int8 (group 0).
 ///

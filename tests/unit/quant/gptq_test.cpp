@@ -136,7 +136,9 @@ struct RefResult {
   double loss = 0;
 };
 
-/// Sequential GPTQ in long double: the OBQ form (explicit inverse, downdated per column).
+/// Sequential GPTQ in long double: the OBQ form (explicit inverse, downdated per column),
+/// columns in index order, or with act_order by decreasing diag H with every group's
+/// parameters taken from the original weights.
 RefResult ref_gptq(const std::vector<float>& w0, int64_t n, int64_t k, const std::vector<double>& h0,
                    const quant::GptqOptions& o) {
   std::vector<LD> w(w0.begin(), w0.end()), h(h0.begin(), h0.end());
@@ -165,28 +167,52 @@ RefResult ref_gptq(const std::vector<float>& w0, int64_t n, int64_t k, const std
   RefResult res;
   res.codes.resize(static_cast<std::size_t>(n * k));
   res.deq.resize(static_cast<std::size_t>(n * k));
-  std::vector<RefParams> par(static_cast<std::size_t>(n));
+  std::vector<RefParams> par(static_cast<std::size_t>(n)), fixed(static_cast<std::size_t>(n * (k / gs)));
+  std::vector<int64_t> order;
+  for (int64_t j = 0; j < k; ++j) order.push_back(j);
+  if (o.act_order) {
+    // selection sort by decreasing diagonal, ties by index (the diagonal of the damped H = H_jj + const)
+    std::vector<LD> dg;
+    for (int64_t j = 0; j < k; ++j) dg.push_back(h0[static_cast<std::size_t>(j * k + j)] == 0 ? 1 : h0[static_cast<std::size_t>(j * k + j)]);
+    for (int64_t a = 0; a < k; ++a) {
+      int64_t best = a;
+      for (int64_t b = a + 1; b < k; ++b)
+        if (dg[static_cast<std::size_t>(order[static_cast<std::size_t>(b)])] > dg[static_cast<std::size_t>(order[static_cast<std::size_t>(best)])] ||
+            (dg[static_cast<std::size_t>(order[static_cast<std::size_t>(b)])] == dg[static_cast<std::size_t>(order[static_cast<std::size_t>(best)])] &&
+             order[static_cast<std::size_t>(b)] < order[static_cast<std::size_t>(best)]))
+          best = b;
+      std::swap(order[static_cast<std::size_t>(a)], order[static_cast<std::size_t>(best)]);
+    }
+    for (int64_t r = 0; r < n; ++r)
+      for (int64_t g = 0; g < k / gs; ++g)
+        fixed[static_cast<std::size_t>(r * (k / gs) + g)] = ref_params(
+            std::vector<float>(w0.begin() + r * k + g * gs, w0.begin() + r * k + (g + 1) * gs), o.bits, o.symmetric);
+  }
+  std::vector<char> done(static_cast<std::size_t>(k), 0);
   LD loss = 0;
-  for (int64_t j = 0; j < k; ++j) {
-    if (j % gs == 0)
+  for (int64_t j : order) {
+    if (!o.act_order && j % gs == 0)
       for (int64_t r = 0; r < n; ++r) {
         std::vector<float> g;
         for (int64_t c = j; c < j + gs; ++c) g.push_back(fl(W(r, c)));
         par[static_cast<std::size_t>(r)] = ref_params(g, o.bits, o.symmetric);
       }
     const LD d = I(j, j);
+    done[static_cast<std::size_t>(j)] = 1;
     for (int64_t r = 0; r < n; ++r) {
-      const RefParams& p = par[static_cast<std::size_t>(r)];
+      const RefParams& p = o.act_order ? fixed[static_cast<std::size_t>(r * (k / gs) + j / gs)] : par[static_cast<std::size_t>(r)];
       const int c = ref_code(fl(W(r, j)), p, o.bits, o.symmetric);
       const float q = ref_value(c, p, o.bits, o.symmetric);
       res.codes[static_cast<std::size_t>(r * k + j)] = c;
       res.deq[static_cast<std::size_t>(r * k + j)] = q;
       const LD e = (W(r, j) - q) / d;
       loss += (W(r, j) - q) * e / 2;
-      for (int64_t c2 = j + 1; c2 < k; ++c2) W(r, c2) -= e * I(j, c2);
+      for (int64_t c2 = 0; c2 < k; ++c2)
+        if (!done[static_cast<std::size_t>(c2)]) W(r, c2) -= e * I(j, c2);
     }
-    for (int64_t a = j + 1; a < k; ++a)
-      for (int64_t b = j + 1; b < k; ++b) I(a, b) -= I(a, j) * I(j, b) / d;
+    for (int64_t a = 0; a < k; ++a)
+      for (int64_t b = 0; b < k; ++b)
+        if (!done[static_cast<std::size_t>(a)] && !done[static_cast<std::size_t>(b)]) I(a, b) -= I(a, j) * I(j, b) / d;
   }
   res.loss = static_cast<double>(loss);
   return res;
@@ -223,8 +249,10 @@ double output_error(const Calib& c, const std::vector<float>& w, const std::vect
   return static_cast<double>(std::sqrt(s));
 }
 
-quant::GptqOptions opts(int bits, int64_t group, bool sym, int64_t block = 128, double damp = 0.01) {
+quant::GptqOptions opts(int bits, int64_t group, bool sym, int64_t block = 128, double damp = 0.01,
+                        bool act_order = false) {
   quant::GptqOptions o;
+  o.act_order = act_order;
   o.bits = bits;
   o.group = group;
   o.symmetric = sym;
@@ -244,7 +272,10 @@ TEST(GptqTest, EqualsNaiveSequentialLongDoubleGptq) {
   const std::vector<Case> cases = {
       {6, 64, opts(4, 32, true), -1},     {5, 128, opts(4, 64, false, 32), 7},  {4, 96, opts(8, 32, false, 40), -1},
       {3, 72, opts(8, 0, true, 16), 70},  {4, 64, opts(4, 0, false), -1},       {7, 256, opts(4, 128, true, 64, 0.1), -1},
-      {2, 128, opts(8, 128, true, 1), -1}};
+      {2, 128, opts(8, 128, true, 1), -1},
+      // act_order: static groups, blocks that do not align with the groups
+      {6, 128, opts(4, 32, true, 48, 0.01, true), 9},   {5, 96, opts(4, 32, false, 128, 0.01, true), -1},
+      {4, 64, opts(8, 0, true, 16, 0.01, true), -1},    {3, 128, opts(8, 64, false, 7, 0.01, true), -1}};
   int idx = 0;
   for (const Case& cs : cases) {
     SCOPED_TRACE("case " + std::to_string(idx));
@@ -296,15 +327,19 @@ TEST(GptqTest, LayerOutputErrorClearlyBelowRoundToNearest) {
     double max_ratio;
   };
   for (const S& s : {S{4, 128, true, 0.75}, S{4, 128, false, 0.75}, S{4, 32, false, 0.8}, S{8, 0, true, 0.75}}) {
-    SCOPED_TRACE(std::to_string(s.bits) + " bits, group " + std::to_string(s.group) + (s.sym ? " sym" : " asym"));
-    const QuantizedWeight g = quant::quantize_gptq(w.data(), n, k, k, c.h.data(), opts(s.bits, s.group, s.sym));
+   for (bool act : {false, true}) {
+    SCOPED_TRACE(std::to_string(s.bits) + " bits, group " + std::to_string(s.group) + (s.sym ? " sym" : " asym") +
+                 (act ? ", act_order" : ""));
+    const QuantizedWeight g =
+        quant::quantize_gptq(w.data(), n, k, k, c.h.data(), opts(s.bits, s.group, s.sym, 128, 0.01, act));
     const QuantizedWeight r = s.group == 0 ? quant::quantize_int8(w.data(), n, k, k)
                                            : quant::quantize_group(w.data(), n, k, k, s.bits, s.group, s.sym);
     const double eg = output_error(c, w, dequant(g), n), er = output_error(c, w, dequant(r), n);
-    std::printf("    %d bits group %lld %s: ||X(W-Q)'|| GPTQ %.5g, RTN %.5g, ratio %.3f\n", s.bits,
-                static_cast<long long>(s.group), s.sym ? "sym" : "asym", eg, er, eg / er);
+    std::printf("    %d bits group %lld %s%s: ||X(W-Q)'|| GPTQ %.5g, RTN %.5g, ratio %.3f\n", s.bits,
+                static_cast<long long>(s.group), s.sym ? "sym" : "asym", act ? " act_order" : "", eg, er, eg / er);
     EXPECT_GT(er, 0);
     EXPECT_LT(eg, s.max_ratio * er);
+   }
   }
 }
 
@@ -320,7 +355,8 @@ TEST_F(GptqComponentTest, DiagonalHessianEqualsRoundToNearestExactly) {
   const int64_t n = 6, k = 256;
   Mat<float> w(n, k, 3);
   w.random(11, -0.4, 0.6);
-  for (bool identity : {true, false}) {
+  for (bool identity : {true, false})
+   for (bool act : {false, true}) {
     Mat<double> h(k, k, 0, DType::f64, 0.0);
     std::mt19937 gen(5);
     std::uniform_real_distribution<double> ud(0.1, 10.0);
@@ -330,13 +366,14 @@ TEST_F(GptqComponentTest, DiagonalHessianEqualsRoundToNearestExactly) {
         for (bool sym : {true, false}) {
           if (group == 0 && !(bits == 8 && sym)) continue;  // quant.int8 is the per-channel RTN reference
           SCOPED_TRACE(std::to_string(bits) + " bits, group " + std::to_string(group) + (sym ? " sym" : " asym") +
-                       (identity ? ", H = I" : ", H diagonal"));
+                       (identity ? ", H = I" : ", H diagonal") + (act ? ", act_order" : ""));
           const int64_t G = group > 0 ? k / group : 1;
           const int64_t qc = bits == 8 ? k : k / 2;
           Mat<std::int8_t> q(n, qc, 0, DType::i8), qr(n, qc, 0, DType::i8);
           Mat<float> s(group > 0 ? n : 1, group > 0 ? G : n), sr = s, z = s, zr = s;
           const std::map<std::string, std::string> a = {
-              {"bits", std::to_string(bits)}, {"group", std::to_string(group)}, {"symmetric", sym ? "true" : "false"}};
+              {"bits", std::to_string(bits)}, {"group", std::to_string(group)}, {"symmetric", sym ? "true" : "false"},
+              {"act_order", act ? "true" : "false"}};
           run(reg, "quant.gptq", {w.view(), h.view(), q.view(), s.view(), sym ? TensorView{} : z.view()}, a);
           if (group == 0)
             run(reg, "quant.int8", {w.view(), qr.view(), sr.view()});
