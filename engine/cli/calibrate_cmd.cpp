@@ -439,10 +439,17 @@ int cmd_calibrate(const std::vector<std::string>& args) {
 
 namespace ymlopt {
 
-Prediction predict_run(const Dag& dag, const std::string& backend, int ncpu) {
+Prediction predict_run(const Dag& dag, const std::string& backend, int ncpu, const History* history) {
   const Calibration c = calibration_or_builtin();
   const int workers = backend == "sequential" ? 1 : (ncpu > 0 ? ncpu : std::max(1, c.starpu_workers));
-  return predict(dag, c, workers, backend);
+  return predict(dag, c, workers, backend, history);
+}
+
+std::vector<double> task_seconds(const ExecResult& r) {
+  std::vector<double> s(r.records.size(), -1.0);
+  for (std::size_t i = 0; i < r.records.size(); ++i)
+    if (r.records[i].ran) s[i] = (r.records[i].end_us - r.records[i].start_us) * 1e-6;
+  return s;
 }
 
 nlohmann::json prediction_report(const Prediction& p, double measured_us, double store_bytes, double peak_rss_bytes) {

@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "ymlopt/engine/perf_model.hpp"
+#include "ymlopt/scheduler/executor.hpp"
 
 namespace ymlopt {
 
@@ -31,11 +32,16 @@ Calibration calibration_or_builtin();
 namespace ymlopt {
 
 /// `ymlopt run`'s prediction, made before the run: backend "starpu" runs on
-/// `ncpu` workers (0: the calibrated StarPU worker count), "sequential" on one.
+/// `ncpu` workers (0: the calibrated StarPU worker count), "sequential" on one;
+/// with this machine's task history when given.
 ///
-///   Prediction p = predict_run(dag, "starpu", 0);
+///   History h = load_history();
+///   Prediction p = predict_run(dag, "starpu", 0, &h);
 ///   info["prediction"] = prediction_report(p, makespan_us, allocated + mapped, peak_rss);
-Prediction predict_run(const Dag& dag, const std::string& backend, int ncpu);
+Prediction predict_run(const Dag& dag, const std::string& backend, int ncpu, const History* history = nullptr);
+
+/// Seconds of each task of a finished run (by task id; -1 for tasks that did not run).
+std::vector<double> task_seconds(const ExecResult& r);
 
 /// report.json's "prediction": the Prediction plus the measured figures and the
 /// ratios predicted / measured (time, DataStore memory, peak RSS). `time_cpu_adjusted`

@@ -352,7 +352,7 @@ int cmd_run(const std::vector<std::string>& args) {
   WorkflowArgs wf;
   std::string out, backend = "starpu", sched = "lws", starpu_home;
   int ncpu = 0;
-  bool quiet = false, verbose = false, dry_run = false;
+  bool quiet = false, verbose = false, dry_run = false, no_history = false;
   po::options_description d("ymlopt run WF.xml [options]");
   d.add_options()("help,h", "show this help")("out,o", po::value(&out), "run directory (default runs/<workflow>-<time>)")(
       "backend,b", po::value(&backend), "starpu (default) or sequential")(
@@ -361,7 +361,9 @@ int cmd_run(const std::vector<std::string>& args) {
       "starpu-home", po::value(&starpu_home), "directory for StarPU perf models (default RUN_DIR/starpu)")(
       "dry-run", po::bool_switch(&dry_run), "compile and print memory and flops, allocate and run nothing")(
       "quiet,q", po::bool_switch(&quiet), "no progress line or summary")("verbose,v", po::bool_switch(&verbose),
-                                                                         "show StarPU's own messages");
+                                                                         "show StarPU's own messages")(
+      "no-history", po::bool_switch(&no_history),
+      "predict from the calibrated rates only, and leave this run out of the machine's task history");
   add_workflow_options(d, wf);
   if (parse_or_help(args, d, &wf)) return 0;
   if (backend != "starpu" && backend != "sequential")
@@ -417,12 +419,22 @@ int cmd_run(const std::vector<std::string>& args) {
   eo.verbose = verbose;
   Progress progress;
   progress.total = std::int64_t(dag.tasks.size());
-  const Prediction prediction = predict_run(dag, backend, ncpu);  // before running: the run must not inform it
+  // before running: the run must not inform it (the history holds earlier runs only)
+  History history = no_history ? History{} : load_history();
+  const Prediction prediction = predict_run(dag, backend, ncpu, &history);
   auto exec = backend == "starpu" ? make_starpu_executor() : make_sequential_executor();
   ExecResult res;
   {
     ProgressLine line(progress, !quiet && isatty(2));
     res = exec->execute(dag, *store, eo, progress);
+  }
+  if (res.ok && !no_history) {
+    record_history(history, dag, task_seconds(res));
+    try {
+      save_history(history);
+    } catch (const std::exception& e) {
+      std::cerr << "ymlopt: warning: " << e.what() << "\n";
+    }
   }
   RunTotals totals = compute_totals(dag, res);
   totals.blas_peak_gflops = blas_peak_gflops(totals.makespan_us > 0 ? totals.flops / totals.makespan_us / 1e3 : 0);

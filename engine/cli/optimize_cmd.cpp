@@ -115,8 +115,10 @@ std::vector<double> to_doubles(const TensorView& v) {
   return out;
 }
 
-/// Runs a DAG `reps` times (fresh data each time), keeps the outputs of the last run.
-RunOutcome run_model(const Dag& dag, const std::string& backend, int reps, const std::string& run_dir) {
+/// Runs a DAG `reps` times (fresh data each time), keeps the outputs of the last run;
+/// each run's task times go into `history` (when given).
+RunOutcome run_model(const Dag& dag, const std::string& backend, int reps, const std::string& run_dir,
+                     History* history) {
   RunOutcome o;
   const DagFootprint f = analyze(dag);
   o.weight_bytes = f.parameter_total;
@@ -134,6 +136,7 @@ RunOutcome run_model(const Dag& dag, const std::string& backend, int reps, const
     const ExecResult res = exec->execute(dag, store, eo, progress);
     if (!res.ok) throw std::runtime_error("running '" + dag.file + "' failed: " + res.error);
     o.times_us.push_back(res.makespan_us);
+    if (history) record_history(*history, dag, task_seconds(res));
     if (r + 1 == reps)
       for (const TaskNode& t : dag.tasks)
         if (t.comp->name == "io.save") {
@@ -276,7 +279,7 @@ int cmd_optimize(const std::vector<std::string>& args) {
   std::vector<std::string> calib_sets;
   std::string calib_file;
   std::string run_name;
-  bool eval = false, list = false;
+  bool eval = false, list = false, no_history = false;
   int reps = 3;
   po::options_description d("ymlopt optimize MODEL.xml (--passes LIST | --sequence SEQ.xml) [options]");
   d.add_options()("help,h", "show this help")("passes,p", po::value(&passes_text),
@@ -288,6 +291,8 @@ int cmd_optimize(const std::vector<std::string>& args) {
       "eval", po::bool_switch(&eval), "run the original and the optimized model and compare them")(
       "backend,b", po::value(&backend), "backend for --eval: sequential (default) or starpu")(
       "reps", po::value(&reps), "timed runs of each model for --eval (median reported; default 3)")(
+      "no-history", po::bool_switch(&no_history),
+      "--eval: predict from the calibrated rates only, and record nothing in the machine's task history")(
       "calib-set", po::value(&calib_sets)->composing(),
       "NAME=VALUE for the calibration runs only (e.g. other input ids; default: the model's own inputs)")(
       "calib-sets", po::value(&calib_file),
@@ -436,10 +441,17 @@ int cmd_optimize(const std::vector<std::string>& args) {
   if (eval) {
     CompileResult ocr0;
     if (int rc = compile(wf, reg, ocr0)) return rc;
+    // each model is predicted before it runs, from the history of the runs before
+    // it (the original's included, for the optimized model) and the rates
+    History history = no_history ? History{} : load_history();
     RunOutcome a, b;
+    Prediction pa, pb;
     try {
-      a = run_model(ocr0.dag, backend, reps, out_dir + "/eval-original");
-      b = run_model(ocr.dag, backend, reps, out_dir + "/eval-optimized");
+      pa = predict_run(ocr0.dag, backend, 0, &history);
+      a = run_model(ocr0.dag, backend, reps, out_dir + "/eval-original", no_history ? nullptr : &history);
+      pb = predict_run(ocr.dag, backend, 0, &history);
+      b = run_model(ocr.dag, backend, reps, out_dir + "/eval-optimized", no_history ? nullptr : &history);
+      if (!no_history) save_history(history);
     } catch (const std::exception& e) {
       std::cerr << "ymlopt: error: " << e.what() << "\n";
       return 1;
@@ -452,8 +464,8 @@ int cmd_optimize(const std::vector<std::string>& args) {
     report["original"] = side(a);
     report["optimized"] = side(b);
     // the performance model's figures beside the measured ones (ratios: predicted / measured)
-    report["original"]["predicted"] = prediction_report(predict_run(ocr0.dag, backend, 0), a.median_us, double(a.allocated + a.mapped), 0);
-    report["optimized"]["predicted"] = prediction_report(predict_run(ocr.dag, backend, 0), b.median_us, double(b.allocated + b.mapped), 0);
+    report["original"]["predicted"] = prediction_report(pa, a.median_us, double(a.allocated + a.mapped), 0);
+    report["optimized"]["predicted"] = prediction_report(pb, b.median_us, double(b.allocated + b.mapped), 0);
     report["backend"] = backend;
     nlohmann::json quality = nlohmann::json::object();
     for (const auto& [k, va] : a.outputs) {

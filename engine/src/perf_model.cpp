@@ -300,7 +300,79 @@ Schedule simulate_schedule(const Dag& dag, const std::vector<double>& seconds, i
 
 // ------------------------------------------------------------------ prediction
 
-Prediction predict(const Dag& dag, const Calibration& c, int workers, const std::string& backend) {
+double History::median(const std::string& footprint) const {
+  auto it = seconds.find(footprint);
+  if (it == seconds.end() || it->second.empty()) return -1;
+  std::vector<double> v = it->second;
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+std::string task_footprint(const TaskNode& t, const Dag& dag) {
+  std::ostringstream o;
+  o << t.comp->name << "|";
+  for (std::size_t i = 0; i < t.comp->params.size(); ++i) o << (i ? "," : "") << t.comp->params[i].name << "=" << t.args.get_string(t.comp->params[i].name);
+  o << "|";
+  for (std::size_t p = 0; p < t.bindings.size(); ++p) {
+    const DataRef& r = t.bindings[p].ref;
+    if (p) o << ";";
+    if (r.data < 0) continue;
+    o << dtype_name(dag.data[std::size_t(r.data)].dtype) << "[";
+    const Shape s = dag.ref_shape(r);
+    for (std::size_t d = 0; d < s.size(); ++d) o << (d ? "," : "") << s[d];
+    o << "]";
+  }
+  return o.str();
+}
+
+std::string history_path() {
+  const std::string cal = calibration_path();
+  if (cal.empty()) return "";
+  const std::filesystem::path p(cal);
+  std::string name = p.filename().string();
+  name.replace(0, std::string("calibration").size(), "history");
+  return (p.parent_path() / name).string();
+}
+
+History load_history(const std::string& path) {
+  History h;
+  if (path.empty()) return h;
+  std::ifstream in(path);
+  if (!in) return h;
+  try {
+    const nlohmann::json j = nlohmann::json::parse(in);
+    for (const auto& [k, v] : j.at("seconds").items()) h.seconds[k] = v.get<std::vector<double>>();
+  } catch (const std::exception&) {
+    h.seconds.clear();  // a damaged history is no history
+  }
+  return h;
+}
+
+void save_history(const History& h, const std::string& path) {
+  if (path.empty()) return;
+  const std::filesystem::path p(path);
+  if (!p.parent_path().empty()) std::filesystem::create_directories(p.parent_path());
+  const std::string tmp = path + ".tmp" + std::to_string(::getpid());
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << nlohmann::json{{"format", "ymlopt-history-1"}, {"seconds", h.seconds}}.dump() << "\n";
+    if (!out) throw std::runtime_error(tmp + ": cannot write the performance history");
+  }
+  std::filesystem::rename(tmp, path);
+}
+
+void record_history(History& h, const Dag& dag, const std::vector<double>& seconds) {
+  for (std::size_t i = 0; i < dag.tasks.size() && i < seconds.size(); ++i) {
+    if (seconds[i] < 0) continue;
+    std::vector<double>& v = h.seconds[task_footprint(dag.tasks[i], dag)];
+    v.push_back(seconds[i]);
+    if (v.size() > History::kHistorySamples) v.erase(v.begin(), v.end() - History::kHistorySamples);
+  }
+}
+
+Prediction predict(const Dag& dag, const Calibration& c, int workers, const std::string& backend,
+                   const History* history) {
   Prediction p;
   p.calibrated = c.calibrated;
   p.backend = backend;
@@ -330,9 +402,23 @@ Prediction predict(const Dag& dag, const Calibration& c, int workers, const std:
       }
     }
   }
+  // history: measured medians where the footprint is known; the rest scaled by
+  // how the known ones compare with their rate-based price
+  std::vector<double> rated(n), measured(n, -1);
+  double sum_measured = 0, sum_rated = 0;
+  for (size_t i = 0; i < n; ++i) {
+    rated[i] = predict_task_seconds(dag.tasks[i], dag, c) + first_touch[i];
+    if (history) measured[i] = history->median(task_footprint(dag.tasks[i], dag));
+    if (measured[i] >= 0) {
+      ++p.history_tasks;
+      sum_measured += measured[i];
+      sum_rated += rated[i];
+    }
+  }
+  if (sum_rated > 0 && sum_measured > 0) p.rate_scale = sum_measured / sum_rated;
   for (size_t i = 0; i < n; ++i) {
     const TaskNode& t = dag.tasks[i];
-    const double k = predict_task_seconds(t, dag, c) + first_touch[i];
+    const double k = measured[i] >= 0 ? measured[i] : rated[i] * p.rate_scale;
     p.first_touch_s += first_touch[i];
     p.seconds_by_component[t.comp->name] += k;
     p.task_s[i] = k + overhead;
@@ -377,6 +463,8 @@ nlohmann::json to_json(const Prediction& p) {
           {"work_us", p.work_s * 1e6},
           {"overhead_us", p.overhead_s * 1e6},
           {"first_touch_us", p.first_touch_s * 1e6},
+          {"history_tasks", p.history_tasks},
+          {"rate_scale", p.rate_scale},
           {"flops", p.flops},
           {"seconds_by_component", p.seconds_by_component},
           {"parameter_bytes", p.parameter_bytes},

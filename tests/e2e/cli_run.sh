@@ -65,4 +65,24 @@ expect_in "Machine:" "topology"
 expect_in "StarPU: 1.3" "StarPU build"
 expect_in "StarPU workers" "workers"
 expect_rc 0 "mlp with dmdas and 1 cpu" -- "$y" run workflows/models/mlp2.xml --sched dmdas --ncpu 1 --out "$tmp/mlp" --quiet
+# the machine's task history (StarPU-style history model): a second run is predicted from
+# the first one's task times; --no-history neither reads nor writes it
+export XDG_CACHE_HOME="$tmp/cache"
+for i in 1 2; do
+  expect_rc 0 "mlp run $i for the history" -- "$y" run workflows/models/mlp2.xml --backend sequential --out "$tmp/h$i" --quiet
+done
+cp "$tmp"/cache/ymlopt/history-*.json "$tmp/history-after-2.json"
+expect_rc 0 "mlp without history" -- "$y" run workflows/models/mlp2.xml --backend sequential --out "$tmp/h3" --quiet --no-history
+python3 - "$tmp" <<'PY' || fails=$((fails + 1))
+import glob, json, sys
+t = sys.argv[1]
+p = [json.load(open(f"{t}/h{i}/report.json"))["prediction"] for i in (1, 2, 3)]
+n = len(json.load(open(f"{t}/h2/report.json"))["tasks"])
+assert p[0]["history_tasks"] == 0 and p[1]["history_tasks"] == n and p[2]["history_tasks"] == 0, [q["history_tasks"] for q in p]
+h = json.load(open(glob.glob(f"{t}/cache/ymlopt/history-*.json")[0]))["seconds"]
+assert h == json.load(open(f"{t}/history-after-2.json"))["seconds"]  # the third run recorded nothing
+assert min(len(v) for v in h.values()) == 2, h  # two runs recorded
+print(f"ok: second run predicted from the first one's {n} task times; --no-history left the history alone")
+PY
+unset XDG_CACHE_HOME
 finish

@@ -5,6 +5,8 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <set>
 #include <vector>
 
 #include "io/tensor_file.hpp"
@@ -284,6 +286,69 @@ TEST(PerfModelCalibration, PathHonoursXdgCacheHome) {
   const std::string p = calibration_path();
   EXPECT_EQ(p.rfind("/tmp/xdg-test/ymlopt/calibration-", 0), 0u) << p;
   EXPECT_EQ(p.substr(p.size() - 5), ".json");
+  if (old) setenv("XDG_CACHE_HOME", keep.c_str(), 1);
+  else unsetenv("XDG_CACHE_HOME");
+}
+
+TEST(PerfModelHistory, FootprintsSeparateShapesAndArgs) {
+  const Dag dag = compile_ok(kLinears);
+  std::set<std::string> prints;
+  for (const TaskNode& t : dag.tasks) prints.insert(task_footprint(t, dag));
+  EXPECT_GT(prints.size(), 1u);
+  const std::string f = task_footprint(dag.tasks[0], dag);
+  EXPECT_EQ(f.rfind(dag.tasks[0].comp->name + "|", 0), 0u) << f;
+  EXPECT_NE(f.find("f32["), std::string::npos) << f;
+}
+
+TEST(PerfModelHistory, KnownTasksTakeTheirMedianOthersAreScaled) {
+  const Dag dag = compile_ok(kLinears);
+  const Calibration c = flat_calibration();
+  const Prediction rates = predict(dag, c, 1, "sequential");
+  // task 0 was measured three times at 3x, 5x, 100x its rate-based time: median 5x
+  History h;
+  const double r0 = predict_task_seconds(dag.tasks[0], dag, c);
+  ASSERT_GT(r0, 0);
+  std::vector<double> run(dag.tasks.size(), -1.0);
+  for (double f : {3.0, 100.0, 5.0}) {
+    run[0] = f * r0;
+    record_history(h, dag, run);
+  }
+  EXPECT_DOUBLE_EQ(h.median(task_footprint(dag.tasks[0], dag)), 5 * r0);
+  EXPECT_EQ(h.median("no such task"), -1);
+  const Prediction p = predict(dag, c, 1, "sequential", &h);
+  // every task with task 0's footprint is known; the others are priced 5x their rates
+  std::int64_t same = 0;
+  for (const TaskNode& t : dag.tasks) same += task_footprint(t, dag) == task_footprint(dag.tasks[0], dag);
+  EXPECT_EQ(p.history_tasks, same);
+  EXPECT_NEAR(p.rate_scale, 5.0, 1e-9);
+  EXPECT_NEAR(p.work_s - p.overhead_s, 5 * (rates.work_s - rates.overhead_s), 1e-9);
+  // samples beyond kHistorySamples drop the oldest
+  for (int i = 0; i < 20; ++i) {
+    run[0] = 1.0;
+    record_history(h, dag, run);
+  }
+  EXPECT_EQ(h.seconds[task_footprint(dag.tasks[0], dag)].size(), History::kHistorySamples);
+  EXPECT_DOUBLE_EQ(h.median(task_footprint(dag.tasks[0], dag)), 1.0);
+}
+
+TEST(PerfModelHistory, SavedAndLoadedAtomically) {
+  const std::string dir = testing::TempDir() + "/ymlopt-history";
+  std::filesystem::remove_all(dir);
+  History h;
+  h.seconds["a|b|c"] = {1.5, 2.5};
+  save_history(h, dir + "/h.json");
+  EXPECT_EQ(load_history(dir + "/h.json").seconds, h.seconds);
+  EXPECT_FALSE(std::filesystem::exists(dir + "/h.json.tmp"));
+  {
+    std::ofstream bad(dir + "/bad.json");
+    bad << "{not json";
+  }
+  EXPECT_TRUE(load_history(dir + "/bad.json").seconds.empty());
+  EXPECT_TRUE(load_history(dir + "/none.json").seconds.empty());
+  const char* old = std::getenv("XDG_CACHE_HOME");
+  const std::string keep = old ? old : "";
+  setenv("XDG_CACHE_HOME", "/tmp/xdg-test", 1);
+  EXPECT_EQ(history_path().rfind("/tmp/xdg-test/ymlopt/history-", 0), 0u) << history_path();
   if (old) setenv("XDG_CACHE_HOME", keep.c_str(), 1);
   else unsetenv("XDG_CACHE_HOME");
 }

@@ -106,6 +106,31 @@ struct Schedule {
 ///   Schedule s = simulate_schedule(dag, {1, 2, 3}, 2);
 Schedule simulate_schedule(const Dag& dag, const std::vector<double>& seconds, int workers);
 
+/// Measured task times by footprint, per machine: StarPU's history-based model
+/// (a task of the same component, args and port shapes takes what it took on
+/// this machine before). Kept in <cache dir>/history-<host>-<cpu hash>.json,
+/// the last kHistorySamples times per footprint.
+///
+///   History h = load_history();
+///   Prediction p = predict(dag, cal, 2, "starpu", &h);   // before the run
+///   record_history(h, dag, seconds_by_task);  save_history(h);   // after it
+struct History {
+  static constexpr std::size_t kHistorySamples = 16;
+  std::map<std::string, std::vector<double>> seconds;  // footprint -> samples (kernel seconds)
+  /// Median of a footprint's samples; -1 when it has none.
+  double median(const std::string& footprint) const;
+};
+/// "component|arg=value,...|dtype[shape];..." of a task: what its time depends on.
+std::string task_footprint(const TaskNode& t, const Dag& dag);
+/// <cache dir>/history-<hostname>-<hash of the CPU model>.json ("" without a cache dir).
+std::string history_path();
+/// The stored history (empty when missing or malformed).
+History load_history(const std::string& path = history_path());
+/// Writes atomically (temp file + rename); does nothing for an empty path.
+void save_history(const History& h, const std::string& path = history_path());
+/// Adds one run's task times (seconds by task id; entries < 0 are skipped).
+void record_history(History& h, const Dag& dag, const std::vector<double>& seconds);
+
 /// What the model predicts for one run of a DAG.
 struct Prediction {
   bool calibrated = false;
@@ -126,15 +151,22 @@ struct Prediction {
   /// Temporaries: the largest sum of cost.extra_bytes of tasks running at once in the simulation.
   std::int64_t workspace_bytes = 0;
   std::int64_t total_bytes() const { return parameter_bytes + activation_bytes + workspace_bytes; }
+  /// History: tasks priced by their measured footprint; the others by the rates
+  /// times rate_scale (sum of measured / sum of rate-priced over the matched tasks:
+  /// how this machine runs today against its calibration; 1 without matches).
+  std::int64_t history_tasks = 0;
+  double rate_scale = 1;
 };
 
 /// Predicts time and memory of running `dag` with `workers` workers on `backend`
 /// ("sequential" forces 1 worker, "starpu"). The first task reading each tile of a
 /// src= tensor also pays its bytes at mapped_gbs (DataStore maps files lazily: the
-/// page faults happen in the tasks).
+/// page faults happen in the tasks). With a history, tasks it knows take their
+/// measured median and the others are scaled (Prediction::rate_scale).
 ///
 ///   Prediction p = predict(dag, cal, 2);
-Prediction predict(const Dag& dag, const Calibration& c, int workers, const std::string& backend = "starpu");
+Prediction predict(const Dag& dag, const Calibration& c, int workers, const std::string& backend = "starpu",
+                   const History* history = nullptr);
 
 nlohmann::json to_json(const Prediction& p);
 
