@@ -37,7 +37,8 @@ bool per_head(const std::string& comp) { return comp == "nn.rope" || comp == "nn
 /// columns it carries ([h0, h0 + width) of the consumer's x).
 struct Closure {
   std::map<std::pair<std::size_t, std::size_t>, std::pair<int64_t, int64_t>> bindings;  // (task, port) -> (h0, w)
-  std::vector<std::size_t> leaves;  // nn.linear tasks making units
+  std::vector<std::size_t> leaves;  // nn.linear tasks making units, in the order found
+  std::map<std::size_t, std::vector<int64_t>> leaf_cols;  // leaf -> per output column: consumer column, or -1
   std::set<std::size_t> tasks;
   int64_t unit = 0;  // head size when attention is on the way, else 0
   std::string why;   // why it cannot be pruned
@@ -63,8 +64,30 @@ class Tracer {
     const int64_t w = dag_.ref_shape(r).back();
     for (std::size_t j = before; j-- > 0;) {
       const TaskNode& t = dag_.tasks[j];
+      if (t.comp->name == "nn.linear") {
+        // a leaf: it writes exactly r, or the whole tensor r is a tile of
+        const Binding& yb = t.bindings[ed_.port_index(t, "y")];
+        if (!overlap(yb.ref, r)) continue;  // it only reads r, if anything
+        const DataDecl& d = dag_.data[std::size_t(r.data)];
+        const bool whole = yb.ref.tile < 0 && r.tile >= 0 && d.ntile_r == 1;
+        if (yb.mode != Access::write || !(yb.ref == r || whole))
+          return fail(ModelEditor::task_key(t) + " writes part of " + dag_.ref_name(r));
+        if (t.bindings[ed_.port_index(t, "r")].ref.data >= 0) return fail(ModelEditor::task_key(t) + " adds a residual");
+        const int64_t c0 = yb.ref == r ? 0 : d.tile_col0(r.tile % d.ntile_c);
+        auto [it, fresh] = c_.leaf_cols.try_emplace(j);
+        if (fresh) {
+          it->second.assign(std::size_t(dag_.ref_shape(yb.ref).back()), -1);
+          c_.leaves.push_back(j);
+        }
+        for (int64_t i = 0; i < w; ++i) {
+          int64_t& col = it->second[std::size_t(c0 + i)];
+          if (col != -1 && col != h0 + i) return fail("a tensor carries two different column ranges");
+          col = h0 + i;
+        }
+        c_.tasks.insert(j);
+        return true;
+      }
       bool writes = false, updates = false;
-      std::size_t wport = 0;
       for (std::size_t p = 0; p < t.bindings.size(); ++p) {
         const Binding& b = t.bindings[p];
         if (!overlap(b.ref, r)) continue;
@@ -72,16 +95,11 @@ class Tracer {
           if (b.mode != Access::read) return fail(ModelEditor::task_key(t) + " writes part of " + dag_.ref_name(r));
           continue;
         }
-        if (b.mode == Access::write) writes = true, wport = p;
-        else if (b.mode == Access::read_write) updates = true, wport = p;
+        if (b.mode == Access::write) writes = true;
+        else if (b.mode == Access::read_write) updates = true;
       }
       if (!writes && !updates) continue;
       const std::string& comp = t.comp->name;
-      if (comp == "nn.linear" && writes && !updates) {
-        if (t.bindings[ed_.port_index(t, "r")].ref.data >= 0) return fail(ModelEditor::task_key(t) + " adds a residual");
-        c_.leaves.push_back(j);
-        return add(j, wport, h0, w);
-      }
       const auto* ports = column_ports(comp);
       if (!ports) return fail(ModelEditor::task_key(t) + " (" + comp + ") mixes columns");
       c_.tasks.insert(j);
@@ -117,8 +135,10 @@ class Tracer {
 /// Every value a closure task writes is read by closure tasks or the consumer only.
 bool closed(const ModelEditor& ed, const Closure& c, const std::vector<std::size_t>& consumer, const DataRef& x) {
   const Dag& dag = ed.dag();
-  for (const auto& [tp, range] : c.bindings) {
-    const auto [task, port] = tp;
+  std::vector<std::pair<std::size_t, std::size_t>> written;
+  for (const auto& [tp, range] : c.bindings) written.push_back(tp);
+  for (std::size_t leaf : c.leaves) written.emplace_back(leaf, ed.port_index(dag.tasks[leaf], "y"));
+  for (const auto& [task, port] : written) {
     const Binding& wb = dag.tasks[task].bindings[port];
     if (wb.mode == Access::read) continue;
     for (std::size_t j = task + 1; j < dag.tasks.size(); ++j) {
@@ -204,14 +224,14 @@ void pass_prune_units(PassContext& ctx, const PassSpec& s, bool heads) {
     struct Leaf {
       std::size_t task;
       WeightUse use;
-      int64_t r0 = 0, h0 = 0, w = 0;
+      int64_t r0 = 0;                 // first weight row (of [n, k]) the task uses
+      const std::vector<int64_t>* hcol = nullptr;  // per output column: consumer column or -1
     };
     std::vector<Leaf> leaves;
     for (std::size_t lt : cl.leaves) {
       const TaskNode& t = dag.tasks[lt];
       const DataRef wref = t.bindings[ed.port_index(t, "w")].ref;
-      const auto range = cl.bindings.at({lt, ed.port_index(t, "y")});
-      Leaf lf{lt, {}, 0, range.first, range.second};
+      Leaf lf{lt, {}, 0, &cl.leaf_cols.at(lt)};
       for (const WeightUse& c : weights)
         if (c.data == wref.data) lf.use = c;
       if (lf.use.data < 0 || t.args.get_string("format") != "dense") ok = false;
@@ -247,11 +267,13 @@ void pass_prune_units(PassContext& ctx, const PassSpec& s, bool heads) {
         if (lf.use.k != k) ok = false;
         if (!ok) break;
         const DenseWeight lw = ed.load(lf.use);
-        for (int64_t i = 0; i < lf.w; ++i) {
-          ++count[std::size_t(lf.h0 + i)];
+        for (std::size_t i = 0; i < lf.hcol->size(); ++i) {
+          const int64_t h = (*lf.hcol)[i];
+          if (h < 0) continue;
+          ++count[std::size_t(h)];
           for (int64_t c = 0; c < k; ++c) {
-            const double v = lw.w[std::size_t((lf.r0 + i) * k + c)];
-            sq[std::size_t((lf.h0 + i) * k + c)] += v * v;
+            const double v = lw.w[std::size_t((lf.r0 + int64_t(i)) * k + c)];
+            sq[std::size_t(h * k + c)] += v * v;
           }
         }
       }
@@ -286,6 +308,15 @@ void pass_prune_units(PassContext& ctx, const PassSpec& s, bool heads) {
       first_use = std::min(first_use, tp.first);
     }
     widths[x.data][-1] = nkept * unit;
+    for (const Leaf& lf : leaves) {
+      first_use = std::min(first_use, lf.task);
+      const DataRef y = dag.tasks[lf.task].bindings[ed.port_index(dag.tasks[lf.task], "y")].ref;
+      if (!widths.count(y.data)) {  // read whole by the consumer only
+        int64_t n = 0;
+        for (int64_t h : *lf.hcol) n += h < 0 || kept[std::size_t(h / unit)];
+        widths[y.data][y.tile] = n;
+      }
+    }
     std::map<std::int32_t, DataRef> renamed;
     std::map<std::int32_t, std::map<std::int32_t, std::int32_t>> new_tile;  // data -> old tile -> new tile
     for (auto& [data, tiles] : widths) {
@@ -333,7 +364,9 @@ void pass_prune_units(PassContext& ctx, const PassSpec& s, bool heads) {
       renamed[data] = slot->data;
     }
     if (!ok) continue;
-    // leaves keep the rows of the kept units (one new weight per leaf task)
+    // leaves keep the rows of the kept units (one new weight per leaf task) and
+    // write the narrower tensor; a leaf left with no row goes
+    std::set<std::size_t> gone;  // tasks whose every unit was removed
     for (const Leaf& lf : leaves) {
       const DenseWeight lw = ed.load(lf.use);
       TaskNode& t = dag.tasks[lf.task];
@@ -343,21 +376,29 @@ void pass_prune_units(PassContext& ctx, const PassSpec& s, bool heads) {
                              ? lf.r0
                              : dag.data[std::size_t(bref.data)].tile_col0(bref.tile % dag.data[std::size_t(bref.data)].ntile_c);
       std::vector<float> nw, nb;
-      for (int64_t i = 0; i < lf.w; ++i) {
-        if (!kept[std::size_t((lf.h0 + i) / unit)]) continue;
-        nw.insert(nw.end(), lw.w.begin() + (lf.r0 + i) * lf.use.k, lw.w.begin() + (lf.r0 + i + 1) * lf.use.k);
-        if (!ball.empty()) nb.push_back(ball[std::size_t(b0 + i)]);
+      for (std::size_t i = 0; i < lf.hcol->size(); ++i) {
+        const int64_t h = (*lf.hcol)[i];
+        if (h >= 0 && !kept[std::size_t(h / unit)]) continue;
+        const int64_t row = lf.r0 + int64_t(i);
+        nw.insert(nw.end(), lw.w.begin() + row * lf.use.k, lw.w.begin() + (row + 1) * lf.use.k);
+        if (!ball.empty()) nb.push_back(ball[std::size_t(b0 + int64_t(i))]);
       }
       const int64_t rows = int64_t(nw.size()) / lf.use.k;
-      if (rows == 0) continue;  // the task goes with its units
+      if (rows == 0) {
+        gone.insert(lf.task);
+        continue;
+      }
       const std::string base = lf.use.name + "." + kind + std::to_string(lf.r0);
       ed.bind(t, "w", ed.add_tensor(base, DType::f32, {rows, lf.use.k}, vec_bytes(nw)));
       if (!nb.empty()) ed.bind(t, "b", ed.add_tensor(base + "_b", DType::f32, {rows}, vec_bytes(nb)));
       ed.set_arg(t, "transpose_w", "true");
+      Binding& yb = t.bindings[ed.port_index(t, "y")];
+      DataRef nr = renamed.at(yb.ref.data);
+      nr.tile = yb.ref.tile < 0 ? -1 : new_tile.at(yb.ref.data).at(yb.ref.tile);
+      yb.ref = nr;
       ed.mark_graph_changed(lf.use);
     }
     // the tensors on the way, and the head counts
-    std::set<std::size_t> gone;  // tasks whose every unit was removed
     for (const auto& [tp, range] : cl.bindings) {
       TaskNode& t = dag.tasks[tp.first];
       Binding& b = t.bindings[tp.second];
@@ -389,8 +430,11 @@ void pass_prune_units(PassContext& ctx, const PassSpec& s, bool heads) {
     for (auto it = gone.rbegin(); it != gone.rend(); ++it) ed.remove_task(*it);
     std::vector<int> mask_out;
     for (char k : kept) mask_out.push_back(k);
-    layers.push_back({{"consumer", u.name}, {kind, nunits}, {"kept", nkept}, {"leaves", leaves.size()},
-                      {"tasks_removed", gone.size()}, {"mask", mask_out}});
+    // the consumer as declared ([n, k] for layout nk, [k, n] for kn): enough to zero its
+    // removed input columns in the original file (the tests' independent reference)
+    const std::vector<int64_t> shape = u.nk ? std::vector<int64_t>{u.n, u.k} : std::vector<int64_t>{u.k, u.n};
+    layers.push_back({{"consumer", u.name}, {"layout", u.nk ? "nk" : "kn"}, {"shape", shape}, {kind, nunits},
+                      {"kept", nkept}, {"leaves", leaves.size()}, {"tasks_removed", gone.size()}, {"mask", mask_out}});
     before_total += nunits;
     after_total += nkept;
   }

