@@ -89,50 +89,59 @@ struct Chosen {
 /// pair of a different, less wanted eigenvalue nearby, and the restart would lose λ1.
 constexpr double kSameFraction = 0.1;
 
-/// The restart set of a co-method (policy per_eigenvalue): its own k pairs and
-/// those of every other set are pooled; pairs closer than kSameFraction of the
-/// larger residual stand for one eigenvalue and only the lowest residual one is
-/// kept; the k best are taken by the pessimistic key (|θ| or Re θ minus the
-/// residual: a rough Ritz value overshooting a converged one, or a converged
-/// but less wanted pair, does not displace a wanted one) and returned in wanted
-/// order. With no other set this is the own set, in its own order.
+/// A foreign pair replaces an own pair of the same eigenvalue only when its
+/// residual is this many times smaller. Small subspaces of a non-normal operator
+/// produce pairs whose small residual does not make them good restart
+/// directions; adopting every marginally better one makes a large co-method
+/// thrash (seen on the Markov walk: ERAM(10) converging in 27 restarts alone and
+/// not in 3000 when it adopted any lower residual).
+constexpr double kAdoptFactor = 0.01;
+
+/// The restart set of a co-method (policy per_eigenvalue): its own k pairs,
+/// improved by the pairs of the other sets, lowest residual first:
+///   - a pair standing for the same eigenvalue as an own slot (values closer
+///     than kSameFraction of the larger residual) with a lower residual replaces it;
+///   - a pair more wanted than the least wanted slot even at its pessimistic end
+///     (|θ| - residual, or Re θ - residual) and distinct from every slot replaces
+///     that slot (a small co-method stuck on less wanted values takes the larger
+///     ones found by others).
+/// A converged but less wanted pair never displaces a wanted one, nor does a
+/// rough Ritz value overshooting a converged one. Returned in wanted order.
 std::vector<Chosen> improve_slots(const RitzSet& own, const std::vector<unite::BoardEntry>& sets,
                                   const std::string& self, Which which) {
   auto key = [&](const RitzPair& p) { return which == Which::largest_real ? p.re : std::hypot(p.re, p.im); };
-  std::vector<Chosen> pool;
-  for (const RitzPair& p : own) pool.push_back({&p, false});
+  auto same = [](const RitzPair& a, const RitzPair& b) {
+    return std::hypot(a.re - b.re, a.im - b.im) <=
+           kSameFraction * std::max(a.residual, b.residual) + 1e-14 * std::hypot(b.re, b.im);
+  };
+  std::vector<Chosen> slots;
+  for (const RitzPair& p : own) slots.push_back({&p, false});
+  std::vector<const RitzPair*> foreign;
   for (const auto& e : sets)
     if (e.publisher != self)
-      for (const RitzPair& p : unite::payload_as<RitzSet>(e)) pool.push_back({&p, true});
-  std::stable_sort(pool.begin(), pool.end(), [&](const Chosen& a, const Chosen& b) {
-    return key(*a.pair) - a.pair->residual > key(*b.pair) - b.pair->residual;
-  });
-  std::vector<Chosen> kept;
-  for (const Chosen& c : pool) {
-    bool dup = false;
-    for (Chosen& q : kept) {
-      const double dist = std::hypot(c.pair->re - q.pair->re, c.pair->im - q.pair->im);
-      if (dist <= kSameFraction * std::max(c.pair->residual, q.pair->residual) +
-                      1e-14 * std::hypot(q.pair->re, q.pair->im)) {
-        if (c.pair->residual < q.pair->residual) q = c;
-        dup = true;
-        break;
-      }
+      for (const RitzPair& p : unite::payload_as<RitzSet>(e)) foreign.push_back(&p);
+  std::stable_sort(foreign.begin(), foreign.end(),
+                   [](const RitzPair* a, const RitzPair* b) { return a->residual < b->residual; });
+  for (const RitzPair* f : foreign) {
+    size_t match = slots.size();
+    for (size_t q = 0; q < slots.size() && match == slots.size(); ++q)
+      if (same(*f, *slots[q].pair)) match = q;
+    if (match < slots.size()) {
+      if (f->residual < kAdoptFactor * slots[match].pair->residual) slots[match] = {f, true};
+      continue;
     }
-    if (!dup) kept.push_back(c);
+    size_t least = 0;
+    for (size_t q = 1; q < slots.size(); ++q)
+      if (key(*slots[q].pair) < key(*slots[least].pair)) least = q;
+    const RitzPair& l = *slots[least].pair;
+    if (key(*f) - f->residual > key(l) + kSameFraction * std::max(f->residual, l.residual)) slots[least] = {f, true};
   }
-  if (kept.size() < own.size()) {  // own values too rough to tell apart: keep the own set
-    kept.clear();
-    for (const RitzPair& p : own) kept.push_back({&p, false});
-    return kept;
-  }
-  kept.resize(own.size());
-  std::stable_sort(kept.begin(), kept.end(), [&](const Chosen& a, const Chosen& b) {
+  std::stable_sort(slots.begin(), slots.end(), [&](const Chosen& a, const Chosen& b) {
     const double ka = key(*a.pair), kb = key(*b.pair);
     if (ka != kb) return ka > kb;
     return a.pair->im > b.pair->im;
   });
-  return kept;
+  return slots;
 }
 
 /// Policy best_set: the whole set of the co-method with the lowest score (largest
@@ -221,6 +230,18 @@ void run_comethod(Shared& s, size_t i, CoMethodReport& rep) {
   o.start = opt.start;
   o.weight_by_residual = true;
   bool stopped = false;
+  // Stalled: the best own residual of the last W restarts (this one included)
+  // is not below half the best of the W before (always, with W = 0).
+  auto stalled = [&](double now) {
+    const auto w = static_cast<size_t>(opt.stall_window);
+    if (w == 0) return true;
+    const auto& h = rep.history;
+    if (h.size() + 1 < 2 * w) return false;
+    double recent = now, older = std::numeric_limits<double>::infinity();
+    for (size_t i = h.size() + 1 - w; i < h.size(); ++i) recent = std::min(recent, h[i].own_residual);
+    for (size_t i = h.size() + 1 - 2 * w; i < h.size() + 1 - w; ++i) older = std::min(older, h[i].own_residual);
+    return recent > 0.5 * older;
+  };
   // Publishes the set, improves it from the board, and stops everyone when it converged.
   auto exchange = [&](RitzSet set, MeramPoint& pt, std::vector<double>* restart_vector) -> bool {
     pt.own_residual = worst_of_set(set);
@@ -237,7 +258,6 @@ void run_comethod(Shared& s, size_t i, CoMethodReport& rep) {
                                           : improve_slots(*own, sets, rep.name, opt.which);
     for (const Chosen& c : slots) pt.foreign += c.foreign ? 1 : 0;
     pt.best_residual = worst_relative(k, [&](int64_t j) { return *slots[sz(j)].pair; });
-    if (pt.foreign > 0) ++rep.adopted;
     // A converged set wins only once every co-method has been heard from (a
     // small co-method converged to less wanted values in its first cycles must
     // first see the others' sets); until then it keeps restarting, never waiting.
@@ -248,7 +268,11 @@ void run_comethod(Shared& s, size_t i, CoMethodReport& rep) {
       s.win(rep.name, std::move(r), pt.foreign > 0);
       return true;
     }
-    if (pt.foreign > 0 && restart_vector) combine(slots, *restart_vector);
+    if (pt.foreign > 0 && restart_vector && stalled(pt.own_residual)) {
+      combine(slots, *restart_vector);
+      ++rep.adopted;
+      pt.adopted = true;
+    }
     return false;
   };
   o.on_restart = [&](RestartState& st) {

@@ -7,17 +7,17 @@
 //      per co-method, score = its largest relative residual |r_j| / |θ_j|, r_j
 //      the Ritz estimate ||A x_j - θ_j x_j|| for unit x_j);
 //   2. reads every co-method's latest set, without waiting for anyone, and
-//      pools all their pairs with its own: pairs closer than a tenth of the
-//      larger residual stand for one eigenvalue (the lowest residual one is
-//      kept), and the k best by the pessimistic key |θ| - residual (or
-//      Re θ - residual) form its restart set: a well converged but less wanted
-//      pair, or a rough Ritz value overshooting a converged one, never displaces
-//      a wanted one;
+//      improves its own k pairs with theirs, lowest residual first: a pair
+//      standing for the same eigenvalue as an own one (values closer than a
+//      tenth of the larger residual) with a lower residual replaces it; a pair
+//      more wanted than the least wanted own one even at its pessimistic end
+//      (|θ| - residual, or Re θ - residual) replaces that one. A converged but
+//      less wanted pair never displaces a wanted one;
 //   3. stops everyone when these k pairs have all converged (|r_j| <= tol |θ_j|,
-//      with ARPACK's eps^(2/3) floor: a small co-method converged to less wanted
-//      values does not win while others hold more wanted ones); else, if a pair
-//      came from another co-method, restarts from their residual-weighted sum
-//      (arnoldi()'s weighting), otherwise from its own as ERAM does.
+//      with ARPACK's eps^(2/3) floor) and every co-method has published once;
+//      else, if it is stalled (MeramOptions::stall_window) and a pair came from
+//      another co-method, restarts from their residual-weighted sum (arnoldi()'s
+//      weighting), otherwise from its own pairs as ERAM does.
 // Stop policy "first": the first restart set to converge stops all. A
 // co-method that throws is reported (CoMethodReport::error) and the others go
 // on; meram() throws only if every co-method fails. With one subspace size (or
@@ -59,6 +59,14 @@ struct MeramOptions {
   std::vector<double> start;         // optional start vectors (n x p), as ArnoldiOptions::start
   bool exchange = true;              // false: independent ERAMs side by side (first converged still stops all)
   MeramPolicy policy = MeramPolicy::per_eigenvalue;
+  /// A co-method restarts from the improved set only while it is stalled: the
+  /// best own residual of its last W restarts is not below half the best of the
+  /// W before (0: at every restart). A co-method making progress keeps its own
+  /// course: Ritz pairs of a small subspace with a small residual are often poor
+  /// restart directions on a non-normal operator, and taking them at every
+  /// restart made ERAM(10) thrash on the Markov walk (27 restarts alone, no
+  /// convergence in 3000 within MERAM). A converged improved set wins in any case.
+  std::int64_t stall_window = 5;
   /// Called in co-method i's thread at each of its restarts, before it
   /// publishes; may throw (the co-method then fails and is reported).
   std::function<void(std::size_t comethod, const RestartState&)> observe;
@@ -71,7 +79,8 @@ struct MeramPoint {
   std::int64_t matvecs = 0;   // the co-method's matvecs so far
   double own_residual = 0;    // largest relative residual |r_j|/|θ_j| of its own k pairs
   double best_residual = 0;   // largest relative residual of the k pairs gathered (the restart set)
-  std::int64_t foreign = 0;   // how many of the k gathered pairs came from other co-methods
+  std::int64_t foreign = 0;   // how many of the k pairs of the improved set came from other co-methods
+  bool adopted = false;       // it restarted from the improved set (foreign > 0 and stalled)
 };
 
 /// What one co-method did.
@@ -80,7 +89,7 @@ struct CoMethodReport {
   std::int64_t subspace = 0;
   std::int64_t restarts = 0, matvecs = 0;
   std::int64_t publishes = 0, gathers = 0;  // restarts at which it published / gathered
-  std::int64_t adopted = 0;                 // gathers that changed its restart vector (a foreign pair won)
+  std::int64_t adopted = 0;                 // restarts from an improved set holding foreign pairs
   bool converged = false;                   // its restart set converged (it is the winner)
   bool failed = false;
   std::string error;  // the exception's message when failed
