@@ -4,19 +4,26 @@
 //   ymlopt_bench_meram [--n 2000] [--k 2] [--tol-exp 8] [--reps 5] [--subspaces 5,7,10] [--ncv 10]
 //                      [--cd 40] [--markov 40] [--max-restarts 20000] [--only CASE]
 //                      [--radius 950 (bulk radius, 1e-3 units)] [--upper 20 (coupling size, 1e-2 units)]
+//                      [--step 100] [--policy per_eigenvalue|best_set]
 //
 // Cases (all sparse CSR, eigenvalues known):
 //   clustered  matrix_with_spectrum (coupling --upper): top k = 1, 0.995, ... (complex pair 0.99 ± 0.02i
 //              when k >= 3) above a bulk uniform in the disc |z| <= radius (30% conjugate pairs): hard
 //   origin     spectrum close to the origin: top 1e-3 * (1, 0.99, ...) above a bulk in |z| <= 1e-3 radius: hard
+//   box        top 1, 1 - step, ... (--step, 1e-3 units) above a bulk uniform in the box
+//              re in [-0.5, radius], |im| <= 0.1 (a convection-dominated shape)
 //   easy       top 1, 0.9, ... above a bulk in |z| <= 0.5
 //   cd         2-D convection-diffusion (ARPACK dndrv1), rho = 1000 (complex pairs), largest |λ|
 //   markov     Saad's random walk, largest real part (eigenvalue 1)
 // MERAM runs its co-methods concurrently, one std::thread each (BLAS 1 thread).
 // "mv" is the summed matvecs of all co-methods (the work); "crit" the largest
-// co-method count (the parallel critical path). Each repetition uses start
-// seed = rep + 1 for every solver. Prints medians and the ratio
-// MERAM / best single ERAM (matvecs).
+// co-method count (with one core per co-method, the matvecs done on the busiest
+// core). "conv": repetitions that reported convergence; "ok": those whose
+// values are the wanted ones (relative error <= 1e-6; explicit restarts can
+// converge to other eigenvalues). Each repetition uses start seed = rep + 1 for
+// every solver. Prints medians and the ratio MERAM / best single ERAM (matvecs),
+// the reference being the single ERAM with the fewest median matvecs among
+// those right in every repetition.
 #include <cblas.h>
 
 #include <algorithm>
@@ -100,12 +107,19 @@ struct Row {
   std::vector<double> t, mv, crit, rs, err, conv;
 };
 
+/// Repetitions that converged to the wanted eigenvalues (relative error <= 1e-6).
+int ok_count(const Row& r) {
+  int ok = 0;
+  for (size_t i = 0; i < r.conv.size(); ++i) ok += r.conv[i] > 0 && r.err[i] <= 1e-6;
+  return ok;
+}
+
 void print_row(const Row& r, double ref_mv) {
   int conv = 0;
   for (double c : r.conv) conv += c > 0;
-  std::printf("  %-16s %9.4f %9.0f %9.0f %8.0f %9.2e %4d/%-3zu", r.name.c_str(), median(r.t), median(r.mv),
+  std::printf("  %-16s %9.4f %9.0f %9.0f %8.0f %9.2e %4d/%-3zu %4d", r.name.c_str(), median(r.t), median(r.mv),
               median(r.crit), median(r.rs), r.err.empty() ? NAN : *std::max_element(r.err.begin(), r.err.end()), conv,
-              r.conv.size());
+              r.conv.size(), ok_count(r));
   if (ref_mv > 0) std::printf("  %6.2f", median(r.mv) / ref_mv);
   std::printf("\n");
 }
@@ -211,31 +225,31 @@ int main(int argc, char** argv) {
       row.err.push_back(ar.re.empty() ? NAN : value_error(ar.re, ar.im, want));
       row.conv.push_back(ar.info == 0 && int64_t(ar.re.size()) >= k ? 1 : 0);
     }
-    // Reference: the best single ERAM that converged in every repetition (fewest median matvecs).
+    // Reference: the best single ERAM that found the wanted values in every repetition (fewest median matvecs).
     double best = 0;
+    size_t best_v = 0;
     std::string best_name = "none";
     for (size_t v = 1; v <= subspaces.size(); ++v) {
-      bool all = true;
-      for (double x : rows[v].conv) all = all && x > 0;
-      if (!all) continue;
+      if (ok_count(rows[v]) != reps) continue;
       if (best == 0 || median(rows[v].mv) < best) {
         best = median(rows[v].mv);
+        best_v = v;
         best_name = rows[v].name;
       }
     }
     std::printf("\n%s: n %lld, nnz %lld, which %s; reference: %s\n", c.name.c_str(), (long long)c.a.rows,
                 (long long)c.a.nnz(), c.which == Which::largest_real ? "LR" : "LM", best_name.c_str());
-    std::printf("  %-16s %9s %9s %9s %8s %9s %8s  %6s\n", "solver", "time s", "mv", "crit mv", "restarts",
-                "max err", "conv", "mv/ref");
+    std::printf("  %-16s %9s %9s %9s %8s %9s %8s %4s  %6s\n", "solver", "time s", "mv", "crit mv", "restarts",
+                "max err", "conv", "ok", "mv/ref");
     for (const Row& r : rows) print_row(r, best);
-    int conv = 0;
-    for (double x : rows[0].conv) conv += x > 0;
+    const int ok = ok_count(rows[0]);
     if (best > 0)
-      std::printf("RESULT %s meram/best_eram matvecs %.2f critical %.2f (MERAM converged %d/%d)\n", c.name.c_str(),
-                  median(rows[0].mv) / best, median(rows[0].crit) / best, conv, reps);
+      std::printf("RESULT %s meram/%s matvecs %.2f critical %.2f time %.2f (MERAM right %d/%d)\n", c.name.c_str(),
+                  best_name.c_str(), median(rows[0].mv) / best, median(rows[0].crit) / best,
+                  median(rows[0].t) / median(rows[best_v].t), ok, reps);
     else
-      std::printf("RESULT %s no single ERAM converged within max_restarts in every repetition (MERAM converged %d/%d)\n",
-                  c.name.c_str(), conv, reps);
+      std::printf("RESULT %s no single ERAM found the wanted values in every repetition (MERAM right %d/%d)\n",
+                  c.name.c_str(), ok, reps);
   }
   return 0;
 }
