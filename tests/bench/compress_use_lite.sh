@@ -62,6 +62,10 @@ for s in $seqs; do
   names="$names $s"
 done
 seqs=$names
+needs_calib() { [[ "$1" == *prune.obs* || "$1" == *quant.gptq* || "$1" == *distill.* ]]; }
+any_calib=0
+for s in $seqs; do if needs_calib "${PASSES[$s]}"; then any_calib=1; fi; done
+[ "$any_calib" = 1 ] || ncal=0  # no calibration sentences needed (nor sentences-1000.txt)
 
 # model and text (cached; FETCH=0: caches only)
 if [ "${FETCH:-1}" = 0 ]; then
@@ -132,7 +136,6 @@ PY
   calib_args=(--calib-sets "$work/calib_sets.txt")
   calib_note="calibration: $ncal other Austen sentences, $tokens tokens"
 fi
-needs_calib() { [[ "$1" == *prune.obs* || "$1" == *quant.gptq* || "$1" == *distill.* ]]; }
 
 echo "USE-lite compression quality: N=$n sentences ($(basename "$text")), calibration/optimize input L=$L ids," \
   "$calib_note, OPENBLAS_CORETYPE=$OPENBLAS_CORETYPE, $(nproc) cores, f32 embed ${ref_s} s"
