@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cmath>
 #include <exception>
 #include <limits>
@@ -60,7 +61,40 @@ struct Shared {
   EigenResult final;
   std::string winner;
 
-  Shared(const LinearOperator& o, const MeramOptions& op_) : op(o), opt(op_) {}
+  // Deterministic mode: the exchanges take turns in the order they would have
+  // on dedicated, equally fast cores with time counted in matvecs: the next
+  // exchange is that of the running co-method whose next restart comes at the
+  // fewest matvecs (co-method i's c-th restart comes at c m_i; ties: lower i).
+  // The Arnoldi cycles themselves still overlap.
+  std::mutex turn_mu;
+  std::condition_variable turn_cv;
+  std::vector<int64_t> next_time;  // matvecs at each co-method's next restart
+  std::vector<bool> retired;
+
+  Shared(const LinearOperator& o, const MeramOptions& op_, const std::vector<int64_t>& m)
+      : op(o), opt(op_), next_time(m), retired(m.size(), false) {}
+
+  /// The co-method whose exchange comes next (size() when all retired). Under turn_mu.
+  std::size_t turn() const {
+    std::size_t best = next_time.size();
+    for (std::size_t j = 0; j < next_time.size(); ++j)
+      if (!retired[j] && (best == next_time.size() || next_time[j] < next_time[best])) best = j;
+    return best;
+  }
+  /// Blocks until it is co-method i's turn (or everyone stops).
+  void wait_turn(std::size_t i) {
+    std::unique_lock lock(turn_mu);
+    turn_cv.wait(lock, [&] { return turn() == i || stop.load(); });
+  }
+  /// Co-method i's exchange is done: its next one comes m_i matvecs later, or
+  /// (retire) it leaves the rotation.
+  void pass_turn(std::size_t i, int64_t m, bool retire) {
+    std::lock_guard lock(turn_mu);
+    if (retire) retired[i] = true;
+    else next_time[i] += m;
+    turn_cv.notify_all();
+  }
+
   double now() const { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); }
 
   bool mixed = false;
@@ -275,7 +309,23 @@ void run_comethod(Shared& s, size_t i, CoMethodReport& rep) {
     }
     return false;
   };
+  // Deterministic mode: holds the turn for the duration of an exchange (released on unwind too).
+  struct Turn {
+    Shared* s;
+    std::size_t i;
+    int64_t m;
+    Turn(Shared* s_, std::size_t i_, int64_t m_) : s(s_), i(i_), m(m_) {
+      if (s) s->wait_turn(i);
+    }
+    ~Turn() {
+      if (s) s->pass_turn(i, m, false);
+    }
+    Turn(const Turn&) = delete;
+    Turn& operator=(const Turn&) = delete;
+  };
+  Shared* const lockstep = opt.deterministic ? &s : nullptr;
   o.on_restart = [&](RestartState& st) {
+    const Turn turn(lockstep, i, rep.subspace);
     rep.restarts = st.restart;
     rep.matvecs = st.matvecs;
     if (opt.observe) opt.observe(i, st);
@@ -297,6 +347,7 @@ void run_comethod(Shared& s, size_t i, CoMethodReport& rep) {
     rep.restarts = stopped ? r.restarts - 1 : r.restarts;  // a stopping callback cancels its restart
     rep.matvecs = r.matvecs;
     if (!s.stop.load()) {  // its budget ran out (or m = n): a last exchange, no restart
+      const Turn turn(lockstep, i, rep.subspace);
       MeramPoint pt;
       pt.restart = r.restarts;
       pt.matvecs = r.matvecs;
@@ -312,6 +363,7 @@ void run_comethod(Shared& s, size_t i, CoMethodReport& rep) {
     rep.error = "unknown exception";
   }
   if (rep.publishes == 0) ++s.heard;  // ended (failed, or m = n) before publishing
+  if (lockstep) s.pass_turn(i, 0, true);
   rep.seconds = s.now() - t_start;
 }
 
@@ -355,7 +407,9 @@ MeramResult meram(const LinearOperator& op, const MeramOptions& opt) {
       throw KernelError("meram: subspace " + std::to_string(m) + " must exceed k = " + std::to_string(k) +
                         " (or be >= n = " + std::to_string(n) + ")");
   }
-  Shared s(op, opt);
+  std::vector<int64_t> sizes;
+  for (int64_t m : opt.subspaces) sizes.push_back(std::min(m, n));
+  Shared s(op, opt, sizes);
   MeramResult out;
   out.comethods.resize(opt.subspaces.size());
   for (size_t i = 0; i < opt.subspaces.size(); ++i) {

@@ -7,16 +7,19 @@
 //      per co-method, score = its largest relative residual |r_j| / |θ_j|, r_j
 //      the Ritz estimate ||A x_j - θ_j x_j|| for unit x_j);
 //   2. reads every co-method's latest set, without waiting for anyone, and
-//      improves its own k pairs with theirs, lowest residual first: a pair
-//      standing for the same eigenvalue as an own one (values closer than a
-//      tenth of the larger residual) with a lower residual replaces it; a pair
-//      more wanted than the least wanted own one even at its pessimistic end
-//      (|θ| - residual, or Re θ - residual) replaces that one. A converged but
-//      less wanted pair never displaces a wanted one;
+//      takes the best one (policy best_set, the default): the set with the
+//      smallest largest relative residual, if it is pair by pair at least as
+//      wanted as its own (key_j >= own key_j - own residual_j, key = |θ| or
+//      Re θ: a set converged to less wanted values never displaces one still
+//      approaching the wanted ones). Policy per_eigenvalue instead improves its
+//      own pairs one by one: a pair standing for the same eigenvalue (values
+//      closer than a tenth of the larger residual) at a 100x lower residual
+//      replaces it, a pair more wanted than the least wanted own one even at
+//      its pessimistic end (key - residual) replaces that one;
 //   3. stops everyone when these k pairs have all converged (|r_j| <= tol |θ_j|,
 //      with ARPACK's eps^(2/3) floor) and every co-method has published once;
-//      else, if it is stalled (MeramOptions::stall_window) and a pair came from
-//      another co-method, restarts from their residual-weighted sum (arnoldi()'s
+//      else, if a pair came from another co-method (and, with stall_window > 0,
+//      it is stalled), restarts from their residual-weighted sum (arnoldi()'s
 //      weighting), otherwise from its own pairs as ERAM does.
 // Stop policy "first": the first restart set to converge stops all. A
 // co-method that throws is reported (CoMethodReport::error) and the others go
@@ -43,9 +46,9 @@ namespace ymlopt::eigen {
 
 /// How a co-method builds its restart set from the board (step 2 above).
 enum class MeramPolicy {
-  per_eigenvalue,  // the best pair for each wanted eigenvalue over all sets (default)
   best_set,        // the whole set of the co-method with the smallest largest residual
-                   // (Emad et al.'s basic MERAM), if pair by pair at least as wanted
+                   // (Emad et al.'s basic MERAM), if pair by pair at least as wanted (default)
+  per_eigenvalue,  // own pairs improved pair by pair from all sets (use with stall_window > 0)
 };
 
 /// Options of meram().
@@ -58,15 +61,22 @@ struct MeramOptions {
   std::uint64_t seed = 1;            // all co-methods start from the same vector
   std::vector<double> start;         // optional start vectors (n x p), as ArnoldiOptions::start
   bool exchange = true;              // false: independent ERAMs side by side (first converged still stops all)
-  MeramPolicy policy = MeramPolicy::per_eigenvalue;
-  /// A co-method restarts from the improved set only while it is stalled: the
-  /// best own residual of its last W restarts is not below half the best of the
-  /// W before (0: at every restart). A co-method making progress keeps its own
-  /// course: Ritz pairs of a small subspace with a small residual are often poor
-  /// restart directions on a non-normal operator, and taking them at every
-  /// restart made ERAM(10) thrash on the Markov walk (27 restarts alone, no
-  /// convergence in 3000 within MERAM). A converged improved set wins in any case.
-  std::int64_t stall_window = 5;
+  MeramPolicy policy = MeramPolicy::best_set;
+  /// W > 0: a co-method restarts from the gathered set only while it is
+  /// stalled: the best own residual of its last W restarts is not below half
+  /// the best of the W before. 0: at every restart (the default; right for
+  /// best_set). per_eigenvalue needs W > 0: mixing single pairs of small
+  /// subspaces of a non-normal operator at every restart made ERAM(10) thrash on
+  /// the Markov walk (27 restarts alone, no convergence in 3000 within MERAM).
+  /// A converged gathered set wins in any case.
+  std::int64_t stall_window = 0;
+  /// true: the exchanges take turns in the order they would have on dedicated,
+  /// equally fast cores with time counted in matvecs (co-method i's c-th restart
+  /// at c m_i; a co-method waits for its turn, the Arnoldi cycles still overlap):
+  /// results and matvec counts are reproducible, independent of the OS
+  /// scheduler and of the machine's load. false (default): fully asynchronous,
+  /// no co-method ever waits; the exchange order follows the actual speeds.
+  bool deterministic = false;
   /// Called in co-method i's thread at each of its restarts, before it
   /// publishes; may throw (the co-method then fails and is reported).
   std::function<void(std::size_t comethod, const RestartState&)> observe;

@@ -4,7 +4,8 @@
 //   ymlopt_bench_meram [--n 2000] [--k 2] [--tol-exp 8] [--reps 5] [--subspaces 5,7,10] [--ncv 10]
 //                      [--cd 40] [--markov 40] [--max-restarts 20000] [--only CASE]
 //                      [--radius 950 (bulk radius, 1e-3 units)] [--upper 20 (coupling size, 1e-2 units)]
-//                      [--step 100] [--policy per_eigenvalue|best_set]
+//                      [--step 100] [--policy best_set|per_eigenvalue] [--stall 0 (MeramOptions::stall_window)]
+//                      [--deterministic 0|1 (MeramOptions::deterministic)]
 //
 // Cases (all sparse CSR, eigenvalues known):
 //   clustered  matrix_with_spectrum (coupling --upper): top k = 1, 0.995, ... (complex pair 0.99 ± 0.02i
@@ -134,14 +135,18 @@ int main(int argc, char** argv) {
   const int64_t max_restarts = arg(argc, argv, "--max-restarts", 20000);
   const std::vector<int64_t> subspaces = parse_subspaces(arg_s(argc, argv, "--subspaces", "5,7,10"));
   const std::string only = arg_s(argc, argv, "--only", "");
+  const int64_t stall = arg(argc, argv, "--stall", 0);
+  const bool lockstep = arg(argc, argv, "--deterministic", 0) != 0;
   const MeramPolicy policy =
-      std::string(arg_s(argc, argv, "--policy", "per_eigenvalue")) == "best_set" ? MeramPolicy::best_set
-                                                                                 : MeramPolicy::per_eigenvalue;
+      std::string(arg_s(argc, argv, "--policy", "best_set")) == "per_eigenvalue" ? MeramPolicy::per_eigenvalue
+                                                                                 : MeramPolicy::best_set;
   openblas_set_num_threads(1);
   std::printf("OpenBLAS core: %s, BLAS 1 thread per solver; MERAM: %zu co-method threads on %u hardware threads\n",
               openblas_get_corename(), subspaces.size(), std::thread::hardware_concurrency());
   std::printf("k %lld, tol %.0e (|r| <= tol |λ|), reps %d, max_restarts %lld per co-method, ARPACK ncv %lld\n",
               (long long)k, tol, reps, (long long)max_restarts, (long long)ncv);
+  std::printf("MERAM policy %s, stall_window %lld, %s\n", policy == MeramPolicy::best_set ? "best_set" : "per_eigenvalue",
+              (long long)stall, lockstep ? "deterministic (exchanges in matvec-time order)" : "asynchronous");
 
   std::vector<Case> cases;
   auto top = [&](double scale, double step) {
@@ -199,6 +204,8 @@ int main(int argc, char** argv) {
         o.seed = static_cast<uint64_t>(rep + 1);
         o.subspaces = v == 0 ? subspaces : std::vector<int64_t>{subspaces[v - 1]};
         o.policy = policy;
+        o.stall_window = stall;
+        o.deterministic = lockstep;
         const double t0 = now_s();
         const MeramResult r = meram(op, o);
         const double t = now_s() - t0;
