@@ -1,7 +1,7 @@
 // Transformer building blocks (f32 and f64 unless noted), on row-major 2-D
 // strided views; activations are [tokens, features] with tokens = batch*seq.
 //
-//   nn.embedding             y[i,:] = table[ids[i],:]
+//   nn.embedding             y[i,:] = table[ids[i],:] (float table, or int8/int4 codes + scales)
 //   nn.layernorm             y = (x - mean) / sqrt(var + eps) * gamma + beta   (biased variance)
 //   nn.rmsnorm               y = x / sqrt(mean(x^2) + eps) * weight
 //   nn.linear                y (+)= act(x W + b), one GEMM, W as [k,n] or [n,k]
@@ -27,6 +27,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "nn/embedding_formats.hpp"
 #include "nn/linear_formats.hpp"
 #include "nn/nn.hpp"
 #include "tensor/kernel_util.hpp"
@@ -174,13 +175,19 @@ template <class T> inline T max8(const T* x, int64_t n) {
 double rows_cols(const TensorView& v) { return double(v.rows) * double(v.cols); }
 
 // ============================================================ nn.embedding
+// format dense: a row copy in the table's dtype; int8/int4: the rows requested are
+// dequantized from codes + scales (nn/embedding_formats.hpp) into f32.
 
 const std::vector<PortSpec>& embedding_ports() {
   static const std::vector<PortSpec> p = {
       {"ids", Access::read, {DType::i32}, false, 2, "token ids, shape [tokens] or [tokens, 1]"},
-      {"table", Access::read, {DType::f32, DType::f64, DType::f16, DType::bf16}, false, 2, "embedding table [vocab, d]"},
+      {"table", Access::read, {DType::f32, DType::f64, DType::f16, DType::bf16, DType::i8}, false, 2,
+       "embedding table [vocab, d]; format int8: i8 codes [vocab, d], int4: i8 [vocab, d/2] (two codes per byte)"},
       {"y", Access::write, {DType::f32, DType::f64, DType::f16, DType::bf16}, false, 2,
-       "embeddings [tokens, d], dtype of table"},
+       "embeddings [tokens, d], dtype of table (f32 for int8/int4)"},
+      {"table_scale", Access::read, {DType::f32, DType::f16}, true, 2,
+       "format int8/int4: scales [vocab] (per row) or [vocab, d/group]"},
+      {"table_zero", Access::read, {DType::f32}, true, 2, "format int8/int4: zero points like table_scale (asymmetric)"},
   };
   return p;
 }
@@ -192,19 +199,41 @@ int64_t num_ids(const TensorView& ids) {
   return -1;
 }
 
+/// 0 (dense), 8 (int8) or 4 (int4).
+int embedding_bits(const Args& a) {
+  const std::string& f = a.get_string("format");
+  return f == "int8" ? 8 : f == "int4" ? 4 : 0;
+}
+
 std::string embedding_check(const TaskShape& t) {
   const auto& s = embedding_ports();
   const auto& p = t.ports;
   if (auto m = kutil::ports_present(s, p); !m.empty()) return m;
-  if (auto m = kutil::same_dtype(s, p, 2, 1); !m.empty()) return m;
+  if (auto m = kutil::one_of(t.args, "format", {"dense", "int8", "int4"}); !m.empty()) return m;
   const int64_t n = num_ids(p[0]);
   if (n < 0) return "port 'ids' is " + dims(p[0]) + ": expected shape [tokens] or [tokens, 1]";
+  if (const int bits = embedding_bits(t.args); bits != 0) {
+    if (p[2].rows != n)
+      return "port 'y' is " + dims(p[2]) + " but there are " + to_string(n) + " ids (one row per id)";
+    return nn::check_compressed_table(s, p, t.args, bits);
+  }
+  if (p[1].dtype == DType::i8)
+    return "port 'table' has dtype i8: format=dense needs a float table (set format=int8 or int4 for codes)";
+  for (std::size_t i : {nn::kEmbScale, nn::kEmbZero})
+    if (p[i].bound()) return "port '" + s[i].name + "' is bound but format=dense does not use it";
+  if (auto m = kutil::same_dtype(s, p, 2, 1); !m.empty()) return m;
   return expect_shape(s, p, 2, n, p[1].cols, to_string(n) + " ids x table width " + to_string(p[1].cols));
 }
 
 Cost embedding_cost(const TaskShape& t) {
   if (t.ports.size() != embedding_ports().size()) return {};
   Cost c;
+  const double n = double(std::max<int64_t>(num_ids(t.ports[0]), 0));
+  if (embedding_bits(t.args) != 0) {  // ids, the compressed rows read, y; one multiply-add per element
+    c.bytes = kutil::bytes_of(t.ports[0]) + n * nn::compressed_row_bytes(t.ports) + kutil::bytes_of(t.ports[2]);
+    c.flops = 2 * rows_cols(t.ports[2]);
+    return c;
+  }
   c.bytes = kutil::bytes_of(t.ports[0]) + 2 * kutil::bytes_of(t.ports[2]);  // ids, gathered rows, y
   return c;
 }
@@ -213,12 +242,16 @@ void embedding_cpu(KernelContext& ctx) {
   kutil::validate(ctx, embedding_ports(), embedding_check);
   const TensorView &ids = ctx.port(0), &table = ctx.port(1), &y = ctx.port(2);
   const int64_t n = num_ids(ids), vocab = table.rows, d = table.cols;
-  const std::size_t row_bytes = static_cast<std::size_t>(d) * dtype_size(table.dtype);
   const auto* id = static_cast<const std::int32_t*>(ids.data);
+  const int64_t icols = std::max<int64_t>(ids.cols, 1);
+  if (const int bits = embedding_bits(ctx.args()); bits != 0) {
+    nn::gather_compressed(ctx.ports(), ctx.args(), bits, id, n, ids.ld, ids.cols);
+    return;
+  }
+  const std::size_t row_bytes = static_cast<std::size_t>(d) * dtype_size(table.dtype);
   const auto* tab = static_cast<const unsigned char*>(table.data);
   auto* out = static_cast<unsigned char*>(y.data);
   const std::size_t es = dtype_size(table.dtype);
-  const int64_t icols = std::max<int64_t>(ids.cols, 1);
   for (int64_t i = 0; i < n; ++i) {
     const int64_t v = id[(i / icols) * ids.ld + i % icols];
     if (v < 0 || v >= vocab)
@@ -1016,8 +1049,15 @@ void register_transformer(Registry& reg) {
   const ParamSpec seq = {"seq", ParamType::int_, "0", false,
                          "sequence length (rows per sequence); 0: all rows are one sequence"};
 
-  kutil::add_component(reg, "nn.embedding", "y[i, :] = table[ids[i], :]; an id outside [0, vocab) is an error naming its position",
-      embedding_ports(), {}, embedding_cpu, embedding_check, embedding_cost);
+  kutil::add_component(reg, "nn.embedding",
+      "y[i, :] = table[ids[i], :]; an id outside [0, vocab) is an error naming its position. format int8/int4: "
+      "only the rows requested are dequantized, (code - zero) * scale, into f32 y",
+      embedding_ports(),
+      {{"format", ParamType::string_, "dense", false,
+        "table representation: dense (float table), int8 or int4 (codes in table, table_scale, optional "
+        "table_zero; the layout of quant.int8 / quant.group on W = table [vocab, d]); compressed tables give f32 y"},
+       {"group", ParamType::int_, "0", false, "int8/int4: table elements per scale along d; 0: one scale per row"}},
+      embedding_cpu, embedding_check, embedding_cost);
   kutil::add_component(reg, "nn.layernorm",
       "row-wise layer normalization: y = (x - mean) / sqrt(var + eps) * gamma + beta, biased variance (as PyTorch)",
       layernorm_ports(), {{"eps", ParamType::float_, "1e-5", false, "added to the variance"}}, layernorm_cpu,

@@ -1,0 +1,112 @@
+#include "nn/embedding_formats.hpp"
+
+#include <algorithm>
+
+#include "quant/qlinear.hpp"
+#include "tensor/kernel_util.hpp"
+
+namespace ymlopt::nn {
+namespace {
+
+using std::int64_t;
+using std::to_string;
+
+const char* fmt(int bits) { return bits == 4 ? "format=int4" : "format=int8"; }
+
+/// "" when port i (bound) is [rows, cols], or a vector of rows elements when cols == 1.
+std::string want_shape(const std::vector<PortSpec>& s, std::span<const TensorView> p, std::size_t i, int64_t rows,
+                       int64_t cols, const std::string& why) {
+  const TensorView& v = p[i];
+  if (v.rows == rows && v.cols == cols) return "";
+  if (cols == 1 && v.rows * v.cols == rows && (v.rows == 1 || v.cols == 1)) return "";
+  return "port '" + s[i].name + "' is " + kutil::dims(v) + " but expected " + to_string(rows) + "x" +
+         to_string(cols) + " (" + why + ")";
+}
+
+/// The table as the quantized-weight view of quant:: (rows = vocab, k = d).
+quant::QWeight table_weight(std::span<const TensorView> p, const Args& a, int bits) {
+  const TensorView &t = p[kEmbTable], &s = p[kEmbScale], &z = p[kEmbZero];
+  quant::QWeight w;
+  w.bits = bits;
+  w.q = static_cast<const std::int8_t*>(t.data);
+  w.q_ld = t.rows > 1 ? t.ld : t.cols;
+  w.n = t.rows;
+  w.k = p[kEmbY].cols;
+  w.group = a.get_int("group");
+  w.scale = s.data;
+  w.scale_dtype = s.dtype;
+  // per row the scales may be a [vocab] vector (a 1 x vocab view: stride 1 between rows) or [vocab, 1]
+  w.scale_ld = w.group == 0 && s.rows == 1 ? 1 : s.ld;
+  if (z.bound()) {
+    w.zero = static_cast<const float*>(z.data);
+    w.zero_ld = w.group == 0 && z.rows == 1 ? 1 : z.ld;
+  }
+  return w;
+}
+
+}  // namespace
+
+std::string check_compressed_table(const std::vector<PortSpec>& s, std::span<const TensorView> p, const Args& a,
+                                   int bits) {
+  const TensorView &t = p[kEmbTable], &y = p[kEmbY], &sc = p[kEmbScale], &z = p[kEmbZero];
+  const std::string f = fmt(bits);
+  if (t.dtype != DType::i8)
+    return "port 'table' has dtype " + std::string(dtype_name(t.dtype)) + " but " + f + " needs i8 (" +
+           (bits == 4 ? "two 4-bit codes per byte" : "int8 codes") + ")";
+  if (y.dtype != DType::f32)
+    return "port 'y' has dtype " + std::string(dtype_name(y.dtype)) + " but " + f +
+           " needs f32 (the dequantized rows)";
+  const int64_t d = y.cols, vocab = t.rows, group = a.get_int("group");
+  if (group < 0) return "param 'group' is " + to_string(group) + ": must be >= 0 (0: one scale per row)";
+  if (group > 0 && group != 32 && group % 64 != 0)
+    return "param 'group' is " + to_string(group) + ": expected 0 (one scale per row), 32 or a multiple of 64";
+  if (group > 0 && d % group != 0)
+    return "param 'group' is " + to_string(group) + " but y has " + to_string(d) +
+           " columns: groups must tile the rows of the table";
+  if (bits == 4 && d % 2 != 0) return "y has " + to_string(d) + " columns: format=int4 needs an even width";
+  const int64_t code_cols = bits == 4 ? d / 2 : d;
+  if (t.cols != code_cols)
+    return "port 'table' is " + kutil::dims(t) + " but y is " + kutil::dims(y) + ": " + f + " needs table [vocab, " +
+           (bits == 4 ? "d/2" : "d") + "] = " + to_string(vocab) + "x" + to_string(code_cols) + " with d = y columns";
+  if (!sc.bound()) return "port 'table_scale' is not bound: " + f + " needs it";
+  const int64_t g = group > 0 ? d / group : 1;
+  const std::string per = group > 0 ? "one scale per row and group of " + to_string(group) : "one scale per row";
+  return kutil::first_error(
+      {(sc.dtype == DType::f32 || sc.dtype == DType::f16)
+           ? std::string()
+           : "port 'table_scale' has dtype " + std::string(dtype_name(sc.dtype)) + ": expected f32 or f16",
+       want_shape(s, p, kEmbScale, vocab, g, per),
+       z.bound() && z.dtype != DType::f32
+           ? "port 'table_zero' has dtype " + std::string(dtype_name(z.dtype)) + ": expected f32 (zero points)"
+           : std::string(),
+       z.bound() ? want_shape(s, p, kEmbZero, vocab, g, "one zero point per scale") : std::string()});
+}
+
+double compressed_row_bytes(std::span<const TensorView> p) {
+  double b = 0;
+  for (std::size_t i : {kEmbTable, kEmbScale, kEmbZero}) {
+    const TensorView& v = p[i];
+    if (!v.bound() || v.rows * v.cols == 0) continue;
+    const double rows = v.rows == 1 && i != kEmbTable ? double(v.cols) : double(v.rows);  // [vocab] vectors
+    b += kutil::bytes_of(v) / std::max(rows, 1.0);
+  }
+  return b;
+}
+
+void gather_compressed(std::span<const TensorView> p, const Args& a, int bits, const std::int32_t* ids, int64_t n,
+                       int64_t ids_ld, int64_t ids_cols) {
+  const quant::QWeight w = table_weight(p, a, bits);
+  if (const std::string e = quant::validate(w); !e.empty()) throw KernelError("nn.embedding: " + e);
+  const TensorView& y = p[kEmbY];
+  auto* out = static_cast<float*>(y.data);
+  const int64_t vocab = w.n, cols = std::max<int64_t>(ids_cols, 1);
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t v = ids[(i / cols) * ids_ld + i % cols];
+    if (v < 0 || v >= vocab)
+      throw KernelError("id " + to_string(v) + " at position " + to_string(i) + " is out of range: table has " +
+                        to_string(vocab) + " rows (ids must be in [0, " + to_string(vocab) + "))");
+    if (w.k > 0) quant::dequantize(w.rows(v, v + 1), out + i * y.ld, y.ld);
+  }
+}
+
+}  // namespace ymlopt::nn

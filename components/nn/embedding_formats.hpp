@@ -1,0 +1,47 @@
+// The table representations nn.embedding accepts beside dense float tables, and
+// the gather y[i, :] = dequant(table)[ids[i], :] for each. A compressed table is
+// laid out exactly as a quantized nn.linear weight W [n, k] with n = vocab and
+// k = d (quant::QWeight: rows are tokens, scale groups run along d), so a tied
+// table (GPT-2's wte, read by the embedding and by the lm_head linear with
+// transpose_w=true) is one set of codes for both readers:
+//
+//   format  ports                                                  gather
+//   dense   table f32|f64|f16|bf16 [vocab, d]                      row copy, y has the table's dtype
+//   int8    table i8 [vocab, d], table_scale f32|f16 [vocab] or    quant::dequantize of the requested
+//           [vocab, d/group], table_zero f32 (asymmetric)          rows only, y f32
+//   int4    table i8 [vocab, d/2] (two codes per byte, element 2j  same
+//           in the low nibble), table_scale, table_zero
+//
+//   <task component="nn.embedding">
+//     <in port="ids" data="ids"/><in port="table" data="E.q"/><in port="table_scale" data="E.scale"/>
+//     <out port="y" data="x0"/><arg name="format" value="int4"/><arg name="group" value="64"/>
+//   </task>
+#pragma once
+#include <ymlopt/sdk.hpp>
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace ymlopt::nn {
+
+/// nn.embedding's port indices.
+enum EmbeddingPort : std::size_t { kEmbIds, kEmbTable, kEmbY, kEmbScale, kEmbZero, kNumEmbeddingPorts };
+
+/// "" when the ports describe a compressed table of format "int8" or "int4" (arg
+/// `group`) gathered into y [tokens, d] f32; d is y's width.
+///   check_compressed_table(specs, ports, args, 4)  // "port 'table_scale' is not bound: format=int4 needs it"
+std::string check_compressed_table(const std::vector<PortSpec>& specs, std::span<const TensorView> p, const Args& a,
+                                   int bits);
+
+/// Bytes of one compressed table row (codes, scales, zeros): what a gather reads per id.
+double compressed_row_bytes(std::span<const TensorView> p);
+
+/// y[i, :] = dequant(table)[ids[i], :] for the n ids (ids[i] read at id(i)), dequantizing only
+/// the rows requested. Throws KernelError naming the position of an id outside [0, vocab).
+///   gather_compressed(ports, args, 8, ids, n, icols);
+void gather_compressed(std::span<const TensorView> p, const Args& a, int bits, const std::int32_t* ids,
+                       std::int64_t n, std::int64_t ids_ld, std::int64_t ids_cols);
+
+}  // namespace ymlopt::nn

@@ -1,0 +1,263 @@
+// nn.embedding on compressed tables (format int8 / int4, per row or per group,
+// symmetric or asymmetric, f32 or f16 scales) against an independent reference:
+// the codes are unpacked and dequantized in long double, then gathered. Plus the
+// check messages and the run-time id error.
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <ymlopt/half.hpp>
+
+#include "nn/nn.hpp"
+#include "quant/quant.hpp"
+#include "test_context.hpp"
+
+namespace ymlopt::test {
+namespace {
+
+using std::int64_t;
+
+TensorView view(const void* data, DType dt, int64_t rows, int64_t cols, bool vector = false) {
+  TensorView v;
+  v.data = const_cast<void*>(data);
+  v.dtype = dt;
+  v.rows = rows;
+  v.cols = cols;
+  v.ld = cols;
+  v.shape = vector ? Shape{cols} : Shape{rows, cols};
+  return v;
+}
+
+/// A compressed table as plain arrays (independent of quant::): codes, scales, zeros.
+struct Table {
+  int bits = 8;
+  int64_t vocab = 0, d = 0, group = 0;  // group 0: per row
+  std::vector<std::int8_t> q;           // [vocab, d] or [vocab, d/2]
+  std::vector<float> scale;             // [vocab, groups] (f32)
+  std::vector<std::uint16_t> scale16;   // same, f16 bits (when f16)
+  std::vector<float> zero;              // empty: symmetric
+  bool f16 = false;
+  int64_t groups() const { return group > 0 ? d / group : 1; }
+  int64_t code_cols() const { return bits == 4 ? d / 2 : d; }
+};
+
+Table random_table(int bits, int64_t vocab, int64_t d, int64_t group, bool asym, bool f16, std::uint32_t seed) {
+  Table t{bits, vocab, d, group};
+  t.f16 = f16;
+  std::mt19937 g(seed);
+  std::uniform_int_distribution<int> byte(-128, 127);
+  std::uniform_real_distribution<float> s(0.001f, 0.2f), z(0.0f, 15.0f), z8(-128.0f, 127.0f);
+  t.q.resize(std::size_t(vocab * t.code_cols()));
+  for (auto& c : t.q) c = static_cast<std::int8_t>(byte(g));
+  t.scale.resize(std::size_t(vocab * t.groups()));
+  for (auto& v : t.scale) v = s(g);
+  if (f16) {
+    for (auto& v : t.scale) {
+      t.scale16.push_back(half::f16_bits_from_double(v));
+      v = static_cast<float>(half::f16_bits_to_double(t.scale16.back()));  // the reference reads the stored value
+    }
+  }
+  if (asym) {
+    t.zero.resize(t.scale.size());
+    for (auto& v : t.zero) v = bits == 4 ? z(g) : z8(g);
+  }
+  return t;
+}
+
+/// Element (r, c) of the table in long double: (code - zero) * scale.
+long double reference(const Table& t, int64_t r, int64_t c) {
+  long double code;
+  if (t.bits == 8) {
+    code = t.q[std::size_t(r * t.d + c)];
+  } else {
+    const auto b = static_cast<std::uint8_t>(t.q[std::size_t(r * (t.d / 2) + c / 2)]);
+    code = (c % 2 == 0) ? (b & 0x0F) : (b >> 4);
+  }
+  const int64_t g = t.group > 0 ? c / t.group : 0;
+  const std::size_t i = std::size_t(r * t.groups() + g);
+  const long double zero = t.zero.empty() ? (t.bits == 4 ? 8.0L : 0.0L) : (long double)t.zero[i];
+  return (code - zero) * (long double)t.scale[i];
+}
+
+struct Fixture {
+  TestRegistry reg;
+  Fixture() { register_nn(reg); }
+
+  /// Runs nn.embedding on t for `ids` into a padded y; returns y.
+  Mat<float> gather(const Table& t, const std::vector<std::int32_t>& ids, bool ids_column = false) {
+    const int64_t n = int64_t(ids.size());
+    Mat<float> y(n, t.d, 3);
+    const bool per_row = t.group == 0;
+    const DType sd = t.f16 ? DType::f16 : DType::f32;
+    const void* sp = t.f16 ? static_cast<const void*>(t.scale16.data()) : static_cast<const void*>(t.scale.data());
+    TensorView sv = per_row ? view(sp, sd, 1, t.vocab, true) : view(sp, sd, t.vocab, t.groups());
+    TensorView zv;
+    if (!t.zero.empty())
+      zv = per_row ? view(t.zero.data(), DType::f32, 1, t.vocab, true) : view(t.zero.data(), DType::f32, t.vocab, t.groups());
+    TensorView iv = ids_column ? view(ids.data(), DType::i32, n, 1) : view(ids.data(), DType::i32, 1, n, true);
+    run(reg, "nn.embedding",
+        {iv, view(t.q.data(), DType::i8, t.vocab, t.code_cols()), y.view(), sv, zv},
+        {{"format", t.bits == 4 ? "int4" : "int8"}, {"group", std::to_string(t.group)}});
+    return y;
+  }
+};
+
+/// y equals the long-double dequantize-then-gather reference (two f32 roundings), padding untouched.
+void expect_gathered(const Table& t, const std::vector<std::int32_t>& ids, const Mat<float>& y, const std::string& what) {
+  for (int64_t i = 0; i < int64_t(ids.size()); ++i) {
+    for (int64_t c = 0; c < t.d; ++c) {
+      const long double ref = reference(t, ids[std::size_t(i)], c);
+      ASSERT_NEAR(double(y(i, c)), double(ref), 3e-7 * std::fabs(double(ref)) + 1e-30)
+          << what << " id " << ids[std::size_t(i)] << " col " << c;
+    }
+    for (int64_t c = t.d; c < y.ld; ++c) ASSERT_EQ(y(i, c), 77.0f) << what << ": padding written";
+  }
+}
+
+std::vector<std::int32_t> some_ids(int64_t vocab) {
+  // repeats, the first and last row, out of order
+  return {3, 0, std::int32_t(vocab - 1), 3, 17 % std::int32_t(vocab), 5, std::int32_t(vocab / 2), 1};
+}
+
+TEST(EmbeddingFormats, Int8PerRowMatchesTheReference) {
+  Fixture f;
+  const Table t = random_table(8, 37, 64, 0, false, false, 1);
+  const auto ids = some_ids(t.vocab);
+  expect_gathered(t, ids, f.gather(t, ids), "int8 per row");
+  expect_gathered(t, ids, f.gather(t, ids, true), "int8 per row, ids [n, 1]");
+}
+
+TEST(EmbeddingFormats, Int8GroupsAsymmetricAndF16Scales) {
+  Fixture f;
+  for (int64_t group : {32, 64, 128})
+    for (bool asym : {false, true})
+      for (bool f16 : {false, true}) {
+        const Table t = random_table(8, 21, 256, group, asym, f16, std::uint32_t(group + asym * 7 + f16 * 13));
+        const auto ids = some_ids(t.vocab);
+        expect_gathered(t, ids, f.gather(t, ids),
+                        "int8 g" + std::to_string(group) + (asym ? " asym" : " sym") + (f16 ? " f16" : " f32"));
+      }
+}
+
+TEST(EmbeddingFormats, Int4GroupsSymmetricAndAsymmetric) {
+  Fixture f;
+  for (int64_t group : {0, 32, 64, 128})
+    for (bool asym : {false, true}) {
+      const Table t = random_table(4, 29, 256, group, asym, false, std::uint32_t(100 + group + asym));
+      const auto ids = some_ids(t.vocab);
+      expect_gathered(t, ids, f.gather(t, ids), "int4 g" + std::to_string(group) + (asym ? " asym" : " sym"));
+    }
+  const Table t = random_table(4, 9, 64, 32, false, true, 5);  // q4_0-like: f16 scales
+  expect_gathered(t, {8, 0, 4}, f.gather(t, {8, 0, 4}), "int4 f16 scales");
+}
+
+/// The quantizers' own output (quant.group / quant.int8 layouts) gathers to the rows of the
+/// reference dequantization, and those stay within half a step of the float table.
+TEST(EmbeddingFormats, QuantizerOutputRoundTrips) {
+  Fixture f;
+  const int64_t vocab = 40, d = 128;
+  Mat<float> w(vocab, d);
+  w.random(9);
+  struct Case {
+    int bits;
+    int64_t group;
+    bool sym;
+  };
+  for (const Case c : {Case{8, 0, true}, Case{8, 64, false}, Case{4, 32, true}, Case{4, 128, false}}) {
+    const quant::QuantizedWeight qw = c.group == 0 ? quant::quantize_int8(w.buf.data(), vocab, d, w.ld)
+                                                   : quant::quantize_group(w.buf.data(), vocab, d, w.ld, c.bits, c.group, c.sym);
+    Table t{c.bits, vocab, d, c.group};
+    t.q = qw.q;
+    t.scale = qw.scale_f32;
+    t.zero = qw.zero;
+    const auto ids = some_ids(vocab);
+    const Mat<float> y = f.gather(t, ids);
+    const std::string what = "bits " + std::to_string(c.bits) + " group " + std::to_string(c.group);
+    expect_gathered(t, ids, y, what);
+    for (int64_t i = 0; i < int64_t(ids.size()); ++i)
+      for (int64_t col = 0; col < d; ++col) {
+        const int64_t g = c.group > 0 ? col / c.group : 0;
+        const double step = std::fabs(double(t.scale[std::size_t(ids[std::size_t(i)] * t.groups() + g)]));
+        // symmetric int4 may clamp one code per group: up to a full step
+        EXPECT_LE(std::fabs(double(y(i, col)) - double(w(ids[std::size_t(i)], col))), step * (c.bits == 4 ? 1.0 : 0.5) + 1e-6)
+            << what;
+      }
+  }
+}
+
+TEST(EmbeddingFormats, BadIdNamesItsPosition) {
+  Fixture f;
+  const Table t = random_table(8, 10, 32, 0, false, false, 3);
+  for (std::int32_t bad : {10, -1}) {
+    try {
+      f.gather(t, {1, 2, bad, 3});
+      FAIL() << "no error for id " << bad;
+    } catch (const KernelError& e) {
+      EXPECT_EQ(std::string(e.what()), "id " + std::to_string(bad) +
+                                           " at position 2 is out of range: table has 10 rows (ids must be in [0, 10))");
+    }
+  }
+}
+
+TEST(EmbeddingFormats, CheckMessages) {
+  Fixture f;
+  const int64_t V = 50, D = 64, T = 7;
+  auto sv = [](DType dt, int64_t r, int64_t c) { return shape_view(dt, r, c); };
+  auto vec = [](DType dt, int64_t n) {
+    TensorView v = shape_view(dt, 1, n);
+    v.shape = {n};
+    return v;
+  };
+  const TensorView ids = vec(DType::i32, T), y = sv(DType::f32, T, D), none;
+  const std::map<std::string, std::string> i8 = {{"format", "int8"}}, i4g = {{"format", "int4"}, {"group", "32"}};
+  auto chk = [&](std::vector<TensorView> p, const std::map<std::string, std::string>& a) {
+    return check(f.reg, "nn.embedding", std::move(p), a);
+  };
+  EXPECT_EQ(chk({ids, sv(DType::i8, V, D), y, vec(DType::f32, V)}, i8), "");
+  EXPECT_EQ(chk({ids, sv(DType::i8, V, D / 2), y, sv(DType::f16, V, 2), sv(DType::f32, V, 2)}, i4g), "");
+  EXPECT_EQ(chk({ids, sv(DType::f32, V, D), y, vec(DType::f32, V)}, i8),
+            "port 'table' has dtype f32 but format=int8 needs i8 (int8 codes)");
+  EXPECT_EQ(chk({ids, sv(DType::i8, V, D), y}, i8), "port 'table_scale' is not bound: format=int8 needs it");
+  EXPECT_EQ(chk({ids, sv(DType::i8, V, D), y, vec(DType::f32, V - 1)}, i8),
+            "port 'table_scale' is 1x49 (shape 49) but expected 50x1 (one scale per row)");
+  EXPECT_EQ(chk({ids, sv(DType::i8, V, D / 2), y, sv(DType::f32, V, 3)}, i4g),
+            "port 'table_scale' is 50x3 but expected 50x2 (one scale per row and group of 32)");
+  EXPECT_EQ(chk({ids, sv(DType::i8, V, D / 2), y, sv(DType::f32, V, 2), sv(DType::f32, V, 1)}, i4g),
+            "port 'table_zero' is 50x1 but expected 50x2 (one zero point per scale)");
+  EXPECT_EQ(chk({ids, sv(DType::i8, V, D / 2), y, sv(DType::i32, V, 2)}, i4g),
+            "port 'table_scale' has dtype i32: expected f32 or f16");
+  EXPECT_EQ(chk({ids, sv(DType::i8, V, D), y, vec(DType::f32, V)}, {{"format", "int4"}}),
+            "port 'table' is 50x64 but y is 7x64: format=int4 needs table [vocab, d/2] = 50x32 with d = y columns");
+  EXPECT_EQ(chk({ids, sv(DType::i8, V, D), sv(DType::f64, T, D), vec(DType::f32, V)}, i8),
+            "port 'y' has dtype f64 but format=int8 needs f32 (the dequantized rows)");
+  EXPECT_EQ(chk({ids, sv(DType::i8, V, D), y, sv(DType::f32, V, 1)}, {{"format", "int8"}, {"group", "48"}}),
+            "param 'group' is 48: expected 0 (one scale per row), 32 or a multiple of 64");
+  EXPECT_EQ(chk({ids, sv(DType::i8, V, 96), sv(DType::f32, T, 96), sv(DType::f32, V, 1)}, {{"format", "int8"}, {"group", "64"}}),
+            "param 'group' is 64 but y has 96 columns: groups must tile the rows of the table");
+  EXPECT_EQ(chk({ids, sv(DType::i8, V, D), sv(DType::f32, T + 1, D), vec(DType::f32, V)}, i8),
+            "port 'y' is 8x64 but there are 7 ids (one row per id)");
+  EXPECT_EQ(chk({ids, sv(DType::i8, V, D), y, vec(DType::f32, V)}, {{"format", "int2"}}),
+            "param 'format' is 'int2': expected one of 'dense', 'int8', 'int4'");
+  EXPECT_EQ(chk({ids, sv(DType::i8, V, D), y}, {}),
+            "port 'table' has dtype i8: format=dense needs a float table (set format=int8 or int4 for codes)");
+  EXPECT_EQ(chk({ids, sv(DType::f32, V, D), y, vec(DType::f32, V)}, {}),
+            "port 'table_scale' is bound but format=dense does not use it");
+}
+
+TEST(EmbeddingFormats, CostCountsTheRowsRead) {
+  Fixture f;
+  const ComponentSpec& s = f.reg.get("nn.embedding");
+  TensorView ids = shape_view(DType::i32, 1, 10);
+  ids.shape = {10};
+  TensorView scale = shape_view(DType::f32, 1000, 4);
+  const std::vector<TensorView> p = {ids, shape_view(DType::i8, 1000, 64), shape_view(DType::f32, 10, 128), scale, TensorView{}};
+  const Cost c = s.cost(TaskShape{p, make_args(s, {{"format", "int4"}, {"group", "32"}})});
+  // ids 40 B + 10 rows x (64 code bytes + 4 scales x 4 B) + y 10 x 128 x 4 B: the vocab does not count
+  EXPECT_DOUBLE_EQ(c.bytes, 40 + 10 * (64 + 16) + 10 * 128 * 4);
+  EXPECT_DOUBLE_EQ(c.flops, 2 * 10 * 128);
+}
+
+}  // namespace
+}  // namespace ymlopt::test
