@@ -74,7 +74,7 @@ TEST(UniteBoard, ConcurrentPublishersAndReadersNeverSeeTornEntries) {
     writers.emplace_back([&, w] {
       for (int i = 0; i < 2000; ++i) {
         const double score = 1.0 / (1 + i) + 1e-3 * w;
-        b.publish("r", "w" + std::to_string(w), score, std::vector<double>(64, score));
+        b.publish("r", std::string("w").append(std::to_string(w)), score, std::vector<double>(64, score));
       }
     });
   std::thread reader([&] {
@@ -369,7 +369,9 @@ TEST(Meram, FailingCoMethodIsReportedAndOthersFinish) {
   expect_eigenpairs(r.result, op, ref, o.tol);
 
   // All of them failing is an error naming each.
-  o.observe = [](std::size_t i, const RestartState&) { throw std::runtime_error("boom " + std::to_string(i)); };
+  o.observe = [](std::size_t i, const RestartState&) {
+    throw std::runtime_error(std::string("boom ").append(std::to_string(i)));
+  };
   try {
     meram(op, o);
     FAIL() << "no error";
