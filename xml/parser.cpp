@@ -34,12 +34,12 @@ class Locator {
     }
     return std::string::npos;
   }
-  // Offset of attribute `name` inside the tag starting at `from`.
-  size_t attr_offset(size_t from, const std::string& name) const {
+  // Offset of the '>' closing the tag that starts at `from`.
+  size_t tag_end(size_t from) const {
     if (from == std::string::npos) return from;
-    size_t tag_end = from;
-    for (char quote = 0; tag_end < text_.size(); ++tag_end) {
-      const char c = text_[tag_end];
+    size_t end = from;
+    for (char quote = 0; end < text_.size(); ++end) {
+      const char c = text_[end];
       if (quote) {
         if (c == quote) quote = 0;
       } else if (c == '"' || c == '\'') {
@@ -48,6 +48,12 @@ class Locator {
         break;
       }
     }
+    return end;
+  }
+  // Offset of attribute `name` inside the tag starting at `from`.
+  size_t attr_offset(size_t from, const std::string& name) const {
+    if (from == std::string::npos) return from;
+    const size_t tag_end = this->tag_end(from);
     size_t pos = from;
     while ((pos = text_.find(name, pos + 1)) != std::string::npos && pos < tag_end) {
       const char before = text_[pos - 1];
@@ -98,6 +104,13 @@ struct Builder {
         std::string s = t->Value();
         const auto b = s.find_first_not_of(" \t\r\n");
         if (b == std::string::npos) continue;
+        if (dst.raw_text.empty() && n == src->FirstChild()) {  // text right after the start tag
+          dst.raw_text = s;
+          dst.text_loc = dst.loc;
+          const size_t end = loc.tag_end(off);
+          if (off != std::string::npos && end != std::string::npos)
+            loc.to_loc(end + 1 + (t->CData() ? 9 : 0), dst.text_loc);  // 9: "<![CDATA["
+        }
         s = s.substr(b, s.find_last_not_of(" \t\r\n") - b + 1);
         if (!dst.text.empty()) dst.text += ' ';
         dst.text += s;

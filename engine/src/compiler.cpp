@@ -1,4 +1,5 @@
 #include "ymlopt/engine/compiler.hpp"
+#include "ymlopt/engine/yvetteml.hpp"
 
 #include <algorithm>
 #include <functional>
@@ -86,13 +87,14 @@ const std::map<std::string, ElementRule>& rules() {
       {"notify", {{"event"}, {}}},
       {"wait", {{"event"}, {}}},
       {"save", {{"data", "to"}, {"key"}}},
+      {"let", {{"name", "value"}, {}}},
   };
   return r;
 }
 
 const std::vector<std::string>& body_elements() {
-  static const std::vector<std::string> v = {"param", "data", "task",   "par",  "seq", "if",
-                                             "call",  "notify", "wait", "save", "description"};
+  static const std::vector<std::string> v = {"param", "data",   "task", "par",  "seq",         "if",
+                                             "call",  "notify", "wait", "save", "description", "let"};
   return v;
 }
 
@@ -142,12 +144,13 @@ class Compiler {
   CompileResult run(std::unique_ptr<xml::Document> doc) {
     CompileResult res;
     if (!doc) return res;
+    if (doc->root.name == "application" && !translate_application(doc->root, diags_)) return res;  // YvetteML
     const xml::Document* root = doc.get();
     dag_.file = *doc->path;
     dag_.docs.push_back(std::move(doc));
     call_stack_.push_back(fs::weakly_canonical(dag_.file).string());
     if (root->root.name != "workflow") {
-      diags_.error(root->root.loc, "root element must be <workflow>, not <" + root->root.name + ">");
+      diags_.error(root->root.loc, "root element must be <workflow> (or a YML <application>), not <" + root->root.name + ">");
       return res;
     }
     dag_.name = attr_or(root->root, "name", fs::path(dag_.file).stem().string());
@@ -203,7 +206,7 @@ class Compiler {
 
   static SrcLoc at_offset(const Attr& a, size_t off) {
     SrcLoc l = a.loc;
-    if (l.col > 0) l.col += int(a.name.size() + 2 + off);
+    if (l.col > 0 && !a.embedded) l.col += int(a.name.size() + 2 + off);
     return l;
   }
 
@@ -366,11 +369,27 @@ class Compiler {
   }
 
   // ---------- body ----------
+  // A block; the names its <let>s bind end with it.
   void body(const std::vector<Element>& children) {
+    const size_t mark = vars_.size();
     for (const auto& e : children) {
-      if (diags_.full()) return;
+      if (diags_.full()) break;
       statement(e);
     }
+    vars_.erase(vars_.begin() + std::ptrdiff_t(mark), vars_.end());
+  }
+
+  // <let name value>: a name for the rest of the enclosing block (YvetteML's x := e).
+  void let(const Element& e) {
+    const Attr* n = e.find("name");
+    auto v = eval(*e.find("value"));
+    if (!v) return;
+    const std::string& name = n->value;
+    if (name.empty() || !(std::isalpha(static_cast<unsigned char>(name[0])) || name[0] == '_')) {
+      diags_.error(n->loc, "'" + name + "' is not a name");
+      return;
+    }
+    vars_.emplace_back(name, *v);
   }
 
   void statement(const Element& e) {
@@ -389,6 +408,7 @@ class Compiler {
     else if (e.name == "notify") notify(e);
     else if (e.name == "wait") wait(e);
     else if (e.name == "save") save(e);
+    else if (e.name == "let") let(e);
   }
 
   void loop(const Element& e, bool parallel) {
@@ -1272,12 +1292,13 @@ class Compiler {
     } else {
       auto d = xml::parse_file(p.string(), diags_);
       if (!d) return;
+      if (d->root.name == "application" && !translate_application(d->root, diags_)) return;
       doc = d.get();
       docs_by_path_[canon] = doc;
       dag_.docs.push_back(std::move(d));
     }
     if (doc->root.name != "workflow") {
-      diags_.error(doc->root.loc, "root element must be <workflow>, not <" + doc->root.name + ">");
+      diags_.error(doc->root.loc, "root element must be <workflow> (or a YML <application>), not <" + doc->root.name + ">");
       return;
     }
     // parameter values and data bindings, evaluated in the caller's scope

@@ -189,7 +189,10 @@ void pass_fuse_merge(PassContext& ctx, const PassSpec& s) {
       widths.push_back(g.parts[i].nrows);
       total += g.parts[i].nrows;
       const DataRef y = bound(ed, dag.tasks[g.producers[i]], "y");
-      signature += "|" + std::to_string(y.data) + "." + std::to_string(y.tile);
+      signature += '|';  // appended piecewise: GCC 12 warns (-Wrestrict) on "|" + std::to_string()
+      signature += std::to_string(y.data);
+      signature += '.';
+      signature += std::to_string(y.tile);
       any_bias = any_bias || bound(ed, dag.tasks[g.producers[i]], "b").data >= 0;
     }
     // stacked weights [total, k] and bias

@@ -13,6 +13,9 @@ struct Attr {
   std::string name;
   std::string value;
   SrcLoc loc;
+  // Made from text embedded in another language (YvetteML): loc is where the
+  // value's source starts, so positions inside the value are not added to it.
+  bool embedded = false;
 };
 
 /// An element of the workflow file: name, attributes, children, position.
@@ -25,6 +28,10 @@ struct Element {
   std::vector<Element> children;
   std::string text;  // concatenated text content (trimmed)
   SrcLoc loc;
+  // The first non-blank text node as written (entities decoded, CDATA kept) and
+  // where it starts: for a language embedded in an element (a YvetteML <graph>).
+  std::string raw_text;
+  SrcLoc text_loc;
   const Attr* find(std::string_view attr) const {
     for (const auto& a : attrs)
       if (a.name == attr) return &a;
