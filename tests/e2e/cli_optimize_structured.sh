@@ -34,41 +34,8 @@ prune() {
     --eval --reps 1 -o "$tmp/$model"
   expect_rc 0 "$model pruned workflow runs" -- "$y" run "$tmp/$model/$model.opt.xml" -q -o "$tmp/$model/flat"
   # the reference: original weights with the removed units' consumer columns zeroed
-  expect_rc 0 "$model reference weights" -- "$py" - "$tmp/$model" "$weights" <<'PY'
-import json, struct, sys
-import numpy as np
-d, src = sys.argv[1:3]
-raw = open(src, "rb").read()
-n = struct.unpack("<Q", raw[:8])[0]
-hdr = json.loads(raw[8:8 + n])
-meta = hdr.pop("__metadata__", None)
-types = {"F32": np.float32, "I32": np.int32}
-arrays = {k: np.frombuffer(raw[8 + n + v["data_offsets"][0]: 8 + n + v["data_offsets"][1]], types[v["dtype"]])
-             .reshape(v["shape"]).copy() for k, v in hdr.items()}
-removed = 0
-for p in json.load(open(d + "/report.json"))["pass_log"]:
-    for layer in p["layers"]:
-        w = arrays[layer["consumer"]]
-        stored = w.shape
-        w = w.reshape(layer["shape"])  # as the workflow declares it (USE-lite's may be reshaped)
-        mask = np.array(layer["mask"], bool)
-        in_dim = 1 if layer["layout"] == "nk" else 0  # [out, in] or [in, out] (GPT-2 Conv1D, TF)
-        unit = w.shape[in_dim] // mask.size
-        cols = np.repeat(~mask, unit)
-        if in_dim == 0: w[cols, :] = 0
-        else: w[:, cols] = 0
-        arrays[layer["consumer"]] = w.reshape(stored)
-        removed += int((~mask).sum())
-assert removed > 0, "nothing pruned"
-out, blobs, off = {}, [], 0
-for k, a in arrays.items():
-    b = a.tobytes()
-    out[k] = {"dtype": "F32" if a.dtype == np.float32 else "I32", "shape": list(a.shape), "data_offsets": [off, off + len(b)]}
-    blobs.append(b); off += len(b)
-h = json.dumps(out).encode(); h += b" " * (-len(h) % 8)
-open(d + "/zeroed.safetensors", "wb").write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
-print(f"{removed} units zeroed")
-PY
+  expect_rc 0 "$model reference weights" -- "$py" tests/reference/zero_pruned_units.py "$tmp/$model/report.json" \
+    "$weights" "$tmp/$model/zeroed.safetensors"
   expect_rc 0 "$model original workflow, zeroed units" -- "$y" run "${A[@]}" --set weights="$tmp/$model/zeroed.safetensors" \
     -q -o "$tmp/$model/ref"
   expect_rc 0 "$model pruned = zeroed" -- "$py" - "$tmp/$model" "$outname" <<'PY'
