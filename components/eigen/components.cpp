@@ -311,8 +311,9 @@ std::string meram_check(const TaskShape& t) {
   const Args& a = t.args;
   if (auto m = kutil::ports_present(s, p); !m.empty()) return m;
   if (auto m = first_error({kutil::float_dtype(s, p, 0), outputs_dtype(s, p, 1), kutil::square(s, p, 0),
-                            kutil::one_of(a, "which", {"magnitude", "real"}), positive_float(a, "tol"),
-                            int_at_least(a, "max_restarts", 0)});
+                            kutil::one_of(a, "which", {"magnitude", "real"}),
+                            kutil::one_of(a, "policy", {"best_set", "per_eigenvalue"}), positive_float(a, "tol"),
+                            int_at_least(a, "max_restarts", 0), int_at_least(a, "stall_window", 0)});
       !m.empty())
     return m;
   const int64_t n = p[0].rows, k = a.get_int("k");
@@ -349,6 +350,10 @@ void meram_cpu(KernelContext& ctx) {
   o.max_restarts = ctx.arg_int("max_restarts");
   o.which = ctx.arg_string("which") == "real" ? eigen::Which::largest_real : eigen::Which::largest_magnitude;
   o.seed = static_cast<std::uint64_t>(ctx.arg_int("seed"));
+  o.policy = ctx.arg_string("policy") == "per_eigenvalue" ? eigen::MeramPolicy::per_eigenvalue
+                                                          : eigen::MeramPolicy::best_set;
+  o.stall_window = ctx.arg_int("stall_window");
+  o.deterministic = ctx.arg_bool("deterministic");
   const eigen::MeramResult m = eigen::meram(eigen::dense_operator(d.data, n, d.ld), o);
   const eigen::EigenResult& r = m.result;
   report_result(ctx, r);
@@ -540,7 +545,14 @@ void register_eigen(Registry& reg) {
        {"subspaces", ParamType::string_, "5,7,10", false, "co-method subspace sizes, comma-separated (each > k)"},
        {"tol", ParamType::float_, "1e-8", false, "converged when every residual <= tol * |λ|"},
        {"max_restarts", ParamType::int_, "1000", false, "restart budget of each co-method"},
-       {"which", ParamType::string_, "magnitude", false, "magnitude (largest |λ|) or real (largest Re λ)"}, seed},
+       {"which", ParamType::string_, "magnitude", false, "magnitude (largest |λ|) or real (largest Re λ)"},
+       {"policy", ParamType::string_, "best_set", false,
+        "best_set (restart from the lowest-residual set of any co-method) or per_eigenvalue (pair by pair)"},
+       {"stall_window", ParamType::int_, "0", false,
+        "> 0: adopt gathered pairs only while stalled over that many restarts (advised for per_eigenvalue)"},
+       {"deterministic", ParamType::bool_, "false", false,
+        "exchanges in matvec-time order (reproducible counts) instead of fully asynchronous"},
+       seed},
       meram_cpu, meram_check, meram_cost);
   kutil::add_component(
       reg, "eigen.svd_topk",

@@ -178,6 +178,29 @@ std::vector<Chosen> improve_slots(const RitzSet& own, const std::vector<unite::B
   return slots;
 }
 
+/// True when some published pair is more wanted than the least wanted pair of
+/// `set` even at its pessimistic end (key - residual > least key + kSameFraction
+/// of the larger residual) and stands for none of the set's values: the set
+/// then misses a wanted eigenvalue another co-method has found.
+bool vetoed(const std::vector<Chosen>& set, const std::vector<unite::BoardEntry>& sets, Which which) {
+  auto key = [&](const RitzPair& p) { return which == Which::largest_real ? p.re : std::hypot(p.re, p.im); };
+  const RitzPair* least = nullptr;
+  for (const Chosen& c : set)
+    if (!least || key(*c.pair) < key(*least)) least = c.pair;
+  if (!least) return false;
+  for (const auto& e : sets)
+    for (const RitzPair& f : unite::payload_as<RitzSet>(e)) {
+      if (key(f) - f.residual <= key(*least) + kSameFraction * std::max(f.residual, least->residual)) continue;
+      bool represented = false;
+      for (const Chosen& c : set)
+        represented = represented || std::hypot(f.re - c.pair->re, f.im - c.pair->im) <=
+                                         kSameFraction * std::max(f.residual, c.pair->residual) +
+                                             1e-14 * std::hypot(c.pair->re, c.pair->im);
+      if (!represented) return true;
+    }
+  return false;
+}
+
 /// Policy best_set: the whole set of the co-method with the lowest score (largest
 /// relative residual) below the own one, among the sets that are, pair by pair,
 /// at least as wanted as the own (key_j >= own key_j - own residual_j): a set
@@ -287,22 +310,30 @@ void run_comethod(Shared& s, size_t i, CoMethodReport& rep) {
       sets = s.board.entries("ritz");  // every co-method's latest set: never waits
       ++rep.gathers;
     }
-    const std::vector<Chosen> slots = opt.policy == MeramPolicy::best_set
-                                          ? best_set(*own, pt.own_residual, sets, rep.name, opt.which)
-                                          : improve_slots(*own, sets, rep.name, opt.which);
+    std::vector<Chosen> slots = opt.policy == MeramPolicy::best_set
+                                    ? best_set(*own, pt.own_residual, sets, rep.name, opt.which)
+                                    : improve_slots(*own, sets, rep.name, opt.which);
+    bool force = false;
+    if (opt.policy == MeramPolicy::best_set && vetoed(slots, sets, opt.which)) {
+      // Another co-method holds a clearly more wanted value than this set's least
+      // wanted one (this set converged to unwanted values): take it, pair by pair.
+      slots = improve_slots(*own, sets, rep.name, opt.which);
+      force = true;
+    }
     for (const Chosen& c : slots) pt.foreign += c.foreign ? 1 : 0;
     pt.best_residual = worst_relative(k, [&](int64_t j) { return *slots[sz(j)].pair; });
     // A converged set wins only once every co-method has been heard from (a
     // small co-method converged to less wanted values in its first cycles must
-    // first see the others' sets); until then it keeps restarting, never waiting.
-    if (pt.best_residual <= opt.tol && s.heard.load() == opt.subspaces.size()) {
+    // first see the others' sets; until then it keeps restarting, never
+    // waiting), and if no set holds a clearly more wanted value.
+    if (pt.best_residual <= opt.tol && s.heard.load() == opt.subspaces.size() && !vetoed(slots, sets, opt.which)) {
       EigenResult r = from_pairs(slots, n);
       r.converged = true;
       rep.converged = true;
       s.win(rep.name, std::move(r), pt.foreign > 0);
       return true;
     }
-    if (pt.foreign > 0 && restart_vector && stalled(pt.own_residual)) {
+    if (pt.foreign > 0 && restart_vector && (force || stalled(pt.own_residual))) {
       combine(slots, *restart_vector);
       ++rep.adopted;
       pt.adopted = true;

@@ -1,6 +1,7 @@
 // Matrix Market reader/writer (round trip, every error message exactly) and the
 // test-matrix generators (spectra against LAPACK dgeev and closed forms).
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -23,7 +24,8 @@ using std::int64_t;
 
 /// A file under the test's temporary directory holding `text`; returns its path.
 std::string write_file(const std::string& name, const std::string& text) {
-  const auto dir = std::filesystem::temp_directory_path() / "ymlopt_mm_test";
+  // One directory per process: test binaries of several builds may run at once.
+  const auto dir = std::filesystem::temp_directory_path() / ("ymlopt_mm_test_" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   const std::string path = (dir / name).string();
   std::ofstream(path) << text;
@@ -66,6 +68,7 @@ TEST(MatrixMarket, RoundTripIsExact) {
   EXPECT_EQ(b.row_ptr, a.row_ptr);
   EXPECT_EQ(b.col, a.col);
   EXPECT_EQ(b.val, a.val);  // bit for bit
+  std::filesystem::remove_all(std::filesystem::path(path).parent_path());
 }
 
 TEST(MatrixMarket, SymmetricSkewPatternArrayAndDuplicates) {
@@ -151,6 +154,7 @@ TEST(MatrixMarket, EveryErrorNamesFileAndLine) {
     EXPECT_EQ(std::string(e.what()), path + ":4: file ends after 1 of the 2 entries declared on line 2");
   }
   EXPECT_THROW(read_matrix_market(path + ".missing"), MatrixMarketError);
+  std::filesystem::remove_all(std::filesystem::path(path).parent_path());
 }
 
 /// Sorted copies for comparing spectra (by real part, then imaginary part).

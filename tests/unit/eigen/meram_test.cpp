@@ -434,7 +434,7 @@ TEST(MeramComponent, ValuesVectorsAndReport) {
     for (int64_t j = 0; j < n; ++j) a(i, j) = d[static_cast<size_t>(i * n + j)];
   ASSERT_NE(registry().find("eigen.meram"), nullptr);
   const auto rep = test::run(registry(), "eigen.meram", {a.view(), re.view(), im.view(), vre.view(), vim.view()},
-                             {{"k", "3"}, {"subspaces", "5,7,10"}, {"tol", "1e-10"}});
+                             {{"k", "3"}, {"subspaces", "5,7,10"}, {"tol", "1e-10"}, {"deterministic", "true"}});
   const auto ref = wanted_order(p.eigs, 3, Which::largest_magnitude);
   for (int64_t j = 0; j < 3; ++j) {
     EXPECT_NEAR(re(0, j), ref[static_cast<size_t>(j)].real(), 1e-8 * std::abs(ref[static_cast<size_t>(j)]));
@@ -468,6 +468,11 @@ TEST(MeramComponent, CheckMessages) {
             "port 'a' is 40x30: a square matrix is required");
   EXPECT_EQ(test::check(r, "eigen.meram", {sv(40, 40), sv(1, 3), sv(1, 3), none, none}, {{"k", "3"}, {"which", "small"}}),
             "param 'which' is 'small': expected one of 'magnitude', 'real'");
+  EXPECT_EQ(test::check(r, "eigen.meram", {sv(40, 40), sv(1, 3), sv(1, 3), none, none}, {{"k", "3"}, {"policy", "vote"}}),
+            "param 'policy' is 'vote': expected one of 'best_set', 'per_eigenvalue'");
+  EXPECT_EQ(test::check(r, "eigen.meram", {sv(40, 40), sv(1, 3), sv(1, 3), none, none},
+                        {{"k", "3"}, {"stall_window", "-1"}}),
+            "param 'stall_window' is -1: must be >= 0");
   // Not converging within the budget is a run-time error naming the residual.
   const Problem p = magnitude_problem();
   const auto d = to_dense(p.a);
