@@ -17,7 +17,9 @@
 //      replaces it, a pair more wanted than the least wanted own one even at
 //      its pessimistic end (key - residual) replaces that one;
 //   3. stops everyone when these k pairs have all converged (|r_j| <= tol |θ_j|,
-//      with ARPACK's eps^(2/3) floor) and every co-method has published once;
+//      with ARPACK's eps^(2/3) floor), every co-method has published once, and
+//      no published pair is clearly more wanted than their least wanted one
+//      (else, under best_set, it takes such pairs pair by pair and restarts);
 //      else, if a pair came from another co-method (and, with stall_window > 0,
 //      it is stalled), restarts from their residual-weighted sum (arnoldi()'s
 //      weighting), otherwise from its own pairs as ERAM does.
@@ -33,6 +35,11 @@
 //   MeramOptions o;  o.k = 4;  o.subspaces = {5, 7, 10};  o.tol = 1e-8;
 //   MeramResult r = meram(csr_operator(a), o);
 //   // r.result: values/vectors/residuals as arnoldi(); r.comethods[i].matvecs, .restarts, .history
+//
+// Measured (docs/BENCHMARKS.md, MERAM): on a hard convection-diffusion case the
+// busiest co-method needs ~0.6x the matvecs of the best single ERAM, the summed
+// work ~1.7x; where the underlying ERAM converges to unwanted eigenvalues for
+// every subspace size, so does MERAM.
 #pragma once
 
 #include <cstdint>
