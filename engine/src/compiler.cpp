@@ -788,7 +788,8 @@ class Compiler {
     return true;
   }
 
-  // Binds nn.linear's companion ports for a compressed weight; any other reader
+  // Binds nn.linear's companion ports for a compressed weight, and nn.embedding's
+  // (table, table_scale, table_zero) for a compressed table; any other reader
   // of one is an error. Returns false after reporting.
   bool bind_compressed(const Element& e, const ComponentSpec* c, std::vector<Binding>& binds,
                        std::vector<ArgValue>& args, const std::vector<bool>& arg_set,
@@ -797,9 +798,14 @@ class Compiler {
       if (binds[k].ref.data < 0) continue;
       const DataDecl& d = dag_.data[size_t(binds[k].ref.data)];
       if (d.format.empty()) continue;
+      if (c->name == "nn.embedding" && c->ports[k].name == "table") {
+        if (!bind_compressed_table(e, c, k, binds, args, arg_set, who)) return false;
+        continue;
+      }
       if (c->name != "nn.linear" || c->ports[k].name != "w") {
         diags_.error(e.loc, who() + ": '" + d.name + "' is stored compressed (" + d.format + ") in " + d.src +
-                                ": only nn.linear's port 'w' can read it");
+                                ": only nn.linear's port 'w' can read it (and nn.embedding's port 'table' when it is an "
+                                "int8/int4 table)");
         return false;
       }
       auto param = [&](const char* n) {
@@ -838,6 +844,57 @@ class Compiler {
         set("group", std::to_string(d.format_group), double(d.format_group));
         set("block", std::to_string(d.format_block), double(d.format_block));
       }
+    }
+    return true;
+  }
+
+  // nn.embedding reading a compressed table (port k): the file's record describes
+  // W = table [n = vocab, k = d] (layout nk), so the companions "w", "w_scale",
+  // "w_zero" are the int8/int4 codes and scales the embedding gathers from (the same
+  // ones a tied lm_head nn.linear with transpose_w=true reads), or "w" a dense table.
+  bool bind_compressed_table(const Element& e, const ComponentSpec* c, size_t k, std::vector<Binding>& binds,
+                             std::vector<ArgValue>& args, const std::vector<bool>& arg_set,
+                             const std::function<std::string()>& who) {
+    const DataDecl& d = dag_.data[size_t(binds[k].ref.data)];
+    const std::string what = "'" + d.name + "' is stored " + d.format + " in " + d.src;
+    auto param = [&](const char* n) {
+      size_t i = 0;
+      while (i < c->params.size() && c->params[i].name != n) ++i;
+      return i;
+    };
+    const size_t fi = param("format");
+    if (fi < args.size() && arg_set[fi] && args[fi].text != "dense") {
+      diags_.error(e.loc, who() + ": format=\"" + args[fi].text + "\" but " + what + " (leave format out)");
+      return false;
+    }
+    if (d.format != "int8" && d.format != "int4" && d.format != "dense") {
+      diags_.error(e.loc, who() + ": " + what + ": nn.embedding reads dense, int8 or int4 tables only");
+      return false;
+    }
+    if (!d.format_nk) {
+      diags_.error(e.loc, who() + ": " + what + " in layout kn ([d, vocab]): nn.embedding needs the table as [vocab, d]");
+      return false;
+    }
+    if (binds[k].ref.tile >= 0) {
+      diags_.error(e.loc, who() + ": " + what + ": nn.embedding reads the whole compressed table, not a tile");
+      return false;
+    }
+    static const std::map<std::string, std::string> kPort = {
+        {"w", "table"}, {"w_scale", "table_scale"}, {"w_zero", "table_zero"}};
+    for (const auto& [role, idx] : d.companions) {
+      auto it = kPort.find(role);
+      if (it == kPort.end()) {
+        diags_.error(e.loc, who() + ": " + what + " with a '" + role + "' tensor nn.embedding cannot read");
+        return false;
+      }
+      size_t p = 0;
+      while (p < c->ports.size() && c->ports[p].name != it->second) ++p;
+      if (p < binds.size()) binds[p] = Binding{DataRef{idx, -1}, Access::read};
+    }
+    if (d.format != "dense") {
+      if (fi < args.size()) args[fi].text = d.format, args[fi].number = 0;
+      if (const size_t gi = param("group"); gi < args.size())
+        args[gi].text = std::to_string(d.format_group), args[gi].number = double(d.format_group);
     }
     return true;
   }

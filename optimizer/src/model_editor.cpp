@@ -526,3 +526,156 @@ void ModelEditor::write(const std::string& out_xml, const std::string& out_weigh
 }
 
 }  // namespace ymlopt::opt
+
+// ---------------------------------------------------------------- embedding tables
+
+namespace ymlopt::opt {
+
+std::vector<ModelEditor::EmbeddingUse> ModelEditor::embedding_tables(std::vector<std::string>* refused) const {
+  std::map<std::int32_t, EmbeddingUse> uses;
+  std::map<std::int32_t, std::string> why;  // the first reason a table cannot be compressed
+  std::vector<std::int32_t> order;
+  auto name_of = [&](std::int32_t d) {
+    const DataDecl& decl = dag_.data[std::size_t(d)];
+    if (auto o = origin_name_.find(d); o != origin_name_.end()) return o->second;
+    return decl.key.empty() ? decl.name : decl.key;
+  };
+  // the tables: data bound to nn.embedding's port 'table'
+  for (std::size_t i = 0; i < dag_.tasks.size(); ++i) {
+    const TaskNode& t = dag_.tasks[i];
+    if (t.comp->name != "nn.embedding") continue;
+    const DataRef r = t.bindings[port_index(t, "table")].ref;
+    if (r.data < 0) continue;
+    auto [it, fresh] = uses.try_emplace(r.data);
+    EmbeddingUse& u = it->second;
+    if (fresh) {
+      order.push_back(r.data);
+      const DataDecl& decl = dag_.data[std::size_t(r.data)];
+      u.data = r.data;
+      u.name = name_of(r.data);
+      u.vocab = decl.rows;
+      u.d = decl.cols;
+      const bool floaty = decl.dtype == DType::f32 || decl.dtype == DType::f64 || decl.dtype == DType::f16 ||
+                          decl.dtype == DType::bf16;
+      if (decl.init != InitKind::file) why.emplace(r.data, "not loaded from a file");
+      else if (!floaty) why.emplace(r.data, std::string("stored as ") + dtype_name(decl.dtype) + " (already compressed)");
+      else if (decl.shape.size() != 2) why.emplace(r.data, "not a 2-D [vocab, d] tensor");
+      if (decl.tiled()) {
+        if (decl.ntile_c > 1) why.emplace(r.data, "tiles split its width d");
+        u.tile_n = decl.tile_rows;
+      }
+    }
+    if (r.tile >= 0) why.emplace(r.data, "nn.embedding reads a tile of it");
+    if (t.args.get_string("format") != "dense") why.emplace(r.data, "read with format=" + t.args.get_string("format"));
+    u.tasks.push_back(i);
+  }
+  // every other reader: a tied nn.linear (w = table as [vocab, d]) or a refusal
+  for (std::size_t i = 0; i < dag_.tasks.size(); ++i) {
+    const TaskNode& t = dag_.tasks[i];
+    for (std::size_t p = 0; p < t.bindings.size(); ++p) {
+      const std::int32_t d = t.bindings[p].ref.data;
+      auto it = uses.find(d);
+      if (d < 0 || it == uses.end()) continue;
+      const std::string& port = t.comp->ports[p].name;
+      if (t.comp->name == "nn.embedding" && port == "table") continue;
+      if (t.comp->name == "nn.linear" && port == "w") {
+        if (t.args.get_string("format") != "dense")
+          why.emplace(d, "the tied nn.linear '" + task_key(t) + "' reads it with format=" + t.args.get_string("format"));
+        else if (!t.args.get_bool("transpose_w"))
+          why.emplace(d, "the tied nn.linear '" + task_key(t) +
+                             "' reads it as [k, n] (transpose_w=false): its codes would need the other layout");
+        else
+          it->second.linear_tasks.push_back(i);
+        continue;
+      }
+      why.emplace(d, "also read by " + t.comp->name + " port '" + port + "'");
+    }
+  }
+  std::vector<EmbeddingUse> out;
+  for (std::int32_t d : order) {
+    if (auto w = why.find(d); w != why.end()) {
+      if (refused) refused->push_back(uses[d].name + ": " + w->second);
+      continue;
+    }
+    out.push_back(uses[d]);
+  }
+  return out;
+}
+
+DenseWeight ModelEditor::load_table(const EmbeddingUse& u) const {
+  DenseWeight w;
+  w.n = u.vocab;
+  w.k = u.d;
+  w.w = load_values(u.data);
+  return w;
+}
+
+ModelEditor::EmbeddingUse ModelEditor::replace_embedding(const EmbeddingUse& u, std::vector<NewTensor> tensors,
+                                                         const std::map<std::string, std::string>& args) {
+  const DataDecl old = dag_.data[std::size_t(u.data)];
+  auto arg = [&](const char* k, const std::string& def) {
+    auto it = args.find(k);
+    return it == args.end() ? def : it->second;
+  };
+  Final& f = final_[u.name];
+  if (f.src.empty()) {
+    f.src = old.src;
+    f.orig_nk = true;  // W = table [n = vocab, k = d]
+    f.n = u.vocab;
+    f.k = u.d;
+  }
+  f.format = arg("format", "dense");
+  f.group = std::stoll(arg("group", "0"));
+  f.block = 0;
+  const bool tiled = old.tiled();
+  std::map<std::string, DataRef> made;
+  for (NewTensor& nt : tensors) {
+    if (tiled && !nt.row_tiled)
+      throw std::runtime_error("'" + u.name + "' is used by tiles: its " + nt.role + " cannot be split by rows");
+    const DataRef r = add_tensor(u.name + "." + nt.role, nt.dtype, nt.shape, std::move(nt.bytes));
+    DataDecl& d = dag_.data[std::size_t(r.data)];
+    if (tiled) {  // row tiles of tile_n tokens, as the tied linears read them
+      if (d.shape.size() == 1) d.tile_rows = 1, d.tile_cols = u.tile_n;
+      else d.tile_rows = u.tile_n, d.tile_cols = d.cols;
+      d.ntile_r = (d.rows + d.tile_rows - 1) / d.tile_rows;
+      d.ntile_c = (d.cols + d.tile_cols - 1) / d.tile_cols;
+    }
+    made[nt.role] = r;
+  }
+  if (!made.count("w")) throw std::logic_error("a table replacement needs a 'w' tensor");
+  origin_name_[made["w"].data] = u.name;
+  const std::map<std::string, std::string> emb_port = {{"w", "table"}, {"w_scale", "table_scale"}, {"w_zero", "table_zero"}};
+  for (std::size_t i : u.tasks) {
+    TaskNode& t = dag_.tasks[i];
+    for (const auto& [role, port] : emb_port) {
+      auto it = made.find(role);
+      if (it == made.end()) unbind(t, port);
+      else bind(t, port, DataRef{it->second.data, -1});
+    }
+    set_arg(t, "format", f.format);
+    set_arg(t, "group", std::to_string(f.group));
+  }
+  for (std::size_t i : u.linear_tasks) {
+    TaskNode& t = dag_.tasks[i];
+    const DataRef wref = t.bindings[port_index(t, "w")].ref;
+    const std::int64_t tile = wref.tile >= 0 ? wref.tile / old.ntile_c : -1;  // the row tile (along vocab)
+    for (const char* role : {"w", "w_scale", "w_zero"}) {
+      auto it = made.find(role);
+      if (it == made.end()) {
+        unbind(t, role);
+        continue;
+      }
+      DataRef r = it->second;
+      if (tile >= 0) r.tile = std::int32_t(tile);
+      bind(t, role, r);
+    }
+    set_arg(t, "format", f.format);
+    set_arg(t, "group", std::to_string(f.group));
+    if (f.format != "dense") set_arg(t, "transpose_w", "false");  // compressed W is always [n, k]
+  }
+  EmbeddingUse out = u;
+  out.data = made["w"].data;
+  return out;
+}
+
+}  // namespace ymlopt::opt

@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "pass_util.hpp"
+#include "embedding_passes.hpp"
 #include "sparse/sparse_linear.hpp"
 #include "ymlopt/xml/diagnostic.hpp"
 
@@ -650,6 +651,7 @@ const std::vector<PassInfo>& all_passes() {
        pass_group},
       {"quant.q8_0", "llama.cpp Q8_0: int8 in blocks of 32 with an f16 scale (8.5 bits per weight)", {kMatch}, pass_q8_0},
       {"quant.q4_0", "llama.cpp Q4_0: 4-bit in blocks of 32 with an f16 scale (4.5 bits per weight)", {kMatch}, pass_q4_0},
+      quant_embedding_pass(),
       {"quant.gptq", "GPTQ int4/int8: weights rounded column by column with the rounding error compensated on the "
        "remaining columns through H = 2/m XᵀX of calibration inputs; stored like quant.group / quant.int8",
        {{"bits", "4 (default) or 8"}, {"group", "0 (per channel), 32, 64 or 128 (default)"},

@@ -147,6 +147,35 @@ class ModelEditor {
   std::map<std::string, LowRankPair> lowrank_;
   std::map<std::int32_t, std::string> origin_name_;  // new weight data -> original weight name
 
+ public:
+  // ---- embedding tables (quant.embedding) ----
+
+  /// An embedding table the passes may compress: a file-backed float tensor
+  /// [vocab, d] read whole by nn.embedding's `table` port (format dense), and
+  /// possibly tied to nn.linear readers of port `w` with transpose_w=true (GPT-2's
+  /// lm_head on wte; tiles splitting vocab only), which then read the same codes.
+  ///   for (const auto& u : ed.embedding_tables()) ed.replace_embedding(u, {...}, {{"format", "int8"}});
+  struct EmbeddingUse {
+    std::int32_t data = -1;
+    std::string name;                       // the tensor's key in its file (or its data name)
+    std::vector<std::size_t> tasks;         // nn.embedding tasks reading it, program order
+    std::vector<std::size_t> linear_tasks;  // tied nn.linear tasks (w = the table as [n, k] = [vocab, d])
+    std::int64_t vocab = 0, d = 0;
+    std::int64_t tile_n = 0;  // rows per tile of the tied linears; 0: not tiled
+  };
+  /// Every table nn.embedding reads that can be compressed, in program order; each
+  /// table it reads that cannot gets "name: reason" in `refused` (when given), e.g.
+  /// "wte: also read by tensor.add port 'a'".
+  std::vector<EmbeddingUse> embedding_tables(std::vector<std::string>* refused = nullptr) const;
+  /// The table as [vocab, d] floats (from its file, or as a previous pass left it).
+  DenseWeight load_table(const EmbeddingUse& u) const;
+  /// Rebinds the embedding tasks (roles "w" -> table, "w_scale" -> table_scale,
+  /// "w_zero" -> table_zero) and the tied linears (w, w_scale, w_zero, tiles where they
+  /// used tiles) to the new tensors, with args "format" and "group" on both. Records
+  /// the table's format for the weights file (layout nk, n = vocab, k = d), so the
+  /// original workflow runs on it. Returns the updated use.
+  EmbeddingUse replace_embedding(const EmbeddingUse& u, std::vector<NewTensor> tensors,
+                                 const std::map<std::string, std::string>& args);
 };
 
 }  // namespace ymlopt::opt

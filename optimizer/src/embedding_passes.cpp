@@ -1,0 +1,114 @@
+// quant.embedding (see embedding_passes.hpp). Each table nn.embedding reads is
+// quantized as W = table [n = vocab, k = d] by the same registered component a
+// workflow would run (quant.int8: per-row symmetric int8; quant.group: int8/int4
+// per group of d), and the readers are rebound by ModelEditor::replace_embedding:
+// nn.embedding gathers from the codes (format int8/int4), and a tied nn.linear
+// with transpose_w=true (GPT-2's lm_head on wte) reads the same codes through its
+// w/w_scale/w_zero ports, whose layout is identical. A table tied to any other
+// reader (or to a linear that reads it as [k, n]) is left alone and listed under
+// "skipped" in the pass log with the reason.
+#include "embedding_passes.hpp"
+
+#include <cstring>
+#include <regex>
+
+#include "pass_util.hpp"
+
+namespace ymlopt::opt {
+namespace {
+
+using std::int64_t;
+using detail::Buf;
+using detail::opt_str;
+using detail::run_component;
+
+int64_t opt_int(const PassSpec& s, const std::string& k, int64_t def) {
+  auto it = s.options.find(k);
+  if (it == s.options.end()) return def;
+  try {
+    std::size_t used = 0;
+    const long long v = std::stoll(it->second, &used);
+    if (used == it->second.size()) return v;
+  } catch (const std::exception&) {
+  }
+  throw PassError("option '" + k + "' of " + s.name + " is '" + it->second + "': not an integer");
+}
+
+void pass_quant_embedding(PassContext& ctx, const PassSpec& s) {
+  const int bits = int(opt_int(s, "bits", 8));
+  if (bits != 8 && bits != 4) throw PassError("option 'bits' of quant.embedding must be 8 or 4");
+  const int64_t group = opt_int(s, "group", bits == 8 ? 0 : 128);
+  if (group != 0 && group != 32 && group != 64 && group != 128)
+    throw PassError("option 'group' of quant.embedding must be 0 (per row, bits=8 only), 32, 64 or 128");
+  if (bits == 4 && group == 0) throw PassError("quant.embedding with bits=4 needs group=32, 64 or 128");
+  const std::string sym = opt_str(s, "symmetric", "true");
+  if (sym != "true" && sym != "false") throw PassError("option 'symmetric' of quant.embedding must be true or false");
+  const bool symmetric = sym == "true";
+  if (!symmetric && group == 0)
+    throw PassError("quant.embedding: symmetric=false needs group=32, 64 or 128 (per-row int8 is symmetric)");
+  const std::string pattern = opt_str(s, "match", "");
+  std::regex re;
+  try {
+    if (!pattern.empty()) re = std::regex(pattern);
+  } catch (const std::regex_error&) {
+    throw PassError("option 'match' of quant.embedding: bad regular expression '" + pattern + "'");
+  }
+  // per-row symmetric int8 is quant.int8 (as the linear pass); everything else quant.group
+  const std::string component = group == 0 ? "quant.int8" : "quant.group";
+  const std::string format = bits == 4 ? "int4" : "int8";
+
+  std::vector<std::string> skipped;
+  nlohmann::json formats = nlohmann::json::object(), tied = nlohmann::json::object();
+  int64_t tables = 0, before = 0, after = 0;
+  for (const auto& u : ctx.ed.embedding_tables(&skipped)) {
+    if (!pattern.empty() && !std::regex_search(u.name, re)) continue;
+    if (group > 0 && u.d % group != 0) {
+      skipped.push_back(u.name + ": d=" + std::to_string(u.d) + " does not split into groups of " + std::to_string(group));
+      continue;
+    }
+    const DenseWeight t = ctx.ed.load_table(u);
+    Buf w(DType::f32, u.vocab, u.d);
+    std::memcpy(w.bytes.data(), t.w.data(), w.bytes.size());
+    Buf q(DType::i8, u.vocab, bits == 4 ? u.d / 2 : u.d);
+    Buf scale = group > 0 ? Buf(DType::f32, u.vocab, u.d / group) : Buf(DType::f32, 1, u.vocab);
+    Buf zero(DType::f32, u.vocab, group > 0 ? u.d / group : 1);
+    std::map<std::string, Buf*> ports = {{"w", &w}, {"q", &q}, {"scale", &scale}};
+    if (!symmetric) ports["zero"] = &zero;
+    std::map<std::string, std::string> args;
+    if (group > 0) args = {{"bits", std::to_string(bits)}, {"group", std::to_string(group)}, {"symmetric", sym}};
+    run_component(ctx.ed.registry(), component, ports, args);
+    std::vector<NewTensor> ts = {detail::tensor("w", q), detail::tensor("w_scale", scale)};
+    if (!symmetric) ts.push_back(detail::tensor("w_zero", zero));
+    ctx.ed.replace_embedding(u, std::move(ts), {{"format", format}, {"group", std::to_string(group)}});
+    ++tables;
+    before += u.vocab * u.d * int64_t(dtype_size(ctx.ed.dag().data[std::size_t(u.data)].dtype));
+    after += int64_t(q.bytes.size() + scale.bytes.size() + (symmetric ? 0 : zero.bytes.size()));
+    formats[u.name] = format + " group=" + std::to_string(group) + (symmetric ? " symmetric" : " asymmetric") +
+                      " scale=f32 (" + component + ", embedding table)";
+    if (!u.linear_tasks.empty()) {
+      nlohmann::json readers = nlohmann::json::array();
+      for (std::size_t i : u.linear_tasks) readers.push_back(ModelEditor::task_key(ctx.ed.dag().tasks[i]));
+      tied[u.name] = readers;
+    }
+  }
+  nlohmann::json j = {{"pass", s.text()},          {"tables", tables}, {"weight_bytes_before", before},
+                      {"weight_bytes_after", after}, {"formats", formats}};
+  if (!tied.empty()) j["tied_linear_readers"] = tied;
+  if (!skipped.empty()) j["skipped"] = skipped;
+  ctx.log.push_back(j);
+}
+
+}  // namespace
+
+PassInfo quant_embedding_pass() {
+  return {"quant.embedding",
+          "int8/int4 embedding tables (nn.embedding gathers and dequantizes only the rows it reads); a table tied to "
+          "an nn.linear with transpose_w=true (GPT-2 lm_head) is read as the same codes by both",
+          {{"bits", "8 (default) or 4"},
+           {"group", "0 (bits 8 default: one symmetric scale per row), 32, 64 or 128 (bits 4 default)"},
+           {"symmetric", "true (default) or false (a zero point per group)"},
+           {"match", "only tables whose name matches this regex"}},
+          pass_quant_embedding};
+}
+
+}  // namespace ymlopt::opt
