@@ -53,7 +53,7 @@ std::string error_of(const std::string& name, std::vector<TensorView> ports,
 }
 
 TEST(EigenComponents, AllRegistered) {
-  for (const char* n : {"eigen.lanczos", "eigen.arnoldi", "eigen.svd_topk", "eigen.power"})
+  for (const char* n : {"eigen.lanczos", "eigen.arnoldi", "eigen.svd_topk", "eigen.power", "eigen.meram"})
     EXPECT_NE(registry().find(n), nullptr) << n;
 }
 
