@@ -579,12 +579,7 @@ class Compiler {
                                   name + "' has " + std::to_string(d.cols));
         return;
       }
-      d.col_starts.assign(1, 0);
-      for (auto x : *w) d.col_starts.push_back(d.col_starts.back() + x);
-      d.tile_rows = d.shape.size() == 1 ? 1 : d.rows;
-      d.tile_cols = *std::max_element(w->begin(), w->end());
-      d.ntile_r = 1;
-      d.ntile_c = std::int64_t(w->size());
+      d.set_split(*w);
     }
     const Attr* init = e.find("init");
     const Attr* src = e.find("src");

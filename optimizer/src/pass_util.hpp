@@ -85,6 +85,11 @@ template <class T> std::vector<std::byte> vec_bytes(const std::vector<T>& v) {
 std::vector<int64_t> shape_of(const Buf& b);
 NewTensor tensor(const std::string& role, Buf& b);
 
+/// Do two references share elements (same data; whole, or the same tile)?
+inline bool overlaps(const DataRef& a, const DataRef& b) {
+  return a.data == b.data && (a.tile < 0 || b.tile < 0 || a.tile == b.tile);
+}
+
 /// Does task t touch data d (any binding, whole or tile)?
 bool touches(const TaskNode& t, std::int32_t d);
 

@@ -11,10 +11,6 @@
 namespace ymlopt::opt::detail {
 namespace {
 
-bool overlaps(const DataRef& a, const DataRef& b) {
-  return a.data == b.data && (a.tile < 0 || b.tile < 0 || a.tile == b.tile);
-}
-
 /// The nn.linear task that computed the value task `before` reads at r: walks
 /// back over readers and in-place updates of exactly r (nn.rope). nullopt when
 /// the value comes from anything else (another writer, a partial write).
@@ -215,13 +211,7 @@ void pass_fuse_merge(PassContext& ctx, const PassSpec& s) {
       if (sl.free_after < g.producers.front()) slot = &sl;
     if (!slot) {
       const DataRef out = ed.add_scratch(g.parts.front().use.name + ".merged_y", DType::f32, {m, total});
-      DataDecl& d = dag.data[std::size_t(out.data)];
-      d.col_starts.assign(1, 0);
-      for (int64_t wd : widths) d.col_starts.push_back(d.col_starts.back() + wd);
-      d.tile_rows = d.rows;
-      d.tile_cols = *std::max_element(widths.begin(), widths.end());
-      d.ntile_r = 1;
-      d.ntile_c = int64_t(widths.size());
+      dag.data[std::size_t(out.data)].set_split(widths);
       slots[signature].push_back({out, 0});
       slot = &slots[signature].back();
     }

@@ -17,10 +17,6 @@
 namespace ymlopt::opt::detail {
 namespace {
 
-bool overlap(const DataRef& a, const DataRef& b) {
-  return a.data == b.data && (a.tile < 0 || b.tile < 0 || a.tile == b.tile);
-}
-
 /// Ports of the column-wise components whose columns correspond one to one.
 const std::vector<std::string>* column_ports(const std::string& comp) {
   static const std::map<std::string, std::vector<std::string>> m = {
@@ -67,7 +63,7 @@ class Tracer {
       if (t.comp->name == "nn.linear") {
         // a leaf: it writes exactly r, or the whole tensor r is a tile of
         const Binding& yb = t.bindings[ed_.port_index(t, "y")];
-        if (!overlap(yb.ref, r)) continue;  // it only reads r, if anything
+        if (!overlaps(yb.ref, r)) continue;  // it only reads r, if anything
         const DataDecl& d = dag_.data[std::size_t(r.data)];
         const bool whole = yb.ref.tile < 0 && r.tile >= 0 && d.ntile_r == 1;
         if (yb.mode != Access::write || !(yb.ref == r || whole))
@@ -90,7 +86,7 @@ class Tracer {
       bool writes = false, updates = false;
       for (std::size_t p = 0; p < t.bindings.size(); ++p) {
         const Binding& b = t.bindings[p];
-        if (!overlap(b.ref, r)) continue;
+        if (!overlaps(b.ref, r)) continue;
         if (!(b.ref == r)) {
           if (b.mode != Access::read) return fail(ModelEditor::task_key(t) + " writes part of " + dag_.ref_name(r));
           continue;
@@ -146,7 +142,7 @@ bool closed(const ModelEditor& ed, const Closure& c, const std::vector<std::size
       bool overwritten = false;
       for (std::size_t p = 0; p < t.bindings.size(); ++p) {
         const Binding& b = t.bindings[p];
-        if (!overlap(b.ref, wb.ref)) continue;
+        if (!overlaps(b.ref, wb.ref)) continue;
         const bool mine = c.bindings.count({j, p}) > 0;
         const bool by_consumer = b.ref == x && std::find(consumer.begin(), consumer.end(), j) != consumer.end();
         if (b.mode == Access::write && b.ref == wb.ref && !mine) overwritten = true;
@@ -348,15 +344,7 @@ void pass_prune_units(PassContext& ctx, const PassSpec& s, bool heads) {
         if (sl.free_after < first_use) slot = &sl;
       if (!slot) {
         const DataRef nr = ed.add_scratch(old.name + "." + kind, old.dtype, {old.rows, cols});
-        DataDecl& d = dag.data[std::size_t(nr.data)];
-        if (!split.empty()) {
-          d.col_starts.assign(1, 0);
-          for (int64_t v : split) d.col_starts.push_back(d.col_starts.back() + v);
-          d.tile_rows = d.rows;
-          d.tile_cols = *std::max_element(split.begin(), split.end());
-          d.ntile_r = 1;
-          d.ntile_c = int64_t(split.size());
-        }
+        if (!split.empty()) dag.data[std::size_t(nr.data)].set_split(split);
         slots[key].push_back({nr, 0});
         slot = &slots[key].back();
       }

@@ -4,19 +4,7 @@
 # same outputs as the rewritten one; pass and sequence errors.
 source "$(dirname "$0")/lib.sh"
 y=$1
-# token ids without numpy: a little .npy writer
-ids() {  # ids FILE COUNT
-  python3 - "$1" "$2" <<'PY'
-import struct, sys
-n = int(sys.argv[2])
-hdr = "{'descr': '<i4', 'fortran_order': False, 'shape': (%d,), }" % n
-hdr += " " * (63 - (10 + len(hdr)) % 64) + "\n"
-with open(sys.argv[1], "wb") as f:
-    f.write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(hdr)) + hdr.encode())
-    f.write(struct.pack("<%di" % n, *[(i * 37) % 512 for i in range(n)]))
-PY
-}
-ids "$tmp/ids.npy" 64
+write_ids "$tmp/ids.npy" 64
 "$y" model init --arch gpt2 --preset tiny --seed 3 "$tmp/g.safetensors" >/dev/null
 "$y" model init --arch llama --preset tiny --seed 3 "$tmp/l.safetensors" >/dev/null
 G=(workflows/models/gpt2.xml --set ids="$tmp/ids.npy" --set batch=2 --set seq=32 --set layers=2 --set width=96
@@ -60,7 +48,7 @@ sys.exit(0 if ok else 1)
 PY
 
 # calibration over several runs (one per line): the layer inputs are stacked
-ids "$tmp/ids2.npy" 64
+write_ids "$tmp/ids2.npy" 64
 printf 'ids=%s\n\nids=%s\n' "$tmp/ids2.npy" "$tmp/ids.npy" > "$tmp/calib.txt"
 expect_rc 0 "OBS with two calibration runs" -- "$y" optimize "${G[@]}" --set weights="$tmp/g.safetensors" --passes prune.obs \
   --calib-sets "$tmp/calib.txt" -o "$tmp/obs2"

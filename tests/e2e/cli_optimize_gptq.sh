@@ -6,20 +6,9 @@
 # the original workflow with the rewritten workflow's logits; option errors.
 source "$(dirname "$0")/lib.sh"
 y=$1
-ids() {  # ids FILE COUNT SEED: int32 token ids in a .npy, without numpy
-  python3 - "$1" "$2" "$3" <<'PY'
-import struct, sys
-n, seed = int(sys.argv[2]), int(sys.argv[3])
-hdr = "{'descr': '<i4', 'fortran_order': False, 'shape': (%d,), }" % n
-hdr += " " * (63 - (10 + len(hdr)) % 64) + "\n"
-with open(sys.argv[1], "wb") as f:
-    f.write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(hdr)) + hdr.encode())
-    f.write(struct.pack("<%di" % n, *[(i * seed + 11) % 512 for i in range(n)]))
-PY
-}
-ids "$tmp/ids.npy" 64 37
+write_ids "$tmp/ids.npy" 64 512 37 11
 # calibration: 8 runs of other ids (512 tokens), one NAME=VALUE line each
-for i in 1 2 3 4 5 6 7 8; do ids "$tmp/calib$i.npy" 64 $((53 + 12 * i)); echo "ids=$tmp/calib$i.npy"; done >"$tmp/calib.txt"
+for i in 1 2 3 4 5 6 7 8; do write_ids "$tmp/calib$i.npy" 64 512 $((53 + 12 * i)) 11; echo "ids=$tmp/calib$i.npy"; done >"$tmp/calib.txt"
 "$y" model init --arch gpt2 --preset tiny --seed 5 --width 128 --heads 4 --ffn 512 "$tmp/g.safetensors" >/dev/null
 G=(workflows/models/gpt2.xml --set ids="$tmp/ids.npy" --set batch=2 --set seq=32 --set layers=2 --set width=128
    --set heads=4 --set vocab=512 --set context=64 --set tile_n=32 --set weights="$tmp/g.safetensors")

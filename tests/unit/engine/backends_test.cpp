@@ -184,7 +184,9 @@ TEST(Backends, SplitColumnTilesAreViewsOfTheirColumns) {
     for (int j = 0; j < 10; ++j) {
       const float x = at(0, i, j, 10);
       EXPECT_EQ(at(1, i, j, 10), j < 5 ? x : j < 7 ? 3 * x : -x) << i << "," << j;
-      if (j >= 5 && j < 7) EXPECT_EQ(at(2, i, j - 5, 2), 3 * x);
+      if (j >= 5 && j < 7) {
+        EXPECT_EQ(at(2, i, j - 5, 2), 3 * x);
+      }
     }
   for (int j = 0; j < 10; ++j) EXPECT_EQ(at(3, 0, j, 10), j < 4 ? 1.0f : 2.0f);
 }

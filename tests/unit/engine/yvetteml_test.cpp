@@ -28,10 +28,11 @@ std::string describe(const Dag& dag, const TaskNode& t) {
   for (const Binding& b : t.bindings) s += (b.ref.data < 0 ? std::string("-") : dag.ref_name(b.ref)) + " ";
   s += ")";
   for (const ParamSpec& p : t.comp->params) s += " " + p.name + "=" + t.args.get_string(p.name);
+  // (appended piecewise: GCC 12 warns -Wrestrict on " " + std::to_string())
   s += " after";
-  for (std::int32_t p : t.preds) s += " " + std::to_string(p);
+  for (std::int32_t p : t.preds) (s += ' ') += std::to_string(p);
   s += " events";
-  for (std::int32_t p : t.event_preds) s += " " + std::to_string(p);
+  for (std::int32_t p : t.event_preds) (s += ' ') += std::to_string(p);
   return s;
 }
 

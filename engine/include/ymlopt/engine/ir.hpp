@@ -42,6 +42,16 @@ struct DataDecl {
   std::vector<std::pair<std::string, std::int32_t>> companions;
 
   bool tiled() const { return tile_rows > 0; }
+  /// Column tiles of the given widths (split=; they must add up to cols).
+  void set_split(const std::vector<std::int64_t>& widths) {
+    col_starts.assign(1, 0);
+    for (std::int64_t w : widths) col_starts.push_back(col_starts.back() + w);
+    tile_rows = shape.size() == 1 ? 1 : rows;
+    tile_cols = 0;
+    for (std::int64_t w : widths) tile_cols = w > tile_cols ? w : tile_cols;
+    ntile_r = 1;
+    ntile_c = std::int64_t(widths.size());
+  }
   std::int64_t ntiles() const { return ntile_r * ntile_c; }
   std::int64_t bytes() const { return rows * cols * std::int64_t(dtype_size(dtype)); }  // logical
   std::int64_t storage_bytes() const { return rows * ld * std::int64_t(dtype_size(dtype)); }
