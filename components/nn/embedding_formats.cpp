@@ -25,23 +25,8 @@ std::string want_shape(const std::vector<PortSpec>& s, std::span<const TensorVie
 
 /// The table as the quantized-weight view of quant:: (rows = vocab, k = d).
 quant::QWeight table_weight(std::span<const TensorView> p, const Args& a, int bits) {
-  const TensorView &t = p[kEmbTable], &s = p[kEmbScale], &z = p[kEmbZero];
-  quant::QWeight w;
-  w.bits = bits;
-  w.q = static_cast<const std::int8_t*>(t.data);
-  w.q_ld = t.rows > 1 ? t.ld : t.cols;
-  w.n = t.rows;
-  w.k = p[kEmbY].cols;
-  w.group = a.get_int("group");
-  w.scale = s.data;
-  w.scale_dtype = s.dtype;
-  // per row the scales may be a [vocab] vector (a 1 x vocab view: stride 1 between rows) or [vocab, 1]
-  w.scale_ld = w.group == 0 && s.rows == 1 ? 1 : s.ld;
-  if (z.bound()) {
-    w.zero = static_cast<const float*>(z.data);
-    w.zero_ld = w.group == 0 && z.rows == 1 ? 1 : z.ld;
-  }
-  return w;
+  return quant::QWeight::of(bits, p[kEmbTable], p[kEmbScale], p[kEmbZero], p[kEmbTable].rows, p[kEmbY].cols,
+                            a.get_int("group"));
 }
 
 }  // namespace

@@ -47,23 +47,7 @@ std::string want_shape(const std::vector<PortSpec>& s, std::span<const TensorVie
 }
 
 quant::QWeight qweight(std::span<const TensorView> p, WeightFormat f, const Args& a, int64_t n, int64_t k) {
-  quant::QWeight w;
-  const TensorView &q = p[kW], &s = p[kWScale], &z = p[kWZero];
-  w.bits = f == WeightFormat::int4 ? 4 : 8;
-  w.q = static_cast<const std::int8_t*>(q.data);
-  w.q_ld = q.rows > 1 ? q.ld : q.cols;
-  w.n = n;
-  w.k = k;
-  w.group = a.get_int("group");
-  w.scale = s.data;
-  w.scale_dtype = s.dtype;
-  // per channel the scales may be an [n] vector (1 x n view: stride 1 between rows of W) or [n, 1]
-  w.scale_ld = w.group == 0 && s.rows == 1 ? 1 : s.ld;
-  if (z.bound()) {
-    w.zero = static_cast<const float*>(z.data);
-    w.zero_ld = w.group == 0 && z.rows == 1 ? 1 : z.ld;
-  }
-  return w;
+  return quant::QWeight::of(f == WeightFormat::int4 ? 4 : 8, p[kW], p[kWScale], p[kWZero], n, k, a.get_int("group"));
 }
 
 /// Row-pointer array of `rows` entries + 1 indexing `count` entries: monotone and in range.

@@ -162,13 +162,7 @@ QuantizedWeight quantize_gptq(const float* w_in, int64_t n, int64_t k, int64_t l
   require(opt.block >= 1, "gptq: block is " + to_string(opt.block) + ", must be >= 1");
   require(n == 0 || k == 0 || (w_in != nullptr && h_in != nullptr), "gptq: no weights or no Hessian");
 
-  QuantizedWeight r;
-  r.bits = bits;
-  r.n = n;
-  r.k = k;
-  r.group = group;
-  r.q_ld = bits == 8 ? k : k / 2;
-  r.q.assign(static_cast<std::size_t>(n * r.q_ld), 0);
+  QuantizedWeight r = QuantizedWeight::zeros(bits, n, k, group);
   const int64_t G = r.groups();
   r.scale_f32.assign(static_cast<std::size_t>(n * G), 0.0f);
   if (!sym) r.zero.assign(static_cast<std::size_t>(n * G), 0.0f);

@@ -29,6 +29,26 @@ using std::int64_t;
 using std::int8_t;
 using std::uint8_t;
 
+QWeight QWeight::of(int bits, const TensorView& q, const TensorView& scale, const TensorView& zero, int64_t n,
+                    int64_t k, int64_t group) {
+  QWeight w;
+  w.bits = bits;
+  w.q = static_cast<const std::int8_t*>(q.data);
+  w.q_ld = q.rows > 1 ? q.ld : q.cols;
+  w.n = n;
+  w.k = k;
+  w.group = group;
+  w.scale = scale.data;
+  w.scale_dtype = scale.dtype;
+  // per row the scales may be an [n] vector (a 1 x n view: stride 1 between rows) or [n, 1]
+  w.scale_ld = group == 0 && scale.rows == 1 ? 1 : scale.ld;
+  if (zero.bound()) {
+    w.zero = static_cast<const float*>(zero.data);
+    w.zero_ld = group == 0 && zero.rows == 1 ? 1 : zero.ld;
+  }
+  return w;
+}
+
 QWeight QWeight::rows(int64_t n0, int64_t n1) const {
   if (n0 < 0 || n1 < n0 || n1 > n)
     throw KernelError("QWeight::rows: [" + std::to_string(n0) + ", " + std::to_string(n1) + ") outside [0, " +

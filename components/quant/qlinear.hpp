@@ -51,6 +51,12 @@ struct QWeight {
   std::int64_t groups() const { return group > 0 ? k / group : 1; }
   /// The sub-weight of rows [n0, n1).
   QWeight rows(std::int64_t n0, std::int64_t n1) const;
+  /// A view of stored codes and scales (engine tensors): q [n, k] (int8) or
+  /// [n, k/2] (int4), scale [n, groups] or, per row, a [n] vector; zero like
+  /// scale or unbound (symmetric).
+  ///   QWeight w = QWeight::of(4, p[kW], p[kWScale], p[kWZero], n, k, group);
+  static QWeight of(int bits, const TensorView& q, const TensorView& scale, const TensorView& zero,
+                    std::int64_t n, std::int64_t k, std::int64_t group);
 };
 
 /// Which kernel linear uses: the best the CPU supports, or a forced one (tests, benchmarks).

@@ -99,13 +99,7 @@ QuantizedWeight quantize_impl(const float* w, int64_t n, int64_t k, int64_t ldw,
           "quantize: k = " + to_string(k) + " is not a multiple of group " + to_string(group));
   require(bits == 8 || k % 2 == 0, "quantize: int4 needs an even k, got " + to_string(k));
   require(n == 0 || k == 0 || w != nullptr, "quantize: no weights");
-  QuantizedWeight r;
-  r.bits = bits;
-  r.n = n;
-  r.k = k;
-  r.group = group;
-  r.q_ld = bits == 8 ? k : k / 2;
-  r.q.assign(static_cast<std::size_t>(n * r.q_ld), 0);
+  QuantizedWeight r = QuantizedWeight::zeros(bits, n, k, group);
   const int64_t G = r.groups(), gs = group > 0 ? group : k;
   r.scale_dtype = f16 ? DType::f16 : DType::f32;
   (f16 ? r.scale_f16.resize(static_cast<std::size_t>(n * G)) : r.scale_f32.resize(static_cast<std::size_t>(n * G)));

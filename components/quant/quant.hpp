@@ -58,6 +58,17 @@ struct QuantizedWeight {
   std::vector<std::int32_t> code_sum;    // [n, groups] (bits 8)
 
   std::int64_t groups() const { return group > 0 ? k / group : 1; }
+  /// An all-zero result of this shape: codes allocated (q_ld = k or k/2), no scales yet.
+  static QuantizedWeight zeros(int bits, std::int64_t n, std::int64_t k, std::int64_t group) {
+    QuantizedWeight r;
+    r.bits = bits;
+    r.n = n;
+    r.k = k;
+    r.group = group;
+    r.q_ld = bits == 8 ? k : k / 2;
+    r.q.assign(static_cast<std::size_t>(n * r.q_ld), 0);
+    return r;
+  }
   /// A non-owning view for quant::linear / quant::dequantize (valid while *this lives).
   QWeight view() const;
 };

@@ -324,6 +324,27 @@ void ModelEditor::mark_graph_changed(const WeightUse& u) {
   final_[u.name].graph_changed = true;
 }
 
+std::map<std::string, DataRef> ModelEditor::add_replacement(const std::string& name, std::vector<NewTensor> tensors,
+                                                           std::int64_t tile_n) {
+  std::map<std::string, DataRef> made;
+  for (NewTensor& nt : tensors) {
+    if (tile_n > 0 && !nt.row_tiled)
+      throw std::runtime_error("'" + name + "' is used by tiles: its " + nt.role + " cannot be split by rows");
+    const DataRef r = add_tensor(name + "." + nt.role, nt.dtype, nt.shape, std::move(nt.bytes));
+    DataDecl& d = dag_.data[std::size_t(r.data)];
+    if (tile_n > 0) {
+      // tiles of tile_n rows (output features, or tokens of a table); a vector [n] tiles by tile_n
+      if (d.shape.size() == 1) d.tile_rows = 1, d.tile_cols = tile_n;
+      else d.tile_rows = tile_n, d.tile_cols = d.cols;
+      d.ntile_r = (d.rows + d.tile_rows - 1) / d.tile_rows;
+      d.ntile_c = (d.cols + d.tile_cols - 1) / d.tile_cols;
+    }
+    made[nt.role] = r;
+  }
+  if (!made.count("w")) throw std::logic_error("a replacement of '" + name + "' needs a 'w' tensor");
+  return made;
+}
+
 WeightUse ModelEditor::replace(const WeightUse& u, std::vector<NewTensor> tensors,
                                const std::map<std::string, std::string>& args) {
   const DataDecl old = dag_.data[std::size_t(u.data)];
@@ -338,24 +359,8 @@ WeightUse ModelEditor::replace(const WeightUse& u, std::vector<NewTensor> tensor
     f.group = std::stoll(arg("group", "0"));
     f.block = std::stoll(arg("block", "0"));
   }
-  const bool tiled = old.tiled();
-  std::map<std::string, DataRef> made;
-  for (NewTensor& nt : tensors) {
-    if (tiled && !nt.row_tiled)
-      throw std::runtime_error("'" + u.name + "' is used by tiles: its " + nt.role + " cannot be split by rows");
-    const DataRef r = add_tensor(u.name + "." + nt.role, nt.dtype, nt.shape, std::move(nt.bytes));
-    DataDecl& d = dag_.data[std::size_t(r.data)];
-    if (tiled) {
-      // tiles of tile_n output features (rows); a vector [n] tiles by tile_n
-      if (d.shape.size() == 1) d.tile_rows = 1, d.tile_cols = u.tile_n;
-      else d.tile_rows = u.tile_n, d.tile_cols = d.cols;
-      d.ntile_r = (d.rows + d.tile_rows - 1) / d.tile_rows;
-      d.ntile_c = (d.cols + d.tile_cols - 1) / d.tile_cols;
-    }
-    made[nt.role] = r;
-  }
-  if (!made.count("w")) throw std::logic_error("a replacement needs a 'w' tensor");
-  origin_name_[made["w"].data] = u.name;
+  const std::map<std::string, DataRef> made = add_replacement(u.name, std::move(tensors), old.tiled() ? u.tile_n : 0);
+  origin_name_[made.at("w").data] = u.name;
   for (std::size_t i : u.tasks) {
     TaskNode& t = dag_.tasks[i];
     const DataRef wref = t.bindings[port_index(t, "w")].ref;
@@ -374,7 +379,7 @@ WeightUse ModelEditor::replace(const WeightUse& u, std::vector<NewTensor> tensor
     for (const auto& [k, v] : args) set_arg(t, k, v);
   }
   WeightUse out = u;
-  out.data = made["w"].data;
+  out.data = made.at("w").data;
   if (auto it = args.find("transpose_w"); it != args.end()) out.nk = it->second == "true";
   return out;
 }
@@ -627,23 +632,8 @@ ModelEditor::EmbeddingUse ModelEditor::replace_embedding(const EmbeddingUse& u, 
   f.format = arg("format", "dense");
   f.group = std::stoll(arg("group", "0"));
   f.block = 0;
-  const bool tiled = old.tiled();
-  std::map<std::string, DataRef> made;
-  for (NewTensor& nt : tensors) {
-    if (tiled && !nt.row_tiled)
-      throw std::runtime_error("'" + u.name + "' is used by tiles: its " + nt.role + " cannot be split by rows");
-    const DataRef r = add_tensor(u.name + "." + nt.role, nt.dtype, nt.shape, std::move(nt.bytes));
-    DataDecl& d = dag_.data[std::size_t(r.data)];
-    if (tiled) {  // row tiles of tile_n tokens, as the tied linears read them
-      if (d.shape.size() == 1) d.tile_rows = 1, d.tile_cols = u.tile_n;
-      else d.tile_rows = u.tile_n, d.tile_cols = d.cols;
-      d.ntile_r = (d.rows + d.tile_rows - 1) / d.tile_rows;
-      d.ntile_c = (d.cols + d.tile_cols - 1) / d.tile_cols;
-    }
-    made[nt.role] = r;
-  }
-  if (!made.count("w")) throw std::logic_error("a table replacement needs a 'w' tensor");
-  origin_name_[made["w"].data] = u.name;
+  const std::map<std::string, DataRef> made = add_replacement(u.name, std::move(tensors), old.tiled() ? u.tile_n : 0);
+  origin_name_[made.at("w").data] = u.name;
   const std::map<std::string, std::string> emb_port = {{"w", "table"}, {"w_scale", "table_scale"}, {"w_zero", "table_zero"}};
   for (std::size_t i : u.tasks) {
     TaskNode& t = dag_.tasks[i];
@@ -674,7 +664,7 @@ ModelEditor::EmbeddingUse ModelEditor::replace_embedding(const EmbeddingUse& u, 
     if (f.format != "dense") set_arg(t, "transpose_w", "false");  // compressed W is always [n, k]
   }
   EmbeddingUse out = u;
-  out.data = made["w"].data;
+  out.data = made.at("w").data;
   return out;
 }
 

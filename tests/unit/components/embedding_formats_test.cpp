@@ -44,7 +44,7 @@ struct Table {
 };
 
 Table random_table(int bits, int64_t vocab, int64_t d, int64_t group, bool asym, bool f16, std::uint32_t seed) {
-  Table t{bits, vocab, d, group};
+  Table t{bits, vocab, d, group, {}, {}, {}, {}, false};
   t.f16 = f16;
   std::mt19937 g(seed);
   std::uniform_int_distribution<int> byte(-128, 127);
@@ -168,7 +168,7 @@ TEST(EmbeddingFormats, QuantizerOutputRoundTrips) {
   for (const Case c : {Case{8, 0, true}, Case{8, 64, false}, Case{4, 32, true}, Case{4, 128, false}}) {
     const quant::QuantizedWeight qw = c.group == 0 ? quant::quantize_int8(w.buf.data(), vocab, d, w.ld)
                                                    : quant::quantize_group(w.buf.data(), vocab, d, w.ld, c.bits, c.group, c.sym);
-    Table t{c.bits, vocab, d, c.group};
+    Table t{c.bits, vocab, d, c.group, {}, {}, {}, {}, false};
     t.q = qw.q;
     t.scale = qw.scale_f32;
     t.zero = qw.zero;

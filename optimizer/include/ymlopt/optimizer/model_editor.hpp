@@ -144,6 +144,9 @@ class ModelEditor {
   };
   std::map<std::string, Final> final_;
   void keep_original(const WeightUse& u);  // originals_ and final_ entries, on first change
+  /// Adds the tensors replacing weight `name` ("<name>.<role>"), row-tiled by tile_n when > 0.
+  std::map<std::string, DataRef> add_replacement(const std::string& name, std::vector<NewTensor> tensors,
+                                                 std::int64_t tile_n);
   std::map<std::string, LowRankPair> lowrank_;
   std::map<std::int32_t, std::string> origin_name_;  // new weight data -> original weight name
 
