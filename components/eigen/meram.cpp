@@ -14,7 +14,7 @@
 #include <mutex>
 #include <thread>
 
-#include "eigen/unite_board.hpp"
+#include "ymlopt/unite/board.hpp"
 
 namespace ymlopt::eigen {
 namespace {

@@ -17,7 +17,7 @@
 #include "eigen/eigen.hpp"
 #include "eigen/generators.hpp"
 #include "eigen/meram.hpp"
-#include "eigen/unite_board.hpp"
+#include "ymlopt/unite/board.hpp"
 #include "eigen_reference.hpp"
 
 namespace {

@@ -1,5 +1,5 @@
-// UniteBoard (see unite_board.hpp).
-#include "eigen/unite_board.hpp"
+// UniteBoard (see board.hpp).
+#include "ymlopt/unite/board.hpp"
 
 #include <cmath>
 #include <stdexcept>
