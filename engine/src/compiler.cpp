@@ -77,8 +77,8 @@ const std::map<std::string, ElementRule>& rules() {
       {"out", {{"port", "data"}, {}}},
       {"inout", {{"port", "data"}, {}}},
       {"arg", {{"name", "value"}, {}}},
-      {"par", {{}, {"var", "from", "to", "step", "values"}}},
-      {"seq", {{}, {"var", "from", "to", "step", "values"}}},
+      {"par", {{}, {"var", "from", "to", "step"}}},
+      {"seq", {{}, {"var", "from", "to", "step"}}},
       {"if", {{"cond"}, {}}},
       {"else", {{}, {}}},
       {"call", {{"workflow"}, {"name"}}},
@@ -88,20 +88,13 @@ const std::map<std::string, ElementRule>& rules() {
       {"wait", {{"event"}, {}}},
       {"save", {{"data", "to"}, {"key"}}},
       {"let", {{"name", "value"}, {}}},
-      {"unite", {{}, {"name", "exit", "budget_s", "budget_iters", "save_exit", "mapping", "better"}}},
-      {"comethod", {{"name"}, {"keep", "priority", "workers"}}},
-      {"until", {{"cond"}, {"max"}}},
-      {"while", {{"cond"}, {"max"}}},
-      {"publish", {{"name", "data", "score"}, {}}},
-      {"gather", {{"name", "into", "score"}, {"better"}}},
   };
   return r;
 }
 
 const std::vector<std::string>& body_elements() {
-  static const std::vector<std::string> v = {"param",  "data",    "task",     "par",   "seq",   "if",
-                                             "call",   "notify",  "wait",     "save",  "description", "let",
-                                             "unite",  "comethod", "until",   "while", "publish", "gather"};
+  static const std::vector<std::string> v = {"param", "data",   "task", "par",  "seq",         "if",
+                                             "call",  "notify", "wait", "save", "description", "let"};
   return v;
 }
 
@@ -171,7 +164,6 @@ class Compiler {
     contexts_.push_back(Context{0, {}});
     body(root->root.children);
     contexts_.pop_back();
-    if (!dag_.regions.empty()) finish_regions();
     if (!diags_.has_errors()) finish_events();
     if (!diags_.has_errors()) order();
     res.ok = !diags_.has_errors();
@@ -408,12 +400,6 @@ class Compiler {
       return;
     }
     check_attrs(e);
-    if (!region_stack_.empty() && dag_.regions[size_t(region_stack_.back())].kind == Region::Kind::unite &&
-        e.name != "comethod" && e.name != "par" && e.name != "seq" && e.name != "if" && e.name != "let") {
-      diags_.error(e.loc, "<" + e.name + "> directly inside <unite>: a unite holds <comethod>s (possibly in <par>, <seq> "
-                                         "or <if>), and each co-method holds its own steps");
-      return;
-    }
     if (e.name == "data") data(e);
     else if (e.name == "task") task(e);
     else if (e.name == "par" || e.name == "seq") loop(e, e.name == "par");
@@ -423,10 +409,6 @@ class Compiler {
     else if (e.name == "wait") wait(e);
     else if (e.name == "save") save(e);
     else if (e.name == "let") let(e);
-    else if (e.name == "unite") unite(e);
-    else if (e.name == "comethod") comethod(e);
-    else if (e.name == "until" || e.name == "while") runtime_loop(e);
-    else if (e.name == "publish" || e.name == "gather") exchange(e);
   }
 
   void loop(const Element& e, bool parallel) {
@@ -443,25 +425,6 @@ class Compiler {
         statement(c);
         contexts_.pop_back();
       }
-      return;
-    }
-    if (const Attr* va = e.find("values")) {  // <par var="m" values="5,7,10">
-      if (e.find("from") || e.find("to") || e.find("step"))
-        diags_.error(va->loc, "<" + e.name + "> takes values= or from/to/step, not both");
-      auto vals = eval_list(*va);
-      if (!vals) return;
-      if (!parallel) contexts_.push_back(Context{std::int32_t(dag_.tasks.size()), {}});
-      vars_.emplace_back(var->value, Value::of_int(0));
-      const size_t slot = vars_.size() - 1;
-      for (std::int64_t v : *vals) {
-        vars_[slot].second = Value::of_int(v);
-        if (parallel) contexts_.push_back(Context{std::int32_t(dag_.tasks.size()), {}});
-        body(e.children);
-        if (parallel) contexts_.pop_back();
-        if (diags_.full() || too_many()) break;
-      }
-      vars_.pop_back();
-      if (!parallel) contexts_.pop_back();
       return;
     }
     const Attr* from = e.find("from");
@@ -1291,7 +1254,6 @@ class Compiler {
     preds.erase(std::unique(preds.begin(), preds.end()), preds.end());
     t.preds = std::move(preds);
     t.bindings = std::move(binds);
-    t.comethod = comethod_;
     dag_.tasks.push_back(std::move(t));
   }
 
@@ -1655,20 +1617,6 @@ class Compiler {
   std::unordered_map<std::string, int> event_ids_;
   std::vector<std::pair<std::int32_t, int>> waiters_;
   std::vector<std::pair<int, SrcLoc>> wait_locs_;
-  // runtime control flow (Region): open regions, each region's sub-regions,
-  // the top-level ones, the innermost open comethod, and exchange channels
-  std::vector<std::int32_t> region_stack_;
-  std::vector<std::vector<std::int32_t>> region_children_;
-  std::vector<std::int32_t> top_regions_;
-  std::int32_t comethod_ = -1;
-  struct Channel {
-    std::vector<std::pair<DType, std::vector<std::int64_t>>> tensors;
-    SrcLoc loc;
-    std::string what;  // "published" or "gathered"
-    bool published = false;
-    std::vector<SrcLoc> gathers;
-  };
-  std::map<std::string, Channel> channels_;
   int call_count_ = 0;
   bool usage_error_ = false;
   bool too_many_reported_ = false;
