@@ -7,8 +7,10 @@
 #include <string>
 #include <vector>
 
+#include "eigen/component_util.hpp"
 #include "eigen/eigen.hpp"
 #include "eigen/meram.hpp"
+#include "eigen/workflow_components.hpp"
 #include "tensor/kernel_util.hpp"
 
 namespace ymlopt {
@@ -21,14 +23,11 @@ using std::to_string;
 const std::vector<DType> kFloat = {DType::f32, DType::f64};
 
 using kutil::first_error;
-/// "" when the (optional, unbound passes) port i is rows x cols.
-std::string expect_shape(const std::vector<PortSpec>& s, std::span<const TensorView> p, std::size_t i, int64_t rows,
-                         int64_t cols, const std::string& why) {
-  if (!p[i].bound()) return "";
-  if (p[i].rows == rows && p[i].cols == cols) return "";
-  return "port '" + s[i].name + "' is " + dims(p[i]) + " but expected " + to_string(rows) + "x" + to_string(cols) +
-         " (" + why + ")";
-}
+using eigen_util::auto_subspace;
+using eigen_util::DoubleMatrix;
+using eigen_util::expect_shape;
+using eigen_util::int_at_least;
+using eigen_util::k_and_subspace;
 
 /// "" when the bound port i is a vector of n elements (1 x n).
 std::string expect_vector(const std::vector<PortSpec>& s, std::span<const TensorView> p, std::size_t i, int64_t n,
@@ -46,54 +45,11 @@ std::string outputs_dtype(const std::vector<PortSpec>& s, std::span<const Tensor
   return "";
 }
 
-std::string int_at_least(const Args& a, const char* name, int64_t lo) {
-  const int64_t v = a.get_int(name);
-  if (v >= lo) return "";
-  return "param '" + std::string(name) + "' is " + to_string(v) + ": must be >= " + to_string(lo);
-}
-
 std::string positive_float(const Args& a, const char* name) {
   const double v = a.get_float(name);
   if (v > 0 && std::isfinite(v)) return "";
   return "param '" + std::string(name) + "' is " + std::to_string(v) + ": must be > 0";
 }
-
-/// k in [1, n] and subspace 0 (auto) or in (k, n] (or exactly n).
-std::string k_and_subspace(const Args& a, int64_t n) {
-  const int64_t k = a.get_int("k"), m = a.get_int("subspace");
-  if (k < 1 || k > n) return "param 'k' is " + to_string(k) + ": must be in [1, n = " + to_string(n) + "]";
-  if (m < 0) return "param 'subspace' is " + to_string(m) + ": must be >= 0 (0: automatic)";
-  const int64_t me = std::min(m, n);
-  if (m != 0 && me <= k && me < n)
-    return "param 'subspace' is " + to_string(m) + ": must exceed k = " + to_string(k) + " (or be >= n = " +
-           to_string(n) + ")";
-  return "";
-}
-
-int64_t auto_subspace(const Args& a, int64_t n) {
-  const int64_t k = a.get_int("k"), m = a.get_int("subspace");
-  return std::min(n, m > 0 ? m : std::max<int64_t>(2 * k + 1, k + 20));
-}
-
-/// The input as a row-major double matrix: a view on f64 data, or a copy of f32 data.
-struct DoubleMatrix {
-  const double* data = nullptr;
-  int64_t ld = 0;
-  std::vector<double> copy;
-  explicit DoubleMatrix(const TensorView& v) {
-    if (v.dtype == DType::f64) {
-      data = static_cast<const double*>(v.data);
-      ld = std::max<int64_t>(v.ld, v.cols);
-      return;
-    }
-    copy.resize(static_cast<std::size_t>(v.rows * v.cols));
-    for (int64_t r = 0; r < v.rows; ++r)
-      for (int64_t c = 0; c < v.cols; ++c)
-        copy[static_cast<std::size_t>(r * v.cols + c)] = static_cast<const float*>(v.data)[r * v.ld + c];
-    data = copy.data();
-    ld = v.cols;
-  }
-};
 
 /// out[0, j] = v[j] in the port's dtype.
 void write_vector(const TensorView& out, const std::vector<double>& v) {
@@ -567,6 +523,7 @@ void register_eigen(Registry& reg) {
       {{"tol", ParamType::float_, "1e-8", false, "converged when ||A v - λ v|| <= tol * |λ|"},
        {"max_iter", ParamType::int_, "1000", false, "iteration budget"}, op, seed},
       power_cpu, power_check, power_cost);
+  register_eigen_workflow(reg);
 }
 
 }  // namespace ymlopt

@@ -10,6 +10,9 @@
 //                    "5,7,10") exchanging Ritz vectors through a UniteBoard (meram.hpp)
 //   eigen.svd_topk   top-k singular triplets of A [m,n]: randomized subspace iteration
 //   eigen.power      the eigenvalue of largest modulus by power iteration
+//   eigen.eram_cycle one ERAM restart cycle on inout Ritz vectors/values (a MERAM co-method's
+//                    loop body in a workflow); eigen.generate and eigen.matrix_market write
+//                    a dense test matrix (workflow_components.hpp)
 // Each reports "matvecs", "restarts" and "residual" (largest wanted residual
 // norm ||A x - λ x||, x of unit norm) and raises a KernelError naming the
 // residual reached when it does not converge within its budget.
@@ -36,7 +39,8 @@
 #include <vector>
 
 namespace ymlopt {
-/// Registers eigen.lanczos, eigen.arnoldi, eigen.meram, eigen.svd_topk and eigen.power.
+/// Registers eigen.lanczos, eigen.arnoldi, eigen.meram, eigen.svd_topk and eigen.power,
+/// and the workflow building blocks of register_eigen_workflow (workflow_components.hpp).
 void register_eigen(Registry& reg);
 }  // namespace ymlopt
 
@@ -155,9 +159,30 @@ EigenResult arnoldi(const LinearOperator& op, const ArnoldiOptions& opt);
 
 /// One Arnoldi cycle from a start vector: the Ritz pairs of its factorisation
 /// (the building block of arnoldi(), usable by co-methods that drive restarts
-/// themselves). `start` need not be normalised. matvecs counts m.
+/// themselves). `start` need not be normalised (all zero or non-finite: a
+/// random vector from `seed`). matvecs counts m. `ritz_norm`, when given,
+/// receives the largest |θ| over all m Ritz values (the ||A|| estimate of
+/// ARPACK's convergence floor, as arnoldi() uses it).
+///
+///   double anorm = 0;
+///   EigenResult c = arnoldi_cycle(op, v, 4, 10, Which::largest_magnitude, 1, &anorm);
+///   double worst = 0;  // arnoldi() converges when worst <= tol
+///   for (std::size_t j = 0; j < 4; ++j)
+///     worst = std::max(worst, relative_residual(c.residuals[j], std::hypot(c.values_re[j], c.values_im[j]), anorm));
+///   v = ritz_restart_vector(c, op.n, true);  // the next cycle's start, as arnoldi() restarts
 EigenResult arnoldi_cycle(const LinearOperator& op, std::span<const double> start, std::int64_t k,
-                          std::int64_t m, Which which, std::uint64_t seed = 1);
+                          std::int64_t m, Which which, std::uint64_t seed = 1, double* ritz_norm = nullptr);
+
+/// arnoldi()'s restart vector from a cycle's k Ritz pairs: the sum of the real
+/// parts, plus the imaginary part of each +im entry, each weighted (when
+/// `weighted`) by sqrt(residual / largest residual), floored at 1e-3.
+/// `r` needs values_re/im, residuals (k) and vectors_re/im (n x k).
+std::vector<double> ritz_restart_vector(const EigenResult& r, std::int64_t n, bool weighted);
+
+/// A Ritz pair's residual relative to its value with ARPACK's floor:
+/// residual / max(|θ|, eps^(2/3) * ritz_norm). arnoldi() has converged when
+/// this is <= tol for every wanted pair.
+double relative_residual(double residual, double value_abs, double ritz_norm);
 
 /// Top-k singular triplets of a dense matrix: A ≈ U diag(s) Vt.
 struct SvdResult {

@@ -99,10 +99,12 @@ void check_sizes(const LinearOperator& op, int64_t k, int64_t& m, const char* wh
                       std::to_string(k) + " (or equal n)");
 }
 
+/// ARPACK's lower bound on the scale of a residual test: eps^(2/3) * anorm.
+double arpack_floor(double anorm) { return std::pow(std::numeric_limits<double>::epsilon(), 2.0 / 3.0) * anorm; }
+
 /// Converged when res <= tol * max(|λ|, eps^(2/3) * anorm), as ARPACK.
 bool is_converged(double res, double lam_abs, double anorm, double tol) {
-  const double floor = std::pow(std::numeric_limits<double>::epsilon(), 2.0 / 3.0) * anorm;
-  return res <= tol * std::max(lam_abs, floor);
+  return res <= tol * std::max(lam_abs, arpack_floor(anorm));
 }
 
 }  // namespace
@@ -504,25 +506,38 @@ void ritz_pairs(const ArnoldiWork& w, double h_last, int64_t k, Which which, Eig
               bi(m), 0.0, res.vectors_im.data(), bi(n));
 }
 
-/// The next start vector: the sum of the wanted Ritz vectors (real and
-/// imaginary parts), each weighted by sqrt(its residual / the largest one),
-/// floored at 1e-3, when `weighted` (else all weights 1).
-std::vector<double> combine_ritz(const EigenResult& r, int64_t n, bool weighted) {
-  std::vector<double> v(sz(n), 0.0);
+}  // namespace
+
+std::vector<double> ritz_restart_vector(const EigenResult& r, int64_t n, bool weighted) {
+  if (r.values_im.size() != r.values_re.size() || r.residuals.size() != r.values_re.size() ||
+      r.vectors_re.size() != r.values_re.size() * sz(n) || r.vectors_im.size() != r.vectors_re.size())
+    throw KernelError("ritz_restart_vector: " + std::to_string(r.values_re.size()) +
+                      " values need as many imaginary parts and residuals, and n x k real and imaginary vector parts");
+  std::vector<double> v(sz(n), 0.0), re_im(sz(n));
   double rmax = 0;
   for (double x : r.residuals) rmax = std::max(rmax, x);
   for (size_t i = 0; i < r.values_re.size(); ++i) {
     const double w = weighted && rmax > 0 ? std::sqrt(std::max(r.residuals[i] / rmax, 1e-6)) : 1.0;
-    cblas_daxpy(bi(n), w, r.vectors_re.data() + i * sz(n), 1, v.data(), 1);
-    if (r.values_im[i] > 0) cblas_daxpy(bi(n), w, r.vectors_im.data() + i * sz(n), 1, v.data(), 1);
+    const double* xr = r.vectors_re.data() + i * sz(n);
+    if (r.values_im[i] > 0) {
+      // Re x + Im x summed first: the one real vector eigen.eram_cycle can store for
+      // a +im value whose conjugate does not fit, so its restarts are bit for bit these.
+      const double* xi = r.vectors_im.data() + i * sz(n);
+      for (size_t e = 0; e < sz(n); ++e) re_im[e] = xr[e] + xi[e];
+      xr = re_im.data();
+    }
+    cblas_daxpy(bi(n), w, xr, 1, v.data(), 1);
   }
   return v;
 }
 
-}  // namespace
+double relative_residual(double residual, double value_abs, double ritz_norm) {
+  const double d = std::max(value_abs, arpack_floor(ritz_norm));
+  return d > 0 ? residual / d : (residual == 0 ? 0 : std::numeric_limits<double>::infinity());
+}
 
 EigenResult arnoldi_cycle(const LinearOperator& op, std::span<const double> start, int64_t k, int64_t m, Which which,
-                          std::uint64_t seed) {
+                          std::uint64_t seed, double* ritz_norm) {
   check_sizes(op, k, m, "arnoldi");
   if (static_cast<int64_t>(start.size()) != op.n)
     throw KernelError("arnoldi: start vector has " + std::to_string(start.size()) + " values, expected n = " +
@@ -532,6 +547,7 @@ EigenResult arnoldi_cycle(const LinearOperator& op, std::span<const double> star
   const double h = arnoldi_factor(op, w, start, seed, res.matvecs);
   double anorm = 0;
   ritz_pairs(w, h, k, which, res, &anorm);
+  if (ritz_norm) *ritz_norm = anorm;
   return res;
 }
 
@@ -559,7 +575,7 @@ EigenResult arnoldi(const LinearOperator& op, const ArnoldiOptions& opt) {
     res.matvecs = matvecs;
     res.restarts = restarts;
     if (res.converged || restarts >= opt.max_restarts || m == n) return res;
-    v = combine_ritz(res, n, opt.weight_by_residual);
+    v = ritz_restart_vector(res, n, opt.weight_by_residual);
     ++restarts;
     if (opt.on_restart) {
       RestartState st{restarts, matvecs, res.values_re, res.values_im, res.residuals, res.vectors_re, res.vectors_im,

@@ -1,0 +1,438 @@
+// eigen.eram_cycle, eigen.generate and eigen.matrix_market (see
+// workflow_components.hpp): ports, checks, costs and CPU kernels.
+#include "eigen/workflow_components.hpp"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "eigen/component_util.hpp"
+#include "eigen/generators.hpp"
+#include "eigen/matrix_market.hpp"
+#include "tensor/kernel_util.hpp"
+
+namespace ymlopt::eigen {
+
+std::vector<std::complex<double>> parse_spectrum(const std::string& text) {
+  std::vector<std::complex<double>> out;
+  auto fail = [&](const std::string& item, const std::string& why) -> KernelError {
+    return KernelError("'top' item '" + item + "' in '" + text + "': " + why);
+  };
+  std::size_t pos = 0;
+  while (pos <= text.size()) {
+    const std::size_t comma = std::min(text.find(',', pos), text.size());
+    std::string item = text.substr(pos, comma - pos);
+    const auto b = item.find_first_not_of(" \t"), e = item.find_last_not_of(" \t");
+    item = b == std::string::npos ? "" : item.substr(b, e - b + 1);
+    pos = comma + 1;
+    if (item.empty()) {
+      if (text.find_first_not_of(" \t") == std::string::npos) break;  // "" or blanks: no values
+      throw fail(item, "empty item (expected e.g. \"3, 2.6+0.5i, 2.2\")");
+    }
+    const char* s = item.c_str();
+    char* end = nullptr;
+    const double re = std::strtod(s, &end);
+    if (end == s) throw fail(item, "not a number (expected \"a\" or \"a+bi\")");
+    double im = 0;
+    if (*end != '\0') {
+      const char* t = end;
+      if (*t != '+' && *t != '-') throw fail(item, "not a number (expected \"a\" or \"a+bi\")");
+      im = std::strtod(t, &end);
+      if (end == t || *end != 'i' || end[1] != '\0') throw fail(item, "not a number (expected \"a\" or \"a+bi\")");
+      if (!(im > 0))
+        throw fail(item, "give each conjugate pair once, with a positive imaginary part (\"a+bi\", b > 0)");
+    }
+    if (!std::isfinite(re) || !std::isfinite(im)) throw fail(item, "not finite");
+    out.emplace_back(re, im);
+  }
+  return out;
+}
+
+}  // namespace ymlopt::eigen
+
+namespace ymlopt {
+namespace {
+
+using eigen_util::DoubleMatrix;
+using eigen_util::expect_shape;
+using kutil::dims;
+using kutil::first_error;
+using std::int64_t;
+using std::size_t;
+using std::to_string;
+
+const std::vector<DType> kFloat = {DType::f32, DType::f64};
+
+size_t sz(int64_t v) { return static_cast<size_t>(v); }
+
+/// "" when bound port i has dtype f64.
+std::string f64_port(const std::vector<PortSpec>& s, std::span<const TensorView> p, size_t i, const char* why) {
+  if (!p[i].bound() || p[i].dtype == DType::f64) return "";
+  return "port '" + s[i].name + "' has dtype " + dtype_name(p[i].dtype) + ": must be f64 (" + why + ")";
+}
+
+/// Zero-fills the port, then writes the CSR matrix into it (rounded to the port's dtype).
+void write_dense(const TensorView& out, const eigen::CsrMatrix& m) {
+  kutil::dispatch_float(out.dtype, [&](auto tg) {
+    using T = typename decltype(tg)::type;
+    for (int64_t r = 0; r < out.rows; ++r) std::fill_n(&out.at<T>(r, 0), out.cols, T(0));
+    for (int64_t r = 0; r < m.rows; ++r)
+      for (int64_t e = m.row_ptr[sz(r)]; e < m.row_ptr[sz(r + 1)]; ++e)
+        out.at<T>(r, m.col[sz(e)]) = static_cast<T>(m.val[sz(e)]);
+  });
+}
+
+// ============================================================ eigen.eram_cycle
+
+const std::vector<PortSpec>& cycle_ports() {
+  static const std::vector<PortSpec> p = {
+      {"a", Access::read, kFloat, false, 2, "A [n,n] (need not be symmetric)"},
+      {"vectors", Access::read_write, {DType::f64}, false, 2,
+       "Ritz vectors [n,k], dgeev style (a conjugate pair: re and im in two columns); all zero: fresh start"},
+      {"values", Access::read_write, {DType::f64}, false, 2,
+       "Ritz values [k,3]: re, im, residual estimate ||A x - θ x||, in wanted order"},
+      {"residual", Access::write, {DType::f64}, false, 2,
+       "[1]: largest relative residual of the k pairs (ARPACK floor): <= tol means eigen.arnoldi converged"},
+  };
+  return p;
+}
+
+std::string cycle_check(const TaskShape& t) {
+  const auto& s = cycle_ports();
+  const auto& p = t.ports;
+  const Args& a = t.args;
+  if (auto m = kutil::ports_present(s, p); !m.empty()) return m;
+  if (auto m = first_error({kutil::float_dtype(s, p, 0), f64_port(s, p, 1, "the Ritz vectors are kept in double"),
+                            f64_port(s, p, 2, "the Ritz values are kept in double"),
+                            f64_port(s, p, 3, "a double residual"), kutil::square(s, p, 0),
+                            kutil::one_of(a, "which", {"magnitude", "real"}),
+                            eigen_util::int_at_least(a, "seed", 0)});
+      !m.empty())
+    return m;
+  const int64_t n = p[0].rows, k = a.get_int("k");
+  if (n < 1) return "port 'a' is " + dims(p[0]) + ": the operator is empty";
+  return first_error({eigen_util::k_and_subspace(a, n), expect_shape(s, p, 1, n, k, "n x k Ritz vectors"),
+                      expect_shape(s, p, 2, k, 3, "k rows of re, im, residual"),
+                      expect_shape(s, p, 3, 1, 1, "one residual")});
+}
+
+Cost cycle_cost(const TaskShape& t) {
+  if (t.ports.size() != cycle_ports().size() || cycle_check(t) != "") return {};
+  const int64_t n = t.ports[0].rows, m = eigen_util::auto_subspace(t.args, n), k = t.args.get_int("k");
+  const double dn = double(n), dm = double(m);
+  // m matvecs, MGS with one reorthogonalisation (4 n j per step), dgeev (~10 m³), Ritz vectors (4 n m k).
+  Cost c = kutil::io_cost(cycle_ports(), t, dm * 2 * dn * dn + 4 * dn * dm * dm + 10 * dm * dm * dm + 4 * dn * dm * double(k));
+  c.extra_bytes = 8.0 * dn * double(m + 1) + 32.0 * dm * dm;
+  return c;
+}
+
+/// The pairs held by the ports as arnoldi() keeps them (vectors_re/im n x k,
+/// vector j at j*n), so ritz_restart_vector combines them exactly as ERAM does.
+eigen::EigenResult unpack_pairs(const TensorView& vectors, const TensorView& values, int64_t n, int64_t k) {
+  eigen::EigenResult r;
+  r.values_re.resize(sz(k));
+  r.values_im.resize(sz(k));
+  r.residuals.resize(sz(k));
+  for (int64_t j = 0; j < k; ++j) {
+    r.values_re[sz(j)] = values.at<double>(j, 0);
+    r.values_im[sz(j)] = values.at<double>(j, 1);
+    r.residuals[sz(j)] = values.at<double>(j, 2);
+  }
+  r.vectors_re.assign(sz(n * k), 0.0);
+  r.vectors_im.assign(sz(n * k), 0.0);
+  auto column = [&](int64_t j, std::vector<double>& dst, int64_t slot, double sign) {
+    for (int64_t i = 0; i < n; ++i) dst[sz(slot * n + i)] = sign * vectors.at<double>(i, j);
+  };
+  for (int64_t j = 0; j < k;) {
+    const bool pair = r.values_im[sz(j)] > 0 && j + 1 < k && r.values_re[sz(j + 1)] == r.values_re[sz(j)] &&
+                      r.values_im[sz(j + 1)] == -r.values_im[sz(j)];
+    column(j, r.vectors_re, j, 1.0);
+    if (pair) {
+      column(j + 1, r.vectors_im, j, 1.0);
+      column(j, r.vectors_re, j + 1, 1.0);
+      column(j + 1, r.vectors_im, j + 1, -1.0);
+      j += 2;
+    } else {
+      ++j;  // a real value, or a lone +im value whose column is Re x + Im x (its vectors_im stays 0)
+    }
+  }
+  return r;
+}
+
+/// Writes a cycle's k pairs into the ports, dgeev style (see the header).
+void pack_pairs(const eigen::EigenResult& r, int64_t n, int64_t k, const TensorView& vectors,
+                const TensorView& values) {
+  for (int64_t j = 0; j < k; ++j) {
+    values.at<double>(j, 0) = r.values_re[sz(j)];
+    values.at<double>(j, 1) = r.values_im[sz(j)];
+    values.at<double>(j, 2) = r.residuals[sz(j)];
+  }
+  const double* xr = r.vectors_re.data();
+  const double* xi = r.vectors_im.data();
+  for (int64_t j = 0; j < k;) {
+    const double im = r.values_im[sz(j)];
+    const bool pair = im > 0 && j + 1 < k && r.values_re[sz(j + 1)] == r.values_re[sz(j)] &&
+                      r.values_im[sz(j + 1)] == -im;
+    if (pair) {
+      for (int64_t i = 0; i < n; ++i) {
+        vectors.at<double>(i, j) = xr[j * n + i];
+        vectors.at<double>(i, j + 1) = xi[j * n + i];
+      }
+      j += 2;
+    } else {
+      // Real: x. Lone +im: Re x + Im x. Lone -im (a tie broke the pair): Re x.
+      for (int64_t i = 0; i < n; ++i) vectors.at<double>(i, j) = xr[j * n + i] + (im > 0 ? xi[j * n + i] : 0.0);
+      ++j;
+    }
+  }
+}
+
+void cycle_cpu(KernelContext& ctx) {
+  kutil::validate(ctx, cycle_ports(), cycle_check);
+  const TensorView &a = ctx.port(0), &vectors = ctx.port(1), &values = ctx.port(2), &residual = ctx.port(3);
+  const int64_t n = a.rows, k = ctx.arg_int("k");
+  const auto seed = static_cast<std::uint64_t>(ctx.arg_int("seed"));
+  const eigen::Which which =
+      ctx.arg_string("which") == "real" ? eigen::Which::largest_real : eigen::Which::largest_magnitude;
+  bool fresh = true;
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < k; ++j) {
+      const double x = vectors.at<double>(i, j);
+      if (!std::isfinite(x))
+        throw KernelError("port 'vectors' holds a non-finite value at (" + to_string(i) + ", " + to_string(j) + ")");
+      fresh = fresh && x == 0;
+    }
+  for (int64_t j = 0; j < k; ++j)
+    for (int64_t c = 0; c < 3; ++c) {
+      const double x = values.at<double>(j, c);
+      if (!std::isfinite(x) || (c == 2 && x < 0))
+        throw KernelError("port 'values' row " + to_string(j) + " column " + to_string(c) + " is " +
+                          std::to_string(x) + ": values must be finite and residuals >= 0");
+    }
+  std::vector<double> start;
+  if (fresh) {
+    // arnoldi()'s first start vector, normalised the same way.
+    start = eigen::random_vector(n, seed);
+    cblas_dscal(static_cast<blasint>(n), 1.0 / cblas_dnrm2(static_cast<blasint>(n), start.data(), 1), start.data(), 1);
+  } else {
+    start = eigen::ritz_restart_vector(unpack_pairs(vectors, values, n, k), n, true);
+  }
+  const DoubleMatrix d(a);
+  double ritz_norm = 0;
+  const eigen::EigenResult c = eigen::arnoldi_cycle(eigen::dense_operator(d.data, n, d.ld), start, k,
+                                                    ctx.arg_int("subspace"), which, seed, &ritz_norm);
+  double worst = 0;
+  for (int64_t j = 0; j < k; ++j)
+    worst = std::max(worst, eigen::relative_residual(c.residuals[sz(j)],
+                                                     std::hypot(c.values_re[sz(j)], c.values_im[sz(j)]), ritz_norm));
+  pack_pairs(c, n, k, vectors, values);
+  residual.at<double>(0, 0) = worst;
+  ctx.report("matvecs", static_cast<double>(c.matvecs));
+  ctx.report("restarts", fresh ? 0.0 : 1.0);
+  ctx.report("residual", worst);
+}
+
+// ============================================================ eigen.generate
+
+const std::vector<PortSpec>& generate_ports() {
+  static const std::vector<PortSpec> p = {
+      {"a", Access::write, kFloat, false, 2, "the generated dense matrix A [n,n]"},
+  };
+  return p;
+}
+
+/// The m of a Markov walk with (m+1)(m+2)/2 = n states, or -1.
+int64_t markov_m(int64_t n) {
+  for (int64_t m = 1; (m + 1) * (m + 2) / 2 <= n; ++m)
+    if ((m + 1) * (m + 2) / 2 == n) return m;
+  return -1;
+}
+
+/// nx with nx² = n, or -1.
+int64_t grid_side(int64_t n) {
+  auto nx = static_cast<int64_t>(std::llround(std::sqrt(double(n))));
+  return nx >= 1 && nx * nx == n ? nx : -1;
+}
+
+std::string float_in(const Args& a, const char* name, double lo, double hi) {
+  const double v = a.get_float(name);
+  if (v >= lo && v <= hi) return "";
+  return "param '" + std::string(name) + "' is " + std::to_string(v) + ": must be in [" + std::to_string(lo) + ", " +
+         std::to_string(hi) + "]";
+}
+
+std::string generate_check(const TaskShape& t) {
+  const auto& s = generate_ports();
+  const auto& p = t.ports;
+  const Args& a = t.args;
+  if (auto m = kutil::ports_present(s, p); !m.empty()) return m;
+  if (auto m = first_error({kutil::float_dtype(s, p, 0), kutil::square(s, p, 0),
+                            kutil::one_of(a, "kind", {"disc", "box", "convection_diffusion", "markov"})});
+      !m.empty())
+    return m;
+  const int64_t n = p[0].rows;
+  if (n < 1) return "port 'a' is " + dims(p[0]) + ": the matrix is empty";
+  const std::string& kind = a.get_string("kind");
+  if (kind == "convection_diffusion") {
+    if (grid_side(n) < 0)
+      return "kind 'convection_diffusion' needs n = nx² (an nx x nx grid) but port 'a' is " + dims(p[0]);
+    return "";
+  }
+  if (kind == "markov") {
+    if (markov_m(n) < 0)
+      return "kind 'markov' needs n = (m+1)(m+2)/2 states (3, 6, 10, 15, ...) but port 'a' is " + dims(p[0]);
+    return "";
+  }
+  std::vector<std::complex<double>> top;
+  try {
+    top = eigen::parse_spectrum(a.get_string("top"));
+  } catch (const KernelError& e) {
+    return "param " + std::string(e.what());
+  }
+  const int64_t filled = eigen::spectrum_dims(top);
+  if (filled > n)
+    return "param 'top' fills " + to_string(filled) + " dimensions but port 'a' is " + dims(p[0]);
+  if (auto m = first_error({float_in(a, "complex_fraction", 0, 1), eigen_util::int_at_least(a, "upper_per_row", 0),
+                            eigen_util::int_at_least(a, "seed", 0), eigen_util::int_at_least(a, "matrix_seed", 0)});
+      !m.empty())
+    return m;
+  if (kind == "disc") return float_in(a, "radius", 0, HUGE_VAL);
+  if (!(a.get_float("re_lo") <= a.get_float("re_hi")))
+    return "param 're_lo' is " + std::to_string(a.get_float("re_lo")) + ": must be <= re_hi = " +
+           std::to_string(a.get_float("re_hi"));
+  return float_in(a, "im_max", 0, HUGE_VAL);
+}
+
+Cost generate_cost(const TaskShape& t) {
+  if (t.ports.size() != generate_ports().size() || generate_check(t) != "") return {};
+  const double n = double(t.ports[0].rows);
+  Cost c = kutil::io_cost(generate_ports(), t, 20.0 * n);
+  c.extra_bytes = 8.0 * n * n + 64.0 * n;  // the dense copy of the CSR matrix
+  return c;
+}
+
+void generate_cpu(KernelContext& ctx) {
+  kutil::validate(ctx, generate_ports(), generate_check);
+  const TensorView& a = ctx.port(0);
+  const int64_t n = a.rows;
+  const std::string& kind = ctx.arg_string("kind");
+  eigen::CsrMatrix m;
+  if (kind == "convection_diffusion") {
+    m = eigen::convection_diffusion_2d(grid_side(n), ctx.arg_float("rho"));
+  } else if (kind == "markov") {
+    m = eigen::markov_random_walk(markov_m(n));
+  } else {
+    const auto top = eigen::parse_spectrum(ctx.arg_string("top"));
+    const int64_t bulk = n - eigen::spectrum_dims(top);
+    const auto seed = static_cast<std::uint64_t>(ctx.arg_int("seed"));
+    const double cf = ctx.arg_float("complex_fraction");
+    const auto eigs = kind == "disc" ? eigen::random_spectrum(top, bulk, ctx.arg_float("radius"), cf, seed)
+                                     : eigen::random_spectrum_box(top, bulk, ctx.arg_float("re_lo"),
+                                                                  ctx.arg_float("re_hi"), ctx.arg_float("im_max"), cf,
+                                                                  seed);
+    eigen::SpectrumMatrixOptions o;
+    o.seed = static_cast<std::uint64_t>(ctx.arg_int("matrix_seed"));
+    o.upper_per_row = ctx.arg_int("upper_per_row");
+    o.upper_scale = ctx.arg_float("upper_scale");
+    o.permute = ctx.arg_bool("permute");
+    m = eigen::matrix_with_spectrum(eigs, o);
+  }
+  if (m.rows != n || m.cols != n)
+    throw KernelError("eigen.generate: kind '" + kind + "' made a " + to_string(m.rows) + "x" + to_string(m.cols) +
+                      " matrix for port 'a' " + dims(a));
+  write_dense(a, m);
+  ctx.report("nnz", static_cast<double>(m.nnz()));
+}
+
+// ============================================================ eigen.matrix_market
+
+const std::vector<PortSpec>& mm_ports() {
+  static const std::vector<PortSpec> p = {
+      {"a", Access::write, kFloat, false, 2, "the file's matrix, dense [rows,cols] (its size must match the file's)"},
+  };
+  return p;
+}
+
+std::string mm_check(const TaskShape& t) {
+  const auto& s = mm_ports();
+  const auto& p = t.ports;
+  if (auto m = kutil::ports_present(s, p); !m.empty()) return m;
+  if (auto m = kutil::float_dtype(s, p, 0); !m.empty()) return m;
+  if (t.args.get_string("path").empty()) return "param 'path' is empty";
+  return "";
+}
+
+Cost mm_cost(const TaskShape& t) {
+  if (t.ports.size() != mm_ports().size() || mm_check(t) != "") return {};
+  Cost c = kutil::io_cost(mm_ports(), t, 0);
+  c.bytes *= 3;  // the text file is read too (about 3x the dense bytes for a sparse-ish matrix)
+  return c;
+}
+
+void mm_cpu(KernelContext& ctx) {
+  kutil::validate(ctx, mm_ports(), mm_check);
+  const TensorView& a = ctx.port(0);
+  namespace fs = std::filesystem;
+  const std::string& arg = ctx.arg_string("path");
+  const std::string path =
+      ctx.run_dir().empty() || fs::path(arg).is_absolute() ? arg : (fs::path(ctx.run_dir()) / arg).string();
+  const eigen::CsrMatrix m = eigen::read_matrix_market(path);  // MatrixMarketError: "PATH:LINE: reason"
+  if (m.rows != a.rows || m.cols != a.cols)
+    throw KernelError(path + ": the file holds a " + to_string(m.rows) + "x" + to_string(m.cols) +
+                      " matrix but port 'a' is " + dims(a));
+  write_dense(a, m);
+  ctx.report("nnz", static_cast<double>(m.nnz()));
+}
+
+}  // namespace
+
+void register_eigen_workflow(Registry& reg) {
+  kutil::add_component(
+      reg, "eigen.eram_cycle",
+      "one explicit restart cycle of ERAM (Arnoldi factorisation of size subspace, Ritz pairs by dgeev) on inout "
+      "Ritz vectors [n,k] (dgeev style) and values [k,3] (re, im, residual); all-zero vectors start from the seeded "
+      "random vector, else the cycle restarts from the residual-weighted sum of the given pairs (a MERAM co-method "
+      "gathers another's pairs into them); writes the largest relative residual [1] for an <until> test",
+      cycle_ports(),
+      {{"k", ParamType::int_, "4", false, "number of Ritz pairs (the columns of vectors, the rows of values)"},
+       {"subspace", ParamType::int_, "0", false, "Arnoldi factorisation size m (> k); 0: min(n, max(2k+1, k+20))"},
+       {"which", ParamType::string_, "magnitude", false, "magnitude (largest |λ|) or real (largest Re λ)"},
+       {"seed", ParamType::int_, "1", false, "seed of the random start vector (first cycle)"}},
+      cycle_cpu, cycle_check, cycle_cost);
+  kutil::add_component(
+      reg, "eigen.generate",
+      "a dense test matrix A [n,n] (n from the port): kind disc or box (a sparse non-normal matrix with the exact "
+      "spectrum 'top' plus a random bulk in a disc or box, eigen::matrix_with_spectrum), convection_diffusion "
+      "(ARPACK's dndrv1 operator, n = nx²) or markov (Saad's random walk, n = (m+1)(m+2)/2)",
+      generate_ports(),
+      {{"kind", ParamType::string_, "disc", false, "disc, box, convection_diffusion or markov"},
+       {"top", ParamType::string_, "1", false,
+        "disc/box: the prescribed eigenvalues, e.g. \"3, 2.6+0.5i, 2.2\" (a pair a±bi given once as a+bi)"},
+       {"radius", ParamType::float_, "0.9", false, "disc: the bulk is uniform in |z| <= radius"},
+       {"re_lo", ParamType::float_, "-1", false, "box: the bulk's real parts are in [re_lo, re_hi]"},
+       {"re_hi", ParamType::float_, "0.9", false, "box: upper end of the bulk's real parts"},
+       {"im_max", ParamType::float_, "0.5", false, "box: the bulk's |imaginary parts| are <= im_max"},
+       {"complex_fraction", ParamType::float_, "0.3", false, "disc/box: share of the bulk drawn as conjugate pairs"},
+       {"seed", ParamType::int_, "1", false, "disc/box: seed of the bulk eigenvalues"},
+       {"matrix_seed", ParamType::int_, "2", false, "disc/box: seed of the couplings, scaling and permutation"},
+       {"upper_per_row", ParamType::int_, "3", false, "disc/box: non-normal couplings per first-level row"},
+       {"upper_scale", ParamType::float_, "0.5", false, "disc/box: size of the couplings"},
+       {"permute", ParamType::bool_, "true", false, "disc/box: hide the block triangular structure"},
+       {"rho", ParamType::float_, "10", false, "convection_diffusion: the convection coefficient"}},
+      generate_cpu, generate_check, generate_cost);
+  kutil::add_component(
+      reg, "eigen.matrix_market",
+      "reads a Matrix Market file (coordinate or array; real, integer or pattern; general, symmetric or "
+      "skew-symmetric) into a dense matrix; the file's size must equal the port's",
+      mm_ports(),
+      {{"path", ParamType::string_, "", true, "the .mtx file (relative paths resolve against the run directory)"}},
+      mm_cpu, mm_check, mm_cost);
+}
+
+}  // namespace ymlopt
