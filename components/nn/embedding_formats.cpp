@@ -61,8 +61,8 @@ std::string check_compressed_table(const std::vector<PortSpec>& s, std::span<con
            ? std::string()
            : "port 'table_scale' has dtype " + std::string(dtype_name(sc.dtype)) + ": expected f32 or f16",
        want_shape(s, p, kEmbScale, vocab, g, per),
-       z.bound() && z.dtype != DType::f32
-           ? "port 'table_zero' has dtype " + std::string(dtype_name(z.dtype)) + ": expected f32 (zero points)"
+       z.bound() && z.dtype != DType::f32 && z.dtype != DType::f16
+           ? "port 'table_zero' has dtype " + std::string(dtype_name(z.dtype)) + ": expected f32 or f16 (zero points)"
            : std::string(),
        z.bound() ? want_shape(s, p, kEmbZero, vocab, g, "one zero point per scale") : std::string()});
 }

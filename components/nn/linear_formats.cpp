@@ -119,7 +119,10 @@ std::string check_compressed_weight(const std::vector<PortSpec>& s, std::span<co
                         ? std::string()
                         : "port 'w_scale' has dtype " + std::string(dtype_name(sd)) + ": expected f32 or f16",
                     want_shape(s, p, kWScale, n, g, group > 0 ? "one scale per row and group" : "one scale per row"),
-                    p[kWZero].bound() ? want_dtype(s, p, kWZero, DType::f32, "zero points") : "",
+                    p[kWZero].bound() && p[kWZero].dtype != DType::f32 && p[kWZero].dtype != DType::f16
+                        ? "port 'w_zero' has dtype " + std::string(dtype_name(p[kWZero].dtype)) +
+                              ": expected f32 or f16 (zero points)"
+                        : std::string(),
                     p[kWZero].bound() ? want_shape(s, p, kWZero, n, g, "one zero point per scale") : "",
                     want_unbound(s, p, kWIndex, f), want_unbound(s, p, kWPtr, f)});
     }

@@ -3,7 +3,7 @@
 //
 //   format  ports                                              kernel
 //   int8    w i8 [n,k], w_scale f32|f16 [n] or [n,k/group],    quant::linear (VNNI, activations
-//           w_zero f32 (asymmetric, optional)                  quantized per token)
+//           w_zero f32|f16 (asymmetric, optional)              quantized per token)
 //   int4    w i8 [n,k/2] (two codes per byte), w_scale, w_zero quant::linear
 //   csr     w f32 [nnz], w_index i32 [nnz], w_ptr i32 [n+1]    sparse::linear (CSR x dense)
 //   bsr     w f32 [nblocks, bs*bs], w_index i32 [nblocks],     sparse::linear (block micro-GEMMs)

@@ -187,7 +187,8 @@ const std::vector<PortSpec>& embedding_ports() {
        "embeddings [tokens, d], dtype of table (f32 for int8/int4)"},
       {"table_scale", Access::read, {DType::f32, DType::f16}, true, 2,
        "format int8/int4: scales [vocab] (per row) or [vocab, d/group]"},
-      {"table_zero", Access::read, {DType::f32}, true, 2, "format int8/int4: zero points like table_scale (asymmetric)"},
+      {"table_zero", Access::read, {DType::f32, DType::f16}, true, 2,
+       "format int8/int4: zero points like table_scale (asymmetric)"},
   };
   return p;
 }
@@ -430,7 +431,8 @@ const std::vector<PortSpec>& linear_ports() {
        "residual [m, n] (optional): y = r + act(x W + b); r may be y itself (in-place residual add)"},
       {"w_scale", Access::read, {DType::f32, DType::f16}, true, 2,
        "format int8/int4: scales [n] (per row) or [n, k/group]"},
-      {"w_zero", Access::read, {DType::f32}, true, 2, "format int8/int4: zero points like w_scale (asymmetric)"},
+      {"w_zero", Access::read, {DType::f32, DType::f16}, true, 2,
+       "format int8/int4: zero points like w_scale (asymmetric)"},
       {"w_index", Access::read, {DType::i32, DType::i8}, true, 2,
        "format csr: column of each nonzero; bsr: block column of each block; nm24: 2-bit positions [n, k/8]"},
       {"w_ptr", Access::read, {DType::i32}, true, 1, "format csr/bsr: row (block-row) pointers"},

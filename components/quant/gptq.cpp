@@ -46,6 +46,8 @@
 #include <string>
 #include <vector>
 
+#include <ymlopt/half.hpp>
+
 #include "quant/quant.hpp"
 #include "tensor/kernel_util.hpp"
 
@@ -67,9 +69,10 @@ struct GroupParams {
   float lo = 0;        // asymmetric: the group minimum
   float inv = 0;       // 1 / scale (0 when scale is 0)
   bool constant = false;  // asymmetric constant group: every code is 0
+  bool stored = false;    // f16 storage: scale and zero are the stored values, code = round(x / scale + zero)
 };
 
-GroupParams params_of(const float* x, int64_t len, int bits, bool symmetric) {
+GroupParams params_of_f32(const float* x, int64_t len, int bits, bool symmetric) {
   GroupParams p;
   if (symmetric && bits == 8) {  // d = amax / 127
     float amax = 0;
@@ -105,6 +108,21 @@ GroupParams params_of(const float* x, int64_t len, int bits, bool symmetric) {
   return p;
 }
 
+/// The group's parameters as they will be stored (f16: round_params_f16 of the f32 rule's).
+GroupParams params_of(const float* x, int64_t len, int bits, bool symmetric, DType store) {
+  GroupParams p = params_of_f32(x, len, bits, symmetric);
+  if (store != DType::f16) return p;
+  float lo = x[0];
+  for (int64_t i = 1; i < len; ++i) lo = std::min(lo, x[i]);
+  const StoredParams sp = round_params_f16(p.scale, lo, bits, symmetric);
+  p.scale = sp.scale;
+  p.zero = sp.zero;
+  p.inv = p.scale != 0.0f ? 1.0f / p.scale : 0.0f;
+  p.constant = false;
+  p.stored = !symmetric;
+  return p;
+}
+
 /// The code of x under p: unsigned [0, 15] / [0, 255] (int4, asymmetric) or signed [-127, 127] (symmetric int8).
 int code_of(float x, const GroupParams& p, int bits, bool symmetric) {
   if (symmetric && bits == 8) return static_cast<int>(std::roundf(std::clamp(x * p.inv, -127.0f, 127.0f)));
@@ -114,6 +132,7 @@ int code_of(float x, const GroupParams& p, int bits, bool symmetric) {
   }
   if (p.constant) return 0;
   const float qmax = bits == 8 ? 255.0f : 15.0f;
+  if (p.stored) return static_cast<int>(std::roundf(std::clamp(x * p.inv + p.zero, 0.0f, qmax)));
   return static_cast<int>(std::roundf(std::clamp((x - p.lo) * p.inv, 0.0f, qmax)));
 }
 
@@ -164,11 +183,18 @@ QuantizedWeight quantize_gptq(const float* w_in, int64_t n, int64_t k, int64_t l
 
   QuantizedWeight r = QuantizedWeight::zeros(bits, n, k, group);
   const int64_t G = r.groups();
+  require(opt.scale_dtype == DType::f32 || opt.scale_dtype == DType::f16,
+          std::string("gptq: scale dtype ") + dtype_name(opt.scale_dtype) + ", expected f32 or f16");
   r.scale_f32.assign(static_cast<std::size_t>(n * G), 0.0f);
   if (!sym) r.zero.assign(static_cast<std::size_t>(n * G), 0.0f);
   if (bits == 8) r.code_sum.assign(static_cast<std::size_t>(n * G), 0);
   GptqStats st;
   if (n == 0 || k == 0) {
+    if (opt.scale_dtype == DType::f16) {
+      r.scale_dtype = DType::f16;
+      r.scale_f16.assign(r.scale_f32.size(), 0);
+      r.scale_f32.clear();
+    }
     if (stats) *stats = st;
     return r;
   }
@@ -209,7 +235,7 @@ QuantizedWeight quantize_gptq(const float* w_in, int64_t n, int64_t k, int64_t l
       for (int64_t g = 0; g < G; ++g) {
         for (int64_t c = 0; c < gs; ++c)
           buf[static_cast<std::size_t>(c)] = static_cast<float>(w[static_cast<std::size_t>(row * k + g * gs + c)]);
-        const GroupParams p = params_of(buf.data(), gs, bits, sym);
+        const GroupParams p = params_of(buf.data(), gs, bits, sym, opt.scale_dtype);
         fixed[static_cast<std::size_t>(row * G + g)] = p;
         r.scale_f32[static_cast<std::size_t>(row * G + g)] = p.scale;
         if (!sym) r.zero[static_cast<std::size_t>(row * G + g)] = stored_zero(p, bits, sym);
@@ -245,7 +271,7 @@ QuantizedWeight quantize_gptq(const float* w_in, int64_t n, int64_t k, int64_t l
         for (int64_t row = 0; row < n; ++row) {
           const double* src = group > 0 ? &w1[static_cast<std::size_t>(row * cnt + i)] : &w[static_cast<std::size_t>(row * k)];
           for (int64_t c = 0; c < gs; ++c) buf[static_cast<std::size_t>(c)] = static_cast<float>(src[c]);
-          const GroupParams p = params_of(buf.data(), gs, bits, sym);
+          const GroupParams p = params_of(buf.data(), gs, bits, sym, opt.scale_dtype);
           par[static_cast<std::size_t>(row)] = p;
           r.scale_f32[static_cast<std::size_t>(row * G + g)] = p.scale;
           if (!sym) r.zero[static_cast<std::size_t>(row * G + g)] = stored_zero(p, bits, sym);
@@ -285,6 +311,12 @@ QuantizedWeight quantize_gptq(const float* w_in, int64_t n, int64_t k, int64_t l
         byte = static_cast<std::int8_t>(static_cast<std::uint8_t>(byte) | (code << ((j & 1) ? 4 : 0)));
       }
     }
+  if (opt.scale_dtype == DType::f16) {  // the scales are f16-exact already (params_of)
+    r.scale_dtype = DType::f16;
+    r.scale_f16.resize(r.scale_f32.size());
+    for (std::size_t i = 0; i < r.scale_f32.size(); ++i) r.scale_f16[i] = half::f16_bits_from_double(r.scale_f32[i]);
+    r.scale_f32.clear();
+  }
   if (stats) *stats = st;
   return r;
 }
@@ -309,8 +341,10 @@ const std::vector<PortSpec>& gptq_ports() {
        false,
        2,
        "codes [n, k] (8 bits) or [n, k/2] (4 bits, element 2j in the low nibble)"},
-      {"scale", Access::write, {DType::f32}, false, 2, "scales [n] (group 0) or [n, k/group]"},
-      {"zero", Access::write, {DType::f32}, true, 2, "zero points like scale (symmetric=false only)"},
+      {"scale", Access::write, {DType::f32, DType::f16}, false, 2,
+       "scales [n] (group 0) or [n, k/group]; f16: scales and zeros stored f16, codes against the stored values"},
+      {"zero", Access::write, {DType::f32, DType::f16}, true, 2,
+       "zero points like scale (symmetric=false only), the scale's dtype"},
   };
   return p;
 }
@@ -352,6 +386,9 @@ std::string gptq_check(const TaskShape& t) {
   if (!sym && !zero_bound) return "port 'zero' is required with symmetric=false";
   if (sym && zero_bound) return "port 'zero' is bound but the quantization is symmetric";
   const int64_t G = group > 0 ? k / group : 1;
+  if (zero_bound && p[4].dtype != p[3].dtype)
+    return std::string("port 'zero' has dtype ") + dtype_name(p[4].dtype) + " but 'scale' is " +
+           dtype_name(p[3].dtype) + ": zero points are stored like the scales";
   return kutil::first_error(
       {dims_msg(s, p, 1, k, k, "k x k, k = input features of w"),
        dims_msg(s, p, 2, n, bits == 8 ? k : k / 2, bits == 8 ? "one int8 code per weight" : "two 4-bit codes per byte"),
@@ -392,6 +429,7 @@ void gptq_cpu(KernelContext& ctx) {
   o.damp = ctx.arg_float("damp");
   o.block = ctx.arg_int("block");
   o.act_order = ctx.arg_bool("act_order");
+  o.scale_dtype = sv.dtype;
   quant::GptqStats st;
   const quant::QuantizedWeight qw = quant::quantize_gptq(w.data(), n, k, k, h.data(), o, &st);
   auto* qp = static_cast<std::int8_t*>(qv.data);
@@ -401,11 +439,20 @@ void gptq_cpu(KernelContext& ctx) {
   auto at = [&](const TensorView& v, int64_t r, int64_t g) {
     return o.group == 0 ? (v.cols == 1 && v.rows > 1 ? r * v.ld : r) : r * v.ld + g;
   };
+  const bool f16 = o.scale_dtype == DType::f16;
   for (int64_t r = 0; r < n; ++r)
     for (int64_t g = 0; g < G; ++g) {
-      static_cast<float*>(sv.data)[at(sv, r, g)] = qw.scale_f32[static_cast<std::size_t>(r * G + g)];
-      if (!o.symmetric)
-        static_cast<float*>(ctx.port(4).data)[at(ctx.port(4), r, g)] = qw.zero[static_cast<std::size_t>(r * G + g)];
+      const std::size_t i = static_cast<std::size_t>(r * G + g);
+      if (f16)
+        static_cast<std::uint16_t*>(sv.data)[at(sv, r, g)] = qw.scale_f16[i];
+      else
+        static_cast<float*>(sv.data)[at(sv, r, g)] = qw.scale_f32[i];
+      if (o.symmetric) continue;
+      const TensorView& zv = ctx.port(4);  // f16-exact values when f16
+      if (f16)
+        static_cast<std::uint16_t*>(zv.data)[at(zv, r, g)] = half::f16_bits_from_double(qw.zero[i]);
+      else
+        static_cast<float*>(zv.data)[at(zv, r, g)] = qw.zero[i];
     }
   ctx.report("gptq_loss", st.loss);
   ctx.report("dead_columns", static_cast<double>(st.dead_columns));
@@ -423,7 +470,8 @@ void register_quant_gptq(Registry& reg) {
       "GPTQ (Frantar et al. 2022): int4/int8 weights rounded column by column with the OBS error compensation "
       "through the Cholesky factor of H^-1 (h = 2/m XᵀX of calibration inputs); outputs laid out exactly like "
       "quant.group (group 32/64/128) or quant.int8 (group 0); act_order: columns by decreasing diag H with "
-      "static group scales",
+      "static group scales; an f16 scale port stores scales and zeros in f16 and rounds against those values "
+      "(the error compensation sees the stored weights)",
       gptq_ports(),
       {{"bits", ParamType::int_, "4", false, "4 or 8"},
        {"group", ParamType::int_, "128", false, "weights per scale along k: 32, 64 or 128; 0: one scale per row"},

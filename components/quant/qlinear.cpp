@@ -43,7 +43,8 @@ QWeight QWeight::of(int bits, const TensorView& q, const TensorView& scale, cons
   // per row the scales may be an [n] vector (a 1 x n view: stride 1 between rows) or [n, 1]
   w.scale_ld = group == 0 && scale.rows == 1 ? 1 : scale.ld;
   if (zero.bound()) {
-    w.zero = static_cast<const float*>(zero.data);
+    w.zero = zero.data;
+    w.zero_dtype = zero.dtype;
     w.zero_ld = group == 0 && zero.rows == 1 ? 1 : zero.ld;
   }
   return w;
@@ -57,7 +58,7 @@ QWeight QWeight::rows(int64_t n0, int64_t n1) const {
   r.n = n1 - n0;
   r.q = q ? q + n0 * q_ld : nullptr;
   if (scale) r.scale = static_cast<const char*>(scale) + n0 * scale_ld * static_cast<int64_t>(dtype_size(scale_dtype));
-  if (zero) r.zero = zero + n0 * zero_ld;
+  if (zero) r.zero = static_cast<const char*>(zero) + n0 * zero_ld * static_cast<int64_t>(dtype_size(zero_dtype));
   if (code_sum) r.code_sum = code_sum + n0 * code_sum_ld;
   return r;
 }
@@ -87,6 +88,8 @@ std::string validate(const QWeight& w) {
     return wd + ": scale dtype " + dtype_name(w.scale_dtype) + ", expected f32 or f16";
   if (w.n > 1 && w.scale_ld < w.groups())
     return wd + ": scale_ld " + std::to_string(w.scale_ld) + " < " + std::to_string(w.groups()) + " groups";
+  if (w.zero && w.zero_dtype != DType::f32 && w.zero_dtype != DType::f16)
+    return wd + ": zero dtype " + dtype_name(w.zero_dtype) + ", expected f32 or f16";
   if (w.zero && w.n > 1 && w.zero_ld < w.groups())
     return wd + ": zero_ld " + std::to_string(w.zero_ld) + " < " + std::to_string(w.groups()) + " groups";
   if (w.code_sum && w.bits != 8) return wd + ": code_sum is only used with 8-bit codes";
@@ -111,6 +114,14 @@ inline float scale_at(const QWeight& w, int64_t r, int64_t g) {
   if (w.scale_dtype == DType::f16)
     return static_cast<float>(half::f16_bits_to_double(static_cast<const std::uint16_t*>(w.scale)[i]));
   return static_cast<const float*>(w.scale)[i];
+}
+
+/// The stored zero point of row r, group g (w.zero non-null).
+inline float stored_zero_at(const QWeight& w, int64_t r, int64_t g) {
+  const int64_t i = r * w.zero_ld + g;
+  if (w.zero_dtype == DType::f16)
+    return static_cast<float>(half::f16_bits_to_double(static_cast<const std::uint16_t*>(w.zero)[i]));
+  return static_cast<const float*>(w.zero)[i];
 }
 
 /// k offset (inside a 64-chunk) of activation byte p. int8: p. int4: the order in
@@ -351,7 +362,7 @@ WPrep prepare_weights(const QWeight& w, bool fast) {
     for (int64_t r = 0; r < w.n; ++r)
       for (int64_t g = 0; g < G; ++g)
         P.sz_t[static_cast<std::size_t>(g * w.n + r)] =
-            P.s[static_cast<std::size_t>(r * G + g)] * w.zero[r * w.zero_ld + g];
+            P.s[static_cast<std::size_t>(r * G + g)] * stored_zero_at(w, r, g);
   }
   return P;
 }
@@ -876,9 +887,14 @@ void dequantize(const QWeight& w, float* out, int64_t ldw) {
   for (int64_t r = 0; r < w.n; ++r)
     for (int64_t c = 0; c < w.k; ++c) {
       const int64_t g = c / gs;
-      const float z = w.zero ? w.zero[r * w.zero_ld + g] : (w.bits == 4 ? 8.0f : 0.0f);
+      const float z = w.zero ? stored_zero_at(w, r, g) : (w.bits == 4 ? 8.0f : 0.0f);
       out[r * ldw + c] = (static_cast<float>(code_at(w, r, c)) - z) * scale_at(w, r, g);
     }
+}
+
+float scale_of(const QWeight& w, int64_t r, int64_t g) { return scale_at(w, r, g); }
+float zero_of(const QWeight& w, int64_t r, int64_t g) {
+  return w.zero ? stored_zero_at(w, r, g) : (w.bits == 4 ? 8.0f : 0.0f);
 }
 
 }  // namespace ymlopt::quant

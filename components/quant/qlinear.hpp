@@ -41,7 +41,8 @@ struct QWeight {
   const void* scale = nullptr;  // [n, groups], f32 or f16
   DType scale_dtype = DType::f32;
   std::int64_t scale_ld = 0;    // elements
-  const float* zero = nullptr;  // [n, groups]; null: symmetric (zero 0 for int8, 8 for int4)
+  const void* zero = nullptr;  // [n, groups], f32 or f16; null: symmetric (zero 0 for int8, 8 for int4)
+  DType zero_dtype = DType::f32;
   std::int64_t zero_ld = 0;
   /// Optional cache (bits 8 only): code_sum[r * code_sum_ld + g] = Σ of the codes of
   /// row r in group g (or in the whole row when group == 0). Null: computed per call.
@@ -53,7 +54,7 @@ struct QWeight {
   QWeight rows(std::int64_t n0, std::int64_t n1) const;
   /// A view of stored codes and scales (engine tensors): q [n, k] (int8) or
   /// [n, k/2] (int4), scale [n, groups] or, per row, a [n] vector; zero like
-  /// scale or unbound (symmetric).
+  /// scale or unbound (symmetric). Scales and zeros may each be f32 or f16.
   ///   QWeight w = QWeight::of(4, p[kW], p[kWScale], p[kWZero], n, k, group);
   static QWeight of(int bits, const TensorView& q, const TensorView& scale, const TensorView& zero,
                     std::int64_t n, std::int64_t k, std::int64_t group);
@@ -79,5 +80,10 @@ std::string validate(const QWeight& w);
 
 /// Reference dequantization of W into a dense [n, k] f32 matrix (ldw elements).
 void dequantize(const QWeight& w, float* out, std::int64_t ldw);
+
+/// The scale / zero point of row r, group g as f32 (f16 storage widened exactly).
+///   float s = quant::scale_of(w, r, g), z = quant::zero_of(w, r, g);  // z: 0 / 8 when symmetric
+float scale_of(const QWeight& w, std::int64_t r, std::int64_t g);
+float zero_of(const QWeight& w, std::int64_t r, std::int64_t g);
 
 }  // namespace ymlopt::quant

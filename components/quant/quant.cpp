@@ -88,8 +88,30 @@ void require(bool ok, const std::string& msg) {
   if (!ok) throw KernelError(msg);
 }
 
+/// How scales are stored: f32; f16 after computing the codes with the f32 scale
+/// (llama.cpp q8_0/q4_0); f16 with the codes computed against the stored values.
+enum class Store { f32, f16_ggml, f16 };
+
+/// The codes of one group against stored (f16-exact) parameters p (quant.hpp rules).
+void codes_against(const float* x, int64_t len, int bits, bool symmetric, const StoredParams& p, int* q) {
+  const float inv = p.scale != 0.0f ? 1.0f / p.scale : 0.0f;
+  if (symmetric && bits == 8) {
+    for (int64_t i = 0; i < len; ++i) q[i] = std::clamp(static_cast<int>(std::roundf(x[i] * inv)), -127, 127);
+  } else if (symmetric) {
+    for (int64_t i = 0; i < len; ++i) {
+      const float v = x[i] * inv + 8.5f;
+      q[i] = v <= 0.0f ? 0 : (v >= 15.0f ? 15 : static_cast<int>(v));
+    }
+  } else {
+    const float qmax = bits == 8 ? 255.0f : 15.0f;
+    for (int64_t i = 0; i < len; ++i)
+      q[i] = static_cast<int>(std::roundf(std::clamp(x[i] * inv + p.zero, 0.0f, qmax)));
+  }
+}
+
 QuantizedWeight quantize_impl(const float* w, int64_t n, int64_t k, int64_t ldw, int bits, int64_t group,
-                              bool symmetric, bool f16) {
+                              bool symmetric, Store store) {
+  const bool f16 = store != Store::f32;
   require(bits == 8 || bits == 4, "quantize: bits is " + to_string(bits) + ", expected 4 or 8");
   require(n >= 0 && k >= 0, "quantize: negative dimension");
   require(n <= 1 || ldw >= k, "quantize: ldw " + to_string(ldw) + " < k " + to_string(k));
@@ -117,6 +139,13 @@ QuantizedWeight quantize_impl(const float* w, int64_t n, int64_t k, int64_t ldw,
         res = bits == 8 ? sym8(x, gs, codes.data()) : sym4(x, gs, codes.data());
       else
         res = asym(x, gs, bits == 8 ? 255 : 15, codes.data());
+      if (store == Store::f16 && gs > 0) {  // codes against the stored f16 scale / zero
+        float lo = x[0];
+        for (int64_t c = 1; c < gs; ++c) lo = std::min(lo, x[c]);
+        const StoredParams sp = round_params_f16(res.scale, lo, bits, symmetric);
+        codes_against(x, gs, bits, symmetric, sp, codes.data());
+        res = {sp.scale, sp.zero};
+      }
       if (f16)
         r.scale_f16[gi] = half::f16_bits_from_double(res.scale);
       else
@@ -140,19 +169,51 @@ QuantizedWeight quantize_impl(const float* w, int64_t n, int64_t k, int64_t ldw,
 
 }  // namespace
 
+float round_to_f16(float x) { return static_cast<float>(half::f16_bits_to_double(half::f16_bits_from_double(x))); }
+
+StoredParams round_params_f16(float scale, float lo, int bits, bool symmetric) {
+  StoredParams p;
+  p.scale = round_to_f16(scale);
+  if (!std::isfinite(p.scale))
+    throw KernelError("quantize: scale " + to_string(scale) + " does not fit f16 (|scale| <= 65504); use f32 scales");
+  if (symmetric) {
+    p.zero = bits == 4 ? 8.0f : 0.0f;
+    return p;
+  }
+  if (!(p.scale > 0.0f)) p.scale = 0x1p-24f;  // the smallest f16 subnormal: the group's range is below it
+  const float shift = bits == 8 ? 128.0f : 0.0f;  // int8 stores zero - 128 (qlinear.hpp)
+  const float stored = round_to_f16(-lo / p.scale - shift);
+  if (!std::isfinite(stored))
+    throw KernelError("quantize: zero point " + to_string(-lo / p.scale - shift) +
+                      " does not fit f16 (a group far from 0 with a tiny range); use f32 scales");
+  p.zero = stored + shift;
+  return p;
+}
+
 QuantizedWeight quantize_int8(const float* w, int64_t n, int64_t k, int64_t ldw) {
-  return quantize_impl(w, n, k, ldw, 8, 0, true, false);
+  return quantize_impl(w, n, k, ldw, 8, 0, true, Store::f32);
+}
+QuantizedWeight quantize_int8(const float* w, int64_t n, int64_t k, int64_t ldw, DType scale_dtype) {
+  if (scale_dtype != DType::f32 && scale_dtype != DType::f16)
+    throw KernelError(std::string("quantize_int8: scale dtype ") + dtype_name(scale_dtype) + ", expected f32 or f16");
+  return quantize_impl(w, n, k, ldw, 8, 0, true, scale_dtype == DType::f16 ? Store::f16 : Store::f32);
 }
 QuantizedWeight quantize_group(const float* w, int64_t n, int64_t k, int64_t ldw, int bits, int64_t group,
                                bool symmetric) {
+  return quantize_group(w, n, k, ldw, bits, group, symmetric, DType::f32);
+}
+QuantizedWeight quantize_group(const float* w, int64_t n, int64_t k, int64_t ldw, int bits, int64_t group,
+                               bool symmetric, DType scale_dtype) {
   if (group == 0) throw KernelError("quantize_group: group must be 32, 64 or 128");
-  return quantize_impl(w, n, k, ldw, bits, group, symmetric, false);
+  if (scale_dtype != DType::f32 && scale_dtype != DType::f16)
+    throw KernelError(std::string("quantize_group: scale dtype ") + dtype_name(scale_dtype) + ", expected f32 or f16");
+  return quantize_impl(w, n, k, ldw, bits, group, symmetric, scale_dtype == DType::f16 ? Store::f16 : Store::f32);
 }
 QuantizedWeight quantize_q8_0(const float* w, int64_t n, int64_t k, int64_t ldw) {
-  return quantize_impl(w, n, k, ldw, 8, 32, true, true);
+  return quantize_impl(w, n, k, ldw, 8, 32, true, Store::f16_ggml);
 }
 QuantizedWeight quantize_q4_0(const float* w, int64_t n, int64_t k, int64_t ldw) {
-  return quantize_impl(w, n, k, ldw, 4, 32, true, true);
+  return quantize_impl(w, n, k, ldw, 4, 32, true, Store::f16_ggml);
 }
 
 }  // namespace ymlopt::quant
@@ -211,8 +272,11 @@ const std::vector<PortSpec>& quantizer_ports() {
        false,
        2,
        "codes [n, k] (8 bits) or [n, k/2] (4 bits, element 2j in the low nibble)"},
-      {"scale", Access::write, {DType::f32, DType::f16}, false, 2, "scales [n] (per channel) or [n, k/group]"},
-      {"zero", Access::write, {DType::f32}, true, 2, "zero points [n, k/group] (asymmetric only)"},
+      {"scale", Access::write, {DType::f32, DType::f16}, false, 2,
+       "scales [n] (per channel) or [n, k/group]; quant.int8 / quant.group: f16 stores them (and the zeros) in f16, "
+       "codes computed against the stored values; quant.q8_0 / quant.q4_0: f16"},
+      {"zero", Access::write, {DType::f32, DType::f16}, true, 2,
+       "zero points [n, k/group] (asymmetric only), the scale's dtype"},
   };
   return p;
 }
@@ -235,12 +299,16 @@ std::string quantizer_check_s(const TaskShape& t, const Scheme& sc) {
   if (sc.bits == 4 && d.k % 2)
     return "port 'w' is " + kutil::dims(p[0]) + ": int4 needs an even k, got " + to_string(d.k);
   const int64_t G = sc.group > 0 ? d.k / sc.group : 1;
-  const DType sd = sc.f16 ? DType::f16 : DType::f32;
-  if (p[2].dtype != sd)
-    return std::string("port 'scale' has dtype ") + dtype_name(p[2].dtype) + ", expected " + dtype_name(sd);
+  if (sc.f16 && p[2].dtype != DType::f16)  // q8_0 / q4_0: f16 by definition
+    return std::string("port 'scale' has dtype ") + dtype_name(p[2].dtype) + ", expected f16";
+  if (p[2].dtype != DType::f32 && p[2].dtype != DType::f16)
+    return std::string("port 'scale' has dtype ") + dtype_name(p[2].dtype) + ", expected f32 or f16";
   const bool zero_bound = p.size() == 4 && p[3].bound();
   if (!sc.symmetric && !zero_bound) return "port 'zero' is required with symmetric=false";
   if (sc.symmetric && zero_bound) return "port 'zero' is bound but the quantization is symmetric";
+  if (zero_bound && p[3].dtype != p[2].dtype)
+    return std::string("port 'zero' has dtype ") + dtype_name(p[3].dtype) + " but 'scale' is " +
+           dtype_name(p[2].dtype) + ": zero points are stored like the scales";
   const std::string sdesc = sc.group > 0 ? "one scale per group of " + to_string(sc.group) : "one scale per row";
   return first_error({expect_dims(s, p, 1, d.n, sc.bits == 8 ? d.k : d.k / 2,
                                   sc.bits == 8 ? "one int8 code per weight" : "two 4-bit codes per byte"),
@@ -292,32 +360,37 @@ void quantizer_cpu(KernelContext& ctx) {
   const bool kn = ctx.arg_string("layout") == "kn";
   const int64_t n = kn ? w.cols : w.rows, k = kn ? w.rows : w.cols;
   const std::vector<float> dense = dense_nk(w, kn, n, k);
+  const DType sd = sp.dtype;  // quant.int8 / quant.group: f32 or f16 storage
   const QuantizedWeight qw =
-      sc.group == 0 ? quant::quantize_int8(dense.data(), n, k, k)
+      sc.group == 0 ? quant::quantize_int8(dense.data(), n, k, k, sd)
                     : (sc.f16 ? (sc.bits == 8 ? quant::quantize_q8_0(dense.data(), n, k, k)
                                               : quant::quantize_q4_0(dense.data(), n, k, k))
-                              : quant::quantize_group(dense.data(), n, k, k, sc.bits, sc.group, sc.symmetric));
+                              : quant::quantize_group(dense.data(), n, k, k, sc.bits, sc.group, sc.symmetric, sd));
   auto* qp = static_cast<std::int8_t*>(q.data);
   for (int64_t r = 0; r < n; ++r) std::copy_n(qw.q.data() + r * qw.q_ld, qw.q_ld, qp + r * q.ld);
   const int64_t G = qw.groups();
-  if (sc.group == 0) {  // [n] or [n, 1] or [1, n]: element r at flat index r
-    auto* s = static_cast<float*>(sp.data);
-    for (int64_t r = 0; r < n; ++r) s[sp.cols == 1 ? r * sp.ld : r] = qw.scale_f32[static_cast<std::size_t>(r)];
-  } else {
-    for (int64_t r = 0; r < n; ++r)
-      for (int64_t g = 0; g < G; ++g) {
-        const std::size_t i = static_cast<std::size_t>(r * G + g);
-        if (sc.f16)
-          static_cast<std::uint16_t*>(sp.data)[r * sp.ld + g] = qw.scale_f16[i];
-        else
-          static_cast<float*>(sp.data)[r * sp.ld + g] = qw.scale_f32[i];
-      }
-  }
+  // per channel: [n] or [n, 1] or [1, n], element r at flat index r (or r * ld for [n, 1]); groups: [n, G]
+  auto at = [&](const TensorView& v, int64_t r, int64_t g) {
+    return sc.group == 0 ? (v.cols == 1 && v.rows > 1 ? r * v.ld : r) : r * v.ld + g;
+  };
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t g = 0; g < G; ++g) {
+      const std::size_t i = static_cast<std::size_t>(r * G + g);
+      if (sd == DType::f16)
+        static_cast<std::uint16_t*>(sp.data)[at(sp, r, g)] = qw.scale_f16[i];
+      else
+        static_cast<float*>(sp.data)[at(sp, r, g)] = qw.scale_f32[i];
+    }
   if (!sc.symmetric) {
     const TensorView& z = ctx.port(3);
     for (int64_t r = 0; r < n; ++r)
-      for (int64_t g = 0; g < G; ++g)
-        static_cast<float*>(z.data)[r * z.ld + g] = qw.zero[static_cast<std::size_t>(r * G + g)];
+      for (int64_t g = 0; g < G; ++g) {
+        const float v = qw.zero[static_cast<std::size_t>(r * G + g)];  // f16-exact when sd is f16
+        if (z.dtype == DType::f16)
+          static_cast<std::uint16_t*>(z.data)[r * z.ld + g] = half::f16_bits_from_double(v);
+        else
+          static_cast<float*>(z.data)[r * z.ld + g] = v;
+      }
   }
 }
 
@@ -326,7 +399,7 @@ const std::vector<PortSpec>& dequant_ports() {
   static const std::vector<PortSpec> p = {
       {"q", Access::read, {DType::i8}, false, 2, "codes [n, k] (bits 8) or [n, k/2] (bits 4)"},
       {"scale", Access::read, {DType::f32, DType::f16}, false, 2, "scales [n] (group 0) or [n, k/group]"},
-      {"zero", Access::read, {DType::f32}, true, 2, "zero points like scale (asymmetric); absent: symmetric"},
+      {"zero", Access::read, {DType::f32, DType::f16}, true, 2, "zero points like scale (asymmetric); absent: symmetric"},
       {"w", Access::write, {DType::f32}, false, 2, "dequantized weight [n, k]"},
   };
   return p;
@@ -377,7 +450,8 @@ void dequant_cpu(KernelContext& ctx) {
   // per channel: [n] (a row vector, stride 1) or [n, 1] (stride ld)
   qw.scale_ld = qw.group == 0 ? (s.cols == 1 && s.rows > 1 ? s.ld : 1) : s.ld;
   if (z.bound()) {
-    qw.zero = static_cast<const float*>(z.data);
+    qw.zero = z.data;
+    qw.zero_dtype = z.dtype;
     qw.zero_ld = qw.group == 0 ? (z.cols == 1 && z.rows > 1 ? z.ld : 1) : z.ld;
   }
   if (const std::string e = quant::validate(qw); !e.empty()) throw KernelError(e);
@@ -394,11 +468,14 @@ void register_quant(Registry& reg) {
                          "false: min/max range with a float zero point (port 'zero')"};
   const std::vector<PortSpec> three(quantizer_ports().begin(), quantizer_ports().begin() + 3);
   kutil::add_component(reg, "quant.int8",
-                       "symmetric int8 per output channel: scale[r] = amax(row r) / 127, q = roundf(w / scale)", three,
+                       "symmetric int8 per output channel: scale[r] = amax(row r) / 127, q = roundf(w / scale); an f16 scale "
+                       "port stores the scale rounded to f16 and the codes use that value",
+                       three,
                        {kLayout}, quantizer_cpu<0>, quantizer_check<0>, quantizer_cost);
   kutil::add_component(reg, "quant.group",
                        "group-wise int8/int4 (bits, group 32/64/128, symmetric or asymmetric with float zero points); "
-                       "int4 codes two per byte, element 2j in the low nibble; asymmetric int8 stores q - 128",
+                       "int4 codes two per byte, element 2j in the low nibble; asymmetric int8 stores q - 128; f16 scale/zero "
+                       "ports store both rounded to f16, codes computed against the stored values",
                        quantizer_ports(), {bits, group, sym, kLayout}, quantizer_cpu<1>, quantizer_check<1>,
                        quantizer_cost);
   kutil::add_component(reg, "quant.q8_0",

@@ -5,11 +5,12 @@
 // [k, n] with layout="kn" (GPT-2 Conv1D); outputs are always [n, k]-rowed):
 //   quant.int8    w -> q i8 [n, k], scale f32 [n]          symmetric per output channel
 //   quant.group   w -> q i8 [n, k] (bits 8) or [n, k/2] (bits 4, two codes per byte),
-//                 scale f32 [n, k/group], zero f32 [n, k/group] (bound iff symmetric=false);
-//                 args bits 4|8, group 32|64|128, symmetric
+//                 scale f32|f16 [n, k/group], zero like scale [n, k/group] (bound iff
+//                 symmetric=false); args bits 4|8, group 32|64|128, symmetric
+//                 (quant.int8 and quant.group: an f16 scale port stores f16 scales/zeros)
 //   quant.q8_0    w -> q i8 [n, k], scale f16 [n, k/32]      (llama.cpp Q8_0 rule)
 //   quant.q4_0    w -> q i8 [n, k/2], scale f16 [n, k/32]    (llama.cpp Q4_0 rule)
-//   quant.dequant q, scale (f32|f16), zero? -> w f32 [n, k]; args bits, group (0: per channel)
+//   quant.dequant q, scale (f32|f16), zero? (f32|f16) -> w f32 [n, k]; args bits, group (0: per channel)
 //
 // Rules (all f32 arithmetic, per group of `group` weights of one row; per channel: the row):
 //   symmetric int8 (int8, group bits 8, q8_0): d = amax / 127, q = roundf(x * (1/d))
@@ -22,6 +23,9 @@
 //     int8 stores q - 128 and zero - 128 (see qlinear.hpp). A constant group gets
 //     scale = |lo| (1 if 0), zero = -lo / scale, q = 0 (exact).
 //   q8_0/q4_0 compute codes with the f32 d and store d rounded to f16, as ggml does.
+//   int8 / group with f16 scales (scale port f16): scale and zero rounded to f16 first
+//     (round_params_f16), codes against the stored values: symmetric q = roundf(x / d16)
+//     (int8) or min(15, (int)(x / d16 + 8.5f)) (int4); asymmetric q = clamp(roundf(x / s16 + z16), 0, qmax).
 //   Storage differs from llama.cpp's: scales are a separate [n, groups] array, and
 //   int4 pairs are (2j, 2j+1) low nibble first (ggml packs j and j+16 per block).
 //
@@ -80,6 +84,30 @@ QuantizedWeight quantize_int8(const float* w, std::int64_t n, std::int64_t k, st
 QuantizedWeight quantize_group(const float* w, std::int64_t n, std::int64_t k, std::int64_t ldw, int bits,
                                std::int64_t group, bool symmetric);
 
+/// Same, and quantize_int8 (group 0, symmetric), with scales (and zero points) stored
+/// as scale_dtype: f32 gives exactly the results above; f16 stores both rounded to f16
+/// and computes every code against the stored values (round_params_f16), so the
+/// f16 rounding moves the grid but adds no rounding error of its own. Zeros stay a
+/// float vector holding f16-exact values.
+///   auto qw = quant::quantize_group(w, n, k, k, 4, 32, false, DType::f16);
+QuantizedWeight quantize_group(const float* w, std::int64_t n, std::int64_t k, std::int64_t ldw, int bits,
+                               std::int64_t group, bool symmetric, DType scale_dtype);
+QuantizedWeight quantize_int8(const float* w, std::int64_t n, std::int64_t k, std::int64_t ldw, DType scale_dtype);
+
+/// A group's parameters as stored in f16: scale rounded to f16 (a nonzero scale that
+/// rounds to 0 becomes 2^-24 when asymmetric); asymmetric: zero = -lo / scale16 in the
+/// unsigned code space, rounded to f16 in its stored form (int8: zero - 128).
+/// `zero` is returned in the unsigned code space (symmetric: 0 for int8, 8 for int4).
+/// Throws KernelError when the scale or zero point overflows f16.
+///   StoredParams p = round_params_f16(0.0123f, -0.1f, 4, false);  // code = round(x / p.scale + p.zero)
+struct StoredParams {
+  float scale = 0, zero = 0;
+};
+StoredParams round_params_f16(float scale, float lo, int bits, bool symmetric);
+
+/// x rounded to the nearest f16 value (ties to even), as a float.
+float round_to_f16(float x);
+
 /// llama.cpp Q8_0: int8, group 32, f16 scales.
 QuantizedWeight quantize_q8_0(const float* w, std::int64_t n, std::int64_t k, std::int64_t ldw);
 
@@ -96,6 +124,7 @@ struct GptqOptions {
   double damp = 0.01;          // H += damp * mean(diag H) * I
   std::int64_t block = 128;    // columns per lazy-update block (without act_order: rounded up to a multiple of group)
   bool act_order = false;      // columns by decreasing diag H, group scales from the original weights
+  DType scale_dtype = DType::f32;  // f16: scales and zeros stored f16, codes against the stored values
 };
 
 /// What quantize_gptq did: sum over weights of (w - q)^2 / (2 [H^-1]_jj) (the OBS

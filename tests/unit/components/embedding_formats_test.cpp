@@ -39,12 +39,13 @@ struct Table {
   std::vector<std::uint16_t> scale16;   // same, f16 bits (when f16)
   std::vector<float> zero;              // empty: symmetric
   bool f16 = false;
+  std::vector<std::uint16_t> zero16;    // the zeros as f16 bits: bound as an f16 table_zero when non-empty
   int64_t groups() const { return group > 0 ? d / group : 1; }
   int64_t code_cols() const { return bits == 4 ? d / 2 : d; }
 };
 
 Table random_table(int bits, int64_t vocab, int64_t d, int64_t group, bool asym, bool f16, std::uint32_t seed) {
-  Table t{bits, vocab, d, group, {}, {}, {}, {}, false};
+  Table t{bits, vocab, d, group, {}, {}, {}, {}, false, {}};
   t.f16 = f16;
   std::mt19937 g(seed);
   std::uniform_int_distribution<int> byte(-128, 127);
@@ -94,8 +95,10 @@ struct Fixture {
     const void* sp = t.f16 ? static_cast<const void*>(t.scale16.data()) : static_cast<const void*>(t.scale.data());
     TensorView sv = per_row ? view(sp, sd, 1, t.vocab, true) : view(sp, sd, t.vocab, t.groups());
     TensorView zv;
-    if (!t.zero.empty())
-      zv = per_row ? view(t.zero.data(), DType::f32, 1, t.vocab, true) : view(t.zero.data(), DType::f32, t.vocab, t.groups());
+    const bool z16 = !t.zero16.empty();
+    const void* zp = z16 ? static_cast<const void*>(t.zero16.data()) : static_cast<const void*>(t.zero.data());
+    const DType zd = z16 ? DType::f16 : DType::f32;
+    if (!t.zero.empty()) zv = per_row ? view(zp, zd, 1, t.vocab, true) : view(zp, zd, t.vocab, t.groups());
     TensorView iv = ids_column ? view(ids.data(), DType::i32, n, 1) : view(ids.data(), DType::i32, 1, n, true);
     run(reg, "nn.embedding",
         {iv, view(t.q.data(), DType::i8, t.vocab, t.code_cols()), y.view(), sv, zv},
@@ -153,6 +156,58 @@ TEST(EmbeddingFormats, Int4GroupsSymmetricAndAsymmetric) {
   expect_gathered(t, {8, 0, 4}, f.gather(t, {8, 0, 4}), "int4 f16 scales");
 }
 
+/// f16 zero points (and f16 scales), int8 and int4: the reference reads the stored f16 values.
+TEST(EmbeddingFormats, F16ZeroPoints) {
+  Fixture f;
+  for (int bits : {8, 4})
+    for (int64_t group : {32, 128}) {
+      Table t = random_table(bits, 23, 256, group, true, true, std::uint32_t(300 + bits + group));
+      for (auto& v : t.zero) {
+        t.zero16.push_back(half::f16_bits_from_double(v));
+        v = static_cast<float>(half::f16_bits_to_double(t.zero16.back()));
+      }
+      const auto ids = some_ids(t.vocab);
+      expect_gathered(t, ids, f.gather(t, ids), "int" + std::to_string(bits) + " g" + std::to_string(group) + " f16 zeros");
+    }
+}
+
+/// quant.group / quant.int8 with f16 scales (and zeros): the gathered rows are the
+/// long-double dequantization of the stored f16 values, within half a step of the table.
+TEST(EmbeddingFormats, F16QuantizerOutputRoundTrips) {
+  Fixture f;
+  const int64_t vocab = 40, d = 128;
+  Mat<float> w(vocab, d);
+  w.random(19);
+  for (const int64_t group : {0, 32, 64}) {
+    const int bits = group == 0 ? 8 : 4;
+    const bool sym = group != 32;
+    const quant::QuantizedWeight qw = group == 0 ? quant::quantize_int8(w.buf.data(), vocab, d, w.ld, DType::f16)
+                                                 : quant::quantize_group(w.buf.data(), vocab, d, w.ld, bits, group, sym,
+                                                                         DType::f16);
+    ASSERT_EQ(qw.scale_dtype, DType::f16);
+    Table t{bits, vocab, d, group, qw.q, {}, qw.scale_f16, {}, true, {}};
+    for (std::uint16_t b : qw.scale_f16) t.scale.push_back(static_cast<float>(half::f16_bits_to_double(b)));
+    for (float z : qw.zero) {
+      t.zero16.push_back(half::f16_bits_from_double(z));
+      ASSERT_EQ(half::f16_bits_to_double(t.zero16.back()), double(z)) << "zero not f16-exact";
+      t.zero.push_back(z);
+    }
+    const auto ids = some_ids(vocab);
+    const Mat<float> y = f.gather(t, ids);
+    const std::string what = "f16 group " + std::to_string(group);
+    expect_gathered(t, ids, y, what);
+    for (int64_t i = 0; i < int64_t(ids.size()); ++i)
+      for (int64_t col = 0; col < d; ++col) {
+        const int64_t g = group > 0 ? col / group : 0;
+        const double step = std::fabs(double(t.scale[std::size_t(ids[std::size_t(i)] * t.groups() + g)]));
+        // symmetric int4 may clamp one code per group (a full step); the f16 grid moves the edges by < 0.1%
+        EXPECT_LE(std::fabs(double(y(i, col)) - double(w(ids[std::size_t(i)], col))),
+                  step * (bits == 4 && sym ? 1.0 : 0.5) * 1.002 + 1e-6)
+            << what;
+      }
+  }
+}
+
 /// The quantizers' own output (quant.group / quant.int8 layouts) gathers to the rows of the
 /// reference dequantization, and those stay within half a step of the float table.
 TEST(EmbeddingFormats, QuantizerOutputRoundTrips) {
@@ -168,7 +223,7 @@ TEST(EmbeddingFormats, QuantizerOutputRoundTrips) {
   for (const Case c : {Case{8, 0, true}, Case{8, 64, false}, Case{4, 32, true}, Case{4, 128, false}}) {
     const quant::QuantizedWeight qw = c.group == 0 ? quant::quantize_int8(w.buf.data(), vocab, d, w.ld)
                                                    : quant::quantize_group(w.buf.data(), vocab, d, w.ld, c.bits, c.group, c.sym);
-    Table t{c.bits, vocab, d, c.group, {}, {}, {}, {}, false};
+    Table t{c.bits, vocab, d, c.group, {}, {}, {}, {}, false, {}};
     t.q = qw.q;
     t.scale = qw.scale_f32;
     t.zero = qw.zero;
@@ -228,6 +283,9 @@ TEST(EmbeddingFormats, CheckMessages) {
             "port 'table_zero' is 50x1 but expected 50x2 (one zero point per scale)");
   EXPECT_EQ(chk({ids, sv(DType::i8, V, D / 2), y, sv(DType::i32, V, 2)}, i4g),
             "port 'table_scale' has dtype i32: expected f32 or f16");
+  EXPECT_EQ(chk({ids, sv(DType::i8, V, D / 2), y, sv(DType::f16, V, 2), sv(DType::f16, V, 2)}, i4g), "");
+  EXPECT_EQ(chk({ids, sv(DType::i8, V, D / 2), y, sv(DType::f16, V, 2), sv(DType::f64, V, 2)}, i4g),
+            "port 'table_zero' has dtype f64: expected f32 or f16 (zero points)");
   EXPECT_EQ(chk({ids, sv(DType::i8, V, D), y, vec(DType::f32, V)}, {{"format", "int4"}}),
             "port 'table' is 50x64 but y is 7x64: format=int4 needs table [vocab, d/2] = 50x32 with d = y columns");
   EXPECT_EQ(chk({ids, sv(DType::i8, V, D), sv(DType::f64, T, D), vec(DType::f32, V)}, i8),

@@ -6,6 +6,8 @@
 #include <random>
 #include <vector>
 
+#include <ymlopt/half.hpp>
+
 #include "nn/nn.hpp"
 #include "quant/qlinear.hpp"
 #include "quant/quant.hpp"
@@ -73,10 +75,14 @@ std::vector<float> run_quant(Fixture& f, const quant::QuantizedWeight& qw, const
   void* scale = qw.scale_dtype == DType::f16 ? static_cast<void*>(const_cast<std::uint16_t*>(qw.scale_f16.data()))
                                              : static_cast<void*>(const_cast<float*>(qw.scale_f32.data()));
   TensorView sv = per_row ? view(scale, qw.scale_dtype, 1, N, true) : view(scale, qw.scale_dtype, N, g);
+  // f16 scales: the zeros are bound as f16 too (quant:: keeps them as f16-exact floats)
+  std::vector<std::uint16_t> z16;
+  if (qw.scale_dtype == DType::f16)
+    for (float z : qw.zero) z16.push_back(half::f16_bits_from_double(z));
+  void* zp = z16.empty() ? static_cast<void*>(const_cast<float*>(qw.zero.data())) : static_cast<void*>(z16.data());
+  const DType zd = z16.empty() ? DType::f32 : DType::f16;
   TensorView zv;
-  if (!qw.zero.empty())
-    zv = per_row ? view(const_cast<float*>(qw.zero.data()), DType::f32, 1, N, true)
-                 : view(const_cast<float*>(qw.zero.data()), DType::f32, N, g);
+  if (!qw.zero.empty()) zv = per_row ? view(zp, zd, 1, N, true) : view(zp, zd, N, g);
   args["format"] = format;
   args["group"] = std::to_string(qw.group);
   run(f.reg, "nn.linear",
@@ -108,6 +114,11 @@ TEST(LinearFormats, QuantizedFormatsMatchTheKernelAndTheDenseProduct) {
   cases.push_back({"int4 g64 asym", quant::quantize_group(wd.data(), N, K, K, 4, 64, false), "int4", 0.15});
   cases.push_back({"q8_0", quant::quantize_q8_0(wd.data(), N, K, K), "int8", 0.02});
   cases.push_back({"q4_0", quant::quantize_q4_0(wd.data(), N, K, K), "int4", 0.15});
+  // f16 scales and f16 zero points (codes against the stored values)
+  cases.push_back({"int8 per channel f16", quant::quantize_int8(wd.data(), N, K, K, DType::f16), "int8", 0.02});
+  cases.push_back({"int8 g32 asym f16", quant::quantize_group(wd.data(), N, K, K, 8, 32, false, DType::f16), "int8", 0.02});
+  cases.push_back({"int4 g32 asym f16", quant::quantize_group(wd.data(), N, K, K, 4, 32, false, DType::f16), "int4", 0.15});
+  cases.push_back({"int4 g64 sym f16", quant::quantize_group(wd.data(), N, K, K, 4, 64, true, DType::f16), "int4", 0.15});
   for (const Case& c : cases) {
     SCOPED_TRACE(c.what);
     const std::vector<float> y = run_quant(f, c.qw, c.format);
@@ -208,6 +219,12 @@ TEST(LinearFormats, CheckMessages) {
             "port 'w' has dtype f32 but format needs i8 (int8 codes)");
   EXPECT_EQ(check(f.reg, "nn.linear", {x, sv(DType::i8, N, K), none, y}, {{"format", "int8"}}),
             "port 'w_scale' is not bound: format=int8 needs it");
+  EXPECT_EQ(check(f.reg, "nn.linear", {x, sv(DType::i8, N, K / 2), none, y, none, sv(DType::f16, N, 2), sv(DType::f16, N, 2)},
+                  {{"format", "int4"}, {"group", "32"}}),
+            "");
+  EXPECT_EQ(check(f.reg, "nn.linear", {x, sv(DType::i8, N, K / 2), none, y, none, sv(DType::f16, N, 2), sv(DType::bf16, N, 2)},
+                  {{"format", "int4"}, {"group", "32"}}),
+            "port 'w_zero' has dtype bf16: expected f32 or f16 (zero points)");
   EXPECT_EQ(check(f.reg, "nn.linear", {x, sv(DType::i8, N, K), none, y, none, sv(DType::f32, N, 3)},
                   {{"format", "int8"}, {"group", "32"}}),
             "port 'w_scale' is 12x3 but expected 12x2 (one scale per row and group)");

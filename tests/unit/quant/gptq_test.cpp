@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include <ymlopt/half.hpp>
+
 #include "../components/test_context.hpp"
 #include "quant/quant.hpp"
 
@@ -80,10 +82,33 @@ std::vector<float> random_w(int64_t n, int64_t k, std::uint32_t seed) {
 struct RefParams {
   float scale = 0, zero_u = 0, lo = 0, inv = 0;  // zero_u: in unsigned code space
   bool constant = false;
+  bool stored = false;  // f16 asymmetric: code = round(x / scale16 + zero16)
 };
 
-/// quant.hpp's rules, on the f32 values of the group's current weights.
-RefParams ref_params(const std::vector<float>& x, int bits, bool sym) {
+float f16_of(float v) { return float(half::f16_bits_to_double(half::f16_bits_from_double(double(v)))); }
+
+RefParams ref_params_f32(const std::vector<float>& x, int bits, bool sym);
+
+/// quant.hpp's rules, on the f32 values of the group's current weights; f16: the scale
+/// rounded to f16, the zero f16(-lo / scale16) (int8: stored minus 128), codes against them.
+RefParams ref_params(const std::vector<float>& x, int bits, bool sym, bool f16 = false) {
+  RefParams p = ref_params_f32(x, bits, sym);
+  if (!f16) return p;
+  p.scale = f16_of(p.scale);
+  if (!sym) {
+    LD lo = x[0];
+    for (float v : x) lo = std::min(lo, LD(v));
+    if (p.scale == 0) p.scale = 0x1p-24f;
+    const float shift = bits == 8 ? 128.0f : 0.0f;
+    p.zero_u = f16_of(fl(LD(fl(-lo / p.scale)) - shift)) + shift;
+    p.constant = false;
+    p.stored = true;
+  }
+  p.inv = p.scale != 0 ? fl(1.0L / p.scale) : 0.0f;
+  return p;
+}
+
+RefParams ref_params_f32(const std::vector<float>& x, int bits, bool sym) {
   RefParams p;
   if (sym) {
     LD amax = 0, mx = 0;
@@ -121,6 +146,7 @@ int ref_code(float x, const RefParams& p, int bits, bool sym) {
   }
   if (p.constant) return 0;
   const int qmax = bits == 8 ? 255 : 15;
+  if (p.stored) return static_cast<int>(std::roundl(std::clamp<LD>(fl(LD(fl(LD(x) * p.inv)) + p.zero_u), 0, qmax)));
   return static_cast<int>(std::roundl(std::clamp<LD>(fl(LD(fl(LD(x) - p.lo)) * p.inv), 0, qmax)));
 }
 
@@ -186,7 +212,8 @@ RefResult ref_gptq(const std::vector<float>& w0, int64_t n, int64_t k, const std
     for (int64_t r = 0; r < n; ++r)
       for (int64_t g = 0; g < k / gs; ++g)
         fixed[static_cast<std::size_t>(r * (k / gs) + g)] = ref_params(
-            std::vector<float>(w0.begin() + r * k + g * gs, w0.begin() + r * k + (g + 1) * gs), o.bits, o.symmetric);
+            std::vector<float>(w0.begin() + r * k + g * gs, w0.begin() + r * k + (g + 1) * gs), o.bits, o.symmetric,
+            o.scale_dtype == DType::f16);
   }
   std::vector<char> done(static_cast<std::size_t>(k), 0);
   LD loss = 0;
@@ -195,7 +222,7 @@ RefResult ref_gptq(const std::vector<float>& w0, int64_t n, int64_t k, const std
       for (int64_t r = 0; r < n; ++r) {
         std::vector<float> g;
         for (int64_t c = j; c < j + gs; ++c) g.push_back(fl(W(r, c)));
-        par[static_cast<std::size_t>(r)] = ref_params(g, o.bits, o.symmetric);
+        par[static_cast<std::size_t>(r)] = ref_params(g, o.bits, o.symmetric, o.scale_dtype == DType::f16);
       }
     const LD d = I(j, j);
     done[static_cast<std::size_t>(j)] = 1;
@@ -261,6 +288,11 @@ quant::GptqOptions opts(int bits, int64_t group, bool sym, int64_t block = 128, 
   return o;
 }
 
+quant::GptqOptions f16(quant::GptqOptions o) {
+  o.scale_dtype = DType::f16;
+  return o;
+}
+
 // ---- (a) equals the naive sequential reference ------------------------------------------
 
 TEST(GptqTest, EqualsNaiveSequentialLongDoubleGptq) {
@@ -275,7 +307,11 @@ TEST(GptqTest, EqualsNaiveSequentialLongDoubleGptq) {
       {2, 128, opts(8, 128, true, 1), -1},
       // act_order: static groups, blocks that do not align with the groups
       {6, 128, opts(4, 32, true, 48, 0.01, true), 9},   {5, 96, opts(4, 32, false, 128, 0.01, true), -1},
-      {4, 64, opts(8, 0, true, 16, 0.01, true), -1},    {3, 128, opts(8, 64, false, 7, 0.01, true), -1}};
+      {4, 64, opts(8, 0, true, 16, 0.01, true), -1},    {3, 128, opts(8, 64, false, 7, 0.01, true), -1},
+      // f16 scales and zeros: the reference rounds its parameters the same way
+      {6, 64, f16(opts(4, 32, true)), -1},              {5, 128, f16(opts(4, 32, false, 32)), 7},
+      {4, 96, f16(opts(8, 32, false, 40)), -1},         {3, 72, f16(opts(8, 0, true, 16)), -1},
+      {5, 96, f16(opts(4, 32, false, 128, 0.01, true)), -1}};
   int idx = 0;
   for (const Case& cs : cases) {
     SCOPED_TRACE("case " + std::to_string(idx));
@@ -306,7 +342,7 @@ TEST(GptqTest, EqualsNaiveSequentialLongDoubleGptq) {
     if (cs.dead >= 0) {  // a dead column gets no error from the others: its own weights rounded to nearest
       for (int64_t r = 0; r < cs.n; ++r) {
         const std::size_t i = static_cast<std::size_t>(r * cs.k + cs.dead);
-        const float step = q.scale_f32[static_cast<std::size_t>(r * q.groups() + (cs.o.group ? cs.dead / cs.o.group : 0))];
+        const float step = quant::scale_of(q.view(), r, cs.o.group ? cs.dead / cs.o.group : 0);
         EXPECT_LE(std::fabs(deq[i] - w[i]), 0.5001f * std::fabs(step)) << "row " << r;
       }
     }
@@ -497,6 +533,38 @@ TEST_F(GptqComponentTest, BadShapesAndArgsGiveCheckMessages) {
   }
   EXPECT_THROW(quant::quantize_gptq(w.buf.data(), n, k, k, nullptr, opts(4, 32, true)), KernelError);
   EXPECT_THROW(quant::quantize_gptq(w.buf.data(), n, k, k, h.buf.data(), opts(4, 48, true)), KernelError);
+  has(check(reg, "quant.gptq", {W, H, Q4, shape_view(DType::f16, n, 2), Z}, {{"group", "32"}, {"symmetric", "false"}}),
+      "port 'zero' has dtype f32 but 'scale' is f16: zero points are stored like the scales");
+  EXPECT_EQ(check(reg, "quant.gptq", {W, H, Q4, shape_view(DType::f16, n, 2), shape_view(DType::f16, n, 2)},
+                  {{"group", "32"}, {"symmetric", "false"}}),
+            "");
+}
+
+/// f16 scale and zero ports: the component writes the API's f16 result (scale_dtype f16),
+/// and quant.dequant reads it back to the API's dequantization.
+TEST_F(GptqComponentTest, F16PortsEqualTheApi) {
+  const int64_t n = 5, k = 64;
+  const Calib c = correlated(3 * k, k, 31);
+  const std::vector<float> w = random_w(n, k, 32);
+  Mat<float> wm(n, k);
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t j = 0; j < k; ++j) wm(r, j) = w[static_cast<std::size_t>(r * k + j)];
+  Mat<double> h(k, k, 0, DType::f64, 0.0);
+  for (int64_t a = 0; a < k; ++a)
+    for (int64_t b = 0; b < k; ++b) h(a, b) = c.h[static_cast<std::size_t>(a * k + b)];
+  const QuantizedWeight ref = quant::quantize_gptq(w.data(), n, k, k, c.h.data(), f16(opts(4, 32, false)));
+  ASSERT_EQ(ref.scale_dtype, DType::f16);
+  Mat<std::int8_t> q(n, k / 2, 0, DType::i8);
+  Mat<std::uint16_t> s(n, 2, 0, DType::f16), z(n, 2, 0, DType::f16);
+  Mat<float> back(n, k);
+  run(reg, "quant.gptq", {wm.view(), h.view(), q.view(), s.view(), z.view()}, {{"group", "32"}, {"symmetric", "false"}});
+  EXPECT_EQ(q.buf, ref.q);
+  EXPECT_EQ(s.buf, ref.scale_f16);
+  for (std::size_t i = 0; i < ref.zero.size(); ++i) ASSERT_EQ(half::f16_bits_to_double(z.buf[i]), double(ref.zero[i]));
+  run(reg, "quant.dequant", {q.view(), s.view(), z.view(), back.view()}, {{"bits", "4"}, {"group", "32"}});
+  const std::vector<float> deq = dequant(ref);
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t j = 0; j < k; ++j) ASSERT_EQ(back(r, j), deq[static_cast<std::size_t>(r * k + j)]);
 }
 
 TEST(GptqTest, EmptyWeightsGiveEmptyResults) {

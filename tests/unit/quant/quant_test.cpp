@@ -95,18 +95,23 @@ struct Scheme {
   int bits;
   std::int64_t group;
   bool symmetric;
-  bool f16;
+  bool f16;  // llama.cpp q8_0 / q4_0
   std::string name;
+  bool f16_store;  // quantize_int8 / quantize_group with DType::f16 (codes against the stored values)
 };
 
 QuantizedWeight run_scheme(const Scheme& s, const float* w, std::int64_t n, std::int64_t k, std::int64_t ldw) {
+  if (s.f16_store)
+    return s.group == 0 ? quant::quantize_int8(w, n, k, ldw, DType::f16)
+                        : quant::quantize_group(w, n, k, ldw, s.bits, s.group, s.symmetric, DType::f16);
   if (s.f16) return s.bits == 8 ? quant::quantize_q8_0(w, n, k, ldw) : quant::quantize_q4_0(w, n, k, ldw);
   if (s.group == 0) return quant::quantize_int8(w, n, k, ldw);
   return quant::quantize_group(w, n, k, ldw, s.bits, s.group, s.symmetric);
 }
 
 std::vector<Scheme> all_schemes() {
-  std::vector<Scheme> v = {{8, 0, true, false, "int8"}, {8, 32, true, true, "q8_0"}, {4, 32, true, true, "q4_0"}};
+  std::vector<Scheme> v = {
+      {8, 0, true, false, "int8", false}, {8, 32, true, true, "q8_0", false}, {4, 32, true, true, "q4_0", false}};
   for (int bits : {8, 4})
     for (std::int64_t g : {32, 64, 128})
       for (bool sym : {true, false}) {
@@ -114,10 +119,33 @@ std::vector<Scheme> all_schemes() {
         name += std::to_string(bits);
         name += sym ? " symmetric group " : " asymmetric group ";
         name += std::to_string(g);
-        v.push_back({bits, g, sym, false, name});
+        v.push_back({bits, g, sym, false, name, false});
       }
   return v;
 }
+
+/// The schemes with f16 storage of scales and zeros (codes against the stored values).
+std::vector<Scheme> f16_schemes() {
+  std::vector<Scheme> v = {{8, 0, true, false, "int8 f16", true}};
+  for (int bits : {8, 4})
+    for (std::int64_t g : {32, 64, 128})
+      for (bool sym : {true, false}) {
+        std::string name = "f16 bits ";
+        name += std::to_string(bits);
+        name += sym ? " symmetric group " : " asymmetric group ";
+        name += std::to_string(g);
+        v.push_back({bits, g, sym, false, name, true});
+      }
+  return v;
+}
+
+std::vector<Scheme> every_scheme() {
+  std::vector<Scheme> v = all_schemes();
+  for (const Scheme& s : f16_schemes()) v.push_back(s);
+  return v;
+}
+
+float f16_round(LD v) { return float(half::f16_bits_to_double(half::f16_bits_from_double(double(v)))); }
 
 // ---- quantizers -------------------------------------------------------------------
 
@@ -191,6 +219,79 @@ TEST(QuantizeTest, RoundTripErrorIsAtMostHalfAStep) {
   }
 }
 
+/// f16 storage: the stored scale is the f32 rule's scale rounded to f16; the stored
+/// zero is f16(-lo / scale16) (int8: minus 128); every code is a nearest point of the
+/// grid (code - zero) * scale16 over the allowed code range, in long double.
+TEST(QuantizeTest, F16StorageCodesAreNearestOnTheStoredGrid) {
+  const std::int64_t n = 6, k = 256, ldw = 260;
+  std::vector<float> w = random_vec(static_cast<std::size_t>(n * ldw), 21, 0.05f);
+  for (std::int64_t c = 0; c < 32; ++c) w[static_cast<std::size_t>(2 * ldw + c)] = 0.5f;   // a constant group
+  for (std::int64_t c = 32; c < 64; ++c) w[static_cast<std::size_t>(3 * ldw + c)] = 0.0f;  // a zero group
+  for (std::int64_t c = 64; c < 128; ++c) w[static_cast<std::size_t>(4 * ldw + c)] += 0.3f;  // all positive
+  for (const Scheme& s : f16_schemes()) {
+    SCOPED_TRACE(s.name);
+    const QuantizedWeight q = run_scheme(s, w.data(), n, k, ldw);
+    ASSERT_EQ(q.scale_dtype, DType::f16);
+    ASSERT_TRUE(q.scale_f32.empty());
+    const std::int64_t gs = s.group ? s.group : k;
+    const int qmax = s.bits == 8 ? 255 : 15;
+    int bad = 0;
+    for (std::int64_t r = 0; r < n; ++r)
+      for (std::int64_t g = 0; g < q.groups(); ++g) {
+        const float* x = w.data() + r * ldw + g * gs;
+        const RefGroup ref =
+            s.symmetric ? (s.bits == 8 ? ref_sym8(x, gs) : ref_sym4(x, gs)) : ref_asym(x, gs, qmax);
+        const LD s16 = scale_of(q, r, g);
+        ASSERT_EQ(float(s16), f16_round(ref.scale)) << "row " << r << " group " << g;
+        LD zu = s.symmetric ? (s.bits == 4 ? 8 : 0) : 0;  // the zero point in the unsigned code space
+        int lo_code = s.symmetric ? (s.bits == 8 ? -127 : 0) : 0, hi_code = s.symmetric ? (s.bits == 8 ? 127 : 15) : qmax;
+        if (!s.symmetric) {
+          LD lo = x[0];
+          for (std::int64_t c = 0; c < gs; ++c) lo = std::min(lo, LD(x[c]));
+          const LD shift = s.bits == 8 ? 128 : 0;
+          const float stored = q.zero[static_cast<std::size_t>(r * q.groups() + g)];
+          ASSERT_EQ(float(half::f16_bits_to_double(half::f16_bits_from_double(stored))), stored) << "zero not f16";
+          // f16(-lo / s16 - shift), up to one f16 ulp (the float quotient may round the other way)
+          const LD want = -lo / s16 - shift;
+          EXPECT_LE(std::fabs(LD(stored) - want), std::max(std::fabs(want), 1.0L) * 0x1p-10L) << "zero " << r << "," << g;
+          zu = LD(stored) + shift;
+        }
+        for (std::int64_t c = 0; c < gs; ++c) {
+          int code = code_of(q, r, g * gs + c);
+          if (s.bits == 8 && !s.symmetric) code += 128;
+          ASSERT_TRUE(code >= lo_code && code <= hi_code) << code;
+          const LD err = std::fabs(LD(x[c]) - (code - zu) * s16);
+          LD best = err;
+          for (int t = lo_code; t <= hi_code; ++t) best = std::min(best, std::fabs(LD(x[c]) - (t - zu) * s16));
+          if (err > best + 1e-6L * std::fabs(s16) + 1e-30L && bad++ < 5)
+            ADD_FAILURE() << "code (" << r << ", " << g * gs + c << ") = " << code << ": error " << double(err)
+                          << ", nearest grid point " << double(best);
+        }
+        if (s.bits == 8) {
+          long sum = 0;
+          for (std::int64_t c = 0; c < gs; ++c) sum += code_of(q, r, g * gs + c);
+          EXPECT_EQ(q.code_sum[static_cast<std::size_t>(r * q.groups() + g)], sum);
+        }
+      }
+  }
+}
+
+TEST(QuantizeTest, F16ScaleOverflowIsAClearError) {
+  std::vector<float> w(64, 1e6f);
+  w[1] = -2e6f;
+  try {
+    quant::quantize_group(w.data(), 1, 64, 64, 4, 32, true, DType::f16);
+    FAIL() << "no error";
+  } catch (const KernelError& e) {
+    EXPECT_NE(std::string(e.what()).find("does not fit f16"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(quant::quantize_group(w.data(), 1, 64, 64, 4, 32, true, DType::bf16), KernelError);
+  // a group far from 0 with a range below f16's resolution: the zero point cannot be stored
+  std::vector<float> far(32, 1000.0f);
+  far[3] = 1000.0001f;
+  EXPECT_THROW(quant::quantize_group(far.data(), 1, 32, 32, 4, 32, false, DType::f16), KernelError);
+}
+
 TEST(QuantizeTest, LlamaCppBlockExampleByHand) {
   // one block of 32: x_j = (j - 16) / 4, i.e. -4, -3.75, ..., 3.75
   std::vector<float> x(32);
@@ -254,6 +355,7 @@ struct Padded {
   std::vector<float> s32;
   std::vector<std::uint16_t> s16;
   std::vector<float> z;
+  std::vector<std::uint16_t> z16;  // f16 scales: the zeros are stored f16 as well
   QWeight view;
 };
 Padded pad_weight(const QuantizedWeight& src, std::int64_t qpad, std::int64_t spad) {
@@ -279,7 +381,15 @@ Padded pad_weight(const QuantizedWeight& src, std::int64_t qpad, std::int64_t sp
       std::copy_n(src.scale_f32.data() + r * G, G, p.s32.data() + r * (G + spad));
     p.view.scale = p.s32.data();
   }
-  if (!src.zero.empty()) {
+  if (!src.zero.empty() && src.scale_dtype == DType::f16) {
+    p.z16.assign(static_cast<std::size_t>(src.n * (G + spad)), 0x7c00);
+    for (std::int64_t r = 0; r < src.n; ++r)
+      for (std::int64_t g = 0; g < G; ++g)
+        p.z16[static_cast<std::size_t>(r * (G + spad) + g)] =
+            half::f16_bits_from_double(src.zero[static_cast<std::size_t>(r * G + g)]);
+    p.view.zero = p.z16.data();
+    p.view.zero_dtype = DType::f16;
+  } else if (!src.zero.empty()) {
     p.z.assign(static_cast<std::size_t>(src.n * (G + spad)), 1e30f);
     for (std::int64_t r = 0; r < src.n; ++r) std::copy_n(src.zero.data() + r * G, G, p.z.data() + r * (G + spad));
     p.view.zero = p.z.data();
@@ -343,7 +453,7 @@ std::vector<Case> cases_for(const Scheme& s) {
 double tol_for(const Scheme& s) { return s.bits == 8 ? 0.03 : 0.2; }
 
 TEST(QLinearTest, MatchesLongDoubleReferenceOnEveryScheme) {
-  for (const Scheme& s : all_schemes())
+  for (const Scheme& s : every_scheme())
     for (const Case& c : cases_for(s))
       for (bool padded : {false, true}) {
         SCOPED_TRACE(s.name + " m=" + std::to_string(c.m) + " k=" + std::to_string(c.k) + " n=" + std::to_string(c.n) +
@@ -448,7 +558,7 @@ TEST(QLinearTest, HandBuiltGroupOf256) {
 
 TEST(QLinearTest, VnniPathIsBitIdenticalToScalarPath) {
   if (!quant::cpu_has_avx512_vnni()) GTEST_SKIP() << "no AVX-512 VNNI on this CPU";
-  for (const Scheme& s : all_schemes())
+  for (const Scheme& s : every_scheme())
     for (const Case& c : cases_for(s)) {
       SCOPED_TRACE(s.name + " m=" + std::to_string(c.m) + " k=" + std::to_string(c.k) + " n=" + std::to_string(c.n));
       const std::vector<float> fast = check_linear(s, c, quant::Isa::avx512_vnni, true, tol_for(s));
@@ -547,6 +657,38 @@ TEST_F(QuantComponentTest, GroupAsymmetricThenDequantRoundTrips) {
   }
 }
 
+/// quant.group / quant.int8 with f16 scale (and zero) ports write the API's f16 results;
+/// quant.dequant reads f16 zeros back to the API's dequantization.
+TEST_F(QuantComponentTest, GroupAndInt8WithF16PortsEqualTheApi) {
+  const std::int64_t n = 5, k = 128;
+  Mat<float> w(n, k);
+  w.random(12, -0.3, 0.7);
+  for (int bits : {4, 8}) {
+    SCOPED_TRACE(bits);
+    Mat<std::int8_t> q(n, bits == 8 ? k : k / 2, 0, DType::i8);
+    Mat<std::uint16_t> s(n, k / 32, 0, DType::f16), z(n, k / 32, 0, DType::f16);
+    Mat<float> back(n, k);
+    run(reg, "quant.group", {w.view(), q.view(), s.view(), z.view()},
+        {{"bits", std::to_string(bits)}, {"group", "32"}, {"symmetric", "false"}});
+    const QuantizedWeight ref = quant::quantize_group(w.buf.data(), n, k, k, bits, 32, false, DType::f16);
+    EXPECT_EQ(q.buf, ref.q);
+    EXPECT_EQ(s.buf, ref.scale_f16);
+    for (std::size_t i = 0; i < ref.zero.size(); ++i)
+      ASSERT_EQ(half::f16_bits_to_double(z.buf[i]), double(ref.zero[i])) << i;
+    run(reg, "quant.dequant", {q.view(), s.view(), z.view(), back.view()}, {{"bits", std::to_string(bits)}, {"group", "32"}});
+    std::vector<float> deq(static_cast<std::size_t>(n * k));
+    quant::dequantize(ref.view(), deq.data(), k);
+    for (std::int64_t r = 0; r < n; ++r)
+      for (std::int64_t c = 0; c < k; ++c) ASSERT_EQ(back(r, c), deq[static_cast<std::size_t>(r * k + c)]);
+  }
+  Mat<std::int8_t> q8(n, k, 0, DType::i8);
+  Mat<std::uint16_t> s8(1, n, 0, DType::f16);
+  run(reg, "quant.int8", {w.view(), q8.view(), s8.view()});
+  const QuantizedWeight r8 = quant::quantize_int8(w.buf.data(), n, k, k, DType::f16);
+  EXPECT_EQ(q8.buf, r8.q);
+  EXPECT_EQ(s8.buf, r8.scale_f16);
+}
+
 TEST_F(QuantComponentTest, Q4_0AndQ8_0WriteF16Scales) {
   const std::int64_t n = 3, k = 64;
   Mat<float> w(n, k);
@@ -583,6 +725,11 @@ TEST_F(QuantComponentTest, CheckMessages) {
   EXPECT_NE(check(reg, "quant.group", {w, q8, s3, V{}}, {{"group", "32"}}).find("port 'q' is 8x96, expected 8x48"),
             std::string::npos);
   EXPECT_NE(check(reg, "quant.q4_0", {w, q4, s3}).find("port 'scale' has dtype f32, expected f16"), std::string::npos);
+  EXPECT_EQ(check(reg, "quant.group", {w, q4, shape_view(DType::f16, 8, 3), shape_view(DType::f16, 8, 3)},
+                  {{"group", "32"}, {"symmetric", "false"}}),
+            "");
+  EXPECT_EQ(check(reg, "quant.group", {w, q4, shape_view(DType::f16, 8, 3), z3}, {{"group", "32"}, {"symmetric", "false"}}),
+            "port 'zero' has dtype f32 but 'scale' is f16: zero points are stored like the scales");
   EXPECT_NE(check(reg, "quant.int8", {w, q8, shape_view(DType::f32, 1, 7)}).find("expected 8 elements"),
             std::string::npos);
   EXPECT_NE(check(reg, "quant.int8", {w, q8, shape_view(DType::f32, 1, 8)}, {{"layout", "kx"}}).find("param 'layout'"),
