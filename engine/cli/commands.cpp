@@ -24,6 +24,9 @@
 #include "sequential.hpp"
 #include "starpu_backend.hpp"
 #include "starpu_info.hpp"
+#ifdef YMLOPT_WITH_STARPU_MPI
+#include "starpu_mpi_backend.hpp"
+#endif
 #include "usage_error.hpp"
 #include "workflow_args.hpp"
 #include "ymlopt/engine/analysis.hpp"
@@ -355,7 +358,7 @@ int cmd_run(const std::vector<std::string>& args) {
   bool quiet = false, verbose = false, dry_run = false, no_history = false;
   po::options_description d("ymlopt run WF.xml [options]");
   d.add_options()("help,h", "show this help")("out,o", po::value(&out), "run directory (default runs/<workflow>-<time>)")(
-      "backend,b", po::value(&backend), "starpu (default) or sequential")(
+      "backend,b", po::value(&backend), "starpu (default), sequential, or starpu-mpi (one process per rank under mpirun/srun)")(
       "sched", po::value(&sched), "StarPU policy: lws, eager, ws, dmda, dmdas, prio, random, heteroprio")(
       "ncpu", po::value(&ncpu), "number of CPU workers (default: all)")(
       "starpu-home", po::value(&starpu_home), "directory for StarPU perf models (default RUN_DIR/starpu)")(
@@ -366,13 +369,32 @@ int cmd_run(const std::vector<std::string>& args) {
       "predict from the calibrated rates only, and leave this run out of the machine's task history");
   add_workflow_options(d, wf);
   if (parse_or_help(args, d, &wf)) return 0;
-  if (backend != "starpu" && backend != "sequential")
-    throw UsageError("unknown backend '" + backend + "' (expected starpu or sequential)");
+  if (backend != "starpu" && backend != "sequential" && backend != "starpu-mpi")
+    throw UsageError("unknown backend '" + backend + "' (expected starpu, sequential or starpu-mpi)");
+#ifndef YMLOPT_WITH_STARPU_MPI
+  if (backend == "starpu-mpi")
+    throw UsageError("this ymlopt was built without StarPU-MPI (install libopenmpi-dev and rebuild) : no backend starpu-mpi");
+#endif
   const auto& pol = starpu_policies();
   if (std::find(pol.begin(), pol.end(), sched) == pol.end())
     throw UsageError("unknown scheduler '" + sched + "'" + did_you_mean(sched, pol));
   if (ncpu < 0) throw UsageError("--ncpu must be >= 0");
 
+  // --backend starpu-mpi: every rank runs this command and compiles the same
+  // DAG; rank 0 alone writes the run directory (report merged from all ranks)
+  int rank = 0;
+#ifdef YMLOPT_WITH_STARPU_MPI
+  const bool use_mpi = backend == "starpu-mpi" && !dry_run;
+  if (use_mpi) rank = mpi_world_init().rank;
+  struct Finalize {
+    bool on;
+    ~Finalize() {
+      if (on) mpi_world_finalize();
+    }
+  } finalize{use_mpi};
+#else
+  const bool use_mpi = false;
+#endif
   ComponentRegistry reg;
   CompileResult cr;
   if (int rc = prepare(wf, reg, cr, !dry_run)) return rc;
@@ -383,13 +405,17 @@ int cmd_run(const std::vector<std::string>& args) {
     return 0;
   }
 
-  if (out.empty()) out = default_run_dir(dag.name);
+  if (out.empty() && rank == 0) out = default_run_dir(dag.name);
   std::error_code ec;
-  fs::create_directories(out, ec);
-  if (ec) {
-    std::cerr << "ymlopt: error: cannot create run directory '" << out << "': " << ec.message() << "\n";
-    return 1;
+  if (rank == 0) fs::create_directories(out, ec);
+  if (ec) std::cerr << "ymlopt: error: cannot create run directory '" << out << "': " << ec.message() << "\n";
+#ifdef YMLOPT_WITH_STARPU_MPI
+  if (use_mpi) {
+    out = mpi_broadcast_string(out);
+    if (!mpi_broadcast_flag(!ec)) return 1;
   }
+#endif
+  if (ec) return 1;
   std::ostringstream log;
   log << "ymlopt " << kVersion << " run " << wf.file;
   for (const auto& s : wf.sets) log << " --set " << s;
@@ -402,13 +428,13 @@ int cmd_run(const std::vector<std::string>& args) {
     std::cerr << "ymlopt: error: " << e.what() << "\n";
     return 1;
   }
-  write_file_atomic(out + "/dag.dot", dag_to_dot(dag));
+  if (rank == 0) write_file_atomic(out + "/dag.dot", dag_to_dot(dag));
 
   // the machine the run saw goes into the report; its warnings (e.g. OpenBLAS
   // running generic kernels on an AVX-512 CPU) explain slow runs
   const Topology topo = probe_topology();
   for (const auto& w : topo.warnings) {
-    if (!quiet) std::cerr << "ymlopt: warning: " << w << "\n";
+    if (!quiet && rank == 0) std::cerr << "ymlopt: warning: " << w << "\n";
     log << "warning: " << w << "\n";
   }
   ExecOptions eo;
@@ -420,15 +446,38 @@ int cmd_run(const std::vector<std::string>& args) {
   Progress progress;
   progress.total = std::int64_t(dag.tasks.size());
   // before running: the run must not inform it (the history holds earlier runs only)
-  History history = no_history ? History{} : load_history();
+  History history = no_history || rank != 0 ? History{} : load_history();
   const Prediction prediction = predict_run(dag, backend, ncpu, &history);
-  auto exec = backend == "starpu" ? make_starpu_executor() : make_sequential_executor();
+  std::unique_ptr<Executor> exec;
+#ifdef YMLOPT_WITH_STARPU_MPI
+  if (use_mpi) exec = std::make_unique<StarpuMpiExecutor>();
+#endif
+  if (!exec) exec = backend == "starpu" ? make_starpu_executor() : make_sequential_executor();
   ExecResult res;
   {
-    ProgressLine line(progress, !quiet && isatty(2));
+    ProgressLine line(progress, !quiet && isatty(2) && !use_mpi);
     res = exec->execute(dag, *store, eo, progress);
   }
-  if (res.ok && !no_history) {
+  std::vector<std::int32_t> task_ranks;
+  nlohmann::json mpi_info;
+#ifdef YMLOPT_WITH_STARPU_MPI
+  if (use_mpi) {
+    // rank 0 merges every rank's records into one result; the others stop here
+    const auto& st = static_cast<const StarpuMpiExecutor&>(*exec).stats();
+    const auto all = mpi_gather_strings(rank_result_json(res, st).dump());
+    bool ok = res.ok;
+    if (rank == 0) {
+      MergedRun m = merge_rank_results(dag, all);
+      res = std::move(m.result);
+      task_ranks = std::move(m.task_ranks);
+      mpi_info = {{"ranks", st.size}, {"bytes_moved", m.bytes_moved}, {"per_rank", m.ranks}};
+      ok = res.ok;
+    }
+    ok = mpi_broadcast_flag(ok);
+    if (rank != 0) return ok ? 0 : 1;
+  }
+#endif
+  if (res.ok && !no_history && !use_mpi) {
     record_history(history, dag, task_seconds(res));
     try {
       save_history(history);
@@ -444,6 +493,7 @@ int cmd_run(const std::vector<std::string>& args) {
   for (const auto& s : parse_sets(wf.sets)) params[s.first] = s.second;
   info["set"] = params;
   info["machine"] = topology_json(topo);
+  if (!mpi_info.is_null()) info["mpi"] = mpi_info;
   info["memory"] = {{"parameter_bytes", foot.parameter_bytes},
                     {"parameter_total", foot.parameter_total},
                     {"activation_total", foot.activation_total},
@@ -452,13 +502,21 @@ int cmd_run(const std::vector<std::string>& args) {
                     {"mapped", store->mapped_bytes()}};
   info["prediction"] = prediction_report(prediction, totals.makespan_us,
                                          double(store->total_bytes() + store->mapped_bytes()), double(totals.peak_rss_bytes));
-  write_file_atomic(out + "/report.json", make_report(dag, res, totals, info).dump(1) + "\n");
-  write_file_atomic(out + "/trace.json", make_trace(dag, res).dump() + "\n");
+  const auto* ranks = task_ranks.empty() ? nullptr : &task_ranks;
+  write_file_atomic(out + "/report.json", make_report(dag, res, totals, info, ranks).dump(1) + "\n");
+  write_file_atomic(out + "/trace.json", make_trace(dag, res, ranks).dump() + "\n");
   for (const auto& w : res.warnings) {
     std::cerr << "ymlopt: warning: " << w << "\n";
     log << "warning: " << w << "\n";
   }
   const std::string table = summary_table(dag, res, totals);
+  if (!mpi_info.is_null()) {
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "%d MPI ranks, %.1f MiB moved between them\n", mpi_info["ranks"].get<int>(),
+                  double(mpi_info["bytes_moved"].get<std::uint64_t>()) / (1 << 20));
+    log << buf;
+    if (!quiet && res.ok) std::cout << buf;
+  }
   log << table;
   if (!res.ok) {
     std::cerr << res.error << "\n";

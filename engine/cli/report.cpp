@@ -55,7 +55,8 @@ RunTotals compute_totals(const Dag& dag, const ExecResult& r) {
   return t;
 }
 
-nlohmann::json make_report(const Dag& dag, const ExecResult& r, const RunTotals& t, const nlohmann::json& run_info) {
+nlohmann::json make_report(const Dag& dag, const ExecResult& r, const RunTotals& t, const nlohmann::json& run_info,
+                           const std::vector<std::int32_t>* task_ranks) {
   using nlohmann::json;
   json tasks = json::array();
   for (const auto& n : dag.tasks) {
@@ -71,6 +72,10 @@ nlohmann::json make_report(const Dag& dag, const ExecResult& r, const RunTotals&
               {"end_us", rec.end_us},
               {"flops", n.cost.flops},
               {"bytes", n.cost.bytes}};
+    if (task_ranks) {
+      const std::int32_t rank = (*task_ranks)[size_t(n.id)];
+      j["rank"] = rank >= 0 ? json(rank) : json(nullptr);
+    }
     json data = json::array();
     for (const auto& b : n.bindings)
       if (b.ref.data >= 0) data.push_back(std::string(access_name(b.mode)) + " " + dag.ref_name(b.ref));
@@ -116,7 +121,7 @@ nlohmann::json make_report(const Dag& dag, const ExecResult& r, const RunTotals&
   return report;
 }
 
-nlohmann::json make_trace(const Dag& dag, const ExecResult& r) {
+nlohmann::json make_trace(const Dag& dag, const ExecResult& r, const std::vector<std::int32_t>* task_ranks) {
   using nlohmann::json;
   json ev = json::array();
   for (size_t w = 0; w < r.workers.size(); ++w)
@@ -126,6 +131,7 @@ nlohmann::json make_trace(const Dag& dag, const ExecResult& r) {
     const TaskRecord& rec = r.records[size_t(n.id)];
     if (!rec.ran && n.id != r.failed_task) continue;
     json args = {{"id", n.id}, {"line", n.loc.line}, {"flops", n.cost.flops}};
+    if (task_ranks) args["rank"] = (*task_ranks)[size_t(n.id)];
     for (const auto& [k, v] : rec.results) args[k] = v;
     ev.push_back({{"name", n.label.empty() ? n.comp->name : n.label},
                   {"cat", n.comp->name},

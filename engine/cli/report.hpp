@@ -21,10 +21,13 @@ struct RunTotals {
 
 RunTotals compute_totals(const Dag& dag, const ExecResult& r);
 /// report.json: per task (id, name, component, file, line, worker, start/end µs,
-/// flops, bytes, results) and totals.
-nlohmann::json make_report(const Dag& dag, const ExecResult& r, const RunTotals& t, const nlohmann::json& run_info);
-/// Chrome trace format (Perfetto): one lane per worker.
-nlohmann::json make_trace(const Dag& dag, const ExecResult& r);
+/// flops, bytes, results) and totals. `task_ranks` (MPI runs): the rank that
+/// ran each task, reported as the task's "rank" (null: none).
+nlohmann::json make_report(const Dag& dag, const ExecResult& r, const RunTotals& t, const nlohmann::json& run_info,
+                           const std::vector<std::int32_t>* task_ranks = nullptr);
+/// Chrome trace format (Perfetto): one lane per worker (MPI runs: one per
+/// RANK:WORKER, the task's rank in its args).
+nlohmann::json make_trace(const Dag& dag, const ExecResult& r, const std::vector<std::int32_t>* task_ranks = nullptr);
 /// Per-component table: count, total time, GFLOP/s; and task results.
 std::string summary_table(const Dag& dag, const ExecResult& r, const RunTotals& t);
 /// Writes `text` to `path` atomically (temporary file, then rename).

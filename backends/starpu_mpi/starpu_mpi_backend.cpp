@@ -1,0 +1,538 @@
+#include "starpu_mpi_backend.hpp"
+
+#include <mpi.h>
+#include <starpu.h>
+#include <starpu_mpi.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <filesystem>
+#include <map>
+#include <numeric>
+#include <stdexcept>
+#include <thread>
+
+namespace ymlopt {
+
+// ---------------------------------------------------------------- MPI world
+
+namespace {
+bool g_we_initialised = false;
+bool g_finalised = false;
+}  // namespace
+
+bool mpi_launched() {
+  for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK", "PMI_SIZE", "MPI_LOCALNRANKS"})
+    if (std::getenv(v)) return true;
+  return false;
+}
+
+MpiWorld mpi_world_init() {
+  int inited = 0;
+  MPI_Initialized(&inited);
+  if (!inited) {
+    int provided = 0;
+    if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided) != MPI_SUCCESS)
+      throw std::runtime_error("MPI_Init_thread failed");
+    if (provided < MPI_THREAD_SERIALIZED)
+      throw std::runtime_error("this MPI library does not provide MPI_THREAD_SERIALIZED (StarPU-MPI needs it)");
+    g_we_initialised = true;
+  }
+  MpiWorld w;
+  MPI_Comm_rank(MPI_COMM_WORLD, &w.rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &w.size);
+  return w;
+}
+
+void mpi_world_finalize() {
+  if (!g_we_initialised || g_finalised) return;
+  g_finalised = true;
+  MPI_Finalize();
+}
+
+void mpi_world_abort(int code) {
+  MPI_Abort(MPI_COMM_WORLD, code);
+  std::_Exit(code);
+}
+
+std::vector<std::string> mpi_gather_strings(const std::string& mine) {
+  const MpiWorld w = mpi_world_init();
+  const int len = int(mine.size());
+  std::vector<int> lens(size_t(w.rank == 0 ? w.size : 0));
+  MPI_Gather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, 0, MPI_COMM_WORLD);
+  std::vector<int> displs(lens.size(), 0);
+  for (size_t i = 1; i < lens.size(); ++i) displs[i] = displs[i - 1] + lens[i - 1];
+  std::string all(lens.empty() ? 0 : size_t(displs.back() + lens.back()), '\0');
+  MPI_Gatherv(mine.data(), len, MPI_CHAR, all.data(), lens.data(), displs.data(), MPI_CHAR, 0, MPI_COMM_WORLD);
+  std::vector<std::string> out;
+  for (size_t i = 0; i < lens.size(); ++i) out.push_back(all.substr(size_t(displs[i]), size_t(lens[i])));
+  return out;
+}
+
+std::string mpi_broadcast_string(const std::string& from_root) {
+  mpi_world_init();
+  int len = int(from_root.size());
+  MPI_Bcast(&len, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  std::string s = from_root;
+  s.resize(size_t(len));
+  MPI_Bcast(s.data(), len, MPI_CHAR, 0, MPI_COMM_WORLD);
+  return s;
+}
+
+bool mpi_broadcast_flag(bool from_root) {
+  mpi_world_init();
+  int v = from_root ? 1 : 0;
+  MPI_Bcast(&v, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  return v != 0;
+}
+
+// ---------------------------------------------------------------- placement
+
+std::vector<std::vector<std::int32_t>> data_owners(const Dag& dag, int size) {
+  size = std::max(size, 1);
+  int p = int(std::sqrt(double(size)));
+  while (p > 1 && size % p) --p;
+  const int q = size / p;  // p x q grid, p <= q, as square as size allows
+  std::vector<std::vector<std::int32_t>> own(dag.data.size());
+  // whole tensors without tiles: the largest first, each to the least loaded rank
+  std::vector<size_t> untiled;
+  for (size_t i = 0; i < dag.data.size(); ++i) {
+    const DataDecl& d = dag.data[i];
+    own[i].assign(size_t(1 + (d.tiled() ? d.ntiles() : 0)), 0);
+    if (d.owner >= 0) {
+      std::fill(own[i].begin(), own[i].end(), std::int32_t(d.owner % size));
+      continue;
+    }
+    if (!d.tiled()) {
+      untiled.push_back(i);
+      continue;
+    }
+    for (std::int64_t t = 0; t < d.ntiles(); ++t) {
+      const std::int64_t tr = t / d.ntile_c, tc = t % d.ntile_c;
+      std::int64_t o;
+      if (d.distribute == "rows") o = tr % size;
+      else if (d.distribute == "cols") o = tc % size;
+      else if (d.ntile_r == 1) o = tc % size;  // one row of tiles (split=): 1-D cyclic
+      else if (d.ntile_c == 1) o = tr % size;
+      else o = (tr % p) * q + tc % q;          // 2-D block-cyclic
+      own[i][size_t(1 + t)] = std::int32_t(o);
+    }
+    own[i][0] = own[i][1];  // the tensor itself lives with its first tile
+  }
+  std::stable_sort(untiled.begin(), untiled.end(),
+                   [&](size_t a, size_t b) { return dag.data[a].bytes() > dag.data[b].bytes(); });
+  std::vector<std::int64_t> load(size_t(size), 0);
+  for (size_t i : untiled) {
+    const size_t r = size_t(std::min_element(load.begin(), load.end()) - load.begin());
+    load[r] += dag.data[i].bytes();
+    own[i][0] = std::int32_t(r);
+  }
+  return own;
+}
+
+// ---------------------------------------------------------------- executor
+
+namespace {
+
+struct TaskExec {
+  const TaskNode* node = nullptr;
+  TensorView* views = nullptr;
+  std::int8_t* slot = nullptr;  // buffer index of each port, -1 when unbound
+  TaskRunner* runner = nullptr;
+};
+
+void cpu_trampoline(void* buffers[], void* cl_arg) {
+  auto* ex = static_cast<TaskExec*>(cl_arg);
+  const size_t n = ex->node->bindings.size();
+  for (size_t k = 0; k < n; ++k) {
+    if (ex->slot[k] < 0) continue;
+    auto* m = static_cast<starpu_matrix_interface*>(buffers[ex->slot[k]]);
+    TensorView& v = ex->views[k];
+    v.data = reinterpret_cast<void*>(m->ptr);
+    v.rows = m->ny;
+    v.cols = m->nx;
+    v.ld = m->ld;
+  }
+  ex->runner->run(*ex->node, std::span<const TensorView>(ex->views, n), starpu_worker_get_id());
+}
+
+// join/split: the tiles and the tensor share memory, so moving the tiles (which
+// StarPU-MPI does around the task) is the whole work
+void sync_noop(void* /*buffers*/[], void* /*cl_arg*/) {}
+
+starpu_data_access_mode starpu_mode(Access a) {
+  return a == Access::read ? STARPU_R : a == Access::write ? STARPU_W : STARPU_RW;
+}
+
+struct Codelet {
+  starpu_codelet cl;
+  starpu_perfmodel model;
+  std::string symbol;
+};
+
+}  // namespace
+
+ExecResult StarpuMpiExecutor::execute(const Dag& dag, DataStore& store, const ExecOptions& opts, Progress& progress) {
+  ExecResult r;
+  const MpiWorld world = mpi_world_init();
+  stats_ = MpiRankStats{};
+  stats_.rank = world.rank;
+  stats_.size = world.size;
+  r.scheduler = opts.sched;
+  r.runtime = "StarPU-MPI " + std::to_string(STARPU_MAJOR_VERSION) + "." + std::to_string(STARPU_MINOR_VERSION) + "." +
+              std::to_string(STARPU_RELEASE_VERSION) + ", " + std::to_string(world.size) + " rank" +
+              (world.size == 1 ? "" : "s");
+  // one perf-model directory per rank (ranks must not share one); rank 0's in
+  // the run directory, the others' in a temporary directory removed afterwards
+  std::string temp_home;
+  if (!std::getenv("STARPU_HOME")) {
+    std::string home;
+    if (!opts.starpu_home.empty()) home = opts.starpu_home + "/rank" + std::to_string(world.rank);
+    else if (world.rank == 0) home = opts.run_dir + "/starpu";
+    else
+      home = temp_home = (std::filesystem::temp_directory_path() /
+                          ("ymlopt-starpu-rank" + std::to_string(world.rank) + "-" + std::to_string(getpid())))
+                             .string();
+    std::filesystem::create_directories(home);
+    setenv("STARPU_HOME", home.c_str(), 1);
+  }
+  if (!opts.verbose && !std::getenv("STARPU_SILENT")) setenv("STARPU_SILENT", "1", 1);
+  if (!std::getenv("STARPU_COMM_STATS")) setenv("STARPU_COMM_STATS", "1", 1);
+
+  starpu_conf conf;
+  starpu_conf_init(&conf);
+  conf.sched_policy_name = opts.sched.c_str();
+  if (opts.ncpu > 0) {
+    int n = opts.ncpu;
+    if (n > STARPU_MAXCPUS) {
+      r.warnings.push_back("--ncpu " + std::to_string(n) + " exceeds this StarPU build's limit of " +
+                           std::to_string(STARPU_MAXCPUS) + " CPU workers; using " + std::to_string(STARPU_MAXCPUS));
+      n = STARPU_MAXCPUS;
+    }
+    conf.ncpus = n;
+  }
+  conf.nopencl = 0;
+#ifndef STARPU_USE_CUDA
+  conf.ncuda = 0;
+#endif
+  if (int ret = starpu_mpi_init_conf(nullptr, nullptr, 0, MPI_COMM_WORLD, &conf); ret != 0) {
+    r.error = "rank " + std::to_string(world.rank) + ": starpu_mpi_init_conf failed: " + std::strerror(-ret);
+    return r;
+  }
+  for (unsigned w = 0; w < starpu_worker_get_count(); ++w) {
+    char buf[128];
+    starpu_worker_get_name(int(w), buf, sizeof buf);
+    r.workers.emplace_back(buf);
+  }
+  if (r.workers.empty()) r.warnings.push_back("rank " + std::to_string(world.rank) + " has no StarPU worker");
+
+  // codelets: one per component (variable buffer count: operands come as a
+  // descriptor array), and the no-op join/split
+  const bool model_based = opts.sched == "dmda" || opts.sched == "dmdas" || opts.sched == "heteroprio";
+  std::deque<Codelet> codelets;
+  std::map<const ComponentSpec*, Codelet*> by_comp;
+  for (const auto& t : dag.tasks) {
+    if (by_comp.count(t.comp)) continue;
+    Codelet& c = codelets.emplace_back();
+    starpu_codelet_init(&c.cl);
+    std::memset(&c.model, 0, sizeof c.model);
+    c.symbol = "ymlopt." + t.comp->name;
+    c.model.type = STARPU_HISTORY_BASED;
+    c.model.symbol = c.symbol.c_str();
+    c.cl.where = STARPU_CPU;
+    c.cl.cpu_funcs[0] = cpu_trampoline;
+    c.cl.nbuffers = STARPU_VARIABLE_NBUFFERS;
+    c.cl.name = t.comp->name.c_str();
+    if (model_based) c.cl.model = &c.model;
+    by_comp[t.comp] = &c;
+  }
+  starpu_codelet sync_cl;
+  starpu_codelet_init(&sync_cl);
+  sync_cl.where = STARPU_CPU;
+  sync_cl.cpu_funcs[0] = sync_noop;
+  sync_cl.nbuffers = STARPU_VARIABLE_NBUFFERS;
+  sync_cl.name = "ymlopt.mpi_sync";
+
+  // handles: every tensor and every tile its own handle, with an owner and a tag
+  const auto owners = data_owners(dag, world.size);
+  const size_t nd = dag.data.size();
+  std::vector<starpu_data_handle_t> whole(nd, nullptr);
+  std::vector<std::vector<starpu_data_handle_t>> tiles(nd);
+  starpu_mpi_tag_t tag = 1;
+  auto register_one = [&](starpu_data_handle_t& h, char* ptr, const DataDecl& d, std::int64_t rows, std::int64_t cols,
+                          std::int32_t owner) {
+    starpu_matrix_data_register(&h, STARPU_MAIN_RAM, reinterpret_cast<uintptr_t>(ptr), std::uint32_t(d.ld),
+                                std::uint32_t(cols), std::uint32_t(rows), dtype_size(d.dtype));
+    starpu_mpi_data_register(h, tag++, owner);
+    if (d.distribute == "replicate") {
+      // every rank holds the same initial value (DataStore): mark it as already
+      // exchanged, so reads move nothing until a task writes it
+      if (world.rank != owner) starpu_mpi_cached_receive_set(h);
+      else
+        for (int dst = 0; dst < world.size; ++dst)
+          if (dst != owner) starpu_mpi_cached_send_set(h, dst);
+    }
+  };
+  stats_.owners.assign(nd, 0);
+  for (size_t i = 0; i < nd; ++i) {
+    const DataDecl& d = dag.data[i];
+    stats_.owners[i] = owners[i][0];
+    if (!d.format.empty()) continue;  // stored compressed: tasks read its companions
+    char* base = static_cast<char*>(store.base(std::int32_t(i)));
+    register_one(whole[i], base, d, d.rows, d.cols, owners[i][0]);
+    starpu_data_set_name(whole[i], d.name.c_str());
+    if (!d.tiled()) continue;
+    tiles[i].resize(size_t(d.ntiles()));
+    for (std::int64_t t = 0; t < d.ntiles(); ++t) {
+      const std::int64_t tr = t / d.ntile_c, tc = t % d.ntile_c;
+      char* p = base + (size_t(d.tile_row0(tr)) * size_t(d.ld) + size_t(d.tile_col0(tc))) * dtype_size(d.dtype);
+      register_one(tiles[i][size_t(t)], p, d, d.tile_nrows(tr), d.tile_ncols(tc), owners[i][size_t(1 + t)]);
+    }
+  }
+
+  // aligned clocks: every rank's TaskRunner starts after this barrier
+  starpu_mpi_barrier(MPI_COMM_WORLD);
+  TaskRunner runner(dag, opts, progress);
+
+  std::vector<TaskExec> execs(dag.tasks.size());
+  std::vector<size_t> first_port(dag.tasks.size() + 1, 0);
+  for (size_t i = 0; i < dag.tasks.size(); ++i) first_port[i + 1] = first_port[i] + dag.tasks[i].bindings.size();
+  std::vector<TensorView> views(first_port.back());
+  std::vector<std::int8_t> slots(first_port.back(), -1);
+  std::vector<starpu_task*> local(dag.tasks.size(), nullptr);
+  // tiled tensors: tiles written since the tensor was last joined / tensor
+  // written since its tiles were last split
+  std::vector<std::uint8_t> tiles_dirty(nd, 0), whole_dirty(nd, 0);
+  std::vector<starpu_data_descr> descr;
+
+  std::vector<starpu_data_descr> sync_descr;
+  auto submit_sync = [&](size_t di, bool join) {
+    auto& descr = sync_descr;
+    descr.clear();
+    for (auto h : tiles[di]) descr.push_back({h, join ? STARPU_R : STARPU_W});
+    descr.push_back({whole[di], join ? STARPU_W : STARPU_R});
+    const int on = owners[di][0];
+    starpu_task* task = starpu_mpi_task_build(MPI_COMM_WORLD, &sync_cl, STARPU_EXECUTE_ON_NODE, on,
+                                              STARPU_DATA_MODE_ARRAY, descr.data(), int(descr.size()), 0);
+    if (task && starpu_task_submit(task) != 0) r.error = "rank " + std::to_string(world.rank) + ": cannot submit a join/split task";
+    starpu_mpi_task_post_build(MPI_COMM_WORLD, &sync_cl, STARPU_EXECUTE_ON_NODE, on, STARPU_DATA_MODE_ARRAY,
+                               descr.data(), int(descr.size()), 0);
+  };
+
+  for (auto id : dag.topo_order) {
+    if (!r.error.empty()) break;
+    const TaskNode& t = dag.tasks[size_t(id)];
+    TaskExec& ex = execs[size_t(id)];
+    ex.node = &t;
+    ex.runner = &runner;
+    ex.views = views.data() + first_port[size_t(id)];
+    ex.slot = slots.data() + first_port[size_t(id)];
+    runner.port_templates(t, ex.views);
+    // operands: the tensor or tile handle of each bound port (one descriptor per
+    // handle; a handle bound to two ports gets the union of their modes)
+    descr.clear();
+    std::vector<std::pair<starpu_data_handle_t, int>> seen;
+    int xrank = -1, first_read_owner = -1;
+    for (size_t k = 0; k < t.bindings.size(); ++k) {
+      const Binding& b = t.bindings[k];
+      if (b.ref.data < 0) continue;
+      const size_t di = size_t(b.ref.data);
+      if (!whole[di]) {
+        r.error = "rank " + std::to_string(world.rank) + ": task " + std::to_string(t.id) + " uses '" +
+                  dag.data[di].name + "', which has no storage";
+        break;
+      }
+      starpu_data_handle_t h;
+      std::int32_t owner;
+      if (b.ref.tile >= 0) {
+        if (whole_dirty[di]) submit_sync(di, false), whole_dirty[di] = 0;
+        h = tiles[di][size_t(b.ref.tile)];
+        owner = owners[di][size_t(1 + b.ref.tile)];
+      } else {
+        if (tiles_dirty[di]) submit_sync(di, true), tiles_dirty[di] = 0;
+        h = whole[di];
+        owner = owners[di][0];
+      }
+      if (b.mode != Access::read && xrank < 0) xrank = owner;
+      if (first_read_owner < 0) first_read_owner = owner;
+      auto it = std::find_if(seen.begin(), seen.end(), [&](const auto& s) { return s.first == h; });
+      if (it != seen.end()) {
+        descr[size_t(it->second)].mode = starpu_data_access_mode(descr[size_t(it->second)].mode | starpu_mode(b.mode));
+        ex.slot[k] = std::int8_t(it->second);
+        continue;
+      }
+      if (descr.size() >= 127) {
+        r.error = "task " + std::to_string(t.id) + " has more than 127 operands";
+        break;
+      }
+      seen.emplace_back(h, int(descr.size()));
+      ex.slot[k] = std::int8_t(descr.size());
+      descr.push_back({h, starpu_mode(b.mode)});
+    }
+    if (!r.error.empty()) break;
+    // owner computes; saving happens once, on rank 0 (outputs gathered there)
+    if (t.comp->name == "io.save") xrank = 0;
+    if (xrank < 0) xrank = std::max(first_read_owner, 0);
+    starpu_codelet* cl = &by_comp[t.comp]->cl;
+    starpu_task* task = starpu_mpi_task_build(MPI_COMM_WORLD, cl, STARPU_EXECUTE_ON_NODE, xrank, STARPU_DATA_MODE_ARRAY,
+                                              descr.data(), int(descr.size()), 0);
+    if (task) {
+      task->cl_arg = &ex;
+      task->cl_arg_free = 0;
+      task->destroy = 0;  // local successors may declare a dependency on it
+      // the compiler's dependencies between tasks of this rank (tiles alias
+      // their tensor, and wait/notify events carry no data)
+      std::vector<starpu_task*> deps;
+      for (auto p : t.preds)
+        if (local[size_t(p)]) deps.push_back(local[size_t(p)]);
+      if (!deps.empty()) starpu_task_declare_deps_array(task, unsigned(deps.size()), deps.data());
+      local[size_t(id)] = task;
+      if (int ret = starpu_task_submit(task); ret != 0)
+        r.error = "rank " + std::to_string(world.rank) + ": starpu_task_submit failed for component " + t.comp->name +
+                  (ret == -ENODEV ? ": no worker can run it" : ": " + std::string(std::strerror(-ret)));
+    }
+    starpu_mpi_task_post_build(MPI_COMM_WORLD, cl, STARPU_EXECUTE_ON_NODE, xrank, STARPU_DATA_MODE_ARRAY, descr.data(),
+                               int(descr.size()), 0);
+    for (const Binding& b : t.bindings) {
+      if (b.ref.data < 0 || b.mode == Access::read || !dag.data[size_t(b.ref.data)].tiled()) continue;
+      (b.ref.tile >= 0 ? tiles_dirty : whole_dirty)[size_t(b.ref.data)] = 1;
+    }
+  }
+  starpu_task_wait_for_all();
+  starpu_mpi_wait_for_all(MPI_COMM_WORLD);
+  r.makespan_us = runner.now_us();
+  {
+    std::vector<size_t> amounts(size_t(world.size), 0);
+    starpu_mpi_comm_amounts_retrieve(amounts.data());
+    stats_.sent_to.assign(amounts.begin(), amounts.end());
+  }
+  for (auto* task : local)
+    if (task) starpu_task_destroy(task);
+  for (size_t i = 0; i < nd; ++i) {
+    for (auto h : tiles[i]) starpu_data_unregister(h);
+    if (whole[i]) starpu_data_unregister(whole[i]);
+  }
+  {
+    // StarPU-MPI prints its communication statistics at shutdown; they are in
+    // the report already: keep them off stderr unless --verbose
+    const int saved = opts.verbose ? -1 : dup(2);
+    if (saved >= 0) {
+      std::fflush(stderr);
+      if (FILE* null = std::fopen("/dev/null", "w")) {
+        dup2(fileno(null), 2);
+        std::fclose(null);
+      }
+    }
+    starpu_mpi_shutdown();
+    if (starpu_is_initialized()) starpu_shutdown();
+    if (saved >= 0) {
+      std::fflush(stderr);
+      dup2(saved, 2);
+      close(saved);
+    }
+  }
+  if (!temp_home.empty()) {
+    std::error_code ec;
+    std::filesystem::remove_all(temp_home, ec);
+  }
+  const std::string submit_error = r.error;
+  runner.finish(r);
+  if (!submit_error.empty()) {
+    r.ok = false;
+    r.error = submit_error;
+  }
+  return r;
+}
+
+// ---------------------------------------------------------------- merging
+
+nlohmann::json rank_result_json(const ExecResult& r, const MpiRankStats& s) {
+  using nlohmann::json;
+  json recs = json::array();
+  for (size_t i = 0; i < r.records.size(); ++i) {
+    const TaskRecord& rec = r.records[i];
+    if (!rec.ran && std::int32_t(i) != r.failed_task) continue;
+    json res = json::array();
+    for (const auto& [k, v] : rec.results) res.push_back({k, v});
+    recs.push_back({i, rec.worker, rec.start_us, rec.end_us, rec.ran, res});
+  }
+  return {{"rank", s.rank},         {"ok", r.ok},
+          {"error", r.error},       {"failed_task", r.failed_task},
+          {"workers", r.workers},   {"makespan_us", r.makespan_us},
+          {"runtime", r.runtime},   {"scheduler", r.scheduler},
+          {"warnings", r.warnings}, {"sent_to", s.sent_to},
+          {"records", recs}};
+}
+
+MergedRun merge_rank_results(const Dag& dag, const std::vector<std::string>& per_rank_json) {
+  using nlohmann::json;
+  MergedRun m;
+  ExecResult& out = m.result;
+  out.records.assign(dag.tasks.size(), TaskRecord{});
+  m.task_ranks.assign(dag.tasks.size(), -1);
+  out.ok = true;
+  const size_t n = per_rank_json.size();
+  std::vector<std::uint64_t> received(n, 0);
+  std::vector<json> ranks;
+  for (const auto& s : per_rank_json) ranks.push_back(json::parse(s));
+  for (size_t r = 0; r < n; ++r) {
+    const auto sent = ranks[r]["sent_to"].get<std::vector<std::uint64_t>>();
+    for (size_t d = 0; d < sent.size() && d < n; ++d) received[d] += sent[d];
+  }
+  double first_failure_us = 0;
+  for (size_t r = 0; r < n; ++r) {
+    const json& j = ranks[r];
+    const std::int32_t offset = std::int32_t(out.workers.size());
+    for (const auto& w : j["workers"]) out.workers.push_back(std::to_string(r) + ":" + w.get<std::string>());
+    out.makespan_us = std::max(out.makespan_us, j["makespan_us"].get<double>());
+    if (out.runtime.empty()) out.runtime = j["runtime"].get<std::string>(), out.scheduler = j["scheduler"].get<std::string>();
+    for (const auto& w : j["warnings"]) {
+      const std::string s = w.get<std::string>();
+      if (std::find(out.warnings.begin(), out.warnings.end(), s) == out.warnings.end()) out.warnings.push_back(s);
+    }
+    double busy = 0;
+    std::int64_t ran = 0;
+    for (const auto& rec : j["records"]) {
+      const auto id = rec[0].get<std::size_t>();
+      if (id >= out.records.size()) continue;
+      TaskRecord& t = out.records[id];
+      const std::int32_t w = rec[1].get<std::int32_t>();
+      t.worker = w >= 0 ? offset + w : -1;
+      t.start_us = rec[2].get<double>();
+      t.end_us = rec[3].get<double>();
+      t.ran = rec[4].get<bool>();
+      for (const auto& kv : rec[5]) t.results.emplace_back(kv[0].get<std::string>(), kv[1].get<double>());
+      m.task_ranks[id] = std::int32_t(r);
+      if (t.ran) busy += t.end_us - t.start_us, ++ran;
+    }
+    std::uint64_t sent = 0;
+    for (auto b : j["sent_to"]) sent += b.get<std::uint64_t>();
+    m.bytes_moved += sent;
+    m.ranks.push_back({{"rank", r},
+                       {"workers", j["workers"]},
+                       {"tasks_run", ran},
+                       {"busy_us", busy},
+                       {"makespan_us", j["makespan_us"]},
+                       {"bytes_sent", sent},
+                       {"bytes_received", received[r]},
+                       {"status", j["ok"].get<bool>() ? "ok" : "failed"}});
+    if (!j["ok"].get<bool>()) {
+      const std::int32_t ft = j["failed_task"].get<std::int32_t>();
+      const double when = ft >= 0 && size_t(ft) < out.records.size() ? out.records[size_t(ft)].start_us : 0;
+      if (out.ok || when < first_failure_us) {
+        out.ok = false;
+        out.failed_task = ft;
+        out.error = "rank " + std::to_string(r) + ": " + j["error"].get<std::string>();
+        first_failure_us = when;
+      }
+    }
+  }
+  return m;
+}
+
+}  // namespace ymlopt

@@ -1,0 +1,95 @@
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "ymlopt/scheduler/executor.hpp"
+
+namespace ymlopt {
+
+/// The MPI job this process belongs to (mpirun/srun start one process per
+/// rank; every rank runs the same `ymlopt run` and compiles the same DAG).
+///
+///   const MpiWorld w = mpi_world_init();   // MPI_Init_thread once
+///   if (w.rank == 0) write_report(...);
+///   mpi_world_finalize();
+struct MpiWorld {
+  int rank = 0;
+  int size = 1;
+};
+/// True when a launcher (Open MPI, PMIx, Slurm PMI) started this process.
+bool mpi_launched();
+/// Initialises MPI (MPI_THREAD_SERIALIZED, what StarPU-MPI needs) on the first
+/// call; later calls return the same world. Throws std::runtime_error.
+MpiWorld mpi_world_init();
+/// MPI_Finalize if mpi_world_init initialised MPI (idempotent).
+void mpi_world_finalize();
+/// Ends every rank of the job with `code` (MPI_Abort).
+[[noreturn]] void mpi_world_abort(int code);
+/// Rank 0 receives every rank's string (index = rank); others get {}.
+std::vector<std::string> mpi_gather_strings(const std::string& mine);
+/// Rank 0's string on every rank.
+std::string mpi_broadcast_string(const std::string& from_root);
+/// Rank 0's flag on every rank.
+bool mpi_broadcast_flag(bool from_root);
+
+/// Communication of one rank during a run (StarPU-MPI's comm stats).
+struct MpiRankStats {
+  int rank = 0;
+  int size = 1;
+  std::vector<std::uint64_t> sent_to;  // bytes this rank sent to each rank
+  std::vector<std::int32_t> owners;    // owner rank of each data (whole tensor), by data index
+};
+
+/// The StarPU-MPI backend: each rank registers every tensor and every tile as
+/// its own StarPU handle (tiles point into their tensor's memory) with an
+/// owner rank and a unique tag (starpu_mpi_data_register). Owners follow the
+/// data's distribute=/owner= (DataDecl), else 2-D block-cyclic tiles on a
+/// p x q grid of ranks (one row or column of tiles: 1-D cyclic) and whole
+/// tensors balanced by size. Tasks go through starpu_mpi_task_build/post_build
+/// (owner computes: the rank owning the first written operand runs it, io.save
+/// runs on rank 0; StarPU-MPI moves the operands and sends written data back
+/// to their owners); within a rank the compiler's dependencies are declared
+/// too (tiles alias their tensor). A task reading a tensor whose tiles were
+/// written (or tiles of a tensor written whole) is preceded by a no-op
+/// join/split task on the tensor's owner that moves the tiles. Every rank
+/// returns its own records; merge_rank_results gives rank 0 the whole run.
+///
+///   StarpuMpiExecutor ex;
+///   ExecResult mine = ex.execute(dag, store, opts, progress);
+///   auto all = mpi_gather_strings(rank_result_json(mine, ex.stats()).dump());
+class StarpuMpiExecutor final : public Executor {
+ public:
+  std::string name() const override { return "starpu-mpi"; }
+  ExecResult execute(const Dag& dag, DataStore& store, const ExecOptions& opts, Progress& progress) override;
+  const MpiRankStats& stats() const { return stats_; }
+
+ private:
+  MpiRankStats stats_;
+};
+
+/// Owner rank of every data (whole tensor) and tile of `dag` on `size` ranks:
+/// result[d][0] is the tensor's, result[d][1 + t] tile t's.
+std::vector<std::vector<std::int32_t>> data_owners(const Dag& dag, int size);
+
+/// One rank's outcome as JSON (records of the tasks it ran, its workers, its
+/// error, its communication) for rank 0 to merge.
+nlohmann::json rank_result_json(const ExecResult& r, const MpiRankStats& s);
+
+/// The run as one: tasks from the rank that ran them, workers named
+/// "RANK:WORKER" (one trace lane each), the first failure prefixed with its
+/// rank, makespan the longest rank's. `task_ranks[t]` is the rank that ran
+/// task t (-1: none); `ranks` has per rank: workers, tasks, busy time, bytes
+/// sent and received.
+struct MergedRun {
+  ExecResult result;
+  std::vector<std::int32_t> task_ranks;
+  nlohmann::json ranks = nlohmann::json::array();
+  std::uint64_t bytes_moved = 0;
+};
+MergedRun merge_rank_results(const Dag& dag, const std::vector<std::string>& per_rank_json);
+
+}  // namespace ymlopt

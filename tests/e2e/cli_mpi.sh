@@ -1,0 +1,200 @@
+#!/usr/bin/env bash
+# --backend starpu-mpi on localhost: 2 and 4 ranks (oversubscribed) give the
+# outputs of the single-process sequential run (tiled GEMM, blocked Cholesky,
+# a GPT-2 block), rank 0 alone writes the run directory and merges every
+# rank's tasks into one report.json/trace.json; a component that throws on
+# rank 1 and a rank killed with kill -9 end the job with a non-zero exit
+# within 30 s, never a hang.
+source "$(dirname "$0")/lib.sh"
+y=$1
+if ! command -v mpirun >/dev/null; then
+  echo "skip: no mpirun (Debian openmpi-bin libopenmpi-dev; scripts/setup.sh installs them)"
+  exit 77
+fi
+if "$y" run --help | grep -q starpu-mpi; then :; else
+  echo "skip: $y was built without StarPU-MPI (needs MPI and starpumpi-1.3 at configure time)"
+  exit 77
+fi
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl=self,vader OPENBLAS_NUM_THREADS=1
+mpi() { local n=$1; shift; timeout 60 mpirun --oversubscribe -np "$n" "$y" "$@"; }
+
+# same A B TOL: two .npy/.safetensors files hold the same tensors (max |a-b| <= TOL * max |b|)
+same() {
+  python3 - "$1" "$2" "$3" <<'PY'
+import json, struct, sys
+def load(path):
+    raw = open(path, "rb").read()
+    out = {}
+    if path.endswith(".npy"):
+        n = struct.unpack("<H", raw[8:10])[0]
+        hdr = raw[10:10 + n].decode()
+        code = "d" if "<f8" in hdr else "f"
+        data = raw[10 + n:]
+        out["x"] = struct.unpack("<%d%s" % (len(data) // struct.calcsize(code), code), data)
+        return out
+    n = struct.unpack("<Q", raw[:8])[0]
+    meta = json.loads(raw[8:8 + n])
+    for k, v in meta.items():
+        if k == "__metadata__": continue
+        code = {"F32": "f", "F64": "d"}[v["dtype"]]
+        b, e = v["data_offsets"]
+        seg = raw[8 + n + b:8 + n + e]
+        out[k] = struct.unpack("<%d%s" % (len(seg) // struct.calcsize(code), code), seg)
+    return out
+a, b, tol = load(sys.argv[1]), load(sys.argv[2]), float(sys.argv[3])
+assert a.keys() == b.keys(), (a.keys(), b.keys())
+worst = 0.0
+for k in a:
+    assert len(a[k]) == len(b[k]), k
+    scale = max(max(abs(v) for v in b[k]), 1e-30)
+    worst = max(worst, max(abs(x - z) for x, z in zip(a[k], b[k])) / scale)
+print("max relative difference %.3g" % worst)
+sys.exit(0 if worst <= tol else 1)
+PY
+}
+
+# merged N DIR: one report.json with N ranks, every task done with a rank and a
+# RANK:WORKER worker, one trace lane per rank:worker, bytes moved reported;
+# ranks other than 0 wrote nothing into DIR
+merged() {
+  python3 - "$1" "$2" <<'PY'
+import json, os, sys
+n, d = int(sys.argv[1]), sys.argv[2]
+r = json.load(open(d + "/report.json"))
+assert r["status"] == "ok" and r["backend"] == "starpu-mpi", r["status"]
+assert r["mpi"]["ranks"] == n and len(r["mpi"]["per_rank"]) == n
+ranks = {t["rank"] for t in r["tasks"]}
+assert all(t["status"] == "done" for t in r["tasks"])
+assert ranks == set(range(n)), ranks
+for t in r["tasks"]:
+    assert t["worker"].split(":")[0] == str(t["rank"]), t
+lanes = {e["args"]["name"] for e in json.load(open(d + "/trace.json"))["traceEvents"] if e["name"] == "thread_name"}
+assert lanes == set(r["workers"]) and all(":" in w for w in lanes), lanes
+moved = r["mpi"]["bytes_moved"]
+assert moved > 0 and moved == sum(p["bytes_received"] for p in r["mpi"]["per_rank"])
+extra = sorted(set(os.listdir(d)) - {"report.json", "trace.json", "dag.dot", "run.log", "starpu", "C.safetensors", "L.safetensors", "logits.npy"})
+assert not extra, extra
+print("%d ranks ran %s tasks, %.2f MiB moved" % (n, sorted((p["rank"], p["tasks_run"]) for p in r["mpi"]["per_rank"]), moved / 2**20))
+PY
+}
+
+# tiled GEMM (f32): C saved once, by rank 0
+gemm=(workflows/linalg/tiled_gemm.xml --set n=384 --set bs=96 --set save=true --quiet)
+expect_rc 0 "gemm sequential" -- "$y" run "${gemm[@]}" --backend sequential --out "$tmp/gemm-seq"
+# Cholesky (f64) with the factor saved: the shipped workflow plus one <save>
+sed 's|</workflow>|  <save data="A" to="L.safetensors"/>\n</workflow>|' workflows/linalg/cholesky.xml >"$tmp/cholesky.xml"
+chol=("$tmp/cholesky.xml" --set n=320 --set bs=64 --quiet)
+expect_rc 0 "cholesky sequential" -- "$y" run "${chol[@]}" --backend sequential --out "$tmp/chol-seq"
+for n in 2 4; do
+  expect_rc 0 "gemm on $n ranks" -- mpi $n run "${gemm[@]}" --backend starpu-mpi --out "$tmp/gemm-$n"
+  expect_rc 0 "gemm on $n ranks equals the sequential run" -- same "$tmp/gemm-$n/C.safetensors" "$tmp/gemm-seq/C.safetensors" 1e-6
+  echo "  $out"
+  expect_rc 0 "gemm on $n ranks: one merged report" -- merged $n "$tmp/gemm-$n"
+  echo "  $out"
+  expect_rc 0 "cholesky on $n ranks" -- mpi $n run "${chol[@]}" --backend starpu-mpi --out "$tmp/chol-$n"
+  expect_rc 0 "cholesky on $n ranks equals the sequential run" -- same "$tmp/chol-$n/L.safetensors" "$tmp/chol-seq/L.safetensors" 1e-12
+  echo "  $out"
+  expect_rc 0 "cholesky on $n ranks: one merged report with the residual check" -- merged $n "$tmp/chol-$n"
+  python3 -c "
+import json, sys
+r = json.load(open('$tmp/chol-$n/report.json'))
+res = [t for t in r['tasks'] if t['name'] == 'residual'][0]
+assert res['results']['max_rel'] < 1e-12, res
+" || { echo "FAIL: cholesky on $n ranks: residual"; fails=$((fails + 1)); }
+done
+
+# a GPT-2 block (one layer of the tiny model, column-tiled linears, head groups)
+"$y" model init --arch gpt2 --preset tiny --seed 3 --layers 1 "$tmp/w.safetensors" >/dev/null
+write_ids "$tmp/ids.npy" 14
+gpt=(workflows/models/gpt2.xml --set weights="$tmp/w.safetensors" --set ids="$tmp/ids.npy" --set batch=2 --set seq=7
+  --set layers=1 --set width=96 --set heads=3 --set vocab=512 --set context=64 --set tile_n=40 --set tile_vocab=100 --quiet)
+expect_rc 0 "gpt2 block sequential" -- "$y" run "${gpt[@]}" --backend sequential --out "$tmp/gpt-seq"
+for n in 2 4; do
+  expect_rc 0 "gpt2 block on $n ranks" -- mpi $n run "${gpt[@]}" --backend starpu-mpi --out "$tmp/gpt-$n"
+  expect_rc 0 "gpt2 block on $n ranks equals the sequential run" -- same "$tmp/gpt-$n/logits.npy" "$tmp/gpt-seq/logits.npy" 1e-5
+  echo "  $out"
+  expect_rc 0 "gpt2 block on $n ranks: one merged report" -- merged $n "$tmp/gpt-$n"
+  echo "  $out"
+done
+
+# distribute= and owner= move the tiles: everything on rank 1 moves only what rank 0 saves
+sed -e 's|<data name="A" \(.*\)/>|<data name="A" \1 owner="1"/>|' -e 's|<data name="B" \(.*\)/>|<data name="B" \1 owner="1"/>|' \
+  -e 's|<data name="C" \(.*\)/>|<data name="C" \1 owner="1"/>|' workflows/linalg/tiled_gemm.xml >"$tmp/gemm_owner.xml"
+expect_rc 0 "gemm with owner=1" -- mpi 2 run "$tmp/gemm_owner.xml" --set n=384 --set bs=96 --set save=true --quiet \
+  --backend starpu-mpi --out "$tmp/gemm-owner"
+python3 -c "
+import json
+r = json.load(open('$tmp/gemm-owner/report.json'))
+ranks = {t['rank'] for t in r['tasks'] if t['component'] == 'blas.gemm'}
+assert ranks == {1}, ranks
+assert r['mpi']['bytes_moved'] == 384 * 384 * 4, r['mpi']  # C's tiles to rank 0 for the save, nothing else
+print('  owner=1: every gemm on rank 1, %d bytes moved' % r['mpi']['bytes_moved'])
+" || { echo "FAIL: owner=1"; fails=$((fails + 1)); }
+expect_rc 0 "gemm with owner=1 equals the sequential run" -- same "$tmp/gemm-owner/C.safetensors" "$tmp/gemm-seq/C.safetensors" 1e-6
+
+# a component that throws on rank 1 (io.load of a missing file into a tile rank 1 owns)
+cat >"$tmp/throws.xml" <<'EOF'
+<workflow name="throws">
+  <data name="A" shape="64,64" tile="32,32" init="random" seed="1"/>
+  <data name="B" shape="64,64" tile="32,32" init="zeros"/>
+  <par var="i" from="0" to="2"><par var="j" from="0" to="2">
+    <task component="tensor.copy" name="copy(${i},${j})"><in port="x" data="A[${i},${j}]"/><out port="y" data="B[${i},${j}]"/></task>
+  </par></par>
+  <task component="io.load" name="broken load"><out port="y" data="B[0,1]"/><arg name="path" value="/nonexistent/b01.npy"/></task>
+  <task component="tensor.scale"><inout port="x" data="B"/><arg name="alpha" value="2"/></task>
+</workflow>
+EOF
+start=$(date +%s)
+expect_rc 1 "a component throwing on rank 1 fails the job" -- mpi 2 run "$tmp/throws.xml" --backend starpu-mpi --out "$tmp/throws"
+expect_in "rank 1: " "the failure names its rank"
+expect_in "task 'broken load' (component io.load) failed" "the failure names its task"
+[ $(($(date +%s) - start)) -le 30 ] || { echo "FAIL: the failing job took more than 30 s"; fails=$((fails + 1)); }
+python3 -c "
+import json
+r = json.load(open('$tmp/throws/report.json'))
+t = [t for t in r['tasks'] if t['name'] == 'broken load'][0]
+assert r['status'] == 'failed' and t['status'] == 'failed' and t['rank'] == 1, t
+" || { echo "FAIL: the report records the failed task and its rank"; fails=$((fails + 1)); }
+
+# a rank killed with kill -9 in the middle of a run: the job ends, non-zero, within 30 s
+cat >"$tmp/long.xml" <<'EOF'
+<workflow name="long">
+  <data name="A" dtype="f64" shape="768,768" tile="128,128" init="random" seed="1"/>
+  <data name="C" dtype="f64" shape="768,768" tile="128,128" init="zeros"/>
+  <seq var="r" from="0" to="400">
+    <par var="i" from="0" to="6"><par var="j" from="0" to="6">
+      <task component="blas.gemm"><in port="a" data="A[${i},${j}]"/><in port="b" data="A[${j},${i}]"/>
+        <inout port="c" data="C[${i},${j}]"/><arg name="beta" value="1"/><arg name="alpha" value="1e-3"/></task>
+    </par></par>
+  </seq>
+</workflow>
+EOF
+start=$(date +%s)
+timeout 45 mpirun --oversubscribe -np 2 "$y" run "$tmp/long.xml" --backend starpu-mpi --out "$tmp/long" >"$tmp/long.log" 2>&1 &
+job=$!
+victim=""
+for _ in $(seq 1 100); do  # rank 1 is the ymlopt child with OMPI_COMM_WORLD_RANK=1
+  for p in $(pgrep -P "$(pgrep -P $job -n mpirun || echo $job)" 2>/dev/null); do
+    if tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx OMPI_COMM_WORLD_RANK=1; then victim=$p; fi
+  done
+  [ -n "$victim" ] && break
+  sleep 0.1
+done
+sleep 2
+if [ -n "$victim" ]; then
+  kill -9 "$victim"
+  wait $job
+  rc=$?
+  took=$(($(date +%s) - start))
+  out=$(cat "$tmp/long.log")
+  if [ $rc -eq 0 ] || [ $rc -eq 124 ] || [ $took -gt 30 ]; then
+    echo "FAIL: kill -9 of rank 1: exit $rc after ${took}s"; echo "$out" | tail -5; fails=$((fails + 1))
+  else
+    echo "ok: kill -9 of rank 1 ends the job (exit $rc after ${took}s)"
+  fi
+  expect_in "rank 1" "the message names the dead rank"
+  echo "$out" | grep -m3 -E "rank 1|signal" | sed 's/^/  /'
+else
+  echo "FAIL: could not find rank 1's process"; fails=$((fails + 1)); kill $job 2>/dev/null; wait $job
+fi
+finish
