@@ -25,7 +25,10 @@ class Context final : public KernelContext {
 
 TaskRunner::TaskRunner(const Dag& dag, const ExecOptions& opts, Progress& progress)
     : dag_(dag), opts_(opts), progress_(progress), t0_(std::chrono::steady_clock::now()),
-      records_(dag.tasks.size()) {
+      records_(dag.tasks.size()), region_failed_(new std::atomic<bool>[dag.regions.size() + 1]),
+      region_error_(dag.regions.size()) {
+  for (size_t i = 0; i <= dag.regions.size(); ++i) region_failed_[i] = false;
+  for (size_t i = 0; i < records_.size(); ++i) records_[i].task = std::int32_t(i);
   // The runtime provides the parallelism; BLAS inside a task is single-threaded,
   // which also makes every backend compute bit-identical results.
   openblas_set_num_threads(1);
@@ -57,9 +60,16 @@ void TaskRunner::port_templates(const TaskNode& t, TensorView* out) const {
 
 bool TaskRunner::run(const TaskNode& t, std::span<const TensorView> views, std::int32_t worker) {
   TaskRecord& rec = records_[size_t(t.id)];
+  if (rec.ran) {  // a runtime loop runs it again: keep the earlier run
+    std::lock_guard<std::mutex> lock(mu_);
+    repeats_.push_back(std::move(rec));
+    rec = TaskRecord{};
+    rec.task = t.id;
+    rec.iteration = repeats_.back().iteration + 1;
+  }
   rec.worker = worker;
   progress_.started.fetch_add(1, std::memory_order_relaxed);
-  if (cancelled()) {
+  if (cancelled() || (t.comethod >= 0 && comethod_failed(t.comethod))) {
     progress_.done.fetch_add(1, std::memory_order_relaxed);
     return false;
   }
@@ -77,19 +87,33 @@ bool TaskRunner::run(const TaskNode& t, std::span<const TensorView> views, std::
   rec.ran = err.empty();
   progress_.done.fetch_add(1, std::memory_order_relaxed);
   if (err.empty()) return true;
-  std::int32_t expected = -1;
-  if (failed_.compare_exchange_strong(expected, t.id)) {
-    const std::string who = t.label.empty() ? t.comp->name + " #" + std::to_string(t.id) : "'" + t.label + "'";
-    error_ = (t.loc.file ? *t.loc.file : dag_.file) + ":" + std::to_string(t.loc.line) + ":" +
-             std::to_string(t.loc.col) + ": error: task " + who + " (component " + t.comp->name +
-             ") failed: " + err;
+  const std::string who = t.label.empty() ? t.comp->name + " #" + std::to_string(t.id) : "'" + t.label + "'";
+  const std::string message = (t.loc.file ? *t.loc.file : dag_.file) + ":" + std::to_string(t.loc.line) + ":" +
+                              std::to_string(t.loc.col) + ": error: task " + who + " (component " + t.comp->name +
+                              ") failed: " + err;
+  if (t.comethod >= 0) {  // the co-method fails; the others go on
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!region_failed_[size_t(t.comethod)].exchange(true)) region_error_[size_t(t.comethod)] = message;
+    return false;
   }
+  std::int32_t expected = -1;
+  if (failed_.compare_exchange_strong(expected, t.id)) error_ = message;
   cancelled_.store(true, std::memory_order_relaxed);
   return false;
 }
 
+bool TaskRunner::comethod_failed(std::int32_t region) const {
+  return region_failed_[size_t(region)].load(std::memory_order_relaxed);
+}
+
+std::string TaskRunner::comethod_error(std::int32_t region) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return region_error_[size_t(region)];
+}
+
 void TaskRunner::finish(ExecResult& r) {
   r.records = std::move(records_);
+  r.repeats = std::move(repeats_);
   r.failed_task = failed_.load();
   r.ok = r.failed_task < 0;
   r.error = error_;

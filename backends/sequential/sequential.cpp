@@ -1,28 +1,70 @@
 #include "sequential.hpp"
 
+#include <algorithm>
+
 namespace ymlopt {
 namespace {
+
+// Runs tasks in the calling thread, in topological order.
+class SequentialSession final : public Session {
+ public:
+  SequentialSession(const Dag& dag, DataStore& store, const ExecOptions& opts, Progress& progress)
+      : dag_(dag), store_(store), opts_(opts), runner_(dag, opts, progress), pos_(dag.tasks.size()) {
+    for (size_t k = 0; k < dag.topo_order.size(); ++k) pos_[size_t(dag.topo_order[k])] = std::int32_t(k);
+  }
+
+  bool run(std::int32_t first, std::int32_t end, int /*context*/, int /*priority*/) override {
+    std::vector<std::int32_t> ids;
+    const bool all = first == 0 && end == std::int32_t(dag_.tasks.size());
+    if (!all) {
+      for (std::int32_t i = first; i < end; ++i) ids.push_back(i);
+      std::sort(ids.begin(), ids.end(), [&](auto a, auto b) { return pos_[size_t(a)] < pos_[size_t(b)]; });
+    }
+    std::vector<TensorView> views;
+    for (auto id : all ? dag_.topo_order : ids) {
+      const TaskNode& t = dag_.tasks[size_t(id)];
+      views.assign(t.bindings.size(), TensorView{});
+      for (size_t k = 0; k < t.bindings.size(); ++k)
+        if (t.bindings[k].ref.data >= 0) views[k] = store_.view(t.bindings[k].ref);
+      if (opts_.before_task) opts_.before_task(t, views);
+      if (!runner_.run(t, views, 0)) return false;
+    }
+    return true;
+  }
+  int create_context(const std::string&, const std::vector<int>&) override { return 0; }
+  void delete_context(int) override {}
+  int num_workers() const override { return 1; }
+  void acquire(std::int32_t, bool) override {}  // every task has finished when run() returns
+  void release(std::int32_t) override {}
+  TaskRunner& runner() override { return runner_; }
+  void close(ExecResult& r) override {
+    r.makespan_us = runner_.now_us();
+    runner_.finish(r);
+  }
+
+ private:
+  const Dag& dag_;
+  DataStore& store_;
+  const ExecOptions& opts_;
+  TaskRunner runner_;
+  std::vector<std::int32_t> pos_;  // position of each task in topo_order
+};
 
 class SequentialExecutor final : public Executor {
  public:
   std::string name() const override { return "sequential"; }
-  ExecResult execute(const Dag& dag, DataStore& store, const ExecOptions& opts, Progress& progress) override {
-    ExecResult r;
+  std::unique_ptr<Session> open(const Dag& dag, DataStore& store, const ExecOptions& opts, Progress& progress,
+                                ExecResult& r) override {
     r.scheduler = "topological order";
     r.runtime = "sequential";
     r.workers = {"main"};
-    TaskRunner runner(dag, opts, progress);
-    std::vector<TensorView> views;
-    for (auto id : dag.topo_order) {
-      const TaskNode& t = dag.tasks[size_t(id)];
-      views.assign(t.bindings.size(), TensorView{});
-      for (size_t k = 0; k < t.bindings.size(); ++k)
-        if (t.bindings[k].ref.data >= 0) views[k] = store.view(t.bindings[k].ref);
-      if (opts.before_task) opts.before_task(t, views);
-      if (!runner.run(t, views, 0)) break;
-    }
-    r.makespan_us = runner.now_us();
-    runner.finish(r);
+    return std::make_unique<SequentialSession>(dag, store, opts, progress);
+  }
+  ExecResult execute(const Dag& dag, DataStore& store, const ExecOptions& opts, Progress& progress) override {
+    ExecResult r;
+    auto s = open(dag, store, opts, progress, r);
+    s->run(0, std::int32_t(dag.tasks.size()), 0, 0);
+    s->close(r);
     return r;
   }
 };

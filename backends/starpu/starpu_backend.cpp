@@ -3,6 +3,8 @@
 #include <starpu.h>
 
 #include <algorithm>
+#include <condition_variable>
+#include <mutex>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
@@ -74,28 +76,42 @@ struct Codelet {
   std::string symbol;
 };
 
-class StarpuExecutor final : public Executor {
- public:
-  std::string name() const override { return "starpu"; }
+// Counts a segment's tasks down (StarPU callback) so that the co-method that
+// submitted them waits for its own tasks only.
+struct Waiter {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::int64_t pending = 0;
+  static void done(void* arg) {
+    auto* w = static_cast<Waiter*>(arg);
+    std::lock_guard<std::mutex> lock(w->mu);
+    if (--w->pending == 0) w->cv.notify_all();
+  }
+};
 
-  ExecResult execute(const Dag& dag, DataStore& store, const ExecOptions& opts, Progress& progress) override {
-    ExecResult r;
-    r.scheduler = opts.sched;
+class StarpuSession final : public Session {
+ public:
+  StarpuSession(const Dag& dag, DataStore& store, const ExecOptions& opts, Progress& progress)
+      : dag_(dag), store_(store), opts_(opts), progress_(progress) {}
+
+  // starpu_init, codelets, data handles and partition plans; false with r.error set.
+  bool start(ExecResult& r) {
+    r.scheduler = opts_.sched;
     r.runtime = std::string("StarPU ") + std::to_string(STARPU_MAJOR_VERSION) + "." +
                 std::to_string(STARPU_MINOR_VERSION) + "." + std::to_string(STARPU_RELEASE_VERSION);
     // per-run perf-model directory (two processes must not share one)
-    std::string home = opts.starpu_home.empty() ? opts.run_dir + "/starpu" : opts.starpu_home;
+    std::string home = opts_.starpu_home.empty() ? opts_.run_dir + "/starpu" : opts_.starpu_home;
     if (!std::getenv("STARPU_HOME")) {
       std::filesystem::create_directories(home);
       setenv("STARPU_HOME", home.c_str(), 1);
     }
-    if (!opts.verbose && !std::getenv("STARPU_SILENT")) setenv("STARPU_SILENT", "1", 1);
+    if (!opts_.verbose && !std::getenv("STARPU_SILENT")) setenv("STARPU_SILENT", "1", 1);
 
     starpu_conf conf;
     starpu_conf_init(&conf);
-    conf.sched_policy_name = opts.sched.c_str();
-    if (opts.ncpu > 0) {
-      int n = opts.ncpu;
+    conf.sched_policy_name = opts_.sched.c_str();
+    if (opts_.ncpu > 0) {
+      int n = opts_.ncpu;
       if (n > STARPU_MAXCPUS) {
         r.warnings.push_back("--ncpu " + std::to_string(n) + " exceeds this StarPU build's limit of " +
                              std::to_string(STARPU_MAXCPUS) + " CPU workers; using " + std::to_string(STARPU_MAXCPUS));
@@ -103,7 +119,7 @@ class StarpuExecutor final : public Executor {
       }
       conf.ncpus = n;
     }
-    if (const unsigned hw = std::thread::hardware_concurrency(); hw > STARPU_MAXCPUS && opts.ncpu <= 0)
+    if (const unsigned hw = std::thread::hardware_concurrency(); hw > STARPU_MAXCPUS && opts_.ncpu <= 0)
       r.warnings.push_back("this StarPU build caps CPU workers at " + std::to_string(STARPU_MAXCPUS) + " but " +
                            std::to_string(hw) + " cores are available (rebuild StarPU with --enable-maxcpus)");
     conf.nopencl = 0;
@@ -112,22 +128,19 @@ class StarpuExecutor final : public Executor {
 #endif
     if (int ret = starpu_init(&conf); ret != 0) {
       r.error = "starpu_init failed: " + std::string(std::strerror(-ret));
-      return r;
+      return false;
     }
     for (unsigned w = 0; w < starpu_worker_get_count(); ++w) {
       char buf[128];
       starpu_worker_get_name(int(w), buf, sizeof buf);
       r.workers.emplace_back(buf);
     }
-
-    TaskRunner runner(dag, opts, progress);
+    runner_ = std::make_unique<TaskRunner>(dag_, opts_, progress_);
     // codelets, one per component used
-    const bool model_based = opts.sched == "dmda" || opts.sched == "dmdas" || opts.sched == "heteroprio";
-    std::deque<Codelet> codelets;
-    std::map<const ComponentSpec*, Codelet*> by_comp;
-    for (const auto& t : dag.tasks) {
-      if (by_comp.count(t.comp)) continue;
-      Codelet& c = codelets.emplace_back();
+    const bool model_based = opts_.sched == "dmda" || opts_.sched == "dmdas" || opts_.sched == "heteroprio";
+    for (const auto& t : dag_.tasks) {
+      if (by_comp_.count(t.comp)) continue;
+      Codelet& c = codelets_.emplace_back();
       starpu_codelet_init(&c.cl);
       std::memset(&c.model, 0, sizeof c.model);
       c.symbol = "ymlopt." + t.comp->name;
@@ -145,115 +158,248 @@ class StarpuExecutor final : public Executor {
       c.cl.name = t.comp->name.c_str();
       // only the model-based policies read perf models; elsewhere recording them is pure overhead
       if (model_based) c.cl.model = &c.model;
-      by_comp[t.comp] = &c;
+      by_comp_[t.comp] = &c.cl;
     }
     // data handles and tile partition plans
-    const size_t nd = dag.data.size();
-    std::vector<starpu_data_handle_t> handles(nd);
-    std::vector<std::vector<starpu_data_handle_t>> children(nd);
-    std::vector<TileGeom> geoms(nd);
-    std::vector<std::uint8_t> partitioned(nd, 0);
+    const size_t nd = dag_.data.size();
+    handles_.assign(nd, nullptr);
+    children_.resize(nd);
+    geoms_.resize(nd);
+    partitioned_.assign(nd, 0);
     for (size_t i = 0; i < nd; ++i) {
-      const DataDecl& d = dag.data[i];
+      const DataDecl& d = dag_.data[i];
       if (!d.format.empty()) continue;  // stored compressed: tasks read its companions, it has no storage
-      starpu_matrix_data_register(&handles[i], STARPU_MAIN_RAM, reinterpret_cast<uintptr_t>(store.base(std::int32_t(i))),
-                                  std::uint32_t(d.ld), std::uint32_t(d.cols), std::uint32_t(d.rows), dtype_size(d.dtype));
-      starpu_data_set_name(handles[i], d.name.c_str());
+      starpu_matrix_data_register(&handles_[i], STARPU_MAIN_RAM,
+                                  reinterpret_cast<uintptr_t>(store_.base(std::int32_t(i))), std::uint32_t(d.ld),
+                                  std::uint32_t(d.cols), std::uint32_t(d.rows), dtype_size(d.dtype));
+      starpu_data_set_name(handles_[i], d.name.c_str());
       if (!d.tiled()) continue;
-      geoms[i] = TileGeom{&d};
+      geoms_[i] = TileGeom{&d};
       starpu_data_filter f;
       std::memset(&f, 0, sizeof f);
       f.filter_func = tile_filter;
       f.nchildren = unsigned(d.ntiles());
-      f.filter_arg_ptr = &geoms[i];
-      children[i].resize(size_t(d.ntiles()));
-      starpu_data_partition_plan(handles[i], &f, children[i].data());
+      f.filter_arg_ptr = &geoms_[i];
+      children_[i].resize(size_t(d.ntiles()));
+      starpu_data_partition_plan(handles_[i], &f, children_[i].data());
     }
     // tasks: views and buffer slots of every task in two flat arrays
-    std::vector<TaskExec> execs(dag.tasks.size());
-    std::vector<size_t> first_port(dag.tasks.size() + 1, 0);
-    for (size_t i = 0; i < dag.tasks.size(); ++i) first_port[i + 1] = first_port[i] + dag.tasks[i].bindings.size();
-    std::vector<TensorView> views(first_port.back());
-    std::vector<std::int8_t> slots(first_port.back(), -1);
-    const ComponentSpec* last_comp = nullptr;
-    starpu_codelet* cl = nullptr;
-    std::vector<starpu_task*> tasks(dag.tasks.size(), nullptr);
-    std::vector<std::uint8_t> keep(dag.tasks.size(), 0);
-    for (const auto& t : dag.tasks)
-      for (auto p : t.event_preds) keep[size_t(p)] = 1;
-    for (auto id : dag.topo_order) {
-      const TaskNode& t = dag.tasks[size_t(id)];
-      TaskExec& ex = execs[size_t(id)];
-      ex.node = &t;
-      ex.runner = &runner;
-      ex.views = views.data() + first_port[size_t(id)];
-      ex.slot = slots.data() + first_port[size_t(id)];
-      runner.port_templates(t, ex.views);
-      if (t.comp != last_comp) last_comp = t.comp, cl = &by_comp[t.comp]->cl;
-      starpu_task* task = starpu_task_create();
-      task->cl = cl;
-      task->cl_arg = &ex;
-      task->cl_arg_free = 0;
-      int nb = 0;
-      for (size_t k = 0; k < t.bindings.size(); ++k) {
-        const Binding& b = t.bindings[k];
-        if (b.ref.data < 0) continue;
-        const size_t di = size_t(b.ref.data);
-        starpu_data_handle_t h;
-        if (b.ref.tile >= 0) {
-          if (!partitioned[di]) {
-            starpu_data_partition_submit(handles[di], unsigned(children[di].size()), children[di].data());
-            partitioned[di] = 1;
-          }
-          h = children[di][size_t(b.ref.tile)];
-        } else {
-          if (partitioned[di]) {
-            starpu_data_unpartition_submit(handles[di], unsigned(children[di].size()), children[di].data(), STARPU_MAIN_RAM);
-            partitioned[di] = 0;
-          }
-          h = handles[di];
-        }
-        if (nb >= STARPU_NMAXBUFS) {
-          r.error = "task uses more than " + std::to_string(STARPU_NMAXBUFS) + " buffers";
+    const size_t nt = dag_.tasks.size();
+    execs_.resize(nt);
+    std::vector<size_t> first_port(nt + 1, 0);
+    for (size_t i = 0; i < nt; ++i) first_port[i + 1] = first_port[i] + dag_.tasks[i].bindings.size();
+    views_.resize(first_port.back());
+    slots_.assign(first_port.back(), -1);
+    for (size_t i = 0; i < nt; ++i) {
+      TaskExec& ex = execs_[i];
+      ex.node = &dag_.tasks[i];
+      ex.runner = runner_.get();
+      ex.views = views_.data() + first_port[i];
+      ex.slot = slots_.data() + first_port[i];
+      runner_->port_templates(dag_.tasks[i], ex.views);
+    }
+    tasks_.assign(nt, nullptr);
+    keep_.assign(nt, 0);
+    for (const auto& t : dag_.tasks)
+      for (auto p : t.event_preds) keep_[size_t(p)] = 1;
+    pos_.resize(nt);
+    for (size_t k = 0; k < dag_.topo_order.size(); ++k) pos_[size_t(dag_.topo_order[k])] = std::int32_t(k);
+    started_ = true;
+    return true;
+  }
+
+  bool run(std::int32_t first, std::int32_t end, int context, int priority) override {
+    const bool all = first == 0 && end == std::int32_t(dag_.tasks.size());
+    std::vector<std::int32_t> ids;
+    if (!all) {
+      for (std::int32_t i = first; i < end; ++i) ids.push_back(i);
+      std::sort(ids.begin(), ids.end(), [&](auto a, auto b) { return pos_[size_t(a)] < pos_[size_t(b)]; });
+    }
+    const auto& order = all ? dag_.topo_order : ids;
+    Waiter waiter;
+    waiter.pending = std::int64_t(order.size());
+    std::int64_t unsubmitted = 0;
+    {
+      std::lock_guard<std::mutex> lock(submit_mu_);  // partition state, tasks_, and submission order
+      for (size_t k = 0; k < order.size(); ++k) {
+        if (!submit(order[k], all ? nullptr : &waiter, first, end, context, priority)) {
+          unsubmitted = std::int64_t(order.size() - k);
           break;
         }
-        task->handles[nb] = h;
-        task->modes[nb] = starpu_mode(b.mode);
-        ex.slot[k] = std::int8_t(nb++);
       }
-      task->nbuffers = nb;
-      if (!t.event_preds.empty()) {
-        std::vector<starpu_task*> deps;
-        for (auto p : t.event_preds) deps.push_back(tasks[size_t(p)]);
-        starpu_task_declare_deps_array(task, unsigned(deps.size()), deps.data());
-      }
-      if (keep[size_t(id)]) task->destroy = 0;
-      tasks[size_t(id)] = task;
-      if (int ret = starpu_task_submit(task); ret != 0) {
-        r.error = "starpu_task_submit failed for component " + t.comp->name +
-                  (ret == -ENODEV ? ": no worker can run it" : ": " + std::string(std::strerror(-ret)));
-        break;
-      }
+      if (all)
+        for (size_t i = 0; i < partitioned_.size(); ++i) unpartition(i);
     }
-    for (size_t i = 0; i < nd; ++i)
-      if (partitioned[i])
-        starpu_data_unpartition_submit(handles[i], unsigned(children[i].size()), children[i].data(), STARPU_MAIN_RAM);
+    if (all) {
+      starpu_task_wait_for_all();
+    } else {
+      std::unique_lock<std::mutex> lock(waiter.mu);
+      waiter.pending -= unsubmitted;
+      waiter.cv.wait(lock, [&] { return waiter.pending == 0; });
+    }
+    return unsubmitted == 0 && !runner_->cancelled();
+  }
+
+  int create_context(const std::string& name, const std::vector<int>& workers) override {
+    std::vector<int> ids(workers);
+    const unsigned ctx = starpu_sched_ctx_create(ids.data(), int(ids.size()), name.c_str(), STARPU_SCHED_CTX_POLICY_NAME,
+                                                 "eager", 0);
+    return int(ctx);
+  }
+  void delete_context(int context) override {
+    if (context > 0) starpu_sched_ctx_delete(unsigned(context));
+  }
+  int num_workers() const override { return int(starpu_worker_get_count()); }
+
+  void acquire(std::int32_t data, bool write) override {
+    {
+      std::lock_guard<std::mutex> lock(submit_mu_);
+      unpartition(size_t(data));
+    }
+    starpu_data_acquire(handles_[size_t(data)], write ? STARPU_RW : STARPU_R);
+  }
+  void release(std::int32_t data) override { starpu_data_release(handles_[size_t(data)]); }
+  TaskRunner& runner() override { return *runner_; }
+
+  void close(ExecResult& r) override {
+    if (!started_) return;
+    {
+      std::lock_guard<std::mutex> lock(submit_mu_);
+      for (size_t i = 0; i < partitioned_.size(); ++i) unpartition(i);
+    }
     starpu_task_wait_for_all();
-    r.makespan_us = runner.now_us();
-    for (size_t i = 0; i < tasks.size(); ++i)
-      if (keep[i] && tasks[i]) starpu_task_destroy(tasks[i]);
-    for (size_t i = 0; i < nd; ++i) {
-      if (!handles[i]) continue;
-      if (!children[i].empty()) starpu_data_partition_clean(handles[i], unsigned(children[i].size()), children[i].data());
-      starpu_data_unregister(handles[i]);
+    r.makespan_us = runner_->now_us();
+    for (size_t i = 0; i < tasks_.size(); ++i)
+      if (keep_[i] && tasks_[i]) starpu_task_destroy(tasks_[i]);
+    for (size_t i = 0; i < handles_.size(); ++i) {
+      if (!handles_[i]) continue;
+      if (!children_[i].empty())
+        starpu_data_partition_clean(handles_[i], unsigned(children_[i].size()), children_[i].data());
+      starpu_data_unregister(handles_[i]);
     }
     starpu_shutdown();
-    const std::string submit_error = r.error;
-    runner.finish(r);
-    if (!submit_error.empty()) {
+    started_ = false;
+    runner_->finish(r);
+    if (!submit_error_.empty()) {
       r.ok = false;
-      r.error = submit_error;
+      r.error = submit_error_;
     }
+  }
+
+  ~StarpuSession() override {
+    if (started_) {
+      ExecResult ignored;
+      close(ignored);
+    }
+  }
+
+ private:
+  void unpartition(size_t i) {
+    if (!partitioned_[i]) return;
+    starpu_data_unpartition_submit(handles_[i], unsigned(children_[i].size()), children_[i].data(), STARPU_MAIN_RAM);
+    partitioned_[i] = 0;
+  }
+
+  // Submits task `id`; event dependencies on tasks outside [first, end) have
+  // completed in an earlier part. Caller holds submit_mu_.
+  bool submit(std::int32_t id, Waiter* waiter, std::int32_t first, std::int32_t end, int context, int priority) {
+    const TaskNode& t = dag_.tasks[size_t(id)];
+    TaskExec& ex = execs_[size_t(id)];
+    if (keep_[size_t(id)] && tasks_[size_t(id)]) {  // a runtime loop runs it again: the earlier run has finished
+      starpu_task_destroy(tasks_[size_t(id)]);
+      tasks_[size_t(id)] = nullptr;
+    }
+    starpu_task* task = starpu_task_create();
+    task->cl = by_comp_[t.comp];
+    task->cl_arg = &ex;
+    task->cl_arg_free = 0;
+    int nb = 0;
+    for (size_t k = 0; k < t.bindings.size(); ++k) {
+      const Binding& b = t.bindings[k];
+      if (b.ref.data < 0) continue;
+      const size_t di = size_t(b.ref.data);
+      starpu_data_handle_t h;
+      if (b.ref.tile >= 0) {
+        if (!partitioned_[di]) {
+          starpu_data_partition_submit(handles_[di], unsigned(children_[di].size()), children_[di].data());
+          partitioned_[di] = 1;
+        }
+        h = children_[di][size_t(b.ref.tile)];
+      } else {
+        unpartition(di);
+        h = handles_[di];
+      }
+      if (nb >= STARPU_NMAXBUFS) {
+        submit_error_ = "task uses more than " + std::to_string(STARPU_NMAXBUFS) + " buffers";
+        starpu_task_destroy(task);
+        return false;
+      }
+      task->handles[nb] = h;
+      task->modes[nb] = starpu_mode(b.mode);
+      ex.slot[k] = std::int8_t(nb++);
+    }
+    task->nbuffers = nb;
+    std::vector<starpu_task*> deps;
+    for (auto p : t.event_preds)
+      if (p >= first && p < end) deps.push_back(tasks_[size_t(p)]);
+    if (!deps.empty()) starpu_task_declare_deps_array(task, unsigned(deps.size()), deps.data());
+    if (keep_[size_t(id)]) task->destroy = 0;
+    if (waiter) {
+      task->callback_func = Waiter::done;
+      task->callback_arg = waiter;
+    }
+    if (context > 0) task->sched_ctx = unsigned(context);
+    task->priority = priority;
+    tasks_[size_t(id)] = task;
+    if (int ret = starpu_task_submit(task); ret != 0) {
+      submit_error_ = "starpu_task_submit failed for component " + t.comp->name +
+                      (ret == -ENODEV ? ": no worker can run it" : ": " + std::string(std::strerror(-ret)));
+      tasks_[size_t(id)] = nullptr;
+      starpu_task_destroy(task);
+      return false;
+    }
+    return true;
+  }
+
+  const Dag& dag_;
+  DataStore& store_;
+  const ExecOptions& opts_;
+  Progress& progress_;
+  bool started_ = false;
+  std::unique_ptr<TaskRunner> runner_;
+  std::deque<Codelet> codelets_;
+  std::map<const ComponentSpec*, starpu_codelet*> by_comp_;
+  std::vector<starpu_data_handle_t> handles_;
+  std::vector<std::vector<starpu_data_handle_t>> children_;
+  std::vector<TileGeom> geoms_;
+  std::vector<std::uint8_t> partitioned_;
+  std::vector<TaskExec> execs_;
+  std::vector<TensorView> views_;
+  std::vector<std::int8_t> slots_;
+  std::vector<starpu_task*> tasks_;
+  std::vector<std::uint8_t> keep_;
+  std::vector<std::int32_t> pos_;  // position of each task in topo_order
+  std::mutex submit_mu_;
+  std::string submit_error_;
+};
+
+class StarpuExecutor final : public Executor {
+ public:
+  std::string name() const override { return "starpu"; }
+
+  std::unique_ptr<Session> open(const Dag& dag, DataStore& store, const ExecOptions& opts, Progress& progress,
+                                ExecResult& r) override {
+    auto s = std::make_unique<StarpuSession>(dag, store, opts, progress);
+    if (!s->start(r)) return nullptr;
+    return s;
+  }
+
+  ExecResult execute(const Dag& dag, DataStore& store, const ExecOptions& opts, Progress& progress) override {
+    ExecResult r;
+    auto s = open(dag, store, opts, progress, r);
+    if (!s) return r;
+    s->run(0, std::int32_t(dag.tasks.size()), 0, 0);
+    s->close(r);
     return r;
   }
 };

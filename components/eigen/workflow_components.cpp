@@ -238,6 +238,58 @@ void cycle_cpu(KernelContext& ctx) {
   ctx.report("residual", worst);
 }
 
+// ============================================================ eigen.ritz_select
+
+const std::vector<PortSpec>& select_ports() {
+  static const std::vector<PortSpec> p = {
+      {"vectors", Access::read_write, {DType::f64}, false, 2, "own Ritz vectors [n,k] (eigen.eram_cycle's)"},
+      {"values", Access::read_write, {DType::f64}, false, 2, "own Ritz values [k,3]: re, im, residual"},
+      {"residual", Access::read_write, {DType::f64}, false, 2, "[1]: own largest relative residual"},
+      {"gathered_vectors", Access::read, {DType::f64}, false, 2, "another co-method's Ritz vectors [n,k]"},
+      {"gathered_values", Access::read, {DType::f64}, false, 2, "its Ritz values [k,3]"},
+      {"gathered_residual", Access::read, {DType::f64}, false, 2, "[1]: its largest relative residual"},
+  };
+  return p;
+}
+
+std::string select_check(const TaskShape& t) {
+  const auto& s = select_ports();
+  const auto& p = t.ports;
+  if (auto m = kutil::ports_present(s, p); !m.empty()) return m;
+  for (size_t i = 0; i < s.size(); ++i)
+    if (auto m = f64_port(s, p, i, "Ritz pairs are kept in double"); !m.empty()) return m;
+  if (auto m = kutil::one_of(t.args, "which", {"magnitude", "real"}); !m.empty()) return m;
+  const int64_t n = p[0].rows, k = p[0].cols;
+  return first_error({expect_shape(s, p, 1, k, 3, "k rows of re, im, residual"), expect_shape(s, p, 2, 1, 1, "one residual"),
+                      expect_shape(s, p, 3, n, k, "the shape of 'vectors'"),
+                      expect_shape(s, p, 4, k, 3, "the shape of 'values'"), expect_shape(s, p, 5, 1, 1, "one residual")});
+}
+
+/// MERAM's restart choice (Emad, Petiton & Edjlali; meram.hpp's best_set):
+/// the gathered set replaces the own one when its largest relative residual is
+/// lower and it is, pair by pair, at least as wanted (key_j >= own key_j - own
+/// residual_j; key = |θ| or Re θ), so that a set converged to less wanted
+/// eigenvalues never displaces one still approaching the wanted ones.
+void select_cpu(KernelContext& ctx) {
+  kutil::validate(ctx, select_ports(), select_check);
+  const TensorView &v = ctx.port(0), &vals = ctx.port(1), &res = ctx.port(2);
+  const TensorView &gv = ctx.port(3), &gvals = ctx.port(4), &gres = ctx.port(5);
+  const bool real = ctx.arg_string("which") == "real";
+  const int64_t n = v.rows, k = v.cols;
+  auto key = [&](const TensorView& x, int64_t j) {
+    return real ? x.at<double>(j, 0) : std::hypot(x.at<double>(j, 0), x.at<double>(j, 1));
+  };
+  bool take = gres.at<double>(0, 0) < res.at<double>(0, 0) && std::isfinite(gres.at<double>(0, 0));
+  for (int64_t j = 0; take && j < k; ++j)
+    take = key(gvals, j) >= key(vals, j) - vals.at<double>(j, 2);
+  if (take) {
+    for (int64_t i = 0; i < n; ++i) std::copy_n(&gv.at<double>(i, 0), k, &v.at<double>(i, 0));
+    for (int64_t j = 0; j < k; ++j) std::copy_n(&gvals.at<double>(j, 0), 3, &vals.at<double>(j, 0));
+    res.at<double>(0, 0) = gres.at<double>(0, 0);
+  }
+  ctx.report("adopted", take ? 1.0 : 0.0);
+}
+
 // ============================================================ eigen.generate
 
 const std::vector<PortSpec>& generate_ports() {
@@ -405,6 +457,15 @@ void register_eigen_workflow(Registry& reg) {
        {"which", ParamType::string_, "magnitude", false, "magnitude (largest |λ|) or real (largest Re λ)"},
        {"seed", ParamType::int_, "1", false, "seed of the random start vector (first cycle)"}},
       cycle_cpu, cycle_check, cycle_cost);
+  kutil::add_component(
+      reg, "eigen.ritz_select",
+      "MERAM's restart choice between a co-method's own Ritz pairs and pairs gathered from another: the gathered "
+      "set replaces the own one (vectors, values, residual) when its residual is lower and it is pair by pair at "
+      "least as wanted (|θ| or Re θ no smaller than the own value minus its residual); reports adopted 0/1",
+      select_ports(), {{"which", ParamType::string_, "magnitude", false, "magnitude (largest |λ|) or real (largest Re λ)"}},
+      select_cpu, select_check, [](const TaskShape& t) {
+        return t.ports.size() == select_ports().size() ? kutil::io_cost(select_ports(), t, 0.0) : Cost{};
+      });
   kutil::add_component(
       reg, "eigen.generate",
       "a dense test matrix A [n,n] (n from the port): kind disc or box (a sparse non-normal matrix with the exact "

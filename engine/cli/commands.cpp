@@ -456,7 +456,7 @@ int cmd_run(const std::vector<std::string>& args) {
   ExecResult res;
   {
     ProgressLine line(progress, !quiet && isatty(2) && !use_mpi);
-    res = exec->execute(dag, *store, eo, progress);
+    res = run_program(*exec, dag, *store, eo, progress);
   }
   std::vector<std::int32_t> task_ranks;
   nlohmann::json mpi_info;

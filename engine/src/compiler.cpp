@@ -77,8 +77,8 @@ const std::map<std::string, ElementRule>& rules() {
       {"out", {{"port", "data"}, {}}},
       {"inout", {{"port", "data"}, {}}},
       {"arg", {{"name", "value"}, {}}},
-      {"par", {{}, {"var", "from", "to", "step"}}},
-      {"seq", {{}, {"var", "from", "to", "step"}}},
+      {"par", {{}, {"var", "from", "to", "step", "values"}}},
+      {"seq", {{}, {"var", "from", "to", "step", "values"}}},
       {"if", {{"cond"}, {}}},
       {"else", {{}, {}}},
       {"call", {{"workflow"}, {"name"}}},
@@ -88,13 +88,20 @@ const std::map<std::string, ElementRule>& rules() {
       {"wait", {{"event"}, {}}},
       {"save", {{"data", "to"}, {"key"}}},
       {"let", {{"name", "value"}, {}}},
+      {"unite", {{}, {"name", "exit", "budget_s", "budget_iters", "save_exit", "mapping", "better"}}},
+      {"comethod", {{"name"}, {"keep", "priority", "workers"}}},
+      {"until", {{"cond"}, {"max"}}},
+      {"while", {{"cond"}, {"max"}}},
+      {"publish", {{"name", "data", "score"}, {}}},
+      {"gather", {{"name", "into", "score"}, {"better"}}},
   };
   return r;
 }
 
 const std::vector<std::string>& body_elements() {
-  static const std::vector<std::string> v = {"param", "data",   "task", "par",  "seq",         "if",
-                                             "call",  "notify", "wait", "save", "description", "let"};
+  static const std::vector<std::string> v = {"param",  "data",    "task",     "par",   "seq",   "if",
+                                             "call",   "notify",  "wait",     "save",  "description", "let",
+                                             "unite",  "comethod", "until",   "while", "publish", "gather"};
   return v;
 }
 
@@ -164,6 +171,7 @@ class Compiler {
     contexts_.push_back(Context{0, {}});
     body(root->root.children);
     contexts_.pop_back();
+    if (!dag_.regions.empty()) finish_regions();
     if (!diags_.has_errors()) finish_events();
     if (!diags_.has_errors()) order();
     res.ok = !diags_.has_errors();
@@ -400,6 +408,12 @@ class Compiler {
       return;
     }
     check_attrs(e);
+    if (!region_stack_.empty() && dag_.regions[size_t(region_stack_.back())].kind == Region::Kind::unite &&
+        e.name != "comethod" && e.name != "par" && e.name != "seq" && e.name != "if" && e.name != "let") {
+      diags_.error(e.loc, "<" + e.name + "> directly inside <unite>: a unite holds <comethod>s (possibly in <par>, <seq> "
+                                         "or <if>), and each co-method holds its own steps");
+      return;
+    }
     if (e.name == "data") data(e);
     else if (e.name == "task") task(e);
     else if (e.name == "par" || e.name == "seq") loop(e, e.name == "par");
@@ -409,6 +423,10 @@ class Compiler {
     else if (e.name == "wait") wait(e);
     else if (e.name == "save") save(e);
     else if (e.name == "let") let(e);
+    else if (e.name == "unite") unite(e);
+    else if (e.name == "comethod") comethod(e);
+    else if (e.name == "until" || e.name == "while") runtime_loop(e);
+    else if (e.name == "publish" || e.name == "gather") exchange(e);
   }
 
   void loop(const Element& e, bool parallel) {
@@ -425,6 +443,25 @@ class Compiler {
         statement(c);
         contexts_.pop_back();
       }
+      return;
+    }
+    if (const Attr* va = e.find("values")) {  // <par var="m" values="5,7,10">
+      if (e.find("from") || e.find("to") || e.find("step"))
+        diags_.error(va->loc, "<" + e.name + "> takes values= or from/to/step, not both");
+      auto vals = eval_list(*va);
+      if (!vals) return;
+      if (!parallel) contexts_.push_back(Context{std::int32_t(dag_.tasks.size()), {}});
+      vars_.emplace_back(var->value, Value::of_int(0));
+      const size_t slot = vars_.size() - 1;
+      for (std::int64_t v : *vals) {
+        vars_[slot].second = Value::of_int(v);
+        if (parallel) contexts_.push_back(Context{std::int32_t(dag_.tasks.size()), {}});
+        body(e.children);
+        if (parallel) contexts_.pop_back();
+        if (diags_.full() || too_many()) break;
+      }
+      vars_.pop_back();
+      if (!parallel) contexts_.pop_back();
       return;
     }
     const Attr* from = e.find("from");
@@ -620,8 +657,8 @@ class Compiler {
     }
     if (const Attr* a = e.find("value")) {
       if (auto v = eval(*a)) {
-        if (!v->numeric()) diags_.error(a->loc, "value=\"" + a->value + "\" is not a number");
-        d.value = v->number();
+        if (auto num = convert(*v, "float"); num) d.value = num->f;  // "1e30" is plain text until converted
+        else diags_.error(a->loc, "value=\"" + a->value + "\" is not a number");
         if (!init) d.init = InitKind::value;
       }
     }
@@ -1254,6 +1291,7 @@ class Compiler {
     preds.erase(std::unique(preds.begin(), preds.end()), preds.end());
     t.preds = std::move(preds);
     t.bindings = std::move(binds);
+    t.comethod = comethod_;
     dag_.tasks.push_back(std::move(t));
   }
 
@@ -1334,6 +1372,395 @@ class Compiler {
       }
     }
     add_task(e.loc, c, std::move(binds), std::move(args), nullptr, [&] { return "save of '" + *text + "'"; });
+  }
+
+  // ---------- runtime control flow: unite, comethod, until/while, publish/gather ----------
+  std::int32_t open_region(Region::Kind kind, const Element& e, std::string name) {
+    Region r;
+    r.kind = kind;
+    r.loc = e.loc;
+    r.name = std::move(name);
+    r.first_task = std::int32_t(dag_.tasks.size());
+    const auto idx = std::int32_t(dag_.regions.size());
+    dag_.regions.push_back(std::move(r));
+    region_children_.emplace_back();
+    (region_stack_.empty() ? top_regions_ : region_children_[size_t(region_stack_.back())]).push_back(idx);
+    region_stack_.push_back(idx);
+    return idx;
+  }
+
+  // The items of tasks [first, end) around the sub-regions `children`.
+  std::vector<Region::Item> items_of(std::int32_t first, std::int32_t end, const std::vector<std::int32_t>& children) const {
+    std::vector<Region::Item> items;
+    std::int32_t pos = first;
+    for (auto c : children) {
+      const Region& r = dag_.regions[size_t(c)];
+      if (r.first_task > pos) items.push_back(Region::Item{-1, pos, r.first_task});
+      items.push_back(Region::Item{c, 0, 0});
+      pos = r.end_task;
+    }
+    if (end > pos) items.push_back(Region::Item{-1, pos, end});
+    return items;
+  }
+
+  void close_region(std::int32_t idx) {
+    Region& r = dag_.regions[size_t(idx)];
+    r.end_task = std::int32_t(dag_.tasks.size());
+    r.items = items_of(r.first_task, r.end_task, region_children_[size_t(idx)]);
+    region_stack_.pop_back();
+  }
+
+  // The workflow body as the root region, once any runtime construct appeared.
+  void finish_regions() {
+    Region root;
+    root.kind = Region::Kind::body;
+    root.loc = dag_.docs[0]->root.loc;
+    root.name = dag_.name;
+    root.end_task = std::int32_t(dag_.tasks.size());
+    root.items = items_of(0, root.end_task, top_regions_);
+    dag_.root_region = std::int32_t(dag_.regions.size());
+    dag_.regions.push_back(std::move(root));
+    for (const auto& [name, ch] : channels_)
+      if (!ch.published)
+        for (const auto& at : ch.gathers)
+          diags_.error(at, "gather from channel '" + name + "' that no <publish name=\"" + name + "\"> writes");
+  }
+
+  bool data_ready(std::int32_t d) const {
+    const DataState& s = states_[size_t(d)];
+    return s.init || s.uninit_tiles == 0;
+  }
+
+  // "a, b" -> whole tensors (tiles are not exchanged); nullopt after an error.
+  std::optional<std::vector<std::int32_t>> data_list(const Attr& a) {
+    auto text = render(a);
+    if (!text) return std::nullopt;
+    std::vector<std::int32_t> out;
+    bool ok = true;
+    size_t p = 0;
+    while (p <= text->size()) {
+      size_t q = text->find(',', p);
+      if (q == std::string::npos) q = text->size();
+      std::string tok = text->substr(p, q - p);
+      tok.erase(0, tok.find_first_not_of(" \t"));
+      tok.erase(tok.find_last_not_of(" \t") + 1);
+      p = q + 1;
+      if (tok.empty()) {
+        diags_.error(a.loc, a.name + "=\"" + a.value + "\" has an empty item");
+        ok = false;
+        continue;
+      }
+      auto ref = resolve(tok, a);
+      if (!ref) {
+        ok = false;
+        continue;
+      }
+      if (ref->tile >= 0) {
+        diags_.error(a.loc, a.name + "=\"" + a.value + "\": '" + tok + "' is a tile; only whole tensors can be named here");
+        ok = false;
+        continue;
+      }
+      out.push_back(ref->data);
+    }
+    if (!ok) return std::nullopt;
+    return out;
+  }
+
+  // One 1-element tensor (a score or a loop condition's operand).
+  std::optional<std::int32_t> scalar_data(const Attr& a, const std::string& text) {
+    auto ref = resolve(text, a);
+    if (!ref) return std::nullopt;
+    const DataDecl& d = dag_.data[size_t(ref->data)];
+    if (ref->tile >= 0 || d.rows * d.cols != 1) {
+      diags_.error(a.loc, a.name + "=\"" + a.value + "\": '" + text + "' must be a 1-element tensor, but it is " +
+                              dtype_name(d.dtype) + shape_str(d.shape));
+      return std::nullopt;
+    }
+    if (d.dtype != DType::f32 && d.dtype != DType::f64 && d.dtype != DType::i32) {
+      diags_.error(a.loc, a.name + "=\"" + a.value + "\": '" + text + "' is " + dtype_name(d.dtype) +
+                              "; a score or condition operand must be f32, f64 or i32");
+      return std::nullopt;
+    }
+    return ref->data;
+  }
+
+  std::optional<bool> better_attr(const Element& e) {
+    const Attr* b = e.find("better");
+    if (!b) return false;
+    auto v = render(*b);
+    if (!v) return std::nullopt;
+    if (*v == "min" || *v == "max") return *v == "max";
+    diags_.error(b->loc, "better=\"" + *v + "\" must be min or max");
+    return std::nullopt;
+  }
+
+  void unite(const Element& e) {
+    if (comethod_ >= 0) {
+      diags_.error(e.loc, "<unite> inside a <comethod> is not supported: co-methods of one unite run side by side");
+      return;
+    }
+    std::string name = "unite";
+    if (const Attr* n = e.find("name")) name = render(*n).value_or(name);
+    const std::int32_t idx = open_region(Region::Kind::unite, e, name);
+    bool ok = true;
+    auto choice = [&](const char* attr, std::initializer_list<const char*> allowed) -> std::string {
+      const Attr* a = e.find(attr);
+      if (!a) return *allowed.begin();
+      auto v = render(*a);
+      if (!v) return ok = false, "";
+      for (const char* x : allowed)
+        if (*v == x) return *v;
+      std::string list;
+      for (const char* x : allowed) list += std::string(list.empty() ? "" : ", ") + x;
+      diags_.error(a->loc, std::string(attr) + "=\"" + *v + "\" must be one of " + list);
+      ok = false;
+      return "";
+    };
+    const std::string exit = choice("exit", {"first", "all", "budget"});
+    const std::string mapping = choice("mapping", {"shared", "contexts"});
+    auto better = better_attr(e);
+    std::optional<std::vector<std::int32_t>> save;
+    if (const Attr* a = e.find("save_exit")) save = data_list(*a);
+    {
+      Region& r = dag_.regions[size_t(idx)];
+      r.exit = exit == "all" ? Region::Exit::all : exit == "budget" ? Region::Exit::budget : Region::Exit::first;
+      r.contexts = mapping == "contexts";
+      r.maximize = better.value_or(false);
+      if (save) r.save_exit = *save;
+    }
+    if (const Attr* a = e.find("budget_s")) {
+      auto v = eval(*a);
+      if (v && (!v->numeric() || v->number() <= 0))
+        diags_.error(a->loc, "budget_s=\"" + a->value + "\" must be a positive number of seconds");
+      else if (v) dag_.regions[size_t(idx)].budget_s = v->number();
+    }
+    if (const Attr* a = e.find("budget_iters")) {
+      auto v = eval_int(*a);
+      if (v && *v < 1) diags_.error(a->loc, "budget_iters=\"" + a->value + "\" must be at least 1");
+      else if (v) dag_.regions[size_t(idx)].budget_iters = *v;
+    }
+    if (ok && exit == "budget" && !e.find("budget_s") && !e.find("budget_iters"))
+      diags_.error(e.loc, "<unite exit=\"budget\"> needs budget_s= (wall-clock seconds) or budget_iters= (loop iterations)");
+    body(e.children);
+    close_region(idx);
+    const Region& r = dag_.regions[size_t(idx)];
+    // the co-methods, their names and what each gives to save_exit
+    std::vector<std::int32_t> cms;
+    for (const auto& it : r.items)
+      if (it.region >= 0 && dag_.regions[size_t(it.region)].kind == Region::Kind::comethod) cms.push_back(it.region);
+    if (cms.empty()) diags_.error(e.loc, "<unite> '" + r.name + "' has no <comethod>");
+    std::map<std::string, SrcLoc> names;
+    for (auto c : cms) {
+      const Region& cm = dag_.regions[size_t(c)];
+      if (auto [it, fresh] = names.emplace(cm.name, cm.loc); !fresh)
+        diags_.error(cm.loc, "co-method '" + cm.name + "' defined twice in <unite> '" + r.name + "' (first at line " +
+                                 std::to_string(it->second.line) + ")");
+      if (cm.keep.size() != r.save_exit.size()) {
+        diags_.error(cm.loc, "co-method '" + cm.name + "' keeps " + std::to_string(cm.keep.size()) +
+                                 " tensors (keep=) but <unite> '" + r.name + "' saves " +
+                                 std::to_string(r.save_exit.size()) + " (save_exit=): they are copied in order");
+        continue;
+      }
+      for (size_t k = 0; k < cm.keep.size(); ++k) {
+        const DataDecl &from = dag_.data[size_t(cm.keep[k])], &to = dag_.data[size_t(r.save_exit[k])];
+        if (from.dtype != to.dtype || from.shape != to.shape)
+          diags_.error(cm.loc, "co-method '" + cm.name + "' keeps '" + from.name + "' " + dtype_name(from.dtype) +
+                                   shape_str(from.shape) + " for save_exit '" + to.name + "' " + dtype_name(to.dtype) +
+                                   shape_str(to.shape));
+      }
+    }
+    // co-methods run concurrently: none may depend on another's tasks
+    for (std::int32_t t = r.first_task; t < r.end_task; ++t) {
+      const TaskNode& n = dag_.tasks[size_t(t)];
+      for (auto p : n.preds) {
+        if (p < r.first_task || dag_.tasks[size_t(p)].comethod == n.comethod) continue;
+        const TaskNode& o = dag_.tasks[size_t(p)];
+        const std::string other = o.comethod >= 0 ? dag_.regions[size_t(o.comethod)].name : "?";
+        std::string shared;
+        for (const auto& b : n.bindings)
+          for (const auto& ob : o.bindings)
+            if (b.ref.data >= 0 && b.ref.data == ob.ref.data && shared.empty()) shared = dag_.data[size_t(b.ref.data)].name;
+        diags_.error(n.loc, "co-method '" + dag_.regions[size_t(n.comethod)].name + "' uses '" + shared +
+                                "', which co-method '" + other + "' writes (line " + std::to_string(o.loc.line) +
+                                "): co-methods run concurrently and may share only data they all read; exchange "
+                                "results with <publish>/<gather>");
+        break;
+      }
+    }
+    // after the unite, the save_exit tensors hold the winner's
+    for (auto d : r.save_exit) {
+      DataState& s = states_[size_t(d)];
+      if (!s.init && s.uninit_tiles) s.uninit_tiles = 0, std::fill(s.tile_init.begin(), s.tile_init.end(), 1);
+    }
+  }
+
+  void comethod(const Element& e) {
+    if (region_stack_.empty() || dag_.regions[size_t(region_stack_.back())].kind != Region::Kind::unite) {
+      diags_.error(e.loc, "<comethod> must be inside a <unite>");
+      return;
+    }
+    auto name = render(*e.find("name"));
+    if (!name) return;
+    const std::int32_t idx = open_region(Region::Kind::comethod, e, *name);
+    if (const Attr* a = e.find("priority")) {
+      auto v = eval_int(*a);
+      if (v) dag_.regions[size_t(idx)].priority = int(*v);
+    }
+    if (const Attr* a = e.find("workers")) {
+      auto v = eval_int(*a);
+      if (v && *v < 1) diags_.error(a->loc, "workers=\"" + a->value + "\" must be at least 1");
+      else if (v) dag_.regions[size_t(idx)].workers = *v;
+    }
+    const std::int32_t saved = comethod_;
+    comethod_ = idx;
+    body(e.children);
+    comethod_ = saved;
+    close_region(idx);
+    if (const Attr* a = e.find("keep")) {  // resolved after the body: it names the co-method's own data
+      if (auto k = data_list(*a)) {
+        for (auto d : *k)
+          if (!data_ready(d))
+            diags_.error(a->loc, "keep=\"" + a->value + "\": '" + dag_.data[size_t(d)].name +
+                                     "' is never written or initialised");
+        dag_.regions[size_t(idx)].keep = *k;
+      }
+    }
+  }
+
+  // YvetteML's word operators (le, gt, and, ...) as the expression language's.
+  static std::string c_operators(const std::string& text) {
+    static const std::map<std::string, std::string> words = {{"eq", "=="}, {"neq", "!="}, {"gt", ">"},  {"ge", ">="},
+                                                              {"lt", "<"},  {"le", "<="},  {"and", "&&"}, {"or", "||"},
+                                                              {"not", "!"}};
+    std::string out;
+    for (size_t i = 0; i < text.size();) {
+      const auto c = static_cast<unsigned char>(text[i]);
+      if (std::isalpha(c) || c == '_') {
+        size_t j = i;
+        while (j < text.size() && (std::isalnum(static_cast<unsigned char>(text[j])) || text[j] == '_')) ++j;
+        const std::string w = text.substr(i, j - i);
+        const bool exponent = i > 0 && std::isdigit(static_cast<unsigned char>(text[i - 1])) && (w[0] == 'e' || w[0] == 'E');
+        auto it = words.find(w);
+        out += it != words.end() && !exponent ? " " + it->second + " " : w;
+        i = j;
+      } else {
+        out += text[i++];
+      }
+    }
+    return out;
+  }
+
+  void runtime_loop(const Element& e) {
+    const bool until = e.name == "until";
+    const Attr* ca = e.find("cond");
+    std::int64_t max_iter = 1000;
+    if (const Attr* m = e.find("max")) {
+      auto v = eval_int(*m);
+      if (!v) return;
+      if (*v < 1) {
+        diags_.error(m->loc, "max=\"" + m->value + "\" must be at least 1");
+        return;
+      }
+      max_iter = *v;
+    }
+    auto text = render(*ca);
+    if (!text) return;
+    const std::string expr = c_operators(*text);
+    std::shared_ptr<const Template> t;
+    try {
+      t = Template::compile("${" + expr + "}");
+    } catch (const ExprError& x) {
+      diags_.error(ca->loc, "bad condition '" + *text + "': " + x.message);
+      return;
+    }
+    // its names are 1-element tensors, read when the loop runs
+    std::vector<std::int32_t> operands;
+    bool ok = true;
+    const Value zero = Value::of_float(0);
+    try {
+      (void)t->value([&](std::string_view n) -> const Value* {
+        auto d = scalar_data(*ca, std::string(n));
+        if (!d) {
+          ok = false;
+          return &zero;
+        }
+        if (std::find(operands.begin(), operands.end(), *d) == operands.end()) operands.push_back(*d);
+        return &zero;
+      });
+    } catch (const ExprError& x) {
+      diags_.error(ca->loc, "bad condition '" + *text + "': " + x.message);
+      return;
+    }
+    if (!ok) return;
+    if (!until)
+      for (auto d : operands)
+        if (!data_ready(d))
+          diags_.error(ca->loc, "<while> tests '" + dag_.data[size_t(d)].name +
+                                    "' before anything writes it (give it init= or write it before the loop)");
+    const std::int32_t idx = open_region(until ? Region::Kind::until : Region::Kind::while_, e, "");
+    dag_.regions[size_t(idx)].cond = expr;
+    dag_.regions[size_t(idx)].cond_data = operands;
+    dag_.regions[size_t(idx)].max_iter = max_iter;
+    body(e.children);
+    close_region(idx);
+    if (until)
+      for (auto d : operands)
+        if (!data_ready(d))
+          diags_.error(ca->loc, "<until> tests '" + dag_.data[size_t(d)].name + "', which nothing writes");
+  }
+
+  void exchange(const Element& e) {
+    const bool pub = e.name == "publish";
+    auto channel = render(*e.find("name"));
+    const Attr* da = e.find(pub ? "data" : "into");
+    const Attr* sa = e.find("score");
+    auto better = better_attr(e);
+    if (!channel || !better) return;
+    auto list = data_list(*da);
+    auto stext = render(*sa);
+    if (!list || !stext) return;
+    auto score = scalar_data(*sa, *stext);
+    if (!score) return;
+    bool ok = true;
+    for (auto d : *list)
+      if (!data_ready(d)) {
+        diags_.error(da->loc, std::string(pub ? "<publish>" : "<gather>") + " of '" + dag_.data[size_t(d)].name +
+                                  "' before anything writes it (give it init= or write it first)");
+        ok = false;
+      }
+    if (pub && !data_ready(*score)) {
+      diags_.error(sa->loc, "<publish> score '" + dag_.data[size_t(*score)].name + "' is never written before");
+      ok = false;
+    }
+    if (!ok) return;
+    // every publish and gather of a channel exchanges the same tensors
+    std::vector<std::pair<DType, std::vector<std::int64_t>>> sig;
+    for (auto d : *list) sig.emplace_back(dag_.data[size_t(d)].dtype, dag_.data[size_t(d)].shape);
+    auto [it, fresh] = channels_.try_emplace(*channel);
+    Channel& ch = it->second;
+    if (fresh) {
+      ch.tensors = sig;
+      ch.loc = e.loc;
+      ch.what = pub ? "published" : "gathered";
+    } else if (ch.tensors != sig) {
+      auto str = [](const std::vector<std::pair<DType, std::vector<std::int64_t>>>& v) {
+        std::string o;
+        for (const auto& [t, s] : v) o += (o.empty() ? "" : ", ") + std::string(dtype_name(t)) + shape_str(s);
+        return o;
+      };
+      diags_.error(da->loc, "channel '" + *channel + "' is " + ch.what + " as (" + str(ch.tensors) + ") at line " +
+                                std::to_string(ch.loc.line) + ", but " + (pub ? "published" : "gathered") + " here as (" +
+                                str(sig) + ")");
+      return;
+    }
+    if (pub) ch.published = true;
+    else ch.gathers.push_back(e.loc);
+    const std::int32_t idx = open_region(pub ? Region::Kind::publish : Region::Kind::gather, e, *channel);
+    Region& r = dag_.regions[size_t(idx)];
+    r.data = *list;
+    r.score = *score;
+    r.maximize = *better;
+    close_region(idx);
   }
 
   // ---------- calls ----------
@@ -1617,6 +2044,20 @@ class Compiler {
   std::unordered_map<std::string, int> event_ids_;
   std::vector<std::pair<std::int32_t, int>> waiters_;
   std::vector<std::pair<int, SrcLoc>> wait_locs_;
+  // runtime control flow (Region): open regions, each region's sub-regions,
+  // the top-level ones, the innermost open comethod, and exchange channels
+  std::vector<std::int32_t> region_stack_;
+  std::vector<std::vector<std::int32_t>> region_children_;
+  std::vector<std::int32_t> top_regions_;
+  std::int32_t comethod_ = -1;
+  struct Channel {
+    std::vector<std::pair<DType, std::vector<std::int64_t>>> tensors;
+    SrcLoc loc;
+    std::string what;  // "published" or "gathered"
+    bool published = false;
+    std::vector<SrcLoc> gathers;
+  };
+  std::map<std::string, Channel> channels_;
   int call_count_ = 0;
   bool usage_error_ = false;
   bool too_many_reported_ = false;

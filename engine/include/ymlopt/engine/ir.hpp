@@ -110,6 +110,53 @@ struct TaskNode {
   Cost cost;
   std::vector<std::int32_t> preds;        // all predecessors (data + events), sorted
   std::vector<std::int32_t> event_preds;  // the subset that comes from wait/notify only
+  std::int32_t comethod = -1;             // innermost <comethod> region holding the task, or -1
+};
+
+/// Control flow decided at run time (DESIGN.md, unite and conquer): a runtime
+/// loop (`<until>`, `<while>` on 1-element data written by tasks), a `<unite>`
+/// of concurrent `<comethod>`s, and their `<publish>`/`<gather>` exchanges.
+/// A loop body is compiled once: its tasks sit in Dag::tasks in program order
+/// like any others (dependencies within one iteration as usual; the runtime
+/// runs iterations, and the items of a region, one after the other). A region
+/// owns the tasks [first_task, end_task) and lists its items in order: runs of
+/// its own tasks and sub-regions.
+///
+///   for (const Region::Item& it : dag.regions[r].items)
+///     if (it.region >= 0) run_region(it.region); else run_tasks(it.first, it.end);
+struct Region {
+  enum class Kind : std::uint8_t { body, until, while_, unite, comethod, publish, gather };
+  enum class Exit : std::uint8_t { first, all, budget };
+  struct Item {
+    std::int32_t region = -1;          // a sub-region, or
+    std::int32_t first = 0, end = 0;   // the tasks [first, end)
+  };
+  Kind kind = Kind::body;
+  SrcLoc loc;
+  std::string name;  // unite/comethod name, publish/gather channel
+  std::int32_t first_task = 0, end_task = 0;
+  std::vector<Item> items;
+  // until/while: `cond` is an expression (C or YvetteML word operators) over
+  // the 1-element tensors `cond_data` (names as declared), read after each
+  // iteration (until) or before it (while); at most max_iter iterations.
+  std::string cond;
+  std::vector<std::int32_t> cond_data;
+  std::int64_t max_iter = 0;
+  // publish: `data` published with the value of `score`; gather: the best
+  // entry's tensors copied into `data`, its score into `score`.
+  std::vector<std::int32_t> data;
+  std::int32_t score = -1;
+  bool maximize = false;  // better="max" (gather; unite: how the winner is chosen)
+  // unite
+  Exit exit = Exit::first;
+  double budget_s = 0;                // Exit::budget: wall-clock seconds (0: none)
+  std::int64_t budget_iters = 0;      // Exit::budget: loop iterations per co-method (0: none)
+  bool contexts = false;              // mapping="contexts": one scheduling context per co-method
+  std::vector<std::int32_t> save_exit;  // data that receive the winner's `keep` tensors
+  // comethod
+  std::vector<std::int32_t> keep;     // its tensors copied into the unite's save_exit when it wins
+  int priority = 0;                   // StarPU task priority of its tasks (mapping="shared")
+  std::int64_t workers = 0;           // mapping="contexts": workers of its context (0: an equal share)
 };
 
 /// The compiled workflow: data, tasks in program order, dependencies.
@@ -122,12 +169,16 @@ struct Dag {
   std::vector<DataDecl> data;
   std::vector<TaskNode> tasks;
   std::vector<std::int32_t> topo_order;  // a valid execution order (program order where possible)
+  std::vector<Region> regions;           // runtime control flow; empty for a static DAG
+  std::int32_t root_region = -1;         // the workflow body when `regions` is not empty
   std::vector<std::unique_ptr<xml::Document>> docs;  // keep SrcLoc::file pointers valid
 
   /// Logical shape of a reference (tile shape for a tile).
   Shape ref_shape(const DataRef& r) const;
   std::string ref_name(const DataRef& r) const;
   std::size_t num_edges() const;
+  /// The workflow has runtime loops or unite blocks (run by run_program).
+  bool dynamic() const { return root_region >= 0; }
 };
 
 }  // namespace ymlopt

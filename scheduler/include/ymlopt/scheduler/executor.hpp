@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <string>
 #include <utility>
@@ -16,6 +17,8 @@ namespace ymlopt {
 
 /// What happened to one task: where and when it ran, and its scalar results.
 struct TaskRecord {
+  std::int32_t task = -1;       // the task's id
+  std::int32_t iteration = 0;   // 0, then 1, 2, ... when a runtime loop runs it again
   std::int32_t worker = -1;
   double start_us = 0, end_us = 0;
   bool ran = false;
@@ -41,17 +44,84 @@ struct Progress {
   std::int64_t total = 0;
 };
 
+/// One publish or gather of a co-method, as the report shows it.
+struct ExchangeRecord {
+  double time_s = 0;       // since the run started
+  bool publish = true;
+  std::string channel;
+  std::string source;      // gather: the co-method whose entry was taken ("" when the board was empty)
+  double score = 0;
+};
+
+/// What one co-method of a <unite> did.
+struct CoMethodRecord {
+  std::string name;
+  std::int32_t region = -1;
+  std::int64_t iterations = 0;  // runtime-loop iterations (restarts)
+  bool converged = false;       // its loops all ended by their condition
+  bool failed = false, stopped = false, winner = false;
+  std::string error;            // why it failed
+  double start_s = 0, end_s = 0;
+  std::int64_t publishes = 0, gathers = 0, adopted = 0;  // adopted: gathers that took another's entry
+  double best_score = 0;                                // best score it published (NaN if none)
+  std::vector<ExchangeRecord> exchanges;
+  std::vector<std::pair<double, double>> score_history;  // (time_s, best score it has seen), at each exchange
+  std::vector<int> context_workers;                      // mapping="contexts": the workers of its context
+};
+
+/// What one <unite> did.
+struct UniteRecord {
+  std::string name;
+  std::string exit;    // first, all or budget
+  std::string winner;  // "" if every co-method failed
+  double start_s = 0, end_s = 0;
+  std::vector<CoMethodRecord> comethods;
+};
+
 /// Outcome of executing a DAG.
 struct ExecResult {
   bool ok = false;
   std::string error;             // first failure, already formatted
   std::int32_t failed_task = -1;
-  std::vector<TaskRecord> records;  // indexed by task id
+  std::vector<TaskRecord> records;  // indexed by task id (a looped task: its last run)
+  std::vector<TaskRecord> repeats;  // earlier runs of tasks that runtime loops ran again
+  std::vector<UniteRecord> unites;  // per <unite>, in the order they ran
+  std::vector<std::pair<std::int32_t, std::int64_t>> loop_iterations;  // (region, iterations) per loop run
   std::vector<std::string> workers; // worker names, indexed by TaskRecord::worker
   double makespan_us = 0;
   std::string scheduler;
   std::string runtime;           // e.g. "StarPU 1.3.10"
   std::vector<std::string> warnings;
+};
+
+class TaskRunner;
+
+/// An open execution of a DAG whose tasks are submitted part by part, as a
+/// workflow with runtime loops and co-methods needs (run_program): the runtime
+/// stays up and the data stay registered between parts. Thread-safe: the
+/// co-methods of a <unite> call run() concurrently, on disjoint data.
+///
+///   auto s = executor->open(dag, store, opts, progress, result);
+///   s->run(0, 10, 0, 0);                       // tasks [0, 10), all workers, waits
+///   s->acquire(d, false); read store.base(d); s->release(d);
+///   s->close(result);
+class Session {
+ public:
+  virtual ~Session() = default;
+  /// Runs tasks [first, end) of the DAG (whatever they depend on before
+  /// `first` has run) and waits for them; false if one failed.
+  virtual bool run(std::int32_t first, std::int32_t end, int context, int priority) = 0;
+  /// A scheduling context over the given workers (0 where the backend has none).
+  virtual int create_context(const std::string& name, const std::vector<int>& workers) = 0;
+  virtual void delete_context(int context) = 0;
+  virtual int num_workers() const = 0;
+  /// Makes a whole tensor's latest value readable (or writable) at
+  /// DataStore::base until release().
+  virtual void acquire(std::int32_t data, bool write) = 0;
+  virtual void release(std::int32_t data) = 0;
+  virtual TaskRunner& runner() = 0;
+  /// Waits for everything, shuts the runtime down, fills in `r`.
+  virtual void close(ExecResult& r) = 0;
 };
 
 /// A backend executes a compiled DAG over a DataStore.
@@ -63,7 +133,16 @@ class Executor {
   virtual ~Executor() = default;
   virtual std::string name() const = 0;
   virtual ExecResult execute(const Dag& dag, DataStore& store, const ExecOptions& opts, Progress& progress) = 0;
+  /// Opens a session (workers, warnings and runtime go to `r`); null with
+  /// r.error set on failure or where the backend runs whole DAGs only.
+  virtual std::unique_ptr<Session> open(const Dag& dag, DataStore& store, const ExecOptions& opts, Progress& progress,
+                                        ExecResult& r);
 };
+
+/// Runs a workflow with runtime control flow (Dag::dynamic(): <until>/<while>
+/// loops, <unite> co-methods exchanging results through publish/gather) on a
+/// session of `ex`; a static DAG goes to ex.execute() unchanged.
+ExecResult run_program(Executor& ex, const Dag& dag, DataStore& store, const ExecOptions& opts, Progress& progress);
 
 /// Shared by backends: runs one task's CPU kernel on `views` (its ports), times
 /// it, captures results, and turns an exception into a cancellation of the run.
@@ -73,9 +152,13 @@ class TaskRunner {
   /// Writes the task's port views (shapes, dtypes; data pointers null) to
   /// out[0 .. t.bindings.size()).
   void port_templates(const TaskNode& t, TensorView* out) const;
-  /// Runs the kernel; returns false if it threw (or the run was cancelled before).
+  /// Runs the kernel; returns false if it threw (or the run was cancelled
+  /// before). A task of a co-method that throws fails that co-method only.
   bool run(const TaskNode& t, std::span<const TensorView> views, std::int32_t worker);
   bool cancelled() const { return cancelled_.load(std::memory_order_relaxed); }
+  /// The co-method (region) has a failed task; its error message.
+  bool comethod_failed(std::int32_t region) const;
+  std::string comethod_error(std::int32_t region) const;
   void finish(ExecResult& r);
   double now_us() const;
 
@@ -85,6 +168,10 @@ class TaskRunner {
   Progress& progress_;
   std::chrono::steady_clock::time_point t0_;
   std::vector<TaskRecord> records_;
+  std::vector<TaskRecord> repeats_;
+  std::unique_ptr<std::atomic<bool>[]> region_failed_;
+  std::vector<std::string> region_error_;
+  mutable std::mutex mu_;  // repeats_, region_error_
   std::atomic<bool> cancelled_{false};
   std::atomic<std::int32_t> failed_{-1};
   std::string error_;

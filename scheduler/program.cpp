@@ -1,0 +1,387 @@
+// run_program: the interpreter of a workflow's runtime control flow (Region
+// tree, see ir.hpp) on top of an executor Session. Task runs go to the
+// backend part by part; loop conditions, publish and gather read and write
+// the tensors between parts (Session::acquire); the co-methods of a <unite>
+// run in threads of their own and exchange results through a UniteBoard.
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <map>
+#include <thread>
+
+#include "ymlopt/engine/expr.hpp"
+#include "ymlopt/scheduler/executor.hpp"
+#include "ymlopt/unite/board.hpp"
+
+namespace ymlopt {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using Tensors = std::vector<std::vector<std::byte>>;  // a published entry: packed rows of each tensor
+
+enum class Outcome { done, failed, stopped };
+
+// Where a region runs: the co-method (if any), its scheduling context and
+// priority, and what may stop it.
+struct Scope {
+  std::int32_t comethod = -1;
+  std::string who = "main";
+  int context = 0, priority = 0;
+  const std::atomic<bool>* stop = nullptr;  // set by the unite (exit="first", budget)
+  Clock::time_point deadline = Clock::time_point::max();
+  std::int64_t iteration_budget = 0;        // 0: none
+  CoMethodRecord* rec = nullptr;
+  bool converged = true;                    // every loop so far ended by its condition
+  double best = std::numeric_limits<double>::quiet_NaN();
+  bool maximize = false;
+};
+
+class ProgramRunner {
+ public:
+  ProgramRunner(const Dag& dag, DataStore& store, Session& s, ExecResult& r)
+      : dag_(dag), store_(store), s_(s), r_(r), t0_(Clock::now()), conds_(dag.regions.size()) {
+    for (size_t i = 0; i < dag.regions.size(); ++i)
+      if (!dag.regions[i].cond.empty()) conds_[i] = Template::compile("${" + dag.regions[i].cond + "}");
+  }
+
+  Outcome run() {
+    Scope top;
+    return exec(dag_.root_region, top);
+  }
+  const std::string& error() const { return error_; }
+
+ private:
+  double now_s() const { return std::chrono::duration<double>(Clock::now() - t0_).count(); }
+
+  void fail(const Scope& sc, std::string message) {
+    if (sc.rec) {
+      if (sc.rec->error.empty()) sc.rec->error = std::move(message);
+      return;
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    if (error_.empty()) error_ = std::move(message);
+  }
+
+  static std::string where(const Region& g) {
+    return (g.loc.file ? *g.loc.file : std::string()) + ":" + std::to_string(g.loc.line) + ":" +
+           std::to_string(g.loc.col) + ": error: ";
+  }
+
+  bool stopped(const Scope& sc) const {
+    return (sc.stop && sc.stop->load(std::memory_order_relaxed)) || Clock::now() >= sc.deadline ||
+           (sc.iteration_budget > 0 && sc.rec && sc.rec->iterations >= sc.iteration_budget);
+  }
+
+  Outcome exec(std::int32_t region, Scope& sc) {
+    const Region& g = dag_.regions[size_t(region)];
+    switch (g.kind) {
+      case Region::Kind::body:
+      case Region::Kind::comethod: return items(g, sc);
+      case Region::Kind::until:
+      case Region::Kind::while_: return loop(region, sc);
+      case Region::Kind::unite: return unite(g, sc);
+      case Region::Kind::publish: return publish(g, sc);
+      case Region::Kind::gather: return gather(g, sc);
+    }
+    return Outcome::failed;
+  }
+
+  Outcome items(const Region& g, Scope& sc) {
+    for (const auto& it : g.items) {
+      if (it.region >= 0) {
+        if (Outcome o = exec(it.region, sc); o != Outcome::done) return o;
+        continue;
+      }
+      const bool ok = s_.run(it.first, it.end, sc.context, sc.priority);
+      if (sc.comethod >= 0 && s_.runner().comethod_failed(sc.comethod)) {
+        fail(sc, s_.runner().comethod_error(sc.comethod));
+        return Outcome::failed;
+      }
+      if (!ok) return Outcome::failed;  // a task outside co-methods failed: the run stops (error in the runner)
+    }
+    return Outcome::done;
+  }
+
+  // Reads a 1-element tensor as a number.
+  double scalar(std::int32_t d) {
+    s_.acquire(d, false);
+    const void* p = store_.base(d);
+    double v = 0;
+    switch (dag_.data[size_t(d)].dtype) {
+      case DType::f64: v = *static_cast<const double*>(p); break;
+      case DType::i32: v = *static_cast<const std::int32_t*>(p); break;
+      default: v = *static_cast<const float*>(p); break;
+    }
+    s_.release(d);
+    return v;
+  }
+  void set_scalar(std::int32_t d, double v) {
+    s_.acquire(d, true);
+    void* p = store_.base(d);
+    switch (dag_.data[size_t(d)].dtype) {
+      case DType::f64: *static_cast<double*>(p) = v; break;
+      case DType::i32: *static_cast<std::int32_t*>(p) = std::int32_t(v); break;
+      default: *static_cast<float*>(p) = float(v); break;
+    }
+    s_.release(d);
+  }
+
+  bool condition(std::int32_t region) {
+    const Region& g = dag_.regions[size_t(region)];
+    std::map<std::string, Value, std::less<>> vals;
+    for (auto d : g.cond_data) vals[dag_.data[size_t(d)].name] = Value::of_float(scalar(d));
+    const Value v = conds_[size_t(region)]->value([&](std::string_view n) -> const Value* {
+      auto it = vals.find(n);
+      return it == vals.end() ? nullptr : &it->second;
+    });
+    return v.number() != 0 && !std::isnan(v.number());
+  }
+
+  Outcome loop(std::int32_t region, Scope& sc) {
+    const Region& g = dag_.regions[size_t(region)];
+    const bool until = g.kind == Region::Kind::until;
+    std::int64_t it = 0;
+    bool ended_by_condition = false;
+    Outcome out = Outcome::done;
+    try {
+      for (; it < g.max_iter; ++it) {
+        if (!until && !condition(region)) {
+          ended_by_condition = true;
+          break;
+        }
+        if (stopped(sc)) {
+          out = Outcome::stopped;
+          break;
+        }
+        if (Outcome o = items(g, sc); o != Outcome::done) {
+          out = o;
+          break;
+        }
+        if (sc.rec) ++sc.rec->iterations;
+        if (until && condition(region)) {
+          ended_by_condition = true;
+          ++it;
+          break;
+        }
+      }
+    } catch (const ExprError& e) {
+      fail(sc, where(g) + "loop condition '" + g.cond + "': " + e.message);
+      out = Outcome::failed;
+    }
+    if (out == Outcome::done && !ended_by_condition) sc.converged = false;  // ran out of iterations
+    std::lock_guard<std::mutex> lock(mu_);
+    r_.loop_iterations.emplace_back(region, it);
+    return out;
+  }
+
+  void note_score(Scope& sc, double score) {
+    if (std::isnan(sc.best) || (sc.maximize ? score > sc.best : score < sc.best)) sc.best = score;
+    if (sc.rec) sc.rec->score_history.emplace_back(now_s(), sc.best);
+  }
+
+  Outcome publish(const Region& g, Scope& sc) {
+    Tensors payload;
+    for (auto d : g.data) {
+      s_.acquire(d, false);
+      const TensorView v = store_.view(DataRef{d, -1});
+      const size_t row = size_t(v.cols) * dtype_size(v.dtype);
+      std::vector<std::byte>& b = payload.emplace_back(size_t(v.rows) * row);
+      for (std::int64_t i = 0; i < v.rows; ++i)
+        std::memcpy(b.data() + size_t(i) * row, static_cast<const std::byte*>(v.data) + size_t(i * v.ld) * dtype_size(v.dtype), row);
+      s_.release(d);
+    }
+    const double score = scalar(g.score);
+    if (std::isnan(score)) {
+      fail(sc, where(g) + "publish to '" + g.name + "': score '" + dag_.data[size_t(g.score)].name + "' is NaN");
+      return Outcome::failed;
+    }
+    board_.publish(g.name, sc.who, score, std::move(payload));
+    note_score(sc, score);
+    if (sc.rec) {
+      ++sc.rec->publishes;
+      sc.rec->exchanges.push_back({now_s(), true, g.name, "", score});
+      if (std::isnan(sc.rec->best_score) || (sc.maximize ? score > sc.rec->best_score : score < sc.rec->best_score))
+        sc.rec->best_score = score;
+    }
+    return Outcome::done;
+  }
+
+  Outcome gather(const Region& g, Scope& sc) {
+    auto e = board_.gather_best(g.name, g.maximize ? unite::Better::max : unite::Better::min, sc.who);
+    if (sc.rec) {
+      ++sc.rec->gathers;
+      sc.rec->exchanges.push_back({now_s(), false, g.name, e ? e->publisher : "", e ? e->score : 0.0});
+    }
+    if (!e) return Outcome::done;  // nothing published yet: `into` keeps what it holds
+    const auto& payload = unite::payload_as<Tensors>(*e);
+    for (size_t k = 0; k < g.data.size(); ++k) {
+      const std::int32_t d = g.data[k];
+      s_.acquire(d, true);
+      const TensorView v = store_.view(DataRef{d, -1});
+      const size_t row = size_t(v.cols) * dtype_size(v.dtype);
+      for (std::int64_t i = 0; i < v.rows; ++i)
+        std::memcpy(static_cast<std::byte*>(v.data) + size_t(i * v.ld) * dtype_size(v.dtype), payload[k].data() + size_t(i) * row, row);
+      s_.release(d);
+    }
+    set_scalar(g.score, e->score);
+    note_score(sc, e->score);
+    if (sc.rec && e->publisher != sc.who) ++sc.rec->adopted;
+    return Outcome::done;
+  }
+
+  Outcome unite(const Region& g, Scope& outer) {
+    UniteRecord ur;
+    ur.name = g.name;
+    ur.exit = g.exit == Region::Exit::first ? "first" : g.exit == Region::Exit::all ? "all" : "budget";
+    ur.start_s = now_s();
+    std::vector<std::int32_t> cms;
+    for (const auto& it : g.items)
+      if (it.region >= 0) cms.push_back(it.region);
+    ur.comethods.resize(cms.size());
+    std::atomic<bool> stop{false};
+    std::vector<Scope> scopes(cms.size());
+    std::vector<Outcome> outcomes(cms.size(), Outcome::failed);
+    std::vector<double> finished_at(cms.size(), 0);
+    // mapping="contexts": each co-method gets a scheduling context over its share of the workers
+    std::vector<int> contexts(cms.size(), outer.context);
+    if (g.contexts) {
+      const int nw = s_.num_workers();
+      int next = 0;
+      for (size_t i = 0; i < cms.size(); ++i) {
+        const Region& cm = dag_.regions[size_t(cms[i])];
+        const int want = cm.workers > 0 ? int(std::min<std::int64_t>(cm.workers, nw))
+                                        : std::max(1, nw / int(cms.size()));
+        std::vector<int> ws;
+        for (int k = 0; k < want; ++k) ws.push_back((next + k) % nw);  // wraps around: co-methods share workers
+        next = (next + want) % nw;
+        contexts[i] = s_.create_context(cm.name, ws);
+        ur.comethods[i].context_workers = ws;
+      }
+    }
+    const auto deadline = g.exit == Region::Exit::budget && g.budget_s > 0
+                              ? Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(g.budget_s))
+                              : outer.deadline;
+    std::mutex done_mu;
+    std::vector<std::thread> threads;
+    for (size_t i = 0; i < cms.size(); ++i) {
+      const Region& cm = dag_.regions[size_t(cms[i])];
+      CoMethodRecord& rec = ur.comethods[i];
+      rec.name = cm.name;
+      rec.region = cms[i];
+      rec.best_score = std::numeric_limits<double>::quiet_NaN();
+      Scope& sc = scopes[i];
+      sc.comethod = cms[i];
+      sc.who = cm.name;
+      sc.context = contexts[i];
+      sc.priority = cm.priority;
+      sc.stop = &stop;
+      sc.deadline = deadline;
+      sc.iteration_budget = g.exit == Region::Exit::budget ? g.budget_iters : 0;
+      sc.rec = &rec;
+      sc.maximize = g.maximize;
+      threads.emplace_back([&, i] {
+        scopes[i].rec->start_s = now_s();
+        Outcome o;
+        try {
+          o = exec(scopes[i].comethod, scopes[i]);
+        } catch (const std::exception& e) {
+          fail(scopes[i], e.what());
+          o = Outcome::failed;
+        }
+        std::lock_guard<std::mutex> lock(done_mu);
+        outcomes[i] = o;
+        scopes[i].rec->end_s = finished_at[i] = now_s();
+        if (o == Outcome::done && scopes[i].converged && g.exit == Region::Exit::first) stop = true;
+      });
+    }
+    for (auto& t : threads) t.join();
+    for (size_t i = 0; i < cms.size(); ++i)
+      if (contexts[i] != outer.context) s_.delete_context(contexts[i]);
+    // the winner: the first to converge; else the best score published; else the first to finish
+    std::int32_t win = -1;
+    for (size_t i = 0; i < cms.size(); ++i) {
+      CoMethodRecord& rec = ur.comethods[i];
+      rec.failed = outcomes[i] == Outcome::failed;
+      rec.stopped = outcomes[i] == Outcome::stopped;
+      rec.converged = outcomes[i] == Outcome::done && scopes[i].converged;
+      if (rec.converged && (win < 0 || finished_at[i] < finished_at[size_t(win)])) win = std::int32_t(i);
+    }
+    auto better = [&](double a, double b) { return std::isnan(b) || (g.maximize ? a > b : a < b); };
+    if (win < 0)
+      for (size_t i = 0; i < cms.size(); ++i)
+        if (!ur.comethods[i].failed && !std::isnan(scopes[i].best) &&
+            (win < 0 || better(scopes[i].best, scopes[size_t(win)].best)))
+          win = std::int32_t(i);
+    if (win < 0)
+      for (size_t i = 0; i < cms.size(); ++i)
+        if (!ur.comethods[i].failed && (win < 0 || finished_at[i] < finished_at[size_t(win)])) win = std::int32_t(i);
+    ur.end_s = now_s();
+    Outcome out = Outcome::done;
+    if (win < 0) {
+      std::string why;
+      for (const auto& c : ur.comethods) why += "\n  co-method '" + c.name + "': " + c.error;
+      fail(outer, where(g) + "every co-method of unite '" + g.name + "' failed:" + why);
+      out = Outcome::failed;
+    } else {
+      CoMethodRecord& w = ur.comethods[size_t(win)];
+      w.winner = true;
+      ur.winner = w.name;
+      const Region& cm = dag_.regions[size_t(cms[size_t(win)])];
+      for (size_t k = 0; k < g.save_exit.size(); ++k) copy(cm.keep[k], g.save_exit[k]);
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      r_.unites.push_back(std::move(ur));
+    }
+    return out;
+  }
+
+  void copy(std::int32_t from, std::int32_t to) {
+    s_.acquire(from, false);
+    s_.acquire(to, true);
+    const TensorView a = store_.view(DataRef{from, -1}), b = store_.view(DataRef{to, -1});
+    const size_t es = dtype_size(a.dtype), row = size_t(a.cols) * es;
+    for (std::int64_t i = 0; i < a.rows; ++i)
+      std::memcpy(static_cast<std::byte*>(b.data) + size_t(i * b.ld) * es,
+                  static_cast<const std::byte*>(a.data) + size_t(i * a.ld) * es, row);
+    s_.release(to);
+    s_.release(from);
+  }
+
+  const Dag& dag_;
+  DataStore& store_;
+  Session& s_;
+  ExecResult& r_;
+  Clock::time_point t0_;
+  std::vector<std::shared_ptr<const Template>> conds_;
+  unite::UniteBoard board_{false};
+  std::mutex mu_;
+  std::string error_;
+};
+
+}  // namespace
+
+std::unique_ptr<Session> Executor::open(const Dag&, DataStore&, const ExecOptions&, Progress&, ExecResult& r) {
+  r.error = "the " + name() + " backend runs static DAGs only: runtime loops (<until>, <while>) and <unite> need the "
+            "starpu or sequential backend";
+  return nullptr;
+}
+
+ExecResult run_program(Executor& ex, const Dag& dag, DataStore& store, const ExecOptions& opts, Progress& progress) {
+  if (!dag.dynamic()) return ex.execute(dag, store, opts, progress);
+  ExecResult r;
+  auto s = ex.open(dag, store, opts, progress, r);
+  if (!s) return r;
+  ProgramRunner p(dag, store, *s, r);
+  const Outcome o = p.run();
+  s->close(r);
+  if (o == Outcome::failed && r.ok) {  // a co-method, loop or exchange failure the runner did not see
+    r.ok = false;
+    r.error = p.error();
+  }
+  return r;
+}
+
+}  // namespace ymlopt
