@@ -34,6 +34,17 @@ int64_t opt_int(const PassSpec& s, const std::string& k, int64_t def) {
   throw PassError("option '" + k + "' of " + s.name + " is '" + it->second + "': not an integer");
 }
 
+}  // namespace
+
+DType scale_dtype_option(const PassSpec& s) {
+  const std::string v = opt_str(s, "scale_dtype", "f32");
+  if (v == "f32") return DType::f32;
+  if (v == "f16") return DType::f16;
+  throw PassError("option 'scale_dtype' of " + s.name + " must be f32 or f16, got '" + v + "'");
+}
+
+namespace {
+
 void pass_quant_embedding(PassContext& ctx, const PassSpec& s) {
   const int bits = int(opt_int(s, "bits", 8));
   if (bits != 8 && bits != 4) throw PassError("option 'bits' of quant.embedding must be 8 or 4");
@@ -44,6 +55,7 @@ void pass_quant_embedding(PassContext& ctx, const PassSpec& s) {
   const std::string sym = opt_str(s, "symmetric", "true");
   if (sym != "true" && sym != "false") throw PassError("option 'symmetric' of quant.embedding must be true or false");
   const bool symmetric = sym == "true";
+  const DType sd = scale_dtype_option(s);
   if (!symmetric && group == 0)
     throw PassError("quant.embedding: symmetric=false needs group=32, 64 or 128 (per-row int8 is symmetric)");
   const std::string pattern = opt_str(s, "match", "");
@@ -70,8 +82,8 @@ void pass_quant_embedding(PassContext& ctx, const PassSpec& s) {
     Buf w(DType::f32, u.vocab, u.d);
     std::memcpy(w.bytes.data(), t.w.data(), w.bytes.size());
     Buf q(DType::i8, u.vocab, bits == 4 ? u.d / 2 : u.d);
-    Buf scale = group > 0 ? Buf(DType::f32, u.vocab, u.d / group) : Buf(DType::f32, 1, u.vocab);
-    Buf zero(DType::f32, u.vocab, group > 0 ? u.d / group : 1);
+    Buf scale = group > 0 ? Buf(sd, u.vocab, u.d / group) : Buf(sd, 1, u.vocab);
+    Buf zero(sd, u.vocab, group > 0 ? u.d / group : 1);
     std::map<std::string, Buf*> ports = {{"w", &w}, {"q", &q}, {"scale", &scale}};
     if (!symmetric) ports["zero"] = &zero;
     std::map<std::string, std::string> args;
@@ -84,7 +96,7 @@ void pass_quant_embedding(PassContext& ctx, const PassSpec& s) {
     before += u.vocab * u.d * int64_t(dtype_size(ctx.ed.dag().data[std::size_t(u.data)].dtype));
     after += int64_t(q.bytes.size() + scale.bytes.size() + (symmetric ? 0 : zero.bytes.size()));
     formats[u.name] = format + " group=" + std::to_string(group) + (symmetric ? " symmetric" : " asymmetric") +
-                      " scale=f32 (" + component + ", embedding table)";
+                      " scale=" + dtype_name(sd) + " (" + component + ", embedding table)";
     if (!u.linear_tasks.empty()) {
       nlohmann::json readers = nlohmann::json::array();
       for (std::size_t i : u.linear_tasks) readers.push_back(ModelEditor::task_key(ctx.ed.dag().tasks[i]));
@@ -107,6 +119,8 @@ PassInfo quant_embedding_pass() {
           {{"bits", "8 (default) or 4"},
            {"group", "0 (bits 8 default: one symmetric scale per row), 32, 64 or 128 (bits 4 default)"},
            {"symmetric", "true (default) or false (a zero point per group)"},
+           {"scale_dtype", "f32 (default) or f16: scales and zero points stored in f16 (codes rounded against the "
+                           "stored values)"},
            {"match", "only tables whose name matches this regex"}},
           pass_quant_embedding};
 }

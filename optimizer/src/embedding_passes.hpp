@@ -11,7 +11,13 @@
 namespace ymlopt::opt {
 
 /// The pass's table entry: name "quant.embedding", options bits (8 | 4), group
-/// (0 | 32 | 64 | 128), symmetric (true | false), match (a regex on table names).
+/// (0 | 32 | 64 | 128), symmetric (true | false), scale_dtype (f32 | f16), match (a
+/// regex on table names).
 PassInfo quant_embedding_pass();
+
+/// The `scale_dtype` option of the quantizing passes (quant.group, quant.gptq,
+/// quant.embedding): f32 (default) or f16, else a PassError naming the pass.
+///   const DType sd = scale_dtype_option(spec);  // "quant.gptq:scale_dtype=f16" -> DType::f16
+DType scale_dtype_option(const PassSpec& s);
 
 }  // namespace ymlopt::opt

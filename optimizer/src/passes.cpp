@@ -57,8 +57,10 @@ struct Tally {
 // ---------------------------------------------------------------- quantization
 
 /// quant.int8 / quant.group / quant.q8_0 / quant.q4_0: codes + scales (+ zeros).
+/// scale_dtype: how quant.int8 / quant.group store scales and zeros (f32, or f16 with the
+/// codes computed against the f16 values); q8_0 / q4_0 are f16 by definition.
 void quantize(PassContext& ctx, const PassSpec& s, const std::string& component, int bits, int64_t group,
-              bool symmetric, std::map<std::string, std::string> args) {
+              bool symmetric, std::map<std::string, std::string> args, DType scale_dtype = DType::f32) {
   Tally tally;
   nlohmann::json formats = nlohmann::json::object();
   for (const WeightUse& u : selected(ctx, s)) {
@@ -70,9 +72,9 @@ void quantize(PassContext& ctx, const PassSpec& s, const std::string& component,
     const int64_t g = group > 0 ? u.k / group : 1;
     Buf w = Buf::of(dw.w, u.n, u.k);
     Buf q(DType::i8, u.n, bits == 4 ? u.k / 2 : u.k);
-    const DType sd = component == "quant.q8_0" || component == "quant.q4_0" ? DType::f16 : DType::f32;
+    const DType sd = component == "quant.q8_0" || component == "quant.q4_0" ? DType::f16 : scale_dtype;
     Buf scale = group > 0 ? Buf(sd, u.n, g) : Buf(sd, 1, u.n);
-    Buf zero = group > 0 ? Buf(DType::f32, u.n, g) : Buf(DType::f32, 1, u.n);
+    Buf zero = group > 0 ? Buf(sd, u.n, g) : Buf(sd, 1, u.n);
     std::map<std::string, Buf*> ports = {{"w", &w}, {"q", &q}, {"scale", &scale}};
     if (!symmetric) ports["zero"] = &zero;
     run_component(ctx.ed.registry(), component, ports, args);
@@ -99,7 +101,8 @@ void pass_group(PassContext& ctx, const PassSpec& s) {
   if (group != 32 && group != 64 && group != 128) throw PassError("option 'group' of quant.group must be 32, 64 or 128");
   if (sym != "true" && sym != "false") throw PassError("option 'symmetric' of quant.group must be true or false");
   quantize(ctx, s, "quant.group", bits, group, sym == "true",
-           {{"bits", std::to_string(bits)}, {"group", std::to_string(group)}, {"symmetric", sym}});
+           {{"bits", std::to_string(bits)}, {"group", std::to_string(group)}, {"symmetric", sym}},
+           scale_dtype_option(s));
 }
 
 void pass_q8_0(PassContext& ctx, const PassSpec& s) { quantize(ctx, s, "quant.q8_0", 8, 32, true, {}); }
@@ -222,6 +225,7 @@ void pass_gptq(PassContext& ctx, const PassSpec& s) {
   if (!(opt_num(s, "damp", 0.01) >= 0)) throw PassError("option 'damp' of quant.gptq must be >= 0");
   const std::string act = opt_str(s, "act_order", "false");
   if (act != "true" && act != "false") throw PassError("option 'act_order' of quant.gptq must be true or false");
+  const DType sd = scale_dtype_option(s);
   const bool symmetric = sym == "true";
   Tally tally;
   nlohmann::json formats = nlohmann::json::object();
@@ -237,8 +241,8 @@ void pass_gptq(PassContext& ctx, const PassSpec& s) {
     const DenseWeight dw = ctx.ed.load(u);
     const int64_t g = group > 0 ? u.k / group : 1;
     Buf w = Buf::of(dw.w, u.n, u.k), q(DType::i8, u.n, bits == 4 ? u.k / 2 : u.k);
-    Buf scale = group > 0 ? Buf(DType::f32, u.n, g) : Buf(DType::f32, 1, u.n);
-    Buf zero = group > 0 ? Buf(DType::f32, u.n, g) : Buf(DType::f32, 1, u.n);
+    Buf scale = group > 0 ? Buf(sd, u.n, g) : Buf(sd, 1, u.n);
+    Buf zero = group > 0 ? Buf(sd, u.n, g) : Buf(sd, 1, u.n);
     std::map<std::string, Buf*> ports = {{"w", &w}, {"h", &h}, {"q", &q}, {"scale", &scale}};
     if (!symmetric) ports["zero"] = &zero;
     const auto rep = run_component(ctx.ed.registry(), "quant.gptq", ports,
@@ -252,7 +256,7 @@ void pass_gptq(PassContext& ctx, const PassSpec& s) {
     ctx.ed.replace(u, std::move(ts),
                    {{"format", bits == 4 ? "int4" : "int8"}, {"group", std::to_string(group)}, {"transpose_w", "false"}});
     formats[u.name] = std::string(bits == 4 ? "int4" : "int8") + " group=" + std::to_string(group) +
-                      (symmetric ? " symmetric" : " asymmetric") + " scale=f32 (quant.gptq" +
+                      (symmetric ? " symmetric" : " asymmetric") + " scale=" + dtype_name(sd) + " (quant.gptq" +
                       (act == "true" ? " act_order, " : ", ") +
                       std::to_string(in.m) + " calibration rows)";
     tally.add(u, int64_t(q.bytes.size() + scale.bytes.size() + (symmetric ? 0 : zero.bytes.size())), count_zeros(dw.w));
@@ -633,6 +637,9 @@ void pass_dce(PassContext& ctx, const PassSpec& s) {
 // ---------------------------------------------------------------- the list
 
 const std::pair<std::string, std::string> kMatch = {"match", "regex on the weight's name (default: every eligible linear layer)"};
+const std::pair<std::string, std::string> kScaleDtype = {
+    "scale_dtype", "f32 (default) or f16: scales and zero points stored in f16 (codes rounded against the stored "
+                   "values; 1 bit per weight less at group 32 asymmetric)"};
 
 }  // namespace
 
@@ -647,7 +654,8 @@ const std::vector<PassInfo>& all_passes() {
       {"quant.int8", "int8 weights, one symmetric scale per output channel (W8A8 kernel, activations quantized per token)",
        {kMatch}, pass_int8},
       {"quant.group", "int4/int8 weights with one scale (and zero point) per group of weights along k",
-       {{"bits", "4 (default) or 8"}, {"group", "32, 64 or 128 (default)"}, {"symmetric", "true (default) or false"}, kMatch},
+       {{"bits", "4 (default) or 8"}, {"group", "32, 64 or 128 (default)"}, {"symmetric", "true (default) or false"},
+        kScaleDtype, kMatch},
        pass_group},
       {"quant.q8_0", "llama.cpp Q8_0: int8 in blocks of 32 with an f16 scale (8.5 bits per weight)", {kMatch}, pass_q8_0},
       {"quant.q4_0", "llama.cpp Q4_0: 4-bit in blocks of 32 with an f16 scale (4.5 bits per weight)", {kMatch}, pass_q4_0},
@@ -656,7 +664,8 @@ const std::vector<PassInfo>& all_passes() {
        "remaining columns through H = 2/m XᵀX of calibration inputs; stored like quant.group / quant.int8",
        {{"bits", "4 (default) or 8"}, {"group", "0 (per channel), 32, 64 or 128 (default)"},
         {"symmetric", "true (default) or false"}, {"damp", "diagonal damping (0.01)"}, {"block", "column block (128)"},
-        {"act_order", "false (default) or true: columns by decreasing diag H, static group scales"}, kMatch},
+        {"act_order", "false (default) or true: columns by decreasing diag H, static group scales"}, kScaleDtype,
+        kMatch},
        pass_gptq, true},
       {"prune.magnitude", "zero the smallest-magnitude weights (dense result; follow with sparse.csr or a quantizer)",
        {{"sparsity", "fraction to zero (default 0.5)"}, {"scope", "row (default), tensor or global (one threshold over every layer)"}, kMatch},
