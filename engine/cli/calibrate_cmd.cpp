@@ -476,6 +476,15 @@ nlohmann::json prediction_report(const Prediction& p, double measured_us, double
 
 std::string prediction_line(const nlohmann::json& r) {
   char buf[320];
+  if (r.value("one_iteration", false)) {  // runtime loops: no prediction of the whole run to compare
+    std::snprintf(buf, sizeof buf,
+                  "predicted %.1f ms for one iteration of each runtime loop (the run took %.1f ms); memory predicted "
+                  "%.1f MiB, allocated+mapped %.1f MiB (%.3fx)\n",
+                  r["makespan_us"].get<double>() / 1e3, r["measured"]["makespan_us"].get<double>() / 1e3,
+                  double(r["parameter_bytes"].get<std::int64_t>() + r["activation_bytes"].get<std::int64_t>()) / (1 << 20),
+                  r["measured"]["store_bytes"].get<double>() / (1 << 20), r["ratio"]["store_memory"].get<double>());
+    return buf;
+  }
   std::snprintf(buf, sizeof buf,
                 "predicted %.1f ms, measured %.1f ms (%.2fx; %.2fx at the CPU share %.2f the run got); memory "
                 "predicted %.1f MiB, allocated+mapped %.1f MiB (%.3fx)%s\n",

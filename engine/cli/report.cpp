@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <map>
@@ -19,15 +20,65 @@ struct ComponentRow {
 // Tasks that ran, summed per component (sorted by name).
 std::map<std::string, ComponentRow> component_rows(const Dag& dag, const ExecResult& r) {
   std::map<std::string, ComponentRow> rows;
-  for (const auto& n : dag.tasks) {
-    const TaskRecord& rec = r.records[size_t(n.id)];
-    if (!rec.ran) continue;
+  auto add = [&](const TaskRecord& rec) {
+    if (!rec.ran) return;
+    const TaskNode& n = dag.tasks[size_t(rec.task)];
     ComponentRow& row = rows[n.comp->name];
     ++row.tasks;
     row.us += rec.end_us - rec.start_us;
     row.flops += n.cost.flops;
-  }
+  };
+  for (const auto& rec : r.records) add(rec);
+  for (const auto& rec : r.repeats) add(rec);  // runtime loops ran these again
   return rows;
+}
+
+// Runs per task (1 + the repeats of runtime loops).
+std::vector<std::int64_t> runs_per_task(const Dag& dag, const ExecResult& r) {
+  std::vector<std::int64_t> runs(dag.tasks.size(), 0);
+  for (const auto& rec : r.records)
+    if (rec.ran) ++runs[size_t(rec.task)];
+  for (const auto& rec : r.repeats)
+    if (rec.ran) ++runs[size_t(rec.task)];
+  return runs;
+}
+
+nlohmann::json unite_json(const Dag& dag, const ExecResult& r) {
+  using nlohmann::json;
+  json out = json::array();
+  for (const auto& u : r.unites) {
+    json cms = json::array();
+    for (const auto& c : u.comethods) {
+      json hist = json::array();
+      for (const auto& [t, s] : c.score_history) hist.push_back({t, s});
+      json ex = json::array();
+      for (const auto& e : c.exchanges) {
+        json j = {{"t_s", e.time_s}, {"op", e.publish ? "publish" : "gather"}, {"channel", e.channel}, {"score", e.score}};
+        if (!e.publish) j["source"] = e.source;
+        ex.push_back(std::move(j));
+      }
+      const Region& g = dag.regions[size_t(c.region)];
+      json j = {{"name", c.name},
+                {"line", g.loc.line},
+                {"status", c.failed ? "failed" : c.stopped ? "stopped" : c.converged ? "converged" : "finished"},
+                {"winner", c.winner},
+                {"iterations", c.iterations},
+                {"publishes", c.publishes},
+                {"gathers", c.gathers},
+                {"gathered_from_others", c.adopted},
+                {"best_score", std::isnan(c.best_score) ? json(nullptr) : json(c.best_score)},
+                {"start_s", c.start_s},
+                {"end_s", c.end_s},
+                {"score_history", std::move(hist)},
+                {"exchanges", std::move(ex)}};
+      if (!c.error.empty()) j["error"] = c.error;
+      if (!c.context_workers.empty()) j["context_workers"] = c.context_workers;
+      cms.push_back(std::move(j));
+    }
+    out.push_back({{"name", u.name}, {"exit", u.exit}, {"winner", u.winner}, {"start_s", u.start_s},
+                   {"end_s", u.end_s}, {"comethods", std::move(cms)}});
+  }
+  return out;
 }
 }  // namespace
 
@@ -49,6 +100,12 @@ RunTotals compute_totals(const Dag& dag, const ExecResult& r) {
       ++t.tasks_run;
     }
   }
+  for (const auto& rec : r.repeats) {  // earlier iterations of runtime loops
+    if (!rec.ran) continue;
+    t.sum_task_us += rec.end_us - rec.start_us;
+    t.flops += dag.tasks[size_t(rec.task)].cost.flops;
+    ++t.tasks_run;
+  }
   rusage ru{};
   getrusage(RUSAGE_SELF, &ru);
   t.peak_rss_bytes = ru.ru_maxrss * 1024L;
@@ -59,6 +116,7 @@ nlohmann::json make_report(const Dag& dag, const ExecResult& r, const RunTotals&
                            const std::vector<std::int32_t>* task_ranks) {
   using nlohmann::json;
   json tasks = json::array();
+  const auto runs = runs_per_task(dag, r);
   for (const auto& n : dag.tasks) {
     const TaskRecord& rec = r.records[size_t(n.id)];
     json j = {{"id", n.id},
@@ -81,6 +139,8 @@ nlohmann::json make_report(const Dag& dag, const ExecResult& r, const RunTotals&
       if (b.ref.data >= 0) data.push_back(std::string(access_name(b.mode)) + " " + dag.ref_name(b.ref));
     j["data"] = data;
     if (!n.preds.empty()) j["deps"] = n.preds;
+    if (n.comethod >= 0) j["comethod"] = dag.regions[size_t(n.comethod)].name;
+    if (runs[size_t(n.id)] > 1) j["runs"] = runs[size_t(n.id)];  // a runtime loop ran it again (start/end: the last run)
     if (!rec.results.empty()) {
       json res = json::object();
       for (const auto& [k, v] : rec.results) res[k] = v;
@@ -118,6 +178,19 @@ nlohmann::json make_report(const Dag& dag, const ExecResult& r, const RunTotals&
                        t.blas_peak_gflops > 0 && t.makespan_us > 0 ? t.flops / t.makespan_us / 1e3 / t.blas_peak_gflops : 0.0},
                       {"peak_rss_bytes", t.peak_rss_bytes}};
   if (!r.warnings.empty()) report["warnings"] = r.warnings;
+  if (dag.dynamic()) {
+    report["unites"] = unite_json(dag, r);
+    json loops = json::array();
+    for (const auto& [region, n] : r.loop_iterations) {
+      const Region& g = dag.regions[size_t(region)];
+      json j = {{"kind", g.kind == Region::Kind::until ? "until" : "while"}, {"line", g.loc.line}, {"cond", g.cond},
+                {"iterations", n}, {"max", g.max_iter}};
+      if (g.end_task > g.first_task && dag.tasks[size_t(g.first_task)].comethod >= 0)
+        j["comethod"] = dag.regions[size_t(dag.tasks[size_t(g.first_task)].comethod)].name;
+      loops.push_back(std::move(j));
+    }
+    report["loops"] = std::move(loops);
+  }
   return report;
 }
 
@@ -127,16 +200,32 @@ nlohmann::json make_trace(const Dag& dag, const ExecResult& r, const std::vector
   for (size_t w = 0; w < r.workers.size(); ++w)
     ev.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", 1}, {"tid", w}, {"args", {{"name", r.workers[w]}}}});
   ev.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", 1}, {"args", {{"name", dag.name}}}});
-  for (const auto& n : dag.tasks) {
-    const TaskRecord& rec = r.records[size_t(n.id)];
+  // co-methods: one process (a group of worker lanes) each
+  std::map<std::int32_t, int> lane_of;
+  for (const auto& n : dag.tasks)
+    if (n.comethod >= 0 && !lane_of.count(n.comethod)) {
+      const int pid = 2 + int(lane_of.size());
+      lane_of[n.comethod] = pid;
+      ev.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", pid},
+                    {"args", {{"name", "co-method " + dag.regions[size_t(n.comethod)].name}}}});
+      for (size_t w = 0; w < r.workers.size(); ++w)
+        ev.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", pid}, {"tid", w}, {"args", {{"name", r.workers[w]}}}});
+    }
+  std::vector<const TaskRecord*> all;
+  for (const auto& rec : r.repeats) all.push_back(&rec);
+  for (const auto& rec : r.records) all.push_back(&rec);
+  for (const TaskRecord* rp : all) {
+    const TaskRecord& rec = *rp;
+    const TaskNode& n = dag.tasks[size_t(rec.task)];
     if (!rec.ran && n.id != r.failed_task) continue;
     json args = {{"id", n.id}, {"line", n.loc.line}, {"flops", n.cost.flops}};
+    if (rec.iteration > 0) args["iteration"] = rec.iteration;
     if (task_ranks) args["rank"] = (*task_ranks)[size_t(n.id)];
     for (const auto& [k, v] : rec.results) args[k] = v;
     ev.push_back({{"name", n.label.empty() ? n.comp->name : n.label},
                   {"cat", n.comp->name},
                   {"ph", "X"},
-                  {"pid", 1},
+                  {"pid", n.comethod >= 0 ? lane_of[n.comethod] : 1},
                   {"tid", std::max(0, rec.worker)},
                   {"ts", rec.start_us},
                   {"dur", std::max(0.0, rec.end_us - rec.start_us)},

@@ -375,6 +375,7 @@ Prediction predict(const Dag& dag, const Calibration& c, int workers, const std:
                    const History* history) {
   Prediction p;
   p.calibrated = c.calibrated;
+  p.one_iteration = dag.dynamic();
   p.backend = backend;
   p.workers = backend == "sequential" ? 1 : std::max(1, workers);
   auto oh = c.task_overhead_us.find(backend);
@@ -456,6 +457,7 @@ Prediction predict(const Dag& dag, const Calibration& c, int workers, const std:
 
 nlohmann::json to_json(const Prediction& p) {
   return {{"calibrated", p.calibrated},
+          {"one_iteration", p.one_iteration},
           {"backend", p.backend},
           {"workers", p.workers},
           {"makespan_us", p.makespan_s * 1e6},

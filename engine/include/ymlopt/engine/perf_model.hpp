@@ -134,6 +134,9 @@ void record_history(History& h, const Dag& dag, const std::vector<double>& secon
 /// What the model predicts for one run of a DAG.
 struct Prediction {
   bool calibrated = false;
+  /// The DAG has runtime loops or co-methods (Dag::dynamic()): the figures are
+  /// for one iteration of each loop and every co-method to its end, not a run.
+  bool one_iteration = false;
   std::string backend;
   int workers = 1;
   double makespan_s = 0;
