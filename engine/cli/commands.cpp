@@ -27,6 +27,7 @@
 #ifdef YMLOPT_WITH_STARPU_MPI
 #include "starpu_mpi_backend.hpp"
 #endif
+#include "submit_cmd.hpp"
 #include "usage_error.hpp"
 #include "workflow_args.hpp"
 #include "ymlopt/engine/analysis.hpp"
@@ -58,6 +59,8 @@ const char* kUsage =
     "  embed TEXT...     USE-lite sentence embeddings (and --similarity)\n"
     "  optimize WF.xml   compress a model's weights and rewrite it (--passes or --sequence; --eval)\n"
     "  compare DIR...    optimize runs side by side: table, SVG plot of quality vs bytes vs time\n"
+    "  submit WF.xml     write a Slurm batch script for a run and submit it (--dry-run: print it)\n"
+    "  status RUN_DIR    the state of a submitted run (Slurm job, exit code, makespan)\n"
     "  version           print the version\n"
     "\n"
     "run 'ymlopt <command> --help' for the options of a command\n";
@@ -556,6 +559,8 @@ int cli_main(const std::vector<std::string>& args) {
     if (cmd == "embed") return cmd_embed(rest);
     if (cmd == "optimize") return cmd_optimize(rest);
     if (cmd == "compare") return cmd_compare(rest);
+    if (cmd == "submit") return cmd_submit(rest);
+    if (cmd == "status") return cmd_status(rest);
     if (cmd == "version" || cmd == "--version") {
       std::cout << "ymlopt " << kVersion << " (component SDK ABI " << kSdkAbiVersion << ")\n";
       return 0;
@@ -565,7 +570,7 @@ int cli_main(const std::vector<std::string>& args) {
       return 0;
     }
     throw UsageError("unknown command '" + cmd + "'" +
-                     did_you_mean(cmd, {"run", "check", "graph", "components", "info", "calibrate", "model", "convert", "embed", "optimize", "compare", "version"}));
+                     did_you_mean(cmd, {"run", "check", "graph", "components", "info", "calibrate", "model", "convert", "embed", "optimize", "compare", "submit", "status", "version"}));
   } catch (const UsageError& e) {
     std::cerr << "ymlopt: error: " << e.what() << "\n" << kUsage;
     return 2;
