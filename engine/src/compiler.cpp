@@ -1579,7 +1579,9 @@ class Compiler {
         std::string shared;
         for (const auto& b : n.bindings)
           for (const auto& ob : o.bindings)
-            if (b.ref.data >= 0 && b.ref.data == ob.ref.data && shared.empty()) shared = dag_.data[size_t(b.ref.data)].name;
+            if (b.ref.data >= 0 && b.ref.data == ob.ref.data && (b.mode != Access::read || ob.mode != Access::read) &&
+                shared.empty())
+              shared = dag_.data[size_t(b.ref.data)].name;
         diags_.error(n.loc, "co-method '" + dag_.regions[size_t(n.comethod)].name + "' uses '" + shared +
                                 "', which co-method '" + other + "' writes (line " + std::to_string(o.loc.line) +
                                 "): co-methods run concurrently and may share only data they all read; exchange "

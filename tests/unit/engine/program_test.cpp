@@ -1,0 +1,328 @@
+// Runtime control flow (run_program): <until>/<while> loops, <unite> of
+// co-methods with publish/gather, exit policies, failures of one co-method.
+// Every case runs on both backends; the StarPU one also with one scheduling
+// context per co-method.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+
+#include "register_builtin.hpp"
+#include "sequential.hpp"
+#include "starpu_backend.hpp"
+#include "test_util.hpp"
+
+using namespace ymlopt;
+
+namespace {
+
+void throwing_kernel(KernelContext&) { throw KernelError("deliberate failure"); }
+
+const ComponentRegistry& registry() {
+  static const ComponentRegistry reg = [] {
+    ComponentRegistry r;
+    register_builtin_components(r);
+    ComponentSpec s;
+    s.name = "test.throw";
+    PortSpec x;
+    x.name = "x";
+    x.access = Access::read_write;
+    x.dtypes = {DType::f32, DType::f64};
+    s.ports = {x};
+    s.cpu = throwing_kernel;
+    r.add(s);
+    return r;
+  }();
+  return reg;
+}
+
+struct ProgramRun {
+  Dag dag;
+  ExecResult result;
+  std::unique_ptr<DataStore> store;
+  double scalar(const std::string& name) const {
+    for (size_t i = 0; i < dag.data.size(); ++i)
+      if (dag.data[i].name == name) return *static_cast<const double*>(store->base(std::int32_t(i)));
+    ADD_FAILURE() << "no data " << name;
+    return NAN;
+  }
+  const CoMethodRecord* comethod(const std::string& name) const {
+    for (const auto& u : result.unites)
+      for (const auto& c : u.comethods)
+        if (c.name == name) return &c;
+    ADD_FAILURE() << "no co-method " << name;
+    return nullptr;
+  }
+  std::int64_t runs(std::int32_t task) const {
+    std::int64_t n = result.records[size_t(task)].ran ? 1 : 0;
+    for (const auto& r : result.repeats) n += r.task == task && r.ran;
+    return n;
+  }
+};
+
+// backend 0: sequential, 1: StarPU
+ProgramRun run(const std::string& xml, int backend, std::vector<std::pair<std::string, std::string>> sets = {}) {
+  ProgramRun r;
+  Diagnostics d;
+  CompileOptions co;
+  co.sets = std::move(sets);
+  auto c = compile_workflow_text("prog.xml", xml, co, registry(), d);
+  EXPECT_TRUE(c.ok) << d.str();
+  r.dag = std::move(c.dag);
+  r.store = std::make_unique<DataStore>(r.dag);
+  ExecOptions o;
+  o.run_dir = testing::TempDir() + "/ymlopt-program";
+  std::filesystem::create_directories(o.run_dir);
+  o.sched = "eager";
+  Progress p;
+  auto ex = backend ? make_starpu_executor() : make_sequential_executor();
+  r.result = run_program(*ex, r.dag, *r.store, o, p);
+  return r;
+}
+
+std::string diagnostics(const std::string& xml) {
+  Diagnostics d;
+  auto c = compile_workflow_text("prog.xml", xml, {}, registry(), d);
+  EXPECT_FALSE(c.ok);
+  return d.str();
+}
+
+// c += 1 (blas.axpy with a ones vector)
+const char* kIncrement = R"(<task component="blas.axpy"><in port="x" data="one"/><inout port="y" data="%s"/></task>)";
+std::string inc(const std::string& data) {
+  char buf[256];
+  std::snprintf(buf, sizeof buf, kIncrement, data.c_str());
+  return buf;
+}
+
+class Program : public testing::TestWithParam<int> {};
+
+TEST_P(Program, UntilRunsItsBodyUntilTheConditionHolds) {
+  const ProgramRun r = run(R"(<workflow name="u">
+  <data name="one" dtype="f64" shape="1" init="ones"/>
+  <data name="c" dtype="f64" shape="1" init="zeros"/>
+  <data name="d" dtype="f64" shape="1" init="zeros"/>
+  <until cond="c ge 5" max="100">)" + inc("c") + R"(</until>
+  )" + inc("d") + R"(
+</workflow>)",
+                    GetParam());
+  ASSERT_TRUE(r.result.ok) << r.result.error;
+  EXPECT_EQ(r.scalar("c"), 5.0);
+  EXPECT_EQ(r.scalar("d"), 1.0);
+  EXPECT_EQ(r.runs(0), 5);
+  EXPECT_EQ(r.runs(1), 1);
+  ASSERT_EQ(r.result.loop_iterations.size(), 1u);
+  EXPECT_EQ(r.result.loop_iterations[0].second, 5);
+}
+
+TEST_P(Program, WhileTestsFirstAndMaxBoundsALoop) {
+  const ProgramRun r = run(R"(<workflow name="w">
+  <data name="one" dtype="f64" shape="1" init="ones"/>
+  <data name="c" dtype="f64" shape="1" init="zeros"/>
+  <data name="d" dtype="f64" shape="1" init="zeros"/>
+  <while cond="c lt 0">)" + inc("c") + R"(</while>
+  <until cond="d &gt;= 1000 || c != 0" max="3">)" + inc("d") + R"(</until>
+</workflow>)",
+                    GetParam());
+  ASSERT_TRUE(r.result.ok) << r.result.error;
+  EXPECT_EQ(r.scalar("c"), 0.0);  // the while body never ran
+  EXPECT_EQ(r.scalar("d"), 3.0);  // stopped by max
+  ASSERT_EQ(r.result.loop_iterations.size(), 2u);
+  EXPECT_EQ(r.result.loop_iterations[0].second, 0);
+  EXPECT_EQ(r.result.loop_iterations[1].second, 3);
+}
+
+// Co-method 'fast' converges after 3 iterations; 'slow' would need a million:
+// exit="first" stops it, and save_exit takes the winner's tensor.
+const char* kRace = R"(<workflow name="race">
+  <param name="mapping" type="string" default="shared"/>
+  <data name="one" dtype="f64" shape="1" init="ones"/>
+  <data name="result" dtype="f64" shape="1" init="zeros"/>
+  <unite name="u" exit="first" save_exit="result" mapping="${mapping}">
+    <comethod name="fast" keep="x">
+      <data name="x" dtype="f64" shape="1" init="zeros"/>
+      <until cond="x ge 3" max="100">%s</until>
+    </comethod>
+    <comethod name="slow" keep="y">
+      <data name="y" dtype="f64" shape="1" init="value" value="100"/>
+      <until cond="y ge 1000000" max="1000000">%s</until>
+    </comethod>
+  </unite>
+</workflow>)";
+
+TEST_P(Program, ExitFirstStopsTheOthersAndSavesTheWinnersData) {
+  for (const char* mapping : {"shared", "contexts"}) {
+    char xml[2048];
+    std::snprintf(xml, sizeof xml, kRace, inc("x").c_str(), inc("y").c_str());
+    const ProgramRun r = run(xml, GetParam(), {{"mapping", mapping}});
+    ASSERT_TRUE(r.result.ok) << r.result.error;
+    ASSERT_EQ(r.result.unites.size(), 1u);
+    EXPECT_EQ(r.result.unites[0].winner, "fast") << mapping;
+    EXPECT_EQ(r.scalar("result"), 3.0);
+    const CoMethodRecord* slow = r.comethod("slow");
+    const CoMethodRecord* fast = r.comethod("fast");
+    ASSERT_TRUE(slow && fast);
+    EXPECT_TRUE(fast->converged && fast->winner);
+    EXPECT_EQ(fast->iterations, 3);
+    EXPECT_TRUE(slow->stopped);
+    EXPECT_LT(slow->iterations, 1000000);
+    EXPECT_EQ(r.scalar("y"), 100.0 + double(slow->iterations));
+    if (GetParam() == 1 && std::string(mapping) == "contexts") {
+      EXPECT_FALSE(fast->context_workers.empty());
+    }
+  }
+}
+
+// Publish/gather: 'b' gathers the lowest score published; it never waits
+// for the publishers, it loops until the entry it wants is on the board.
+TEST_P(Program, GatherTakesTheBestPublishedEntryWithoutWaiting) {
+  const ProgramRun r = run(R"(<workflow name="x">
+  <unite name="u" exit="all">
+    <comethod name="a">
+      <data name="xa" dtype="f64" shape="2" init="value" value="7"/>
+      <data name="sa" dtype="f64" shape="1" init="value" value="3"/>
+      <publish name="ch" data="xa" score="sa"/>
+    </comethod>
+    <comethod name="b">
+      <data name="xb" dtype="f64" shape="2" init="value" value="5"/>
+      <data name="sb" dtype="f64" shape="1" init="value" value="1"/>
+      <publish name="ch" data="xb" score="sb"/>
+    </comethod>
+    <comethod name="c">
+      <data name="g" dtype="f64" shape="2" init="zeros"/>
+      <data name="gs" dtype="f64" shape="1" init="value" value="100"/>
+      <until cond="gs le 1" max="100000000"><gather name="ch" into="g" score="gs" better="min"/></until>
+    </comethod>
+    <comethod name="d">
+      <data name="h" dtype="f64" shape="2" init="zeros"/>
+      <data name="hs" dtype="f64" shape="1" init="zeros"/>
+      <until cond="hs ge 3" max="100000000"><gather name="ch" into="h" score="hs" better="max"/></until>
+    </comethod>
+  </unite>
+</workflow>)",
+                    GetParam());
+  ASSERT_TRUE(r.result.ok) << r.result.error;
+  EXPECT_EQ(r.scalar("g"), 5.0);  // b's, score 1
+  EXPECT_EQ(r.scalar("gs"), 1.0);
+  EXPECT_EQ(r.scalar("h"), 7.0);  // a's, score 3
+  const CoMethodRecord* c = r.comethod("c");
+  ASSERT_TRUE(c);
+  ASSERT_FALSE(c->exchanges.empty());
+  EXPECT_EQ(c->exchanges.back().source, "b");
+  EXPECT_FALSE(c->exchanges.back().publish);
+  EXPECT_GE(c->adopted, 1);
+  EXPECT_EQ(r.comethod("a")->publishes, 1);
+}
+
+TEST_P(Program, AFailingCoMethodFailsAloneUnlessAllFail) {
+  const std::string one_fails = R"(<workflow name="f">
+  <data name="one" dtype="f64" shape="1" init="ones"/>
+  <data name="out" dtype="f64" shape="1" init="zeros"/>
+  <unite name="u" exit="all" save_exit="out">
+    <comethod name="bad" keep="p">
+      <data name="p" dtype="f64" shape="1" init="zeros"/>
+      <until cond="p ge 2" max="10"><task name="boom" component="test.throw"><inout port="x" data="p"/></task></until>
+    </comethod>
+    <comethod name="good" keep="q">
+      <data name="q" dtype="f64" shape="1" init="zeros"/>
+      <until cond="q ge 4" max="10">)" + inc("q") + R"(</until>
+    </comethod>
+  </unite>
+  )" + inc("out") + R"(
+</workflow>)";
+  const ProgramRun r = run(one_fails, GetParam());
+  ASSERT_TRUE(r.result.ok) << r.result.error;
+  EXPECT_EQ(r.scalar("out"), 5.0);  // the good co-method's 4, then the step after the unite
+  const CoMethodRecord* bad = r.comethod("bad");
+  ASSERT_TRUE(bad);
+  EXPECT_TRUE(bad->failed);
+  EXPECT_EQ(bad->error, "prog.xml:7:37: error: task 'boom' (component test.throw) failed: deliberate failure");
+  EXPECT_EQ(r.result.unites[0].winner, "good");
+
+  const ProgramRun all = run(R"(<workflow name="f">
+  <unite name="u">
+    <comethod name="b1"><data name="p" dtype="f64" shape="1" init="zeros"/><task component="test.throw"><inout port="x" data="p"/></task></comethod>
+    <comethod name="b2"><data name="q" dtype="f64" shape="1" init="zeros"/><task component="test.throw"><inout port="x" data="q"/></task></comethod>
+  </unite>
+</workflow>)",
+                      GetParam());
+  EXPECT_FALSE(all.result.ok);
+  EXPECT_NE(all.result.error.find("prog.xml:2:3: error: every co-method of unite 'u' failed:"), std::string::npos)
+      << all.result.error;
+  EXPECT_NE(all.result.error.find("co-method 'b2': prog.xml:4:"), std::string::npos) << all.result.error;
+}
+
+// exit="budget": every co-method stops after budget_iters iterations; the
+// winner has the best score it published.
+TEST_P(Program, BudgetStopsEveryoneAndTheBestScoreWins) {
+  const ProgramRun r = run(R"(<workflow name="b">
+  <data name="one" dtype="f64" shape="1" init="ones"/>
+  <data name="best" dtype="f64" shape="1" init="zeros"/>
+  <unite name="u" exit="budget" budget_iters="4" better="max" save_exit="best">
+    <par var="i" values="1,2,3">
+      <comethod name="m${i}" keep="s${i}">
+        <data name="s${i}" dtype="f64" shape="1" init="value" value="${i * 10}"/>
+        <until cond="s${i} lt 0" max="1000">)" + inc("s${i}") + R"(<publish name="score" data="s${i}" score="s${i}"/></until>
+      </comethod>
+    </par>
+  </unite>
+</workflow>)",
+                    GetParam());
+  ASSERT_TRUE(r.result.ok) << r.result.error;
+  for (const char* m : {"m1", "m2", "m3"}) {
+    const CoMethodRecord* c = r.comethod(m);
+    ASSERT_TRUE(c);
+    EXPECT_TRUE(c->stopped) << m;
+    EXPECT_EQ(c->iterations, 4) << m;
+  }
+  EXPECT_EQ(r.result.unites[0].winner, "m3");
+  EXPECT_EQ(r.scalar("best"), 34.0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, Program, testing::Values(0, 1),
+                         [](const testing::TestParamInfo<int>& i) { return i.param ? "starpu" : "sequential"; });
+
+TEST(ProgramDiagnostics, CoMethodsAndLoopsAreChecked) {
+  EXPECT_EQ(diagnostics(R"(<workflow name="d">
+  <data name="one" dtype="f64" shape="1" init="ones"/>
+  <data name="v" dtype="f64" shape="2" init="zeros"/>
+  <comethod name="lonely"/>
+  <until cond="v ge 1">)" + inc("one") + R"(</until>
+  <until cond="nothing ge 1">)" + inc("one") + R"(</until>
+  <until cond="one ge" max="0"/>
+  <unite exit="budget">
+    )" + inc("one") + R"(
+    <comethod name="a">)" + inc("one") + R"(</comethod>
+    <comethod name="a"><publish name="ch" data="v" score="one"/></comethod>
+  </unite>
+  <gather name="ch" into="one" score="one"/>
+  <gather name="nobody" into="v" score="one"/>
+</workflow>)"),
+            "prog.xml:4:3: error: <comethod> must be inside a <unite>\n"
+            "prog.xml:5:10: error: cond=\"v ge 1\": 'v' must be a 1-element tensor, but it is f64[2]\n"
+            "prog.xml:6:10: error: undefined data 'nothing'\n"
+            "prog.xml:7:24: error: max=\"0\" must be at least 1\n"
+            "prog.xml:8:3: error: <unite exit=\"budget\"> needs budget_s= (wall-clock seconds) or budget_iters= (loop iterations)\n"
+            "prog.xml:9:5: error: <task> directly inside <unite>: a unite holds <comethod>s (possibly in <par>, <seq> or <if>), and each co-method holds its own steps\n"
+            "prog.xml:11:5: error: co-method 'a' defined twice in <unite> 'unite' (first at line 10)\n"
+            "prog.xml:13:21: error: channel 'ch' is published as (f64[2]) at line 11, but gathered here as (f64[1])\n"
+            "prog.xml:14:3: error: gather from channel 'nobody' that no <publish name=\"nobody\"> writes\n");
+  // co-methods run concurrently: writing the same tensor is refused; so are a
+  // keep= list that does not match save_exit and a publish of unwritten data
+  EXPECT_EQ(diagnostics(R"(<workflow name="d">
+  <data name="one" dtype="f64" shape="1" init="ones"/>
+  <data name="shared" dtype="f64" shape="1" init="zeros"/>
+  <data name="out" dtype="f64" shape="1"/>
+  <data name="never" dtype="f64" shape="1"/>
+  <unite save_exit="out">
+    <comethod name="a" keep="shared">)" + inc("shared") + R"(</comethod>
+    <comethod name="b">)" + inc("shared") + R"(</comethod>
+    <comethod name="c" keep="one"><publish name="p" data="never" score="one"/></comethod>
+  </unite>
+</workflow>)"),
+            "prog.xml:9:53: error: <publish> of 'never' before anything writes it (give it init= or write it first)\n"
+            "prog.xml:8:5: error: co-method 'b' keeps 0 tensors (keep=) but <unite> 'unite' saves 1 (save_exit=): they are copied in order\n"
+            "prog.xml:8:24: error: co-method 'b' uses 'shared', which co-method 'a' writes (line 7): co-methods run concurrently and may share only data they all read; exchange results with <publish>/<gather>\n");
+}
+
+}  // namespace
