@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# MERAM written as a workflow (workflows/unite/meram.xml: <unite> of ERAM
+# co-methods exchanging Ritz pairs through publish/gather) vs each ERAM alone
+# (the same workflow with one co-method), same matrices, same run; ARPACK's
+# IRAM on the same matrix from ymlopt_bench_meram as the anchor.
+#   tests/bench/unite_meram.sh [BUILD_DIR] [REPS]
+# Prints per run: the winner, restarts and matvecs (restarts x subspace) of
+# every co-method, the busiest co-method's matvecs (the critical path with one
+# core per co-method) and the summed work; and MERAM's busiest / best single.
+set -euo pipefail
+build=${1:-build}
+reps=${2:-3}
+bin=$build/bin/ymlopt
+py=/usr/bin/python3
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+# name | --set arguments (cd: 2-D convection-diffusion, rho = 1000, n = 30^2)
+cases=("cd900|--set kind=convection_diffusion --set n=900 --set k=2 --set rho=1000"
+       "disc1000|--set kind=disc --set n=1000 --set k=4 --set top=3,2.6+0.5i,2.2")
+summary() {  # RUN_DIR LABEL
+  "$py" - "$1" "$2" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1] + "/report.json"))
+u = r["unites"][0]
+rows = []
+for c in u["comethods"]:
+    m = int(c["name"].replace("eram", ""))
+    rows.append((c["name"], c["status"], c["iterations"], c["iterations"] * m))
+busiest = max(x[3] for x in rows); total = sum(x[3] for x in rows)
+print("%-10s winner %-7s busiest %6d  total %6d  wall %.2f s  | %s" % (sys.argv[2], u["winner"], busiest, total,
+      r["totals"]["makespan_us"] / 1e6, "  ".join("%s %s %d/%d" % x for x in rows)))
+print("RESULT", busiest, total, 1 if any(c["winner"] and c["status"] == "converged" for c in u["comethods"]) else 0)
+PY
+}
+for c in "${cases[@]}"; do
+  name=${c%%|*}; args=${c#*|}
+  echo "== $name: $args, tol 1e-8, $reps repetitions, backend starpu (2 workers)"
+  declare -A best=()
+  for m in 5 7 10; do
+    # shellcheck disable=SC2086
+    "$bin" run workflows/unite/meram.xml $args --set subspaces=$m --set max_restarts=20000 --quiet --out "$out/$name-$m" >/dev/null
+    line=$(summary "$out/$name-$m" "ERAM($m)")
+    echo "$line" | grep -v RESULT
+    best[$m]=$(echo "$line" | awk '/^RESULT/ {print ($4 ? $2 : 1e18)}')
+  done
+  single=$(printf '%s\n' "${best[@]}" | sort -g | head -1)
+  busy=()
+  for rep in $(seq 1 "$reps"); do
+    # shellcheck disable=SC2086
+    "$bin" run workflows/unite/meram.xml $args --set max_restarts=20000 --quiet --out "$out/$name-meram$rep" >/dev/null
+    line=$(summary "$out/$name-meram$rep" "MERAM #$rep")
+    echo "$line" | grep -v RESULT
+    busy+=("$(echo "$line" | awk '/^RESULT/ {print $2}')")
+  done
+  med=$(printf '%s\n' "${busy[@]}" | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')
+  awk -v m="$med" -v s="$single" 'BEGIN {printf "MERAM busiest co-method, median: %d matvecs = %.2fx the best single ERAM (%d)\n", m, m / s, s}'
+done
+if [ -x "$build/bin/ymlopt_bench_meram" ]; then
+  echo "== anchor: ARPACK IRAM (ncv 10) and the C++ eigen.meram on the same convection-diffusion matrix (CSR)"
+  "$build/bin/ymlopt_bench_meram" --only cd --cd 30 --k 2 --reps 1 | tail -8
+fi
