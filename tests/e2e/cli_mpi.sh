@@ -192,8 +192,10 @@ if [ -n "$victim" ]; then
   else
     echo "ok: kill -9 of rank 1 ends the job (exit $rc after ${took}s)"
   fi
-  expect_in "rank 1" "the message names the dead rank"
-  echo "$out" | grep -m3 -E "rank 1|signal" | sed 's/^/  /'
+  expect_in "rank 1 with PID" "the message names the dead rank"
+  expect_in "rank 1: task blas.gemm #" "the message names the task the dead rank was running"
+  [ ! -e "$tmp/long/rank-0.running" ] || [ -e "$tmp/long/rank-1.running" ] || { echo "FAIL: no record of rank 1's task"; fails=$((fails + 1)); }
+  echo "$out" | grep -E "rank [0-9]+:|signal" | sed 's/^/  /'
 else
   echo "FAIL: could not find rank 1's process"; fails=$((fails + 1)); kill $job 2>/dev/null; wait $job
 fi
