@@ -132,6 +132,28 @@ print('  owner=1: every gemm on rank 1, %d bytes moved' % r['mpi']['bytes_moved'
 " || { echo "FAIL: owner=1"; fails=$((fails + 1)); }
 expect_rc 0 "gemm with owner=1 equals the sequential run" -- same "$tmp/gemm-owner/C.safetensors" "$tmp/gemm-seq/C.safetensors" 1e-6
 
+# distribute="rows" (tile row i on rank i % N) gives the same C; "replicate" on A and B: every
+# rank starts with their value, so only C's tiles move (to rank 0 for the save)
+sed -e 's|\(<data name="[ABC]" [^/]*\)/>|\1 distribute="rows"/>|' workflows/linalg/tiled_gemm.xml >"$tmp/gemm_rows.xml"
+expect_rc 0 "gemm with distribute=rows" -- mpi 2 run "$tmp/gemm_rows.xml" --set n=384 --set bs=96 --set save=true --quiet \
+  --backend starpu-mpi --out "$tmp/gemm-rows"
+expect_rc 0 "gemm with distribute=rows equals the sequential run" -- same "$tmp/gemm-rows/C.safetensors" "$tmp/gemm-seq/C.safetensors" 1e-6
+sed -e 's|\(<data name="[AB]" [^/]*\)/>|\1 distribute="replicate"/>|' workflows/linalg/tiled_gemm.xml >"$tmp/gemm_repl.xml"
+expect_rc 0 "gemm with A and B replicated" -- mpi 2 run "$tmp/gemm_repl.xml" --set n=384 --set bs=96 --set save=true --quiet \
+  --backend starpu-mpi --out "$tmp/gemm-repl"
+expect_rc 0 "gemm with A and B replicated equals the sequential run" -- same "$tmp/gemm-repl/C.safetensors" "$tmp/gemm-seq/C.safetensors" 1e-6
+python3 -c "
+import json
+r = json.load(open('$tmp/gemm-repl/report.json'))
+assert r['mpi']['bytes_moved'] == 384 * 384 * 4 // 2, r['mpi']  # rank 1's half of C, to rank 0
+print('  replicate: %d bytes moved' % r['mpi']['bytes_moved'])
+" || { echo "FAIL: replicate"; fails=$((fails + 1)); }
+# placement attributes are checked by the compiler
+printf '<workflow name="x">\n<data name="A" shape="4,4" tile="2,2" distribute="block-cyclc-2d" owner="${-1}"/>\n</workflow>\n' >"$tmp/bad.xml"
+expect_rc 1 "bad distribute= and owner=" -- "$y" check "$tmp/bad.xml"
+expect_in "unknown distribute 'block-cyclc-2d' (did you mean 'block-cyclic-2d'?)" "distribute= misspelt"
+expect_in "owner=-1 is negative" "negative owner="
+
 # a component that throws on rank 1 (io.load of a missing file into a tile rank 1 owns)
 cat >"$tmp/throws.xml" <<'EOF'
 <workflow name="throws">
