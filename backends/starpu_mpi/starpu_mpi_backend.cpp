@@ -30,12 +30,6 @@ bool g_we_initialised = false;
 bool g_finalised = false;
 }  // namespace
 
-bool mpi_launched() {
-  for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK", "PMI_SIZE", "MPI_LOCALNRANKS"})
-    if (std::getenv(v)) return true;
-  return false;
-}
-
 MpiWorld mpi_world_init() {
   int inited = 0;
   MPI_Initialized(&inited);
@@ -86,6 +80,13 @@ std::string mpi_broadcast_string(const std::string& from_root) {
   s.resize(size_t(len));
   MPI_Bcast(s.data(), len, MPI_CHAR, 0, MPI_COMM_WORLD);
   return s;
+}
+
+bool mpi_all_ok(bool mine) {
+  mpi_world_init();
+  int v = mine ? 1 : 0, all = 0;
+  MPI_Allreduce(&v, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  return all != 0;
 }
 
 bool mpi_broadcast_flag(bool from_root) {

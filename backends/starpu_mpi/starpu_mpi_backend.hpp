@@ -20,8 +20,6 @@ struct MpiWorld {
   int rank = 0;
   int size = 1;
 };
-/// True when a launcher (Open MPI, PMIx, Slurm PMI) started this process.
-bool mpi_launched();
 /// Initialises MPI (MPI_THREAD_SERIALIZED, what StarPU-MPI needs) on the first
 /// call; later calls return the same world. Throws std::runtime_error.
 MpiWorld mpi_world_init();
@@ -35,6 +33,10 @@ std::vector<std::string> mpi_gather_strings(const std::string& mine);
 std::string mpi_broadcast_string(const std::string& from_root);
 /// Rank 0's flag on every rank.
 bool mpi_broadcast_flag(bool from_root);
+/// True on every rank when `mine` is true on every rank (a step that failed on
+/// some ranks, such as compiling or loading, stops them all instead of leaving
+/// the others waiting in a collective).
+bool mpi_all_ok(bool mine);
 
 /// Communication of one rank during a run (StarPU-MPI's comm stats).
 struct MpiRankStats {

@@ -400,7 +400,12 @@ int cmd_run(const std::vector<std::string>& args) {
 #endif
   ComponentRegistry reg;
   CompileResult cr;
-  if (int rc = prepare(wf, reg, cr, !dry_run)) return rc;
+  const int compiled = prepare(wf, reg, cr, !dry_run);
+#ifdef YMLOPT_WITH_STARPU_MPI
+  // a step failing on some ranks only (a file one node lacks) stops every rank
+  if (use_mpi && !mpi_all_ok(compiled == 0)) return compiled ? compiled : 1;
+#endif
+  if (compiled) return compiled;
   const Dag& dag = cr.dag;
   const DagFootprint foot = analyze(dag);
   if (dry_run) {
@@ -428,9 +433,12 @@ int cmd_run(const std::vector<std::string>& args) {
   try {
     store = std::make_unique<DataStore>(dag);
   } catch (const std::exception& e) {
-    std::cerr << "ymlopt: error: " << e.what() << "\n";
-    return 1;
+    std::cerr << "ymlopt: error: " << (use_mpi ? "rank " + std::to_string(rank) + ": " : "") << e.what() << "\n";
   }
+#ifdef YMLOPT_WITH_STARPU_MPI
+  if (use_mpi && !mpi_all_ok(store != nullptr)) return 1;
+#endif
+  if (!store) return 1;
   if (rank == 0) write_file_atomic(out + "/dag.dot", dag_to_dot(dag));
 
   // the machine the run saw goes into the report; its warnings (e.g. OpenBLAS
