@@ -54,6 +54,9 @@ declare -A PASSES=(
   [heads25]="prune.heads:sparsity=0.25:criterion=activation"
   [neurons25]="prune.neurons:sparsity=0.25:criterion=activation"
   [neurons50]="prune.neurons:sparsity=0.5:criterion=activation"
+  [emb8-gptq-int4-g32-asym-f16]="quant.embedding:bits=8:scale_dtype=f16,quant.gptq:bits=4:group=32:symmetric=false:scale_dtype=f16"
+  [emb4-g32-asym-gptq-int4-g32-asym-f16]="quant.embedding:bits=4:group=32:symmetric=false:scale_dtype=f16,quant.gptq:bits=4:group=32:symmetric=false:scale_dtype=f16"
+  [emb4-g32-asym-gptq-int4-g64-asym-f16]="quant.embedding:bits=4:group=32:symmetric=false:scale_dtype=f16,quant.gptq:bits=4:group=64:symmetric=false:scale_dtype=f16"
 )
 seqs=${SEQS:-"int8 int4-g128 q8_0 q4_0 magnitude50 obs50 int4-g128-asym int4-g32-asym gptq-int8 gptq-int4-g128 gptq-int4-g128-asym gptq-int4-g32-asym"}
 ncal=${CALIB:-30}
