@@ -19,7 +19,11 @@ namespace ymlopt {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-using Tensors = std::vector<std::vector<std::byte>>;  // a published entry: packed rows of each tensor
+// A published entry: the packed rows of each tensor, and every score.
+struct Entry {
+  std::vector<std::vector<std::byte>> tensors;
+  std::vector<double> scores;
+};
 
 enum class Outcome { done, failed, stopped };
 
@@ -182,21 +186,24 @@ class ProgramRunner {
   }
 
   Outcome publish(const Region& g, Scope& sc) {
-    Tensors payload;
+    Entry payload;
     for (auto d : g.data) {
       s_.acquire(d, false);
       const TensorView v = store_.view(DataRef{d, -1});
       const size_t row = size_t(v.cols) * dtype_size(v.dtype);
-      std::vector<std::byte>& b = payload.emplace_back(size_t(v.rows) * row);
+      std::vector<std::byte>& b = payload.tensors.emplace_back(size_t(v.rows) * row);
       for (std::int64_t i = 0; i < v.rows; ++i)
         std::memcpy(b.data() + size_t(i) * row, static_cast<const std::byte*>(v.data) + size_t(i * v.ld) * dtype_size(v.dtype), row);
       s_.release(d);
     }
-    const double score = scalar(g.score);
-    if (std::isnan(score)) {
-      fail(sc, where(g) + "publish to '" + g.name + "': score '" + dag_.data[size_t(g.score)].name + "' is NaN");
-      return Outcome::failed;
+    for (auto d : g.scores) {
+      payload.scores.push_back(scalar(d));
+      if (std::isnan(payload.scores.back())) {
+        fail(sc, where(g) + "publish to '" + g.name + "': score '" + dag_.data[size_t(d)].name + "' is NaN");
+        return Outcome::failed;
+      }
     }
+    const double score = payload.scores[0];
     board_.publish(g.name, sc.who, score, std::move(payload));
     note_score(sc, score);
     if (sc.rec) {
@@ -208,14 +215,57 @@ class ProgramRunner {
     return Outcome::done;
   }
 
+  // The entry of lowest Pareto rank (rank 0: dominated by no other; an entry
+  // dominated only by rank-0 ones has rank 1, ...), every score minimised;
+  // ties go to the smallest sum of scores scaled to their range over the entries.
+  std::optional<unite::BoardEntry> pareto_best(const std::string& channel) {
+    const auto all = board_.entries(channel);
+    if (all.empty()) return std::nullopt;
+    std::vector<const std::vector<double>*> sv;
+    for (const auto& e : all) sv.push_back(&unite::payload_as<Entry>(e).scores);
+    const size_t n = all.size(), m = sv[0]->size();
+    auto dominates = [&](size_t a, size_t b) {
+      bool strictly = false;
+      for (size_t j = 0; j < m; ++j) {
+        if ((*sv[a])[j] > (*sv[b])[j]) return false;
+        strictly = strictly || (*sv[a])[j] < (*sv[b])[j];
+      }
+      return strictly;
+    };
+    std::vector<int> rank(n, -1);
+    for (int r = 0, left = int(n); left > 0; ++r) {
+      std::vector<size_t> front;
+      for (size_t a = 0; a < n; ++a) {
+        if (rank[a] >= 0) continue;
+        bool dominated = false;
+        for (size_t b = 0; b < n && !dominated; ++b) dominated = b != a && rank[b] < 0 && dominates(b, a);
+        if (!dominated) front.push_back(a);
+      }
+      for (size_t a : front) rank[a] = r;
+      left -= int(front.size());
+    }
+    std::vector<double> lo(m, INFINITY), hi(m, -INFINITY);
+    for (size_t a = 0; a < n; ++a)
+      for (size_t j = 0; j < m; ++j) lo[j] = std::min(lo[j], (*sv[a])[j]), hi[j] = std::max(hi[j], (*sv[a])[j]);
+    size_t best = 0;
+    double best_sum = INFINITY;
+    for (size_t a = 0; a < n; ++a) {
+      double sum = 0;
+      for (size_t j = 0; j < m; ++j) sum += hi[j] > lo[j] ? ((*sv[a])[j] - lo[j]) / (hi[j] - lo[j]) : 0.0;
+      if (rank[a] < rank[best] || (rank[a] == rank[best] && sum < best_sum)) best = a, best_sum = sum;
+    }
+    return all[best];
+  }
+
   Outcome gather(const Region& g, Scope& sc) {
-    auto e = board_.gather_best(g.name, g.maximize ? unite::Better::max : unite::Better::min, sc.who);
+    auto e = g.pareto ? pareto_best(g.name)
+                      : board_.gather_best(g.name, g.maximize ? unite::Better::max : unite::Better::min, sc.who);
     if (sc.rec) {
       ++sc.rec->gathers;
       sc.rec->exchanges.push_back({now_s(), false, g.name, e ? e->publisher : "", e ? e->score : 0.0});
     }
     if (!e) return Outcome::done;  // nothing published yet: `into` keeps what it holds
-    const auto& payload = unite::payload_as<Tensors>(*e);
+    const auto& payload = unite::payload_as<Entry>(*e).tensors;
     for (size_t k = 0; k < g.data.size(); ++k) {
       const std::int32_t d = g.data[k];
       s_.acquire(d, true);
@@ -225,7 +275,8 @@ class ProgramRunner {
         std::memcpy(static_cast<std::byte*>(v.data) + size_t(i * v.ld) * dtype_size(v.dtype), payload[k].data() + size_t(i) * row, row);
       s_.release(d);
     }
-    set_scalar(g.score, e->score);
+    const auto& scores = unite::payload_as<Entry>(*e).scores;
+    for (size_t k = 0; k < g.scores.size(); ++k) set_scalar(g.scores[k], scores[k]);
     note_score(sc, e->score);
     if (sc.rec && e->publisher != sc.who) ++sc.rec->adopted;
     return Outcome::done;

@@ -1484,13 +1484,13 @@ class Compiler {
     return ref->data;
   }
 
-  std::optional<bool> better_attr(const Element& e) {
+  std::optional<bool> better_attr(const Element& e, bool pareto_ok = false) {
     const Attr* b = e.find("better");
     if (!b) return false;
     auto v = render(*b);
     if (!v) return std::nullopt;
     if (*v == "min" || *v == "max") return *v == "max";
-    diags_.error(b->loc, "better=\"" + *v + "\" must be min or max");
+    diags_.error(b->loc, "better=\"" + *v + "\" must be min" + (pareto_ok ? ", max or pareto" : " or max"));
     return std::nullopt;
   }
 
@@ -1716,32 +1716,52 @@ class Compiler {
     auto channel = render(*e.find("name"));
     const Attr* da = e.find(pub ? "data" : "into");
     const Attr* sa = e.find("score");
-    auto better = better_attr(e);
+    const Attr* ba = e.find("better");
+    auto better = ba && !pub && ba->value == "pareto" ? std::optional<bool>(false) : better_attr(e, !pub);
     if (!channel || !better) return;
+    const bool pareto = ba && !pub && ba->value == "pareto";
     auto list = data_list(*da);
-    auto stext = render(*sa);
-    if (!list || !stext) return;
-    auto score = scalar_data(*sa, *stext);
-    if (!score) return;
+    auto scores = data_list(*sa);
+    if (!list || !scores) return;
     bool ok = true;
+    for (auto d : *scores) {
+      const DataDecl& sd = dag_.data[size_t(d)];
+      if (sd.rows * sd.cols != 1 || (sd.dtype != DType::f32 && sd.dtype != DType::f64 && sd.dtype != DType::i32)) {
+        diags_.error(sa->loc, "score=\"" + sa->value + "\": '" + sd.name + "' must be a 1-element f32, f64 or i32 tensor, but it is " +
+                                  dtype_name(sd.dtype) + shape_str(sd.shape));
+        ok = false;
+      }
+    }
+    if (pareto && scores->size() < 2) {
+      diags_.error(sa->loc, "better=\"pareto\" needs several scores (score=\"a,b\"), got " + std::to_string(scores->size()));
+      ok = false;
+    }
     for (auto d : *list)
       if (!data_ready(d)) {
         diags_.error(da->loc, std::string(pub ? "<publish>" : "<gather>") + " of '" + dag_.data[size_t(d)].name +
                                   "' before anything writes it (give it init= or write it first)");
         ok = false;
       }
-    if (pub && !data_ready(*score)) {
-      diags_.error(sa->loc, "<publish> score '" + dag_.data[size_t(*score)].name + "' is never written before");
-      ok = false;
-    }
+    for (auto d : *scores)
+      if (pub && !data_ready(d)) {
+        diags_.error(sa->loc, "<publish> score '" + dag_.data[size_t(d)].name + "' is never written before");
+        ok = false;
+      }
     if (!ok) return;
     // every publish and gather of a channel exchanges the same tensors
     std::vector<std::pair<DType, std::vector<std::int64_t>>> sig;
     for (auto d : *list) sig.emplace_back(dag_.data[size_t(d)].dtype, dag_.data[size_t(d)].shape);
     auto [it, fresh] = channels_.try_emplace(*channel);
+    if (!fresh && it->second.nscores != scores->size()) {
+      diags_.error(sa->loc, "channel '" + *channel + "' is " + it->second.what + " with " +
+                                std::to_string(it->second.nscores) + " score(s) at line " + std::to_string(it->second.loc.line) +
+                                ", but " + std::to_string(scores->size()) + " here");
+      return;
+    }
     Channel& ch = it->second;
     if (fresh) {
       ch.tensors = sig;
+      ch.nscores = scores->size();
       ch.loc = e.loc;
       ch.what = pub ? "published" : "gathered";
     } else if (ch.tensors != sig) {
@@ -1760,8 +1780,9 @@ class Compiler {
     const std::int32_t idx = open_region(pub ? Region::Kind::publish : Region::Kind::gather, e, *channel);
     Region& r = dag_.regions[size_t(idx)];
     r.data = *list;
-    r.score = *score;
+    r.scores = *scores;
     r.maximize = *better;
+    r.pareto = pareto;
     close_region(idx);
   }
 
@@ -2056,6 +2077,7 @@ class Compiler {
     std::vector<std::pair<DType, std::vector<std::int64_t>>> tensors;
     SrcLoc loc;
     std::string what;  // "published" or "gathered"
+    size_t nscores = 0;
     bool published = false;
     std::vector<SrcLoc> gathers;
   };

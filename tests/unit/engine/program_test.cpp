@@ -279,6 +279,38 @@ TEST_P(Program, BudgetStopsEveryoneAndTheBestScoreWins) {
   EXPECT_EQ(r.scalar("best"), 34.0);
 }
 
+// Vector scores: better="pareto" takes a non-dominated entry (the one nearest
+// the ideal point over the scores' ranges); min/max go by the first score.
+TEST_P(Program, ParetoGatherTakesANonDominatedEntry) {
+  const ProgramRun r = run(R"(<workflow name="p">
+  <unite name="search" exit="all">
+    <par var="i" values="1,2,3">
+      <comethod name="s${i}">
+        <data name="x${i}" dtype="f64" shape="2" init="value" value="${i}"/>
+        <data name="bytes${i}" dtype="f64" shape="1" init="value" value="${i == 1 ? 1 : i == 2 ? 2 : 4}"/>
+        <data name="err${i}" dtype="f32" shape="1" init="value" value="${i == 1 ? 5 : i == 2 ? 2 : 4}"/>
+        <publish name="points" data="x${i}" score="bytes${i},err${i}"/>
+      </comethod>
+    </par>
+  </unite>
+  <data name="g" dtype="f64" shape="2" init="zeros"/>
+  <data name="gb" dtype="f64" shape="1" init="zeros"/>
+  <data name="ge" dtype="f64" shape="1" init="zeros"/>
+  <gather name="points" into="g" score="gb,ge" better="pareto"/>
+  <data name="h" dtype="f64" shape="2" init="zeros"/>
+  <data name="hb" dtype="f64" shape="1" init="zeros"/>
+  <data name="he" dtype="f64" shape="1" init="zeros"/>
+  <gather name="points" into="h" score="hb,he" better="min"/>
+</workflow>)",
+                           GetParam());
+  ASSERT_TRUE(r.result.ok) << r.result.error;
+  EXPECT_EQ(r.scalar("g"), 2.0);  // (2, 2): (4, 4) is dominated, (1, 5) farther from (1, 2)
+  EXPECT_EQ(r.scalar("gb"), 2.0);
+  EXPECT_EQ(r.scalar("ge"), 2.0);
+  EXPECT_EQ(r.scalar("h"), 1.0);  // the fewest bytes
+  EXPECT_EQ(r.scalar("he"), 5.0);
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, Program, testing::Values(0, 1),
                          [](const testing::TestParamInfo<int>& i) { return i.param ? "starpu" : "sequential"; });
 
@@ -297,6 +329,8 @@ TEST(ProgramDiagnostics, CoMethodsAndLoopsAreChecked) {
   </unite>
   <gather name="ch" into="one" score="one"/>
   <gather name="nobody" into="v" score="one"/>
+  <gather name="ch" into="v" score="one" better="pareto"/>
+  <gather name="ch" into="v" score="one,one" better="best"/>
 </workflow>)"),
             "prog.xml:4:3: error: <comethod> must be inside a <unite>\n"
             "prog.xml:5:10: error: cond=\"v ge 1\": 'v' must be a 1-element tensor, but it is f64[2]\n"
@@ -306,6 +340,8 @@ TEST(ProgramDiagnostics, CoMethodsAndLoopsAreChecked) {
             "prog.xml:9:5: error: <task> directly inside <unite>: a unite holds <comethod>s (possibly in <par>, <seq> or <if>), and each co-method holds its own steps\n"
             "prog.xml:11:5: error: co-method 'a' defined twice in <unite> 'unite' (first at line 10)\n"
             "prog.xml:13:21: error: channel 'ch' is published as (f64[2]) at line 11, but gathered here as (f64[1])\n"
+            "prog.xml:15:30: error: better=\"pareto\" needs several scores (score=\"a,b\"), got 1\n"
+            "prog.xml:16:46: error: better=\"best\" must be min, max or pareto\n"
             "prog.xml:14:3: error: gather from channel 'nobody' that no <publish name=\"nobody\"> writes\n");
   // co-methods run concurrently: writing the same tensor is refused; so are a
   // keep= list that does not match save_exit and a publish of unwritten data

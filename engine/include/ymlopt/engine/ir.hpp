@@ -142,11 +142,13 @@ struct Region {
   std::string cond;
   std::vector<std::int32_t> cond_data;
   std::int64_t max_iter = 0;
-  // publish: `data` published with the value of `score`; gather: the best
-  // entry's tensors copied into `data`, its score into `score`.
+  // publish: `data` published with the values of `scores` (one or several
+  // 1-element tensors); gather: the best entry's tensors copied into `data`,
+  // its scores into `scores`.
   std::vector<std::int32_t> data;
-  std::int32_t score = -1;
-  bool maximize = false;  // better="max" (gather; unite: how the winner is chosen)
+  std::vector<std::int32_t> scores;
+  bool maximize = false;  // better="max" (gather: by the first score; unite: how the winner is chosen)
+  bool pareto = false;    // gather better="pareto": every score minimised, lowest Pareto rank wins
   // unite
   Exit exit = Exit::first;
   double budget_s = 0;                // Exit::budget: wall-clock seconds (0: none)
