@@ -27,9 +27,18 @@ for c in u["comethods"]:
     m = int(c["name"].replace("eram", ""))
     rows.append((c["name"], c["status"], c["iterations"], c["iterations"] * m))
 busiest = max(x[3] for x in rows); total = sum(x[3] for x in rows)
-print("%-10s winner %-7s busiest %6d  total %6d  wall %.2f s  | %s" % (sys.argv[2], u["winner"], busiest, total,
-      r["totals"]["makespan_us"] / 1e6, "  ".join("%s %s %d/%d" % x for x in rows)))
-print("RESULT", busiest, total, 1 if any(c["winner"] and c["status"] == "converged" for c in u["comethods"]) else 0)
+# the saved eigenvalues against LAPACK's (numpy.linalg.eigvals of the saved matrix)
+import numpy as np
+a = np.load(sys.argv[1] + "/A.npy"); v = np.load(sys.argv[1] + "/values.npy")
+k = v.shape[0]
+exact = np.linalg.eigvals(a); exact = exact[np.argsort(-np.abs(exact))][:k]
+got = v[:, 0] + 1j * v[:, 1]
+err = max(min(abs(g - e) for e in exact) / abs(g) for g in got)
+print("%-10s winner %-7s busiest %6d  total %6d  wall %.2f s  vs LAPACK %s (%.1e)  | %s" % (sys.argv[2], u["winner"],
+      busiest, total, r["totals"]["makespan_us"] / 1e6, "ok" if err < 1e-6 else "WRONG", err,
+      "  ".join("%s %s %d/%d" % x for x in rows)))
+right = err < 1e-6 and any(c["winner"] and c["status"] == "converged" for c in u["comethods"])
+print("RESULT", busiest, total, 1 if right else 0)
 PY
 }
 for c in "${cases[@]}"; do
@@ -38,16 +47,16 @@ for c in "${cases[@]}"; do
   declare -A best=()
   for m in 5 7 10; do
     # shellcheck disable=SC2086
-    "$bin" run workflows/unite/meram.xml $args --set subspaces=$m --set max_restarts=20000 --quiet --out "$out/$name-$m" >/dev/null
+    "$bin" run workflows/unite/meram.xml $args --set subspaces=$m --set max_restarts=20000 --set save_matrix=true --quiet --out "$out/$name-$m" >/dev/null
     line=$(summary "$out/$name-$m" "ERAM($m)")
     echo "$line" | grep -v RESULT
     best[$m]=$(echo "$line" | awk '/^RESULT/ {print ($4 ? $2 : 1e18)}')
   done
-  single=$(printf '%s\n' "${best[@]}" | sort -g | head -1)
+  single=$(printf '%s\n' "${best[@]}" | sort -g | head -1)  # the best single ERAM that found the right values
   busy=()
   for rep in $(seq 1 "$reps"); do
     # shellcheck disable=SC2086
-    "$bin" run workflows/unite/meram.xml $args --set max_restarts=20000 --quiet --out "$out/$name-meram$rep" >/dev/null
+    "$bin" run workflows/unite/meram.xml $args --set max_restarts=20000 --set save_matrix=true --quiet --out "$out/$name-meram$rep" >/dev/null
     line=$(summary "$out/$name-meram$rep" "MERAM #$rep")
     echo "$line" | grep -v RESULT
     busy+=("$(echo "$line" | awk '/^RESULT/ {print $2}')")
