@@ -145,7 +145,8 @@ std::vector<std::vector<std::int32_t>> data_owners(const Dag& dag, int size) {
 namespace {
 
 // What each rank is running, for the message when a rank dies: every rank maps
-// RUN_DIR/rank-N.running (one int64 per worker: task id + 1, 0 when idle) and
+// RUN_DIR/rank-N.running (one int64 per worker: task id + 1 while it runs, then
+// -(task id + 1) until the next one starts, 0 before any) and
 // its workers write it around each task; rank 0 maps all ranks' files and, when
 // the launcher terminates the job (SIGTERM after a rank died), prints what each
 // rank was running with write(2) (the handler formats nothing: the lines are
@@ -176,9 +177,10 @@ void on_terminate(int sig) {
     const auto [slots, n] = g_all_boards[r];
     if (!slots) continue;
     for (size_t w = 0; w < n; ++w) {
-      const std::int64_t v = __atomic_load_n(&slots[w], __ATOMIC_RELAXED);
-      if (v <= 0 || size_t(v - 1) >= g_task_lines.size()) continue;
-      char buf[48];
+      const std::int64_t raw = __atomic_load_n(&slots[w], __ATOMIC_RELAXED);
+      const std::int64_t v = raw < 0 ? -raw : raw;
+      if (v == 0 || size_t(v - 1) >= g_task_lines.size()) continue;
+      char buf[64];
       int len = 0;
       char digits[24];
       int nd = 0;
@@ -189,6 +191,7 @@ void on_terminate(int sig) {
       while (nd) buf[len++] = digits[--nd];
       buf[len++] = ':';
       buf[len++] = ' ';
+      for (const char* c = raw < 0 ? "idle, last ran " : "running "; *c; ++c) buf[len++] = *c;
       write_all(buf, size_t(len));
       const std::string& line = g_task_lines[size_t(v - 1)];
       write_all(line.data(), line.size());
@@ -234,7 +237,7 @@ void cpu_trampoline(void* buffers[], void* cl_arg) {
   const bool mark = g_board.slots && w >= 0 && size_t(w) < g_board.nworkers;
   if (mark) __atomic_store_n(&g_board.slots[w], std::int64_t(ex->node->id) + 1, __ATOMIC_RELAXED);
   ex->runner->run(*ex->node, std::span<const TensorView>(ex->views, n), w);
-  if (mark) __atomic_store_n(&g_board.slots[w], std::int64_t(0), __ATOMIC_RELAXED);
+  if (mark) __atomic_store_n(&g_board.slots[w], -(std::int64_t(ex->node->id) + 1), __ATOMIC_RELAXED);
 }
 
 // join/split: the tiles and the tensor share memory, so moving the tiles (which
