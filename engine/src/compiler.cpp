@@ -450,18 +450,12 @@ class Compiler {
         diags_.error(va->loc, "<" + e.name + "> takes values= or from/to/step, not both");
       auto vals = eval_list(*va);
       if (!vals) return;
-      if (!parallel) contexts_.push_back(Context{std::int32_t(dag_.tasks.size()), {}});
-      vars_.emplace_back(var->value, Value::of_int(0));
-      const size_t slot = vars_.size() - 1;
-      for (std::int64_t v : *vals) {
-        vars_[slot].second = Value::of_int(v);
-        if (parallel) contexts_.push_back(Context{std::int32_t(dag_.tasks.size()), {}});
-        body(e.children);
-        if (parallel) contexts_.pop_back();
-        if (diags_.full() || too_many()) break;
-      }
-      vars_.pop_back();
-      if (!parallel) contexts_.pop_back();
+      size_t k = 0;
+      iterate(e, parallel, var->value, [&](std::int64_t& v) {
+        if (k == vals->size()) return false;
+        v = (*vals)[k++];
+        return true;
+      });
       return;
     }
     const Attr* from = e.find("from");
@@ -487,11 +481,23 @@ class Compiler {
       }
       step = *v;
     }
+    std::int64_t i = lo;
+    iterate(e, parallel, var->value, [&](std::int64_t& v) {
+      if (step > 0 ? i >= *hi : i <= *hi) return false;
+      v = i;
+      i += step;
+      return true;
+    });
+  }
+
+  // The body of loop `e` once per value `next` yields (false: no more), bound
+  // to `var`; each iteration of a par is a branch of its own.
+  void iterate(const Element& e, bool parallel, const std::string& var, const std::function<bool(std::int64_t&)>& next) {
     if (!parallel) contexts_.push_back(Context{std::int32_t(dag_.tasks.size()), {}});
-    vars_.emplace_back(var->value, Value::of_int(lo));
+    vars_.emplace_back(var, Value::of_int(0));
     const size_t slot = vars_.size() - 1;
-    for (std::int64_t i = lo; step > 0 ? i < *hi : i > *hi; i += step) {
-      vars_[slot].second = Value::of_int(i);
+    for (std::int64_t v = 0; next(v);) {
+      vars_[slot].second = Value::of_int(v);
       if (parallel) contexts_.push_back(Context{std::int32_t(dag_.tasks.size()), {}});
       body(e.children);
       if (parallel) contexts_.pop_back();
