@@ -1,4 +1,5 @@
 #include "starpu_backend.hpp"
+#include "starpu_task.hpp"
 
 #include <starpu.h>
 
@@ -16,32 +17,9 @@
 namespace ymlopt {
 namespace {
 
-// What a StarPU task carries (cl_arg): its node and its port views, which live
-// in flat per-run arrays (no allocation per task).
-struct TaskExec {
-  const TaskNode* node = nullptr;
-  TensorView* views = nullptr;  // node->bindings.size() views
-  std::int8_t* slot = nullptr;  // buffer index of each port, -1 when unbound
-  TaskRunner* runner = nullptr;
-};
-
 void cpu_trampoline(void* buffers[], void* cl_arg) {
   auto* ex = static_cast<TaskExec*>(cl_arg);
-  const size_t n = ex->node->bindings.size();
-  for (size_t k = 0; k < n; ++k) {
-    if (ex->slot[k] < 0) continue;
-    auto* m = static_cast<starpu_matrix_interface*>(buffers[ex->slot[k]]);
-    TensorView& v = ex->views[k];
-    v.data = reinterpret_cast<void*>(m->ptr);
-    v.rows = m->ny;
-    v.cols = m->nx;
-    v.ld = m->ld;
-  }
-  ex->runner->run(*ex->node, std::span<const TensorView>(ex->views, n), starpu_worker_get_id());
-}
-
-starpu_data_access_mode starpu_mode(Access a) {
-  return a == Access::read ? STARPU_R : a == Access::write ? STARPU_W : STARPU_RW;
+  ex->runner->run(*ex->node, bind_buffers(buffers, *ex), starpu_worker_get_id());
 }
 
 struct TileGeom {

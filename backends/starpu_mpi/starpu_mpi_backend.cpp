@@ -1,4 +1,5 @@
 #include "starpu_mpi_backend.hpp"
+#include "starpu_task.hpp"
 
 #include <mpi.h>
 #include <starpu.h>
@@ -214,39 +215,19 @@ std::int64_t* map_board(const std::string& path, size_t n, bool create) {
   return p == MAP_FAILED ? nullptr : static_cast<std::int64_t*>(p);
 }
 
-struct TaskExec {
-  const TaskNode* node = nullptr;
-  TensorView* views = nullptr;
-  std::int8_t* slot = nullptr;  // buffer index of each port, -1 when unbound
-  TaskRunner* runner = nullptr;
-};
-
 void cpu_trampoline(void* buffers[], void* cl_arg) {
   auto* ex = static_cast<TaskExec*>(cl_arg);
-  const size_t n = ex->node->bindings.size();
-  for (size_t k = 0; k < n; ++k) {
-    if (ex->slot[k] < 0) continue;
-    auto* m = static_cast<starpu_matrix_interface*>(buffers[ex->slot[k]]);
-    TensorView& v = ex->views[k];
-    v.data = reinterpret_cast<void*>(m->ptr);
-    v.rows = m->ny;
-    v.cols = m->nx;
-    v.ld = m->ld;
-  }
+  const std::span<const TensorView> views = bind_buffers(buffers, *ex);
   const int w = starpu_worker_get_id();
   const bool mark = g_board.slots && w >= 0 && size_t(w) < g_board.nworkers;
   if (mark) __atomic_store_n(&g_board.slots[w], std::int64_t(ex->node->id) + 1, __ATOMIC_RELAXED);
-  ex->runner->run(*ex->node, std::span<const TensorView>(ex->views, n), w);
+  ex->runner->run(*ex->node, views, w);
   if (mark) __atomic_store_n(&g_board.slots[w], -(std::int64_t(ex->node->id) + 1), __ATOMIC_RELAXED);
 }
 
 // join/split: the tiles and the tensor share memory, so moving the tiles (which
 // StarPU-MPI does around the task) is the whole work
 void sync_noop(void* /*buffers*/[], void* /*cl_arg*/) {}
-
-starpu_data_access_mode starpu_mode(Access a) {
-  return a == Access::read ? STARPU_R : a == Access::write ? STARPU_W : STARPU_RW;
-}
 
 struct Codelet {
   starpu_codelet cl;

@@ -1,0 +1,47 @@
+// What the StarPU and StarPU-MPI backends share per task: the cl_arg a task
+// carries, the binding of StarPU's buffers to the task's port views, and the
+// access-mode mapping.
+//
+//   void cpu_trampoline(void* buffers[], void* cl_arg) {
+//     auto* ex = static_cast<TaskExec*>(cl_arg);
+//     ex->runner->run(*ex->node, bind_buffers(buffers, *ex), starpu_worker_get_id());
+//   }
+#pragma once
+#include <starpu.h>
+
+#include <cstdint>
+#include <span>
+
+#include "ymlopt/scheduler/executor.hpp"
+
+namespace ymlopt {
+
+/// A task's node and its port views, which live in flat per-run arrays (no
+/// allocation per task).
+struct TaskExec {
+  const TaskNode* node = nullptr;
+  TensorView* views = nullptr;  // node->bindings.size() views
+  std::int8_t* slot = nullptr;  // buffer index of each port, -1 when unbound
+  TaskRunner* runner = nullptr;
+};
+
+/// Points the task's port views at StarPU's matrix buffers; returns the views.
+inline std::span<const TensorView> bind_buffers(void* buffers[], const TaskExec& ex) {
+  const size_t n = ex.node->bindings.size();
+  for (size_t k = 0; k < n; ++k) {
+    if (ex.slot[k] < 0) continue;
+    auto* m = static_cast<starpu_matrix_interface*>(buffers[ex.slot[k]]);
+    TensorView& v = ex.views[k];
+    v.data = reinterpret_cast<void*>(m->ptr);
+    v.rows = m->ny;
+    v.cols = m->nx;
+    v.ld = m->ld;
+  }
+  return {ex.views, n};
+}
+
+inline starpu_data_access_mode starpu_mode(Access a) {
+  return a == Access::read ? STARPU_R : a == Access::write ? STARPU_W : STARPU_RW;
+}
+
+}  // namespace ymlopt
