@@ -30,6 +30,7 @@ struct ExecOptions {
   std::string run_dir;
   std::string sched = "lws";
   int ncpu = 0;                // 0: all the runtime allows
+  std::string bind;            // --bind: worker placement on cores ("" = the backend's default)
   std::string starpu_home;     // empty: RUN_DIR/starpu
   bool verbose = false;
   /// Called by the sequential backend before each task with its port views
