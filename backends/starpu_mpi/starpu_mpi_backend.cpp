@@ -97,50 +97,6 @@ bool mpi_broadcast_flag(bool from_root) {
   return v != 0;
 }
 
-// ---------------------------------------------------------------- placement
-
-std::vector<std::vector<std::int32_t>> data_owners(const Dag& dag, int size) {
-  size = std::max(size, 1);
-  int p = int(std::sqrt(double(size)));
-  while (p > 1 && size % p) --p;
-  const int q = size / p;  // p x q grid, p <= q, as square as size allows
-  std::vector<std::vector<std::int32_t>> own(dag.data.size());
-  // whole tensors without tiles: the largest first, each to the least loaded rank
-  std::vector<size_t> untiled;
-  for (size_t i = 0; i < dag.data.size(); ++i) {
-    const DataDecl& d = dag.data[i];
-    own[i].assign(size_t(1 + (d.tiled() ? d.ntiles() : 0)), 0);
-    if (d.owner >= 0) {
-      std::fill(own[i].begin(), own[i].end(), std::int32_t(d.owner % size));
-      continue;
-    }
-    if (!d.tiled()) {
-      untiled.push_back(i);
-      continue;
-    }
-    for (std::int64_t t = 0; t < d.ntiles(); ++t) {
-      const std::int64_t tr = t / d.ntile_c, tc = t % d.ntile_c;
-      std::int64_t o;
-      if (d.distribute == "rows") o = tr % size;
-      else if (d.distribute == "cols") o = tc % size;
-      else if (d.ntile_r == 1) o = tc % size;  // one row of tiles (split=): 1-D cyclic
-      else if (d.ntile_c == 1) o = tr % size;
-      else o = (tr % p) * q + tc % q;          // 2-D block-cyclic
-      own[i][size_t(1 + t)] = std::int32_t(o);
-    }
-    own[i][0] = own[i][1];  // the tensor itself lives with its first tile
-  }
-  std::stable_sort(untiled.begin(), untiled.end(),
-                   [&](size_t a, size_t b) { return dag.data[a].bytes() > dag.data[b].bytes(); });
-  std::vector<std::int64_t> load(size_t(size), 0);
-  for (size_t i : untiled) {
-    const size_t r = size_t(std::min_element(load.begin(), load.end()) - load.begin());
-    load[r] += dag.data[i].bytes();
-    own[i][0] = std::int32_t(r);
-  }
-  return own;
-}
-
 // ---------------------------------------------------------------- executor
 
 namespace {
@@ -417,7 +373,6 @@ ExecResult StarpuMpiExecutor::execute(const Dag& dag, DataStore& store, const Ex
     // handle; a handle bound to two ports gets the union of their modes)
     descr.clear();
     std::vector<std::pair<starpu_data_handle_t, int>> seen;
-    int xrank = -1, first_read_owner = -1;
     for (size_t k = 0; k < t.bindings.size(); ++k) {
       const Binding& b = t.bindings[k];
       if (b.ref.data < 0) continue;
@@ -428,18 +383,13 @@ ExecResult StarpuMpiExecutor::execute(const Dag& dag, DataStore& store, const Ex
         break;
       }
       starpu_data_handle_t h;
-      std::int32_t owner;
       if (b.ref.tile >= 0) {
         if (whole_dirty[di]) submit_sync(di, false), whole_dirty[di] = 0;
         h = tiles[di][size_t(b.ref.tile)];
-        owner = owners[di][size_t(1 + b.ref.tile)];
       } else {
         if (tiles_dirty[di]) submit_sync(di, true), tiles_dirty[di] = 0;
         h = whole[di];
-        owner = owners[di][0];
       }
-      if (b.mode != Access::read && xrank < 0) xrank = owner;
-      if (first_read_owner < 0) first_read_owner = owner;
       auto it = std::find_if(seen.begin(), seen.end(), [&](const auto& s) { return s.first == h; });
       if (it != seen.end()) {
         descr[size_t(it->second)].mode = starpu_data_access_mode(descr[size_t(it->second)].mode | starpu_mode(b.mode));
@@ -455,9 +405,9 @@ ExecResult StarpuMpiExecutor::execute(const Dag& dag, DataStore& store, const Ex
       descr.push_back({h, starpu_mode(b.mode)});
     }
     if (!r.error.empty()) break;
-    // owner computes; saving happens once, on rank 0 (outputs gathered there)
-    if (t.comp->name == "io.save") xrank = 0;
-    if (xrank < 0) xrank = std::max(first_read_owner, 0);
+    // owner computes; saving happens once, on rank 0 (outputs gathered there);
+    // the join/split no-ops above are what ymlopt estimate replays
+    const int xrank = task_rank(t, owners);
     starpu_codelet* cl = &by_comp[t.comp]->cl;
     starpu_task* task = starpu_mpi_task_build(MPI_COMM_WORLD, cl, STARPU_EXECUTE_ON_NODE, xrank, STARPU_DATA_MODE_ARRAY,
                                               descr.data(), int(descr.size()), 0);

@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "ymlopt/engine/distribution.hpp"
 #include "ymlopt/scheduler/executor.hpp"
 
 namespace ymlopt {
@@ -48,12 +49,13 @@ struct MpiRankStats {
 
 /// The StarPU-MPI backend: each rank registers every tensor and every tile as
 /// its own StarPU handle (tiles point into their tensor's memory) with an
-/// owner rank and a unique tag (starpu_mpi_data_register). Owners follow the
-/// data's distribute=/owner= (DataDecl), else 2-D block-cyclic tiles on a
-/// p x q grid of ranks (one row or column of tiles: 1-D cyclic) and whole
-/// tensors balanced by size. Tasks go through starpu_mpi_task_build/post_build
-/// (owner computes: the rank owning the first written operand runs it, io.save
-/// runs on rank 0; StarPU-MPI moves the operands and sends written data back
+/// owner rank and a unique tag (starpu_mpi_data_register). Owners are the
+/// engine's data_owners (ymlopt/engine/distribution.hpp: the data's
+/// distribute=/owner=, else 2-D block-cyclic tiles on a p x q grid of ranks, one
+/// row or column of tiles 1-D cyclic, whole tensors balanced by size). Tasks go
+/// through starpu_mpi_task_build/post_build on the engine's task_rank (owner
+/// computes: the rank owning the first written operand runs it, io.save runs on
+/// rank 0; StarPU-MPI moves the operands and sends written data back
 /// to their owners); within a rank the compiler's dependencies are declared
 /// too (tiles alias their tensor). A task reading a tensor whose tiles were
 /// written (or tiles of a tensor written whole) is preceded by a no-op
@@ -72,10 +74,6 @@ class StarpuMpiExecutor final : public Executor {
  private:
   MpiRankStats stats_;
 };
-
-/// Owner rank of every data (whole tensor) and tile of `dag` on `size` ranks:
-/// result[d][0] is the tensor's, result[d][1 + t] tile t's.
-std::vector<std::vector<std::int32_t>> data_owners(const Dag& dag, int size);
 
 /// One rank's outcome as JSON (records of the tasks it ran, its workers, its
 /// error, its communication) for rank 0 to merge.

@@ -1,0 +1,104 @@
+#pragma once
+// Where data and tasks live on N ranks (the StarPU-MPI backend's placement),
+// and a simulation of a distributed run from per-task times: `ymlopt estimate`.
+// No MPI or StarPU here: the backend and the estimate share these rules.
+//
+//   DataOwners own = data_owners(dag, 4);
+//   std::int32_t r = task_rank(dag.tasks[0], own);         // owner computes
+//   ClusterSpec spec;  spec.nodes = 2;  spec.ranks_per_node = 2;
+//   DistributedEstimate e = estimate_distributed(dag, seconds, spec);
+//   std::cout << e.makespan_s << " s, " << e.bytes_moved << " bytes moved\n";
+#include <cstdint>
+#include <vector>
+
+#include "ymlopt/engine/ir.hpp"
+
+namespace ymlopt {
+
+/// Owner rank of every data (whole tensor) and tile: own[d][0] is data d's,
+/// own[d][1 + t] its tile t's.
+using DataOwners = std::vector<std::vector<std::int32_t>>;
+
+/// Owners on `size` ranks: owner= pins a tensor and its tiles to one rank
+/// (modulo size); tiled tensors follow distribute= ("rows": tile row modulo size,
+/// "cols": tile column, else one row or column of tiles: 1-D cyclic, else 2-D
+/// block-cyclic on a p x q grid, p <= q as square as size allows; the tensor
+/// itself lives with its first tile); untiled tensors, the largest first, go to
+/// the least loaded rank (by bytes). distribute="replicate" gives owners like the
+/// default (every rank also holds the initial value; see estimate_distributed).
+///
+///   DataOwners own = data_owners(dag, 2);   // own[A][1 + t] == t % 2 for a 1 x n tiling
+DataOwners data_owners(const Dag& dag, int size);
+
+/// Owner of the tensor or tile a binding refers to (-1 for an unbound port).
+std::int32_t ref_owner(const DataOwners& own, const DataRef& ref);
+
+/// The rank that runs a task (owner computes, as StarPU-MPI's
+/// STARPU_EXECUTE_ON_NODE gets it from the backend): io.save on rank 0 (outputs
+/// are gathered there); else the owner of the first written operand; else of the
+/// first bound operand; else rank 0.
+///
+///   std::int32_t r = task_rank(t, own);   // blas.gemm writing C[1,0] -> owner of that tile
+std::int32_t task_rank(const TaskNode& t, const DataOwners& own);
+
+/// The machines of a distributed run to simulate.
+struct ClusterSpec {
+  int nodes = 1;
+  int ranks_per_node = 1;
+  int workers_per_rank = 1;  // StarPU CPU workers of each rank (--ncpu)
+  /// Cores per node; 0: ranks_per_node * workers_per_rank (none shared). With fewer,
+  /// task times stretch by (ranks_per_node * workers_per_rank) / cores_per_node.
+  int cores_per_node = 0;
+  double bandwidth_gbs = 12.5;  // between nodes, per node NIC (100 Gb/s InfiniBand)
+  double latency_us = 2;        // between nodes, per message
+  double intra_gbs = 5;         // between ranks of one node (shared memory: a copy)
+  double sync_seconds = 0;      // a join/split no-op task (the per-task overhead)
+};
+
+/// One rank's share of the simulated run.
+struct RankEstimate {
+  std::int32_t rank = 0, node = 0;
+  std::int64_t tasks = 0;   // workflow tasks it runs (join/split no-ops not counted)
+  double busy_s = 0;        // sum of their (stretched) times
+  std::uint64_t bytes_sent = 0, bytes_received = 0;
+  std::int64_t messages_sent = 0;
+  std::int64_t owned_bytes = 0;        // tensors and tiles it owns
+  std::int64_t remote_peak_bytes = 0;  // most copies of others' data held at once
+  std::int64_t workspace_peak_bytes = 0;  // most cost.extra_bytes of its tasks at once
+  std::int64_t peak_bytes() const { return owned_bytes + remote_peak_bytes + workspace_peak_bytes; }
+};
+
+/// The simulated run.
+struct DistributedEstimate {
+  int ranks = 1;
+  double time_scale = 1;  // task-time stretch from cores shared by ranks
+  double makespan_s = 0;
+  double compute_s = 0;        // sum of the stretched task times
+  double transfer_s = 0;       // sum of the transfer times
+  std::uint64_t bytes_moved = 0;  // sum of bytes_sent (what StarPU-MPI's comm stats count)
+  std::int64_t messages = 0;
+  std::int64_t sync_tasks = 0;  // join/split no-ops the backend adds
+  std::vector<std::int32_t> task_ranks;  // by task id
+  std::vector<RankEstimate> per_rank;
+};
+
+/// Simulates the StarPU-MPI backend's run of `dag` on `spec` with task i taking
+/// `seconds[i]` on one worker (predict()'s task_s). Placement: data_owners and
+/// task_rank, plus the backend's join/split no-op on a tensor's owner when a task
+/// uses a tiled tensor whole after its tiles were written (or a tile after the
+/// whole was written). Data movement follows StarPU-MPI with its cache: a task
+/// reading data its rank holds no valid copy of waits for a send from the owner
+/// (each rank receives a version once); data written on another rank go back to
+/// the owner, and the write invalidates every other copy; distribute="replicate"
+/// data start valid everywhere. A transfer between nodes takes latency +
+/// bytes / bandwidth and occupies the sending node's NIC (one send at a time;
+/// receives are not serialised); between ranks of one node bytes / intra_gbs,
+/// not serialised. Each rank list-schedules its tasks over its workers (a free
+/// worker takes the task ready first; ties: lowest id), a task being ready when
+/// its compiler dependencies finished and its operands arrived.
+/// Throws std::invalid_argument on a bad spec or a seconds/tasks size mismatch.
+///
+///   auto e = estimate_distributed(dag, predict(dag, cal, 1).task_s, spec);
+DistributedEstimate estimate_distributed(const Dag& dag, const std::vector<double>& seconds, const ClusterSpec& spec);
+
+}  // namespace ymlopt

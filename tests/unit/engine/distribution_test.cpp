@@ -1,0 +1,256 @@
+// Placement (data_owners, task_rank) and the simulated StarPU-MPI run of
+// `ymlopt estimate` on DAGs small enough to work out by hand: which tile moves
+// where, how many bytes, and when the last task ends.
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "test_util.hpp"
+#include "ymlopt/engine/distribution.hpp"
+#include "ymlopt/engine/perf_model.hpp"
+
+using namespace ymlopt;
+
+namespace {
+
+Dag compile_ok(const std::string& xml) {
+  Diagnostics diags;
+  CompileResult r = test::compile(xml, diags);
+  EXPECT_TRUE(r.ok) << diags.str();
+  return std::move(r.dag);
+}
+
+std::int32_t data_index(const Dag& dag, const std::string& name) {
+  for (size_t i = 0; i < dag.data.size(); ++i)
+    if (dag.data[i].name == name) return std::int32_t(i);
+  ADD_FAILURE() << "no data " << name;
+  return -1;
+}
+
+// A, B, C of 64 x 256 f32 in 64 x 64 tiles (one row of tiles: 1-D cyclic, tile t on rank t % ranks).
+// Task 0: C[0,0] += A[0,1] B, task 1: C[0,2] += A[0,3] B (on 2 ranks: both on rank 0, reading rank 1's tiles).
+const char* kTwoReads = R"(<workflow name="two-reads">
+  <data name="A" shape="64,256" tile="64,64" init="random" seed="1"/>
+  <data name="B" shape="64,64" init="random" seed="2" owner="0"/>
+  <data name="C" shape="64,256" tile="64,64" init="zeros"/>
+  <task component="blas.gemm"><in port="a" data="A[0,1]"/><in port="b" data="B"/><inout port="c" data="C[0,0]"/></task>
+  <task component="blas.gemm"><in port="a" data="A[0,3]"/><in port="b" data="B"/><inout port="c" data="C[0,2]"/></task>
+</workflow>)";
+
+constexpr double kTileBytes = 64 * 64 * 4;
+
+}  // namespace
+
+TEST(Distribution, OwnersFollowTheBackendRules) {
+  const Dag dag = compile_ok(R"(<workflow name="own">
+    <data name="G" shape="8,8" tile="2,2" init="zeros"/>
+    <data name="R" shape="8,8" tile="2,2" init="zeros" distribute="rows"/>
+    <data name="P" shape="8,8" tile="2,2" init="zeros" owner="6"/>
+    <data name="big" shape="100,100" init="zeros"/>
+    <data name="small" shape="10,10" init="zeros"/>
+    <data name="mid" shape="50,50" init="zeros"/>
+  </workflow>)");
+  const DataOwners own = data_owners(dag, 4);  // 2 x 2 grid
+  const auto g = own[size_t(data_index(dag, "G"))];
+  ASSERT_EQ(g.size(), 17u);
+  for (int t = 0; t < 16; ++t) EXPECT_EQ(g[size_t(1 + t)], (t / 4 % 2) * 2 + t % 4 % 2) << "tile " << t;
+  EXPECT_EQ(g[0], g[1]);
+  const auto r = own[size_t(data_index(dag, "R"))];
+  for (int t = 0; t < 16; ++t) EXPECT_EQ(r[size_t(1 + t)], t / 4 % 4);
+  for (auto o : own[size_t(data_index(dag, "P"))]) EXPECT_EQ(o, 2);  // 6 mod 4
+  // untiled: largest first to the least loaded rank
+  EXPECT_EQ(own[size_t(data_index(dag, "big"))][0], 0);
+  EXPECT_EQ(own[size_t(data_index(dag, "mid"))][0], 1);
+  EXPECT_EQ(own[size_t(data_index(dag, "small"))][0], 2);
+}
+
+TEST(Distribution, TaskRunsOnTheOwnerOfItsFirstWrittenOperand) {
+  const Dag dag = compile_ok(R"(<workflow name="rank">
+    <data name="A" shape="64,256" tile="64,64" init="random" seed="1"/>
+    <data name="C" shape="64,256" tile="64,64" init="zeros"/>
+    <task component="blas.gemm"><in port="a" data="A[0,0]"/><in port="b" data="A[0,0]"/><inout port="c" data="C[0,3]"/></task>
+    <save data="C" to="C.safetensors"/>
+  </workflow>)");
+  const DataOwners own = data_owners(dag, 2);
+  EXPECT_EQ(task_rank(dag.tasks[0], own), 1);  // C tile 3 -> rank 1, although A[0,0] is on rank 0
+  ASSERT_EQ(dag.tasks.back().comp->name, "io.save");
+  const DataOwners own4 = data_owners(dag, 4);
+  EXPECT_EQ(task_rank(dag.tasks[0], own4), 3);
+  EXPECT_EQ(task_rank(dag.tasks.back(), own4), 0);  // saving happens on rank 0
+}
+
+TEST(Distribution, OneTransferBetweenNodesHasExactBytesAndTime) {
+  const Dag dag = compile_ok(kTwoReads);
+  ClusterSpec spec;
+  spec.nodes = 2;
+  spec.bandwidth_gbs = 10;
+  spec.latency_us = 5;
+  // only task 0 matters: drop task 1 by giving it no time (it still moves its tile)
+  const DistributedEstimate e = estimate_distributed(dag, {1e-3, 0.0}, spec);
+  EXPECT_EQ(e.ranks, 2);
+  EXPECT_EQ(e.task_ranks, (std::vector<std::int32_t>{0, 0}));  // C tiles 0 and 2 are rank 0's
+  EXPECT_EQ(e.bytes_moved, std::uint64_t(2 * kTileBytes));    // A tiles 1 and 3, rank 1 -> rank 0
+  EXPECT_EQ(e.messages, 2);
+  EXPECT_EQ(e.per_rank[1].bytes_sent, std::uint64_t(2 * kTileBytes));
+  EXPECT_EQ(e.per_rank[0].bytes_received, std::uint64_t(2 * kTileBytes));
+  EXPECT_EQ(e.per_rank[0].bytes_sent, 0u);
+  const double x = 5e-6 + kTileBytes / 10e9;
+  // the two sends share node 1's NIC: the first tile lands at x, the second at 2x; task 0 (1 ms)
+  // starts at x on rank 0's only worker, task 1 (0 s) waits for it
+  EXPECT_NEAR(e.makespan_s, x + 1e-3, 1e-12);
+  EXPECT_NEAR(e.transfer_s, 2 * x, 1e-15);
+  EXPECT_EQ(e.per_rank[0].tasks, 2);
+  EXPECT_EQ(e.per_rank[1].tasks, 0);
+  // memory: rank 0 owns B (16 KiB) and tiles 0, 2 of A and C; holds both received tiles at the end
+  EXPECT_EQ(e.per_rank[0].owned_bytes, std::int64_t(5 * kTileBytes));
+  EXPECT_EQ(e.per_rank[1].owned_bytes, std::int64_t(4 * kTileBytes));
+  EXPECT_EQ(e.per_rank[0].remote_peak_bytes, std::int64_t(2 * kTileBytes));
+  EXPECT_EQ(e.per_rank[1].remote_peak_bytes, 0);
+}
+
+TEST(Distribution, NicSerialisesSendsBetweenNodesNotWithinANode) {
+  const Dag dag = compile_ok(kTwoReads);
+  ClusterSpec spec;
+  spec.nodes = 2;
+  spec.workers_per_rank = 2;
+  spec.bandwidth_gbs = 10;
+  spec.latency_us = 5;
+  const double x = 5e-6 + kTileBytes / 10e9;
+  DistributedEstimate e = estimate_distributed(dag, {1e-3, 1e-3}, spec);
+  EXPECT_NEAR(e.makespan_s, 2 * x + 1e-3, 1e-12);  // the second tile waits for the first on the NIC
+  spec.nodes = 1;
+  spec.ranks_per_node = 2;
+  spec.intra_gbs = 4;
+  e = estimate_distributed(dag, {1e-3, 1e-3}, spec);
+  EXPECT_EQ(e.bytes_moved, std::uint64_t(2 * kTileBytes));
+  EXPECT_NEAR(e.makespan_s, kTileBytes / 4e9 + 1e-3, 1e-12);  // both copies at once, no latency
+}
+
+TEST(Distribution, CacheSendsATileOncePerReaderRankUntilItIsWritten) {
+  // rank 0 reads A[0,1] (rank 1's) twice; then rank 1 rewrites it and rank 0 reads it again
+  const Dag dag = compile_ok(R"(<workflow name="cache">
+    <data name="A" shape="64,128" tile="64,64" init="random" seed="1"/>
+    <data name="C" shape="64,128" tile="64,64" init="zeros"/>
+    <task component="blas.gemm"><in port="a" data="A[0,1]"/><in port="b" data="A[0,1]"/><inout port="c" data="C[0,0]"/></task>
+    <task component="blas.gemm"><in port="a" data="A[0,1]"/><in port="b" data="A[0,0]"/><inout port="c" data="C[0,0]"/></task>
+    <task component="blas.gemm"><in port="a" data="C[0,1]"/><in port="b" data="C[0,1]"/><inout port="c" data="A[0,1]"/></task>
+    <task component="blas.gemm"><in port="a" data="A[0,1]"/><in port="b" data="A[0,0]"/><inout port="c" data="C[0,0]"/></task>
+  </workflow>)");
+  ClusterSpec spec;
+  spec.nodes = 2;
+  spec.bandwidth_gbs = 1;
+  spec.latency_us = 0;
+  const double x = kTileBytes / 1e9;
+  const DistributedEstimate e = estimate_distributed(dag, {1e-3, 1e-3, 1e-3, 1e-3}, spec);
+  EXPECT_EQ(e.task_ranks, (std::vector<std::int32_t>{0, 0, 1, 0}));
+  EXPECT_EQ(e.bytes_moved, std::uint64_t(2 * kTileBytes));  // once before the write, once after
+  // t0 waits x; t1 after t0; t2 (rank 1) waits for t1 (the compiler's WAR on A[0,1]) then runs;
+  // t3 waits for the new A[0,1]: x after t2
+  EXPECT_NEAR(e.makespan_s, x + 2e-3 + 1e-3 + x + 1e-3, 1e-12);
+}
+
+TEST(Distribution, JoinMovesTilesToTheTensorsOwnerOnce) {
+  // tiles of A written on ranks 0 and 1, then A read whole: the backend's join no-op on A's
+  // owner (tile 0's rank) receives tile 1
+  const Dag dag = compile_ok(R"(<workflow name="join">
+    <data name="A" shape="64,128" tile="64,64" init="zeros"/>
+    <data name="X" shape="64,64" init="random" seed="1" distribute="replicate"/>
+    <data name="S" shape="64,128" init="zeros" owner="0"/>
+    <task component="blas.gemm"><in port="a" data="X"/><in port="b" data="X"/><inout port="c" data="A[0,0]"/></task>
+    <task component="blas.gemm"><in port="a" data="X"/><in port="b" data="X"/><inout port="c" data="A[0,1]"/></task>
+    <task component="blas.gemm"><in port="a" data="X"/><in port="b" data="A"/><inout port="c" data="S"/></task>
+  </workflow>)");
+  ClusterSpec spec;
+  spec.nodes = 2;
+  spec.bandwidth_gbs = 1;
+  spec.latency_us = 0;
+  spec.sync_seconds = 0.5e-3;
+  const DistributedEstimate e = estimate_distributed(dag, {1e-3, 1e-3, 1e-3}, spec);
+  EXPECT_EQ(e.task_ranks, (std::vector<std::int32_t>{0, 1, 0}));
+  EXPECT_EQ(e.sync_tasks, 1);
+  // X is replicated: nothing moves for it; only tile 1 of A goes to rank 0
+  EXPECT_EQ(e.bytes_moved, std::uint64_t(kTileBytes));
+  EXPECT_EQ(e.per_rank[0].bytes_received, std::uint64_t(kTileBytes));
+  // both tiles written at 1 ms (one per rank), tile 1 lands at 1 ms + x, join 0.5 ms, then S
+  EXPECT_NEAR(e.makespan_s, 1e-3 + kTileBytes / 1e9 + 0.5e-3 + 1e-3, 1e-12);
+}
+
+TEST(Distribution, OneRankEqualsTheSingleProcessSchedule) {
+  const Dag dag = compile_ok(R"(<workflow name="gemm">
+    <data name="A" shape="128,128" tile="32,32" init="random" seed="1"/>
+    <data name="B" shape="128,128" tile="32,32" init="random" seed="2"/>
+    <data name="C" shape="128,128" tile="32,32" init="zeros"/>
+    <par var="i" from="0" to="4"><par var="j" from="0" to="4"><seq var="k" from="0" to="4">
+      <task component="blas.gemm"><in port="a" data="A[${i},${k}]"/><in port="b" data="B[${k},${j}]"/>
+        <inout port="c" data="C[${i},${j}]"/><arg name="beta" value="1"/></task>
+    </seq></par></par>
+  </workflow>)");
+  std::vector<double> sec(dag.tasks.size());
+  for (size_t i = 0; i < sec.size(); ++i) sec[i] = 1e-4 * double(1 + i % 3);
+  ClusterSpec spec;
+  spec.workers_per_rank = 3;
+  const DistributedEstimate e = estimate_distributed(dag, sec, spec);
+  EXPECT_DOUBLE_EQ(e.makespan_s, simulate_schedule(dag, sec, 3).makespan);
+  EXPECT_EQ(e.bytes_moved, 0u);
+  // 2 x 2 grid on 4 ranks: rank (i%2)*2 + j%2 computes the 4 C[i,j] of its 2 rows and 2 columns
+  // (16 tasks); of the 8 A[i,k] of its rows it owns the 4 with k%2 == j%2, of the 8 B[k,j] of its
+  // columns the 4 with k%2 == i%2: it receives 4 + 4 tiles, once each (the cache)
+  spec.nodes = 4;
+  spec.workers_per_rank = 1;
+  const DistributedEstimate e4 = estimate_distributed(dag, sec, spec);
+  for (const RankEstimate& r : e4.per_rank) {
+    EXPECT_EQ(r.tasks, 16);
+    EXPECT_EQ(r.bytes_received, std::uint64_t(8 * 32 * 32 * 4)) << "rank " << r.rank;
+  }
+}
+
+TEST(Distribution, SharedCoresStretchTasks) {
+  const Dag dag = compile_ok(kTwoReads);
+  ClusterSpec spec;
+  spec.nodes = 1;
+  spec.ranks_per_node = 4;
+  spec.cores_per_node = 2;
+  spec.intra_gbs = 1e6;
+  const DistributedEstimate e = estimate_distributed(dag, {1e-3, 1e-3}, spec);
+  EXPECT_DOUBLE_EQ(e.time_scale, 2.0);
+  // 4 ranks: C tiles 0 and 2 on ranks 0 and 2, one 1 ms task each, 2 ms on shared cores
+  EXPECT_EQ(e.task_ranks, (std::vector<std::int32_t>{0, 2}));
+  EXPECT_NEAR(e.per_rank[0].busy_s, 2e-3, 1e-15);
+  EXPECT_NEAR(e.per_rank[2].busy_s, 2e-3, 1e-15);
+  EXPECT_NEAR(e.makespan_s, 2e-3 + kTileBytes / 1e15, 1e-12);
+}
+
+TEST(Distribution, BadSpecsAreRejected) {
+  const Dag dag = compile_ok(kTwoReads);
+  ClusterSpec spec;
+  EXPECT_THROW(estimate_distributed(dag, {1e-3}, spec), std::invalid_argument);
+  spec.nodes = 0;
+  EXPECT_THROW(estimate_distributed(dag, {1e-3, 1e-3}, spec), std::invalid_argument);
+  spec.nodes = 1;
+  spec.bandwidth_gbs = 0;
+  EXPECT_THROW(estimate_distributed(dag, {1e-3, 1e-3}, spec), std::invalid_argument);
+}
+
+TEST(Distribution, DataWrittenOnAnotherRankGoBackToTheOwner) {
+  // eigen.power runs on rank 0 (the owner of its first output, val) and also writes vec, rank
+  // 1's: vec goes back to rank 1, and the write leaves rank 0 without a valid copy, so the
+  // next reader on rank 0 receives it again
+  const Dag dag = compile_ok(R"(<workflow name="back">
+    <data name="M" shape="64,64" init="spd" seed="1" owner="1"/>
+    <data name="val" shape="1" owner="0"/>
+    <data name="vec" shape="64" owner="1"/>
+    <data name="S" shape="64" owner="0"/>
+    <task component="eigen.power"><in port="a" data="M"/><out port="value" data="val"/><out port="vector" data="vec"/></task>
+    <task component="tensor.add"><in port="a" data="vec"/><in port="b" data="vec"/><out port="c" data="S"/></task>
+  </workflow>)");
+  ClusterSpec spec;
+  spec.nodes = 2;
+  spec.bandwidth_gbs = 1;
+  spec.latency_us = 0;
+  const DistributedEstimate e = estimate_distributed(dag, {1e-3, 1e-3}, spec);
+  EXPECT_EQ(e.task_ranks, (std::vector<std::int32_t>{0, 0}));
+  EXPECT_EQ(e.per_rank[1].bytes_sent, std::uint64_t(kTileBytes + 256));  // M, then vec again
+  EXPECT_EQ(e.per_rank[0].bytes_sent, 256u);                            // vec back to its owner
+  EXPECT_EQ(e.bytes_moved, std::uint64_t(kTileBytes + 512));
+  EXPECT_NEAR(e.makespan_s, kTileBytes / 1e9 + 1e-3 + 512 / 1e9 + 1e-3, 1e-12);
+}
