@@ -1,5 +1,7 @@
 #include "ymlopt/scheduler/executor.hpp"
 
+#include "ymlopt/scheduler/checkpoint.hpp"
+
 extern "C" void openblas_set_num_threads(int);
 
 namespace ymlopt {
@@ -75,9 +77,13 @@ bool TaskRunner::run(const TaskNode& t, std::span<const TensorView> views, std::
   }
   rec.start_us = now_us();
   Context ctx(views, t.args, rec, opts_.run_dir);
+  Checkpoint* ck = opts_.checkpoint;
+  const bool restore = ck && ck->restorable(t.id);
   std::string err;
   try {
-    t.comp->cpu(ctx);
+    if (restore) ck->restore(t, views, rec);
+    else t.comp->cpu(ctx);
+    if (ck && !restore) ck->persist(t, views, rec);
   } catch (const std::exception& e) {
     err = e.what();
   } catch (...) {
@@ -85,6 +91,7 @@ bool TaskRunner::run(const TaskNode& t, std::span<const TensorView> views, std::
   }
   rec.end_us = now_us();
   rec.ran = err.empty();
+  rec.restored = restore && rec.ran;
   progress_.done.fetch_add(1, std::memory_order_relaxed);
   if (err.empty()) return true;
   const std::string who = t.label.empty() ? t.comp->name + " #" + std::to_string(t.id) : "'" + t.label + "'";

@@ -448,7 +448,7 @@ Prediction predict_run(const Dag& dag, const std::string& backend, int ncpu, con
 std::vector<double> task_seconds(const ExecResult& r) {
   std::vector<double> s(r.records.size(), -1.0);
   for (std::size_t i = 0; i < r.records.size(); ++i)
-    if (r.records[i].ran) s[i] = (r.records[i].end_us - r.records[i].start_us) * 1e-6;
+    if (r.records[i].ran && !r.records[i].restored) s[i] = (r.records[i].end_us - r.records[i].start_us) * 1e-6;
   return s;
 }
 

@@ -21,6 +21,7 @@
 #include "optimize_cmd.hpp"
 #include "register_builtin.hpp"
 #include "report.hpp"
+#include "run_checkpoint.hpp"
 #include "sequential.hpp"
 #include "starpu_backend.hpp"
 #include "starpu_info.hpp"
@@ -84,7 +85,8 @@ void add_workflow_options(po::options_description& d, WorkflowArgs& a) {
 }
 
 // Parses a subcommand's options; prints its help and returns true on --help.
-bool parse_or_help(const std::vector<std::string>& args, const po::options_description& d, WorkflowArgs* wf) {
+bool parse_or_help(const std::vector<std::string>& args, const po::options_description& d, WorkflowArgs* wf,
+                   bool file_optional) {
   po::options_description all = d;
   po::positional_options_description pos;
   std::string file;
@@ -103,7 +105,7 @@ bool parse_or_help(const std::vector<std::string>& args, const po::options_descr
     std::cout << d;
     return true;
   }
-  if (wf && wf->file.empty()) throw UsageError("missing workflow file");
+  if (wf && wf->file.empty() && !file_optional) throw UsageError("missing workflow file");
   return false;
 }
 
@@ -356,7 +358,7 @@ class ProgressLine {
 
 int cmd_run(const std::vector<std::string>& args) {
   WorkflowArgs wf;
-  std::string out, backend = "starpu", sched = "lws", starpu_home;
+  std::string out, backend = "starpu", sched = "lws", starpu_home, checkpoint_mode, resume;
   int ncpu = 0;
   bool quiet = false, verbose = false, dry_run = false, no_history = false;
   po::options_description d("ymlopt run WF.xml [options]");
@@ -369,9 +371,31 @@ int cmd_run(const std::vector<std::string>& args) {
       "quiet,q", po::bool_switch(&quiet), "no progress line or summary")("verbose,v", po::bool_switch(&verbose),
                                                                          "show StarPU's own messages")(
       "no-history", po::bool_switch(&no_history),
-      "predict from the calibrated rates only, and leave this run out of the machine's task history");
+      "predict from the calibrated rates only, and leave this run out of the machine's task history")(
+      "checkpoint", po::value(&checkpoint_mode),
+      "tasks: persist every finished task's outputs in RUN_DIR/checkpoint (for --resume); none (default: the "
+      "workflow's checkpoint= attribute, else none)")(
+      "resume", po::value(&resume),
+      "RUN_DIR: resume an interrupted checkpointed run (same workflow and --set, plus any new --set): restore what "
+      "its checkpoint holds, run what is missing or stale");
   add_workflow_options(d, wf);
-  if (parse_or_help(args, d, &wf)) return 0;
+  if (parse_or_help(args, d, &wf, true)) return 0;
+  if (wf.file.empty() && resume.empty()) throw UsageError("missing workflow file");
+  if (!checkpoint_mode.empty() && checkpoint_mode != "tasks" && checkpoint_mode != "none")
+    throw UsageError("--checkpoint expects tasks or none, not '" + checkpoint_mode + "'");
+  if (!resume.empty()) {
+    if (checkpoint_mode == "none") throw UsageError("--resume restores from the checkpoint: it cannot be combined with --checkpoint none");
+    if (!out.empty() && fs::weakly_canonical(out) != fs::weakly_canonical(resume))
+      throw UsageError("--resume " + resume + " continues that run directory; --out names another ('" + out + "')");
+    if (backend == "starpu-mpi") throw UsageError("--resume is not supported with --backend starpu-mpi");
+    const WorkflowArgs recorded = load_invocation(resume);
+    if (wf.file.empty()) wf.file = recorded.file;
+    wf.sets = merge_sets(recorded.sets, wf.sets);
+    if (wf.plugins.empty()) wf.plugins = recorded.plugins;
+    out = resume;
+  }
+  if (backend == "starpu-mpi" && checkpoint_mode == "tasks")
+    throw UsageError("--checkpoint tasks is not supported with --backend starpu-mpi");
   if (backend != "starpu" && backend != "sequential" && backend != "starpu-mpi")
     throw UsageError("unknown backend '" + backend + "' (expected starpu, sequential or starpu-mpi)");
 #ifndef YMLOPT_WITH_STARPU_MPI
@@ -454,6 +478,37 @@ int cmd_run(const std::vector<std::string>& args) {
   eo.ncpu = ncpu;
   eo.starpu_home = starpu_home;
   eo.verbose = verbose;
+  // --checkpoint tasks / checkpoint="tasks": persist finished tasks' outputs;
+  // --resume: restore those the run directory holds
+  const std::string mode = !checkpoint_mode.empty() ? checkpoint_mode
+                           : !resume.empty()        ? "tasks"
+                           : dag.checkpoint.empty() ? "none"
+                                                    : dag.checkpoint;
+  std::unique_ptr<Checkpoint> checkpoint;
+  if (mode == "tasks" && (dag.dynamic() || use_mpi)) {
+    const std::string why = dag.dynamic() ? "workflow '" + dag.name +
+                                                "' has runtime loops or <unite> blocks, whose tasks run a data-dependent "
+                                                "number of times"
+                                          : "the starpu-mpi backend does not checkpoint";
+    if (!resume.empty()) {
+      std::cerr << "ymlopt: error: cannot resume: " << why << "\n";
+      return 1;
+    }
+    if (!quiet && rank == 0) std::cerr << "ymlopt: warning: not checkpointing: " << why << "\n";
+    log << "warning: not checkpointing: " << why << "\n";
+  } else if (mode == "tasks") {
+    try {
+      save_invocation(out, wf);
+      checkpoint = std::make_unique<Checkpoint>(dag, *store, out + "/checkpoint", !resume.empty());
+    } catch (const std::exception& e) {
+      std::cerr << "ymlopt: error: " << e.what() << "\n";
+      return 1;
+    }
+    eo.checkpoint = checkpoint.get();
+    if (!resume.empty() && !quiet)
+      std::cout << "resuming " << out << ": " << checkpoint->planned_reruns() << " of " << dag.tasks.size()
+                << " tasks to run, the others restored from the checkpoint\n";
+  }
   Progress progress;
   progress.total = std::int64_t(dag.tasks.size());
   // before running: the run must not inform it (the history holds earlier runs only)
@@ -469,6 +524,7 @@ int cmd_run(const std::vector<std::string>& args) {
     ProgressLine line(progress, !quiet && isatty(2) && !use_mpi);
     res = run_program(*exec, dag, *store, eo, progress);
   }
+  if (checkpoint) checkpoint->finish();  // everything persisted before the report says so
   std::vector<std::int32_t> task_ranks;
   nlohmann::json mpi_info;
 #ifdef YMLOPT_WITH_STARPU_MPI
@@ -511,6 +567,13 @@ int cmd_run(const std::vector<std::string>& args) {
                     {"activation_peak", foot.activation_peak},
                     {"allocated", store->total_bytes()},
                     {"mapped", store->mapped_bytes()}};
+  std::string checkpoint_summary;
+  if (checkpoint) {
+    const Checkpoint::Stats cs = checkpoint->stats();
+    info["checkpoint"] = checkpoint_json(cs, !resume.empty(), totals.tasks_run);
+    checkpoint_summary = checkpoint_line(cs, !resume.empty(), totals.tasks_run);
+    if (!cs.error.empty()) res.warnings.push_back("checkpoint: persisting stopped: " + cs.error);
+  }
   info["prediction"] = prediction_report(prediction, totals.makespan_us,
                                          double(store->total_bytes() + store->mapped_bytes()), double(totals.peak_rss_bytes));
   const auto* ranks = task_ranks.empty() ? nullptr : &task_ranks;
@@ -528,7 +591,7 @@ int cmd_run(const std::vector<std::string>& args) {
     log << buf;
     if (!quiet && res.ok) std::cout << buf;
   }
-  log << table;
+  log << table << checkpoint_summary;
   if (!res.ok) {
     std::cerr << res.error << "\n";
     log << res.error << "\n";
@@ -541,7 +604,8 @@ int cmd_run(const std::vector<std::string>& args) {
     std::cout << "workflow '" << dag.name << "': " << dag.tasks.size() << " tasks on " << res.workers.size()
               << " worker" << (res.workers.size() == 1 ? "" : "s") << " (" << res.runtime << ", " << res.scheduler
               << ")\n"
-              << table << prediction_line(info["prediction"]) << "run directory: " << out << "\n";
+              << table << checkpoint_summary << (totals.tasks_restored ? "" : prediction_line(info["prediction"]))
+              << "run directory: " << out << "\n";
   }
   return 0;
 }

@@ -21,7 +21,7 @@ struct ComponentRow {
 std::map<std::string, ComponentRow> component_rows(const Dag& dag, const ExecResult& r) {
   std::map<std::string, ComponentRow> rows;
   auto add = [&](const TaskRecord& rec) {
-    if (!rec.ran) return;
+    if (!rec.ran || rec.restored) return;
     const TaskNode& n = dag.tasks[size_t(rec.task)];
     ComponentRow& row = rows[n.comp->name];
     ++row.tasks;
@@ -94,7 +94,9 @@ RunTotals compute_totals(const Dag& dag, const ExecResult& r) {
     for (auto p : n.preds) start = std::max(start, finish[size_t(p)]);
     finish[size_t(id)] = start + dur;
     t.critical_path_us = std::max(t.critical_path_us, finish[size_t(id)]);
-    if (rec.ran) {
+    if (rec.restored) {
+      ++t.tasks_restored;
+    } else if (rec.ran) {
       t.sum_task_us += dur;
       t.flops += n.cost.flops;
       ++t.tasks_run;
@@ -124,7 +126,7 @@ nlohmann::json make_report(const Dag& dag, const ExecResult& r, const RunTotals&
               {"component", n.comp->name},
               {"file", n.loc.file ? *n.loc.file : dag.file},
               {"line", n.loc.line},
-              {"status", rec.ran ? "done" : (n.id == r.failed_task ? "failed" : "cancelled")},
+              {"status", rec.restored ? "restored" : rec.ran ? "done" : (n.id == r.failed_task ? "failed" : "cancelled")},
               {"worker", rec.worker >= 0 && size_t(rec.worker) < r.workers.size() ? json(r.workers[size_t(rec.worker)]) : json(nullptr)},
               {"start_us", rec.start_us},
               {"end_us", rec.end_us},
@@ -167,6 +169,7 @@ nlohmann::json make_report(const Dag& dag, const ExecResult& r, const RunTotals&
   report["tasks"] = std::move(tasks);
   report["totals"] = {{"tasks", dag.tasks.size()},
                       {"tasks_run", t.tasks_run},
+                      {"tasks_restored", t.tasks_restored},
                       {"edges", dag.num_edges()},
                       {"makespan_us", t.makespan_us},
                       {"critical_path_us", t.critical_path_us},
@@ -246,6 +249,10 @@ std::string summary_table(const Dag& dag, const ExecResult& r, const RunTotals& 
                     row.us > 0 ? row.flops / row.us / 1e3 : 0.0);
     else
       std::snprintf(buf, sizeof buf, "%-22s %8ld %12.3f %10s\n", name.c_str(), row.tasks, row.us / 1e3, "-");
+    o += buf;
+  }
+  if (t.tasks_restored > 0) {
+    std::snprintf(buf, sizeof buf, "%-22s %8zu %12s %10s\n", "(restored)", t.tasks_restored, "-", "-");
     o += buf;
   }
   std::snprintf(buf, sizeof buf,

@@ -16,6 +16,7 @@ struct RunTotals {
   double flops = 0;
   long peak_rss_bytes = 0;
   std::size_t tasks_run = 0;
+  std::size_t tasks_restored = 0;  // resumed run: taken from the checkpoint, not run
   double blas_peak_gflops = 0;  // the machine's single-call sgemm rate (0: unknown)
 };
 

@@ -22,9 +22,10 @@ std::vector<std::pair<std::string, std::string>> parse_sets(const std::vector<st
 /// Adds --set and --plugin.
 void add_workflow_options(boost::program_options::options_description& d, WorkflowArgs& a);
 /// Parses a subcommand's options (the workflow file positional when wf is given);
-/// prints the help and returns true on --help; throws UsageError.
+/// prints the help and returns true on --help; throws UsageError (also when the
+/// workflow file is missing, unless `file_optional`).
 bool parse_or_help(const std::vector<std::string>& args, const boost::program_options::options_description& d,
-                   WorkflowArgs* wf);
+                   WorkflowArgs* wf, bool file_optional = false);
 /// Built-in components plus plugins; prints the error and returns false on failure.
 bool load_registry(ComponentRegistry& reg, const std::vector<std::string>& plugins);
 /// Compiles, printing diagnostics; returns the exit code (0 ok, 1 bad workflow, 2 usage).

@@ -68,7 +68,7 @@ struct ElementRule {
 
 const std::map<std::string, ElementRule>& rules() {
   static const std::map<std::string, ElementRule> r = {
-      {"workflow", {{}, {"name", "version", "xmlns"}}},
+      {"workflow", {{}, {"name", "version", "xmlns", "checkpoint"}}},
       {"description", {{}, {}}},
       {"param", {{"name"}, {"type", "default", "doc"}}},
       {"data", {{"name", "shape"}, {"dtype", "tile", "split", "init", "seed", "value", "src", "key", "reshape", "distribute", "owner"}}},
@@ -161,6 +161,10 @@ class Compiler {
       return res;
     }
     dag_.name = attr_or(root->root, "name", fs::path(dag_.file).stem().string());
+    if (const Attr* c = root->root.find("checkpoint")) {
+      if (c->value == "tasks" || c->value == "none") dag_.checkpoint = c->value;
+      else diags_.error(c->loc, "checkpoint must be 'tasks' or 'none', not '" + c->value + "'");
+    }
     Frame f;
     f.doc = root;
     f.dir = fs::path(dag_.file).parent_path();

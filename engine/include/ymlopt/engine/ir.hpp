@@ -173,6 +173,9 @@ struct Dag {
   std::vector<std::int32_t> topo_order;  // a valid execution order (program order where possible)
   std::vector<Region> regions;           // runtime control flow; empty for a static DAG
   std::int32_t root_region = -1;         // the workflow body when `regions` is not empty
+  // <workflow checkpoint="tasks|none">: persist every finished task's outputs
+  // in the run directory so that `ymlopt run --resume` skips them ("": not stated, none)
+  std::string checkpoint;
   std::vector<std::unique_ptr<xml::Document>> docs;  // keep SrcLoc::file pointers valid
 
   /// Logical shape of a reference (tile shape for a tile).

@@ -22,8 +22,11 @@ struct TaskRecord {
   std::int32_t worker = -1;
   double start_us = 0, end_us = 0;
   bool ran = false;
+  bool restored = false;        // resumed run: outputs taken from the checkpoint, kernel not run
   std::vector<std::pair<std::string, double>> results;
 };
+
+class Checkpoint;
 
 /// Options common to every backend.
 struct ExecOptions {
@@ -36,6 +39,9 @@ struct ExecOptions {
   /// Called by the sequential backend before each task with its port views
   /// (calibration capture: the optimizer records linear layers' inputs).
   std::function<void(const TaskNode&, std::span<const TensorView>)> before_task;
+  /// Task-level checkpoints (null: none): TaskRunner restores the outputs of
+  /// tasks the checkpoint holds and persists those of the tasks it runs.
+  Checkpoint* checkpoint = nullptr;
 };
 
 /// Live counters for the progress line (updated by workers, read by the CLI).
