@@ -1,0 +1,609 @@
+// United compression search: the recipe menu, the in-process model evaluation
+// and the components compress.search_step / compress.finish.
+#include "ymlopt/optimizer/compress_search.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+#include <thread>
+#include <unistd.h>
+
+#include "register_builtin.hpp"
+#include "sequential.hpp"
+#include "ymlopt/engine/analysis.hpp"
+#include "ymlopt/engine/compiler.hpp"
+#include "ymlopt/engine/data_store.hpp"
+#include "ymlopt/engine/registry.hpp"
+#include "ymlopt/optimizer/model_editor.hpp"
+#include "ymlopt/optimizer/passes.hpp"
+#include "ymlopt/scheduler/executor.hpp"
+
+namespace ymlopt::opt {
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+const std::vector<Recipe>& recipes() {
+  static const std::vector<Recipe> r = {
+      {"f32", "", 32},
+      {"nm24", "prune.nm,sparse.nm24", 18},  // 2:4, stored as the kept values + 2-bit positions
+      {"int8", "quant.int8", 8},
+      {"int4-g128", "quant.group:bits=4:group=128", 4.25},
+      {"gptq-int4-g128", "quant.gptq:bits=4:group=128", 4.25},
+      {"obs50-int4-g128", "prune.obs:sparsity=0.5,quant.group:bits=4:group=128", 4.25},
+  };
+  return r;
+}
+
+const std::vector<Strategy>& strategies() {
+  static const std::vector<Strategy> s = {
+      {"int8", {2}},
+      {"nm24-int8", {1, 2}},
+      {"int4-g128", {3}},
+      {"gptq-int4", {4}},
+      {"obs50-int4", {5}},
+  };
+  return s;
+}
+
+const Strategy* find_strategy(const std::string& name) {
+  for (const auto& s : strategies())
+    if (s.name == name) return &s;
+  return nullptr;
+}
+
+std::string strategy_names() {
+  std::string out;
+  for (const auto& s : strategies()) out += (out.empty() ? "" : ", ") + s.name;
+  return out;
+}
+
+std::int32_t next_recipe(const Strategy& s, std::int32_t current) {
+  const auto& menu = recipes();
+  if (current < 0 || std::size_t(current) >= menu.size()) return -1;
+  const double bits = menu[std::size_t(current)].bits;
+  std::int32_t best = -1;
+  for (std::int32_t r : s.family)
+    if (menu[std::size_t(r)].bits < bits && (best < 0 || menu[std::size_t(r)].bits > menu[std::size_t(best)].bits))
+      best = r;
+  return best;
+}
+
+std::vector<SearchPoint> pareto_front(const std::vector<SearchPoint>& pts) {
+  std::vector<SearchPoint> front;
+  for (std::size_t a = 0; a < pts.size(); ++a) {
+    bool dominated = false;
+    for (std::size_t b = 0; b < pts.size() && !dominated; ++b) {
+      if (a == b) continue;
+      const bool le = pts[b].bytes <= pts[a].bytes && pts[b].error <= pts[a].error;
+      const bool lt = pts[b].bytes < pts[a].bytes || pts[b].error < pts[a].error;
+      // of two equal points keep the first
+      dominated = le && (lt || b < a);
+    }
+    if (!dominated) front.push_back(pts[a]);
+  }
+  std::sort(front.begin(), front.end(), [](const SearchPoint& x, const SearchPoint& y) { return x.bytes < y.bytes; });
+  return front;
+}
+
+namespace {
+
+std::string regex_escape(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    if (std::strchr(".^$|()[]{}*+?\\/", c)) out += '\\';
+    out += c;
+  }
+  return out;
+}
+
+const ComponentRegistry& inner_registry() {
+  static const ComponentRegistry* reg = [] {
+    auto* r = new ComponentRegistry();
+    register_builtin_components(*r);
+    return r;
+  }();
+  return *reg;
+}
+
+std::vector<std::vector<std::pair<std::string, std::string>>> parse_runs(const std::string& sets) {
+  std::vector<std::vector<std::pair<std::string, std::string>>> runs;
+  std::stringstream ss(sets);
+  std::string run;
+  while (std::getline(ss, run, ';')) {
+    std::istringstream words(run);
+    std::vector<std::pair<std::string, std::string>> one;
+    for (std::string w; words >> w;) {
+      const auto eq = w.find('=');
+      if (eq == std::string::npos || eq == 0)
+        throw KernelError("compress: calibration set '" + w + "' is not NAME=VALUE");
+      one.emplace_back(w.substr(0, eq), w.substr(eq + 1));
+    }
+    if (!one.empty()) runs.push_back(std::move(one));
+  }
+  if (runs.empty()) runs.emplace_back();
+  return runs;
+}
+
+/// A copy of a compiled DAG without its XML documents (not copyable; the
+/// copy's source locations point into the original's, which must outlive it).
+Dag copy_dag(const Dag& d) {
+  Dag c;
+  c.name = d.name;
+  c.file = d.file;
+  c.data = d.data;
+  c.tasks = d.tasks;
+  c.topo_order = d.topo_order;
+  c.regions = d.regions;
+  c.root_region = d.root_region;
+  return c;
+}
+
+struct Outputs {
+  std::vector<std::vector<double>> values;  // one per io.save task, program order
+};
+
+/// Runs a DAG with the sequential executor; pass-made tensors (file-backed with
+/// no file yet) are filled from `made`. Returns every io.save input.
+Outputs run_dag(const Dag& in, const std::map<std::int32_t, const std::vector<std::byte>*>& made, const std::string& dir,
+                Calibration* capture) {
+  Dag dag = copy_dag(in);
+  for (const auto& [d, bytes] : made) {
+    (void)bytes;
+    dag.data[std::size_t(d)].init = InitKind::zeros;
+    dag.data[std::size_t(d)].src.clear();
+  }
+  DataStore store(dag);
+  for (const auto& [d, bytes] : made) {
+    const TensorView v = store.view(DataRef{d, -1});
+    const std::size_t row = std::size_t(v.cols) * dtype_size(v.dtype);
+    if (bytes->size() != row * std::size_t(v.rows))
+      throw std::runtime_error("tensor '" + dag.data[std::size_t(d)].name + "' holds the wrong byte count");
+    for (std::int64_t r = 0; r < v.rows; ++r)
+      std::memcpy(static_cast<std::byte*>(v.data) + std::size_t(r * v.ld) * dtype_size(v.dtype),
+                  bytes->data() + std::size_t(r) * row, row);
+  }
+  ExecOptions eo;
+  eo.run_dir = dir;
+  if (capture)
+    eo.before_task = [&](const TaskNode& t, std::span<const TensorView> views) {
+      if (t.comp->name != "nn.linear" || views.empty() || views[0].dtype != DType::f32) return;
+      const TensorView& x = views[0];
+      Calibration::Input& in = capture->inputs[ModelEditor::task_key(t)];
+      if (in.m > 0 && in.k != x.cols) throw std::runtime_error("task '" + ModelEditor::task_key(t) + "' changes width");
+      in.k = x.cols;
+      for (std::int64_t r = 0; r < x.rows; ++r)
+        in.x.insert(in.x.end(), static_cast<const float*>(x.data) + r * x.ld, static_cast<const float*>(x.data) + r * x.ld + x.cols);
+      in.m += x.rows;
+    };
+  Progress progress;
+  progress.total = std::int64_t(dag.tasks.size());
+  const ExecResult res = make_sequential_executor()->execute(dag, store, eo, progress);
+  if (!res.ok) throw std::runtime_error("running '" + dag.file + "' failed: " + res.error);
+  Outputs o;
+  for (const TaskNode& t : dag.tasks)
+    if (t.comp->name == "io.save") {
+      const TensorView v = store.view(t.bindings[0].ref);
+      std::vector<double>& out = o.values.emplace_back();
+      for (std::int64_t r = 0; r < v.rows; ++r)
+        for (std::int64_t c = 0; c < v.cols; ++c) {
+          const std::int64_t i = r * v.ld + c;
+          switch (v.dtype) {
+            case DType::f32: out.push_back(static_cast<const float*>(v.data)[i]); break;
+            case DType::f64: out.push_back(static_cast<const double*>(v.data)[i]); break;
+            case DType::i32: out.push_back(static_cast<const std::int32_t*>(v.data)[i]); break;
+            default: throw std::runtime_error("compress: cannot compare outputs of dtype " + std::string(dtype_name(v.dtype)));
+          }
+        }
+    }
+  return o;
+}
+
+class Model final : public SearchModel {
+ public:
+  Model(const std::string& workflow, const std::string& sets) : t0_(Clock::now()) {
+    const auto runs = parse_runs(sets);
+    const std::string dir = (fs::temp_directory_path() / ("ymlopt-compress-ref-" + std::to_string(::getpid()))).string();
+    fs::create_directories(dir);
+    for (const auto& run : runs) {
+      Diagnostics diags;
+      CompileResult cr = compile_workflow({workflow, run}, inner_registry(), diags);
+      if (!cr.ok) throw KernelError("compress: model '" + workflow + "' does not compile:\n" + diags.str());
+      refs_.push_back(run_dag(cr.dag, {}, dir, &calib_));
+      dags_.push_back(std::move(cr.dag));
+    }
+    fs::remove_all(dir);
+    for (const auto& o : refs_)
+      for (const auto& v : o.values)
+        for (double x : v) ref_sq_ += x * x;
+    if (refs_[0].values.empty()) throw KernelError("compress: model '" + workflow + "' saves no output (io.save) to compare");
+    ModelEditor ed(copy_dag(dags_[0]), inner_registry());
+    for (const WeightUse& u : ed.linear_weights()) {
+      layers_.push_back(u.name);
+      bytes_.push_back(double(ed.dag().data[std::size_t(u.data)].bytes()));
+    }
+    if (layers_.empty()) throw KernelError("compress: model '" + workflow + "' has no compressible linear layer");
+  }
+
+  const std::vector<std::string>& layers() const override { return layers_; }
+  const std::vector<double>& layer_bytes() const override { return bytes_; }
+
+  /// Applies the configuration's recipes to an editor, layer by layer.
+  void apply(ModelEditor& ed, const std::vector<std::int32_t>& config, nlohmann::json* log) const {
+    PassContext ctx{ed, &calib_};
+    const auto& menu = recipes();
+    for (std::size_t l = 0; l < layers_.size() && l < config.size(); ++l) {
+      const std::int32_t r = config[l];
+      if (r < 0 || std::size_t(r) >= menu.size())
+        throw KernelError("compress: configuration entry " + std::to_string(l) + " is " + std::to_string(r) +
+                          ", not a recipe index in [0, " + std::to_string(menu.size()) + ")");
+      if (menu[std::size_t(r)].passes.empty()) continue;
+      for (PassSpec spec : parse_pass_list(menu[std::size_t(r)].passes)) {
+        std::string pattern = "^";
+        pattern += regex_escape(layers_[l]);
+        pattern += "($|\\.)";
+        spec.options["match"] = pattern;
+        try {
+          run_pass(ctx, spec);
+        } catch (const std::exception& e) {
+          throw std::runtime_error("recipe " + menu[std::size_t(r)].name + " on layer '" + layers_[l] + "': " + e.what());
+        }
+      }
+    }
+    if (log) *log = ctx.log;
+  }
+
+  Evaluation evaluate(const std::vector<std::int32_t>& config, const std::string& scratch_dir) const override {
+    const auto t0 = Clock::now();
+    Evaluation ev;
+    double num = 0;
+    std::string dir = scratch_dir;
+    if (dir.empty()) {
+      std::ostringstream id;
+      id << std::this_thread::get_id();
+      dir = (fs::temp_directory_path() / ("ymlopt-compress-" + std::to_string(::getpid()) + "-" + id.str())).string();
+    }
+    fs::create_directories(dir);
+    for (std::size_t r = 0; r < dags_.size(); ++r) {
+      ModelEditor ed(copy_dag(dags_[r]), inner_registry());
+      apply(ed, config, nullptr);
+      if (r == 0) ev.bytes = double(ed.weight_bytes());
+      std::map<std::int32_t, const std::vector<std::byte>*> made;
+      for (std::size_t d = dags_[r].data.size(); d < ed.dag().data.size(); ++d)
+        if (ed.dag().data[d].init == InitKind::file) made[std::int32_t(d)] = &ed.tensor_bytes(std::int32_t(d));
+      const Outputs out = run_dag(ed.dag(), made, dir, nullptr);
+      if (out.values.size() != refs_[r].values.size()) throw std::runtime_error("compress: the compressed model saves other outputs");
+      for (std::size_t k = 0; k < out.values.size(); ++k) {
+        const auto& a = refs_[r].values[k];
+        const auto& b = out.values[k];
+        if (a.size() != b.size()) throw std::runtime_error("compress: an output of the compressed model changed size");
+        for (std::size_t i = 0; i < a.size(); ++i) num += (a[i] - b[i]) * (a[i] - b[i]);
+      }
+    }
+    if (scratch_dir.empty()) fs::remove_all(dir);
+    ev.error = ref_sq_ > 0 ? std::sqrt(num / ref_sq_) : std::sqrt(num);
+    ev.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+    return ev;
+  }
+
+  void write(const std::vector<std::int32_t>& config, const std::string& out_xml,
+             const std::string& out_weights) const override {
+    for (const std::string& f : {out_xml, out_weights})
+      if (fs::path(f).has_parent_path()) fs::create_directories(fs::path(f).parent_path());
+    ModelEditor ed(copy_dag(dags_[0]), inner_registry());
+    nlohmann::json log;
+    apply(ed, config, &log);
+    std::string text;
+    for (std::size_t l = 0; l < layers_.size(); ++l)
+      text += (text.empty() ? "" : ",") + layers_[l] + "=" + recipes()[std::size_t(config[l])].name;
+    std::map<std::string, std::string> meta = {{"ymlopt.sequence", "compress-search"}, {"ymlopt.passes", text}};
+    for (const auto& rec : log)
+      if (rec.contains("formats"))
+        for (const auto& [k, v] : rec["formats"].items()) meta["ymlopt.format." + k] = v.get<std::string>();
+    ed.write(out_xml, out_weights, meta);
+  }
+
+  void record(SearchPoint p) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    p.time_s = std::chrono::duration<double>(Clock::now() - t0_).count();
+    points_.push_back(std::move(p));
+  }
+  std::vector<SearchPoint> points() const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return points_;
+  }
+  bool rejected(const std::string& strategy, std::size_t layer, std::int32_t recipe) const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return rejected_.count({strategy, layer, recipe}) > 0;
+  }
+  void reject(const std::string& strategy, std::size_t layer, std::int32_t recipe) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    rejected_.insert({strategy, layer, recipe});
+  }
+
+ private:
+  Clock::time_point t0_;
+  std::vector<Dag> dags_;
+  std::vector<Outputs> refs_;
+  double ref_sq_ = 0;
+  Calibration calib_;
+  std::vector<std::string> layers_;
+  std::vector<double> bytes_;
+  mutable std::mutex mu_;
+  std::vector<SearchPoint> points_;
+  std::set<std::tuple<std::string, std::size_t, std::int32_t>> rejected_;
+};
+
+// ---- components ----
+
+enum SearchPort : std::size_t { kConfig, kSens, kBytes, kErr, kDone, kGConfig, kGSens, kGBytes, kGErr };
+
+std::string dims_of(const TensorView& v) {
+  std::string s;
+  for (auto d : v.shape) {
+    if (!s.empty()) s += 'x';
+    s += std::to_string(d);
+  }
+  return "[" + s + "] " + dtype_name(v.dtype);
+}
+
+std::string check_search(const TaskShape& t) {
+  const std::string& s = t.args.get_string("strategy");
+  if (!find_strategy(s))
+    return "compress.search_step: unknown strategy '" + s + "' (strategies: " + strategy_names() + ")";
+  if (t.args.get_float("err_bound") <= 0) return "compress.search_step: err_bound must be > 0";
+  const auto& p = t.ports;
+  if (p[kConfig].dtype != DType::i32 || p[kConfig].rows != 1)
+    return "compress.search_step: port 'config' must be a 1-D i32 vector, got " + dims_of(p[kConfig]);
+  const std::int64_t n = p[kConfig].cols;
+  if (p[kSens].dtype != DType::f64 || p[kSens].rows != 1 || p[kSens].cols != n)
+    return "compress.search_step: port 'sensitivity' must be f64 [" + std::to_string(n) + "] like config, got " + dims_of(p[kSens]);
+  for (std::size_t k : {kBytes, kErr, kDone})
+    if (p[k].dtype != DType::f64 || p[k].rows * p[k].cols != 1)
+      return "compress.search_step: ports 'bytes', 'err' and 'done' must be 1-element f64, got " + dims_of(p[k]);
+  const bool g = p[kGConfig].bound();
+  if (g) {
+    if (p[kGConfig].dtype != DType::i32 || p[kGConfig].cols != n || p[kGSens].dtype != DType::f64 || p[kGSens].cols != n)
+      return "compress.search_step: gathered_config/gathered_sensitivity must match config/sensitivity";
+    for (std::size_t k : {kGBytes, kGErr})
+      if (p[k].dtype != DType::f64 || p[k].rows * p[k].cols != 1)
+        return "compress.search_step: ports 'gathered_bytes' and 'gathered_err' must be 1-element f64, got " + dims_of(p[k]);
+  }
+  return "";
+}
+
+template <class T> T* ptr(const TensorView& v) { return static_cast<T*>(v.data); }
+
+void search_step_cpu(KernelContext& ctx) {
+  const Strategy& st = *find_strategy(ctx.arg_string("strategy"));
+  const double bound = ctx.arg_float("err_bound");
+  auto model = search_model(ctx.arg_string("model"), ctx.arg_string("sets"));
+  const std::size_t L = model->layers().size();
+  const TensorView& cv = ctx.port(kConfig);
+  if (std::size_t(cv.cols) < L)
+    throw KernelError("compress.search_step: config holds " + std::to_string(cv.cols) + " entries, the model has " +
+                      std::to_string(L) + " compressible linears (raise max_layers)");
+  std::int32_t* cfg_p = ptr<std::int32_t>(cv);
+  double* sens = ptr<double>(ctx.port(kSens));
+  double& bytes = *ptr<double>(ctx.port(kBytes));
+  double& err = *ptr<double>(ctx.port(kErr));
+  double& done = *ptr<double>(ctx.port(kDone));
+  std::vector<std::int32_t> cfg(cfg_p, cfg_p + L);
+  const std::string scratch = ctx.run_dir() + "/compress/scratch-" + st.name;
+  auto flush = [&] {
+    std::copy(cfg.begin(), cfg.end(), cfg_p);
+    for (std::size_t l = L; l < std::size_t(cv.cols); ++l) cfg_p[l] = -1;
+    ctx.report("bytes", bytes);
+    ctx.report("err", err);
+  };
+  if (bytes <= 0) {  // first call: measure the starting configuration
+    const Evaluation e = model->evaluate(cfg, scratch);
+    bytes = e.bytes, err = e.error;
+    model->record({st.name, cfg, e.bytes, e.error, e.seconds, 0, e.error <= bound, "start"});
+  }
+  // adopt the gathered configuration when it is smaller and within the bound
+  const TensorView& gc = ctx.port(kGConfig);
+  if (ctx.arg_bool("exchange") && gc.data) {
+    const double gb = *ptr<double>(ctx.port(kGBytes)), ge = *ptr<double>(ctx.port(kGErr));
+    const std::int32_t* g = ptr<std::int32_t>(gc);
+    const double* gs = ptr<double>(ctx.port(kGSens));
+    bool valid = gb > 0;
+    for (std::size_t l = 0; l < L && valid; ++l) valid = g[l] >= 0 && std::size_t(g[l]) < recipes().size();
+    if (valid && ge <= bound && (gb < bytes || err > bound)) {
+      cfg.assign(g, g + L);
+      bytes = gb, err = ge;
+      ctx.report("adopted", 1);
+    }
+    for (std::size_t l = 0; l < L; ++l)
+      if (!(sens[l] > 0) && gs[l] > 0) sens[l] = gs[l];  // unknown here: take the others' estimate
+  }
+  // the most promising layer: unmeasured ones first (largest first), then the
+  // lowest error increase per byte saved
+  std::int64_t pick = -1;
+  std::int32_t to = -1;
+  for (std::size_t l = 0; l < L; ++l) {
+    const std::int32_t nx = next_recipe(st, cfg[l]);
+    if (nx < 0 || model->rejected(st.name, l, nx)) continue;
+    if (pick < 0) {
+      pick = std::int64_t(l), to = nx;
+      continue;
+    }
+    const std::size_t p = std::size_t(pick);
+    const bool ul = !(sens[l] > 0), up = !(sens[p] > 0);
+    const bool better = ul != up ? ul : ul ? model->layer_bytes()[l] > model->layer_bytes()[p] : sens[l] < sens[p];
+    if (better) pick = std::int64_t(l), to = nx;
+  }
+  if (pick < 0) {
+    done = 1;
+    flush();
+    ctx.report("done", 1);
+    return;
+  }
+  done = 0;
+  const std::size_t l = std::size_t(pick);
+  std::vector<std::int32_t> trial = cfg;
+  trial[l] = to;
+  Evaluation e;
+  try {
+    e = model->evaluate(trial, scratch);
+  } catch (const std::exception& ex) {
+    model->reject(st.name, l, to);
+    model->record({st.name, trial, 0, 0, 0, 0, false, ex.what()});
+    ctx.report("layer", double(l));
+    ctx.report("accepted", 0);
+    flush();
+    return;
+  }
+  const double saved = std::max(bytes - e.bytes, 1.0);
+  sens[l] = std::max(e.error - err, 1e-12) / saved;
+  const bool ok = e.error <= bound;
+  model->record({st.name, trial, e.bytes, e.error, e.seconds, 0, ok, ""});
+  if (ok) {
+    cfg = trial;
+    bytes = e.bytes, err = e.error;
+  } else {
+    model->reject(st.name, l, to);
+  }
+  ctx.report("layer", double(l));
+  ctx.report("accepted", ok ? 1 : 0);
+  flush();
+}
+
+std::string check_finish(const TaskShape& t) {
+  const auto& c = t.ports[0];
+  if (c.dtype != DType::i32 || c.rows != 1) return "compress.finish: port 'config' must be a 1-D i32 vector, got " + dims_of(c);
+  return "";
+}
+
+std::string point_json_config(const std::vector<std::int32_t>& cfg) {
+  std::string s;
+  for (auto r : cfg) s += (s.empty() ? "" : ",") + (r >= 0 && std::size_t(r) < recipes().size() ? recipes()[std::size_t(r)].name : "?");
+  return s;
+}
+
+void finish_cpu(KernelContext& ctx) {
+  auto model = search_model(ctx.arg_string("model"), ctx.arg_string("sets"));
+  const std::size_t L = model->layers().size();
+  const TensorView& cv = ctx.port(0);
+  if (std::size_t(cv.cols) < L)
+    throw KernelError("compress.finish: config holds " + std::to_string(cv.cols) + " entries, the model has " +
+                      std::to_string(L) + " compressible linears");
+  const std::int32_t* c = ptr<std::int32_t>(cv);
+  const std::vector<std::int32_t> cfg(c, c + L);
+  const std::string dir = ctx.run_dir() + "/" + ctx.arg_string("dir");
+  fs::create_directories(dir);
+  const std::string name = ctx.arg_string("name");
+  model->write(cfg, dir + "/" + name + ".opt.xml", dir + "/" + name + ".opt.safetensors");
+  const Evaluation e = model->evaluate(cfg, ctx.run_dir() + "/compress/scratch-finish");
+  fs::remove_all(ctx.run_dir() + "/compress/scratch-finish");
+  const auto pts = model->points();
+  const auto front = pareto_front(
+      [&] {
+        std::vector<SearchPoint> ok;
+        for (const auto& p : pts)
+          if (p.bytes > 0) ok.push_back(p);
+        return ok;
+      }());
+  double original = 0;
+  for (double b : model->layer_bytes()) original += b;
+  auto pj = [&](const SearchPoint& p) {
+    return nlohmann::json{{"strategy", p.strategy}, {"bytes", p.bytes},     {"error", p.error},
+                          {"eval_seconds", p.seconds}, {"time_s", p.time_s}, {"within_bound", p.accepted},
+                          {"config", point_json_config(p.config)}};
+  };
+  nlohmann::json j = {{"model", ctx.arg_string("model")},
+                      {"sets", ctx.arg_string("sets")},
+                      {"err_bound", ctx.arg_float("err_bound")},
+                      {"layers", model->layers()},
+                      {"linear_bytes_f32", original},
+                      {"recipes", nlohmann::json::array()},
+                      {"points", pts.size()},
+                      {"front", nlohmann::json::array()},
+                      {"chosen", {{"config", point_json_config(cfg)}, {"bytes", e.bytes}, {"error", e.error},
+                                  {"workflow", dir + "/" + name + ".opt.xml"},
+                                  {"weights", dir + "/" + name + ".opt.safetensors"}}}};
+  for (const auto& r : recipes()) j["recipes"].push_back({{"name", r.name}, {"passes", r.passes}});
+  for (const auto& p : front) j["front"].push_back(pj(p));
+  nlohmann::json all = nlohmann::json::array();
+  for (const auto& p : pts) all.push_back(pj(p));
+  j["all_points"] = all;
+  std::ofstream(dir + "/pareto.json") << j.dump(1) << "\n";
+  std::ostringstream md;
+  md << "# Compression search: Pareto front (weight bytes, relative output error)\n\n"
+     << "err_bound " << ctx.arg_float("err_bound") << ", " << pts.size() << " configurations measured; chosen: "
+     << std::int64_t(e.bytes) << " bytes, error " << e.error << "\n\n| strategy | bytes | error | config |\n|---|---:|---:|---|\n";
+  for (const auto& p : front)
+    md << "| " << p.strategy << " | " << std::int64_t(p.bytes) << " | " << p.error << " | " << point_json_config(p.config) << " |\n";
+  std::ofstream(dir + "/pareto.md") << md.str();
+  ctx.report("bytes", e.bytes);
+  ctx.report("err", e.error);
+  ctx.report("front", double(front.size()));
+  ctx.report("points", double(pts.size()));
+}
+
+}  // namespace
+
+std::shared_ptr<SearchModel> search_model(const std::string& workflow, const std::string& sets) {
+  static std::mutex mu;
+  static std::map<std::string, std::shared_ptr<SearchModel>>* cache = new std::map<std::string, std::shared_ptr<SearchModel>>();
+  // built under the lock: co-methods wait for the one that loads the model
+  std::lock_guard<std::mutex> lock(mu);
+  auto& slot = (*cache)[workflow + "\n" + sets];
+  if (!slot) slot = std::make_shared<Model>(workflow, sets);
+  return slot;
+}
+
+void register_search_components(Registry& reg) {
+  const std::vector<PortSpec> ports = {
+      {"config", Access::read_write, {DType::i32}, false, 1, "recipe index per compressible linear (extra entries: -1)"},
+      {"sensitivity", Access::read_write, {DType::f64}, false, 1, "error increase per byte saved of the last step tried per layer (0: unknown)"},
+      {"bytes", Access::read_write, {DType::f64}, false, 1, "weight bytes of config (0: not measured yet)"},
+      {"err", Access::read_write, {DType::f64}, false, 1, "relative output error of config"},
+      {"done", Access::read_write, {DType::f64}, false, 1, "1 when the strategy has no step left to try"},
+      {"gathered_config", Access::read, {DType::i32}, true, 1, "a configuration gathered from the co-methods"},
+      {"gathered_sensitivity", Access::read, {DType::f64}, true, 1, ""},
+      {"gathered_bytes", Access::read, {DType::f64}, true, 1, ""},
+      {"gathered_err", Access::read, {DType::f64}, true, 1, ""},
+  };
+  const std::vector<ParamSpec> common = {
+      {"model", ParamType::string_, "", true, "model workflow (io.save outputs are compared)"},
+      {"sets", ParamType::string_, "", false, "calibration runs: ';'-separated, each 'NAME=VALUE ...'"},
+      {"err_bound", ParamType::float_, "0.01", false, "largest relative output error accepted"},
+  };
+  ComponentSpec s;
+  s.name = "compress.search_step";
+  s.doc = "one greedy step of a compression strategy over per-layer recipes: adopt a smaller gathered configuration, "
+          "compress the most promising layer one recipe further, run the model, keep the step if the error stays "
+          "under err_bound";
+  s.ports = ports;
+  s.params = common;
+  s.params.push_back({"strategy", ParamType::string_, "", true, "int8, nm24-int8, int4-g128, gptq-int4, obs50-int4"});
+  s.params.push_back({"exchange", ParamType::bool_, "true", false, "use the gathered configuration and sensitivities"});
+  s.cpu = search_step_cpu;
+  s.check = check_search;
+  s.cost = [](const TaskShape&) { return Cost{}; };
+  reg.add(std::move(s));
+
+  ComponentSpec f;
+  f.name = "compress.finish";
+  f.doc = "writes a configuration's compressed weights and model workflow, and the Pareto front of every measured "
+          "configuration (pareto.json, pareto.md)";
+  f.ports = {{"config", Access::read, {DType::i32}, false, 1, "the chosen configuration"}};
+  f.params = common;
+  f.params.push_back({"dir", ParamType::string_, "compress", false, "output folder in the run directory"});
+  f.params.push_back({"name", ParamType::string_, "model", false, "file names: NAME.opt.xml, NAME.opt.safetensors"});
+  f.cpu = finish_cpu;
+  f.check = check_finish;
+  f.cost = [](const TaskShape&) { return Cost{}; };
+  f.host_only = true;
+  reg.add(std::move(f));
+}
+
+}  // namespace ymlopt::opt
