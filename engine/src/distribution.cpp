@@ -142,7 +142,7 @@ class Replay {
   int transfer(size_t h, int s, int t, int after) {
     const double b = double(bytes_[h]);
     int x;
-    if (node_of(s) == node_of(t)) x = add_node(-1, b / (spec_.intra_gbs * 1e9));
+    if (node_of(s) == node_of(t)) x = add_node(-1, spec_.intra_latency_us * 1e-6 + b / (spec_.intra_gbs * 1e9));
     else x = add_node(R_ + node_of(s), spec_.latency_us * 1e-6 + b / (spec_.bandwidth_gbs * 1e9));
     if (after >= 0) nodes[size_t(x)].deps.push_back(after);
     sent[size_t(s)] += std::uint64_t(bytes_[h]);
@@ -284,7 +284,7 @@ DistributedEstimate estimate_distributed(const Dag& dag, const std::vector<doubl
   if (seconds.size() != dag.tasks.size()) throw std::invalid_argument("estimate_distributed: one time per task expected");
   if (spec.nodes < 1 || spec.ranks_per_node < 1 || spec.workers_per_rank < 1 || spec.cores_per_node < 0)
     throw std::invalid_argument("estimate_distributed: nodes, ranks per node and workers must be >= 1");
-  if (!(spec.bandwidth_gbs > 0) || !(spec.intra_gbs > 0) || !(spec.latency_us >= 0) || !(spec.sync_seconds >= 0))
+  if (!(spec.bandwidth_gbs > 0) || !(spec.intra_gbs > 0) || !(spec.latency_us >= 0) || !(spec.intra_latency_us >= 0) || !(spec.sync_seconds >= 0))
     throw std::invalid_argument("estimate_distributed: bandwidths must be > 0 and latency >= 0");
   DistributedEstimate e;
   e.ranks = spec.nodes * spec.ranks_per_node;

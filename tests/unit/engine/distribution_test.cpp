@@ -121,9 +121,10 @@ TEST(Distribution, NicSerialisesSendsBetweenNodesNotWithinANode) {
   spec.nodes = 1;
   spec.ranks_per_node = 2;
   spec.intra_gbs = 4;
+  spec.intra_latency_us = 0.5;
   e = estimate_distributed(dag, {1e-3, 1e-3}, spec);
   EXPECT_EQ(e.bytes_moved, std::uint64_t(2 * kTileBytes));
-  EXPECT_NEAR(e.makespan_s, kTileBytes / 4e9 + 1e-3, 1e-12);  // both copies at once, no latency
+  EXPECT_NEAR(e.makespan_s, 0.5e-6 + kTileBytes / 4e9 + 1e-3, 1e-12);  // both copies at once
 }
 
 TEST(Distribution, CacheSendsATileOncePerReaderRankUntilItIsWritten) {
@@ -211,6 +212,7 @@ TEST(Distribution, SharedCoresStretchTasks) {
   spec.ranks_per_node = 4;
   spec.cores_per_node = 2;
   spec.intra_gbs = 1e6;
+  spec.intra_latency_us = 0;
   const DistributedEstimate e = estimate_distributed(dag, {1e-3, 1e-3}, spec);
   EXPECT_DOUBLE_EQ(e.time_scale, 2.0);
   // 4 ranks: C tiles 0 and 2 on ranks 0 and 2, one 1 ms task each, 2 ms on shared cores

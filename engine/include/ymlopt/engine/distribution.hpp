@@ -52,6 +52,7 @@ struct ClusterSpec {
   double bandwidth_gbs = 12.5;  // between nodes, per node NIC (100 Gb/s InfiniBand)
   double latency_us = 2;        // between nodes, per message
   double intra_gbs = 5;         // between ranks of one node (shared memory: a copy)
+  double intra_latency_us = 1;  // between ranks of one node, per message
   double sync_seconds = 0;      // a join/split no-op task (the per-task overhead)
 };
 
@@ -92,8 +93,8 @@ struct DistributedEstimate {
 /// the owner, and the write invalidates every other copy; distribute="replicate"
 /// data start valid everywhere. A transfer between nodes takes latency +
 /// bytes / bandwidth and occupies the sending node's NIC (one send at a time;
-/// receives are not serialised); between ranks of one node bytes / intra_gbs,
-/// not serialised. Each rank list-schedules its tasks over its workers (a free
+/// receives are not serialised); between ranks of one node intra_latency_us +
+/// bytes / intra_gbs, not serialised. Each rank list-schedules its tasks over its workers (a free
 /// worker takes the task ready first; ties: lowest id), a task being ready when
 /// its compiler dependencies finished and its operands arrived.
 /// Throws std::invalid_argument on a bad spec or a seconds/tasks size mismatch.
