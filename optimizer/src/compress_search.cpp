@@ -54,14 +54,23 @@ const std::vector<Strategy>& strategies() {
 }
 
 const Strategy* find_strategy(const std::string& name) {
-  for (const auto& s : strategies())
+  const auto& all = strategies();
+  for (const auto& s : all)
     if (s.name == name) return &s;
+  if (!name.empty() && name.size() < 4 && std::all_of(name.begin(), name.end(), [](char c) { return c >= '0' && c <= '9'; }) &&
+      std::size_t(std::stoi(name)) < all.size())
+    return &all[std::size_t(std::stoi(name))];
   return nullptr;
 }
 
 std::string strategy_names() {
   std::string out;
-  for (const auto& s : strategies()) out += (out.empty() ? "" : ", ") + s.name;
+  for (std::size_t i = 0; i < strategies().size(); ++i) {
+    if (!out.empty()) out += ", ";
+    out += std::to_string(i);
+    out += ' ';
+    out += strategies()[i].name;
+  }
   return out;
 }
 
@@ -261,6 +270,18 @@ class Model final : public SearchModel {
   }
 
   Evaluation evaluate(const std::vector<std::int32_t>& config, const std::string& scratch_dir) const override {
+    const std::vector<std::int32_t> key(config.begin(), config.begin() + std::ptrdiff_t(std::min(config.size(), layers_.size())));
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (auto it = memo_.find(key); it != memo_.end()) return it->second;  // measured before (by any co-method)
+    }
+    Evaluation ev = measure(key, scratch_dir);
+    std::lock_guard<std::mutex> lock(mu_);
+    memo_.emplace(key, ev);
+    return ev;
+  }
+
+  Evaluation measure(const std::vector<std::int32_t>& config, const std::string& scratch_dir) const {
     const auto t0 = Clock::now();
     Evaluation ev;
     double num = 0;
@@ -339,11 +360,14 @@ class Model final : public SearchModel {
   mutable std::mutex mu_;
   std::vector<SearchPoint> points_;
   std::set<std::tuple<std::string, std::size_t, std::int32_t>> rejected_;
+  mutable std::map<std::vector<std::int32_t>, Evaluation> memo_;
 };
 
 // ---- components ----
 
-enum SearchPort : std::size_t { kConfig, kSens, kBytes, kErr, kDone, kGConfig, kGSens, kGBytes, kGErr };
+// 8 ports: StarPU's default STARPU_NMAXBUFS. The gathered error is not a port:
+// every published configuration is one a co-method accepted under the same bound.
+enum SearchPort : std::size_t { kConfig, kSens, kBytes, kErr, kDone, kGConfig, kGSens, kGBytes };
 
 std::string dims_of(const TensorView& v) {
   std::string s;
@@ -357,7 +381,7 @@ std::string dims_of(const TensorView& v) {
 std::string check_search(const TaskShape& t) {
   const std::string& s = t.args.get_string("strategy");
   if (!find_strategy(s))
-    return "compress.search_step: unknown strategy '" + s + "' (strategies: " + strategy_names() + ")";
+    return "compress.search_step: unknown strategy '" + s + "' (a name or an index: " + strategy_names() + ")";
   if (t.args.get_float("err_bound") <= 0) return "compress.search_step: err_bound must be > 0";
   const auto& p = t.ports;
   if (p[kConfig].dtype != DType::i32 || p[kConfig].rows != 1)
@@ -372,9 +396,8 @@ std::string check_search(const TaskShape& t) {
   if (g) {
     if (p[kGConfig].dtype != DType::i32 || p[kGConfig].cols != n || p[kGSens].dtype != DType::f64 || p[kGSens].cols != n)
       return "compress.search_step: gathered_config/gathered_sensitivity must match config/sensitivity";
-    for (std::size_t k : {kGBytes, kGErr})
-      if (p[k].dtype != DType::f64 || p[k].rows * p[k].cols != 1)
-        return "compress.search_step: ports 'gathered_bytes' and 'gathered_err' must be 1-element f64, got " + dims_of(p[k]);
+    if (p[kGBytes].dtype != DType::f64 || p[kGBytes].rows * p[kGBytes].cols != 1)
+      return "compress.search_step: port 'gathered_bytes' must be 1-element f64, got " + dims_of(p[kGBytes]);
   }
   return "";
 }
@@ -411,14 +434,17 @@ void search_step_cpu(KernelContext& ctx) {
   // adopt the gathered configuration when it is smaller and within the bound
   const TensorView& gc = ctx.port(kGConfig);
   if (ctx.arg_bool("exchange") && gc.data) {
-    const double gb = *ptr<double>(ctx.port(kGBytes)), ge = *ptr<double>(ctx.port(kGErr));
+    const double gb = *ptr<double>(ctx.port(kGBytes));
     const std::int32_t* g = ptr<std::int32_t>(gc);
     const double* gs = ptr<double>(ctx.port(kGSens));
     bool valid = gb > 0;
     for (std::size_t l = 0; l < L && valid; ++l) valid = g[l] >= 0 && std::size_t(g[l]) < recipes().size();
-    if (valid && ge <= bound && (gb < bytes || err > bound)) {
-      cfg.assign(g, g + L);
-      bytes = gb, err = ge;
+    if (valid && gb < bytes) {  // its error: measured again (the co-method that published it kept it under the bound)
+      const std::vector<std::int32_t> gcfg(g, g + L);
+      const Evaluation ge = model->evaluate(gcfg, scratch);
+      if (ge.error > bound) throw KernelError("compress.search_step: a gathered configuration breaks the bound (different err_bound per co-method?)");
+      cfg = gcfg;
+      bytes = ge.bytes, err = ge.error;
       ctx.report("adopted", 1);
     }
     for (std::size_t l = 0; l < L; ++l)
@@ -463,8 +489,11 @@ void search_step_cpu(KernelContext& ctx) {
   }
   const double saved = std::max(bytes - e.bytes, 1.0);
   sens[l] = std::max(e.error - err, 1e-12) / saved;
-  const bool ok = e.error <= bound;
-  model->record({st.name, trial, e.bytes, e.error, e.seconds, 0, ok, ""});
+  // a recipe that saves nothing (a pass that left the layer as it was, e.g. groups of
+  // 128 on a width of 96) is rejected like one that breaks the bound
+  const bool ok = e.error <= bound && e.bytes < bytes;
+  model->record({st.name, trial, e.bytes, e.error, e.seconds, 0, e.error <= bound,
+                 e.bytes < bytes ? "" : "no bytes saved"});
   if (ok) {
     cfg = trial;
     bytes = e.bytes, err = e.error;
@@ -496,14 +525,25 @@ void finish_cpu(KernelContext& ctx) {
     throw KernelError("compress.finish: config holds " + std::to_string(cv.cols) + " entries, the model has " +
                       std::to_string(L) + " compressible linears");
   const std::int32_t* c = ptr<std::int32_t>(cv);
-  const std::vector<std::int32_t> cfg(c, c + L);
+  std::vector<std::int32_t> cfg(c, c + L);
+  for (auto& r : cfg)
+    if (r < 0 || std::size_t(r) >= recipes().size()) r = 0;  // a config never written: f32
+  const auto pts = model->points();
+  const double bound = ctx.arg_float("err_bound");
+  // the unite's winner holds its own last configuration; a smaller one measured
+  // within the bound by any co-method (each point was measured) wins over it
+  Evaluation e = model->evaluate(cfg, ctx.run_dir() + "/compress/scratch-finish");
+  std::string from = "unite winner";
+  for (const auto& p : pts)
+    if (p.bytes > 0 && p.within_bound && p.error <= bound && (p.bytes < e.bytes || (p.bytes == e.bytes && p.error < e.error))) {
+      cfg = p.config, e.bytes = p.bytes, e.error = p.error, from = p.strategy;
+    }
+  if (from != "unite winner") e = model->evaluate(cfg, ctx.run_dir() + "/compress/scratch-finish");
   const std::string dir = ctx.run_dir() + "/" + ctx.arg_string("dir");
   fs::create_directories(dir);
   const std::string name = ctx.arg_string("name");
   model->write(cfg, dir + "/" + name + ".opt.xml", dir + "/" + name + ".opt.safetensors");
-  const Evaluation e = model->evaluate(cfg, ctx.run_dir() + "/compress/scratch-finish");
   fs::remove_all(ctx.run_dir() + "/compress/scratch-finish");
-  const auto pts = model->points();
   const auto front = pareto_front(
       [&] {
         std::vector<SearchPoint> ok;
@@ -515,7 +555,7 @@ void finish_cpu(KernelContext& ctx) {
   for (double b : model->layer_bytes()) original += b;
   auto pj = [&](const SearchPoint& p) {
     return nlohmann::json{{"strategy", p.strategy}, {"bytes", p.bytes},     {"error", p.error},
-                          {"eval_seconds", p.seconds}, {"time_s", p.time_s}, {"within_bound", p.accepted},
+                          {"eval_seconds", p.seconds}, {"time_s", p.time_s}, {"within_bound", p.within_bound},
                           {"config", point_json_config(p.config)}};
   };
   nlohmann::json j = {{"model", ctx.arg_string("model")},
@@ -526,7 +566,7 @@ void finish_cpu(KernelContext& ctx) {
                       {"recipes", nlohmann::json::array()},
                       {"points", pts.size()},
                       {"front", nlohmann::json::array()},
-                      {"chosen", {{"config", point_json_config(cfg)}, {"bytes", e.bytes}, {"error", e.error},
+                      {"chosen", {{"config", point_json_config(cfg)}, {"bytes", e.bytes}, {"error", e.error}, {"from", from},
                                   {"workflow", dir + "/" + name + ".opt.xml"},
                                   {"weights", dir + "/" + name + ".opt.safetensors"}}}};
   for (const auto& r : recipes()) j["recipes"].push_back({{"name", r.name}, {"passes", r.passes}});
@@ -569,8 +609,7 @@ void register_search_components(Registry& reg) {
       {"done", Access::read_write, {DType::f64}, false, 1, "1 when the strategy has no step left to try"},
       {"gathered_config", Access::read, {DType::i32}, true, 1, "a configuration gathered from the co-methods"},
       {"gathered_sensitivity", Access::read, {DType::f64}, true, 1, ""},
-      {"gathered_bytes", Access::read, {DType::f64}, true, 1, ""},
-      {"gathered_err", Access::read, {DType::f64}, true, 1, ""},
+      {"gathered_bytes", Access::read, {DType::f64}, true, 1, "its weight bytes"},
   };
   const std::vector<ParamSpec> common = {
       {"model", ParamType::string_, "", true, "model workflow (io.save outputs are compared)"},
@@ -584,7 +623,7 @@ void register_search_components(Registry& reg) {
           "under err_bound";
   s.ports = ports;
   s.params = common;
-  s.params.push_back({"strategy", ParamType::string_, "", true, "int8, nm24-int8, int4-g128, gptq-int4, obs50-int4"});
+  s.params.push_back({"strategy", ParamType::string_, "", true, "a name or its index: 0 int8, 1 nm24-int8, 2 int4-g128, 3 gptq-int4, 4 obs50-int4"});
   s.params.push_back({"exchange", ParamType::bool_, "true", false, "use the gathered configuration and sensitivities"});
   s.cpu = search_step_cpu;
   s.check = check_search;

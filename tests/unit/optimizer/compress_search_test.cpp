@@ -97,7 +97,7 @@ template <class T> TensorView vec_view(std::vector<T>& v, DType dt) {
 /// The state of one co-method: the search step's ports.
 struct State {
   std::vector<std::int32_t> cfg, gcfg;
-  std::vector<double> sens, gsens, bytes{0}, err{0}, done{0}, gbytes{0}, gerr{0};
+  std::vector<double> sens, gsens, bytes{0}, err{0}, done{0}, gbytes{0};
   explicit State(std::size_t n) : cfg(n, 0), gcfg(n, 0), sens(n, 0), gsens(n, 0) {}
   std::vector<TensorView> views(bool gathered) {
     std::vector<TensorView> v = {vec_view(cfg, DType::i32), vec_view(sens, DType::f64), vec_view(bytes, DType::f64),
@@ -106,9 +106,8 @@ struct State {
       v.push_back(vec_view(gcfg, DType::i32));
       v.push_back(vec_view(gsens, DType::f64));
       v.push_back(vec_view(gbytes, DType::f64));
-      v.push_back(vec_view(gerr, DType::f64));
     } else {
-      v.resize(9);
+      v.resize(8);
     }
     return v;
   }
@@ -157,6 +156,8 @@ TEST(CompressRecipes, LaddersFollowNominalBits) {
   EXPECT_EQ(opt::next_recipe(*opt::find_strategy("int4-g128"), idx("int8")), idx("int4-g128"));
   EXPECT_EQ(opt::next_recipe(*opt::find_strategy("int8"), idx("int4-g128")), -1);
   EXPECT_EQ(opt::find_strategy("int9"), nullptr);
+  EXPECT_EQ(opt::find_strategy("2"), opt::find_strategy("int4-g128"));
+  EXPECT_EQ(opt::find_strategy("5"), nullptr);
 }
 
 TEST(CompressRecipes, ParetoFrontMatchesBruteForce) {
@@ -275,8 +276,8 @@ TEST_F(Fixture, StepAdoptsASmallerGatheredConfigurationOnlyWithExchange) {
   ASSERT_LT(g.bytes, own);
   State off = s;
   std::fill(s.gcfg.begin(), s.gcfg.end(), 2);
-  s.gbytes[0] = g.bytes, s.gerr[0] = g.error;
-  off.gcfg = s.gcfg, off.gbytes = s.gbytes, off.gerr = s.gerr;
+  s.gbytes[0] = g.bytes;
+  off.gcfg = s.gcfg, off.gbytes = s.gbytes;
   auto r = step(s, "int4-g128", 0.5, true, true);
   EXPECT_EQ(r.at("adopted"), 1.0);
   // it went on from the gathered configuration: int8 everywhere but the layer it tried
@@ -299,7 +300,10 @@ TEST_F(Fixture, CheckMessages) {
   };
   EXPECT_EQ(check(s.views(false), "int8", 0.01), "");
   EXPECT_EQ(check(s.views(false), "int3", 0.01),
-            "compress.search_step: unknown strategy 'int3' (strategies: int8, nm24-int8, int4-g128, gptq-int4, obs50-int4)");
+            "compress.search_step: unknown strategy 'int3' (a name or an index: 0 int8, 1 nm24-int8, 2 int4-g128, "
+            "3 gptq-int4, 4 obs50-int4)");
+  EXPECT_EQ(check(s.views(false), "2", 0.01), "");  // by index: int4-g128
+  EXPECT_NE(check(s.views(false), "5", 0.01), "");
   EXPECT_EQ(check(s.views(false), "int8", 0), "compress.search_step: err_bound must be > 0");
   auto v = s.views(false);
   v[1].cols = 7;

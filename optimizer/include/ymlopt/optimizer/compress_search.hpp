@@ -41,9 +41,9 @@ struct Strategy {
   std::vector<std::int32_t> family;
 };
 const std::vector<Strategy>& strategies();
-/// The strategy called `name`, or nullptr.
+/// The strategy called `name` (or with that index in strategies(): "2"), or nullptr.
 const Strategy* find_strategy(const std::string& name);
-/// "int8, nm24-int8, ..." (for messages).
+/// "0 int8, 1 nm24-int8, ..." (for messages).
 std::string strategy_names();
 
 /// The next, more compressed recipe of `s` for a layer now at recipe `current`:
@@ -62,7 +62,7 @@ struct SearchPoint {
   std::string strategy;
   std::vector<std::int32_t> config;
   double bytes = 0, error = 0, seconds = 0, time_s = 0;  // time_s: since the model was loaded
-  bool accepted = false;
+  bool within_bound = false;  // error <= the bound it was searched under
   std::string note;  // why a recipe could not be applied, if so
 };
 
