@@ -141,11 +141,6 @@ std::string job_name(const std::string& workflow_name) {
   return n.empty() ? "ymlopt" : n;
 }
 
-std::string replace_all(std::string s, const std::string& from, const std::string& to) {
-  for (std::size_t p = 0; (p = s.find(from, p)) != std::string::npos; p += to.size()) s.replace(p, from.size(), to);
-  return s;
-}
-
 }  // namespace
 
 std::string batch_script(const SlurmJob& j) {
@@ -165,6 +160,7 @@ std::string batch_script(const SlurmJob& j) {
   s << "#SBATCH --chdir=" << j.workdir << "\n";
   s << "#SBATCH --output=" << j.run_dir << "/slurm-%j.out\n";
   s << "#SBATCH --error=" << j.run_dir << "/slurm-%j.err\n";
+  if (j.checkpoint) s << "#SBATCH --requeue\n#SBATCH --open-mode=append\n";
   s << "# written by `ymlopt submit`" << (j.submitted_at.empty() ? "" : " at " + j.submitted_at) << ": workflow "
     << j.workflow << ", " << ranks << " rank" << (ranks == 1 ? "" : "s") << " (" << j.nodes << " node"
     << (j.nodes == 1 ? "" : "s") << " x " << j.ntasks_per_node << "), " << j.cpus_per_task << " CPU"
@@ -179,6 +175,15 @@ std::string batch_script(const SlurmJob& j) {
   s << "mkdir -p \"$run_dir\"\n";
   s << "echo \"ymlopt submit: job $SLURM_JOB_ID on $(hostname), $SLURM_NTASKS rank(s), started $(date -u "
        "+%Y-%m-%dT%H:%M:%SZ)\"\n";
+  if (j.checkpoint) {
+    // the first start runs with --checkpoint tasks; a requeued job (preempted,
+    // node failure, scontrol requeue) finds the checkpoint and resumes
+    s << "if [ -f \"$run_dir/checkpoint/run.json\" ]; then\n  set -- --resume \"$run_dir\"\nelse\n  set -- "
+      << sh_quote(j.workflow) << " --out \"$run_dir\" --checkpoint tasks";
+    for (const auto& set : j.sets) s << " --set " << sh_quote(set);
+    for (const auto& p : j.plugins) s << " --plugin " << sh_quote(p);
+    s << "\nfi\n";
+  }
   // srun: every rank gets its own STARPU_HOME (two processes sharing one race on perf-model files)
   s << "srun";
   if (!j.mpi.empty()) s << " --mpi=" << j.mpi;
@@ -186,6 +191,10 @@ std::string batch_script(const SlurmJob& j) {
   if (j.gpus_per_node > 0) s << " --gpus-per-node=" << j.gpus_per_node;
   s << " \\\n  /bin/sh -c 'export STARPU_HOME=\"$1/starpu.${SLURM_PROCID:-0}\"; mkdir -p \"$STARPU_HOME\"; shift; exec "
        "\"$@\"' ymlopt-rank \"$run_dir\" \\\n  ";
+  if (j.checkpoint) {
+    s << sh_quote(j.ymlopt) << " run \"$@\" --backend " << sh_quote(j.backend) << "\n";
+    return s.str();
+  }
   s << sh_quote(j.ymlopt) << " run " << sh_quote(j.workflow) << " --out \"$run_dir\" --backend " << sh_quote(j.backend);
   for (const auto& set : j.sets) s << " --set " << sh_quote(set);
   for (const auto& p : j.plugins) s << " --plugin " << sh_quote(p);
@@ -198,7 +207,7 @@ int cmd_submit(const std::vector<std::string>& args) {
   std::string out, backend, time, partition;
   constexpr int kUnset = std::numeric_limits<int>::min();  // a required option not given
   int nodes = kUnset, ntasks_per_node = kUnset, cpus_per_task = kUnset, gpus_per_node = 0;
-  bool dry_run = false;
+  bool dry_run = false, checkpoint = false;
   po::options_description d(
       "ymlopt submit WF.xml --nodes N --ntasks-per-node T --cpus-per-task C --time HH:MM:SS [options]");
   d.add_options()("help,h", "show this help")("nodes,N", po::value(&nodes), "number of nodes (required)")(
@@ -210,7 +219,10 @@ int cmd_submit(const std::vector<std::string>& args) {
       "out,o", po::value(&out), "run directory (default runs/<workflow>-<time>)")(
       "backend,b", po::value(&backend),
       "backend of `ymlopt run` (default: starpu for one rank, starpu-mpi for several)")(
-      "dry-run", po::bool_switch(&dry_run), "print the batch script; write and submit nothing");
+      "dry-run", po::bool_switch(&dry_run), "print the batch script; write and submit nothing")(
+      "checkpoint", po::bool_switch(&checkpoint),
+      "run with --checkpoint tasks and mark the job requeueable: a requeued job (preemption, node failure, "
+      "scontrol requeue) resumes from the checkpoint (one rank only)");
   add_workflow_options(d, wf);
   if (parse_or_help(args, d, &wf)) return 0;
 
@@ -243,6 +255,8 @@ int cmd_submit(const std::vector<std::string>& args) {
   if (ranks > 1 && backend != "starpu-mpi")
     throw UsageError("submit: " + std::to_string(ranks) + " ranks need --backend starpu-mpi (backend '" + backend +
                      "' runs the whole workflow in every rank)");
+  if (checkpoint && backend == "starpu-mpi")
+    throw UsageError("submit: --checkpoint needs one rank (the starpu-mpi backend does not checkpoint)");
   parse_sets(wf.sets);  // NAME=VALUE, or a usage error
 
   // the workflow: the same compile as `ymlopt check`
@@ -267,6 +281,7 @@ int cmd_submit(const std::vector<std::string>& args) {
   job.partition = partition;
   job.backend = backend;
   job.sets = wf.sets;
+  job.checkpoint = checkpoint;
   for (const auto& p : wf.plugins) job.plugins.push_back(fs::absolute(p).string());
   check_sbatch_word("run directory", job.run_dir);
   check_sbatch_word("working directory", job.workdir);
@@ -346,6 +361,7 @@ int cmd_submit(const std::vector<std::string>& args) {
                         {"partition", partition},
                         {"backend", backend},
                         {"mpi", job.mpi},
+                        {"checkpoint", checkpoint},
                         {"set", wf.sets}};
   write_file_atomic(job.run_dir + "/submit.json", rec.dump(1) + "\n");
   std::cout << "submitted job " << job_id << ": workflow '" << cr.dag.name << "', " << ranks << " rank"

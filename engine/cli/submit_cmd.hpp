@@ -28,6 +28,7 @@ struct SlurmJob {
   std::string mpi;                 // srun --mpi plugin; empty: none (one process)
   std::vector<std::string> sets;   // NAME=VALUE, passed as --set
   std::vector<std::string> plugins;
+  bool checkpoint = false;   // run --checkpoint tasks; a requeued job (preemption, node failure) resumes
   std::string submitted_at;  // UTC, ISO 8601, written into the script's header
 };
 

@@ -76,6 +76,17 @@ expect_in "export STARPU_NCPU=2" "one rank keeps all its CPUs"
 expect_in "--backend starpu --set n=256" "one rank runs the starpu backend"
 grep -q -- "--mpi=" <<<"$out" && fail "one rank got an srun --mpi plugin"
 grep -q -- "--partition" <<<"$out" && fail "a partition line without --partition"
+expect_rc 0 "dry run with --checkpoint" -- "$y" submit $wf "${one[@]}" --cpus-per-task 2 --time 00:10:00 --set n=256 \
+  --out "$tmp/dryck" --checkpoint --dry-run
+for want in "#SBATCH --requeue" "#SBATCH --open-mode=append" 'if [ -f "$run_dir/checkpoint/run.json" ]; then' \
+  'set -- --resume "$run_dir"' "set -- $abs_wf --out \"\$run_dir\" --checkpoint tasks --set n=256" \
+  "$y run \"\$@\" --backend starpu"; do
+  expect_in "$want" "dry run --checkpoint: $want"
+done
+bash -n <<<"$out" || fail "the --checkpoint batch script is not valid bash"
+expect_rc 2 "--checkpoint with several ranks" -- "$y" submit $wf --nodes 1 --ntasks-per-node 2 --cpus-per-task 1 \
+  --time 00:05:00 --checkpoint --dry-run
+expect_in "submit: --checkpoint needs one rank (the starpu-mpi backend does not checkpoint)" "--checkpoint ranks message"
 
 # --- a real cluster on localhost ---------------------------------------------------------------
 missing=""
@@ -213,8 +224,29 @@ j = json.load(open(sys.argv[2]))
 assert j["job_id"] == sys.argv[1] and j["state"] == "COMPLETED" and j["makespan_us"] > 0, j
 assert j["source"] in ("squeue", "sacct", "scontrol"), j
 PY
+# a checkpointed job, requeued after it completed: the second start resumes
+expect_rc 0 "submit --checkpoint" -- "$y" submit $wf "${one[@]}" --cpus-per-task 2 --time 00:05:00 "${sets[@]}" \
+  --checkpoint --out "$tmp/ckjob"
+ck_id=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["job_id"])' "$tmp/ckjob/submit.json")
+final=$(wait_done "$tmp/ckjob")
+[ "$final" = COMPLETED ] || { fail "checkpointed job ended $final"; cat "$tmp/ckjob"/slurm-*; }
+python3 -c 'import json,sys; c = json.load(open(sys.argv[1]))["checkpoint"]; assert not c["resumed"] and c["tasks_persisted"] == 27, c' \
+  "$tmp/ckjob/report.json" || fail "first start of the checkpointed job"
+scontrol requeue "$ck_id" || fail "scontrol requeue"
+# Slurm holds a requeued job back (BeginTime) for a while: make it eligible now
+for _ in $(seq 20); do scontrol update JobId="$ck_id" StartTime=now >/dev/null 2>&1 && break; sleep 0.5; done
+final=$(wait_done "$tmp/ckjob")
+[ "$final" = COMPLETED ] || { fail "requeued job ended $final"; cat "$tmp/ckjob"/slurm-*; }
+python3 -c '
+import json, sys
+r = json.load(open(sys.argv[1])); c = r["checkpoint"]
+assert c["resumed"] and c["tasks_restored"] == 27 and r["totals"]["tasks_run"] == 1, c' "$tmp/ckjob/report.json" &&
+  echo "ok: the requeued job resumed (27 tasks restored, io.save ran)" || fail "the requeued job did not resume"
+grep -q "resuming $tmp/ckjob" "$tmp/ckjob/slurm-$ck_id.out" || fail "the Slurm output lacks the resume line"
+
 # the same numbers as a local sequential run
 expect_rc 0 "local sequential reference" -- "$y" run $wf "${sets[@]}" --backend sequential --out "$tmp/ref" --quiet
+cmp -s "$tmp/ckjob/C.safetensors" "$tmp/ref/C.safetensors" || fail "the requeued job's output differs from a local run's"
 python3 - "$tmp/job/C.safetensors" "$tmp/ref/C.safetensors" <<'PY' || fail "outputs differ"
 import json, struct, sys
 def load(p):
