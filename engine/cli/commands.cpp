@@ -17,6 +17,7 @@
 #include "calibrate_cmd.hpp"
 #include "compare_cmd.hpp"
 #include "embed_cmd.hpp"
+#include "estimate_cmd.hpp"
 #include "model_cmd.hpp"
 #include "optimize_cmd.hpp"
 #include "register_builtin.hpp"
@@ -35,6 +36,7 @@
 #include "ymlopt/engine/compiler.hpp"
 #include "ymlopt/engine/dot.hpp"
 #include "ymlopt/engine/topology.hpp"
+#include "ymlopt/optimizer/compress_search.hpp"
 
 
 namespace po = boost::program_options;
@@ -60,6 +62,7 @@ const char* kUsage =
     "  embed TEXT...     USE-lite sentence embeddings (and --similarity)\n"
     "  optimize WF.xml   compress a model's weights and rewrite it (--passes or --sequence; --eval)\n"
     "  compare DIR...    optimize runs side by side: table, SVG plot of quality vs bytes vs time\n"
+    "  estimate WF.xml   predict a StarPU-MPI run on --nodes N: time, memory per rank, communication\n"
     "  submit WF.xml     write a Slurm batch script for a run and submit it (--dry-run: print it)\n"
     "  status RUN_DIR    the state of a submitted run (Slurm job, exit code, makespan)\n"
     "  version           print the version\n"
@@ -111,6 +114,7 @@ bool parse_or_help(const std::vector<std::string>& args, const po::options_descr
 
 bool load_registry(ComponentRegistry& reg, const std::vector<std::string>& plugins) {
   register_builtin_components(reg);
+  opt::register_search_components(reg);  // compress.search_step, compress.finish (workflows/unite/compress.xml)
   for (const auto& p : plugins) {
     try {
       reg.load_plugin(p);
@@ -633,6 +637,7 @@ int cli_main(const std::vector<std::string>& args) {
     if (cmd == "compare") return cmd_compare(rest);
     if (cmd == "submit") return cmd_submit(rest);
     if (cmd == "status") return cmd_status(rest);
+    if (cmd == "estimate") return cmd_estimate(rest);
     if (cmd == "version" || cmd == "--version") {
       std::cout << "ymlopt " << kVersion << " (component SDK ABI " << kSdkAbiVersion << ")\n";
       return 0;
@@ -642,7 +647,7 @@ int cli_main(const std::vector<std::string>& args) {
       return 0;
     }
     throw UsageError("unknown command '" + cmd + "'" +
-                     did_you_mean(cmd, {"run", "check", "graph", "components", "info", "calibrate", "model", "convert", "embed", "optimize", "compare", "submit", "status", "version"}));
+                     did_you_mean(cmd, {"run", "check", "graph", "components", "info", "calibrate", "model", "convert", "embed", "optimize", "compare", "submit", "status", "estimate", "version"}));
   } catch (const UsageError& e) {
     std::cerr << "ymlopt: error: " << e.what() << "\n" << kUsage;
     return 2;
