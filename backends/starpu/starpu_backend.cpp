@@ -1,4 +1,5 @@
 #include "starpu_backend.hpp"
+#include "starpu_bind.hpp"
 #include "starpu_task.hpp"
 
 #include <starpu.h>
@@ -88,18 +89,7 @@ class StarpuSession final : public Session {
     starpu_conf conf;
     starpu_conf_init(&conf);
     conf.sched_policy_name = opts_.sched.c_str();
-    if (opts_.ncpu > 0) {
-      int n = opts_.ncpu;
-      if (n > STARPU_MAXCPUS) {
-        r.warnings.push_back("--ncpu " + std::to_string(n) + " exceeds this StarPU build's limit of " +
-                             std::to_string(STARPU_MAXCPUS) + " CPU workers; using " + std::to_string(STARPU_MAXCPUS));
-        n = STARPU_MAXCPUS;
-      }
-      conf.ncpus = n;
-    }
-    if (const unsigned hw = std::thread::hardware_concurrency(); hw > STARPU_MAXCPUS && opts_.ncpu <= 0)
-      r.warnings.push_back("this StarPU build caps CPU workers at " + std::to_string(STARPU_MAXCPUS) + " but " +
-                           std::to_string(hw) + " cores are available (rebuild StarPU with --enable-maxcpus)");
+    if (!binding_.configure(conf, opts_, r)) return false;  // --ncpu, --bind, StarPU's CPU cap
     conf.nopencl = 0;
 #ifndef STARPU_USE_CUDA
     conf.ncuda = 0;
@@ -108,6 +98,7 @@ class StarpuSession final : public Session {
       r.error = "starpu_init failed: " + std::string(std::strerror(-ret));
       return false;
     }
+    binding_.record();
     for (unsigned w = 0; w < starpu_worker_get_count(); ++w) {
       char buf[128];
       starpu_worker_get_name(int(w), buf, sizeof buf);
@@ -339,6 +330,7 @@ class StarpuSession final : public Session {
     return true;
   }
 
+  StarpuBinding binding_;
   const Dag& dag_;
   DataStore& store_;
   const ExecOptions& opts_;

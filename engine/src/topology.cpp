@@ -8,10 +8,12 @@
 #include <cstdlib>
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
 #include <tuple>
 
 #include <dlfcn.h>
+#include <unistd.h>
 
 // OpenBLAS introspection (signatures as in OpenBLAS's cblas.h). The functions
 // are looked up in the running process with dlsym rather than referenced: the
@@ -247,6 +249,8 @@ Topology probe_topology() {
     return t;
   }
   t.ok = true;
+  char host[256] = {};
+  if (gethostname(host, sizeof host - 1) == 0) t.hostname = host;
   hwloc_obj_t root = hwloc_get_root_obj(topo);
   t.cores = count_inside(topo, root->cpuset, HWLOC_OBJ_CORE);
   t.pus = count_inside(topo, root->cpuset, HWLOC_OBJ_PU);
@@ -258,6 +262,22 @@ Topology probe_topology() {
     hwloc_bitmap_and(usable, usable, bound);
   hwloc_bitmap_and(usable, usable, root->cpuset);
   t.allowed_pus = std::max(0, hwloc_bitmap_weight(usable));
+  // every PU with its core and StarPU's bind id: StarPU loads hwloc without the
+  // disallowed PUs and binds worker k to PU number workers_bindid[k] of that
+  // topology (logical order), so its ids count the cgroup-allowed PUs only
+  hwloc_const_cpuset_t allowed = hwloc_topology_get_allowed_cpuset(topo);
+  int starpu_id = 0;
+  for (hwloc_obj_t o = nullptr; (o = hwloc_get_next_obj_by_type(topo, HWLOC_OBJ_PU, o)) != nullptr;) {
+    PuInfo pu;
+    pu.os_index = static_cast<int>(o->os_index);
+    hwloc_obj_t core = hwloc_get_ancestor_obj_by_type(topo, HWLOC_OBJ_CORE, o);
+    pu.core = core ? static_cast<int>(core->logical_index) : -1;
+    if (hwloc_bitmap_isset(allowed, o->os_index)) pu.starpu_index = starpu_id++;
+    pu.usable = hwloc_bitmap_isset(usable, o->os_index);
+    if (pu.usable) t.cpuset.push_back(pu.os_index);
+    t.pu_list.push_back(pu);
+  }
+  std::sort(t.cpuset.begin(), t.cpuset.end());
   hwloc_bitmap_free(bound);
   hwloc_bitmap_free(usable);
 
@@ -303,6 +323,8 @@ std::string format_topology(const Topology& t) {
       << format_bytes(t.memory) << "), " << plural(t.cores, "core") << ", " << plural(t.pus, "PU");
     if (t.allowed_pus != t.pus) s << " (" << t.allowed_pus << " usable)";
     s << "\n";
+    s << "  Usable PUs (cgroup and affinity of this process): " << (t.cpuset.empty() ? "none" : format_pu_list(t.cpuset))
+      << "\n";
     if (t.numa.size() > 1)
       for (const auto& n : t.numa) s << "  NUMA " << n.index << ": " << format_bytes(n.memory) << "\n";
     for (const auto& p : t.package_list) {
@@ -363,6 +385,11 @@ nlohmann::json topology_json(const Topology& t) {
   j["cores"] = t.cores;
   j["pus"] = t.pus;
   j["allowed_pus"] = t.allowed_pus;
+  j["cpuset"] = t.cpuset;
+  j["hostname"] = t.hostname;
+  j["pu_list"] = json::array();
+  for (const auto& p : t.pu_list)
+    j["pu_list"].push_back({{"pu", p.os_index}, {"core", p.core}, {"starpu_id", p.starpu_index}, {"usable", p.usable}});
   j["memory_bytes"] = t.memory;
   j["cpu_model"] = t.cpu_model;
   j["numa"] = json::array();
@@ -391,6 +418,181 @@ nlohmann::json topology_json(const Topology& t) {
                {"parallel", b.parallel}};
   j["warnings"] = t.warnings;
   return j;
+}
+
+// ------------------------------------------------------------- --bind
+
+std::vector<int> parse_pu_list(const std::string& text) {
+  const std::string expect = "expected auto, none, cores or a list of PU numbers like 0,2,4-7, got '" + text + "'";
+  if (text.empty()) throw BindError("--bind: " + expect);
+  std::set<int> out;
+  std::size_t pos = 0;
+  auto number = [&](std::size_t& i) {
+    const std::size_t b = i;
+    long v = 0;
+    while (i < text.size() && std::isdigit(static_cast<unsigned char>(text[i]))) {
+      v = v * 10 + (text[i] - '0');
+      if (v > 1 << 20) throw BindError("--bind: PU number too large in '" + text + "'");
+      ++i;
+    }
+    if (i == b) throw BindError("--bind: " + expect);
+    return static_cast<int>(v);
+  };
+  while (true) {
+    const int lo = number(pos);
+    int hi = lo;
+    if (pos < text.size() && text[pos] == '-') {
+      ++pos;
+      hi = number(pos);
+      if (hi < lo)
+        throw BindError("--bind: range " + std::to_string(lo) + "-" + std::to_string(hi) + " goes backwards");
+    }
+    for (int v = lo; v <= hi; ++v)
+      if (!out.insert(v).second) throw BindError("--bind: PU " + std::to_string(v) + " is listed twice");
+    if (pos == text.size()) break;
+    if (text[pos] != ',') throw BindError("--bind: " + expect);
+    ++pos;
+  }
+  return {out.begin(), out.end()};
+}
+
+std::string format_pu_list(const std::vector<int>& pus) {
+  std::vector<int> v(pus);
+  std::sort(v.begin(), v.end());
+  v.erase(std::unique(v.begin(), v.end()), v.end());
+  std::string s;
+  for (std::size_t i = 0; i < v.size();) {
+    std::size_t j = i;
+    while (j + 1 < v.size() && v[j + 1] == v[j] + 1) ++j;
+    if (!s.empty()) s += ",";
+    s += std::to_string(v[i]);
+    if (j > i) s += (j == i + 1 ? "," : "-") + std::to_string(v[j]);
+    i = j + 1;
+  }
+  return s;
+}
+
+BindPlan plan_binding(const Topology& t, const std::string& spec, int ncpu, int max_cpus) {
+  BindPlan p;
+  p.spec = spec;
+  p.cpuset = t.cpuset;
+  p.mode = spec.empty() || spec == "auto" ? "auto" : spec == "none" || spec == "cores" ? spec : "list";
+  const std::string usable = t.cpuset.empty() ? "none known" : format_pu_list(t.cpuset);
+  std::vector<int> candidates;  // the PUs the workers go to, in order
+  if (p.mode == "list") {
+    const std::vector<int> listed = parse_pu_list(spec);
+    if (t.cpuset.empty())
+      throw BindError("--bind: the usable PUs are unknown (" + (t.error.empty() ? "hwloc found none" : t.error) +
+                      "); use --bind auto or none");
+    for (int pu : listed)
+      if (!std::binary_search(t.cpuset.begin(), t.cpuset.end(), pu))
+        throw BindError("--bind: PU " + std::to_string(pu) + " is not in this process's cpuset (usable PUs: " + usable + ")");
+    candidates = listed;
+  } else if (p.mode == "cores") {
+    std::set<int> seen;  // cores with a worker already
+    for (const auto& pu : t.pu_list)  // logical order: a core's PUs are consecutive
+      if (pu.usable && (pu.core < 0 || seen.insert(pu.core).second)) candidates.push_back(pu.os_index);
+  } else {
+    candidates = t.cpuset;
+  }
+  const int have = static_cast<int>(candidates.size());
+  int n = ncpu > 0 ? ncpu : have;
+  const char* what = p.mode == "cores" ? " cores" : " PUs";
+  if (ncpu > 0 && have > 0 && ncpu > have)
+    p.warnings.push_back("--ncpu " + std::to_string(ncpu) + " asks for more CPU workers than the " + std::to_string(have) +
+                         what + " --bind " + (spec.empty() ? "auto" : spec) + " gives (usable PUs: " + usable +
+                         "): workers will share PUs");
+  if (max_cpus > 0 && n > max_cpus) {
+    if (ncpu > 0)
+      p.warnings.push_back("--ncpu " + std::to_string(ncpu) + " exceeds this StarPU build's limit of " +
+                           std::to_string(max_cpus) + " CPU workers; using " + std::to_string(max_cpus));
+    else
+      p.warnings.push_back("this StarPU build caps CPU workers at " + std::to_string(max_cpus) + " but " +
+                           std::to_string(have) + what + " are usable (rebuild StarPU with --enable-maxcpus=" +
+                           std::to_string(have) + " to use them all)");
+    n = max_cpus;
+  }
+  p.ncpu = n;
+  if (p.mode == "none" || candidates.empty()) return p;  // no explicit ids: StarPU's own choice (or none)
+  for (int i = 0; i < n; ++i) {
+    const int os = candidates[std::size_t(i) % candidates.size()];
+    p.pus.push_back(os);
+    const auto it = std::find_if(t.pu_list.begin(), t.pu_list.end(), [&](const PuInfo& q) { return q.os_index == os; });
+    p.starpu_ids.push_back(it != t.pu_list.end() ? it->starpu_index : -1);
+  }
+  return p;
+}
+
+std::string format_bind_plan(const BindPlan& p) {
+  std::ostringstream s;
+  s << p.mode << ": " << plural(p.ncpu, "CPU worker");
+  if (p.mode == "none")
+    s << ", not bound (they run anywhere in " << (p.cpuset.empty() ? "the machine" : "PUs " + format_pu_list(p.cpuset))
+      << ")";
+  else if (p.pus.empty())
+    s << ", StarPU's default binding";
+  else {
+    s << " on PU" << (p.pus.size() == 1 ? " " : "s ");
+    for (std::size_t i = 0; i < p.pus.size(); ++i) s << (i ? "," : "") << p.pus[i];
+  }
+  return s.str();
+}
+
+nlohmann::json bind_plan_json(const BindPlan& p) {
+  return {{"mode", p.mode}, {"spec", p.spec}, {"cpuset", p.cpuset}, {"ncpu", p.ncpu},
+          {"pus", p.pus},   {"starpu_ids", p.starpu_ids}, {"warnings", p.warnings}};
+}
+
+nlohmann::json placement_json(const Placement& p) {
+  nlohmann::json workers = nlohmann::json::array();
+  for (const auto& w : p.workers)
+    workers.push_back({{"name", w.name}, {"pu", w.pu}, {"core", w.core}, {"affinity", w.affinity}});
+  return {{"host", p.host}, {"bind", p.bind}, {"bind_spec", p.spec}, {"cpuset", p.cpuset}, {"workers", workers}};
+}
+
+Placement placement_from_json(const nlohmann::json& j) {
+  Placement p;
+  if (!j.is_object()) return p;
+  p.host = j.value("host", "");
+  p.bind = j.value("bind", "");
+  p.spec = j.value("bind_spec", "");
+  p.cpuset = j.value("cpuset", std::vector<int>{});
+  if (j.contains("workers"))
+    for (const auto& w : j["workers"])
+      p.workers.push_back({w.value("name", ""), w.value("pu", -1), w.value("core", -1),
+                           w.value("affinity", std::vector<int>{})});
+  return p;
+}
+
+std::vector<std::string> rank_overlap_warnings(const std::vector<Placement>& ranks) {
+  std::vector<std::string> out;
+  for (std::size_t a = 0; a < ranks.size(); ++a)
+    for (std::size_t b = a + 1; b < ranks.size(); ++b) {
+      if (ranks[a].host != ranks[b].host) continue;
+      std::vector<int> shared;
+      std::set_intersection(ranks[a].cpuset.begin(), ranks[a].cpuset.end(), ranks[b].cpuset.begin(),
+                            ranks[b].cpuset.end(), std::back_inserter(shared));
+      if (shared.empty()) continue;
+      out.push_back("MPI ranks " + std::to_string(a) + " and " + std::to_string(b) + " on node " +
+                    (ranks[a].host.empty() ? "?" : ranks[a].host) + " share PU" + (shared.size() == 1 ? " " : "s ") +
+                    format_pu_list(shared) + " (cpusets " + format_pu_list(ranks[a].cpuset) + " and " +
+                    format_pu_list(ranks[b].cpuset) +
+                    "): their workers compete for the same cores; bind each rank to its own cores "
+                    "(mpirun --bind-to core, srun --cpu-bind=cores)");
+    }
+  return out;
+}
+
+void merge_rank_placements(const std::vector<nlohmann::json>& rank_results, nlohmann::json& per_rank,
+                           std::vector<std::string>& warnings) {
+  std::vector<Placement> all;
+  for (std::size_t r = 0; r < rank_results.size(); ++r) {
+    const nlohmann::json pj = rank_results[r].value("placement", nlohmann::json::object());
+    if (r < per_rank.size()) per_rank[r]["placement"] = pj;
+    all.push_back(placement_from_json(pj));
+  }
+  for (auto& w : rank_overlap_warnings(all))
+    if (std::find(warnings.begin(), warnings.end(), w) == warnings.end()) warnings.push_back(std::move(w));
 }
 
 }  // namespace ymlopt

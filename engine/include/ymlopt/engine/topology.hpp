@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -56,6 +57,14 @@ struct BlasInfo {
   int parallel = -1;         // openblas_get_parallel(): 0 sequential, 1 pthreads, 2 OpenMP
 };
 
+/// One processing unit (hardware thread) of the machine.
+struct PuInfo {
+  int os_index = 0;      // the kernel's CPU number (taskset, /proc/cpuinfo)
+  int core = -1;         // logical index of its core (hwloc), -1 when unknown
+  int starpu_index = -1; // StarPU's bind id: its rank among the PUs the cgroup allows (hwloc logical order)
+  bool usable = false;   // in the cgroup's cpuset and this process's affinity mask
+};
+
 struct Topology {
   bool ok = false;        // false when hwloc failed (see error); the rest is then partial
   std::string error;
@@ -65,6 +74,9 @@ struct Topology {
   int cores = 0;
   int pus = 0;
   int allowed_pus = 0;        // PUs this process may run on (cgroup/cpuset ∩ affinity)
+  std::vector<int> cpuset;    // those PUs, OS indexes ascending (an MPI rank bound by mpirun: its own)
+  std::vector<PuInfo> pu_list;  // every PU, in hwloc logical order
+  std::string hostname;
   std::uint64_t memory = 0;   // total NUMA memory, bytes
   std::string cpu_model;      // of the first package
   std::vector<PackageInfo> package_list;
@@ -91,5 +103,79 @@ nlohmann::json topology_json(const Topology& t);
 
 /// "23.4 GiB", "512 KiB", "32 MiB" (exact multiples print without decimals).
 std::string format_bytes(std::uint64_t bytes);
+
+// ------------------------------------------------------------- --bind
+
+/// A bad --bind value (or a PU outside the usable set); what() is the message.
+struct BindError : std::invalid_argument {
+  using std::invalid_argument::invalid_argument;
+};
+
+/// Parses a PU list "0,2,4-7" into ascending, distinct numbers; throws
+/// BindError ("--bind: ...") on syntax errors, reversed ranges, repeats.
+///   parse_pu_list("4-5,0") == {0, 4, 5}
+std::vector<int> parse_pu_list(const std::string& text);
+
+/// The shortest list form: {0, 1, 2, 5} -> "0-2,5"; {} -> "".
+std::string format_pu_list(const std::vector<int>& pus);
+
+/// Where the CPU workers of a run go: one entry per worker.
+struct BindPlan {
+  std::string mode;             // "auto", "none", "cores" or "list"
+  std::string spec;             // --bind as given ("" = auto)
+  std::vector<int> cpuset;      // the PUs this process may use
+  int ncpu = 0;                 // CPU workers to start (after StarPU's build cap)
+  std::vector<int> pus;         // per worker: the PU (OS index) to bind it to; empty for "none"
+  std::vector<int> starpu_ids;  // the same as StarPU bind ids (starpu_conf::workers_bindid)
+  std::vector<std::string> warnings;
+};
+
+/// Resolves --bind MODE and --ncpu N against the process's cpuset:
+///   auto   (or "") one worker per usable PU;
+///   cores  one worker per physical core with a usable PU (its first), hyperthreads left idle;
+///   none   StarPU does not bind (workers float over the process's cpuset);
+///   LIST   "0,2,4-7": one worker per listed PU; a PU outside the cpuset throws BindError.
+/// ncpu > 0 picks the worker count: fewer than the PUs takes the first ones, more
+/// wraps around (workers share PUs) with a warning. `max_cpus` is StarPU's build
+/// cap (STARPU_MAXCPUS): more workers than that are cut, with a warning.
+///   plan_binding(probe_topology(), "0,1", 0, 4).pus == {0, 1}
+BindPlan plan_binding(const Topology& t, const std::string& spec, int ncpu, int max_cpus);
+
+/// "auto: 2 workers on PUs 0-1 (cpuset 0-1)" — for `ymlopt info`.
+std::string format_bind_plan(const BindPlan& p);
+nlohmann::json bind_plan_json(const BindPlan& p);
+
+/// Where one worker of a run actually ran, as the backend saw it after starting.
+struct WorkerPlacement {
+  std::string name;            // StarPU's worker name, "CPU 0"
+  int pu = -1;                 // the PU (OS index) the runtime bound it to; -1: not bound
+  int core = -1;               // that PU's core (logical index), -1 when unbound
+  std::vector<int> affinity;   // the CPUs its thread may run on (sched_getaffinity inside a task)
+};
+
+/// Where a backend put its workers (report.json "machine" and, per MPI rank, "mpi.per_rank").
+struct Placement {
+  std::string host;
+  std::string bind;              // the mode applied ("auto", "none", "cores", "list"); "" when the backend does not bind
+  std::string spec;              // --bind as given
+  std::vector<int> cpuset;       // the PUs the process could use
+  std::vector<WorkerPlacement> workers;
+};
+
+/// {"host", "bind", "bind_spec", "cpuset": [..], "workers": [{"name", "pu", "core", "affinity"}]}.
+nlohmann::json placement_json(const Placement& p);
+Placement placement_from_json(const nlohmann::json& j);
+
+/// Warnings about MPI ranks sharing a node: cpusets that overlap (ranks fighting
+/// over the same PUs, e.g. mpirun --bind-to none with each rank binding from PU 0),
+/// or workers of two ranks bound to the same PU. `ranks[r]` is rank r's placement.
+///   "ranks 0 and 1 on node n1 share PUs 0-1 (rank 0 cpuset 0-1, rank 1 cpuset 0-1): ..."
+std::vector<std::string> rank_overlap_warnings(const std::vector<Placement>& ranks);
+
+/// MPI merge on rank 0: per_rank[r]["placement"] = rank_results[r]["placement"]
+/// (what rank r's backend recorded), and the rank_overlap_warnings appended to
+/// `warnings` (each once).
+void merge_rank_placements(const std::vector<nlohmann::json>& rank_results, nlohmann::json& per_rank,
+                           std::vector<std::string>& warnings);
 
 }  // namespace ymlopt
