@@ -1,4 +1,5 @@
 #include "starpu_mpi_backend.hpp"
+#include "starpu_bind.hpp"
 #include "starpu_task.hpp"
 
 #include <mpi.h>
@@ -223,14 +224,10 @@ ExecResult StarpuMpiExecutor::execute(const Dag& dag, DataStore& store, const Ex
   starpu_conf conf;
   starpu_conf_init(&conf);
   conf.sched_policy_name = opts.sched.c_str();
-  if (opts.ncpu > 0) {
-    int n = opts.ncpu;
-    if (n > STARPU_MAXCPUS) {
-      r.warnings.push_back("--ncpu " + std::to_string(n) + " exceeds this StarPU build's limit of " +
-                           std::to_string(STARPU_MAXCPUS) + " CPU workers; using " + std::to_string(STARPU_MAXCPUS));
-      n = STARPU_MAXCPUS;
-    }
-    conf.ncpus = n;
+  StarpuBinding binding;  // --ncpu, --bind over this rank's cpuset, StarPU's CPU cap
+  if (!binding.configure(conf, opts, r)) {
+    r.error = "rank " + std::to_string(world.rank) + ": " + r.error;
+    return r;
   }
   conf.nopencl = 0;
 #ifndef STARPU_USE_CUDA
@@ -240,6 +237,7 @@ ExecResult StarpuMpiExecutor::execute(const Dag& dag, DataStore& store, const Ex
     r.error = "rank " + std::to_string(world.rank) + ": starpu_mpi_init_conf failed: " + std::strerror(-ret);
     return r;
   }
+  binding.record();
   for (unsigned w = 0; w < starpu_worker_get_count(); ++w) {
     char buf[128];
     starpu_worker_get_name(int(w), buf, sizeof buf);
@@ -507,7 +505,7 @@ nlohmann::json rank_result_json(const ExecResult& r, const MpiRankStats& s) {
           {"workers", r.workers},   {"makespan_us", r.makespan_us},
           {"runtime", r.runtime},   {"scheduler", r.scheduler},
           {"warnings", r.warnings}, {"sent_to", s.sent_to},
-          {"records", recs}};
+          {"records", recs},        {"placement", placement_json(last_starpu_placement())}};
 }
 
 MergedRun merge_rank_results(const Dag& dag, const std::vector<std::string>& per_rank_json) {
@@ -574,6 +572,7 @@ MergedRun merge_rank_results(const Dag& dag, const std::vector<std::string>& per
       }
     }
   }
+  merge_rank_placements(ranks, m.ranks, out.warnings);  // each rank's cpuset and workers; overlapping ranks
   return m;
 }
 
