@@ -25,6 +25,7 @@
 #include "run_checkpoint.hpp"
 #include "sequential.hpp"
 #include "starpu_backend.hpp"
+#include "starpu_bind.hpp"
 #include "starpu_info.hpp"
 #ifdef YMLOPT_WITH_STARPU_MPI
 #include "starpu_mpi_backend.hpp"
@@ -62,9 +63,9 @@ const char* kUsage =
     "  embed TEXT...     USE-lite sentence embeddings (and --similarity)\n"
     "  optimize WF.xml   compress a model's weights and rewrite it (--passes or --sequence; --eval)\n"
     "  compare DIR...    optimize runs side by side: table, SVG plot of quality vs bytes vs time\n"
-    "  estimate WF.xml   predict a StarPU-MPI run on --nodes N: time, memory per rank, communication\n"
     "  submit WF.xml     write a Slurm batch script for a run and submit it (--dry-run: print it)\n"
     "  status RUN_DIR    the state of a submitted run (Slurm job, exit code, makespan)\n"
+    "  estimate WF.xml   predict a StarPU-MPI run on --nodes N: time, memory per rank, communication\n"
     "  version           print the version\n"
     "\n"
     "run 'ymlopt <command> --help' for the options of a command\n";
@@ -238,10 +239,12 @@ int cmd_info(const std::vector<std::string>& args) {
   const Topology topo = probe_topology();
   const StarpuBuildInfo sb = starpu_build_info();
   const std::vector<std::string> workers = starpu_worker_names();
+  const BindPlan bind = default_starpu_binding(topo);  // what `ymlopt run` (--bind auto) would do here
   if (json) {
     nlohmann::json j = {{"machine", topology_json(topo)},
                         {"starpu", {{"version", sb.version}, {"cuda", sb.cuda}, {"mpi", sb.mpi}, {"fxt", sb.fxt},
-                                    {"max_cpus", sb.max_cpus}, {"workers", workers}}}};
+                                    {"max_cpus", sb.max_cpus}, {"workers", workers}}},
+                        {"bind", bind_plan_json(bind)}};
     std::cout << j.dump(2) << "\n";
     return 0;
   }
@@ -251,6 +254,8 @@ int cmd_info(const std::vector<std::string>& args) {
   std::cout << "StarPU workers (" << workers.size() << "):";
   for (const auto& w : workers) std::cout << " [" << w << "]";
   std::cout << "\n";
+  std::cout << "Default binding --bind " << format_bind_plan(bind) << "\n";
+  for (const auto& w : bind.warnings) std::cout << "warning: " << w << "\n";
   if (!sb.cuda)
     std::cout << "note: this StarPU has no CUDA support; GPU tasks need a CUDA-enabled StarPU "
                  "(Debian contrib's starpu-contrib, a cluster module, or a source build with --enable-cuda)\n";
@@ -364,12 +369,14 @@ int cmd_run(const std::vector<std::string>& args) {
   WorkflowArgs wf;
   std::string out, backend = "starpu", sched = "lws", starpu_home, checkpoint_mode, resume;
   int ncpu = 0;
+  std::string bind;  // --bind
   bool quiet = false, verbose = false, dry_run = false, no_history = false;
   po::options_description d("ymlopt run WF.xml [options]");
   d.add_options()("help,h", "show this help")("out,o", po::value(&out), "run directory (default runs/<workflow>-<time>)")(
       "backend,b", po::value(&backend), "starpu (default), sequential, or starpu-mpi (one process per rank under mpirun/srun)")(
       "sched", po::value(&sched), "StarPU policy: lws, eager, ws, dmda, dmdas, prio, random, heteroprio")(
       "ncpu", po::value(&ncpu), "number of CPU workers (default: all)")(
+      "bind", po::value(&bind), "worker placement: auto (default: one per PU of this process's cpuset), cores, none, or PUs 0,2,4-7")(
       "starpu-home", po::value(&starpu_home), "directory for StarPU perf models (default RUN_DIR/starpu)")(
       "dry-run", po::bool_switch(&dry_run), "compile and print memory and flops, allocate and run nothing")(
       "quiet,q", po::bool_switch(&quiet), "no progress line or summary")("verbose,v", po::bool_switch(&verbose),
@@ -410,6 +417,11 @@ int cmd_run(const std::vector<std::string>& args) {
   if (std::find(pol.begin(), pol.end(), sched) == pol.end())
     throw UsageError("unknown scheduler '" + sched + "'" + did_you_mean(sched, pol));
   if (ncpu < 0) throw UsageError("--ncpu must be >= 0");
+  try {  // --bind names PUs this process may use (an MPI rank checks its own cpuset again)
+    plan_binding(probe_topology(), bind, ncpu, 0);
+  } catch (const BindError& e) {
+    throw UsageError(e.what());
+  }
 
   // --backend starpu-mpi: every rank runs this command and compiles the same
   // DAG; rank 0 alone writes the run directory (report merged from all ranks)
@@ -480,6 +492,7 @@ int cmd_run(const std::vector<std::string>& args) {
   eo.run_dir = out;
   eo.sched = sched;
   eo.ncpu = ncpu;
+  eo.bind = bind;
   eo.starpu_home = starpu_home;
   eo.verbose = verbose;
   // --checkpoint tasks / checkpoint="tasks": persist finished tasks' outputs;
@@ -564,6 +577,8 @@ int cmd_run(const std::vector<std::string>& args) {
   for (const auto& s : parse_sets(wf.sets)) params[s.first] = s.second;
   info["set"] = params;
   info["machine"] = topology_json(topo);
+  // the placement the run got: bind mode, each worker's PU and core
+  if (backend != "sequential") info["machine"].update(placement_json(last_starpu_placement()));
   if (!mpi_info.is_null()) info["mpi"] = mpi_info;
   info["memory"] = {{"parameter_bytes", foot.parameter_bytes},
                     {"parameter_total", foot.parameter_total},
