@@ -266,6 +266,18 @@ TEST_F(Fixture, StepAcceptsWithinTheBoundRejectsBeyondAndStops) {
   EXPECT_EQ(t.err[0], 0.0);
 }
 
+TEST_F(Fixture, ALayersLadderSkipsARecipeRejectedThere) {
+  auto m = opt::search_model(kModel, tiny().sets);
+  const std::size_t L = m->layers().size();
+  // nm24 (index 1) rejected on every layer: nm24-int8 goes from f32 straight to int8 (2)
+  for (std::size_t l = 0; l < L; ++l) m->reject("nm24-int8", l, 1);
+  State s(L);
+  auto r = step(s, "nm24-int8", 0.5, false);
+  EXPECT_EQ(r.at("accepted"), 1.0);
+  const std::size_t l = std::size_t(r.at("layer"));
+  for (std::size_t i = 0; i < L; ++i) EXPECT_EQ(s.cfg[i], i == l ? 2 : 0) << i;
+}
+
 TEST_F(Fixture, StepAdoptsASmallerGatheredConfigurationOnlyWithExchange) {
   const std::size_t L = opt::search_model(kModel, tiny().sets)->layers().size();
   State s(L);
