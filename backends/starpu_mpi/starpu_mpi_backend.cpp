@@ -224,8 +224,34 @@ ExecResult StarpuMpiExecutor::execute(const Dag& dag, DataStore& store, const Ex
   starpu_conf conf;
   starpu_conf_init(&conf);
   conf.sched_policy_name = opts.sched.c_str();
+  // Ranks of one node whose cpusets overlap (mpirun --oversubscribe, no
+  // --bind-to): pinning each rank's workers to the same PUs, next to every
+  // rank's polling MPI thread, starves them; --bind auto leaves them to the OS.
+  ExecOptions bind_opts = opts;
+  if (opts.bind.empty() || opts.bind == "auto") {
+    MPI_Comm node;
+    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, world.rank, MPI_INFO_NULL, &node);
+    int local = 1, me = 0;
+    MPI_Comm_size(node, &local);
+    MPI_Comm_rank(node, &me);
+    constexpr int kWords = 64;  // PUs 0..4095
+    std::vector<std::uint64_t> mine(kWords, 0), all(size_t(kWords) * size_t(local), 0);
+    for (int pu : probe_topology().cpuset)
+      if (pu >= 0 && pu < 64 * kWords) mine[size_t(pu / 64)] |= std::uint64_t(1) << (pu % 64);
+    MPI_Allgather(mine.data(), kWords, MPI_UINT64_T, all.data(), kWords, MPI_UINT64_T, node);
+    MPI_Comm_free(&node);
+    bool shared = false;
+    for (int k = 0; k < local && !shared; ++k)
+      for (int w = 0; w < kWords && k != me; ++w) shared |= (all[size_t(k) * kWords + size_t(w)] & mine[size_t(w)]) != 0;
+    if (shared) {
+      bind_opts.bind = "none";
+      r.warnings.push_back("rank " + std::to_string(world.rank) +
+                           " shares PUs with other ranks of its node: --bind auto leaves its workers unbound (bind "
+                           "ranks to cores: mpirun --bind-to core, srun --cpu-bind=cores)");
+    }
+  }
   StarpuBinding binding;  // --ncpu, --bind over this rank's cpuset, StarPU's CPU cap
-  if (!binding.configure(conf, opts, r)) {
+  if (!binding.configure(conf, bind_opts, r)) {
     r.error = "rank " + std::to_string(world.rank) + ": " + r.error;
     return r;
   }
@@ -278,10 +304,16 @@ ExecResult StarpuMpiExecutor::execute(const Dag& dag, DataStore& store, const Ex
   std::vector<starpu_data_handle_t> whole(nd, nullptr);
   std::vector<std::vector<starpu_data_handle_t>> tiles(nd);
   starpu_mpi_tag_t tag = 1;
+  // data this rank does not hold (DataStore base null: neither owned nor
+  // replicated) have no home buffer: StarPU allocates a copy on first receive
   auto register_one = [&](starpu_data_handle_t& h, char* ptr, const DataDecl& d, std::int64_t rows, std::int64_t cols,
                           std::int32_t owner) {
-    starpu_matrix_data_register(&h, STARPU_MAIN_RAM, reinterpret_cast<uintptr_t>(ptr), std::uint32_t(d.ld),
-                                std::uint32_t(cols), std::uint32_t(rows), dtype_size(d.dtype));
+    if (ptr)
+      starpu_matrix_data_register(&h, STARPU_MAIN_RAM, reinterpret_cast<uintptr_t>(ptr), std::uint32_t(d.ld),
+                                  std::uint32_t(cols), std::uint32_t(rows), dtype_size(d.dtype));
+    else
+      starpu_matrix_data_register(&h, -1, 0, std::uint32_t(cols), std::uint32_t(cols), std::uint32_t(rows),
+                                  dtype_size(d.dtype));
     starpu_mpi_data_register(h, tag++, owner);
     if (d.distribute == "replicate") {
       // every rank holds the same initial value (DataStore): mark it as already
@@ -293,6 +325,7 @@ ExecResult StarpuMpiExecutor::execute(const Dag& dag, DataStore& store, const Ex
     }
   };
   stats_.owners.assign(nd, 0);
+  stats_.allocated_bytes = store.total_bytes();
   for (size_t i = 0; i < nd; ++i) {
     const DataDecl& d = dag.data[i];
     stats_.owners[i] = owners[i][0];
@@ -304,7 +337,8 @@ ExecResult StarpuMpiExecutor::execute(const Dag& dag, DataStore& store, const Ex
     tiles[i].resize(size_t(d.ntiles()));
     for (std::int64_t t = 0; t < d.ntiles(); ++t) {
       const std::int64_t tr = t / d.ntile_c, tc = t % d.ntile_c;
-      char* p = base + (size_t(d.tile_row0(tr)) * size_t(d.ld) + size_t(d.tile_col0(tc))) * dtype_size(d.dtype);
+      char* p = base ? base + (size_t(d.tile_row0(tr)) * size_t(d.ld) + size_t(d.tile_col0(tc))) * dtype_size(d.dtype)
+                     : nullptr;
       register_one(tiles[i][size_t(t)], p, d, d.tile_nrows(tr), d.tile_ncols(tc), owners[i][size_t(1 + t)]);
     }
   }
@@ -504,7 +538,7 @@ nlohmann::json rank_result_json(const ExecResult& r, const MpiRankStats& s) {
           {"error", r.error},       {"failed_task", r.failed_task},
           {"workers", r.workers},   {"makespan_us", r.makespan_us},
           {"runtime", r.runtime},   {"scheduler", r.scheduler},
-          {"warnings", r.warnings}, {"sent_to", s.sent_to},
+          {"warnings", r.warnings}, {"sent_to", s.sent_to}, {"allocated_bytes", s.allocated_bytes},
           {"records", recs},        {"placement", placement_json(last_starpu_placement())}};
 }
 
@@ -560,6 +594,7 @@ MergedRun merge_rank_results(const Dag& dag, const std::vector<std::string>& per
                        {"makespan_us", j["makespan_us"]},
                        {"bytes_sent", sent},
                        {"bytes_received", received[r]},
+                       {"allocated_bytes", j.value("allocated_bytes", std::uint64_t(0))},
                        {"status", j["ok"].get<bool>() ? "ok" : "failed"}});
     if (!j["ok"].get<bool>()) {
       const std::int32_t ft = j["failed_task"].get<std::int32_t>();

@@ -35,6 +35,7 @@
 #include "workflow_args.hpp"
 #include "ymlopt/engine/analysis.hpp"
 #include "ymlopt/engine/compiler.hpp"
+#include "ymlopt/engine/distribution.hpp"
 #include "ymlopt/engine/dot.hpp"
 #include "ymlopt/engine/topology.hpp"
 #include "ymlopt/optimizer/compress_search.hpp"
@@ -425,10 +426,13 @@ int cmd_run(const std::vector<std::string>& args) {
 
   // --backend starpu-mpi: every rank runs this command and compiles the same
   // DAG; rank 0 alone writes the run directory (report merged from all ranks)
-  int rank = 0;
+  int rank = 0, nranks = 1;
 #ifdef YMLOPT_WITH_STARPU_MPI
   const bool use_mpi = backend == "starpu-mpi" && !dry_run;
-  if (use_mpi) rank = mpi_world_init().rank;
+  if (use_mpi) {
+    const MpiWorld world = mpi_world_init();
+    rank = world.rank, nranks = world.size;
+  }
   struct Finalize {
     bool on;
     ~Finalize() {
@@ -471,7 +475,9 @@ int cmd_run(const std::vector<std::string>& args) {
 
   std::unique_ptr<DataStore> store;
   try {
-    store = std::make_unique<DataStore>(dag);
+    // an MPI rank holds the data it owns (StarPU-MPI allocates what it receives)
+    store = use_mpi ? std::make_unique<DataStore>(dag, resident_data(dag, data_owners(dag, nranks), rank))
+                    : std::make_unique<DataStore>(dag);
   } catch (const std::exception& e) {
     std::cerr << "ymlopt: error: " << (use_mpi ? "rank " + std::to_string(rank) + ": " : "") << e.what() << "\n";
   }

@@ -35,13 +35,37 @@ std::string ms(double s) {
   return buf;
 }
 
+// What the StarPU-MPI backend's DataStore allocates on each rank (resident_data:
+// what the rank owns, whole tensors for any owned tile) and what every rank maps
+// of the src= files (pages come in as its tasks read them).
+struct RankMemory {
+  std::vector<std::int64_t> allocated;
+  std::int64_t mapped = 0;
+};
+RankMemory rank_memory(const Dag& dag, int ranks) {
+  RankMemory m;
+  m.allocated.assign(size_t(ranks), 0);
+  const DataOwners own = data_owners(dag, ranks);
+  for (const DataDecl& d : dag.data)
+    if (d.format.empty() && d.init == InitKind::file) m.mapped += d.bytes();
+  for (int r = 0; r < ranks; ++r) {
+    const std::vector<char> resident = resident_data(dag, own, r);
+    for (size_t d = 0; d < dag.data.size(); ++d)
+      if (resident[d] && dag.data[d].init != InitKind::file)
+        m.allocated[size_t(r)] += (dag.data[d].storage_bytes() + 63) / 64 * 64;  // DataStore's aligned blocks
+  }
+  return m;
+}
+
 }  // namespace
 
 nlohmann::json estimate_json(const Dag& dag, const ClusterSpec& spec, const DistributedEstimate& e,
                              const Prediction& one_rank) {
+  const RankMemory mem = rank_memory(dag, e.ranks);
   nlohmann::json ranks = nlohmann::json::array();
   for (const RankEstimate& r : e.per_rank)
     ranks.push_back({{"rank", r.rank},
+                     {"allocated_bytes", mem.allocated[size_t(r.rank)]},
                      {"node", r.node},
                      {"tasks", r.tasks},
                      {"busy_us", r.busy_s * 1e6},
@@ -78,7 +102,8 @@ nlohmann::json estimate_json(const Dag& dag, const ClusterSpec& spec, const Dist
           {"sync_tasks", e.sync_tasks},
           {"flops", one_rank.flops},
           {"per_rank", ranks},
-          {"allocated_per_rank_today", one_rank.parameter_bytes + one_rank.activation_bytes}};
+          {"mapped_per_rank", mem.mapped},
+          {"one_process_bytes", one_rank.parameter_bytes + one_rank.activation_bytes}};
 }
 
 std::string format_estimate(const Dag& dag, const ClusterSpec& spec, const DistributedEstimate& e,
@@ -116,8 +141,12 @@ std::string format_estimate(const Dag& dag, const ClusterSpec& spec, const Distr
                   mib(double(r.peak_bytes())).c_str());
     o << buf;
   }
-  o << "memory per rank with today's backend: " << human_bytes(double(one_rank.parameter_bytes + one_rank.activation_bytes))
-    << " (every rank allocates every tensor; 'peak' above is what owned data plus received copies need)\n";
+  const RankMemory mem = rank_memory(dag, e.ranks);
+  o << "memory with the starpu-mpi backend: each rank allocates the tensors it owns (whole tensors for any owned "
+       "tile), StarPU what it receives; every rank maps the src= files ("
+    << human_bytes(double(mem.mapped)) << ", pages read on demand)\nallocated per rank:";
+  for (size_t r = 0; r < mem.allocated.size(); ++r) o << (r ? ", " : " ") << human_bytes(double(mem.allocated[r]));
+  o << " (one process: " << human_bytes(double(one_rank.parameter_bytes + one_rank.activation_bytes)) << ")\n";
   return o.str();
 }
 

@@ -80,7 +80,9 @@ void initialise(const DataDecl& d, void* p) {
 
 }  // namespace
 
-DataStore::DataStore(const Dag& dag) : dag_(dag) {
+DataStore::DataStore(const Dag& dag) : DataStore(dag, std::vector<char>(dag.data.size(), 1)) {}
+
+DataStore::DataStore(const Dag& dag, const std::vector<char>& resident) : dag_(dag) {
   std::map<std::string, std::shared_ptr<io::MappedTensorFile>> files;
   std::set<std::string> used;
   for (const auto& d : dag.data) {
@@ -119,6 +121,10 @@ DataStore::DataStore(const Dag& dag) : dag_(dag) {
       owned_.emplace_back(q);
       ptrs_.push_back(q);
       total_ += size_t(d.bytes());
+      continue;
+    }
+    if (!resident[ptrs_.size()]) {
+      ptrs_.push_back(nullptr);
       continue;
     }
     const size_t bytes = (size_t(d.storage_bytes()) + 63) / 64 * 64;

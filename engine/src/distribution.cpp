@@ -12,6 +12,16 @@ namespace ymlopt {
 
 // ---------------------------------------------------------------- placement
 
+std::vector<char> resident_data(const Dag& dag, const DataOwners& own, int rank) {
+  std::vector<char> r(dag.data.size(), 0);
+  for (size_t d = 0; d < dag.data.size(); ++d) {
+    if (!dag.data[d].format.empty()) continue;  // stored compressed: no memory of its own
+    r[d] = dag.data[d].distribute == "replicate" ||
+           std::find(own[d].begin(), own[d].end(), std::int32_t(rank)) != own[d].end();
+  }
+  return r;
+}
+
 DataOwners data_owners(const Dag& dag, int size) {
   size = std::max(size, 1);
   int p = int(std::sqrt(double(size)));

@@ -129,18 +129,24 @@ d, mode = sys.argv[1:3]
 r = json.load(open(d + "/report.json"))
 per = r["mpi"]["per_rank"]
 sets = [p["placement"]["cpuset"] for p in per]
-for p in per:
-    pl = p["placement"]
-    assert pl["bind"] == "auto" and pl["workers"], pl
-    for w in pl["workers"]:
-        assert w["pu"] in pl["cpuset"] and w["affinity"] == [w["pu"]], (p["rank"], w, pl["cpuset"])
 overlap = [w for w in r.get("warnings", []) if w.startswith("MPI ranks 0 and 1 on node ")]
+unbound = [w for w in r.get("warnings", []) if "shares PUs with other ranks of its node: --bind auto leaves its workers unbound" in w]
 if mode == "distinct":
+    for p in per:  # --bind auto: every worker pinned inside its rank's own cpuset
+        pl = p["placement"]
+        assert pl["bind"] == "auto" and pl["workers"], pl
+        for w in pl["workers"]:
+            assert w["pu"] in pl["cpuset"] and w["affinity"] == [w["pu"]], (p["rank"], w, pl["cpuset"])
     assert sets[0] and sets[1] and not set(sets[0]) & set(sets[1]), sets
-    assert not overlap, overlap
+    assert not overlap and not unbound, (overlap, unbound)
 else:
+    # ranks sharing PUs: pinning both ranks' workers (and their polling MPI
+    # threads) to the same PUs starves them, so auto leaves them unbound
+    for p in per:
+        pl = p["placement"]
+        assert pl["bind"] == "none" and all(w["pu"] == -1 for w in pl["workers"]), pl
     assert set(sets[0]) & set(sets[1]), sets
-    assert overlap, r.get("warnings")
+    assert overlap and len(unbound) == 2, r.get("warnings")
 print("rank cpusets", sets, "workers", [[w["pu"] for w in p["placement"]["workers"]] for p in per])
 PY
 }

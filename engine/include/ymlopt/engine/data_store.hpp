@@ -18,6 +18,10 @@ namespace ymlopt {
 class DataStore {
  public:
   explicit DataStore(const Dag& dag);
+  /// Only the data with resident[d] != 0 are allocated and initialised (an
+  /// MPI rank holds what it owns; StarPU-MPI allocates received copies);
+  /// base() is null for the others. src= data are mapped either way.
+  DataStore(const Dag& dag, const std::vector<char>& resident);
   DataStore(const DataStore&) = delete;
   DataStore& operator=(const DataStore&) = delete;
 

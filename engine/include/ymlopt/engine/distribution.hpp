@@ -30,6 +30,14 @@ using DataOwners = std::vector<std::vector<std::int32_t>>;
 ///   DataOwners own = data_owners(dag, 2);   // own[A][1 + t] == t % 2 for a 1 x n tiling
 DataOwners data_owners(const Dag& dag, int size);
 
+/// The data rank `rank` allocates and initialises (DataStore's `resident`):
+/// those it owns whole or a tile of (tiles alias their tensor's memory), and
+/// distribute="replicate" data. The others get no memory up front: StarPU-MPI
+/// allocates a copy when a task of this rank receives them.
+///
+///   DataStore store(dag, resident_data(dag, data_owners(dag, 4), rank));
+std::vector<char> resident_data(const Dag& dag, const DataOwners& own, int rank);
+
 /// Owner of the tensor or tile a binding refers to (-1 for an unbound port).
 std::int32_t ref_owner(const DataOwners& own, const DataRef& ref);
 
