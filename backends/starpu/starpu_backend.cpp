@@ -282,6 +282,18 @@ class StarpuSession final : public Session {
     task->cl = by_comp_[t.comp];
     task->cl_arg = &ex;
     task->cl_arg_free = 0;
+    // more buffers than StarPU's inline arrays hold: its dynamic arrays
+    // (freed by StarPU with the task)
+    int bound = 0;
+    for (const Binding& b : t.bindings) bound += b.ref.data >= 0;
+    starpu_data_handle_t* handles = task->handles;
+    starpu_data_access_mode* modes = task->modes;
+    if (bound > STARPU_NMAXBUFS) {
+      task->dyn_handles = static_cast<starpu_data_handle_t*>(std::malloc(sizeof(starpu_data_handle_t) * size_t(bound)));
+      task->dyn_modes = static_cast<starpu_data_access_mode*>(std::malloc(sizeof(starpu_data_access_mode) * size_t(bound)));
+      handles = task->dyn_handles;
+      modes = task->dyn_modes;
+    }
     int nb = 0;
     for (size_t k = 0; k < t.bindings.size(); ++k) {
       const Binding& b = t.bindings[k];
@@ -298,13 +310,8 @@ class StarpuSession final : public Session {
         unpartition(di);
         h = handles_[di];
       }
-      if (nb >= STARPU_NMAXBUFS) {
-        submit_error_ = "task uses more than " + std::to_string(STARPU_NMAXBUFS) + " buffers";
-        starpu_task_destroy(task);
-        return false;
-      }
-      task->handles[nb] = h;
-      task->modes[nb] = starpu_mode(b.mode);
+      handles[nb] = h;
+      modes[nb] = starpu_mode(b.mode);
       ex.slot[k] = std::int8_t(nb++);
     }
     task->nbuffers = nb;

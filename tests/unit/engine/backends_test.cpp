@@ -132,6 +132,55 @@ TEST(Backends, AThrowingKernelCancelsTheRunWithItsLocation) {
   }
 }
 
+// y = sum of ten inputs: more buffers than StarPU's inline arrays (STARPU_NMAXBUFS, 8 in Debian's build)
+void sum_kernel(KernelContext& ctx) {
+  const auto ports = ctx.ports();
+  double* y = ports.back().ptr<double>();
+  for (std::int64_t i = 0; i < ports.back().size(); ++i) {
+    y[i] = 0;
+    for (size_t k = 0; k + 1 < ports.size(); ++k) y[i] += ports[k].ptr<double>()[i];
+  }
+}
+
+TEST(Backends, ATaskMayUseMoreBuffersThanStarpuHoldsInline) {
+  ComponentRegistry reg;
+  register_builtin_components(reg);
+  ComponentSpec s;
+  s.name = "test.sum10";
+  for (int k = 0; k <= 10; ++k) {
+    PortSpec p;
+    p.name = k < 10 ? "x" + std::to_string(k) : "y";
+    p.access = k < 10 ? Access::read : Access::write;
+    p.dtypes = {DType::f64};
+    p.optional = k == 9;  // a variable buffer count (StarPU's STARPU_VARIABLE_NBUFFERS path)
+    s.ports.push_back(p);
+  }
+  s.cpu = sum_kernel;
+  reg.add(s);
+  std::string xml = R"(<workflow name="many"><data name="Y" dtype="f64" shape="4" init="zeros"/>)";
+  std::string task = R"(<task component="test.sum10">)";
+  for (int k = 0; k < 10; ++k) {
+    xml += "<data name=\"X" + std::to_string(k) + "\" dtype=\"f64\" shape=\"4\" init=\"value\" value=\"" +
+           std::to_string(k + 1) + "\"/>";
+    task += "<in port=\"x" + std::to_string(k) + "\" data=\"X" + std::to_string(k) + "\"/>";
+  }
+  xml += task + R"(<out port="y" data="Y"/></task></workflow>)";
+  Diagnostics d;
+  auto r = compile_workflow_text("many.xml", xml, {}, reg, d);
+  ASSERT_TRUE(r.ok) << d.str();
+  for (int backend = 0; backend < 2; ++backend) {
+    auto ex = backend ? make_starpu_executor() : make_sequential_executor();
+    DataStore store(r.dag);
+    ExecOptions o;
+    o.run_dir = testing::TempDir();
+    Progress p;
+    const ExecResult res = ex->execute(r.dag, store, o, p);
+    ASSERT_TRUE(res.ok) << res.error;
+    const auto* y = static_cast<const double*>(store.base(0));
+    for (int i = 0; i < 4; ++i) EXPECT_EQ(y[i], 55.0) << "backend " << backend;
+  }
+}
+
 TEST(Backends, RowsOfFourKibAreStoredWithAPaddedStride) {
   Diagnostics d;
   auto r = compile_workflow_text("pad.xml", R"(<workflow name="p">
