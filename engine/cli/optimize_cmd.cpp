@@ -98,23 +98,6 @@ double median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-std::vector<double> to_doubles(const TensorView& v) {
-  std::vector<double> out;
-  out.reserve(std::size_t(v.rows * v.cols));
-  for (std::int64_t r = 0; r < v.rows; ++r)
-    for (std::int64_t c = 0; c < v.cols; ++c) {
-      const std::int64_t i = r * v.ld + c;
-      switch (v.dtype) {
-        case DType::f32: out.push_back(static_cast<const float*>(v.data)[i]); break;
-        case DType::f64: out.push_back(static_cast<const double*>(v.data)[i]); break;
-        case DType::i32: out.push_back(static_cast<const std::int32_t*>(v.data)[i]); break;
-        case DType::i8: out.push_back(static_cast<const std::int8_t*>(v.data)[i]); break;
-        default: throw std::runtime_error("cannot compare outputs of dtype " + std::string(dtype_name(v.dtype)));
-      }
-    }
-  return out;
-}
-
 /// Runs a DAG `reps` times (fresh data each time), keeps the outputs of the last run;
 /// each run's task times go into `history` (when given).
 RunOutcome run_model(const Dag& dag, const std::string& backend, int reps, const std::string& run_dir,
@@ -143,7 +126,7 @@ RunOutcome run_model(const Dag& dag, const std::string& backend, int reps, const
           const TensorView v = store.view(t.bindings[0].ref);
           const std::string key = fs::path(t.args.get_string("path")).filename().string() +
                                   (t.args.get_string("key").empty() ? "" : ":" + t.args.get_string("key"));
-          o.outputs[key] = to_doubles(v);
+          o.outputs[key] = opt::output_values(v);
           o.output_shape[key] = {v.rows, v.cols};
         }
   }

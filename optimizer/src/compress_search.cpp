@@ -198,20 +198,7 @@ Outputs run_dag(const Dag& in, const std::map<std::int32_t, const std::vector<st
   if (!res.ok) throw std::runtime_error("running '" + dag.file + "' failed: " + res.error);
   Outputs o;
   for (const TaskNode& t : dag.tasks)
-    if (t.comp->name == "io.save") {
-      const TensorView v = store.view(t.bindings[0].ref);
-      std::vector<double>& out = o.values.emplace_back();
-      for (std::int64_t r = 0; r < v.rows; ++r)
-        for (std::int64_t c = 0; c < v.cols; ++c) {
-          const std::int64_t i = r * v.ld + c;
-          switch (v.dtype) {
-            case DType::f32: out.push_back(static_cast<const float*>(v.data)[i]); break;
-            case DType::f64: out.push_back(static_cast<const double*>(v.data)[i]); break;
-            case DType::i32: out.push_back(static_cast<const std::int32_t*>(v.data)[i]); break;
-            default: throw std::runtime_error("compress: cannot compare outputs of dtype " + std::string(dtype_name(v.dtype)));
-          }
-        }
-    }
+    if (t.comp->name == "io.save") o.values.push_back(output_values(store.view(t.bindings[0].ref)));
   return o;
 }
 

@@ -757,6 +757,23 @@ bool needs_calibration(const std::vector<PassSpec>& specs) {
   return false;
 }
 
+std::vector<double> output_values(const TensorView& v) {
+  std::vector<double> out;
+  out.reserve(std::size_t(v.rows * v.cols));
+  for (std::int64_t r = 0; r < v.rows; ++r)
+    for (std::int64_t c = 0; c < v.cols; ++c) {
+      const std::int64_t i = r * v.ld + c;
+      switch (v.dtype) {
+        case DType::f32: out.push_back(static_cast<const float*>(v.data)[i]); break;
+        case DType::f64: out.push_back(static_cast<const double*>(v.data)[i]); break;
+        case DType::i32: out.push_back(static_cast<const std::int32_t*>(v.data)[i]); break;
+        case DType::i8: out.push_back(static_cast<const std::int8_t*>(v.data)[i]); break;
+        default: throw std::runtime_error("cannot compare outputs of dtype " + std::string(dtype_name(v.dtype)));
+      }
+    }
+  return out;
+}
+
 void run_pass(PassContext& ctx, const PassSpec& spec) {
   validate_pass(spec);
   for (const auto& p : all_passes())

@@ -67,4 +67,11 @@ bool needs_calibration(const std::vector<PassSpec>& specs);
 /// Runs one pass; appends its record to ctx.log.
 void run_pass(PassContext& ctx, const PassSpec& spec);
 
+/// A model output's values as doubles, row by row (f32, f64, i32, i8; a padded
+/// stride skipped), for comparing a compressed model's outputs with the
+/// original's. Throws std::runtime_error for another dtype.
+///
+///   std::vector<double> y = output_values(store.view(save_task.bindings[0].ref));
+std::vector<double> output_values(const TensorView& v);
+
 }  // namespace ymlopt::opt
