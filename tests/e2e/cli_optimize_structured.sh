@@ -9,11 +9,7 @@
 # "heads pruning + fusion" sequence.
 source "$(dirname "$0")/lib.sh"
 y=$1
-py=/usr/bin/python3
-if ! "$py" -c "import numpy" 2>/dev/null; then
-  echo "skip: $py has no numpy (Debian python3-numpy; scripts/test.sh installs it)"
-  exit 77
-fi
+need_numpy
 "$py" -c "import numpy as np; np.save('$tmp/ids.npy', (np.arange(64) * 37 % 512).astype(np.int32))"
 "$y" model init --arch gpt2 --preset tiny --heads 6 --seed 5 "$tmp/gpt2.safetensors" >/dev/null
 "$y" model init --arch bert --preset tiny --seed 5 "$tmp/bert.safetensors" >/dev/null

@@ -5,11 +5,7 @@
 # context per co-method; report.json tells what each co-method did.
 bin=$1
 . "$(dirname "$0")/lib.sh"
-py=/usr/bin/python3
-if ! "$py" -c "import numpy" 2>/dev/null; then
-  echo "skip: $py has no numpy (Debian python3-numpy; scripts/test.sh installs it)"
-  exit 77
-fi
+need_numpy
 wf=workflows/unite/meram.xml
 expect_rc 0 "meram.xml checks" -- "$bin" check "$wf"
 expect_in "ok: workflow 'meram'" "check summary"

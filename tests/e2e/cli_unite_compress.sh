@@ -6,11 +6,7 @@
 # error for an unknown strategy.
 bin=$1
 . "$(dirname "$0")/lib.sh"
-py=/usr/bin/python3
-if ! "$py" -c "import numpy" 2>/dev/null; then
-  echo "skip: $py has no numpy (Debian python3-numpy; scripts/test.sh installs it)"
-  exit 77
-fi
+need_numpy
 wf=workflows/unite/compress.xml
 expect_rc 0 "compress.xml checks" -- "$bin" check "$wf"
 expect_in "ok: workflow 'compress'" "check summary"

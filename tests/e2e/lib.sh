@@ -32,6 +32,15 @@ with open(sys.argv[1], "wb") as f:
     f.write(struct.pack("<%di" % n, *[(i * stride + offset) % vocab for i in range(n)]))
 PY
 }
+# need_numpy: sets py to Debian's python3 (torch and numpy live there, not in a
+# PATH python); skips the script (exit 77) when it has no numpy
+need_numpy() {
+  py=/usr/bin/python3
+  if ! "$py" -c "import numpy" 2>/dev/null; then
+    echo "skip: $py has no numpy (Debian python3-numpy; scripts/test.sh installs it)"
+    exit 77
+  fi
+}
 finish() {
   if [ $fails -ne 0 ]; then echo "$fails check(s) failed"; exit 1; fi
   echo "all checks passed"
