@@ -99,8 +99,7 @@ std::string find_on_path(const std::string& prog) {
   if (!path) return "";
   std::istringstream in(path);
   for (std::string dir; std::getline(in, dir, ':');) {
-    if (dir.empty()) dir = ".";
-    const fs::path p = fs::path(dir) / prog;
+    const fs::path p = (dir.empty() ? fs::path(".") : fs::path(dir)) / prog;  // an empty entry is the current directory
     std::error_code ec;
     if (fs::is_regular_file(p, ec) && ::access(p.c_str(), X_OK) == 0) return p.string();
   }
