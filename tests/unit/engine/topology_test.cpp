@@ -3,6 +3,9 @@
 // warnings, and the real thing: probe_topology against sched_getaffinity, and
 // the StarPU backend's workers against their threads' own affinity masks.
 #include <gtest/gtest.h>
+
+#include <cerrno>
+#include <set>
 #include <sched.h>
 
 #include <filesystem>
@@ -212,10 +215,19 @@ TEST(ProbeTopology, TheCpusetIsTheProcessAffinity) {
   sched_getaffinity(0, sizeof saved, &saved);
   CPU_ZERO(&one);
   CPU_SET(mine.back(), &one);
-  std::vector<pid_t> threads;
-  for (const auto& e : std::filesystem::directory_iterator("/proc/self/task"))
-    threads.push_back(pid_t(std::stoi(e.path().filename().string())));
-  for (pid_t tid : threads) ASSERT_EQ(sched_setaffinity(tid, sizeof one, &one), 0);
+  // every thread of the process, until a pass finds none left to narrow (a
+  // runtime may start or end threads meanwhile: an ended one is skipped)
+  std::set<pid_t> threads;
+  for (int pass = 0; pass < 20; ++pass) {
+    bool more = false;
+    for (const auto& e : std::filesystem::directory_iterator("/proc/self/task")) {
+      const pid_t tid = pid_t(std::stoi(e.path().filename().string()));
+      if (!threads.insert(tid).second) continue;
+      more = true;
+      if (sched_setaffinity(tid, sizeof one, &one) != 0) ASSERT_EQ(errno, ESRCH) << "thread " << tid;
+    }
+    if (!more) break;
+  }
   const Topology narrow = probe_topology();
   for (pid_t tid : threads) sched_setaffinity(tid, sizeof saved, &saved);
   EXPECT_EQ(narrow.cpuset, std::vector<int>{mine.back()});
