@@ -66,10 +66,14 @@ def adopted(x):  # a search step's result adopted=1 anywhere in the report (loop
     if isinstance(x, dict):
         return x.get("adopted") == 1 or any(adopted(v) for v in x.values())
     return isinstance(x, list) and any(adopted(v) for v in x)
-need(adopted(r["tasks"]), "a search step adopted a gathered configuration")
+# whether a step adopts a gathered configuration depends on how the co-methods'
+# steps interleave (a co-method that finishes its ladder before the others
+# publish adopts nothing): reported, not required; compress_search_test checks
+# adoption deterministically
 mixed = len({x for x in ch["config"].split(",")}) >= 2
-print(("ok: " if ok else "FAIL: ") + "front %d points, chosen %d bytes (f32 %d), error %.4g, re-run %.4g, config %s%s" %
-      (len(front), ch["bytes"], f32, ch["error"], err, ch["config"], " (mixed)" if mixed else ""))
+print(("ok: " if ok else "FAIL: ") + "front %d points, chosen %d bytes (f32 %d), error %.4g, re-run %.4g, config %s%s, %s" %
+      (len(front), ch["bytes"], f32, ch["error"], err, ch["config"], " (mixed)" if mixed else "",
+       "a step adopted a gathered configuration" if adopted(r["tasks"]) else "no step adopted one this time"))
 sys.exit(0 if ok else 1)
 PY
 [ $? -eq 0 ] || fails=$((fails + 1))
