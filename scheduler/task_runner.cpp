@@ -34,7 +34,7 @@ TaskRunner::TaskRunner(const Dag& dag, const ExecOptions& opts, Progress& progre
   // The runtime provides the parallelism; BLAS inside a task is single-threaded,
   // which also makes every backend compute bit-identical results.
   openblas_set_num_threads(1);
-  progress_.total = std::int64_t(dag.tasks.size());
+  progress_.total = dag.dynamic() ? 0 : std::int64_t(dag.tasks.size());  // loops: runs not known ahead
 }
 
 double TaskRunner::now_us() const {

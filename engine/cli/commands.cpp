@@ -354,10 +354,15 @@ class ProgressLine {
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
       const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       const auto done = p_.done.load(), started = p_.started.load();
-      const double eta = done > 0 ? s / double(done) * double(p_.total - done) : 0;
       char buf[160];
-      std::snprintf(buf, sizeof buf, "\r[%lld/%lld done, %lld running] %.1fs elapsed, ETA %.1fs\033[K",
-                    (long long)done, (long long)p_.total, (long long)(started - done), s, eta);
+      if (p_.total > 0) {
+        const double eta = done > 0 ? s / double(done) * double(p_.total - done) : 0;
+        std::snprintf(buf, sizeof buf, "\r[%lld/%lld done, %lld running] %.1fs elapsed, ETA %.1fs\033[K",
+                      (long long)done, (long long)p_.total, (long long)(started - done), s, eta);
+      } else {  // runtime loops: how many task runs there will be is not known
+        std::snprintf(buf, sizeof buf, "\r[%lld task runs done, %lld running] %.1fs elapsed\033[K", (long long)done,
+                      (long long)(started - done), s);
+      }
       std::cerr << buf << std::flush;
     }
   }
@@ -533,7 +538,7 @@ int cmd_run(const std::vector<std::string>& args) {
                 << " tasks to run, the others restored from the checkpoint\n";
   }
   Progress progress;
-  progress.total = std::int64_t(dag.tasks.size());
+  progress.total = dag.dynamic() ? 0 : std::int64_t(dag.tasks.size());
   // before running: the run must not inform it (the history holds earlier runs only)
   History history = no_history || rank != 0 ? History{} : load_history();
   const Prediction prediction = predict_run(dag, backend, ncpu, &history);

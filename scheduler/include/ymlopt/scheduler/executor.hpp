@@ -48,7 +48,7 @@ struct ExecOptions {
 struct Progress {
   alignas(64) std::atomic<std::int64_t> started{0};
   alignas(64) std::atomic<std::int64_t> done{0};
-  std::int64_t total = 0;
+  std::int64_t total = 0;  // tasks to run; 0 when runtime loops decide it
 };
 
 /// One publish or gather of a co-method, as the report shows it.
