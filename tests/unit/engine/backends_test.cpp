@@ -96,6 +96,15 @@ namespace {
 void throwing_kernel(KernelContext&) { throw KernelError("deliberate failure"); }
 }  // namespace
 
+// Runs `dag` on the sequential (0) or StarPU (1) backend, default options.
+ExecResult execute_on(int backend, const Dag& dag, DataStore& store) {
+  auto ex = backend ? make_starpu_executor() : make_sequential_executor();
+  ExecOptions o;
+  o.run_dir = testing::TempDir();
+  Progress p;
+  return ex->execute(dag, store, o, p);
+}
+
 TEST(Backends, AThrowingKernelCancelsTheRunWithItsLocation) {
   ComponentRegistry reg;
   register_builtin_components(reg);
@@ -119,12 +128,8 @@ TEST(Backends, AThrowingKernelCancelsTheRunWithItsLocation) {
                                  {}, reg, d);
   ASSERT_TRUE(r.ok) << d.str();
   for (int backend = 0; backend < 2; ++backend) {
-    auto ex = backend ? make_starpu_executor() : make_sequential_executor();
     DataStore store(r.dag);
-    ExecOptions o;
-    o.run_dir = testing::TempDir();
-    Progress p;
-    ExecResult res = ex->execute(r.dag, store, o, p);
+    const ExecResult res = execute_on(backend, r.dag, store);
     EXPECT_FALSE(res.ok);
     EXPECT_EQ(res.failed_task, 1);
     EXPECT_EQ(res.error, "fail.xml:4:3: error: task 'boom' (component test.throw) failed: deliberate failure");
@@ -169,12 +174,8 @@ TEST(Backends, ATaskMayUseMoreBuffersThanStarpuHoldsInline) {
   auto r = compile_workflow_text("many.xml", xml, {}, reg, d);
   ASSERT_TRUE(r.ok) << d.str();
   for (int backend = 0; backend < 2; ++backend) {
-    auto ex = backend ? make_starpu_executor() : make_sequential_executor();
     DataStore store(r.dag);
-    ExecOptions o;
-    o.run_dir = testing::TempDir();
-    Progress p;
-    const ExecResult res = ex->execute(r.dag, store, o, p);
+    const ExecResult res = execute_on(backend, r.dag, store);
     ASSERT_TRUE(res.ok) << res.error;
     const auto* y = static_cast<const double*>(store.base(0));
     for (int i = 0; i < 4; ++i) EXPECT_EQ(y[i], 55.0) << "backend " << backend;
