@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -32,23 +33,28 @@ using Clock = std::chrono::steady_clock;
 
 const std::vector<Recipe>& recipes() {
   static const std::vector<Recipe> r = {
-      {"f32", "", 32},
-      {"nm24", "prune.nm,sparse.nm24", 18},  // 2:4, stored as the kept values + 2-bit positions
-      {"int8", "quant.int8", 8},
-      {"int4-g128", "quant.group:bits=4:group=128", 4.25},
-      {"gptq-int4-g128", "quant.gptq:bits=4:group=128", 4.25},
-      {"obs50-int4-g128", "prune.obs:sparsity=0.5,quant.group:bits=4:group=128", 4.25},
+      {"f32", "", 32, false},
+      {"nm24", "prune.nm,sparse.nm24", 18, false},  // 2:4, stored as the kept values + 2-bit positions
+      {"int8", "quant.int8", 8, false},
+      {"int4-g128", "quant.group:bits=4:group=128", 4.25, false},
+      {"gptq-int4-g128", "quant.gptq:bits=4:group=128", 4.25, false},
+      {"obs50-int4-g128", "prune.obs:sparsity=0.5,quant.group:bits=4:group=128", 4.25, false},
+      {"gptq-int8", "quant.gptq:bits=8:group=0", 8, false},  // per output channel, like int8
+      // embedding tables: per-row symmetric int8; 4-bit codes with an f32 scale and zero per 32
+      {"emb-int8", "quant.embedding:bits=8", 8, true},
+      {"emb-int4-g32a", "quant.embedding:bits=4:group=32:symmetric=false", 6, true},
   };
   return r;
 }
 
 const std::vector<Strategy>& strategies() {
+  // each family holds the table recipe its single strategy would use too
   static const std::vector<Strategy> s = {
-      {"int8", {2}},
-      {"nm24-int8", {1, 2}},
-      {"int4-g128", {3}},
-      {"gptq-int4", {4}},
-      {"obs50-int4", {5}},
+      {"int8", {2, 7}},
+      {"nm24-int8", {1, 2, 7}},
+      {"int4-g128", {3, 8}},
+      {"gptq", {6, 4, 7, 8}},  // GPTQ per channel int8, then int4 in groups of 128
+      {"obs50-int4", {5, 8}},
   };
   return s;
 }
@@ -74,15 +80,31 @@ std::string strategy_names() {
   return out;
 }
 
-std::int32_t next_recipe(const Strategy& s, std::int32_t current) {
+std::int32_t next_recipe(const Strategy& s, std::int32_t current, bool table) {
   const auto& menu = recipes();
   if (current < 0 || std::size_t(current) >= menu.size()) return -1;
   const double bits = menu[std::size_t(current)].bits;
   std::int32_t best = -1;
   for (std::int32_t r : s.family)
-    if (menu[std::size_t(r)].bits < bits && (best < 0 || menu[std::size_t(r)].bits > menu[std::size_t(best)].bits))
+    if (menu[std::size_t(r)].table == table && menu[std::size_t(r)].bits < bits &&
+        (best < 0 || menu[std::size_t(r)].bits > menu[std::size_t(best)].bits))
       best = r;
   return best;
+}
+
+std::int32_t lateral_recipe(const Strategy& s, std::int32_t current, bool table, std::int32_t after) {
+  const auto& menu = recipes();
+  if (current <= 0 || std::size_t(current) >= menu.size()) return -1;
+  bool past = after < 0;
+  for (std::int32_t r : s.family) {
+    if (!past) {
+      past = r == after;
+      continue;
+    }
+    if (r != current && menu[std::size_t(r)].table == table && menu[std::size_t(r)].bits == menu[std::size_t(current)].bits)
+      return r;
+  }
+  return -1;
 }
 
 std::vector<SearchPoint> pareto_front(const std::vector<SearchPoint>& pts) {
@@ -202,6 +224,46 @@ Outputs run_dag(const Dag& in, const std::map<std::int32_t, const std::vector<st
   return o;
 }
 
+/// A (unit, recipe) result as the passes left it in a model with that unit
+/// alone compressed: the tensors bound to the unit's readers (by role) and the
+/// args that changed on them. Replayed with ModelEditor::replace (linears) or
+/// replace_embedding (tables), it rebinds the readers exactly as the passes did.
+struct Replacement {
+  bool replay = true;  // false: the passes changed more than the unit's readers (apply them each time)
+  std::vector<NewTensor> tensors;
+  std::map<std::string, std::string> args;
+};
+
+/// The roles replace() binds and the reader ports they are bound to.
+const std::vector<std::pair<std::string, std::string>>& linear_roles() {
+  static const std::vector<std::pair<std::string, std::string>> r = {
+      {"w", "w"}, {"w_scale", "w_scale"}, {"w_zero", "w_zero"}, {"w_index", "w_index"}, {"w_ptr", "w_ptr"}, {"b", "b"}};
+  return r;
+}
+const std::vector<std::pair<std::string, std::string>>& table_roles() {
+  static const std::vector<std::pair<std::string, std::string>> r = {
+      {"w", "table"}, {"w_scale", "table_scale"}, {"w_zero", "table_zero"}};
+  return r;
+}
+
+std::int64_t port_of(const TaskNode& t, const std::string& name) {
+  for (std::size_t i = 0; i < t.comp->ports.size(); ++i)
+    if (t.comp->ports[i].name == name) return std::int64_t(i);
+  return -1;
+}
+
+bool same_task(const TaskNode& a, const TaskNode& b) {
+  if (a.comp != b.comp || a.bindings.size() != b.bindings.size()) return false;
+  for (std::size_t i = 0; i < a.bindings.size(); ++i)
+    if (a.bindings[i].ref.data != b.bindings[i].ref.data || a.bindings[i].ref.tile != b.bindings[i].ref.tile) return false;
+  const auto& x = a.args.values();
+  const auto& y = b.args.values();
+  if (x.size() != y.size()) return false;
+  for (std::size_t i = 0; i < x.size(); ++i)
+    if (x[i].text != y[i].text) return false;
+  return true;
+}
+
 class Model final : public SearchModel {
  public:
   Model(const std::string& workflow, const std::string& sets) : t0_(Clock::now()) {
@@ -220,19 +282,138 @@ class Model final : public SearchModel {
       for (const auto& v : o.values)
         for (double x : v) ref_sq_ += x * x;
     if (refs_[0].values.empty()) throw KernelError("compress: model '" + workflow + "' saves no output (io.save) to compare");
-    ModelEditor ed(copy_dag(dags_[0]), inner_registry());
-    for (const WeightUse& u : ed.linear_weights()) {
-      layers_.push_back(u.name);
-      bytes_.push_back(double(ed.dag().data[std::size_t(u.data)].bytes()));
+    // the units of every run's model: the cache holds one result per (unit, recipe)
+    // for all runs, valid when every run reads the same tensors (same file and key)
+    for (std::size_t r = 0; r < dags_.size(); ++r) {
+      ModelEditor ed(copy_dag(dags_[r]), inner_registry());
+      std::map<std::string, WeightUse> lin;
+      std::map<std::string, ModelEditor::EmbeddingUse> tab;
+      std::vector<std::string> names;
+      for (const WeightUse& u : ed.linear_weights()) {
+        lin[u.name] = u;
+        names.push_back(u.name);
+        if (r == 0) layers_.push_back(u.name), bytes_.push_back(double(ed.dag().data[std::size_t(u.data)].bytes())), table_.push_back(false);
+      }
+      for (const auto& u : ed.embedding_tables()) {
+        tab[u.name] = u;
+        names.push_back(u.name);
+        if (r == 0) layers_.push_back(u.name), bytes_.push_back(double(ed.dag().data[std::size_t(u.data)].bytes())), table_.push_back(true);
+      }
+      if (names != layers_) shared_ = false;
+      for (const std::string& n : names) {
+        const std::int32_t d = lin.count(n) ? lin[n].data : tab[n].data;
+        const DataDecl& x = dags_[r].data[std::size_t(d)];
+        const std::int32_t d0 = lin0_.count(n) ? lin0_[n].data : tab0_.count(n) ? tab0_[n].data : -1;
+        if (r > 0 && (d0 < 0 || x.src != dags_[0].data[std::size_t(d0)].src || x.key != dags_[0].data[std::size_t(d0)].key))
+          shared_ = false;
+      }
+      if (r == 0) lin0_ = lin, tab0_ = tab;
+      lin_.push_back(std::move(lin));
+      tab_.push_back(std::move(tab));
     }
     if (layers_.empty()) throw KernelError("compress: model '" + workflow + "' has no compressible linear layer");
   }
 
   const std::vector<std::string>& layers() const override { return layers_; }
   const std::vector<double>& layer_bytes() const override { return bytes_; }
+  bool is_table(std::size_t l) const override { return l < table_.size() && table_[l]; }
 
-  /// Applies the configuration's recipes to an editor, layer by layer.
-  void apply(ModelEditor& ed, const std::vector<std::int32_t>& config, nlohmann::json* log) const {
+  /// Runs recipe r's passes on unit l of an editor.
+  void run_recipe(ModelEditor& ed, PassContext& ctx, std::size_t l, std::int32_t r) const {
+    (void)ed;
+    const Recipe& rec = recipes()[std::size_t(r)];
+    for (PassSpec spec : parse_pass_list(rec.passes)) {
+      std::string pattern = "^";
+      pattern += regex_escape(layers_[l]);
+      pattern += "($|\\.)";
+      spec.options["match"] = pattern;
+      try {
+        run_pass(ctx, spec);
+      } catch (const std::exception& e) {
+        throw std::runtime_error("recipe " + rec.name + " on layer '" + layers_[l] + "': " + e.what());
+      }
+    }
+  }
+
+  /// The (unit, recipe) result from the run-0 model with that unit alone compressed.
+  std::shared_ptr<const Replacement> compute(std::size_t l, std::int32_t r) const {
+    const Dag& a = dags_[0];
+    ModelEditor ed(copy_dag(a), inner_registry());
+    PassContext ctx{ed, &calib_};
+    run_recipe(ed, ctx, l, r);
+    auto rep = std::make_shared<Replacement>();
+    const Dag& b = ed.dag();
+    std::vector<std::size_t> mine;
+    if (table_[l]) {
+      const auto& u = tab0_.at(layers_[l]);
+      mine = u.tasks;
+      mine.insert(mine.end(), u.linear_tasks.begin(), u.linear_tasks.end());
+    } else {
+      mine = lin0_.at(layers_[l]).tasks;
+    }
+    rep->replay = b.tasks.size() == a.tasks.size() && ed.lowrank().empty() && !mine.empty();
+    const std::set<std::size_t> own(mine.begin(), mine.end());
+    for (std::size_t i = 0; rep->replay && i < b.tasks.size(); ++i)
+      if (!own.count(i) && !same_task(a.tasks[i], b.tasks[i])) rep->replay = false;
+    if (!rep->replay) return rep;
+    const TaskNode& t = b.tasks[mine[0]];
+    const TaskNode& o = a.tasks[mine[0]];
+    for (const auto& [role, port] : table_[l] ? table_roles() : linear_roles()) {
+      const std::int64_t p = port_of(t, port);
+      if (p < 0) continue;
+      const DataRef ref = t.bindings[std::size_t(p)].ref;
+      if (ref.data < std::int32_t(a.data.size())) continue;  // unbound, or the original tensor (a bias left alone)
+      const DataDecl& d = b.data[std::size_t(ref.data)];
+      if (d.init != InitKind::file) {
+        rep->replay = false;
+        return rep;
+      }
+      rep->tensors.push_back({role, d.dtype, d.shape, ed.tensor_bytes(ref.data), true});
+    }
+    const auto& tv = t.args.values();
+    const auto& ov = o.args.values();
+    for (std::size_t i = 0; i < tv.size() && i < ov.size(); ++i)
+      if (tv[i].text != ov[i].text) rep->args[t.comp->params[i].name] = tv[i].text;
+    const bool has_w = std::any_of(rep->tensors.begin(), rep->tensors.end(), [](const NewTensor& n) { return n.role == "w"; });
+    if (!has_w && (!rep->tensors.empty() || !rep->args.empty())) rep->replay = false;  // not a replacement replace() makes
+    return rep;
+  }
+
+  /// The cached (unit, recipe) result: computed by the first caller, the others wait for it.
+  std::shared_ptr<const Replacement> replacement(std::size_t l, std::int32_t r) const {
+    std::shared_future<std::shared_ptr<const Replacement>> fut;
+    std::promise<std::shared_ptr<const Replacement>> mine;
+    bool compute_here = false;
+    {
+      std::lock_guard<std::mutex> lock(cache_mu_);
+      auto it = cache_.find({l, r});
+      if (it == cache_.end()) {
+        fut = mine.get_future().share();
+        cache_.emplace(std::make_pair(l, r), fut);
+        compute_here = true;
+        ++stats_.misses;
+      } else {
+        fut = it->second;
+        ++stats_.hits;
+      }
+    }
+    if (compute_here) {
+      const auto t0 = Clock::now();
+      try {
+        auto rep = compute(l, r);
+        std::lock_guard<std::mutex> lock(cache_mu_);
+        stats_.seconds += std::chrono::duration<double>(Clock::now() - t0).count();
+        if (!rep->replay) ++stats_.uncacheable;
+        mine.set_value(std::move(rep));
+      } catch (...) {
+        mine.set_exception(std::current_exception());
+      }
+    }
+    return fut.get();  // rethrows a recipe's failure to every caller
+  }
+
+  /// Applies the configuration's recipes to run `run`'s editor, unit by unit.
+  void apply(ModelEditor& ed, std::size_t run, const std::vector<std::int32_t>& config, bool use_cache, nlohmann::json* log) const {
     PassContext ctx{ed, &calib_};
     const auto& menu = recipes();
     for (std::size_t l = 0; l < layers_.size() && l < config.size(); ++l) {
@@ -240,35 +421,39 @@ class Model final : public SearchModel {
       if (r < 0 || std::size_t(r) >= menu.size())
         throw KernelError("compress: configuration entry " + std::to_string(l) + " is " + std::to_string(r) +
                           ", not a recipe index in [0, " + std::to_string(menu.size()) + ")");
-      if (menu[std::size_t(r)].passes.empty()) continue;
-      for (PassSpec spec : parse_pass_list(menu[std::size_t(r)].passes)) {
-        std::string pattern = "^";
-        pattern += regex_escape(layers_[l]);
-        pattern += "($|\\.)";
-        spec.options["match"] = pattern;
-        try {
-          run_pass(ctx, spec);
-        } catch (const std::exception& e) {
-          throw std::runtime_error("recipe " + menu[std::size_t(r)].name + " on layer '" + layers_[l] + "': " + e.what());
+      const Recipe& rec = menu[std::size_t(r)];
+      if (rec.passes.empty()) continue;
+      if (rec.table != table_[l])
+        throw std::runtime_error("recipe " + rec.name + " on layer '" + layers_[l] + "': it applies to " +
+                                 (rec.table ? "embedding tables" : "linear layers") + ", the layer is " +
+                                 (table_[l] ? "an embedding table" : "a linear"));
+      if (use_cache && shared_) {
+        const auto rep = replacement(l, r);
+        if (rep->replay) {
+          if (rep->tensors.empty()) continue;  // the recipe left the unit as it was
+          if (table_[l]) ed.replace_embedding(tab_[run].at(layers_[l]), rep->tensors, rep->args);
+          else ed.replace(lin_[run].at(layers_[l]), rep->tensors, rep->args);
+          continue;
         }
       }
+      run_recipe(ed, ctx, l, r);
     }
     if (log) *log = ctx.log;
   }
 
-  Evaluation evaluate(const std::vector<std::int32_t>& config, const std::string& scratch_dir) const override {
+  Evaluation evaluate(const std::vector<std::int32_t>& config, const std::string& scratch_dir, bool use_cache) const override {
     const std::vector<std::int32_t> key(config.begin(), config.begin() + std::ptrdiff_t(std::min(config.size(), layers_.size())));
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (auto it = memo_.find(key); it != memo_.end()) return it->second;  // measured before (by any co-method)
     }
-    Evaluation ev = measure(key, scratch_dir);
+    Evaluation ev = measure(key, use_cache, scratch_dir);
     std::lock_guard<std::mutex> lock(mu_);
     memo_.emplace(key, ev);
     return ev;
   }
 
-  Evaluation measure(const std::vector<std::int32_t>& config, const std::string& scratch_dir) const {
+  Evaluation measure(const std::vector<std::int32_t>& config, bool use_cache, const std::string& scratch_dir) const override {
     const auto t0 = Clock::now();
     Evaluation ev;
     double num = 0;
@@ -281,7 +466,7 @@ class Model final : public SearchModel {
     fs::create_directories(dir);
     for (std::size_t r = 0; r < dags_.size(); ++r) {
       ModelEditor ed(copy_dag(dags_[r]), inner_registry());
-      apply(ed, config, nullptr);
+      apply(ed, r, config, use_cache, nullptr);
       if (r == 0) ev.bytes = double(ed.weight_bytes());
       std::map<std::int32_t, const std::vector<std::byte>*> made;
       for (std::size_t d = dags_[r].data.size(); d < ed.dag().data.size(); ++d)
@@ -298,7 +483,15 @@ class Model final : public SearchModel {
     if (scratch_dir.empty()) fs::remove_all(dir);
     ev.error = ref_sq_ > 0 ? std::sqrt(num / ref_sq_) : std::sqrt(num);
     ev.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+    std::lock_guard<std::mutex> lock(cache_mu_);
+    ++stats_.runs;
+    stats_.run_seconds += ev.seconds;
     return ev;
+  }
+
+  CacheStats cache_stats() const override {
+    std::lock_guard<std::mutex> lock(cache_mu_);
+    return stats_;
   }
 
   void write(const std::vector<std::int32_t>& config, const std::string& out_xml,
@@ -307,7 +500,7 @@ class Model final : public SearchModel {
       if (fs::path(f).has_parent_path()) fs::create_directories(fs::path(f).parent_path());
     ModelEditor ed(copy_dag(dags_[0]), inner_registry());
     nlohmann::json log;
-    apply(ed, config, &log);
+    apply(ed, 0, config, false, &log);  // the passes themselves: their log names the formats
     std::string text;
     for (std::size_t l = 0; l < layers_.size(); ++l)
       text += (text.empty() ? "" : ",") + layers_[l] + "=" + recipes()[std::size_t(config[l])].name;
@@ -344,6 +537,16 @@ class Model final : public SearchModel {
   Calibration calib_;
   std::vector<std::string> layers_;
   std::vector<double> bytes_;
+  std::vector<bool> table_;
+  // each run's units, by name (the cache's results are replayed on every run's model)
+  std::map<std::string, WeightUse> lin0_;
+  std::map<std::string, ModelEditor::EmbeddingUse> tab0_;
+  std::vector<std::map<std::string, WeightUse>> lin_;
+  std::vector<std::map<std::string, ModelEditor::EmbeddingUse>> tab_;
+  bool shared_ = true;  // every run reads the same unit tensors: the cache applies
+  mutable std::mutex cache_mu_;
+  mutable std::map<std::pair<std::size_t, std::int32_t>, std::shared_future<std::shared_ptr<const Replacement>>> cache_;
+  mutable CacheStats stats_;
   mutable std::mutex mu_;
   std::vector<SearchPoint> points_;
   std::set<std::tuple<std::string, std::size_t, std::int32_t>> rejected_;
@@ -399,7 +602,7 @@ void search_step_cpu(KernelContext& ctx) {
   const TensorView& cv = ctx.port(kConfig);
   if (std::size_t(cv.cols) < L)
     throw KernelError("compress.search_step: config holds " + std::to_string(cv.cols) + " entries, the model has " +
-                      std::to_string(L) + " compressible linears (raise max_layers)");
+                      std::to_string(L) + " compressible units (linears and embedding tables; raise max_layers)");
   std::int32_t* cfg_p = ptr<std::int32_t>(cv);
   double* sens = ptr<double>(ctx.port(kSens));
   double& bytes = *ptr<double>(ctx.port(kBytes));
@@ -407,6 +610,7 @@ void search_step_cpu(KernelContext& ctx) {
   double& done = *ptr<double>(ctx.port(kDone));
   std::vector<std::int32_t> cfg(cfg_p, cfg_p + L);
   const std::string scratch = ctx.run_dir() + "/compress/scratch-" + st.name;
+  const bool cache = ctx.arg_bool("cache");
   auto flush = [&] {
     std::copy(cfg.begin(), cfg.end(), cfg_p);
     for (std::size_t l = L; l < std::size_t(cv.cols); ++l) cfg_p[l] = -1;
@@ -414,7 +618,7 @@ void search_step_cpu(KernelContext& ctx) {
     ctx.report("err", err);
   };
   if (bytes <= 0) {  // first call: measure the starting configuration
-    const Evaluation e = model->evaluate(cfg, scratch);
+    const Evaluation e = model->evaluate(cfg, scratch, cache);
     bytes = e.bytes, err = e.error;
     model->record({st.name, cfg, e.bytes, e.error, e.seconds, 0, e.error <= bound, "start"});
   }
@@ -425,10 +629,11 @@ void search_step_cpu(KernelContext& ctx) {
     const std::int32_t* g = ptr<std::int32_t>(gc);
     const double* gs = ptr<double>(ctx.port(kGSens));
     bool valid = gb > 0;
-    for (std::size_t l = 0; l < L && valid; ++l) valid = g[l] >= 0 && std::size_t(g[l]) < recipes().size();
+    for (std::size_t l = 0; l < L && valid; ++l)
+      valid = g[l] >= 0 && std::size_t(g[l]) < recipes().size() && (g[l] == 0 || recipes()[std::size_t(g[l])].table == model->is_table(l));
     if (valid && gb < bytes) {  // its error: measured again (the co-method that published it kept it under the bound)
       const std::vector<std::int32_t> gcfg(g, g + L);
-      const Evaluation ge = model->evaluate(gcfg, scratch);
+      const Evaluation ge = model->evaluate(gcfg, scratch, cache);
       if (ge.error > bound) throw KernelError("compress.search_step: a gathered configuration breaks the bound (different err_bound per co-method?)");
       cfg = gcfg;
       bytes = ge.bytes, err = ge.error;
@@ -437,15 +642,47 @@ void search_step_cpu(KernelContext& ctx) {
     for (std::size_t l = 0; l < L; ++l)
       if (!(sens[l] > 0) && gs[l] > 0) sens[l] = gs[l];  // unknown here: take the others' estimate
   }
-  // the most promising layer: unmeasured ones first (largest first), then the
-  // lowest error increase per byte saved
+  // 1. a lateral move (a unit another family compressed, to this family's recipe of
+  // as many bits, e.g. int8 -> gptq-int8): kept when the error drops at no more bytes
+  for (std::size_t l = 0; l < L; ++l) {
+    std::int32_t lat = lateral_recipe(st, cfg[l], model->is_table(l));
+    while (lat >= 0 && model->rejected(st.name, l, lat)) lat = lateral_recipe(st, cfg[l], model->is_table(l), lat);
+    if (lat < 0) continue;
+    std::vector<std::int32_t> trial = cfg;
+    trial[l] = lat;
+    Evaluation e;
+    bool ok = false;
+    std::string note = "lateral";
+    try {
+      e = model->evaluate(trial, scratch, cache);
+      ok = e.error < err && e.bytes <= bytes;
+    } catch (const std::exception& ex) {
+      note = ex.what();
+    }
+    model->record({st.name, trial, e.bytes, e.error, e.seconds, 0, e.bytes > 0 && e.error <= bound, note});
+    if (ok) {
+      cfg = trial;
+      bytes = e.bytes, err = e.error;
+    } else {
+      model->reject(st.name, l, lat);
+    }
+    done = 0;
+    ctx.report("layer", double(l));
+    ctx.report("lateral", ok ? 1 : 0);
+    ctx.report("accepted", ok ? 1 : 0);
+    flush();
+    return;
+  }
+  // 2. the most promising unit one recipe further: units not measured yet first
+  // (largest first; the step only measures them: a probe), then the lowest error
+  // increase per byte saved (so the accepted steps follow the cheapest error first)
   std::int64_t pick = -1;
   std::int32_t to = -1;
   for (std::size_t l = 0; l < L; ++l) {
-    // the family's next recipe for this layer, skipping those that failed here before
+    // the family's next recipe for this unit, skipping those that failed here before
     // (2:4 may break the bound where int8 does not)
-    std::int32_t nx = next_recipe(st, cfg[l]);
-    while (nx >= 0 && model->rejected(st.name, l, nx)) nx = next_recipe(st, nx);
+    std::int32_t nx = next_recipe(st, cfg[l], model->is_table(l));
+    while (nx >= 0 && model->rejected(st.name, l, nx)) nx = next_recipe(st, nx, model->is_table(l));
     if (nx < 0) continue;
     if (pick < 0) {
       pick = std::int64_t(l), to = nx;
@@ -464,11 +701,12 @@ void search_step_cpu(KernelContext& ctx) {
   }
   done = 0;
   const std::size_t l = std::size_t(pick);
+  const bool probe = !(sens[l] > 0);
   std::vector<std::int32_t> trial = cfg;
   trial[l] = to;
   Evaluation e;
   try {
-    e = model->evaluate(trial, scratch);
+    e = model->evaluate(trial, scratch, cache);  // after a probe of this very step: measured, not run again
   } catch (const std::exception& ex) {
     model->reject(st.name, l, to);
     model->record({st.name, trial, 0, 0, 0, 0, false, ex.what()});
@@ -481,16 +719,18 @@ void search_step_cpu(KernelContext& ctx) {
   sens[l] = std::max(e.error - err, 1e-12) / saved;
   // a recipe that saves nothing (a pass that left the layer as it was, e.g. groups of
   // 128 on a width of 96) is rejected like one that breaks the bound
-  const bool ok = e.error <= bound && e.bytes < bytes;
+  const bool fits = e.error <= bound && e.bytes < bytes;
   model->record({st.name, trial, e.bytes, e.error, e.seconds, 0, e.error <= bound,
-                 e.bytes < bytes ? "" : "no bytes saved"});
+                 e.bytes < bytes ? (probe ? "probe" : "") : "no bytes saved"});
+  const bool ok = fits && !probe;
   if (ok) {
     cfg = trial;
     bytes = e.bytes, err = e.error;
-  } else {
+  } else if (!fits) {
     model->reject(st.name, l, to);
   }
   ctx.report("layer", double(l));
+  ctx.report("probe", probe ? 1 : 0);
   ctx.report("accepted", ok ? 1 : 0);
   flush();
 }
@@ -513,7 +753,7 @@ void finish_cpu(KernelContext& ctx) {
   const TensorView& cv = ctx.port(0);
   if (std::size_t(cv.cols) < L)
     throw KernelError("compress.finish: config holds " + std::to_string(cv.cols) + " entries, the model has " +
-                      std::to_string(L) + " compressible linears");
+                      std::to_string(L) + " compressible units");
   const std::int32_t* c = ptr<std::int32_t>(cv);
   std::vector<std::int32_t> cfg(c, c + L);
   for (auto& r : cfg)
@@ -559,7 +799,13 @@ void finish_cpu(KernelContext& ctx) {
                       {"chosen", {{"config", point_json_config(cfg)}, {"bytes", e.bytes}, {"error", e.error}, {"from", from},
                                   {"workflow", dir + "/" + name + ".opt.xml"},
                                   {"weights", dir + "/" + name + ".opt.safetensors"}}}};
-  for (const auto& r : recipes()) j["recipes"].push_back({{"name", r.name}, {"passes", r.passes}});
+  for (const auto& r : recipes()) j["recipes"].push_back({{"name", r.name}, {"passes", r.passes}, {"table", r.table}});
+  {
+    const CacheStats cs = model->cache_stats();
+    j["cache"] = {{"hits", cs.hits}, {"misses", cs.misses}, {"uncacheable", cs.uncacheable}, {"recipe_seconds", cs.seconds}};
+    // configurations run (a memo hit is not) and their wall time, co-methods summed
+    j["evaluations"] = {{"runs", cs.runs}, {"seconds", cs.run_seconds}};
+  }
   for (const auto& p : front) j["front"].push_back(pj(p));
   nlohmann::json all = nlohmann::json::array();
   for (const auto& p : pts) all.push_back(pj(p));
@@ -592,7 +838,7 @@ std::shared_ptr<SearchModel> search_model(const std::string& workflow, const std
 
 void register_search_components(Registry& reg) {
   const std::vector<PortSpec> ports = {
-      {"config", Access::read_write, {DType::i32}, false, 1, "recipe index per compressible linear (extra entries: -1)"},
+      {"config", Access::read_write, {DType::i32}, false, 1, "recipe index per compressible unit: linears, then embedding tables (extra entries: -1)"},
       {"sensitivity", Access::read_write, {DType::f64}, false, 1, "error increase per byte saved of the last step tried per layer (0: unknown)"},
       {"bytes", Access::read_write, {DType::f64}, false, 1, "weight bytes of config (0: not measured yet)"},
       {"err", Access::read_write, {DType::f64}, false, 1, "relative output error of config"},
@@ -613,8 +859,10 @@ void register_search_components(Registry& reg) {
           "under err_bound";
   s.ports = ports;
   s.params = common;
-  s.params.push_back({"strategy", ParamType::string_, "", true, "a name or its index: 0 int8, 1 nm24-int8, 2 int4-g128, 3 gptq-int4, 4 obs50-int4"});
+  s.params.push_back({"strategy", ParamType::string_, "", true, "a name or its index: 0 int8, 1 nm24-int8, 2 int4-g128, 3 gptq (int8 then int4-g128), 4 obs50-int4"});
   s.params.push_back({"exchange", ParamType::bool_, "true", false, "use the gathered configuration and sensitivities"});
+  s.params.push_back({"cache", ParamType::bool_, "true", false,
+                      "reuse (unit, recipe) results; false: run every recipe's passes at each evaluation (to measure the cache)"});
   s.cpu = search_step_cpu;
   s.check = check_search;
   s.cost = [](const TaskShape&) { return Cost{}; };

@@ -15,9 +15,12 @@
 #
 # Environment: BOUND (relative output error bound, default 0.05), CALIB (calibration
 # sentences, default 8: every 100th line of sentences-1000.txt), STRATEGIES (indices:
-# 0 int8, 1 nm24-int8, 2 int4-g128, 3 gptq-int4, 4 obs50-int4; default "0 1 2 3"),
-# FETCH=0 (caches only; exit 77 when missing), OPENBLAS_CORETYPE (default SkylakeX),
-# KEEP=DIR (keep the run directories there).
+# 0 int8, 1 nm24-int8, 2 int4-g128, 3 gptq (GPTQ int8 then int4-g128), 4 obs50-int4;
+# default "0 1 2 3"), NOCACHE=S (also run strategy S alone with cache=false, the
+# passes at every evaluation as before the (unit, recipe) cache, to compare
+# evaluations/s; default 3, empty: skip), FETCH=0 (caches only; exit 77 when
+# missing), OPENBLAS_CORETYPE (default SkylakeX), KEEP=DIR (keep the run
+# directories there).
 #
 # Measured (docs/BENCHMARKS.md, "United compression search"): CALIB=4, STRATEGIES="0 2 3",
 # BOUND=0.05, T=75 on 2 loaded cores: int8 alone 13,191,236 bytes (error 0.0288), gptq-int4
@@ -71,24 +74,26 @@ PY
 tokens=$(grep -c . "$work/calib.txt")
 echo "USE-lite, $tokens calibration sentences, error bound $bound (relative L2 of the embeddings), budget ${T} s per run, OPENBLAS_CORETYPE=$OPENBLAS_CORETYPE, $(nproc) cores"
 
-run() {  # NAME STRATEGY-LIST
+run() {  # NAME STRATEGY-LIST [CACHE]
   local t0 t1
   t0=$(date +%s.%N)
   "$y" run workflows/unite/compress.xml --set model=workflows/models/use_lite.xml --set "sets=$sets" \
-    --set budget="$T" --set err_bound="$bound" --set strategies="$2" --set max_layers=64 --quiet \
+    --set budget="$T" --set err_bound="$bound" --set strategies="$2" --set max_layers=64 --set cache="${3:-true}" --quiet \
     --out "$work/$1" >"$work/$1.log" 2>&1 || { cat "$work/$1.log"; exit 1; }
   t1=$(date +%s.%N)
   echo "$1 $("$py" -c "print(f'{$t1 - $t0:.1f}')")" >>"$work/walls.txt"
 }
 : >"$work/walls.txt"
 singles=""
+nocache=${NOCACHE-3}
+[ -z "$nocache" ] || run "nocache$nocache" "$nocache" false
 for s in $strategies; do run "alone$s" "$s"; singles="$singles alone$s"; done
 run united "$(echo $strategies | tr ' ' ',')"
 
-"$py" - "$work" "$singles" <<'PY'
+"$py" - "$work" "$singles" "$nocache" <<'PY'
 import json, sys
-work, singles = sys.argv[1], sys.argv[2].split()
-names = ["int8", "nm24-int8", "int4-g128", "gptq-int4", "obs50-int4"]
+work, singles, nocache = sys.argv[1], sys.argv[2].split(), sys.argv[3]
+names = ["int8", "nm24-int8", "int4-g128", "gptq", "obs50-int4"]
 walls = dict(l.split() for l in open(work + "/walls.txt"))
 def load(n):
     return json.load(open("%s/%s/compress/pareto.json" % (work, n)))
@@ -100,11 +105,25 @@ for n in singles + ["united"]:
     pts = [q for q in p["all_points"] if q["bytes"] > 0]
     f32 = f32 or [q for q in pts if set(q["config"].split(",")) == {"f32"}][0]["bytes"]
     label = names[int(n[5:])] + " alone" if n != "united" else "united"
-    rows.append((n, label, c["bytes"], c["error"], len(pts), float(walls[n]), c["config"], p))
-print("| run | weight bytes | x smaller | error | configurations measured | wall s | chosen (per linear) |")
-print("|---|---:|---:|---:|---:|---:|---|")
-for n, label, b, e, k, w, cfg, _ in rows:
-    print("| %s | %d | %.2fx | %.4f | %d | %.1f | %s |" % (label, b, f32 / b, e, k, w, cfg))
+    rows.append((n, label, c["bytes"], c["error"], p["evaluations"]["runs"], float(walls[n]), c["config"], p))
+print("| run | weight bytes | x smaller | error | configurations run | run/s | (unit, recipe) hits/misses | wall s | chosen (linears, then table) |")
+print("|---|---:|---:|---:|---:|---:|---:|---:|---|")
+for n, label, b, e, k, w, cfg, p in rows:
+    print("| %s | %d | %.2fx | %.4f | %d | %.2f | %d/%d | %.1f | %s |" % (label, b, f32 / b, e, k, k / w, p["cache"]["hits"], p["cache"]["misses"], w, cfg))
+if nocache:
+    a = load("nocache" + nocache)
+    b = [r for r in rows if r[0] == "alone" + nocache]
+    ka = a["evaluations"]["runs"]
+    wa = float(walls["nocache" + nocache])
+    print()
+    print("%s alone without the (unit, recipe) cache: %d configurations run in %.1f s (%.3f/s), %.2f s each; bytes %d, error %.4f" %
+          (names[int(nocache)], ka, wa, ka / wa, a["evaluations"]["seconds"] / max(ka, 1), a["chosen"]["bytes"], a["chosen"]["error"]))
+    if b:
+        p = b[0][7]
+        kb = p["evaluations"]["runs"]
+        print("%s alone with it: %d configurations run in %.1f s (%.3f/s), %.2f s each (of which %.1f s computing %d (unit, recipe) results, once each): %.1fx the evaluations/s" %
+              (names[int(nocache)], kb, b[0][5], kb / b[0][5], p["evaluations"]["seconds"] / max(kb, 1), p["cache"]["recipe_seconds"],
+               p["cache"]["misses"], (kb / b[0][5]) / (ka / wa)))
 best = min((r for r in rows if r[0] != "united"), key=lambda r: (r[2], r[3]))
 u = rows[-1]
 print()

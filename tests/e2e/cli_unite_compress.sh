@@ -18,7 +18,7 @@ M=(batch=2 seq=16 layers=2 width=128 heads=4 ffn=384 vocab=512 context=64 tile_n
 sets="weights=$tmp/g.safetensors ids=$tmp/ids.npy ${M[*]}"
 args=(--set model=workflows/models/gpt2.xml --set "sets=$sets" --set budget=20 --set err_bound=0.03
       --set strategies=0,3,1 --set max_layers=16 --quiet)
-expect_rc 0 "united search (int8, gptq-int4, nm24-int8)" -- "$bin" run "$wf" "${args[@]}" --out "$tmp/u"
+expect_rc 0 "united search (int8, gptq, nm24-int8)" -- "$bin" run "$wf" "${args[@]}" --out "$tmp/u"
 
 # the chosen weights with the original workflow, against the original weights
 gw=(workflows/models/gpt2.xml --set ids="$tmp/ids.npy")
@@ -48,6 +48,12 @@ allp = [q for q in p["all_points"] if q["bytes"] > 0]
 need(not any(q["bytes"] <= f["bytes"] and q["error"] < f["error"] or q["bytes"] < f["bytes"] and q["error"] <= f["error"]
              for f in front for q in allp), "no measured point dominates a front point")
 ch = p["chosen"]
+# (unit, recipe) results computed once and reused; the reported error (cached results)
+# is checked below against the weights the passes wrote, run by the original workflow
+c = p["cache"]
+need(c["hits"] > 0 and c["misses"] > 0 and c["uncacheable"] == 0, "cache %s" % c)
+need(c["misses"] <= len(p["layers"]) * len(p["recipes"]), "at most one miss per (unit, recipe): %s" % c)
+need(p["evaluations"]["runs"] >= 2, "evaluations %s" % p["evaluations"])
 need(ch["error"] <= 0.03, "chosen error %g within the bound" % ch["error"])
 f32 = [q for q in allp if set(q["config"].split(",")) == {"f32"}][0]["bytes"]
 need(ch["bytes"] < 0.5 * f32, "chosen bytes %d vs f32 %d" % (ch["bytes"], f32))
@@ -79,6 +85,6 @@ PY
 [ $? -eq 0 ] || fails=$((fails + 1))
 
 expect_rc 1 "unknown strategy" -- "$bin" check "$wf" --set strategies=0,7
-expect_in "compress.search_step: unknown strategy '7' (a name or an index: 0 int8, 1 nm24-int8, 2 int4-g128, 3 gptq-int4, 4 obs50-int4)" \
+expect_in "compress.search_step: unknown strategy '7' (a name or an index: 0 int8, 1 nm24-int8, 2 int4-g128, 3 gptq, 4 obs50-int4)" \
   "unknown strategy message"
 finish

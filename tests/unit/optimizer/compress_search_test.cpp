@@ -1,10 +1,13 @@
 // The united compression search (optimizer/src/compress_search.cpp) on the
 // tiny seeded GPT-2: recipe ladders, the Pareto front against a brute-force
-// filter, evaluate() against the original workflow run on the written weights
-// file (another path: file I/O, the unchanged graph, a long-double error), the
-// search step's accept/reject/adopt logic and its check messages.
+// filter, evaluate() (cached (unit, recipe) results) against the original
+// workflow run on weights the passes wrote (another path: file I/O, the
+// unchanged graph, a long-double error), the cache against the passes run
+// afresh, the search step's probe/accept/reject/adopt/lateral logic and its
+// check messages.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -114,8 +117,8 @@ struct State {
 };
 
 std::vector<ArgValue> step_args(const std::string& strategy, double bound, bool exchange) {
-  // order of the ParamSpecs: model, sets, err_bound, strategy, exchange
-  return {{0, kModel}, {0, tiny().sets}, {bound, ""}, {0, strategy}, {exchange ? 1.0 : 0.0, ""}};
+  // order of the ParamSpecs: model, sets, err_bound, strategy, exchange, cache
+  return {{0, kModel}, {0, tiny().sets}, {bound, ""}, {0, strategy}, {exchange ? 1.0 : 0.0, ""}, {1.0, "true"}};
 }
 
 struct Fixture : ::testing::Test {
@@ -133,6 +136,12 @@ struct Fixture : ::testing::Test {
 };
 
 /// Bytes of a layer under a recipe, from the formats' definitions.
+std::int32_t idx(const std::string& n) {
+  for (std::size_t i = 0; i < opt::recipes().size(); ++i)
+    if (opt::recipes()[i].name == n) return std::int32_t(i);
+  throw std::logic_error("no recipe " + n);
+}
+
 double recipe_bytes(const std::string& recipe, double n, double k) {
   if (recipe == "f32") return 4 * n * k;
   if (recipe == "int8") return n * k + 4 * n;  // codes + one f32 scale per output channel
@@ -144,11 +153,6 @@ double recipe_bytes(const std::string& recipe, double n, double k) {
 TEST(CompressRecipes, LaddersFollowNominalBits) {
   const auto* s = opt::find_strategy("nm24-int8");
   ASSERT_NE(s, nullptr);
-  auto idx = [](const std::string& n) {
-    for (std::size_t i = 0; i < opt::recipes().size(); ++i)
-      if (opt::recipes()[i].name == n) return std::int32_t(i);
-    return std::int32_t(-1);
-  };
   EXPECT_EQ(opt::next_recipe(*s, idx("f32")), idx("nm24"));
   EXPECT_EQ(opt::next_recipe(*s, idx("nm24")), idx("int8"));
   EXPECT_EQ(opt::next_recipe(*s, idx("int8")), -1);
@@ -158,6 +162,26 @@ TEST(CompressRecipes, LaddersFollowNominalBits) {
   EXPECT_EQ(opt::find_strategy("int9"), nullptr);
   EXPECT_EQ(opt::find_strategy("2"), opt::find_strategy("int4-g128"));
   EXPECT_EQ(opt::find_strategy("5"), nullptr);
+  // GPTQ: per-channel int8 first, then int4 in groups of 128
+  const auto& g = *opt::find_strategy("gptq");
+  EXPECT_EQ(opt::find_strategy("3"), &g);
+  EXPECT_EQ(opt::next_recipe(g, idx("f32")), idx("gptq-int8"));
+  EXPECT_EQ(opt::next_recipe(g, idx("gptq-int8")), idx("gptq-int4-g128"));
+  EXPECT_EQ(opt::next_recipe(g, idx("int8")), idx("gptq-int4-g128"));
+  // tables: only table recipes, the family's own
+  EXPECT_EQ(opt::next_recipe(*opt::find_strategy("int8"), idx("f32"), true), idx("emb-int8"));
+  EXPECT_EQ(opt::next_recipe(*opt::find_strategy("int8"), idx("emb-int8"), true), -1);
+  EXPECT_EQ(opt::next_recipe(*opt::find_strategy("int4-g128"), idx("f32"), true), idx("emb-int4-g32a"));
+  EXPECT_EQ(opt::next_recipe(g, idx("f32"), true), idx("emb-int8"));
+  EXPECT_EQ(opt::next_recipe(g, idx("emb-int8"), true), idx("emb-int4-g32a"));
+  for (std::int32_t r : g.family) EXPECT_EQ(opt::recipes()[std::size_t(r)].table, r == idx("emb-int8") || r == idx("emb-int4-g32a"));
+  // lateral: as many bits, another recipe of the family
+  EXPECT_EQ(opt::lateral_recipe(g, idx("int8")), idx("gptq-int8"));
+  EXPECT_EQ(opt::lateral_recipe(*opt::find_strategy("int8"), idx("gptq-int8")), idx("int8"));
+  EXPECT_EQ(opt::lateral_recipe(*opt::find_strategy("int8"), idx("int8")), -1);
+  EXPECT_EQ(opt::lateral_recipe(*opt::find_strategy("int4-g128"), idx("int8")), -1);
+  EXPECT_EQ(opt::lateral_recipe(g, idx("int8"), false, idx("gptq-int8")), -1);  // none after it
+  EXPECT_EQ(opt::lateral_recipe(g, idx("f32")), -1);
 }
 
 TEST(CompressRecipes, ParetoFrontMatchesBruteForce) {
@@ -183,12 +207,16 @@ TEST(CompressRecipes, ParetoFrontMatchesBruteForce) {
 TEST_F(Fixture, EvaluateMatchesTheOriginalWorkflowOnTheWrittenWeights) {
   auto m = opt::search_model(kModel, tiny().sets);
   const std::size_t L = m->layers().size();
-  ASSERT_EQ(L, 8u);  // 2 layers x (c_attn, attn c_proj, c_fc, mlp c_proj)
+  // 2 layers x (c_attn, attn c_proj, c_fc, mlp c_proj), then the embedding tables
+  ASSERT_GT(L, 8u);
+  for (std::size_t l = 0; l < L; ++l) EXPECT_EQ(m->is_table(l), l >= 8) << m->layers()[l];
+  EXPECT_EQ(m->layers()[8], "wte.weight");
   const opt::Evaluation base = m->evaluate(std::vector<std::int32_t>(L, 0));
   EXPECT_EQ(base.error, 0.0);
-  // layers 0 and 2 int8, layer 3 int4-g128 (k = 384), the rest f32
+  // layers 0 and 2 int8, layer 3 int4-g128 (k = 384), layer 5 GPTQ int8, the table
+  // wte (tied to the logits' linear) int8 per row, the rest f32
   std::vector<std::int32_t> cfg(L, 0);
-  cfg[0] = 2, cfg[2] = 2, cfg[3] = 3;
+  cfg[0] = 2, cfg[2] = 2, cfg[3] = 3, cfg[5] = idx("gptq-int8"), cfg[8] = idx("emb-int8");
   const opt::Evaluation e = m->evaluate(cfg);
   EXPECT_GT(e.error, 1e-5);
   EXPECT_LT(e.error, 0.2);
@@ -239,17 +267,97 @@ TEST_F(Fixture, EvaluateMatchesTheOriginalWorkflowOnTheWrittenWeights) {
   EXPECT_NEAR(e.error, double(std::sqrt(num / den)), 1e-6 + 1e-4 * e.error);
 }
 
-TEST_F(Fixture, StepAcceptsWithinTheBoundRejectsBeyondAndStops) {
-  const std::size_t L = opt::search_model(kModel, tiny().sets)->layers().size();
-  // a loose bound: int8 everywhere, one layer per step, then done
+TEST_F(Fixture, CacheHitsGiveTheSameModelAsThePassesRunAfresh) {
+  auto m = opt::search_model(kModel, tiny().sets);
+  const std::size_t L = m->layers().size();
+  // every kind of recipe: 2:4, int8, GPTQ int8 and int4 (k = 384 splits into groups
+  // of 128), OBS + int4, and both table recipes (wte is tied to the logits' linear)
+  std::vector<std::int32_t> cfg(L, 0);
+  cfg[0] = idx("nm24"), cfg[1] = idx("int8"), cfg[2] = idx("gptq-int8"), cfg[3] = idx("gptq-int4-g128");
+  cfg[7] = idx("obs50-int4-g128"), cfg[8] = idx("emb-int4-g32a");
+  if (L > 9) cfg[9] = idx("emb-int8");
+  const std::size_t used = std::size_t(std::count_if(cfg.begin(), cfg.end(), [](std::int32_t r) { return r != 0; }));
+  const opt::CacheStats before = m->cache_stats();
+  const opt::Evaluation fresh = m->measure(cfg, false);
+  const opt::CacheStats mid = m->cache_stats();
+  EXPECT_EQ(mid.misses, before.misses);  // the passes themselves, no cache
+  EXPECT_EQ(mid.hits, before.hits);
+  const opt::Evaluation first = m->measure(cfg, true);   // computes the (unit, recipe) results it lacks
+  const opt::Evaluation again = m->measure(cfg, true);   // every one a hit now
+  const opt::CacheStats after = m->cache_stats();
+  EXPECT_EQ(after.uncacheable, 0);
+  EXPECT_EQ(std::size_t(after.hits - mid.hits + after.misses - mid.misses), 2 * used * 1);  // one calibration run
+  EXPECT_GE(std::size_t(after.hits - mid.hits), used);
+  // identical tensors: the same bytes and bit for bit the same outputs
+  EXPECT_GT(fresh.error, 1e-4);
+  EXPECT_EQ(first.bytes, fresh.bytes);
+  EXPECT_EQ(first.error, fresh.error);
+  EXPECT_EQ(again.bytes, fresh.bytes);
+  EXPECT_EQ(again.error, fresh.error);
+  // one unit at a time too: each (unit, recipe) alone, cached vs afresh
+  const double f32 = m->evaluate(std::vector<std::int32_t>(L, 0)).bytes;
+  for (std::size_t l = 0; l < L; ++l) {
+    if (cfg[l] == 0) continue;
+    std::vector<std::int32_t> one(L, 0);
+    one[l] = cfg[l];
+    const opt::Evaluation a = m->measure(one, false), b = m->measure(one, true);
+    EXPECT_EQ(a.bytes, b.bytes) << m->layers()[l];
+    EXPECT_EQ(a.error, b.error) << m->layers()[l];
+    EXPECT_LT(b.bytes, f32) << m->layers()[l];
+  }
+  // a recipe of the other kind is an error naming both
+  std::vector<std::int32_t> bad(L, 0);
+  bad[0] = idx("emb-int8");
+  try {
+    m->evaluate(bad);
+    ADD_FAILURE() << "no error";
+  } catch (const std::exception& e) {
+    EXPECT_EQ(std::string(e.what()), "recipe emb-int8 on layer '" + m->layers()[0] +
+                                         "': it applies to embedding tables, the layer is a linear");
+  }
+  bad[0] = 0, bad[8] = idx("int8");
+  try {
+    m->evaluate(bad);
+    ADD_FAILURE() << "no error";
+  } catch (const std::exception& e) {
+    EXPECT_EQ(std::string(e.what()), "recipe int8 on layer 'wte.weight': it applies to linear layers, the layer is an embedding table");
+  }
+}
+
+/// The configuration `strategy` compresses every unit to with its family's last recipe.
+std::vector<std::int32_t> all_at(const opt::SearchModel& m, std::int32_t linear, std::int32_t table) {
+  std::vector<std::int32_t> c(m.layers().size());
+  for (std::size_t l = 0; l < c.size(); ++l) c[l] = m.is_table(l) ? table : linear;
+  return c;
+}
+
+TEST_F(Fixture, StepProbesAcceptsWithinTheBoundRejectsBeyondAndStops) {
+  auto m = opt::search_model(kModel, tiny().sets);
+  const std::size_t L = m->layers().size();
+  // a loose bound: int8 everywhere (emb-int8 on the tables), each unit first probed
+  // (measured, not taken), then taken one per step, then done
   State s(L + 3);
-  for (std::size_t i = 0; i < L + 1; ++i) step(s, "int8", 0.5, false);
-  for (std::size_t l = 0; l < L; ++l) EXPECT_EQ(s.cfg[l], 2) << l;
+  std::map<std::string, double> r;
+  std::size_t probes = 0, accepts = 0, steps = 0;
+  while (s.done[0] != 1.0 && steps < 4 * L) {
+    const std::vector<std::int32_t> before(s.cfg.begin(), s.cfg.begin() + std::ptrdiff_t(L));
+    r = step(s, "int8", 0.5, false);
+    ++steps;
+    if (r.count("probe") && r.at("probe") == 1.0) {
+      ++probes;
+      EXPECT_EQ(r.at("accepted"), 0.0);
+      EXPECT_TRUE(std::equal(before.begin(), before.end(), s.cfg.begin()));  // a probe changes nothing
+    }
+    if (r.count("accepted") && r.at("accepted") == 1.0) ++accepts;
+  }
+  EXPECT_EQ(probes, L);
+  EXPECT_EQ(accepts, L);
+  const auto want = all_at(*m, idx("int8"), idx("emb-int8"));
+  for (std::size_t l = 0; l < L; ++l) EXPECT_EQ(s.cfg[l], want[l]) << l;
   for (std::size_t l = L; l < L + 3; ++l) EXPECT_EQ(s.cfg[l], -1);
-  auto r = step(s, "int8", 0.5, false);
   EXPECT_EQ(s.done[0], 1.0);
   EXPECT_EQ(r.at("done"), 1.0);
-  const opt::Evaluation all8 = opt::search_model(kModel, tiny().sets)->evaluate(std::vector<std::int32_t>(L, 2));
+  const opt::Evaluation all8 = m->evaluate(want);
   EXPECT_EQ(s.bytes[0], all8.bytes);
   EXPECT_NEAR(s.err[0], all8.error, 1e-12);
   for (std::size_t l = 0; l < L; ++l) EXPECT_GT(s.sens[l], 0.0);
@@ -266,41 +374,119 @@ TEST_F(Fixture, StepAcceptsWithinTheBoundRejectsBeyondAndStops) {
   EXPECT_EQ(t.err[0], 0.0);
 }
 
+TEST_F(Fixture, StepTakesTheLowestErrorPerByteFirst) {
+  auto m = opt::search_model(kModel, tiny().sets);
+  const std::size_t L = m->layers().size();
+  State s(L);
+  std::map<std::string, double> r;
+  for (std::size_t i = 0; i < 4 * L && !(r.count("accepted") && r.at("accepted") == 1.0); ++i) r = step(s, "int4-g128", 0.5, false);
+  ASSERT_EQ(r.at("accepted"), 1.0);
+  // the unit taken has the lowest error increase per byte saved of every unit's
+  // recipe measured alone (all probes start from f32), within the bound
+  const std::size_t taken = std::size_t(r.at("layer"));
+  std::vector<std::int32_t> one(L, 0);
+  one[taken] = s.cfg[taken];
+  const opt::Evaluation e1 = m->evaluate(one), base = m->evaluate(std::vector<std::int32_t>(L, 0));
+  const double eff = e1.error / (base.bytes - e1.bytes);
+  for (std::size_t l = 0; l < L; ++l) {
+    if (l == taken) continue;
+    std::vector<std::int32_t> o(L, 0);
+    o[l] = m->is_table(l) ? idx("emb-int4-g32a") : idx("int4-g128");
+    opt::Evaluation e;
+    try {
+      e = m->evaluate(o);
+    } catch (const std::exception&) {
+      continue;
+    }
+    if (e.bytes < base.bytes && e.error <= 0.5) {
+      EXPECT_LE(eff, e.error / (base.bytes - e.bytes) * (1 + 1e-9)) << m->layers()[l];
+    }
+  }
+}
+
 TEST_F(Fixture, ALayersLadderSkipsARecipeRejectedThere) {
   auto m = opt::search_model(kModel, tiny().sets);
   const std::size_t L = m->layers().size();
   // nm24 (index 1) rejected on every layer: nm24-int8 goes from f32 straight to int8 (2)
   for (std::size_t l = 0; l < L; ++l) m->reject("nm24-int8", l, 1);
   State s(L);
-  auto r = step(s, "nm24-int8", 0.5, false);
+  std::map<std::string, double> r;
+  for (std::size_t i = 0; i < 2 * L && !(r.count("accepted") && r.at("accepted") == 1.0); ++i) {
+    r = step(s, "nm24-int8", 0.5, false);
+    ASSERT_EQ(s.cfg[std::size_t(r.at("layer"))] == 1, false);
+  }
   EXPECT_EQ(r.at("accepted"), 1.0);
   const std::size_t l = std::size_t(r.at("layer"));
-  for (std::size_t i = 0; i < L; ++i) EXPECT_EQ(s.cfg[i], i == l ? 2 : 0) << i;
+  for (std::size_t i = 0; i < L; ++i) EXPECT_EQ(s.cfg[i], i == l ? (m->is_table(i) ? idx("emb-int8") : 2) : 0) << i;
 }
 
 TEST_F(Fixture, StepAdoptsASmallerGatheredConfigurationOnlyWithExchange) {
-  const std::size_t L = opt::search_model(kModel, tiny().sets)->layers().size();
+  auto m = opt::search_model(kModel, tiny().sets);
+  const std::size_t L = m->layers().size();
   State s(L);
-  step(s, "int4-g128", 0.5, true);  // first step: measures f32, compresses one layer
+  step(s, "int4-g128", 0.5, true);  // first step: measures f32, probes one unit
   const double own = s.bytes[0];
-  // gathered: every layer int8 (smaller than one int4 layer here) within the bound
-  const opt::Evaluation g = opt::search_model(kModel, tiny().sets)->evaluate(std::vector<std::int32_t>(L, 2));
+  // gathered: every unit int8 (smaller than f32) within the bound
+  const auto g8 = all_at(*m, idx("int8"), idx("emb-int8"));
+  const opt::Evaluation g = m->evaluate(g8);
   ASSERT_LT(g.bytes, own);
   State off = s;
-  std::fill(s.gcfg.begin(), s.gcfg.end(), 2);
+  std::copy(g8.begin(), g8.end(), s.gcfg.begin());
   s.gbytes[0] = g.bytes;
   off.gcfg = s.gcfg, off.gbytes = s.gbytes;
   auto r = step(s, "int4-g128", 0.5, true, true);
   EXPECT_EQ(r.at("adopted"), 1.0);
-  // it went on from the gathered configuration: int8 everywhere but the layer it tried
-  std::size_t int8 = 0;
-  for (std::size_t l = 0; l < L; ++l) int8 += s.cfg[l] == 2;
-  EXPECT_GE(int8, L - 1);
-  EXPECT_LE(s.bytes[0], g.bytes);
+  // it went on from the gathered configuration (this step probed a unit: unchanged)
+  EXPECT_EQ(r.at("probe"), 1.0);
+  for (std::size_t l = 0; l < L; ++l) EXPECT_EQ(s.cfg[l], g8[l]) << l;
+  EXPECT_EQ(s.bytes[0], g.bytes);
+  EXPECT_EQ(s.err[0], g.error);
+  // a larger gathered configuration is not adopted
+  State big = s;
+  std::fill(big.gcfg.begin(), big.gcfg.end(), 0);
+  big.gbytes[0] = own;
+  r = step(big, "int4-g128", 0.5, true, true);
+  EXPECT_EQ(r.count("adopted"), 0u);
   // exchange=false: the gathered configuration is ignored
   r = step(off, "int4-g128", 0.5, false, true);
   EXPECT_EQ(r.count("adopted"), 0u);
-  for (std::size_t l = 0; l < L; ++l) EXPECT_NE(off.cfg[l], 2);
+  for (std::size_t l = 0; l < L; ++l) EXPECT_NE(off.cfg[l], g8[l]);
+}
+
+TEST_F(Fixture, LateralMoveIsKeptOnlyWhenTheErrorDrops) {
+  auto m = opt::search_model(kModel, tiny().sets);
+  const std::size_t L = m->layers().size();
+  // the GPTQ co-method holding int8 (RTN) everywhere, as if adopted from the int8 one
+  State s(L);
+  const auto g8 = all_at(*m, idx("int8"), idx("emb-int8"));
+  std::copy(g8.begin(), g8.end(), s.cfg.begin());
+  const opt::Evaluation e8 = m->evaluate(g8);
+  s.bytes[0] = e8.bytes, s.err[0] = e8.error;
+  std::size_t kept = 0;
+  for (std::size_t i = 0; i < 8; ++i) {
+    const std::vector<std::int32_t> before(s.cfg.begin(), s.cfg.end());
+    const double eb = s.err[0], bb = s.bytes[0];
+    auto r = step(s, "gptq", 0.5, false);
+    ASSERT_EQ(r.at("lateral"), r.at("accepted"));
+    const std::size_t l = std::size_t(r.at("layer"));
+    ASSERT_EQ(before[l], idx("int8"));
+    std::vector<std::int32_t> trial = before;
+    trial[l] = idx("gptq-int8");
+    const opt::Evaluation e = m->evaluate(trial);
+    if (r.at("accepted") == 1.0) {
+      ++kept;
+      EXPECT_EQ(s.cfg[l], idx("gptq-int8"));
+      EXPECT_LT(s.err[0], eb);
+      EXPECT_EQ(s.bytes[0], bb);
+      EXPECT_EQ(s.err[0], e.error);
+    } else {
+      EXPECT_EQ(s.cfg, before);
+      EXPECT_GE(e.error, eb);  // not kept: it did not lower the error
+      EXPECT_TRUE(m->rejected("gptq", l, idx("gptq-int8")));
+    }
+  }
+  // GPTQ int8 minimises each layer's output error on the calibration inputs it is measured on
+  EXPECT_GE(kept, 1u);
 }
 
 TEST_F(Fixture, CheckMessages) {
@@ -313,7 +499,7 @@ TEST_F(Fixture, CheckMessages) {
   EXPECT_EQ(check(s.views(false), "int8", 0.01), "");
   EXPECT_EQ(check(s.views(false), "int3", 0.01),
             "compress.search_step: unknown strategy 'int3' (a name or an index: 0 int8, 1 nm24-int8, 2 int4-g128, "
-            "3 gptq-int4, 4 obs50-int4)");
+            "3 gptq, 4 obs50-int4)");
   EXPECT_EQ(check(s.views(false), "2", 0.01), "");  // by index: int4-g128
   EXPECT_NE(check(s.views(false), "5", 0.01), "");
   EXPECT_EQ(check(s.views(false), "int8", 0), "compress.search_step: err_bound must be > 0");
@@ -331,6 +517,8 @@ TEST_F(Fixture, CheckMessages) {
     ADD_FAILURE() << "no error";
   } catch (const std::exception& e) {
     EXPECT_EQ(std::string(e.what()),
-              "compress.search_step: config holds 3 entries, the model has 8 compressible linears (raise max_layers)");
+              "compress.search_step: config holds 3 entries, the model has " +
+                  std::to_string(opt::search_model(kModel, tiny().sets)->layers().size()) +
+                  " compressible units (linears and embedding tables; raise max_layers)");
   }
 }

@@ -1,12 +1,19 @@
-// United compression search (issue 5): per-layer recipe configurations of a
-// model's linear layers, evaluated by running the compressed model in process.
+// United compression search (issue 5): per-unit recipe configurations of a
+// model's weights, evaluated by running the compressed model in process.
 //
-// A configuration is one recipe index per compressible linear (ModelEditor::
-// linear_weights order) into a menu shared by every strategy (recipes()). A
-// strategy owns a family of recipes; alone it only moves layers down its own
-// family, but inside a <unite> it adopts the smallest configuration any
-// co-method published (under the error bound) and goes on from there, so the
-// final configuration can mix families layer by layer.
+// A unit is a compressible linear (ModelEditor::linear_weights order) or an
+// embedding table (ModelEditor::embedding_tables, after the linears). A
+// configuration is one recipe index per unit into a menu shared by every
+// strategy (recipes(); a recipe applies to linears or to tables). A strategy
+// owns a family of recipes; alone it only moves units along its own family,
+// but inside a <unite> it adopts a smaller configuration any co-method
+// published (under the error bound) and goes on from there, so the final
+// configuration can mix families unit by unit.
+//
+// A unit's compressed tensors under a recipe depend only on the recipe, the
+// unit's weights and its calibration inputs (captured once on the original
+// model), so they are computed once per (unit, recipe) and cached, shared by
+// every co-method: an evaluation then costs the model's forward runs only.
 //
 //   ComponentRegistry reg;
 //   register_builtin_components(reg);
@@ -15,6 +22,7 @@
 //   // or directly, without a workflow:
 //   auto m = opt::search_model("workflows/models/gpt2.xml", "weights=g.safetensors layers=2");
 //   opt::Evaluation e = m->evaluate({2, 0, 4, 0});   // bytes, relative output error, seconds
+//   m->cache_stats().hits;                            // (unit, recipe) results reused
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -25,14 +33,15 @@
 
 namespace ymlopt::opt {
 
-/// One entry of the recipe menu: a pass list applied to a single layer.
+/// One entry of the recipe menu: a pass list applied to a single unit.
 struct Recipe {
   std::string name;    // "int8"
   std::string passes;  // "quant.int8" (parse_pass_list syntax, without match=)
   double bits = 32;    // nominal bits per weight, orders the recipes of a family
+  bool table = false;  // applies to embedding tables (quant.embedding), else to linears
 };
 
-/// The menu (index 0 = keep f32). Indices are what configurations hold.
+/// The menu (index 0 = keep f32, for both kinds). Indices are what configurations hold.
 const std::vector<Recipe>& recipes();
 
 /// A strategy: its name and its family (menu indices, most to least bytes).
@@ -46,9 +55,15 @@ const Strategy* find_strategy(const std::string& name);
 /// "0 int8, 1 nm24-int8, ..." (for messages).
 std::string strategy_names();
 
-/// The next, more compressed recipe of `s` for a layer now at recipe `current`:
-/// the family member with the most bits below current's; -1 when none.
-std::int32_t next_recipe(const Strategy& s, std::int32_t current);
+/// The next, more compressed recipe of `s` for a unit now at recipe `current`:
+/// the family member of the unit's kind (`table`) with the most bits below
+/// current's (the first in family order on a tie); -1 when none.
+///   next_recipe(*find_strategy("gptq"), 0)  // gptq-int8, then gptq-int4-g128
+std::int32_t next_recipe(const Strategy& s, std::int32_t current, bool table = false);
+/// A recipe of `s` with as many bits as `current` but another name (int8 -> gptq-int8:
+/// same bytes, maybe less error), the first in family order after `after` (-1: from
+/// the start); -1 when none.
+std::int32_t lateral_recipe(const Strategy& s, std::int32_t current, bool table = false, std::int32_t after = -1);
 
 /// Result of running one configuration.
 struct Evaluation {
@@ -66,19 +81,38 @@ struct SearchPoint {
   std::string note;  // why a recipe could not be applied, if so
 };
 
+/// Reuse of (unit, recipe) results: computed once (misses, taking `seconds`),
+/// reused by later evaluations (hits); `uncacheable`: results a recipe made by
+/// changing more than its unit's bindings (applied by the passes each time).
+/// `runs`, `run_seconds`: configurations measured (memo misses) and their wall time.
+struct CacheStats {
+  std::int64_t hits = 0, misses = 0, uncacheable = 0, runs = 0;
+  double seconds = 0, run_seconds = 0;
+};
+
 /// A model prepared for the search: compiled calibration runs, their
 /// reference outputs and linear-layer inputs. Thread-safe.
 class SearchModel {
  public:
   virtual ~SearchModel() = default;
-  /// Names of the compressible linears (configuration order).
+  /// Names of the units: compressible linears, then embedding tables (configuration order).
   virtual const std::vector<std::string>& layers() const = 0;
-  /// Bytes of each layer's original weight.
+  /// Bytes of each unit's original weight.
   virtual const std::vector<double>& layer_bytes() const = 0;
-  /// Applies the configuration with the optimizer's passes and runs every
-  /// calibration run (sequential executor). Throws when a recipe cannot be
-  /// applied to a layer (the message names both).
-  virtual Evaluation evaluate(const std::vector<std::int32_t>& config, const std::string& scratch_dir = "") const = 0;
+  /// Is unit `l` an embedding table (table recipes) rather than a linear?
+  virtual bool is_table(std::size_t l) const = 0;
+  /// Applies the configuration (cached (unit, recipe) results, computed with the
+  /// optimizer's passes on first use) and runs every calibration run (sequential
+  /// executor); a configuration measured before (by anyone) is not run again.
+  /// Throws when a recipe cannot be applied to a unit (the message names both).
+  /// `use_cache` false: measured (when new) with the passes run afresh, as measure(config, false).
+  virtual Evaluation evaluate(const std::vector<std::int32_t>& config, const std::string& scratch_dir = "",
+                              bool use_cache = true) const = 0;
+  /// The same, always run, with (`use_cache`) or without the (unit, recipe) cache:
+  /// without it every recipe's passes run again on every calibration run's model.
+  virtual Evaluation measure(const std::vector<std::int32_t>& config, bool use_cache,
+                             const std::string& scratch_dir = "") const = 0;
+  virtual CacheStats cache_stats() const = 0;
   /// Writes the configuration's compressed weights (complete, with
   /// ymlopt.format metadata) and rewritten workflow, as `ymlopt optimize` does.
   virtual void write(const std::vector<std::int32_t>& config, const std::string& out_xml,
