@@ -360,7 +360,7 @@ TEST_F(Fixture, StepProbesAcceptsWithinTheBoundRejectsBeyondAndStops) {
   const opt::Evaluation all8 = m->evaluate(want);
   EXPECT_EQ(s.bytes[0], all8.bytes);
   EXPECT_NEAR(s.err[0], all8.error, 1e-12);
-  for (std::size_t l = 0; l < L; ++l) EXPECT_GT(s.sens[l], 0.0);
+  for (std::size_t l = 0; l < L; ++l) EXPECT_EQ(s.sens[l], -1.0);  // taken: the next recipe not measured
 
   // a bound below any quantization error: every step is rejected, the config stays f32
   State t(L);
@@ -420,37 +420,52 @@ TEST_F(Fixture, ALayersLadderSkipsARecipeRejectedThere) {
   for (std::size_t i = 0; i < L; ++i) EXPECT_EQ(s.cfg[i], i == l ? (m->is_table(i) ? idx("emb-int8") : 2) : 0) << i;
 }
 
-TEST_F(Fixture, StepAdoptsASmallerGatheredConfigurationOnlyWithExchange) {
+TEST_F(Fixture, StepAdoptsADominatingGatheredConfigurationOnlyWithExchange) {
   auto m = opt::search_model(kModel, tiny().sets);
   const std::size_t L = m->layers().size();
-  State s(L);
-  step(s, "int4-g128", 0.5, true);  // first step: measures f32, probes one unit
-  const double own = s.bytes[0];
-  // gathered: every unit int8 (smaller than f32) within the bound
-  const auto g8 = all_at(*m, idx("int8"), idx("emb-int8"));
-  const opt::Evaluation g = m->evaluate(g8);
-  ASSERT_LT(g.bytes, own);
-  State off = s;
-  std::copy(g8.begin(), g8.end(), s.gcfg.begin());
-  s.gbytes[0] = g.bytes;
-  off.gcfg = s.gcfg, off.gbytes = s.gbytes;
+  // own: int4 RTN on layer 3 (k = 384); gathered: GPTQ int4 there, as many bytes, less error
+  std::vector<std::int32_t> own(L, 0), gptq(L, 0);
+  own[3] = idx("int4-g128"), gptq[3] = idx("gptq-int4-g128");
+  const opt::Evaluation eo = m->evaluate(own), eg = m->evaluate(gptq);
+  ASSERT_EQ(eg.bytes, eo.bytes);
+  ASSERT_LT(eg.error, eo.error);
+  auto state = [&](const std::vector<std::int32_t>& gathered, double gbytes) {
+    State s(L);
+    std::copy(own.begin(), own.end(), s.cfg.begin());
+    s.bytes[0] = eo.bytes, s.err[0] = eo.error;
+    std::copy(gathered.begin(), gathered.end(), s.gcfg.begin());
+    s.gbytes[0] = gbytes;
+    return s;
+  };
+  State s = state(gptq, eg.bytes);
   auto r = step(s, "int4-g128", 0.5, true, true);
   EXPECT_EQ(r.at("adopted"), 1.0);
-  // it went on from the gathered configuration (this step probed a unit: unchanged)
-  EXPECT_EQ(r.at("probe"), 1.0);
-  for (std::size_t l = 0; l < L; ++l) EXPECT_EQ(s.cfg[l], g8[l]) << l;
-  EXPECT_EQ(s.bytes[0], g.bytes);
-  EXPECT_EQ(s.err[0], g.error);
-  // a larger gathered configuration is not adopted
-  State big = s;
-  std::fill(big.gcfg.begin(), big.gcfg.end(), 0);
-  big.gbytes[0] = own;
-  r = step(big, "int4-g128", 0.5, true, true);
+  // this step then tried int4 RTN back on layer 3 (a lateral move: as many bits) and
+  // did not keep it (the error would rise): the gathered configuration stays
+  EXPECT_EQ(r.at("lateral"), 0.0);
+  EXPECT_EQ(r.at("layer"), 3.0);
+  for (std::size_t l = 0; l < L; ++l) EXPECT_EQ(s.cfg[l], gptq[l]) << l;
+  EXPECT_EQ(s.bytes[0], eg.bytes);
+  EXPECT_EQ(s.err[0], eg.error);
+  // smaller but of more error (its own plus int8 on layer 0): not adopted
+  std::vector<std::int32_t> g8 = own;
+  g8[0] = idx("int8");
+  const opt::Evaluation e8 = m->evaluate(g8);
+  ASSERT_LT(e8.bytes, eo.bytes);
+  ASSERT_GT(e8.error, eo.error);
+  State t = state(g8, e8.bytes);
+  r = step(t, "int4-g128", 0.5, true, true);
   EXPECT_EQ(r.count("adopted"), 0u);
-  // exchange=false: the gathered configuration is ignored
+  EXPECT_EQ(t.cfg[3], own[3]);
+  // larger (f32 everywhere, no error): not adopted
+  State u = state(std::vector<std::int32_t>(L, 0), m->evaluate(std::vector<std::int32_t>(L, 0)).bytes);
+  r = step(u, "int4-g128", 0.5, true, true);
+  EXPECT_EQ(r.count("adopted"), 0u);
+  // exchange=false: even a dominating one is ignored
+  State off = state(gptq, eg.bytes);
   r = step(off, "int4-g128", 0.5, false, true);
   EXPECT_EQ(r.count("adopted"), 0u);
-  for (std::size_t l = 0; l < L; ++l) EXPECT_NE(off.cfg[l], g8[l]);
+  EXPECT_EQ(off.cfg[3], own[3]);
 }
 
 TEST_F(Fixture, LateralMoveIsKeptOnlyWhenTheErrorDrops) {
