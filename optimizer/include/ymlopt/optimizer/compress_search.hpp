@@ -6,9 +6,11 @@
 // configuration is one recipe index per unit into a menu shared by every
 // strategy (recipes(); a recipe applies to linears or to tables). A strategy
 // owns a family of recipes; alone it only moves units along its own family,
-// but inside a <unite> it adopts a smaller configuration any co-method
-// published (under the error bound) and goes on from there, so the final
-// configuration can mix families unit by unit.
+// but inside a <unite> it adopts a configuration another co-method published
+// when it dominates its own (no more bytes, no more error) and goes on from
+// there (a unit at another family's recipe may move laterally to one of its
+// own of as many bits), so the final configuration can mix families unit by
+// unit.
 //
 // A unit's compressed tensors under a recipe depend only on the recipe, the
 // unit's weights and its calibration inputs (captured once on the original
