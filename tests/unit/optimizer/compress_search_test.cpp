@@ -324,6 +324,27 @@ TEST_F(Fixture, CacheHitsGiveTheSameModelAsThePassesRunAfresh) {
   }
 }
 
+TEST_F(Fixture, CachedResultsReplayOnEveryCalibrationRun) {
+  // two calibration runs (the same one twice): each (unit, recipe) result is computed
+  // once on run 0's model and replayed on run 1's; the error is the one-run error
+  auto one = opt::search_model(kModel, tiny().sets);
+  auto two = opt::search_model(kModel, tiny().sets + ";" + tiny().sets);
+  const std::size_t L = two->layers().size();
+  ASSERT_EQ(one->layers(), two->layers());
+  std::vector<std::int32_t> cfg(L, 0);
+  cfg[1] = idx("gptq-int8"), cfg[3] = idx("gptq-int4-g128"), cfg[6] = idx("int8"), cfg[8] = idx("emb-int8");
+  const opt::CacheStats s0 = two->cache_stats();
+  const opt::Evaluation cached = two->measure(cfg, true), fresh = two->measure(cfg, false);
+  const opt::CacheStats s1 = two->cache_stats();
+  EXPECT_EQ(s1.misses - s0.misses, 4);  // once per (unit, recipe), not per run
+  EXPECT_EQ(s1.hits - s0.hits, 4);      // run 1 reuses run 0's
+  EXPECT_EQ(cached.bytes, fresh.bytes);
+  EXPECT_EQ(cached.error, fresh.error);
+  const opt::Evaluation single = one->measure(cfg, false);
+  EXPECT_EQ(cached.bytes, single.bytes);
+  EXPECT_NEAR(cached.error, single.error, 1e-12);
+}
+
 /// The configuration `strategy` compresses every unit to with its family's last recipe.
 std::vector<std::int32_t> all_at(const opt::SearchModel& m, std::int32_t linear, std::int32_t table) {
   std::vector<std::int32_t> c(m.layers().size());
