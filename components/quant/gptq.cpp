@@ -36,6 +36,17 @@
 // column is rounded with its own group's parameters whenever it comes up.
 // With H = I (or any diagonal H) the result is exactly round-to-nearest
 // (quant.group / quant.int8), with or without act_order.
+//
+// clip_search (the grid search of the GPTQ reference code's quantizer, with the
+// H-diagonal as weights): when a group's parameters are chosen (from its current
+// weights, or with act_order from its original ones), the rule is also applied to
+// the group's values shrunk by a = 0.99, 0.98, ... down to clip_min (a · x in f32,
+// so every rule's range shrinks: symmetric d = a·amax/127 or a·m/-8, asymmetric
+// [a·lo, a·hi]), and the parameters with the least sum_j H_jj (x_j - dequant(code_j))²
+// over the group's current values (codes clamped to the range, H_jj the damped
+// diagonal) are kept; ties keep the larger range (a = 1 first). Storage is
+// unchanged: only the stored scale (and zero) values differ. With H = I this is a
+// plain mean-squared-error clip search on round-to-nearest.
 #include <cblas.h>
 #include <lapacke.h>
 
@@ -142,6 +153,43 @@ float stored_zero(const GroupParams& p, int bits, bool symmetric) {
   return bits == 8 && !symmetric ? p.zero - 128.0f : p.zero;
 }
 
+/// The dequantized value of code c (quant::dequantize's formula).
+float value_of(int c, const GroupParams& p, int bits, bool symmetric) {
+  return (static_cast<float>(stored_code(c, bits, symmetric)) - stored_zero(p, bits, symmetric)) * p.scale;
+}
+
+/// The group's parameters: the rule's (clip_min >= 1), or the best of the rule applied to
+/// a·x for a = 1, 0.99, ... >= clip_min by sum hd_j (x_j - value_j)² (hd: weights per value).
+GroupParams search_params(const float* x, int64_t len, int bits, bool symmetric, DType store, double clip_min,
+                          const double* hd, std::vector<float>& scaled) {
+  GroupParams best = params_of(x, len, bits, symmetric, store);
+  if (clip_min >= 1.0) return best;
+  auto err_of = [&](const GroupParams& p) {
+    double e = 0;
+    for (int64_t i = 0; i < len; ++i) {
+      const double d = static_cast<double>(x[i]) -
+                       static_cast<double>(value_of(code_of(x[i], p, bits, symmetric), p, bits, symmetric));
+      e += hd[i] * d * d;
+    }
+    return e;
+  };
+  double best_err = err_of(best);
+  scaled.resize(static_cast<std::size_t>(len));
+  for (int s = 1;; ++s) {
+    const double a = 1.0 - 0.01 * s;
+    if (a < clip_min - 1e-12) break;
+    const float af = static_cast<float>(a);
+    for (int64_t i = 0; i < len; ++i) scaled[static_cast<std::size_t>(i)] = af * x[i];
+    const GroupParams p = params_of(scaled.data(), len, bits, symmetric, store);
+    const double e = err_of(p);
+    if (e < best_err) {
+      best_err = e;
+      best = p;
+    }
+  }
+  return best;
+}
+
 /// h (k x k, row-major, positive definite) -> U, the upper Cholesky factor of h^-1 (lower triangle zeroed).
 void cholesky_of_inverse(std::vector<double>& h, int64_t k) {
   if (k == 0) return;
@@ -179,6 +227,8 @@ QuantizedWeight quantize_gptq(const float* w_in, int64_t n, int64_t k, int64_t l
   require(bits == 8 || k % 2 == 0, "gptq: int4 needs an even k, got " + to_string(k));
   require(opt.damp >= 0 && std::isfinite(opt.damp), "gptq: damp is " + to_string(opt.damp) + ", must be >= 0");
   require(opt.block >= 1, "gptq: block is " + to_string(opt.block) + ", must be >= 1");
+  require(!opt.clip_search || (opt.clip_min > 0 && opt.clip_min <= 1),
+          "gptq: clip_min is " + to_string(opt.clip_min) + ", must be in (0, 1]");
   require(n == 0 || k == 0 || (w_in != nullptr && h_in != nullptr), "gptq: no weights or no Hessian");
 
   QuantizedWeight r = QuantizedWeight::zeros(bits, n, k, group);
@@ -221,7 +271,10 @@ QuantizedWeight quantize_gptq(const float* w_in, int64_t n, int64_t k, int64_t l
   for (int64_t j = 0; j < k; ++j) u[static_cast<std::size_t>(j * k + j)] += damp;
 
   const int64_t gs = group > 0 ? group : k;
-  std::vector<float> buf(static_cast<std::size_t>(gs));
+  std::vector<float> buf(static_cast<std::size_t>(gs)), scratch;
+  const double clip_min = opt.clip_search ? opt.clip_min : 1.0;
+  std::vector<double> hdiag(static_cast<std::size_t>(k));  // the damped diagonal, original column order
+  for (int64_t j = 0; j < k; ++j) hdiag[static_cast<std::size_t>(j)] = u[static_cast<std::size_t>(j * k + j)];
   // act_order: static group parameters from the original weights; columns and H permuted
   std::vector<int64_t> perm(static_cast<std::size_t>(k));
   for (int64_t j = 0; j < k; ++j) perm[static_cast<std::size_t>(j)] = j;
@@ -235,7 +288,8 @@ QuantizedWeight quantize_gptq(const float* w_in, int64_t n, int64_t k, int64_t l
       for (int64_t g = 0; g < G; ++g) {
         for (int64_t c = 0; c < gs; ++c)
           buf[static_cast<std::size_t>(c)] = static_cast<float>(w[static_cast<std::size_t>(row * k + g * gs + c)]);
-        const GroupParams p = params_of(buf.data(), gs, bits, sym, opt.scale_dtype);
+        const GroupParams p =
+            search_params(buf.data(), gs, bits, sym, opt.scale_dtype, clip_min, &hdiag[static_cast<std::size_t>(g * gs)], scratch);
         fixed[static_cast<std::size_t>(row * G + g)] = p;
         r.scale_f32[static_cast<std::size_t>(row * G + g)] = p.scale;
         if (!sym) r.zero[static_cast<std::size_t>(row * G + g)] = stored_zero(p, bits, sym);
@@ -271,7 +325,8 @@ QuantizedWeight quantize_gptq(const float* w_in, int64_t n, int64_t k, int64_t l
         for (int64_t row = 0; row < n; ++row) {
           const double* src = group > 0 ? &w1[static_cast<std::size_t>(row * cnt + i)] : &w[static_cast<std::size_t>(row * k)];
           for (int64_t c = 0; c < gs; ++c) buf[static_cast<std::size_t>(c)] = static_cast<float>(src[c]);
-          const GroupParams p = params_of(buf.data(), gs, bits, sym, opt.scale_dtype);
+          const GroupParams p =
+              search_params(buf.data(), gs, bits, sym, opt.scale_dtype, clip_min, &hdiag[static_cast<std::size_t>(g * gs)], scratch);
           par[static_cast<std::size_t>(row)] = p;
           r.scale_f32[static_cast<std::size_t>(row * G + g)] = p.scale;
           if (!sym) r.zero[static_cast<std::size_t>(row * G + g)] = stored_zero(p, bits, sym);
@@ -285,8 +340,7 @@ QuantizedWeight quantize_gptq(const float* w_in, int64_t n, int64_t k, int64_t l
         double* wr = &w1[static_cast<std::size_t>(row * cnt)];
         const int c = code_of(static_cast<float>(wr[i]), p, bits, sym);
         codes[static_cast<std::size_t>(row * k + oj)] = c;
-        const float deq =
-            (static_cast<float>(stored_code(c, bits, sym)) - stored_zero(p, bits, sym)) * p.scale;  // quant::dequantize
+        const float deq = value_of(c, p, bits, sym);  // quant::dequantize
         const double e = (wr[i] - static_cast<double>(deq)) / d;
         st.loss += e * e / 2;
         err1[static_cast<std::size_t>(row * cnt + i)] = e;
@@ -376,6 +430,9 @@ std::string gptq_check(const TaskShape& t) {
     return "param 'group' is " + to_string(group) + ": expected 32, 64 or 128 (0: per channel)";
   if (!(damp >= 0) || !std::isfinite(damp)) return "param 'damp' is " + to_string(damp) + ": must be >= 0";
   if (block < 1) return "param 'block' is " + to_string(block) + ": must be >= 1";
+  const double clip_min = t.args.get_float("clip_min");
+  if (t.args.get_bool("clip_search") && !(clip_min > 0 && clip_min <= 1))
+    return "param 'clip_min' is " + to_string(clip_min) + ": must be in (0, 1]";
   const bool kn = t.args.get_string("layout") == "kn";
   const int64_t n = kn ? p[0].cols : p[0].rows, k = kn ? p[0].rows : p[0].cols;
   if (group > 0 && k % group)
@@ -429,6 +486,8 @@ void gptq_cpu(KernelContext& ctx) {
   o.damp = ctx.arg_float("damp");
   o.block = ctx.arg_int("block");
   o.act_order = ctx.arg_bool("act_order");
+  o.clip_search = ctx.arg_bool("clip_search");
+  o.clip_min = ctx.arg_float("clip_min");
   o.scale_dtype = sv.dtype;
   quant::GptqStats st;
   const quant::QuantizedWeight qw = quant::quantize_gptq(w.data(), n, k, k, h.data(), o, &st);
@@ -470,7 +529,7 @@ void register_quant_gptq(Registry& reg) {
       "GPTQ (Frantar et al. 2022): int4/int8 weights rounded column by column with the OBS error compensation "
       "through the Cholesky factor of H^-1 (h = 2/m XᵀX of calibration inputs); outputs laid out exactly like "
       "quant.group (group 32/64/128) or quant.int8 (group 0); act_order: columns by decreasing diag H with "
-      "static group scales; an f16 scale port stores scales and zeros in f16 and rounds against those values "
+      "static group scales; clip_search: per group the range shrink with the least diag-H-weighted error; an f16 scale port stores scales and zeros in f16 and rounds against those values "
       "(the error compensation sees the stored weights)",
       gptq_ports(),
       {{"bits", ParamType::int_, "4", false, "4 or 8"},
@@ -482,6 +541,10 @@ void register_quant_gptq(Registry& reg) {
         "columns per lazy-update block (without act_order rounded up to a multiple of group)"},
        {"act_order", ParamType::bool_, "false", false,
         "process columns by decreasing diag H; group scales then come from the original weights (static groups)"},
+       {"clip_search", ParamType::bool_, "false", false,
+        "choose each group's scale (and zero) from the rule applied to the values shrunk by 1, 0.99, ... clip_min, "
+        "by the least diag-H-weighted squared error (same storage)"},
+       {"clip_min", ParamType::float_, "0.75", false, "the smallest shrink factor of clip_search, in (0, 1]"},
        {"layout", ParamType::string_, "nk", false,
         "nk: w is [n, k] (torch Linear); kn: w is [k, n] (GPT-2 Conv1D); outputs are [n, k]-rowed"}},
       gptq_cpu, gptq_check, gptq_cost);

@@ -124,6 +124,9 @@ struct GptqOptions {
   double damp = 0.01;          // H += damp * mean(diag H) * I
   std::int64_t block = 128;    // columns per lazy-update block (without act_order: rounded up to a multiple of group)
   bool act_order = false;      // columns by decreasing diag H, group scales from the original weights
+  bool clip_search = false;    // per group: the range shrink a in {1, 0.99, ..., clip_min} with the least
+                               // sum_j H_jj (x_j - value_j)^2 (H = I: plain MSE clipping of round-to-nearest)
+  double clip_min = 0.75;      // in (0, 1]
   DType scale_dtype = DType::f32;  // f16: scales and zeros stored f16, codes against the stored values
 };
 

@@ -77,6 +77,12 @@ void quantize(PassContext& ctx, const PassSpec& s, const std::string& component,
     Buf zero = group > 0 ? Buf(sd, u.n, g) : Buf(sd, 1, u.n);
     std::map<std::string, Buf*> ports = {{"w", &w}, {"q", &q}, {"scale", &scale}};
     if (!symmetric) ports["zero"] = &zero;
+    Buf eye;  // quant.group:clip_search=true runs quant.gptq with H = I: round-to-nearest with an MSE clip search
+    if (component == "quant.gptq") {
+      eye = Buf(DType::f64, u.k, u.k);
+      for (int64_t j = 0; j < u.k; ++j) reinterpret_cast<double*>(eye.bytes.data())[j * u.k + j] = 1.0;
+      ports["h"] = &eye;
+    }
     run_component(ctx.ed.registry(), component, ports, args);
     std::vector<NewTensor> ts = {tensor("w", q), tensor("w_scale", scale)};
     if (!symmetric) ts.push_back(tensor("w_zero", zero));
@@ -100,9 +106,13 @@ void pass_group(PassContext& ctx, const PassSpec& s) {
   if (bits != 4 && bits != 8) throw PassError("option 'bits' of quant.group must be 4 or 8");
   if (group != 32 && group != 64 && group != 128) throw PassError("option 'group' of quant.group must be 32, 64 or 128");
   if (sym != "true" && sym != "false") throw PassError("option 'symmetric' of quant.group must be true or false");
-  quantize(ctx, s, "quant.group", bits, group, sym == "true",
-           {{"bits", std::to_string(bits)}, {"group", std::to_string(group)}, {"symmetric", sym}},
-           scale_dtype_option(s));
+  const std::string clip = opt_str(s, "clip_search", "false");
+  if (clip != "true" && clip != "false") throw PassError("option 'clip_search' of quant.group must be true or false");
+  const double clip_min = opt_num(s, "clip_min", 0.75);
+  if (!(clip_min > 0 && clip_min <= 1)) throw PassError("option 'clip_min' of quant.group must be in (0, 1]");
+  std::map<std::string, std::string> args = {{"bits", std::to_string(bits)}, {"group", std::to_string(group)}, {"symmetric", sym}};
+  if (clip == "true") args.insert({{"clip_search", "true"}, {"clip_min", opt_str(s, "clip_min", "0.75")}, {"damp", "0"}});
+  quantize(ctx, s, clip == "true" ? "quant.gptq" : "quant.group", bits, group, sym == "true", args, scale_dtype_option(s));
 }
 
 void pass_q8_0(PassContext& ctx, const PassSpec& s) { quantize(ctx, s, "quant.q8_0", 8, 32, true, {}); }
@@ -225,6 +235,10 @@ void pass_gptq(PassContext& ctx, const PassSpec& s) {
   if (!(opt_num(s, "damp", 0.01) >= 0)) throw PassError("option 'damp' of quant.gptq must be >= 0");
   const std::string act = opt_str(s, "act_order", "false");
   if (act != "true" && act != "false") throw PassError("option 'act_order' of quant.gptq must be true or false");
+  const std::string clip = opt_str(s, "clip_search", "false");
+  if (clip != "true" && clip != "false") throw PassError("option 'clip_search' of quant.gptq must be true or false");
+  const double clip_min = opt_num(s, "clip_min", 0.75);
+  if (!(clip_min > 0 && clip_min <= 1)) throw PassError("option 'clip_min' of quant.gptq must be in (0, 1]");
   const DType sd = scale_dtype_option(s);
   const bool symmetric = sym == "true";
   Tally tally;
@@ -248,7 +262,7 @@ void pass_gptq(PassContext& ctx, const PassSpec& s) {
     const auto rep = run_component(ctx.ed.registry(), "quant.gptq", ports,
                                    {{"bits", std::to_string(bits)}, {"group", std::to_string(group)}, {"symmetric", sym},
                                     {"damp", opt_str(s, "damp", "0.01")}, {"block", opt_str(s, "block", "128")},
-                                    {"act_order", act}});
+                                    {"act_order", act}, {"clip_search", clip}, {"clip_min", opt_str(s, "clip_min", "0.75")}});
     loss += rep.count("gptq_loss") ? rep.at("gptq_loss") : 0.0;
     dead += rep.count("dead_columns") ? rep.at("dead_columns") : 0.0;
     std::vector<NewTensor> ts = {tensor("w", q), tensor("w_scale", scale)};
@@ -257,7 +271,7 @@ void pass_gptq(PassContext& ctx, const PassSpec& s) {
                    {{"format", bits == 4 ? "int4" : "int8"}, {"group", std::to_string(group)}, {"transpose_w", "false"}});
     formats[u.name] = std::string(bits == 4 ? "int4" : "int8") + " group=" + std::to_string(group) +
                       (symmetric ? " symmetric" : " asymmetric") + " scale=" + dtype_name(sd) + " (quant.gptq" +
-                      (act == "true" ? " act_order, " : ", ") +
+                      (act == "true" ? " act_order, " : ", ") + (clip == "true" ? "clip_search, " : "") +
                       std::to_string(in.m) + " calibration rows)";
     tally.add(u, int64_t(q.bytes.size() + scale.bytes.size() + (symmetric ? 0 : zero.bytes.size())), count_zeros(dw.w));
   }
@@ -655,7 +669,9 @@ const std::vector<PassInfo>& all_passes() {
        {kMatch}, pass_int8},
       {"quant.group", "int4/int8 weights with one scale (and zero point) per group of weights along k",
        {{"bits", "4 (default) or 8"}, {"group", "32, 64 or 128 (default)"}, {"symmetric", "true (default) or false"},
-        kScaleDtype, kMatch},
+        {"clip_search", "false (default) or true: per group the range shrink (1, 0.99, ... clip_min) with the least "
+                        "squared weight error (quant.gptq with H = I; same storage)"},
+        {"clip_min", "smallest shrink of clip_search (0.75)"}, kScaleDtype, kMatch},
        pass_group},
       {"quant.q8_0", "llama.cpp Q8_0: int8 in blocks of 32 with an f16 scale (8.5 bits per weight)", {kMatch}, pass_q8_0},
       {"quant.q4_0", "llama.cpp Q4_0: 4-bit in blocks of 32 with an f16 scale (4.5 bits per weight)", {kMatch}, pass_q4_0},
@@ -664,8 +680,10 @@ const std::vector<PassInfo>& all_passes() {
        "remaining columns through H = 2/m XᵀX of calibration inputs; stored like quant.group / quant.int8",
        {{"bits", "4 (default) or 8"}, {"group", "0 (per channel), 32, 64 or 128 (default)"},
         {"symmetric", "true (default) or false"}, {"damp", "diagonal damping (0.01)"}, {"block", "column block (128)"},
-        {"act_order", "false (default) or true: columns by decreasing diag H, static group scales"}, kScaleDtype,
-        kMatch},
+        {"act_order", "false (default) or true: columns by decreasing diag H, static group scales"},
+        {"clip_search", "false (default) or true: per group the range shrink (1, 0.99, ... clip_min) with the least "
+                        "diag-H-weighted squared error; same storage"},
+        {"clip_min", "smallest shrink of clip_search (0.75)"}, kScaleDtype, kMatch},
        pass_gptq, true},
       {"prune.magnitude", "zero the smallest-magnitude weights (dense result; follow with sparse.csr or a quantizer)",
        {{"sparsity", "fraction to zero (default 0.5)"}, {"scope", "row (default), tensor or global (one threshold over every layer)"}, kMatch},
