@@ -318,9 +318,8 @@ class Model final : public SearchModel {
   const std::vector<double>& layer_bytes() const override { return bytes_; }
   bool is_table(std::size_t l) const override { return l < table_.size() && table_[l]; }
 
-  /// Runs recipe r's passes on unit l of an editor.
-  void run_recipe(ModelEditor& ed, PassContext& ctx, std::size_t l, std::int32_t r) const {
-    (void)ed;
+  /// Runs recipe r's passes on unit l of the context's editor.
+  void run_recipe(PassContext& ctx, std::size_t l, std::int32_t r) const {
     const Recipe& rec = recipes()[std::size_t(r)];
     for (PassSpec spec : parse_pass_list(rec.passes)) {
       std::string pattern = "^";
@@ -340,7 +339,7 @@ class Model final : public SearchModel {
     const Dag& a = dags_[0];
     ModelEditor ed(copy_dag(a), inner_registry());
     PassContext ctx{ed, &calib_};
-    run_recipe(ed, ctx, l, r);
+    run_recipe(ctx, l, r);
     auto rep = std::make_shared<Replacement>();
     const Dag& b = ed.dag();
     std::vector<std::size_t> mine;
@@ -436,7 +435,7 @@ class Model final : public SearchModel {
           continue;
         }
       }
-      run_recipe(ed, ctx, l, r);
+      run_recipe(ctx, l, r);
     }
     if (log) *log = ctx.log;
   }
@@ -622,7 +621,7 @@ void search_step_cpu(KernelContext& ctx) {
     bytes = e.bytes, err = e.error;
     model->record({st.name, cfg, e.bytes, e.error, e.seconds, 0, e.error <= bound, "start"});
   }
-  // adopt the gathered configuration when it is smaller and within the bound
+  // adopt the gathered configuration when it dominates this one
   const TensorView& gc = ctx.port(kGConfig);
   if (ctx.arg_bool("exchange") && gc.data) {
     const double gb = *ptr<double>(ctx.port(kGBytes));
