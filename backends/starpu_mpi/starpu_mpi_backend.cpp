@@ -465,7 +465,19 @@ ExecResult StarpuMpiExecutor::execute(const Dag& dag, DataStore& store, const Ex
       (b.ref.tile >= 0 ? tiles_dirty : whole_dirty)[size_t(b.ref.data)] = 1;
     }
   }
+  // End of run. Not starpu_mpi_wait_for_all() first: it checks this rank's
+  // posted requests once, then blocks its progress thread in MPI_Barrier. A
+  // detached receive whose data acquire had not been granted yet at that check
+  // (a rank with no task of its own reaches it at once) is then never posted,
+  // and the sender waits forever for it: the 3- and 4-rank hangs after a
+  // tensor written whole was read as tiles (the split's sends). Unregistering
+  // a handle waits for every transfer on it while the progress threads are
+  // free, so the barrier that follows has nothing left in flight.
   starpu_task_wait_for_all();
+  for (size_t i = 0; i < nd; ++i) {
+    for (auto h : tiles[i]) starpu_data_unregister(h);
+    if (whole[i]) starpu_data_unregister(whole[i]);
+  }
   starpu_mpi_wait_for_all(MPI_COMM_WORLD);
   r.makespan_us = runner.now_us();
   {
@@ -475,10 +487,6 @@ ExecResult StarpuMpiExecutor::execute(const Dag& dag, DataStore& store, const Ex
   }
   for (auto* task : local)
     if (task) starpu_task_destroy(task);
-  for (size_t i = 0; i < nd; ++i) {
-    for (auto h : tiles[i]) starpu_data_unregister(h);
-    if (whole[i]) starpu_data_unregister(whole[i]);
-  }
   {
     // StarPU-MPI prints its communication statistics at shutdown; they are in
     // the report already: keep them off stderr unless --verbose

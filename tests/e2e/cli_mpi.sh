@@ -195,6 +195,28 @@ for n in 2 4; do
   echo "  $out"
 done
 
+# tensors written whole, then read as tiles on 3 ranks: the split sends each tile of D to its
+# owner, and rank 2 (E is all on rank 1) has no task of its own, so it reaches the end of the run
+# before its receives are posted. Hung in 5 of 5 runs until the backend waited for every transfer
+# before its closing barrier (starpu_mpi_wait_for_all blocks the progress thread in MPI_Barrier).
+{
+  echo '<workflow name="split_rounds">'
+  echo '  <param name="n" default="384"/><param name="bs" default="96"/>'
+  echo '  <data name="X" shape="${n},${n}" tile="${bs},${bs}" init="ones"/>'
+  for k in $(seq 1 12); do
+    echo "  <data name=\"D$k\" shape=\"\${n},\${n}\" tile=\"\${bs},\${bs}\" init=\"zeros\"/>"
+    echo "  <data name=\"E$k\" shape=\"\${n},\${n}\" tile=\"\${bs},\${bs}\" init=\"zeros\" owner=\"1\"/>"
+    echo "  <task component=\"tensor.add\"><in port=\"a\" data=\"X\"/><in port=\"b\" data=\"X\"/><out port=\"c\" data=\"D$k\"/></task>"
+    echo "  <task component=\"blas.gemm\"><in port=\"a\" data=\"D$k[0,1]\"/><in port=\"b\" data=\"D$k[1,0]\"/><inout port=\"c\" data=\"E$k[1,1]\"/></task>"
+  done
+  echo '  <save data="E12" to="E12.safetensors"/>'
+  echo '</workflow>'
+} >"$tmp/split_rounds.xml"
+expect_rc 0 "whole-then-tiles sequential" -- "$y" run "$tmp/split_rounds.xml" --quiet --backend sequential --out "$tmp/split-seq"
+expect_rc 0 "whole-then-tiles on 3 ranks (a rank with no task receives its tiles)" -- \
+  mpi 3 run "$tmp/split_rounds.xml" --quiet --backend starpu-mpi --ncpu 1 --out "$tmp/split-3"
+expect_rc 0 "whole-then-tiles on 3 ranks equals the sequential run" -- same "$tmp/split-3/E12.safetensors" "$tmp/split-seq/E12.safetensors" 1e-6
+
 # distribute= and owner= move the tiles: everything on rank 1 moves only what rank 0 saves
 sed -e 's|<data name="A" \(.*\)/>|<data name="A" \1 owner="1"/>|' -e 's|<data name="B" \(.*\)/>|<data name="B" \1 owner="1"/>|' \
   -e 's|<data name="C" \(.*\)/>|<data name="C" \1 owner="1"/>|' workflows/linalg/tiled_gemm.xml >"$tmp/gemm_owner.xml"
