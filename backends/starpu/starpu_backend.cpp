@@ -49,6 +49,31 @@ void tile_filter(void* father, void* child, starpu_data_filter* f, unsigned id, 
   }
 }
 
+/// While alive, hwloc topologies loaded in this process skip I/O discovery
+/// (HWLOC_COMPONENTS=-pci,-linuxio): PCI/OS devices are of no use to CPU
+/// workers. Left alone when the user set HWLOC_COMPONENTS, or when StarPU has
+/// CUDA (it places GPU workers by their PCI locality). Restores the variable.
+///
+///   { const ScopedCpuOnlyHwloc cpu_only; starpu_init(&conf); }
+class ScopedCpuOnlyHwloc {
+ public:
+  ScopedCpuOnlyHwloc() {
+#ifndef STARPU_USE_CUDA
+    if (std::getenv("HWLOC_COMPONENTS")) return;
+    setenv("HWLOC_COMPONENTS", "-pci,-linuxio", 1);
+    set_ = true;
+#endif
+  }
+  ~ScopedCpuOnlyHwloc() {
+    if (set_) unsetenv("HWLOC_COMPONENTS");
+  }
+  ScopedCpuOnlyHwloc(const ScopedCpuOnlyHwloc&) = delete;
+  ScopedCpuOnlyHwloc& operator=(const ScopedCpuOnlyHwloc&) = delete;
+
+ private:
+  bool set_ = false;
+};
+
 struct Codelet {
   starpu_codelet cl;
   starpu_perfmodel model;
@@ -89,14 +114,20 @@ class StarpuSession final : public Session {
     starpu_conf conf;
     starpu_conf_init(&conf);
     conf.sched_policy_name = opts_.sched.c_str();
-    if (!binding_.configure(conf, opts_, r)) return false;  // --ncpu, --bind, StarPU's CPU cap
-    conf.nopencl = 0;
+    {
+      // The workers need CPUs and caches only: without hwloc's I/O discovery
+      // (reading every PCI device's config space) the topology probe and
+      // starpu_init take ~5 ms instead of ~30-70 ms each (docs/BENCHMARKS.md 2).
+      const ScopedCpuOnlyHwloc cpu_only;
+      if (!binding_.configure(conf, opts_, r)) return false;  // --ncpu, --bind, StarPU's CPU cap
+      conf.nopencl = 0;
 #ifndef STARPU_USE_CUDA
-    conf.ncuda = 0;
+      conf.ncuda = 0;
 #endif
-    if (int ret = starpu_init(&conf); ret != 0) {
-      r.error = "starpu_init failed: " + std::string(std::strerror(-ret));
-      return false;
+      if (int ret = starpu_init(&conf); ret != 0) {
+        r.error = "starpu_init failed: " + std::string(std::strerror(-ret));
+        return false;
+      }
     }
     binding_.record();
     for (unsigned w = 0; w < starpu_worker_get_count(); ++w) {

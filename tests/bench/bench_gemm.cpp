@@ -8,12 +8,20 @@
 //   ref:    openblas_set_num_threads(ncores); one cblas_sgemm/dgemm
 //           C_ref = A*B + C_ref on the DataStore's A and B.
 // GFLOP/s = 2 n^3 / time. Reps alternate ymlopt/ref; medians are reported.
+// Each timed region starts after --gap-ms of idling: a 2-thread OpenBLAS call
+// leaves its helper thread spinning ~0.1 s after it returns, which would
+// otherwise eat into a ymlopt run that follows it. "cpu-s" is the process's
+// CPU time (all threads) over the region: on a loaded host it tells how much
+// work each side did when wall times mostly tell how much CPU it was given.
 //
-//   ymlopt_bench_gemm [--n 4096] [--bs 512,1024] [--dtype f32,f64] [--reps 3]
-//                     [--sched lws] [--ncpu N] [--workflow PATH]
+//   ymlopt_bench_gemm [--n 4096] [--bs 512,1024] [--dtype f32,f64] [--reps 5]
+//                     [--sched lws] [--ncpu N] [--gap-ms 300] [--workflow PATH]
 #include <cblas.h>
+#include <sys/resource.h>
 
+#include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <cstdlib>
 #include <memory>
 #include <string>
@@ -41,6 +49,13 @@ struct Aligned {
   void operator()(void* p) const { std::free(p); }
 };
 
+/// CPU seconds used so far by the whole process (all threads, user + system).
+double process_cpu_s() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return double(u.ru_utime.tv_sec + u.ru_stime.tv_sec) + 1e-6 * double(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
+}
+
 int find_data(const ymlopt::Dag& dag, const std::string& name) {
   for (size_t i = 0; i < dag.data.size(); ++i)
     if (dag.data[i].name == name) return int(i);
@@ -52,15 +67,16 @@ int find_data(const ymlopt::Dag& dag, const std::string& name) {
 int main(int argc, char** argv) {
   bench::Args a(argc, argv);
   const long n = a.num("--n", 4096);
-  const int reps = int(a.num("--reps", 3));
+  const int reps = int(a.num("--reps", 5));
+  const long gap_ms = a.num("--gap-ms", 300);
   const auto bss = a.list("--bs", "512,1024");
   const auto dtypes = a.list("--dtype", "f32,f64");
   const std::string sched = a.str("--sched", "lws");
   int ncpu = int(a.num("--ncpu", 0));
   if (ncpu <= 0) ncpu = int(std::thread::hardware_concurrency());
   const std::string wf = a.str("--workflow", std::string(YMLOPT_SOURCE_DIR) + "/workflows/linalg/tiled_gemm.xml");
-  if (n <= 0 || reps <= 0) {
-    std::fprintf(stderr, "usage: ymlopt_bench_gemm [--n N] [--bs B,..] [--dtype f32,f64] [--reps R] [--sched P] [--ncpu C]\n");
+  if (n <= 0 || reps <= 0 || gap_ms < 0) {
+    std::fprintf(stderr, "usage: ymlopt_bench_gemm [--n N] [--bs B,..] [--dtype f32,f64] [--reps R] [--sched P] [--ncpu C] [--gap-ms G]\n");
     return 2;
   }
   setenv("STARPU_SILENT", "1", 0);
@@ -68,7 +84,8 @@ int main(int argc, char** argv) {
   setenv("STARPU_HOME", tmp.path().c_str(), 1);
 
   const char* coretype = std::getenv("OPENBLAS_CORETYPE");
-  std::printf("ymlopt_bench_gemm: n=%ld, ncpu=%d, sched=%s, reps=%d\n", n, ncpu, sched.c_str(), reps);
+  std::printf("ymlopt_bench_gemm: n=%ld, ncpu=%d, sched=%s, reps=%d, gap=%ld ms\n", n, ncpu, sched.c_str(), reps,
+              gap_ms);
   std::printf("cpu: %s, %u hardware threads\n", bench::cpu_model().c_str(), std::thread::hardware_concurrency());
   std::printf("openblas: corename=%s config=\"%s\" OPENBLAS_CORETYPE=%s\n", openblas_get_corename(),
               openblas_get_config(), coretype ? coretype : "(unset)");
@@ -79,7 +96,7 @@ int main(int argc, char** argv) {
   struct Row {
     std::string dtype;
     long bs, tasks;
-    double y_gf, y_core_gf, r_gf;
+    double y_gf, y_core_gf, r_gf, y_cpu, r_cpu;
   };
   std::vector<Row> rows;
   const double flops = 2.0 * double(n) * double(n) * double(n);
@@ -110,11 +127,15 @@ int main(int argc, char** argv) {
       const size_t esz = f64 ? 8 : 4;
       std::unique_ptr<void, Aligned> cref(std::aligned_alloc(64, size_t(n) * size_t(n) * esz));
       std::memset(cref.get(), 0, size_t(n) * size_t(n) * esz);
-      std::vector<double> yt, yc, rt;
+      std::vector<double> yt, yc, rt, ycpu, rcpu;
       std::printf("\n%s bs=%ld: %zu tasks\n", dt.c_str(), bs, dag.tasks.size());
       for (int rep = 0; rep < reps; ++rep) {
+        const auto idle = [&] { std::this_thread::sleep_for(std::chrono::milliseconds(gap_ms)); };
         auto run_y = [&]() -> bool {
+          idle();
+          const double c0 = process_cpu_s();
           const bench::StarpuRun run = bench::run_starpu(dag, store, tmp.path(), sched, ncpu);
+          ycpu.push_back(process_cpu_s() - c0);
           const ymlopt::ExecResult& r = run.result;
           yt.push_back(run.seconds);
           yc.push_back(r.makespan_us * 1e-6);
@@ -124,6 +145,8 @@ int main(int argc, char** argv) {
         auto run_r = [&]() {
           openblas_set_num_threads(ncpu);
           const int nn = int(n);
+          idle();
+          const double c0 = process_cpu_s();
           const double t0 = bench::now_s();
           // the same A and B, with the row stride the engine gave them
           const int lda = int(store.view({ia, -1}).ld), ldb = int(store.view({ib, -1}).ld);
@@ -136,21 +159,25 @@ int main(int argc, char** argv) {
                         static_cast<const float*>(store.base(ia)), lda, static_cast<const float*>(store.base(ib)), ldb,
                         1.0f, static_cast<float*>(cref.get()), nn);
           rt.push_back(bench::now_s() - t0);
+          rcpu.push_back(process_cpu_s() - c0);
           return true;
         };
         const bool ok = rep % 2 == 0 ? run_y() && run_r() : run_r() && run_y();
         if (!ok) return 1;
-        std::printf("  rep %d: ymlopt %.3f s (core %.3f s)  openblas %.3f s\n", rep, yt.back(), yc.back(), rt.back());
+        std::printf("  rep %d: ymlopt %.3f s (core %.3f s, cpu %.3f s)  openblas %.3f s (cpu %.3f s)\n", rep, yt.back(),
+                    yc.back(), ycpu.back(), rt.back(), rcpu.back());
       }
       rows.push_back({dt, bs, long(dag.tasks.size()), flops / bench::median(yt) * 1e-9,
-                      flops / bench::median(yc) * 1e-9, flops / bench::median(rt) * 1e-9});
+                      flops / bench::median(yc) * 1e-9, flops / bench::median(rt) * 1e-9, bench::median(ycpu),
+                      bench::median(rcpu)});
     }
   }
-  std::printf("\n%-6s %6s %7s %14s %14s %14s %8s %8s\n", "dtype", "bs", "tasks", "ymlopt GF/s", "(core) GF/s",
-              "openblas GF/s", "ratio", "core");
+  // cpu ratio: openblas CPU-s / ymlopt CPU-s (>1: the tiled run did its work with less CPU time)
+  std::printf("\n%-6s %6s %7s %14s %14s %14s %8s %8s %10s %10s %9s\n", "dtype", "bs", "tasks", "ymlopt GF/s",
+              "(core) GF/s", "openblas GF/s", "ratio", "core", "y cpu-s", "ob cpu-s", "cpu ratio");
   for (const auto& r : rows)
-    std::printf("%-6s %6ld %7ld %14.1f %14.1f %14.1f %8.3f %8.3f\n", r.dtype.c_str(), r.bs, r.tasks, r.y_gf,
-                r.y_core_gf, r.r_gf, r.y_gf / r.r_gf, r.y_core_gf / r.r_gf);
+    std::printf("%-6s %6ld %7ld %14.1f %14.1f %14.1f %8.3f %8.3f %10.3f %10.3f %9.3f\n", r.dtype.c_str(), r.bs, r.tasks,
+                r.y_gf, r.y_core_gf, r.r_gf, r.y_gf / r.r_gf, r.y_core_gf / r.r_gf, r.y_cpu, r.r_cpu, r.r_cpu / r.y_cpu);
   for (const auto& r : rows)
     std::printf("RESULT gemm %s bs=%ld ratio=%.3f target>=0.92 %s\n", r.dtype.c_str(), r.bs, r.y_gf / r.r_gf,
                 r.y_gf / r.r_gf >= 0.92 ? "MET" : "MISSED");
