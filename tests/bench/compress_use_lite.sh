@@ -9,6 +9,7 @@
 #   tests/bench/compress_use_lite.sh BUILD_DIR [N]        # N sentences, default 300
 #   SEQS="int8 int4-g128" tests/bench/compress_use_lite.sh build/bin/ymlopt 40
 #   SEQS="int4-g128 gptq-int4-g128" CALIB=30 tests/bench/compress_use_lite.sh build 300
+#   CALIB=300 SEQS="int4-g128 int4-g128-clip gptq-int4-g128 gptq-int4-g128-clip" tests/bench/compress_use_lite.sh build 300
 #
 # BUILD_DIR may also be the ymlopt binary itself. Environment:
 #   SEQS      names from the table below (default: all), or NAME=PASSES for an ad-hoc
@@ -51,6 +52,10 @@ declare -A PASSES=(
   [gptq-int4-g128]="quant.gptq:bits=4:group=128"
   [gptq-int4-g128-asym]="quant.gptq:bits=4:group=128:symmetric=false"
   [gptq-int4-g32-asym]="quant.gptq:bits=4:group=32:symmetric=false"
+  [int4-g128-clip]="quant.group:bits=4:group=128:clip_search=true"
+  [gptq-int8-clip]="quant.gptq:bits=8:group=0:clip_search=true"
+  [gptq-int4-g128-clip]="quant.gptq:bits=4:group=128:clip_search=true"
+  [gptq-int4-g128-clip-act]="quant.gptq:bits=4:group=128:clip_search=true:act_order=true"
   [heads25]="prune.heads:sparsity=0.25:criterion=activation"
   [neurons25]="prune.neurons:sparsity=0.25:criterion=activation"
   [neurons50]="prune.neurons:sparsity=0.5:criterion=activation"
