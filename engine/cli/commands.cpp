@@ -39,6 +39,9 @@
 #include "ymlopt/engine/dot.hpp"
 #include "ymlopt/engine/topology.hpp"
 #include "ymlopt/optimizer/compress_search.hpp"
+#if YMLOPT_HAVE_CUDA
+#include "nn/nn_cuda.hpp"
+#endif
 
 
 namespace po = boost::program_options;
@@ -241,10 +244,18 @@ int cmd_info(const std::vector<std::string>& args) {
   const StarpuBuildInfo sb = starpu_build_info();
   const std::vector<std::string> workers = starpu_worker_names();
   const BindPlan bind = default_starpu_binding(topo);  // what `ymlopt run` (--bind auto) would do here
+#if YMLOPT_HAVE_CUDA
+  const std::string cuda_kernels = std::string("built for sm_") + nn::cuda::built_architectures();
+  const std::string cuda_devices = nn::cuda::describe_devices();
+#else
+  const std::string cuda_kernels = "not built (no nvcc when ymlopt was configured)";
+  const std::string cuda_devices = "not probed (built without CUDA)";
+#endif
   if (json) {
     nlohmann::json j = {{"machine", topology_json(topo)},
                         {"starpu", {{"version", sb.version}, {"cuda", sb.cuda}, {"mpi", sb.mpi}, {"fxt", sb.fxt},
                                     {"max_cpus", sb.max_cpus}, {"workers", workers}}},
+                        {"cuda", {{"kernels", cuda_kernels}, {"devices", cuda_devices}}},
                         {"bind", bind_plan_json(bind)}};
     std::cout << j.dump(2) << "\n";
     return 0;
@@ -252,6 +263,7 @@ int cmd_info(const std::vector<std::string>& args) {
   std::cout << format_topology(topo);
   std::cout << "StarPU: " << sb.version << ", CUDA " << (sb.cuda ? "yes" : "no") << ", MPI " << (sb.mpi ? "yes" : "no")
             << ", FxT " << (sb.fxt ? "yes" : "no") << ", max CPU workers " << sb.max_cpus << "\n";
+  std::cout << "CUDA kernels: " << cuda_kernels << "; devices: " << cuda_devices << "\n";
   std::cout << "StarPU workers (" << workers.size() << "):";
   for (const auto& w : workers) std::cout << " [" << w << "]";
   std::cout << "\n";
@@ -259,7 +271,8 @@ int cmd_info(const std::vector<std::string>& args) {
   for (const auto& w : bind.warnings) std::cout << "warning: " << w << "\n";
   if (!sb.cuda)
     std::cout << "note: this StarPU has no CUDA support; GPU tasks need a CUDA-enabled StarPU "
-                 "(Debian contrib's starpu-contrib, a cluster module, or a source build with --enable-cuda)\n";
+                 "(Debian contrib's starpu-contrib, a cluster module, or a source build with --enable-cuda); "
+                 "until then tasks run on CPU workers only\n";
   return 0;
 }
 

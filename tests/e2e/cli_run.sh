@@ -64,6 +64,9 @@ expect_rc 0 "info" -- "$y" info
 expect_in "Machine:" "topology"
 expect_in "StarPU: 1.3" "StarPU build"
 expect_in "StarPU workers" "workers"
+# what CUDA kernels were built (wherever nvcc was found) and which devices they see
+grep -qE "^CUDA kernels: (built for sm_[0-9]+|not built \(no nvcc when ymlopt was configured\)); devices: " <<<"$out" ||
+  { echo "FAIL: info has no 'CUDA kernels: ...; devices: ...' line"; fails=$((fails + 1)); }
 expect_rc 0 "mlp with dmdas and 1 cpu" -- "$y" run workflows/models/mlp2.xml --sched dmdas --ncpu 1 --out "$tmp/mlp" --quiet
 # the machine's task history (StarPU-style history model): a second run is predicted from
 # the first one's task times; --no-history neither reads nor writes it
