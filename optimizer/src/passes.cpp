@@ -89,7 +89,8 @@ void quantize(PassContext& ctx, const PassSpec& s, const std::string& component,
     ctx.ed.replace(u, std::move(ts),
                    {{"format", bits == 4 ? "int4" : "int8"}, {"group", std::to_string(group)}, {"transpose_w", "false"}});
     formats[u.name] = std::string(bits == 4 ? "int4" : "int8") + " group=" + std::to_string(group) +
-                      (symmetric ? " symmetric" : " asymmetric") + " scale=" + dtype_name(sd) + " (" + component + ")";
+                      (symmetric ? " symmetric" : " asymmetric") + " scale=" + dtype_name(sd) + " (" +
+                      (component == "quant.gptq" ? "quant.group clip_search: quant.gptq with H = I" : component) + ")";
     tally.add(u, int64_t(q.bytes.size() + scale.bytes.size() + (symmetric ? 0 : zero.bytes.size())), count_zeros(dw.w));
   }
   auto j = tally.json(s.text());
