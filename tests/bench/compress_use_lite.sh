@@ -56,6 +56,7 @@ declare -A PASSES=(
   [gptq-int8-clip]="quant.gptq:bits=8:group=0:clip_search=true"
   [gptq-int4-g128-clip]="quant.gptq:bits=4:group=128:clip_search=true"
   [gptq-int4-g128-clip-act]="quant.gptq:bits=4:group=128:clip_search=true:act_order=true"
+  [gptq-int4-g128-clip-d0.1]="quant.gptq:bits=4:group=128:clip_search=true:damp=0.1"
   [heads25]="prune.heads:sparsity=0.25:criterion=activation"
   [neurons25]="prune.neurons:sparsity=0.25:criterion=activation"
   [neurons50]="prune.neurons:sparsity=0.5:criterion=activation"
