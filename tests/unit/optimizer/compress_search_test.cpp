@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "commands.hpp"
+#include "tiny_gpt2.hpp"
 #include "register_builtin.hpp"
 #include "sequential.hpp"
 #include "ymlopt/engine/compiler.hpp"
@@ -33,39 +34,8 @@ namespace {
 
 const std::string kModel = std::string(YMLOPT_SOURCE_DIR) + "/workflows/models/gpt2.xml";
 
-/// A temp folder with the tiny GPT-2 (seed 3) and 16 token ids.
-struct Tiny {
-  fs::path dir;
-  std::string sets;
-  Tiny(const Tiny&) = delete;
-  ~Tiny() {
-    std::error_code ec;
-    fs::remove_all(dir, ec);
-  }
-  Tiny() {
-    dir = fs::temp_directory_path() / ("ymlopt-compress-test-" + std::to_string(::getpid()));
-    fs::create_directories(dir);
-    const std::string w = (dir / "g.safetensors").string();
-    if (!fs::exists(w) && cli_main({"model", "init", "--arch", "gpt2", "--preset", "tiny", "--seed", "3", w}) != 0)
-      throw std::runtime_error("model init failed");
-    const std::string ids = (dir / "ids.npy").string();
-    std::string hdr = "{'descr': '<i4', 'fortran_order': False, 'shape': (16,), }";
-    hdr += std::string(63 - (10 + hdr.size()) % 64, ' ') + "\n";
-    std::ofstream f(ids, std::ios::binary);
-    f.write("\x93NUMPY\x01\x00", 8);
-    const std::uint16_t n = std::uint16_t(hdr.size());
-    f.write(reinterpret_cast<const char*>(&n), 2);
-    f << hdr;
-    for (std::int32_t i = 0; i < 16; ++i) {
-      const std::int32_t v = (i * 37 + 5) % 512;
-      f.write(reinterpret_cast<const char*>(&v), 4);
-    }
-    sets = "weights=" + w + " ids=" + ids + " batch=1 seq=16 layers=2 width=96 heads=3 vocab=512 context=64 tile_n=32";
-  }
-};
-
-const Tiny& tiny() {
-  static const Tiny t;
+const TinyGpt2& tiny() {
+  static const TinyGpt2 t("compress", 3, 37, 5);
   return t;
 }
 
@@ -118,7 +88,7 @@ struct State {
 
 std::vector<ArgValue> step_args(const std::string& strategy, double bound, bool exchange) {
   // order of the ParamSpecs: model, sets, err_bound, strategy, exchange, cache
-  return {{0, kModel}, {0, tiny().sets}, {bound, ""}, {0, strategy}, {exchange ? 1.0 : 0.0, ""}, {1.0, "true"}};
+  return {{0, kModel}, {0, tiny().set_line()}, {bound, ""}, {0, strategy}, {exchange ? 1.0 : 0.0, ""}, {1.0, "true"}};
 }
 
 struct Fixture : ::testing::Test {
@@ -205,7 +175,7 @@ TEST(CompressRecipes, ParetoFrontMatchesBruteForce) {
 }
 
 TEST_F(Fixture, EvaluateMatchesTheOriginalWorkflowOnTheWrittenWeights) {
-  auto m = opt::search_model(kModel, tiny().sets);
+  auto m = opt::search_model(kModel, tiny().set_line());
   const std::size_t L = m->layers().size();
   // 2 layers x (c_attn, attn c_proj, c_fc, mlp c_proj), then the embedding tables
   ASSERT_GT(L, 8u);
@@ -234,7 +204,7 @@ TEST_F(Fixture, EvaluateMatchesTheOriginalWorkflowOnTheWrittenWeights) {
   register_builtin_components(inner);
   auto outputs = [&](const std::string& weights) {
     std::vector<std::pair<std::string, std::string>> sets;
-    std::istringstream words(tiny().sets);
+    std::istringstream words(tiny().set_line());
     for (std::string w; words >> w;) {
       const auto eq = w.find('=');
       sets.emplace_back(w.substr(0, eq), w.substr(eq + 1));
@@ -268,7 +238,7 @@ TEST_F(Fixture, EvaluateMatchesTheOriginalWorkflowOnTheWrittenWeights) {
 }
 
 TEST_F(Fixture, CacheHitsGiveTheSameModelAsThePassesRunAfresh) {
-  auto m = opt::search_model(kModel, tiny().sets);
+  auto m = opt::search_model(kModel, tiny().set_line());
   const std::size_t L = m->layers().size();
   // every kind of recipe: 2:4, int8, GPTQ int8 and int4 (k = 384 splits into groups
   // of 128), OBS + int4, and both table recipes (wte is tied to the logits' linear)
@@ -327,8 +297,8 @@ TEST_F(Fixture, CacheHitsGiveTheSameModelAsThePassesRunAfresh) {
 TEST_F(Fixture, CachedResultsReplayOnEveryCalibrationRun) {
   // two calibration runs (the same one twice): each (unit, recipe) result is computed
   // once on run 0's model and replayed on run 1's; the error is the one-run error
-  auto one = opt::search_model(kModel, tiny().sets);
-  auto two = opt::search_model(kModel, tiny().sets + ";" + tiny().sets);
+  auto one = opt::search_model(kModel, tiny().set_line());
+  auto two = opt::search_model(kModel, tiny().set_line() + ";" + tiny().set_line());
   const std::size_t L = two->layers().size();
   ASSERT_EQ(one->layers(), two->layers());
   std::vector<std::int32_t> cfg(L, 0);
@@ -353,7 +323,7 @@ std::vector<std::int32_t> all_at(const opt::SearchModel& m, std::int32_t linear,
 }
 
 TEST_F(Fixture, StepProbesAcceptsWithinTheBoundRejectsBeyondAndStops) {
-  auto m = opt::search_model(kModel, tiny().sets);
+  auto m = opt::search_model(kModel, tiny().set_line());
   const std::size_t L = m->layers().size();
   // a loose bound: int8 everywhere (emb-int8 on the tables), each unit first probed
   // (measured, not taken), then taken one per step, then done
@@ -396,7 +366,7 @@ TEST_F(Fixture, StepProbesAcceptsWithinTheBoundRejectsBeyondAndStops) {
 }
 
 TEST_F(Fixture, StepTakesTheLowestErrorPerByteFirst) {
-  auto m = opt::search_model(kModel, tiny().sets);
+  auto m = opt::search_model(kModel, tiny().set_line());
   const std::size_t L = m->layers().size();
   State s(L);
   std::map<std::string, double> r;
@@ -426,7 +396,7 @@ TEST_F(Fixture, StepTakesTheLowestErrorPerByteFirst) {
 }
 
 TEST_F(Fixture, ALayersLadderSkipsARecipeRejectedThere) {
-  auto m = opt::search_model(kModel, tiny().sets);
+  auto m = opt::search_model(kModel, tiny().set_line());
   const std::size_t L = m->layers().size();
   // nm24 (index 1) rejected on every layer: nm24-int8 goes from f32 straight to int8 (2)
   for (std::size_t l = 0; l < L; ++l) m->reject("nm24-int8", l, 1);
@@ -442,7 +412,7 @@ TEST_F(Fixture, ALayersLadderSkipsARecipeRejectedThere) {
 }
 
 TEST_F(Fixture, StepAdoptsADominatingGatheredConfigurationOnlyWithExchange) {
-  auto m = opt::search_model(kModel, tiny().sets);
+  auto m = opt::search_model(kModel, tiny().set_line());
   const std::size_t L = m->layers().size();
   // own: int4 RTN on layer 3 (k = 384); gathered: GPTQ int4 there, as many bytes, less error
   std::vector<std::int32_t> own(L, 0), gptq(L, 0);
@@ -490,7 +460,7 @@ TEST_F(Fixture, StepAdoptsADominatingGatheredConfigurationOnlyWithExchange) {
 }
 
 TEST_F(Fixture, LateralMoveIsKeptOnlyWhenTheErrorDrops) {
-  auto m = opt::search_model(kModel, tiny().sets);
+  auto m = opt::search_model(kModel, tiny().set_line());
   const std::size_t L = m->layers().size();
   // the GPTQ co-method holding int8 (RTN) everywhere, as if adopted from the int8 one
   State s(L);
@@ -554,7 +524,7 @@ TEST_F(Fixture, CheckMessages) {
   } catch (const std::exception& e) {
     EXPECT_EQ(std::string(e.what()),
               "compress.search_step: config holds 3 entries, the model has " +
-                  std::to_string(opt::search_model(kModel, tiny().sets)->layers().size()) +
+                  std::to_string(opt::search_model(kModel, tiny().set_line())->layers().size()) +
                   " compressible units (linears and embedding tables; raise max_layers)");
   }
 }

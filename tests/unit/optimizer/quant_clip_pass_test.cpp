@@ -14,7 +14,7 @@
 #include <string>
 #include <unistd.h>
 
-#include "commands.hpp"
+#include "tiny_gpt2.hpp"
 #include "register_builtin.hpp"
 #include "ymlopt/engine/compiler.hpp"
 #include "ymlopt/engine/registry.hpp"
@@ -28,40 +28,8 @@ namespace {
 using LD = long double;
 const std::string kModel = std::string(YMLOPT_SOURCE_DIR) + "/workflows/models/gpt2.xml";
 
-/// A temp folder with the tiny GPT-2 (seed 5) and 16 token ids; the compile sets.
-struct TinyGpt2 {
-  fs::path dir;
-  std::vector<std::pair<std::string, std::string>> sets;
-  TinyGpt2(const TinyGpt2&) = delete;
-  TinyGpt2() {
-    dir = fs::temp_directory_path() / ("ymlopt-clip-pass-test-" + std::to_string(::getpid()));
-    fs::create_directories(dir);
-    const std::string w = (dir / "g.safetensors").string();
-    if (cli_main({"model", "init", "--arch", "gpt2", "--preset", "tiny", "--seed", "5", w}) != 0)
-      throw std::runtime_error("model init failed");
-    const std::string ids = (dir / "ids.npy").string();
-    std::string hdr = "{'descr': '<i4', 'fortran_order': False, 'shape': (16,), }";
-    hdr += std::string(63 - (10 + hdr.size()) % 64, ' ') + "\n";
-    std::ofstream f(ids, std::ios::binary);
-    f.write("\x93NUMPY\x01\x00", 8);
-    const std::uint16_t n = std::uint16_t(hdr.size());
-    f.write(reinterpret_cast<const char*>(&n), 2);
-    f << hdr;
-    for (std::int32_t i = 0; i < 16; ++i) {
-      const std::int32_t v = (i * 41 + 3) % 512;
-      f.write(reinterpret_cast<const char*>(&v), 4);
-    }
-    sets = {{"weights", w}, {"ids", ids},     {"batch", "1"},   {"seq", "16"},     {"layers", "2"},
-            {"width", "96"}, {"heads", "3"}, {"vocab", "512"}, {"context", "64"}, {"tile_n", "32"}};
-  }
-  ~TinyGpt2() {
-    std::error_code ec;
-    fs::remove_all(dir, ec);
-  }
-};
-
 const TinyGpt2& tiny() {
-  static const TinyGpt2 t;
+  static const TinyGpt2 t("clip-pass", 5, 41, 3);
   return t;
 }
 
@@ -72,7 +40,7 @@ struct Edited {
   Edited() {
     register_builtin_components(reg);
     Diagnostics diags;
-    CompileResult cr = compile_workflow({kModel, tiny().sets}, reg, diags);
+    CompileResult cr = compile_workflow({kModel, tiny().set_pairs()}, reg, diags);
     if (!cr.ok) throw std::runtime_error(diags.str());
     ed = std::make_unique<opt::ModelEditor>(std::move(cr.dag), reg);
   }
