@@ -49,31 +49,6 @@ void tile_filter(void* father, void* child, starpu_data_filter* f, unsigned id, 
   }
 }
 
-/// While alive, hwloc topologies loaded in this process skip I/O discovery
-/// (HWLOC_COMPONENTS=-pci,-linuxio): PCI/OS devices are of no use to CPU
-/// workers. Left alone when the user set HWLOC_COMPONENTS, or when StarPU has
-/// CUDA (it places GPU workers by their PCI locality). Restores the variable.
-///
-///   { const ScopedCpuOnlyHwloc cpu_only; starpu_init(&conf); }
-class ScopedCpuOnlyHwloc {
- public:
-  ScopedCpuOnlyHwloc() {
-#ifndef STARPU_USE_CUDA
-    if (std::getenv("HWLOC_COMPONENTS")) return;
-    setenv("HWLOC_COMPONENTS", "-pci,-linuxio", 1);
-    set_ = true;
-#endif
-  }
-  ~ScopedCpuOnlyHwloc() {
-    if (set_) unsetenv("HWLOC_COMPONENTS");
-  }
-  ScopedCpuOnlyHwloc(const ScopedCpuOnlyHwloc&) = delete;
-  ScopedCpuOnlyHwloc& operator=(const ScopedCpuOnlyHwloc&) = delete;
-
- private:
-  bool set_ = false;
-};
-
 struct Codelet {
   starpu_codelet cl;
   starpu_perfmodel model;

@@ -109,6 +109,18 @@ void StarpuBinding::record() {
   g_last = std::move(p);
 }
 
+ScopedCpuOnlyHwloc::ScopedCpuOnlyHwloc() {
+#ifndef STARPU_USE_CUDA
+  if (std::getenv("HWLOC_COMPONENTS")) return;
+  setenv("HWLOC_COMPONENTS", "-pci,-linuxio", 1);
+  set_ = true;
+#endif
+}
+
+ScopedCpuOnlyHwloc::~ScopedCpuOnlyHwloc() {
+  if (set_) unsetenv("HWLOC_COMPONENTS");
+}
+
 BindPlan default_starpu_binding(const Topology& t) { return plan_binding(t, "auto", 0, STARPU_MAXCPUS); }
 
 Placement last_starpu_placement() {

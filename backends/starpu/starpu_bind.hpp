@@ -50,6 +50,25 @@ class StarpuBinding {
   bool env_changed_ = false;
 };
 
+/// While alive, hwloc topologies loaded in this process (ymlopt's probe and
+/// starpu_init's) skip I/O discovery (HWLOC_COMPONENTS=-pci,-linuxio): PCI
+/// and OS devices are of no use to CPU workers, and reading every PCI
+/// device's configuration was most of starpu_init (30-85 ms -> ~6 ms). Left
+/// alone when the user set HWLOC_COMPONENTS, or when StarPU has CUDA (it
+/// places GPU workers by their PCI locality). Restores the variable.
+///
+///   { const ScopedCpuOnlyHwloc cpu_only; bind.configure(conf, opts, r); starpu_init(&conf); }
+class ScopedCpuOnlyHwloc {
+ public:
+  ScopedCpuOnlyHwloc();
+  ~ScopedCpuOnlyHwloc();
+  ScopedCpuOnlyHwloc(const ScopedCpuOnlyHwloc&) = delete;
+  ScopedCpuOnlyHwloc& operator=(const ScopedCpuOnlyHwloc&) = delete;
+
+ private:
+  bool set_ = false;
+};
+
 /// What a default run would do in this process: plan_binding(t, "auto", 0, STARPU_MAXCPUS).
 BindPlan default_starpu_binding(const Topology& t);
 

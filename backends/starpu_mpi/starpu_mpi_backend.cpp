@@ -19,6 +19,7 @@
 #include <deque>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <numeric>
 #include <stdexcept>
 #include <thread>
@@ -227,6 +228,9 @@ ExecResult StarpuMpiExecutor::execute(const Dag& dag, DataStore& store, const Ex
   // Ranks of one node whose cpusets overlap (mpirun --oversubscribe, no
   // --bind-to): pinning each rank's workers to the same PUs, next to every
   // rank's polling MPI thread, starves them; --bind auto leaves them to the OS.
+  // the cpuset probe, the binding's topology and starpu_init without hwloc's
+  // I/O discovery (ScopedCpuOnlyHwloc, as the StarPU backend)
+  std::optional<ScopedCpuOnlyHwloc> cpu_only(std::in_place);
   ExecOptions bind_opts = opts;
   if (opts.bind.empty() || opts.bind == "auto") {
     MPI_Comm node;
@@ -263,6 +267,7 @@ ExecResult StarpuMpiExecutor::execute(const Dag& dag, DataStore& store, const Ex
     r.error = "rank " + std::to_string(world.rank) + ": starpu_mpi_init_conf failed: " + std::strerror(-ret);
     return r;
   }
+  cpu_only.reset();
   binding.record();
   for (unsigned w = 0; w < starpu_worker_get_count(); ++w) {
     char buf[128];
