@@ -191,8 +191,27 @@ GroupParams search_params(const float* x, int64_t len, int bits, bool symmetric,
 }
 
 /// h (k x k, row-major, positive definite) -> U, the upper Cholesky factor of h^-1 (lower triangle zeroed).
-void cholesky_of_inverse(std::vector<double>& h, int64_t k) {
-  if (k == 0) return;
+/// Returns whether h was diagonal: then U is diag(1/sqrt(h_jj)), computed directly (no O(k^3) factorisations),
+/// and no error flows between columns (quant.group:clip_search passes H = I).
+bool cholesky_of_inverse(std::vector<double>& h, int64_t k) {
+  if (k == 0) return true;
+  bool diagonal = true;
+  for (int64_t i = 0; i < k && diagonal; ++i)
+    for (int64_t j = 0; j < k; ++j)
+      if (i != j && h[static_cast<std::size_t>(i * k + j)] != 0) {
+        diagonal = false;
+        break;
+      }
+  if (diagonal) {
+    for (int64_t j = 0; j < k; ++j) {
+      double& d = h[static_cast<std::size_t>(j * k + j)];
+      if (!(d > 0))
+        throw KernelError("gptq: the damped Hessian is not positive definite (diagonal entry " + to_string(j) +
+                          " is " + to_string(d) + "); increase the damp arg");
+      d = 1 / std::sqrt(d);
+    }
+    return true;
+  }
   require(k <= static_cast<int64_t>(std::numeric_limits<lapack_int>::max()), "gptq: k too large for LAPACK");
   const auto lk = static_cast<lapack_int>(k);
   lapack_int info = LAPACKE_dpotrf(LAPACK_ROW_MAJOR, 'U', lk, h.data(), lk);
@@ -209,6 +228,7 @@ void cholesky_of_inverse(std::vector<double>& h, int64_t k) {
                       "); increase the damp arg");
   for (int64_t i = 0; i < k; ++i)
     for (int64_t j = 0; j < i; ++j) h[static_cast<std::size_t>(i * k + j)] = 0;
+  return false;
 }
 
 }  // namespace
@@ -304,7 +324,7 @@ QuantizedWeight quantize_gptq(const float* w_in, int64_t n, int64_t k, int64_t l
     w.swap(wp);
     u.swap(up);
   }
-  cholesky_of_inverse(u, k);
+  const bool diagonal = cholesky_of_inverse(u, k);
 
   // without act_order a group's parameters come from its current weights when it starts,
   // so a group must not straddle two blocks
@@ -347,7 +367,7 @@ QuantizedWeight quantize_gptq(const float* w_in, int64_t n, int64_t k, int64_t l
         for (int64_t jj = i + 1; jj < cnt; ++jj) wr[jj] -= e * urow[jj];
       }
     }
-    if (i2 < k)  // lazy batch update of the columns after the block
+    if (i2 < k && !diagonal)  // lazy batch update of the columns after the block (nothing flows with a diagonal H)
       cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<blasint>(n), static_cast<blasint>(k - i2),
                   static_cast<blasint>(cnt), -1.0, err1.data(), static_cast<blasint>(cnt),
                   &u[static_cast<std::size_t>(i1 * k + i2)], static_cast<blasint>(k), 1.0,

@@ -392,6 +392,34 @@ TEST(GptqTest, EqualsNaiveSequentialLongDoubleGptq) {
 
 // ---- (b) lower layer output error than round-to-nearest ------------------------------------
 
+// A diagonal H takes the direct path (U = diag(1/sqrt(h_jj)), no factorisation, no updates):
+// same codes, values and loss as the long-double sequential reference, which factorises.
+TEST(GptqTest, DiagonalHessianMatchesTheReferenceWithoutFactorising) {
+  const int64_t n = 5, k = 128;
+  std::vector<double> h(static_cast<std::size_t>(k * k), 0.0);
+  std::mt19937 gen(9);
+  std::uniform_real_distribution<double> ud(0.1, 10.0);
+  for (int64_t j = 0; j < k; ++j) h[static_cast<std::size_t>(j * k + j)] = ud(gen);
+  const std::vector<float> w = random_w(n, k, 31);
+  for (bool clip : {false, true}) {
+    SCOPED_TRACE(clip ? "clip_search" : "plain");
+    quant::GptqOptions o;
+    o.bits = 4;
+    o.group = 32;
+    o.clip_search = clip;
+    quant::GptqStats st;
+    const QuantizedWeight q = quant::quantize_gptq(w.data(), n, k, k, h.data(), o, &st);
+    const RefResult ref = ref_gptq(w, n, k, h, o);
+    const std::vector<float> deq = dequant(q);
+    for (std::size_t i = 0; i < deq.size(); ++i) ASSERT_NEAR(deq[i], ref.deq[i], 1e-6) << "element " << i;
+    EXPECT_NEAR(st.loss, ref.loss, 1e-9 * std::max(1.0, ref.loss));
+  }
+  h[static_cast<std::size_t>(3 * k + 3)] = 0;  // a zero diagonal entry is a dead column, on this path too
+  quant::GptqStats st;
+  quant::quantize_gptq(w.data(), n, k, k, h.data(), quant::GptqOptions{}, &st);
+  EXPECT_EQ(st.dead_columns, 1);
+}
+
 TEST(GptqTest, LayerOutputErrorClearlyBelowRoundToNearest) {
   const int64_t n = 48, k = 256;
   const Calib c = correlated(1024, k, 7);
