@@ -100,6 +100,15 @@ void quantize(PassContext& ctx, const PassSpec& s, const std::string& component,
 
 void pass_int8(PassContext& ctx, const PassSpec& s) { quantize(ctx, s, "quant.int8", 8, 0, true, {}); }
 
+/// The clip_search / clip_min options of quant.group and quant.gptq, checked: whether clip search is on.
+bool clip_search_option(const PassSpec& s, const std::string& pass) {
+  const std::string clip = opt_str(s, "clip_search", "false");
+  if (clip != "true" && clip != "false") throw PassError("option 'clip_search' of " + pass + " must be true or false");
+  const double clip_min = opt_num(s, "clip_min", 0.75);
+  if (!(clip_min > 0 && clip_min <= 1)) throw PassError("option 'clip_min' of " + pass + " must be in (0, 1]");
+  return clip == "true";
+}
+
 void pass_group(PassContext& ctx, const PassSpec& s) {
   const int bits = int(opt_num(s, "bits", 4));
   const int64_t group = int64_t(opt_num(s, "group", 128));
@@ -107,13 +116,10 @@ void pass_group(PassContext& ctx, const PassSpec& s) {
   if (bits != 4 && bits != 8) throw PassError("option 'bits' of quant.group must be 4 or 8");
   if (group != 32 && group != 64 && group != 128) throw PassError("option 'group' of quant.group must be 32, 64 or 128");
   if (sym != "true" && sym != "false") throw PassError("option 'symmetric' of quant.group must be true or false");
-  const std::string clip = opt_str(s, "clip_search", "false");
-  if (clip != "true" && clip != "false") throw PassError("option 'clip_search' of quant.group must be true or false");
-  const double clip_min = opt_num(s, "clip_min", 0.75);
-  if (!(clip_min > 0 && clip_min <= 1)) throw PassError("option 'clip_min' of quant.group must be in (0, 1]");
+  const bool clip = clip_search_option(s, "quant.group");
   std::map<std::string, std::string> args = {{"bits", std::to_string(bits)}, {"group", std::to_string(group)}, {"symmetric", sym}};
-  if (clip == "true") args.insert({{"clip_search", "true"}, {"clip_min", opt_str(s, "clip_min", "0.75")}, {"damp", "0"}});
-  quantize(ctx, s, clip == "true" ? "quant.gptq" : "quant.group", bits, group, sym == "true", args, scale_dtype_option(s));
+  if (clip) args.insert({{"clip_search", "true"}, {"clip_min", opt_str(s, "clip_min", "0.75")}, {"damp", "0"}});
+  quantize(ctx, s, clip ? "quant.gptq" : "quant.group", bits, group, sym == "true", args, scale_dtype_option(s));
 }
 
 void pass_q8_0(PassContext& ctx, const PassSpec& s) { quantize(ctx, s, "quant.q8_0", 8, 32, true, {}); }
@@ -236,10 +242,7 @@ void pass_gptq(PassContext& ctx, const PassSpec& s) {
   if (!(opt_num(s, "damp", 0.01) >= 0)) throw PassError("option 'damp' of quant.gptq must be >= 0");
   const std::string act = opt_str(s, "act_order", "false");
   if (act != "true" && act != "false") throw PassError("option 'act_order' of quant.gptq must be true or false");
-  const std::string clip = opt_str(s, "clip_search", "false");
-  if (clip != "true" && clip != "false") throw PassError("option 'clip_search' of quant.gptq must be true or false");
-  const double clip_min = opt_num(s, "clip_min", 0.75);
-  if (!(clip_min > 0 && clip_min <= 1)) throw PassError("option 'clip_min' of quant.gptq must be in (0, 1]");
+  const bool clip = clip_search_option(s, "quant.gptq");
   const DType sd = scale_dtype_option(s);
   const bool symmetric = sym == "true";
   Tally tally;
@@ -263,7 +266,7 @@ void pass_gptq(PassContext& ctx, const PassSpec& s) {
     const auto rep = run_component(ctx.ed.registry(), "quant.gptq", ports,
                                    {{"bits", std::to_string(bits)}, {"group", std::to_string(group)}, {"symmetric", sym},
                                     {"damp", opt_str(s, "damp", "0.01")}, {"block", opt_str(s, "block", "128")},
-                                    {"act_order", act}, {"clip_search", clip}, {"clip_min", opt_str(s, "clip_min", "0.75")}});
+                                    {"act_order", act}, {"clip_search", clip ? "true" : "false"}, {"clip_min", opt_str(s, "clip_min", "0.75")}});
     loss += rep.count("gptq_loss") ? rep.at("gptq_loss") : 0.0;
     dead += rep.count("dead_columns") ? rep.at("dead_columns") : 0.0;
     std::vector<NewTensor> ts = {tensor("w", q), tensor("w_scale", scale)};
@@ -272,7 +275,7 @@ void pass_gptq(PassContext& ctx, const PassSpec& s) {
                    {{"format", bits == 4 ? "int4" : "int8"}, {"group", std::to_string(group)}, {"transpose_w", "false"}});
     formats[u.name] = std::string(bits == 4 ? "int4" : "int8") + " group=" + std::to_string(group) +
                       (symmetric ? " symmetric" : " asymmetric") + " scale=" + dtype_name(sd) + " (quant.gptq" +
-                      (act == "true" ? " act_order, " : ", ") + (clip == "true" ? "clip_search, " : "") +
+                      (act == "true" ? " act_order, " : ", ") + (clip ? "clip_search, " : "") +
                       std::to_string(in.m) + " calibration rows)";
     tally.add(u, int64_t(q.bytes.size() + scale.bytes.size() + (symmetric ? 0 : zero.bytes.size())), count_zeros(dw.w));
   }
