@@ -302,7 +302,15 @@ for _ in $(seq 1 100); do  # rank 1 is the ymlopt child with OMPI_COMM_WORLD_RAN
   [ -n "$victim" ] && break
   sleep 0.1
 done
-sleep 2
+# kill only once both ranks are inside the run (each rank's board shows a task:
+# rank 0 has its SIGTERM handler by then); a fixed sleep raced a slow start
+# (StarPU + MPI init under ASan on a loaded machine took more than 2 s)
+board_busy() { [ -s "$1" ] && od -An -td8 -v "$1" | tr -s ' \n' '\n' | grep -qv '^0*$'; }
+for _ in $(seq 1 300); do
+  board_busy "$tmp/long/rank-0.running" && board_busy "$tmp/long/rank-1.running" && break
+  sleep 0.1
+done
+sleep 1
 if [ -n "$victim" ]; then
   kill -9 "$victim"
   wait $job
