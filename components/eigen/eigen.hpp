@@ -110,6 +110,9 @@ struct RestartState {
   std::span<const double> vectors_re, vectors_im;            // their Ritz vectors (n x k)
   std::vector<double>& restart_vector;                       // Arnoldi only; empty for Lanczos
   bool stop = false;
+  /// Matvecs the next cycle takes if the callback leaves restart_vector as it
+  /// is: m for an explicit restart, p = m - k' for an implicit one (Arnoldi only).
+  std::int64_t next_cost = 0;
 };
 using RestartCallback = std::function<void(RestartState&)>;
 
@@ -132,7 +135,23 @@ struct LanczosOptions {
 ///   LanczosOptions o; o.k = 10;  EigenResult r = lanczos(dense_operator(a, n, n), o);
 EigenResult lanczos(const LinearOperator& op, const LanczosOptions& opt);
 
-/// Options of arnoldi(): explicitly restarted Arnoldi (ERAM).
+/// How arnoldi() restarts.
+///   explicit_: ERAM, a new m-step factorisation from a combination of the wanted
+///              Ritz vectors (m matvecs per restart);
+///   implicit:  IRAM (Sorensen; Lehoucq & Sorensen 1996): the p = m - k' unwanted
+///              Ritz values are applied as exact shifts by implicit shifted QR on
+///              H_m in real arithmetic (a conjugate pair as one Francis double-shift
+///              step), the factorisation is truncated to k' and extended back to m
+///              (p matvecs per restart). k' = k, plus min(converged, p/2) as ARPACK
+///              does against stagnation, plus one when k' would split a conjugate pair.
+enum class Restart { explicit_, implicit };
+
+/// Parses "explicit" / "implicit" (throws KernelError naming the bad value).
+Restart parse_restart(const std::string& text);
+
+/// Options of arnoldi(): explicitly (ERAM, default) or implicitly (IRAM) restarted Arnoldi.
+///
+///   ArnoldiOptions o;  o.k = 4;  o.subspace = 12;  o.restart = Restart::implicit;  // IRAM
 struct ArnoldiOptions {
   std::int64_t k = 4;
   std::int64_t subspace = 0;  // Arnoldi factorisation size m; 0: min(n, max(2k + 1, k + 20))
@@ -144,10 +163,17 @@ struct ArnoldiOptions {
   /// Restart vector weights: true: sqrt(residual / largest residual), floored
   /// at 1e-3 (unconverged vectors dominate); false: all 1.
   bool weight_by_residual = true;
+  /// explicit_ (ERAM) or implicit (IRAM; needs k < subspace - 1 unless subspace >= n).
+  /// With implicit, RestartState::restart_vector is passed EMPTY: a callback that
+  /// fills it (n values) makes that restart explicit from the vector (a new m-step
+  /// factorisation, m matvecs; MIRAM's adoption of a gathered set), otherwise the
+  /// restart is implicit.
+  Restart restart = Restart::explicit_;
   RestartCallback on_restart;
 };
 
-/// Top-k eigenpairs of a general operator. Each cycle builds an m-step Arnoldi
+/// Top-k eigenpairs of a general operator. Restart::implicit: IRAM (see Restart);
+/// the convergence test and the returned pairs are as below. Restart::explicit_: each cycle builds an m-step Arnoldi
 /// factorisation (modified Gram-Schmidt plus one reorthogonalisation pass),
 /// takes the Ritz pairs of the Hessenberg matrix (LAPACK dgeev) and restarts
 /// from a weighted sum of the wanted Ritz vectors (real and imaginary parts of a

@@ -454,7 +454,8 @@ double arnoldi_factor(const LinearOperator& op, ArnoldiWork& w, std::span<const 
 
 /// Ritz pairs of the factorisation in `w`: the k wanted ones into `res`
 /// (values, unit vectors, residual estimates).
-void ritz_pairs(const ArnoldiWork& w, double h_last, int64_t k, Which which, EigenResult& res, double* anorm_out) {
+void ritz_pairs(const ArnoldiWork& w, double h_last, int64_t k, Which which, EigenResult& res, double* anorm_out,
+                bool vectors = true) {
   const int64_t n = w.n, m = w.m, ldh = m + 1;
   std::vector<double> Hm(sz(m * m)), wr(sz(m)), wi(sz(m)), vr(sz(m * m));
   for (int64_t j = 0; j < m; ++j)
@@ -498,6 +499,11 @@ void ritz_pairs(const ArnoldiWork& w, double h_last, int64_t k, Which which, Eig
     }
     res.residuals[sz(i)] = std::abs(h_last) * std::sqrt(last_sq);
   }
+  if (!vectors) {
+    res.vectors_re.clear();
+    res.vectors_im.clear();
+    return;
+  }
   res.vectors_re.assign(sz(n * k), 0.0);
   res.vectors_im.assign(sz(n * k), 0.0);
   cblas_dgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, bi(n), bi(k), bi(m), 1.0, w.V.data(), bi(n), Yre.data(),
@@ -507,6 +513,333 @@ void ritz_pairs(const ArnoldiWork& w, double h_last, int64_t k, Which which, Eig
 }
 
 }  // namespace
+
+// ---------------------------------------------------------------- implicit restart (IRAM)
+
+namespace {
+
+/// H(i, j) of an (m+1) x m column-major Hessenberg store.
+struct HessView {
+  double* h;
+  int64_t ld;
+  double& operator()(int64_t i, int64_t j) const { return h[i + j * ld]; }
+};
+
+/// Extends A V_j = V_j H_j + f e_jᵀ from j0 columns to m (m - j0 matvecs): the
+/// next basis vector is f / beta (a random one orthogonal to the basis when f
+/// vanished: an invariant subspace), w = A v orthogonalised against the basis by
+/// classical Gram-Schmidt twice. j0 = 0: column 0 of V holds the unit start vector.
+void extend_factor(const LinearOperator& op, ArnoldiWork& w, std::vector<double>& f, double& beta, int64_t j0,
+                   std::uint64_t& seed, int64_t& matvecs, double& anorm_est) {
+  const int64_t n = w.n, m = w.m;
+  HessView H{w.H.data(), m + 1};
+  std::vector<double> h(sz(m)), tmp(sz(m));
+  for (int64_t j = j0; j < m; ++j) {
+    if (j > 0) {
+      double* v = col(w.V, n, j);
+      if (beta > 0) {
+        for (int64_t e = 0; e < n; ++e) v[e] = f[sz(e)] / beta;
+        H(j, j - 1) = beta;
+      } else {
+        random_orthogonal(n, j, w.V.data(), v, seed++);
+        H(j, j - 1) = 0;
+      }
+    }
+    op.apply(col(w.V, n, j), f.data());
+    ++matvecs;
+    anorm_est = std::max(anorm_est, nrm2(n, f.data()));
+    std::fill(h.begin(), h.end(), 0.0);
+    cgs2(n, j + 1, w.V.data(), f.data(), h.data(), tmp.data());
+    for (int64_t i = 0; i <= j; ++i) H(i, j) = h[sz(i)];
+    beta = nrm2(n, f.data());
+    if (beta <= 1e-13 * anorm_est) {
+      beta = 0;
+      std::fill(f.begin(), f.end(), 0.0);
+    }
+  }
+}
+
+/// A Householder reflector P = I - tau u uᵀ (u[0] = 1 implied by scaling) with
+/// P x = alpha e1, for x of length 2 or 3. Returns false when x = 0 (P = I).
+bool householder(const double* x, int64_t len, double* u, double& tau) {
+  double nx = 0;
+  for (int64_t i = 0; i < len; ++i) nx = std::hypot(nx, x[i]);
+  if (nx == 0) return false;
+  const double alpha = x[0] >= 0 ? -nx : nx;
+  for (int64_t i = 0; i < len; ++i) u[i] = x[i];
+  u[0] -= alpha;
+  double uu = 0;
+  for (int64_t i = 0; i < len; ++i) uu += u[i] * u[i];
+  if (uu == 0) return false;
+  tau = 2.0 / uu;
+  return true;
+}
+
+/// One exact-shift sweep on the active block [lo, hi] of H (m x m inside an
+/// (m+1)-row store), applied as a similarity to all of H and accumulated in Q
+/// (m x m, column-major): a real shift as a Givens bulge chase, a complex pair
+/// mu, conj(mu) (im > 0) as one Francis double-shift step (real arithmetic).
+void apply_shift(HessView H, int64_t m, std::vector<double>& Q, int64_t lo, int64_t hi, double re, double im) {
+  auto rows_cols = [&](int64_t r0, int64_t len, const double* u, double tau, int64_t c_from, int64_t rows_to) {
+    // Left: rows r0..r0+len-1, columns c_from..m-1.
+    for (int64_t j = c_from; j < m; ++j) {
+      double d = 0;
+      for (int64_t i = 0; i < len; ++i) d += u[i] * H(r0 + i, j);
+      d *= tau;
+      for (int64_t i = 0; i < len; ++i) H(r0 + i, j) -= d * u[i];
+    }
+    // Right: columns r0..r0+len-1, rows 0..rows_to.
+    for (int64_t r = 0; r <= rows_to; ++r) {
+      double d = 0;
+      for (int64_t i = 0; i < len; ++i) d += H(r, r0 + i) * u[i];
+      d *= tau;
+      for (int64_t i = 0; i < len; ++i) H(r, r0 + i) -= d * u[i];
+    }
+    for (int64_t r = 0; r < m; ++r) {
+      double* q = Q.data() + r;
+      double d = 0;
+      for (int64_t i = 0; i < len; ++i) d += q[(r0 + i) * m] * u[i];
+      d *= tau;
+      for (int64_t i = 0; i < len; ++i) q[(r0 + i) * m] -= d * u[i];
+    }
+  };
+  if (im == 0) {
+    double x = H(lo, lo) - re, y = H(lo + 1, lo);
+    for (int64_t i = lo; i < hi; ++i) {
+      if (i > lo) {
+        x = H(i, i - 1);
+        y = H(i + 1, i - 1);
+      }
+      const double r = std::hypot(x, y);
+      if (r == 0) continue;
+      const double c = x / r, s = y / r;
+      if (i > lo) {
+        H(i, i - 1) = r;
+        H(i + 1, i - 1) = 0;
+      }
+      for (int64_t j = i; j < m; ++j) {
+        const double a = H(i, j), b = H(i + 1, j);
+        H(i, j) = c * a + s * b;
+        H(i + 1, j) = -s * a + c * b;
+      }
+      for (int64_t r2 = 0; r2 <= std::min(i + 2, hi); ++r2) {
+        const double a = H(r2, i), b = H(r2, i + 1);
+        H(r2, i) = c * a + s * b;
+        H(r2, i + 1) = -s * a + c * b;
+      }
+      for (int64_t r2 = 0; r2 < m; ++r2) {
+        double* q = Q.data() + r2;
+        const double a = q[i * m], b = q[(i + 1) * m];
+        q[i * m] = c * a + s * b;
+        q[(i + 1) * m] = -s * a + c * b;
+      }
+    }
+    return;
+  }
+  // Francis double shift: first column of (H - mu)(H - conj mu) = H² - 2 re H + |mu|² I.
+  const double s2 = 2 * re, t = re * re + im * im;
+  double x[3] = {H(lo, lo) * H(lo, lo) + H(lo, lo + 1) * H(lo + 1, lo) - s2 * H(lo, lo) + t,
+                 H(lo + 1, lo) * (H(lo, lo) + H(lo + 1, lo + 1) - s2),
+                 lo + 2 <= hi ? H(lo + 1, lo) * H(lo + 2, lo + 1) : 0.0};
+  // Exact shifts of a 2 x 2 block make x vanish up to rounding: nothing to apply.
+  const double scale = std::abs(H(lo, lo)) + std::abs(H(lo + 1, lo + 1)) + std::abs(H(lo + 1, lo)) +
+                       std::abs(H(lo, lo + 1));
+  if (std::hypot(std::hypot(x[0], x[1]), x[2]) <= 1e-14 * (scale * scale + t) && hi == lo + 1) return;
+  for (int64_t kk = lo; kk < hi; ++kk) {
+    const int64_t len = std::min<int64_t>(3, hi - kk + 1);
+    if (kk > lo) {
+      x[0] = H(kk, kk - 1);
+      x[1] = H(kk + 1, kk - 1);
+      x[2] = len == 3 ? H(kk + 2, kk - 1) : 0.0;
+    }
+    double u[3], tau = 0;
+    if (!householder(x, len, u, tau)) continue;
+    rows_cols(kk, len, u, tau, kk > lo ? kk - 1 : lo, std::min(kk + 3, hi));
+    if (kk > lo) {
+      H(kk + 1, kk - 1) = 0;
+      if (len == 3) H(kk + 2, kk - 1) = 0;
+    }
+  }
+}
+
+/// Sets negligible subdiagonal entries of H[0:m, 0:m] to zero (LAPACK's standard test).
+void deflate(HessView H, int64_t upto) {
+  constexpr double ulp = std::numeric_limits<double>::epsilon();
+  const double smlnum = std::numeric_limits<double>::min() / ulp;
+  for (int64_t i = 0; i + 1 < upto; ++i) {
+    const double tst = std::abs(H(i, i)) + std::abs(H(i + 1, i + 1));
+    if (std::abs(H(i + 1, i)) <= std::max(ulp * tst, smlnum)) H(i + 1, i) = 0;
+  }
+}
+
+/// The m Ritz values of H_m, in wanted order, with their Ritz estimates |beta e_mᵀ y|.
+struct AllRitz {
+  std::vector<double> re, im, bound;
+  std::vector<int64_t> order;
+};
+
+AllRitz all_ritz(const ArnoldiWork& w, double beta, Which which) {
+  const int64_t m = w.m, ldh = m + 1;
+  AllRitz r;
+  std::vector<double> Hm(sz(m * m)), vr(sz(m * m));
+  r.re.resize(sz(m));
+  r.im.resize(sz(m));
+  r.bound.resize(sz(m));
+  for (int64_t j = 0; j < m; ++j)
+    for (int64_t i = 0; i < m; ++i) Hm[sz(i + j * m)] = w.H[sz(i + j * ldh)];
+  if (LAPACKE_dgeev(LAPACK_COL_MAJOR, 'N', 'V', bi(m), Hm.data(), bi(m), r.re.data(), r.im.data(), nullptr, 1,
+                    vr.data(), bi(m)) != 0)
+    throw KernelError("arnoldi (implicit): dgeev failed on the Hessenberg matrix");
+  for (int64_t j = 0; j < m; ++j) {
+    const int64_t p = (r.im[sz(j)] < 0 && j > 0) ? j - 1 : j;
+    double last = vr[sz(m - 1 + p * m)] * vr[sz(m - 1 + p * m)];
+    if (r.im[sz(j)] != 0) last += vr[sz(m - 1 + (p + 1) * m)] * vr[sz(m - 1 + (p + 1) * m)];
+    r.bound[sz(j)] = std::abs(beta) * std::sqrt(last);
+  }
+  r.order.resize(sz(m));
+  std::iota(r.order.begin(), r.order.end(), 0);
+  auto key = [&](int64_t j) { return which == Which::largest_real ? r.re[sz(j)] : std::hypot(r.re[sz(j)], r.im[sz(j)]); };
+  std::stable_sort(r.order.begin(), r.order.end(), [&](int64_t a, int64_t b) {
+    const double ka = key(a), kb = key(b);
+    if (ka != kb) return ka > kb;
+    return r.im[sz(a)] > r.im[sz(b)];
+  });
+  return r;
+}
+
+/// k' for this restart (k plus ARPACK's anti-stagnation term, kept off a
+/// conjugate pair's split) from the Ritz values in wanted order.
+int64_t kept_size(const AllRitz& r, int64_t k, int64_t m, int64_t nconv) {
+  int64_t kk = k + std::min(nconv, (m - k) / 2);
+  if (kk == 1 && m >= 6) kk = m / 2;
+  else if (kk == 1 && m > 3) kk = 2;
+  auto splits = [&](int64_t c) {  // the wanted set [0, c) holds one of a pair, the unwanted the other
+    return c > 0 && c < m && r.im[sz(r.order[sz(c - 1)])] > 0;
+  };
+  if (splits(kk)) kk = kk + 1 <= m - 1 ? kk + 1 : kk - 1;
+  if (splits(kk)) kk = kk - 1;  // cannot happen with exact conjugate pairs; kept safe
+  return std::clamp<int64_t>(kk, 1, m - 1);
+}
+
+/// IRAM: see Restart. m is the checked subspace size.
+EigenResult iram(const LinearOperator& op, const ArnoldiOptions& opt, int64_t m) {
+  const int64_t n = op.n, k = opt.k;
+  if (m < n && k >= m - 1)
+    throw KernelError("arnoldi: restart=implicit needs k < subspace - 1 (at least 2 shifts); got k = " +
+                      std::to_string(k) + ", subspace = " + std::to_string(m));
+  ArnoldiWork w(n, m);
+  HessView H{w.H.data(), m + 1};
+  std::vector<double> f(sz(n), 0.0), Q(sz(m * m)), W(sz(n * (m + 1))), h(sz(m)), tmp(sz(m));
+  std::uint64_t seed = opt.seed + 1;
+  int64_t matvecs = 0, restarts = 0;
+  double beta = 0, anorm_est = 0;
+  auto fresh = [&](const std::vector<double>& v) {  // a new factorisation from v (m matvecs)
+    std::fill(w.H.begin(), w.H.end(), 0.0);
+    double nr = nrm2(n, v.data());
+    if (nr == 0 || !std::isfinite(nr)) {
+      const std::vector<double> r = random_vector(n, seed++);
+      std::copy(r.begin(), r.end(), w.V.begin());
+      nr = nrm2(n, w.V.data());
+    } else {
+      std::copy(v.begin(), v.end(), w.V.begin());
+    }
+    cblas_dscal(bi(n), 1.0 / nr, w.V.data(), 1);
+    beta = 0;
+    extend_factor(op, w, f, beta, 0, seed, matvecs, anorm_est);
+  };
+  fresh(start_vector(n, opt.start, opt.seed));
+  EigenResult res;
+  while (true) {
+    double anorm = 0;
+    const bool want_vectors = static_cast<bool>(opt.on_restart);
+    ritz_pairs(w, beta, k, opt.which, res, &anorm, false);
+    int64_t nconv = 0;
+    for (int64_t i = 0; i < k; ++i)
+      nconv += is_converged(res.residuals[sz(i)], std::hypot(res.values_re[sz(i)], res.values_im[sz(i)]), anorm,
+                            opt.tol)
+                   ? 1
+                   : 0;
+    res.converged = nconv == k;
+    res.matvecs = matvecs;
+    res.restarts = restarts;
+    if (res.converged || restarts >= opt.max_restarts || m == n) {
+      ritz_pairs(w, beta, k, opt.which, res, &anorm, true);
+      res.converged = nconv == k;
+      res.matvecs = matvecs;
+      res.restarts = restarts;
+      return res;
+    }
+    const AllRitz all = all_ritz(w, beta, opt.which);
+    const int64_t kk = kept_size(all, k, m, nconv);
+    ++restarts;
+    if (opt.on_restart) {
+      if (want_vectors) ritz_pairs(w, beta, k, opt.which, res, &anorm, true);
+      std::vector<double> injected;  // empty: restart implicitly
+      RestartState st{restarts, matvecs, res.values_re, res.values_im, res.residuals, res.vectors_re,
+                      res.vectors_im, injected, false, m - kk};
+      opt.on_restart(st);
+      if (st.stop) {
+        res.restarts = restarts;
+        return res;
+      }
+      if (!injected.empty()) {
+        if (static_cast<int64_t>(injected.size()) != n)
+          throw KernelError("arnoldi: the restart callback left a vector of " + std::to_string(injected.size()) +
+                            " values, expected n = " + std::to_string(n));
+        fresh(injected);  // an explicit restart from the injected vector
+        continue;
+      }
+    }
+    // Exact shifts: the m - kk unwanted Ritz values, largest Ritz estimate first
+    // (Lehoucq & Sorensen: limits the forward instability of the QR sweeps); a
+    // conjugate pair once, by its +im member.
+    std::vector<int64_t> shifts;
+    for (int64_t c = kk; c < m; ++c)
+      if (all.im[sz(all.order[sz(c)])] >= 0) shifts.push_back(all.order[sz(c)]);
+    std::stable_sort(shifts.begin(), shifts.end(),
+                     [&](int64_t a, int64_t b) { return all.bound[sz(a)] > all.bound[sz(b)]; });
+    std::fill(Q.begin(), Q.end(), 0.0);
+    for (int64_t i = 0; i < m; ++i) Q[sz(i + i * m)] = 1.0;
+    for (int64_t sidx : shifts) {
+      deflate(H, m);
+      for (int64_t lo = 0; lo < m - 1;) {
+        int64_t hi = lo;
+        while (hi + 1 < m && H(hi + 1, hi) != 0) ++hi;
+        if (hi > lo) apply_shift(H, m, Q, lo, hi, all.re[sz(sidx)], all.im[sz(sidx)]);
+        lo = hi + 1;
+      }
+    }
+    deflate(H, kk + 1);
+    // V_kk <- V_m Q[:, 0:kk]; f <- V_m Q e_kk H(kk, kk-1) + f Q(m-1, kk-1).
+    cblas_dgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, bi(n), bi(kk + 1), bi(m), 1.0, w.V.data(), bi(n), Q.data(),
+                bi(m), 0.0, W.data(), bi(n));
+    std::copy_n(W.begin(), n * kk, w.V.begin());
+    const double hk = H(kk, kk - 1), qk = Q[sz(m - 1 + (kk - 1) * m)];
+    for (int64_t e = 0; e < n; ++e) f[sz(e)] = W[sz(e + kk * n)] * hk + f[sz(e)] * qk;
+    // Truncate H to kk x kk; keep f orthogonal to the kept basis (the coefficients
+    // join H's last kept column, so the factorisation stays exact).
+    for (int64_t j = kk; j < m; ++j)
+      for (int64_t i = 0; i <= m; ++i) H(i, j) = 0;
+    H(kk, kk - 1) = 0;
+    std::fill(h.begin(), h.end(), 0.0);
+    cgs2(n, kk, w.V.data(), f.data(), h.data(), tmp.data());
+    for (int64_t i = 0; i < kk; ++i) H(i, kk - 1) += h[sz(i)];
+    beta = nrm2(n, f.data());
+    if (beta <= 1e-13 * anorm_est) {
+      beta = 0;
+      std::fill(f.begin(), f.end(), 0.0);
+    }
+    extend_factor(op, w, f, beta, kk, seed, matvecs, anorm_est);
+  }
+}
+
+}  // namespace
+
+Restart parse_restart(const std::string& text) {
+  if (text == "explicit") return Restart::explicit_;
+  if (text == "implicit") return Restart::implicit;
+  throw KernelError("restart '" + text + "': expected \"explicit\" (ERAM) or \"implicit\" (IRAM)");
+}
 
 std::vector<double> ritz_restart_vector(const EigenResult& r, int64_t n, bool weighted) {
   if (r.values_im.size() != r.values_re.size() || r.residuals.size() != r.values_re.size() ||
@@ -557,6 +890,7 @@ EigenResult arnoldi(const LinearOperator& op, const ArnoldiOptions& opt) {
   check_sizes(op, k, m, "arnoldi");
   if (opt.which != Which::largest_magnitude && opt.which != Which::largest_real)
     throw KernelError("arnoldi: which must be largest_magnitude or largest_real");
+  if (opt.restart == Restart::implicit) return iram(op, opt, m);
   ArnoldiWork w(n, m);
   std::vector<double> v = start_vector(n, opt.start, opt.seed);
   EigenResult res;
@@ -579,7 +913,7 @@ EigenResult arnoldi(const LinearOperator& op, const ArnoldiOptions& opt) {
     ++restarts;
     if (opt.on_restart) {
       RestartState st{restarts, matvecs, res.values_re, res.values_im, res.residuals, res.vectors_re, res.vectors_im,
-                      v, false};
+                      v, false, m};
       opt.on_restart(st);
       if (st.stop) {
         res.restarts = restarts;

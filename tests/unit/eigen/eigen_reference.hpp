@@ -177,11 +177,13 @@ inline ArpackResult arpack_symmetric(const Apply& op, int64_t n, int64_t k, cons
   return r;
 }
 
-/// ARPACK dnaupd/dneupd, mode 1, `which` "LM" or "LR".
+/// ARPACK dnaupd/dneupd, mode 1, `which` "LM" or "LR"; `start` (n values): the
+/// start vector (info = 1), else ARPACK's own random one.
 inline ArpackResult arpack_nonsymmetric(const Apply& op, int64_t n, int64_t k, const char* which, int64_t ncv,
-                                        double tol, int64_t maxiter = 3000) {
-  a_int ido = 0, info = 0;
-  std::vector<double> resid(static_cast<size_t>(n)), v(static_cast<size_t>(n * ncv)), workd(static_cast<size_t>(3 * n)),
+                                        double tol, int64_t maxiter = 3000, const std::vector<double>& start = {}) {
+  a_int ido = 0, info = start.empty() ? 0 : 1;
+  std::vector<double> resid = start.empty() ? std::vector<double>(static_cast<size_t>(n)) : start;
+  std::vector<double> v(static_cast<size_t>(n * ncv)), workd(static_cast<size_t>(3 * n)),
       workl(static_cast<size_t>(3 * ncv * ncv + 6 * ncv));
   a_int iparam[11] = {1, 0, a_int(maxiter), 1, 0, 0, 1, 0, 0, 0, 0}, ipntr[14] = {};
   const a_int lworkl = a_int(workl.size());
