@@ -14,6 +14,7 @@
 
 #include "pass_util.hpp"
 #include "embedding_passes.hpp"
+#include "smooth_pass.hpp"
 #include "sparse/sparse_linear.hpp"
 #include "ymlopt/xml/diagnostic.hpp"
 
@@ -689,6 +690,16 @@ const std::vector<PassInfo>& all_passes() {
                         "diag-H-weighted squared error; same storage"},
         {"clip_min", "smallest shrink of clip_search (0.75)"}, kScaleDtype, kMatch},
        pass_gptq, true},
+      {"smooth", "SmoothQuant / AWQ per-input-channel scales s from calibration inputs: W' = W diag(s), the input's 1/s "
+       "folded exactly into the LayerNorm or linear (no activation / ReLU) that makes it; run before a quantizer",
+       {{"mode", "smooth (default; SmoothQuant, for W8A8 int8) or awq (for int4 groups)"},
+        {"alpha", "smooth: s = max|X|^alpha / max|W|^(1-alpha), default 0.5; awq: s = mean|X|^alpha, default search "
+                  "(the grid's alpha with the least calibration output error of the quantized layer)"},
+        {"grid", "awq alpha=search: alphas 0, 1/grid, ... 1 (20)"},
+        {"bits", "awq: the quantizer the search rounds with, 4 (default) or 8"},
+        {"group", "awq: its group, 0 (per channel), 32, 64 or 128 (default)"},
+        {"symmetric", "awq: true (default) or false"}, kMatch},
+       pass_smooth, true, check_smooth},
       {"prune.magnitude", "zero the smallest-magnitude weights (dense result; follow with sparse.csr or a quantizer)",
        {{"sparsity", "fraction to zero (default 0.5)"}, {"scope", "row (default), tensor or global (one threshold over every layer)"}, kMatch},
        pass_magnitude},
