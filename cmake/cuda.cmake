@@ -28,3 +28,28 @@ if(NOT YMLOPT_CUDA STREQUAL "OFF")
     message(STATUS "ymlopt: no nvcc found, CUDA kernels not built")
   endif()
 endif()
+
+# ymlopt_add_cuda_kernels(<family> [libs...]): builds components/<family>/*_cuda.cu
+# (C++17 for nvcc, no SDK headers) into ymlopt::<family>_cuda, linked publicly
+# into ymlopt::<family> together with the CUDA libraries `libs`. Exports the
+# compile definition YMLOPT_HAVE_CUDA=1 to everything that links the family, so
+# `#if YMLOPT_HAVE_CUDA` attaches the kernels (ComponentSpec::cuda). No nvcc: nothing.
+#
+#   ymlopt_add_cuda_kernels(sparse CUDA::cusparse)
+function(ymlopt_add_cuda_kernels family)
+  if(NOT YMLOPT_HAVE_CUDA)
+    return()
+  endif()
+  file(GLOB srcs CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/*_cuda.cu)
+  if(NOT srcs)
+    return()
+  endif()
+  add_library(ymlopt_${family}_cuda STATIC ${srcs})
+  add_library(ymlopt::${family}_cuda ALIAS ymlopt_${family}_cuda)
+  set_target_properties(ymlopt_${family}_cuda PROPERTIES CUDA_STANDARD 17 CUDA_STANDARD_REQUIRED ON)
+  target_include_directories(ymlopt_${family}_cuda PUBLIC ${CMAKE_CURRENT_SOURCE_DIR}/..)
+  target_link_libraries(ymlopt_${family}_cuda PUBLIC CUDA::cudart ${ARGN})
+  target_compile_definitions(ymlopt_${family}_cuda PUBLIC YMLOPT_HAVE_CUDA=1
+    PRIVATE YMLOPT_CUDA_ARCHS="${CMAKE_CUDA_ARCHITECTURES}")
+  target_link_libraries(ymlopt_${family} PUBLIC ymlopt::${family}_cuda)
+endfunction()

@@ -15,6 +15,10 @@
 
 #include "tensor/kernel_util.hpp"
 
+#if YMLOPT_HAVE_CUDA
+#include "nn/nn_cuda.hpp"
+#endif
+
 namespace ymlopt {
 namespace {
 
@@ -101,6 +105,27 @@ void gemm_cpu(KernelContext& ctx) {
                   b.ptr<double>(), ld_of(b), beta, c.ptr<double>(), ld_of(c));
   });
 }
+
+#if YMLOPT_HAVE_CUDA
+// CUDA kernel: cuBLAS sgemm (FP32, no TF32) on device pointers, on ctx.cuda_stream(); f32 only.
+std::string gemm_cuda_check(const TaskShape& t) {
+  if (t.ports.size() != gemm_ports().size()) return "wrong number of ports";
+  if (t.ports[0].dtype != DType::f32) return std::string("CUDA kernel is f32 only, a is ") + dtype_name(t.ports[0].dtype);
+  return "";
+}
+
+void gemm_cuda(KernelContext& ctx) {
+  kutil::validate(ctx, gemm_ports(), gemm_check);
+  if (auto m = gemm_cuda_check(TaskShape{ctx.ports(), ctx.args()}); !m.empty()) throw KernelError(m);
+  const TensorView &a = ctx.port(0), &b = ctx.port(1), &c = ctx.port(2);
+  const bool ta = ctx.arg_bool("transa"), tb = ctx.arg_bool("transb");
+  const std::int64_t m = c.rows, n = c.cols, k = ta ? a.rows : a.cols;
+  if (m == 0 || n == 0) return;
+  nn::cuda::gemm_f32_op(ta, tb, static_cast<const float*>(a.data), ld_of(a), static_cast<const float*>(b.data),
+                        ld_of(b), static_cast<float*>(c.data), ld_of(c), m, n, k, float(ctx.arg_float("alpha")),
+                        float(ctx.arg_float("beta")), ctx.cuda_stream());
+}
+#endif
 
 // ---------------------------------------------------------------- blas.axpy
 
@@ -326,6 +351,10 @@ void register_blas(Registry& reg) {
     s.cpu = gemm_cpu;
     s.check = gemm_check;
     s.cost = gemm_cost;
+#if YMLOPT_HAVE_CUDA
+    s.cuda = gemm_cuda;
+    s.cuda_check = gemm_cuda_check;
+#endif
     reg.add(std::move(s));
   }
   {

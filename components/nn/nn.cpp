@@ -10,6 +10,10 @@
 
 #include "tensor/kernel_util.hpp"
 
+#if YMLOPT_HAVE_CUDA
+#include "nn/nn_cuda.hpp"
+#endif
+
 namespace ymlopt {
 namespace {
 
@@ -112,11 +116,52 @@ void softmax_cpu(KernelContext& ctx) {
   });
 }
 
+#if YMLOPT_HAVE_CUDA
+// CUDA kernels (nn_cuda.cu): port data are device pointers, launched on
+// ctx.cuda_stream(). f32 with contiguous rows only (unary_cuda_check); f64 or
+// column tiles run on a CPU.
+
+std::string unary_cuda_check(const TaskShape& t) {
+  const auto& p = t.ports;
+  if (p.size() != unary_ports().size()) return "wrong number of ports";
+  if (p[0].dtype != DType::f32) return std::string("CUDA kernel is f32 only, x is ") + dtype_name(p[0].dtype);
+  if (!p[0].contiguous() || !p[1].contiguous()) return "CUDA kernel needs contiguous rows (ld == cols)";
+  return "";
+}
+
+/// Validates like the CPU kernel, then checks unary_cuda_check.
+void unary_cuda_validate(KernelContext& ctx, std::string (*check)(const TaskShape&)) {
+  kutil::validate(ctx, unary_ports(), check);
+  if (auto m = unary_cuda_check(TaskShape{ctx.ports(), ctx.args()}); !m.empty()) throw KernelError(m);
+}
+
+void gelu_cuda(KernelContext& ctx) {
+  unary_cuda_validate(ctx, gelu_check);
+  const TensorView &x = ctx.port(0), &y = ctx.port(1);
+  nn::cuda::gelu(static_cast<const float*>(x.data), static_cast<float*>(y.data), x.size(),
+                 ctx.arg_string("approximate") == "tanh", ctx.cuda_stream());
+}
+
+void silu_cuda(KernelContext& ctx) {
+  unary_cuda_validate(ctx, unary_check);
+  const TensorView &x = ctx.port(0), &y = ctx.port(1);
+  nn::cuda::silu(static_cast<const float*>(x.data), static_cast<float*>(y.data), x.size(), ctx.cuda_stream());
+}
+
+void softmax_cuda(KernelContext& ctx) {
+  unary_cuda_validate(ctx, unary_check);
+  const TensorView &x = ctx.port(0), &y = ctx.port(1);
+  if (x.cols == 0) return;
+  nn::cuda::softmax_rows(static_cast<const float*>(x.data), static_cast<float*>(y.data), x.rows, x.cols,
+                         ctx.cuda_stream());
+}
+#endif
+
 }  // namespace
 
 void register_nn(Registry& reg) {
   auto add = [&](const char* name, const char* doc, std::vector<ParamSpec> params, KernelFn cpu,
-                 std::string (*check)(const TaskShape&), Cost (*cost)(const TaskShape&)) {
+                 std::string (*check)(const TaskShape&), Cost (*cost)(const TaskShape&), KernelFn cuda = nullptr) {
     ComponentSpec s;
     s.name = name;
     s.doc = doc;
@@ -125,15 +170,26 @@ void register_nn(Registry& reg) {
     s.cpu = cpu;
     s.check = check;
     s.cost = cost;
+#if YMLOPT_HAVE_CUDA
+    s.cuda = cuda;
+    if (cuda) s.cuda_check = unary_cuda_check;
+#else
+    (void)cuda;
+#endif
     reg.add(std::move(s));
   };
+#if YMLOPT_HAVE_CUDA
+  const KernelFn gelu_gpu = gelu_cuda, silu_gpu = silu_cuda, softmax_gpu = softmax_cuda;
+#else
+  const KernelFn gelu_gpu = nullptr, silu_gpu = nullptr, softmax_gpu = nullptr;
+#endif
   add("nn.relu", "y = max(x, 0)", {}, relu_cpu, unary_check, unary_cost<1>);
   add("nn.gelu", "y = 0.5*x*(1 + tanh(sqrt(2/pi)*(x + 0.044715*x^3))), or 0.5*x*(1 + erf(x/sqrt(2)))",
       {{"approximate", ParamType::string_, "tanh", false, "'tanh' (approximation) or 'none' (exact erf form)"}},
-      gelu_cpu, gelu_check, unary_cost<8>);
-  add("nn.silu", "y = x * sigmoid(x)", {}, silu_cpu, unary_check, unary_cost<4>);
+      gelu_cpu, gelu_check, unary_cost<8>, gelu_gpu);
+  add("nn.silu", "y = x * sigmoid(x)", {}, silu_cpu, unary_check, unary_cost<4>, silu_gpu);
   add("nn.softmax", "row-wise softmax, numerically stable (subtracts the row max)", {}, softmax_cpu, unary_check,
-      unary_cost<5>);
+      unary_cost<5>, softmax_gpu);
   register_transformer(reg);
 }
 

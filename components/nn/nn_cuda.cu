@@ -4,6 +4,7 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstdio>
 #include <stdexcept>
@@ -76,7 +77,12 @@ __global__ void layernorm_kernel(const float* x, const float* gamma, const float
     q += d * d;
   }
   const float rstd = rsqrtf(block_reduce<false>(q) / float(cols) + eps);
-  for (std::int64_t j = threadIdx.x; j < cols; j += blockDim.x) yr[j] = (xr[j] - mean) * rstd * gamma[j] + beta[j];
+  for (std::int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
+    float v = (xr[j] - mean) * rstd;  // the CPU's order: (x - m) * rs * g + b
+    if (gamma) v *= gamma[j];
+    if (beta) v += beta[j];
+    yr[j] = v;
+  }
 }
 
 __global__ void rmsnorm_kernel(const float* x, const float* gamma, float* y, std::int64_t cols, float eps) {
@@ -85,7 +91,7 @@ __global__ void rmsnorm_kernel(const float* x, const float* gamma, float* y, std
   float q = 0.f;
   for (std::int64_t j = threadIdx.x; j < cols; j += blockDim.x) q += xr[j] * xr[j];
   const float r = rsqrtf(block_reduce<false>(q) / float(cols) + eps);
-  for (std::int64_t j = threadIdx.x; j < cols; j += blockDim.x) yr[j] = xr[j] * r * gamma[j];
+  for (std::int64_t j = threadIdx.x; j < cols; j += blockDim.x) yr[j] = gamma ? xr[j] * r * gamma[j] : xr[j] * r;
 }
 
 __global__ void gelu_kernel(const float* x, float* y, std::int64_t n, bool tanh_form) {
@@ -186,9 +192,19 @@ void silu(const float* x, float* y, std::int64_t n, void* stream) {
 
 void gemm_f32(const float* a, std::int64_t lda, const float* b, std::int64_t ldb, float* c, std::int64_t ldc,
               std::int64_t m, std::int64_t n, std::int64_t k, float alpha, float beta, void* stream) {
-  if (m < 0 || n < 0 || k < 0 || m > INT_MAX || n > INT_MAX || k > INT_MAX || lda < k || ldb < n || ldc < n)
+  gemm_f32_op(false, false, a, lda, b, ldb, c, ldc, m, n, k, alpha, beta, stream);
+}
+
+void gemm_f32_op(bool transa, bool transb, const float* a, std::int64_t lda, const float* b, std::int64_t ldb,
+                 float* c, std::int64_t ldc, std::int64_t m, std::int64_t n, std::int64_t k, float alpha, float beta,
+                 void* stream) {
+  const std::int64_t a_cols = transa ? m : k, b_cols = transb ? k : n;
+  if (m < 0 || n < 0 || k < 0 || m > INT_MAX || n > INT_MAX || k > INT_MAX || lda > INT_MAX || ldb > INT_MAX ||
+      ldc > INT_MAX || lda < std::max<std::int64_t>(a_cols, 1) || ldb < std::max<std::int64_t>(b_cols, 1) ||
+      ldc < std::max<std::int64_t>(n, 1))
     throw std::invalid_argument("gemm_f32: bad sizes m=" + std::to_string(m) + " n=" + std::to_string(n) +
-                                " k=" + std::to_string(k));
+                                " k=" + std::to_string(k) + " lda=" + std::to_string(lda) + " ldb=" +
+                                std::to_string(ldb) + " ldc=" + std::to_string(ldc));
   if (m == 0 || n == 0) return;
   // one handle per thread (StarPU runs a CUDA worker per thread), destroyed with it
   struct Handle {
@@ -198,11 +214,15 @@ void gemm_f32(const float* a, std::int64_t lda, const float* b, std::int64_t ldb
     }
   };
   thread_local Handle handle;
-  if (!handle.h) check(cublasCreate(&handle.h), "cublasCreate");
+  if (!handle.h) {
+    check(cublasCreate(&handle.h), "cublasCreate");
+    check(cublasSetMathMode(handle.h, CUBLAS_DEFAULT_MATH), "cublasSetMathMode");  // FP32, no TF32
+  }
   check(cublasSetStream(handle.h, as_stream(stream)), "cublasSetStream");
-  // row-major C = A B is column-major C^T = B^T A^T: swap the operands
-  check(cublasSgemm(handle.h, CUBLAS_OP_N, CUBLAS_OP_N, int(n), int(m), int(k), &alpha, b, int(ldb), a, int(lda),
-                    &beta, c, int(ldc)),
+  // row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T, and a
+  // row-major X is the column-major X^T: swap the operands, keep the flags
+  const cublasOperation_t oa = transa ? CUBLAS_OP_T : CUBLAS_OP_N, ob = transb ? CUBLAS_OP_T : CUBLAS_OP_N;
+  check(cublasSgemm(handle.h, ob, oa, int(n), int(m), int(k), &alpha, b, int(ldb), a, int(lda), &beta, c, int(ldc)),
         "cublasSgemm");
 }
 

@@ -34,11 +34,12 @@ const char* built_architectures();
 void softmax_rows(const float* x, float* y, std::int64_t rows, std::int64_t cols, void* stream);
 
 /// LayerNorm over each row: (x - mean) / sqrt(var + eps) * gamma + beta, with
-/// the biased variance, as nn.layernorm on the CPU.
+/// the biased variance, as nn.layernorm on the CPU. gamma / beta may be
+/// nullptr (1 / 0), as the optional ports.
 void layernorm_rows(const float* x, const float* gamma, const float* beta, float* y, std::int64_t rows,
                     std::int64_t cols, float eps, void* stream);
 
-/// RMSNorm over each row: x / sqrt(mean(x^2) + eps) * gamma.
+/// RMSNorm over each row: x / sqrt(mean(x^2) + eps) * gamma (gamma nullptr: 1).
 void rmsnorm_rows(const float* x, const float* gamma, float* y, std::int64_t rows, std::int64_t cols, float eps,
                   void* stream);
 
@@ -51,5 +52,15 @@ void silu(const float* x, float* y, std::int64_t n, void* stream);
 /// ldb, ldc in elements.
 void gemm_f32(const float* a, std::int64_t lda, const float* b, std::int64_t ldb, float* c, std::int64_t ldc,
               std::int64_t m, std::int64_t n, std::int64_t k, float alpha, float beta, void* stream);
+
+/// Row-major C[m,n] = alpha * op(A) op(B) + beta * C, op(X) = X^T when the
+/// flag is set (as cblas_sgemm(CblasRowMajor, ...) and blas.gemm): A is [m,k]
+/// or [k,m] (transa), B is [k,n] or [n,k] (transb). Plain FP32 math (cuBLAS's
+/// default math mode: no TF32). Throws std::invalid_argument on a leading
+/// dimension shorter than its row or a size above INT_MAX.
+///   gemm_f32_op(false, true, d_x, k, d_w, k, d_y, n, m, n, k, 1.f, 0.f, stream);  // y = x w^T
+void gemm_f32_op(bool transa, bool transb, const float* a, std::int64_t lda, const float* b, std::int64_t ldb,
+                 float* c, std::int64_t ldc, std::int64_t m, std::int64_t n, std::int64_t k, float alpha, float beta,
+                 void* stream);
 
 }  // namespace ymlopt::nn::cuda

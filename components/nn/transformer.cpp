@@ -32,6 +32,11 @@
 #include "nn/nn.hpp"
 #include "tensor/kernel_util.hpp"
 
+#if YMLOPT_HAVE_CUDA
+#include "nn/nn_cuda.hpp"
+#include "nn/transformer_cuda.hpp"
+#endif
+
 namespace ymlopt {
 namespace {
 
@@ -1045,13 +1050,156 @@ void pool_cpu(KernelContext& ctx) {
   });
 }
 
+
+#if YMLOPT_HAVE_CUDA
+// ============================================================ CUDA kernels
+// Port data are device pointers; kernels launch on ctx.cuda_stream(). Each
+// *_cuda_check says which tasks the CUDA kernel handles (f32, and per op the
+// layout it needs); the engine runs the others on a CPU.
+
+std::string f32_only(const TaskShape& t, std::size_t n_ports) {
+  if (t.ports.size() != n_ports) return "wrong number of ports";
+  for (const TensorView& v : t.ports)
+    if (v.bound() && v.dtype != DType::f32)
+      return std::string("CUDA kernel is f32 only, a port has dtype ") + dtype_name(v.dtype);
+  return "";
+}
+
+/// Validates like the CPU kernel (check), then the CUDA kernel's own cuda_check.
+void cuda_validate(KernelContext& ctx, const std::vector<PortSpec>& ports, std::string (*check)(const TaskShape&),
+                   std::string (*cuda_check)(const TaskShape&)) {
+  kutil::validate(ctx, ports, check);
+  if (auto m = cuda_check(TaskShape{ctx.ports(), ctx.args()}); !m.empty()) throw KernelError(m);
+}
+
+template <class T> T* dptr(const TensorView& v) { return v.bound() ? static_cast<T*>(v.data) : nullptr; }
+
+std::string layernorm_cuda_check(const TaskShape& t) {
+  if (auto m = f32_only(t, layernorm_ports().size()); !m.empty()) return m;
+  if (!t.ports[0].contiguous() || !t.ports[3].contiguous()) return "CUDA kernel needs contiguous rows (ld == cols)";
+  return "";
+}
+
+void layernorm_cuda(KernelContext& ctx) {
+  cuda_validate(ctx, layernorm_ports(), layernorm_check, layernorm_cuda_check);
+  const TensorView &x = ctx.port(0), &y = ctx.port(3);
+  if (x.cols == 0) return;
+  nn::cuda::layernorm_rows(dptr<const float>(x), dptr<const float>(ctx.port(1)), dptr<const float>(ctx.port(2)),
+                           dptr<float>(y), x.rows, x.cols, float(ctx.arg_float("eps")), ctx.cuda_stream());
+}
+
+std::string rmsnorm_cuda_check(const TaskShape& t) {
+  if (auto m = f32_only(t, rmsnorm_ports().size()); !m.empty()) return m;
+  if (!t.ports[0].contiguous() || !t.ports[2].contiguous()) return "CUDA kernel needs contiguous rows (ld == cols)";
+  return "";
+}
+
+void rmsnorm_cuda(KernelContext& ctx) {
+  cuda_validate(ctx, rmsnorm_ports(), rmsnorm_check, rmsnorm_cuda_check);
+  const TensorView &x = ctx.port(0), &y = ctx.port(2);
+  if (x.cols == 0) return;
+  nn::cuda::rmsnorm_rows(dptr<const float>(x), dptr<const float>(ctx.port(1)), dptr<float>(y), x.rows, x.cols,
+                         float(ctx.arg_float("eps")), ctx.cuda_stream());
+}
+
+nn::cuda::AttentionShape attention_cuda_shape(const TaskShape& t) {
+  const AttnDims d = attn_dims(t);
+  nn::cuda::AttentionShape s;
+  s.batch = d.batch;
+  s.seq = d.seq;
+  s.heads = d.heads;
+  s.kv_heads = d.kv;
+  s.head_dim = d.dh;
+  s.head_begin = d.hb;
+  s.head_end = d.he;
+  s.ldq = ld_of(t.ports[0]);
+  s.ldk = ld_of(t.ports[1]);
+  s.ldv = ld_of(t.ports[2]);
+  s.ldy = ld_of(t.ports[3]);
+  return s;
+}
+
+std::string attention_cuda_check(const TaskShape& t) {
+  if (auto m = f32_only(t, attention_ports().size()); !m.empty()) return m;
+  if (t.args.get_int("heads") < 1 || t.ports[0].rows == 0) return "";
+  return nn::cuda::attention_shape_error(attention_cuda_shape(t));
+}
+
+void attention_cuda(KernelContext& ctx) {
+  cuda_validate(ctx, attention_ports(), attention_check, attention_cuda_check);
+  const TaskShape t{ctx.ports(), ctx.args()};
+  const AttnDims d = attn_dims(t);
+  if (d.t == 0) return;
+  const double sp = ctx.arg_float("scale");
+  const double scale = sp > 0 ? sp : 1.0 / std::sqrt(double(d.dh));
+  nn::cuda::attention_f32(dptr<const float>(ctx.port(0)), dptr<const float>(ctx.port(1)),
+                          dptr<const float>(ctx.port(2)), dptr<float>(ctx.port(3)), attention_cuda_shape(t),
+                          ctx.arg_bool("causal"), float(scale), ctx.cuda_stream());
+}
+
+std::string embedding_cuda_check(const TaskShape& t) {
+  if (t.ports.size() != embedding_ports().size()) return "wrong number of ports";
+  if (embedding_bits(t.args) != 0) return "CUDA kernel handles format=dense only";
+  if (t.ports[1].dtype != DType::f32) return std::string("CUDA kernel is f32 only, table is ") + dtype_name(t.ports[1].dtype);
+  return "";
+}
+
+void embedding_cuda(KernelContext& ctx) {
+  cuda_validate(ctx, embedding_ports(), embedding_check, embedding_cuda_check);
+  const TensorView &ids = ctx.port(0), &table = ctx.port(1), &y = ctx.port(2);
+  const int64_t n = num_ids(ids);
+  if (n == 0) return;
+  const int64_t icols = std::max<int64_t>(ids.cols, 1);
+  std::int64_t bad_id = 0;
+  const std::int64_t pos = nn::cuda::embedding_f32(
+      dptr<const std::int32_t>(ids), n, icols, std::max<int64_t>(ids.ld, icols), dptr<const float>(table),
+      table.rows, table.cols, ld_of(table), dptr<float>(y), ld_of(y), &bad_id, ctx.cuda_stream());
+  if (pos >= 0)
+    throw KernelError("id " + to_string(bad_id) + " at position " + to_string(pos) + " is out of range: table has " +
+                      to_string(table.rows) + " rows (ids must be in [0, " + to_string(table.rows) + "))");
+}
+
+std::string rope_cuda_check(const TaskShape& t) { return f32_only(t, rope_ports().size()); }
+
+void rope_cuda(KernelContext& ctx) {
+  cuda_validate(ctx, rope_ports(), rope_check, rope_cuda_check);
+  const TensorView& x = ctx.port(0);
+  const RopeDims d = rope_dims(TaskShape{ctx.ports(), ctx.args()});
+  if (x.rows == 0 || d.rd == 0) return;
+  nn::cuda::rope_f32(dptr<float>(x), x.rows, ld_of(x), d.heads, d.dh, d.rd, d.seq, ctx.arg_int("offset"),
+                     ctx.arg_float("base"), ctx.arg_string("style") == "interleaved", ctx.cuda_stream());
+}
+
+#define YMLOPT_CUDA_KERNEL(op) op##_cuda, op##_cuda_check
+#else
+#define YMLOPT_CUDA_KERNEL(op) nullptr, nullptr
+#endif
+
+/// kutil::add_component plus the CUDA kernel and its cuda_check (both nullptr
+/// without nvcc: YMLOPT_CUDA_KERNEL).
+void add_component(Registry& reg, const char* name, const char* doc, const std::vector<PortSpec>& ports,
+                   std::vector<ParamSpec> params, KernelFn cpu, std::string (*check)(const TaskShape&),
+                   Cost (*cost)(const TaskShape&), KernelFn cuda, std::string (*cuda_check)(const TaskShape&)) {
+  ComponentSpec s;
+  s.name = name;
+  s.doc = doc;
+  s.ports = ports;
+  s.params = std::move(params);
+  s.cpu = cpu;
+  s.check = check;
+  s.cost = cost;
+  s.cuda = cuda;
+  if (cuda_check) s.cuda_check = cuda_check;
+  reg.add(std::move(s));
+}
+
 }  // namespace
 
 void register_transformer(Registry& reg) {
   const ParamSpec seq = {"seq", ParamType::int_, "0", false,
                          "sequence length (rows per sequence); 0: all rows are one sequence"};
 
-  kutil::add_component(reg, "nn.embedding",
+  add_component(reg, "nn.embedding",
       "y[i, :] = table[ids[i], :]; an id outside [0, vocab) is an error naming its position. format int8/int4: "
       "only the rows requested are dequantized, (code - zero) * scale, into f32 y",
       embedding_ports(),
@@ -1059,14 +1207,14 @@ void register_transformer(Registry& reg) {
         "table representation: dense (float table), int8 or int4 (codes in table, table_scale, optional "
         "table_zero; the layout of quant.int8 / quant.group on W = table [vocab, d]); compressed tables give f32 y"},
        {"group", ParamType::int_, "0", false, "int8/int4: table elements per scale along d; 0: one scale per row"}},
-      embedding_cpu, embedding_check, embedding_cost);
-  kutil::add_component(reg, "nn.layernorm",
+      embedding_cpu, embedding_check, embedding_cost, YMLOPT_CUDA_KERNEL(embedding));
+  add_component(reg, "nn.layernorm",
       "row-wise layer normalization: y = (x - mean) / sqrt(var + eps) * gamma + beta, biased variance (as PyTorch)",
       layernorm_ports(), {{"eps", ParamType::float_, "1e-5", false, "added to the variance"}}, layernorm_cpu,
-      layernorm_check, layernorm_cost);
-  kutil::add_component(reg, "nn.rmsnorm", "row-wise RMS normalization: y = x / sqrt(mean(x^2) + eps) * weight (as LLaMA)", rmsnorm_ports(),
+      layernorm_check, layernorm_cost, YMLOPT_CUDA_KERNEL(layernorm));
+  add_component(reg, "nn.rmsnorm", "row-wise RMS normalization: y = x / sqrt(mean(x^2) + eps) * weight (as LLaMA)", rmsnorm_ports(),
       {{"eps", ParamType::float_, "1e-6", false, "added to the mean square"}}, rmsnorm_cpu, rmsnorm_check,
-      rmsnorm_cost);
+      rmsnorm_cost, YMLOPT_CUDA_KERNEL(rmsnorm));
   kutil::add_component(reg, "nn.linear",
       "y = act(x W + b), or y = r + act(x W + b) with the optional residual r (fused residual add; r may be y "
       "itself); one GEMM, bias and "
@@ -1083,7 +1231,7 @@ void register_transformer(Registry& reg) {
        {"group", ParamType::int_, "0", false, "int8/int4: weights per scale along k; 0: one scale per row"},
        {"block", ParamType::int_, "0", false, "bsr: block size"}},
       linear_cpu, linear_check, linear_cost);
-  kutil::add_component(reg, "nn.attention",
+  add_component(reg, "nn.attention",
       "scaled dot-product attention per head and sequence: y_h = softmax(scale * q_h k_g^T [+ causal mask]) v_g, "
       "g = h / (heads / kv_heads) (grouped-query attention); rows are batch*seq tokens; only heads "
       "[head_begin, head_end) are computed and written. Memory: one [128, seq] score block.",
@@ -1095,8 +1243,8 @@ void register_transformer(Registry& reg) {
        {"scale", ParamType::float_, "0", false, "score scale; 0: 1/sqrt(dh)"},
        {"head_begin", ParamType::int_, "0", false, "first head computed"},
        {"head_end", ParamType::int_, "0", false, "one past the last head computed; 0 with head_begin=0: all heads"}},
-      attention_cpu, attention_check, attention_cost);
-  kutil::add_component(reg, "nn.rope",
+      attention_cpu, attention_check, attention_cost, YMLOPT_CUDA_KERNEL(attention));
+  add_component(reg, "nn.rope",
       "rotary position embedding in place: each head's pairs (x_a, x_b) are rotated by angle "
       "pos * base^(-2i/rotary_dim), pos = row % seq + offset; style 'half' pairs (i, i + rotary_dim/2) (LLaMA/HF "
       "rotate_half, GPT-NeoX), 'interleaved' pairs (2i, 2i+1) (GPT-J)",
@@ -1107,7 +1255,7 @@ void register_transformer(Registry& reg) {
        {"offset", ParamType::int_, "0", false, "position of the first row of each sequence"},
        {"style", ParamType::string_, "half", false, "'half' (rotate_half) or 'interleaved' (GPT-J)"},
        {"rotary_dim", ParamType::int_, "0", false, "rotate only the first rotary_dim dims of each head; 0: dh"}},
-      rope_cpu, rope_check, rope_cost);
+      rope_cpu, rope_check, rope_cost, YMLOPT_CUDA_KERNEL(rope));
   kutil::add_component(reg, "nn.sinusoidal_positions",
       "sinusoidal position table: layout 'interleaved' (Attention is all you need): y[p, 2i] = sin(p / "
       "base^(2i/d)), y[p, 2i+1] = cos(p / base^(2i/d)); layout 'concat' (tensor2tensor get_timing_signal_1d, USE): "

@@ -10,6 +10,10 @@
 
 #include "tensor/kernel_util.hpp"
 
+#if YMLOPT_HAVE_CUDA
+#include "quant/quant_cuda.hpp"
+#endif
+
 namespace ymlopt::quant {
 
 using std::int32_t;
@@ -458,6 +462,39 @@ void dequant_cpu(KernelContext& ctx) {
   quant::dequantize(qw, static_cast<float*>(w.data), w.ld);
 }
 
+#if YMLOPT_HAVE_CUDA
+// CUDA kernel of quant.dequant (quant_cuda.cu): device pointers, ctx.cuda_stream();
+// f32 scales and zeros only (f16 ones run on a CPU).
+std::string dequant_cuda_check(const TaskShape& t) {
+  if (t.ports.size() != dequant_ports().size()) return "wrong number of ports";
+  for (std::size_t i : {std::size_t(1), std::size_t(2)})
+    if (t.ports[i].bound() && t.ports[i].dtype != DType::f32)
+      return std::string("CUDA kernel needs f32 scale and zero, got ") + dtype_name(t.ports[i].dtype);
+  return "";
+}
+
+void dequant_cuda(KernelContext& ctx) {
+  kutil::validate(ctx, dequant_ports(), dequant_check);
+  if (auto m = dequant_cuda_check(TaskShape{ctx.ports(), ctx.args()}); !m.empty()) throw KernelError(m);
+  const TensorView &q = ctx.port(0), &s = ctx.port(1), &z = ctx.port(2), &w = ctx.port(3);
+  quant::cuda::GroupWeight g;  // the strides of dequant_cpu
+  g.bits = static_cast<int>(ctx.arg_int("bits"));
+  g.group = ctx.arg_int("group");
+  g.n = w.rows;
+  g.k = w.cols;
+  g.q = static_cast<const std::int8_t*>(q.data);
+  g.q_ld = std::max<int64_t>(q.ld, q.cols);
+  g.scale = static_cast<const float*>(s.data);
+  g.scale_ld = g.group == 0 ? (s.cols == 1 && s.rows > 1 ? s.ld : 1) : s.ld;
+  if (z.bound()) {
+    g.zero = static_cast<const float*>(z.data);
+    g.zero_ld = g.group == 0 ? (z.cols == 1 && z.rows > 1 ? z.ld : 1) : z.ld;
+  }
+  if (const std::string e = quant::cuda::group_weight_error(g); !e.empty()) throw KernelError(e);
+  quant::cuda::dequantize_group(g, static_cast<float*>(w.data), std::max<int64_t>(w.ld, w.cols), ctx.cuda_stream());
+}
+#endif
+
 }  // namespace
 
 void register_quant(Registry& reg) {
@@ -485,13 +522,22 @@ void register_quant(Registry& reg) {
                        "llama.cpp Q4_0 values: 4-bit codes, groups of 32, f16 scale d = max/-8, value = (q - 8) d; "
                        "pairs (2j, 2j+1) low nibble first",
                        three, {kLayout}, quantizer_cpu<3>, quantizer_check<3>, quantizer_cost);
-  kutil::add_component(
-      reg, "quant.dequant",
-      "w = (q - zero) * scale (zero absent: 0 for 8 bits, 8 for 4 bits); the inverse of the quantizers",
-      dequant_ports(),
-      {{"bits", ParamType::int_, "8", false, "4 or 8"},
-       {"group", ParamType::int_, "0", false, "weights per scale along k; 0: one scale per row"}},
-      dequant_cpu, dequant_check, dequant_cost);
+  {
+    ComponentSpec s;
+    s.name = "quant.dequant";
+    s.doc = "w = (q - zero) * scale (zero absent: 0 for 8 bits, 8 for 4 bits); the inverse of the quantizers";
+    s.ports = dequant_ports();
+    s.params = {{"bits", ParamType::int_, "8", false, "4 or 8"},
+                {"group", ParamType::int_, "0", false, "weights per scale along k; 0: one scale per row"}};
+    s.cpu = dequant_cpu;
+    s.check = dequant_check;
+    s.cost = dequant_cost;
+#if YMLOPT_HAVE_CUDA
+    s.cuda = dequant_cuda;
+    s.cuda_check = dequant_cuda_check;
+#endif
+    reg.add(std::move(s));
+  }
   register_quant_gptq(reg);
 }
 

@@ -39,7 +39,8 @@
 namespace ymlopt {
 
 /// Version of the plugin ABI. A plugin built against another version is refused.
-inline constexpr int kSdkAbiVersion = 1;
+/// 2: KernelContext::cuda_stream() and ComponentSpec::cuda_check.
+inline constexpr int kSdkAbiVersion = 2;
 
 enum class DType : std::uint8_t { f32, f64, f16, bf16, i8, i32 };
 
@@ -250,6 +251,11 @@ class KernelContext {
   virtual void report(std::string key, double value) = 0;
   /// The run directory (relative paths of io components resolve against it).
   virtual const std::string& run_dir() const = 0;
+  /// For a CUDA kernel (ComponentSpec::cuda): the cudaStream_t to launch on
+  /// (StarPU's starpu_cuda_get_local_stream()); port data are then device
+  /// pointers. nullptr: the default stream (and always for CPU kernels).
+  ///   ymlopt::nn::cuda::softmax_rows(x, y, rows, cols, ctx.cuda_stream());
+  virtual void* cuda_stream() const { return nullptr; }
 
   double arg_float(std::string_view n) const { return args().get_float(n); }
   std::int64_t arg_int(std::string_view n) const { return args().get_int(n); }
@@ -273,6 +279,10 @@ struct ComponentSpec {
   std::vector<ParamSpec> params;
   KernelFn cpu = nullptr;   // required
   KernelFn cuda = nullptr;  // optional; used when the engine is built with CUDA
+  /// With `cuda`: "" when the CUDA kernel handles this task (dtypes, strides,
+  /// args), else why not, and the task must run on a CPU. Empty: it handles
+  /// every task `check` accepts.
+  std::function<std::string(const TaskShape&)> cuda_check;
   /// Shape/arg validation; returns an error message, or "" when fine.
   std::function<std::string(const TaskShape&)> check;
   /// Cost of one task (flops, bytes); default: bytes of all ports.
