@@ -157,8 +157,63 @@ TEST(NnCuda, BadSizesThrowBeforeAnyLaunch) {
     cu::gemm_f32(nullptr, 2, nullptr, 3, nullptr, 3, 4, 3, 5, 1.f, 0.f, nullptr);
     FAIL() << "lda < k was accepted";
   } catch (const std::invalid_argument& e) {
-    EXPECT_STREQ(e.what(), "gemm_f32: bad sizes m=4 n=3 k=5");
+    EXPECT_STREQ(e.what(), "gemm_f32: bad sizes m=4 n=3 k=5 lda=2 ldb=3 ldc=3");
   }
+  // op(A) = A^T is [k, m]: lda >= m; op(B) = B^T is [n, k]: ldb >= k
+  EXPECT_THROW(cu::gemm_f32_op(true, false, nullptr, 3, nullptr, 3, nullptr, 3, 4, 3, 5, 1.f, 0.f, nullptr),
+               std::invalid_argument);
+  EXPECT_THROW(cu::gemm_f32_op(false, true, nullptr, 5, nullptr, 4, nullptr, 3, 4, 3, 5, 1.f, 0.f, nullptr),
+               std::invalid_argument);
+  EXPECT_THROW(cu::gemm_f32_op(false, false, nullptr, 5, nullptr, 3, nullptr, 3, -1, 3, 5, 1.f, 0.f, nullptr),
+               std::invalid_argument);
+}
+
+TEST(NnCuda, GemmTransposesMatchLongDouble) {
+  SKIP_WITHOUT_DEVICE();
+  const std::int64_t m = 33, n = 17, k = 71;
+  for (int ta = 0; ta < 2; ++ta)
+    for (int tb = 0; tb < 2; ++tb) {
+      const std::int64_t lda = (ta ? m : k) + 2, ldb = (tb ? k : n) + 1, ldc = n;
+      auto a = random_vec(size_t((ta ? k : m) * lda), 9, 1.f), b = random_vec(size_t((tb ? n : k) * ldb), 10, 1.f);
+      DeviceVec da(a), db(b), dc{std::vector<float>(size_t(m * ldc))};
+      cu::gemm_f32_op(ta, tb, da.p, lda, db.p, ldb, dc.p, ldc, m, n, k, 1.f, 0.f, nullptr);
+      std::vector<long double> want(size_t(m * ldc));
+      for (std::int64_t i = 0; i < m; ++i)
+        for (std::int64_t j = 0; j < n; ++j) {
+          long double acc = 0;
+          for (std::int64_t p = 0; p < k; ++p)
+            acc += (long double)a[size_t(ta ? p * lda + i : i * lda + p)] * b[size_t(tb ? j * ldb + p : p * ldb + j)];
+          want[size_t(i * ldc + j)] = acc;
+        }
+      expect_close(dc.host(), want, 1e-4);
+    }
+}
+
+TEST(NnCuda, NormsWithoutGammaOrBeta) {
+  SKIP_WITHOUT_DEVICE();
+  const std::int64_t rows = 3, cols = 257;
+  auto x = random_vec(size_t(rows * cols), 11);
+  DeviceVec dx(x), dy{std::vector<float>(x.size())}, dr{std::vector<float>(x.size())};
+  cu::layernorm_rows(dx.p, nullptr, nullptr, dy.p, rows, cols, 1e-5f, nullptr);
+  cu::rmsnorm_rows(dx.p, nullptr, dr.p, rows, cols, 1e-6f, nullptr);
+  std::vector<long double> ln(x.size()), rms(x.size());
+  for (std::int64_t r = 0; r < rows; ++r) {
+    long double mean = 0, var = 0, sq = 0;
+    for (std::int64_t j = 0; j < cols; ++j) mean += x[size_t(r * cols + j)];
+    mean /= cols;
+    for (std::int64_t j = 0; j < cols; ++j) {
+      const long double d = x[size_t(r * cols + j)] - mean;
+      var += d * d;
+      sq += (long double)x[size_t(r * cols + j)] * x[size_t(r * cols + j)];
+    }
+    for (std::int64_t j = 0; j < cols; ++j) {
+      const size_t i = size_t(r * cols + j);
+      ln[i] = (x[i] - mean) / std::sqrt(var / cols + 1e-5L);
+      rms[i] = x[i] / std::sqrt(sq / cols + 1e-6L);
+    }
+  }
+  expect_close(dy.host(), ln, 2e-5);
+  expect_close(dr.host(), rms, 2e-5);
 }
 
 TEST(NnCuda, NoDeviceIsReportedNotFatal) {
