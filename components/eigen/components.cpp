@@ -196,19 +196,34 @@ const std::vector<PortSpec>& arnoldi_ports() {
   return p;
 }
 
+/// "" unless restart=implicit and a subspace size m < n leaves fewer than 2 shifts (k >= m - 1).
+std::string implicit_sizes(const Args& a, int64_t n, const std::vector<int64_t>& sizes, const char* param) {
+  if (a.get_string("restart") != "implicit") return "";
+  const int64_t k = a.get_int("k");
+  for (int64_t m : sizes)
+    if (std::min(m, n) < n && k >= std::min(m, n) - 1)
+      return std::string("param '") + param + "' has " + to_string(m) +
+             ": restart=implicit needs every subspace > k + 1 = " + to_string(k + 1) + " (at least 2 shifts)";
+  return "";
+}
+
 std::string arnoldi_check(const TaskShape& t) {
   const auto& s = arnoldi_ports();
   const auto& p = t.ports;
   const Args& a = t.args;
   if (auto m = kutil::ports_present(s, p); !m.empty()) return m;
   if (auto m = first_error({kutil::float_dtype(s, p, 0), outputs_dtype(s, p, 1), kutil::square(s, p, 0),
-                            kutil::one_of(a, "which", {"magnitude", "real"}), positive_float(a, "tol"),
+                            kutil::one_of(a, "which", {"magnitude", "real"}),
+                            kutil::one_of(a, "restart", {"explicit", "implicit"}), positive_float(a, "tol"),
                             int_at_least(a, "max_restarts", 0)});
       !m.empty())
     return m;
   const int64_t n = p[0].rows, k = a.get_int("k");
   if (n < 1) return "port 'a' is " + dims(p[0]) + ": the operator is empty";
-  return first_error({k_and_subspace(a, n), expect_vector(s, p, 1, k, "k eigenvalues"),
+  const int64_t sub = a.get_int("subspace");
+  const int64_t m_eff = sub == 0 ? std::max<int64_t>(2 * k + 1, k + 20) : sub;
+  return first_error({k_and_subspace(a, n), implicit_sizes(a, n, {m_eff}, "subspace"),
+                      expect_vector(s, p, 1, k, "k eigenvalues"),
                       expect_vector(s, p, 2, k, "k eigenvalues"), expect_shape(s, p, 3, n, k, "n x k eigenvectors"),
                       expect_shape(s, p, 4, n, k, "n x k eigenvectors")});
 }
@@ -234,6 +249,7 @@ void arnoldi_cpu(KernelContext& ctx) {
   o.max_restarts = ctx.arg_int("max_restarts");
   o.which = ctx.arg_string("which") == "real" ? eigen::Which::largest_real : eigen::Which::largest_magnitude;
   o.seed = static_cast<std::uint64_t>(ctx.arg_int("seed"));
+  o.restart = eigen::parse_restart(ctx.arg_string("restart"));
   const eigen::EigenResult r = eigen::arnoldi(eigen::dense_operator(d.data, n, d.ld), o);
   report_result(ctx, r);
   if (!r.converged) not_converged("eigen.arnoldi", r, o.tol, o.max_restarts, "max_restarts");
@@ -268,14 +284,17 @@ std::string meram_check(const TaskShape& t) {
   if (auto m = kutil::ports_present(s, p); !m.empty()) return m;
   if (auto m = first_error({kutil::float_dtype(s, p, 0), outputs_dtype(s, p, 1), kutil::square(s, p, 0),
                             kutil::one_of(a, "which", {"magnitude", "real"}),
-                            kutil::one_of(a, "policy", {"best_set", "per_eigenvalue"}), positive_float(a, "tol"),
+                            kutil::one_of(a, "policy", {"best_set", "per_eigenvalue"}),
+                            kutil::one_of(a, "restart", {"explicit", "implicit"}), positive_float(a, "tol"),
                             int_at_least(a, "max_restarts", 0), int_at_least(a, "stall_window", 0)});
       !m.empty())
     return m;
   const int64_t n = p[0].rows, k = a.get_int("k");
   if (n < 1) return "port 'a' is " + dims(p[0]) + ": the operator is empty";
   if (k < 1 || k > n) return "param 'k' is " + to_string(k) + ": must be in [1, n = " + to_string(n) + "]";
-  return first_error({subspaces_check(a, n), expect_vector(s, p, 1, k, "k eigenvalues"),
+  std::string sizes_error = subspaces_check(a, n);
+  if (sizes_error.empty()) sizes_error = implicit_sizes(a, n, eigen::parse_subspaces(a.get_string("subspaces")), "subspaces");
+  return first_error({sizes_error, expect_vector(s, p, 1, k, "k eigenvalues"),
                       expect_vector(s, p, 2, k, "k eigenvalues"), expect_shape(s, p, 3, n, k, "n x k eigenvectors"),
                       expect_shape(s, p, 4, n, k, "n x k eigenvectors")});
 }
@@ -310,6 +329,7 @@ void meram_cpu(KernelContext& ctx) {
                                                           : eigen::MeramPolicy::best_set;
   o.stall_window = ctx.arg_int("stall_window");
   o.deterministic = ctx.arg_bool("deterministic");
+  o.restart = eigen::parse_restart(ctx.arg_string("restart"));
   const eigen::MeramResult m = eigen::meram(eigen::dense_operator(d.data, n, d.ld), o);
   const eigen::EigenResult& r = m.result;
   report_result(ctx, r);
@@ -485,11 +505,15 @@ void register_eigen(Registry& reg) {
   kutil::add_component(
       reg, "eigen.arnoldi",
       "top-k eigenpairs of a non-symmetric matrix by explicitly restarted Arnoldi (ERAM): MGS with one "
-      "reorthogonalisation pass, Ritz pairs by dgeev, restart from the sum of the wanted Ritz vectors",
+      "reorthogonalisation pass, Ritz pairs by dgeev, restart from the sum of the wanted Ritz vectors; "
+      "restart=implicit: IRAM (Sorensen), the unwanted Ritz values as exact shifts",
       arnoldi_ports(),
       {{"k", ParamType::int_, "4", false, "number of eigenpairs wanted"}, subspace, tol,
        {"max_restarts", ParamType::int_, "1000", false, "restart budget"},
-       {"which", ParamType::string_, "magnitude", false, "magnitude (largest |λ|) or real (largest Re λ)"}, seed},
+       {"which", ParamType::string_, "magnitude", false, "magnitude (largest |λ|) or real (largest Re λ)"},
+       {"restart", ParamType::string_, "explicit", false,
+        "explicit (ERAM) or implicit (IRAM: exact shifts by implicit QR, subspace > k + 1)"},
+       seed},
       arnoldi_cpu, arnoldi_check, arnoldi_cost);
   kutil::add_component(
       reg, "eigen.meram",
@@ -508,6 +532,8 @@ void register_eigen(Registry& reg) {
         "> 0: adopt gathered pairs only while stalled over that many restarts (advised for per_eigenvalue)"},
        {"deterministic", ParamType::bool_, "false", false,
         "exchanges in matvec-time order (reproducible counts) instead of fully asynchronous"},
+       {"restart", ParamType::string_, "explicit", false,
+        "explicit (ERAM co-methods: MERAM) or implicit (IRAM co-methods: MIRAM; every subspace > k + 1)"},
        seed},
       meram_cpu, meram_check, meram_cost);
   kutil::add_component(

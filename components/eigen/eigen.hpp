@@ -5,9 +5,10 @@
 //   eigen.lanczos    top-k eigenpairs of a symmetric A [n,n], or of H = XᵀX from X [m,n]
 //                    (operator=gram, applied as Xᵀ(X v), H never formed); thick restart
 //   eigen.arnoldi    top-k eigenpairs of a non-symmetric A [n,n]; explicitly restarted
-//                    Arnoldi (ERAM), complex pairs reported as re/im
+//                    Arnoldi (ERAM), or restart=implicit: IRAM; complex pairs reported as re/im
 //   eigen.meram      the same as eigen.arnoldi by MERAM: concurrent ERAM co-methods (subspaces
-//                    "5,7,10") exchanging Ritz vectors through a UniteBoard (meram.hpp)
+//                    "5,7,10") exchanging Ritz vectors through a UniteBoard (meram.hpp);
+//                    restart=implicit: MIRAM (IRAM co-methods)
 //   eigen.svd_topk   top-k singular triplets of A [m,n]: randomized subspace iteration
 //   eigen.power      the eigenvalue of largest modulus by power iteration
 //   eigen.eram_cycle one ERAM restart cycle on inout Ritz vectors/values (a MERAM co-method's
@@ -169,6 +170,10 @@ struct ArnoldiOptions {
   /// factorisation, m matvecs; MIRAM's adoption of a gathered set), otherwise the
   /// restart is implicit.
   Restart restart = Restart::explicit_;
+  /// false: keep restarting when the k pairs converged (until max_restarts or a
+  /// callback's stop; a co-method whose callback decides). tol still drives IRAM's
+  /// k' adjustment and EigenResult::converged.
+  bool stop_when_converged = true;
   RestartCallback on_restart;
 };
 

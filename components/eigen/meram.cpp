@@ -259,11 +259,11 @@ double worst_of_set(const RitzSet& set) {
   return worst_relative(static_cast<int64_t>(set.size()), [&](int64_t j) { return set[sz(j)]; });
 }
 
-/// The restart vector of a set: arnoldi()'s residual-weighted sum of its pairs.
-void combine(const std::vector<Chosen>& set, std::vector<double>& v) {
+/// The restart vector of a set (n values): arnoldi()'s residual-weighted sum of its pairs.
+void combine(const std::vector<Chosen>& set, int64_t n_, std::vector<double>& v) {
   double rmax = 0;
   for (const Chosen& c : set) rmax = std::max(rmax, c.pair->residual);
-  std::fill(v.begin(), v.end(), 0.0);
+  v.assign(sz(n_), 0.0);
   const auto n = static_cast<blasint>(v.size());
   for (const Chosen& c : set) {
     const RitzPair& p = *c.pair;
@@ -280,7 +280,11 @@ void run_comethod(Shared& s, size_t i, CoMethodReport& rep) {
   ArnoldiOptions o;
   o.k = k;
   o.subspace = rep.subspace;
-  o.tol = 0;  // convergence is decided here, on the (improved) set, at each restart
+  // Convergence is decided here, on the (improved) set, at each restart; tol
+  // still drives IRAM's k' adjustment.
+  o.tol = opt.tol;
+  o.stop_when_converged = false;
+  o.restart = opt.restart;
   o.max_restarts = opt.max_restarts;
   o.which = opt.which;
   o.seed = opt.seed;
@@ -334,7 +338,7 @@ void run_comethod(Shared& s, size_t i, CoMethodReport& rep) {
       return true;
     }
     if (pt.foreign > 0 && restart_vector && (force || stalled(pt.own_residual))) {
-      combine(slots, *restart_vector);
+      combine(slots, n, *restart_vector);
       ++rep.adopted;
       pt.adopted = true;
     }
@@ -351,12 +355,13 @@ void run_comethod(Shared& s, size_t i, CoMethodReport& rep) {
     ~Turn() {
       if (s) s->pass_turn(i, m, false);
     }
+    // m: the matvecs until this co-method's next exchange (set before the turn ends).
     Turn(const Turn&) = delete;
     Turn& operator=(const Turn&) = delete;
   };
   Shared* const lockstep = opt.deterministic ? &s : nullptr;
   o.on_restart = [&](RestartState& st) {
-    const Turn turn(lockstep, i, rep.subspace);
+    Turn turn(lockstep, i, rep.subspace);
     rep.restarts = st.restart;
     rep.matvecs = st.matvecs;
     if (opt.observe) opt.observe(i, st);
@@ -369,6 +374,8 @@ void run_comethod(Shared& s, size_t i, CoMethodReport& rep) {
     pt.matvecs = st.matvecs;
     st.stop = exchange(to_set(n, k, st.values_re, st.values_im, st.residuals, st.vectors_re, st.vectors_im), pt,
                        &st.restart_vector);
+    // Implicit: the next exchange comes after p' matvecs, or m after an adoption (explicit restart).
+    if (opt.restart == Restart::implicit && !pt.adopted) turn.m = st.next_cost;
     stopped = st.stop;
     pt.time_s = s.now();
     rep.history.push_back(pt);
@@ -437,6 +444,9 @@ MeramResult meram(const LinearOperator& op, const MeramOptions& opt) {
     if (m < 1 || (me <= k && me < n))
       throw KernelError("meram: subspace " + std::to_string(m) + " must exceed k = " + std::to_string(k) +
                         " (or be >= n = " + std::to_string(n) + ")");
+    if (opt.restart == Restart::implicit && me < n && k >= me - 1)
+      throw KernelError("meram: restart=implicit needs every subspace > k + 1 (at least 2 shifts); subspace " +
+                        std::to_string(m) + " with k = " + std::to_string(k));
   }
   std::vector<int64_t> sizes;
   for (int64_t m : opt.subspaces) sizes.push_back(std::min(m, n));
@@ -446,7 +456,7 @@ MeramResult meram(const LinearOperator& op, const MeramOptions& opt) {
   for (size_t i = 0; i < opt.subspaces.size(); ++i) {
     auto& c = out.comethods[i];
     c.subspace = std::min(opt.subspaces[i], n);
-    c.name = "eram" + std::to_string(opt.subspaces[i]);
+    c.name = (opt.restart == Restart::implicit ? "iram" : "eram") + std::to_string(opt.subspaces[i]);
     if (std::count(opt.subspaces.begin(), opt.subspaces.end(), opt.subspaces[i]) > 1)
       c.name += "#" + std::to_string(i);
   }

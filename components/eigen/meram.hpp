@@ -1,5 +1,8 @@
 // MERAM: the multiple explicitly restarted Arnoldi method (Emad, Petiton &
-// Edjlali, SIAM J. Sci. Comput. 27(1), 2005), a "unite and conquer" method.
+// Edjlali, SIAM J. Sci. Comput. 27(1), 2005), a "unite and conquer" method;
+// with MeramOptions::restart = implicit, MIRAM (Emad, Petiton & Shahzadeh-Fazeli):
+// the co-methods are IRAMs (arnoldi() with Restart::implicit), named "iram<m>",
+// that restart implicitly from their own pairs and explicitly from an adopted set.
 //
 // N ERAM co-methods with different subspace sizes m_i run concurrently, one
 // std::thread each (single-threaded BLAS). At each of its restarts a co-method
@@ -63,6 +66,11 @@ struct MeramOptions {
   std::int64_t k = 4;
   std::vector<std::int64_t> subspaces = {5, 7, 10};  // one co-method per size (each > k, or >= n)
   Which which = Which::largest_magnitude;            // or largest_real
+  /// explicit_: ERAM co-methods (MERAM); implicit: IRAM co-methods (MIRAM, Emad,
+  /// Petiton & Shahzadeh-Fazeli): each restarts implicitly from its own pairs and
+  /// explicitly (a new m-step factorisation from the combined vector) when it
+  /// adopts a gathered set. Needs every subspace > k + 1 (or >= n).
+  Restart restart = Restart::explicit_;
   double tol = 1e-8;
   std::int64_t max_restarts = 1000;  // per co-method
   std::uint64_t seed = 1;            // all co-methods start from the same vector
@@ -83,6 +91,8 @@ struct MeramOptions {
   /// results and matvec counts are reproducible, independent of the OS
   /// scheduler and of the machine's load. false (default): fully asynchronous,
   /// no co-method ever waits; the exchange order follows the actual speeds.
+  /// (MIRAM: co-method i's exchanges come at its actual matvec counts: m_i, then
+  /// + p' per implicit restart, + m_i per explicit one.)
   bool deterministic = false;
   /// Called in co-method i's thread at each of its restarts, before it
   /// publishes; may throw (the co-method then fails and is reported).
@@ -102,7 +112,7 @@ struct MeramPoint {
 
 /// What one co-method did.
 struct CoMethodReport {
-  std::string name;  // "eram<m>" (with a "#i" suffix when two sizes repeat)
+  std::string name;  // "eram<m>" / "iram<m>" (with a "#i" suffix when two sizes repeat)
   std::int64_t subspace = 0;
   std::int64_t restarts = 0, matvecs = 0;
   std::int64_t publishes = 0, gathers = 0;  // restarts at which it published / gathered

@@ -762,7 +762,7 @@ EigenResult iram(const LinearOperator& op, const ArnoldiOptions& opt, int64_t m)
     res.converged = nconv == k;
     res.matvecs = matvecs;
     res.restarts = restarts;
-    if (res.converged || restarts >= opt.max_restarts || m == n) {
+    if ((res.converged && opt.stop_when_converged) || restarts >= opt.max_restarts || m == n) {
       ritz_pairs(w, beta, k, opt.which, res, &anorm, true);
       res.converged = nconv == k;
       res.matvecs = matvecs;
@@ -908,7 +908,7 @@ EigenResult arnoldi(const LinearOperator& op, const ArnoldiOptions& opt) {
     res.converged = nconv == k;
     res.matvecs = matvecs;
     res.restarts = restarts;
-    if (res.converged || restarts >= opt.max_restarts || m == n) return res;
+    if ((res.converged && opt.stop_when_converged) || restarts >= opt.max_restarts || m == n) return res;
     v = ritz_restart_vector(res, n, opt.weight_by_residual);
     ++restarts;
     if (opt.on_restart) {
