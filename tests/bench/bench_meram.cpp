@@ -1,11 +1,13 @@
 // MERAM(5,7,10) vs each ERAM alone (the same code with one co-method) vs
-// ARPACK's IRAM (dnaupd/dneupd, ncv = 10), same matrices, same run.
+// ARPACK's IRAM (dnaupd/dneupd, ncv = 10), same matrices, same run; with
+// --restart implicit|both also MIRAM(5,7,10) (IRAM co-methods) vs each IRAM alone.
 //
 //   ymlopt_bench_meram [--n 2000] [--k 2] [--tol-exp 8] [--reps 5] [--subspaces 5,7,10] [--ncv 10]
 //                      [--cd 40] [--markov 40] [--max-restarts 20000] [--only CASE]
 //                      [--radius 950 (bulk radius, 1e-3 units)] [--upper 20 (coupling size, 1e-2 units)]
 //                      [--step 100] [--policy best_set|per_eigenvalue] [--stall 0 (MeramOptions::stall_window)]
 //                      [--deterministic 0|1 (MeramOptions::deterministic)]
+//                      [--restart explicit|implicit|both (default both)]
 //
 // Cases (all sparse CSR, eigenvalues known):
 //   clustered  matrix_with_spectrum (coupling --upper): top k = 1, 0.995, ... (complex pair 0.99 ± 0.02i
@@ -24,7 +26,8 @@
 // converge to other eigenvalues). Each repetition uses start seed = rep + 1 for
 // every solver. Prints medians and the ratio MERAM / best single ERAM (matvecs),
 // the reference being the single ERAM with the fewest median matvecs among
-// those right in every repetition.
+// those right in every repetition; likewise MIRAM / best single IRAM, and
+// MIRAM / ARPACK.
 #include <cblas.h>
 
 #include <algorithm>
@@ -137,6 +140,11 @@ int main(int argc, char** argv) {
   const std::string only = arg_s(argc, argv, "--only", "");
   const int64_t stall = arg(argc, argv, "--stall", 0);
   const bool lockstep = arg(argc, argv, "--deterministic", 0) != 0;
+  const std::string restart_sel = arg_s(argc, argv, "--restart", "both");
+  if (restart_sel != "explicit" && restart_sel != "implicit" && restart_sel != "both") {
+    std::fprintf(stderr, "--restart %s: expected explicit, implicit or both\n", restart_sel.c_str());
+    return 2;
+  }
   const MeramPolicy policy =
       std::string(arg_s(argc, argv, "--policy", "best_set")) == "per_eigenvalue" ? MeramPolicy::per_eigenvalue
                                                                                  : MeramPolicy::best_set;
@@ -180,49 +188,64 @@ int main(int argc, char** argv) {
     cases.push_back(std::move(c));
   }
 
-  std::vector<double> hard_ratios;
   for (const Case& c : cases) {
     if (!only.empty() && c.name != only) continue;
     const LinearOperator op = csr_operator(c.a);
     const auto want = wanted(c.exact, k, c.which);
-    std::vector<Row> rows;
-    std::string mname = "MERAM(";
+    std::string sizes;
     for (size_t i = 0; i < subspaces.size(); ++i) {
-      if (i) mname += ',';
-      mname += std::to_string(subspaces[i]);
+      if (i) sizes += ',';
+      sizes += std::to_string(subspaces[i]);
     }
-    rows.emplace_back(mname + ")");
-    for (int64_t m : subspaces) rows.emplace_back("ERAM(" + std::to_string(m) + ")");
+    // Row groups: per restart kind, the multiple method then each single one; ARPACK last.
+    std::vector<Restart> kinds;
+    if (restart_sel != "implicit") kinds.push_back(Restart::explicit_);
+    if (restart_sel != "explicit") kinds.push_back(Restart::implicit);
+    std::vector<Row> rows;
+    for (Restart kind : kinds) {
+      const bool imp = kind == Restart::implicit;
+      rows.emplace_back(std::string(imp ? "MIRAM(" : "MERAM(") + sizes + ")");
+      for (int64_t m : subspaces) rows.emplace_back(std::string(imp ? "IRAM(" : "ERAM(") + std::to_string(m) + ")");
+    }
     rows.emplace_back("ARPACK(" + std::to_string(ncv) + ")");
+    const size_t group = subspaces.size() + 1;
     for (int rep = 0; rep < reps; ++rep) {
-      for (size_t v = 0; v <= subspaces.size(); ++v) {
-        MeramOptions o;
-        o.k = k;
-        o.tol = tol;
-        o.which = c.which;
-        o.max_restarts = max_restarts;
-        o.seed = static_cast<uint64_t>(rep + 1);
-        o.subspaces = v == 0 ? subspaces : std::vector<int64_t>{subspaces[v - 1]};
-        o.policy = policy;
-        o.stall_window = stall;
-        o.deterministic = lockstep;
-        const double t0 = now_s();
-        const MeramResult r = meram(op, o);
-        const double t = now_s() - t0;
-        Row& row = rows[v];
-        row.t.push_back(t);
-        row.mv.push_back(double(r.total_matvecs));
-        row.crit.push_back(double(r.critical_matvecs));
-        int64_t restarts = 0;
-        for (const auto& cm : r.comethods) restarts = std::max(restarts, cm.restarts);
-        row.rs.push_back(double(restarts));
-        row.err.push_back(value_error(r.result.values_re, r.result.values_im, want));
-        row.conv.push_back(r.result.converged ? 1 : 0);
-      }
+      for (size_t g = 0; g < kinds.size(); ++g)
+        for (size_t v = 0; v <= subspaces.size(); ++v) {
+          MeramOptions o;
+          o.k = k;
+          o.tol = tol;
+          o.which = c.which;
+          o.max_restarts = max_restarts;
+          o.seed = static_cast<uint64_t>(rep + 1);
+          o.subspaces = v == 0 ? subspaces : std::vector<int64_t>{subspaces[v - 1]};
+          o.policy = policy;
+          o.stall_window = stall;
+          o.deterministic = lockstep;
+          o.restart = kinds[g];
+          Row& row = rows[g * group + v];
+          if (kinds[g] == Restart::implicit && o.subspaces.size() == 1 && o.subspaces[0] < c.a.rows &&
+              o.subspaces[0] <= k + 1) {
+            row.conv.push_back(0);  // IRAM needs m > k + 1
+            row.err.push_back(NAN);
+            continue;
+          }
+          const double t0 = now_s();
+          const MeramResult r = meram(op, o);
+          const double t = now_s() - t0;
+          row.t.push_back(t);
+          row.mv.push_back(double(r.total_matvecs));
+          row.crit.push_back(double(r.critical_matvecs));
+          int64_t restarts = 0;
+          for (const auto& cm : r.comethods) restarts = std::max(restarts, cm.restarts);
+          row.rs.push_back(double(restarts));
+          row.err.push_back(value_error(r.result.values_re, r.result.values_im, want));
+          row.conv.push_back(r.result.converged ? 1 : 0);
+        }
       const double t0 = now_s();
       const auto ar =
           eigref::arpack_nonsymmetric(op.apply, c.a.rows, k, c.which == Which::largest_real ? "LR" : "LM", ncv, tol,
-                                      max_restarts);
+                                      max_restarts, random_vector(c.a.rows, static_cast<uint64_t>(rep + 1)));
       const double t = now_s() - t0;
       Row& row = rows.back();
       row.t.push_back(t);
@@ -232,31 +255,44 @@ int main(int argc, char** argv) {
       row.err.push_back(ar.re.empty() ? NAN : value_error(ar.re, ar.im, want));
       row.conv.push_back(ar.info == 0 && int64_t(ar.re.size()) >= k ? 1 : 0);
     }
-    // Reference: the best single ERAM that found the wanted values in every repetition (fewest median matvecs).
-    double best = 0;
-    size_t best_v = 0;
-    std::string best_name = "none";
-    for (size_t v = 1; v <= subspaces.size(); ++v) {
-      if (ok_count(rows[v]) != reps) continue;
-      if (best == 0 || median(rows[v].mv) < best) {
-        best = median(rows[v].mv);
-        best_v = v;
-        best_name = rows[v].name;
-      }
-    }
-    std::printf("\n%s: n %lld, nnz %lld, which %s; reference: %s\n", c.name.c_str(), (long long)c.a.rows,
-                (long long)c.a.nnz(), c.which == Which::largest_real ? "LR" : "LM", best_name.c_str());
+    std::printf("\n%s: n %lld, nnz %lld, which %s\n", c.name.c_str(), (long long)c.a.rows, (long long)c.a.nnz(),
+                c.which == Which::largest_real ? "LR" : "LM");
     std::printf("  %-16s %9s %9s %9s %8s %9s %8s %4s  %6s\n", "solver", "time s", "mv", "crit mv", "restarts",
                 "max err", "conv", "ok", "mv/ref");
-    for (const Row& r : rows) print_row(r, best);
-    const int ok = ok_count(rows[0]);
-    if (best > 0)
-      std::printf("RESULT %s meram/%s matvecs %.2f critical %.2f time %.2f (MERAM right %d/%d)\n", c.name.c_str(),
-                  best_name.c_str(), median(rows[0].mv) / best, median(rows[0].crit) / best,
-                  median(rows[0].t) / median(rows[best_v].t), ok, reps);
-    else
-      std::printf("RESULT %s no single ERAM found the wanted values in every repetition (MERAM right %d/%d)\n",
-                  c.name.c_str(), ok, reps);
+    const Row& arpack = rows.back();
+    for (size_t g = 0; g < kinds.size(); ++g) {
+      const bool imp = kinds[g] == Restart::implicit;
+      const char* multi = imp ? "miram" : "meram";
+      const char* single = imp ? "IRAM" : "ERAM";
+      // Reference: the best single method that found the wanted values in every repetition (fewest median matvecs).
+      double best = 0;
+      size_t best_v = 0;
+      std::string best_name = "none";
+      for (size_t v = 1; v <= subspaces.size(); ++v) {
+        const Row& r = rows[g * group + v];
+        if (ok_count(r) != reps) continue;
+        if (best == 0 || median(r.mv) < best) {
+          best = median(r.mv);
+          best_v = v;
+          best_name = r.name;
+        }
+      }
+      for (size_t v = 0; v <= subspaces.size(); ++v) print_row(rows[g * group + v], best);
+      const Row& mr = rows[g * group];
+      const int ok = ok_count(mr);
+      if (best > 0)
+        std::printf("RESULT %s %s/%s matvecs %.2f critical %.2f time %.2f (%s right %d/%d)\n", c.name.c_str(), multi,
+                    best_name.c_str(), median(mr.mv) / best, median(mr.crit) / best,
+                    median(mr.t) / median(rows[g * group + best_v].t), multi, ok, reps);
+      else
+        std::printf("RESULT %s no single %s found the wanted values in every repetition (%s right %d/%d)\n",
+                    c.name.c_str(), single, multi, ok, reps);
+      if (!arpack.mv.empty())
+        std::printf("RESULT %s %s/arpack matvecs %.2f critical %.2f time %.2f (ARPACK right %d/%d)\n", c.name.c_str(),
+                    multi, median(mr.mv) / median(arpack.mv), median(mr.crit) / median(arpack.mv),
+                    median(mr.t) / median(arpack.t), ok_count(arpack), reps);
+    }
+    print_row(arpack, 0);
   }
   return 0;
 }
