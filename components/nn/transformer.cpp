@@ -35,6 +35,7 @@
 #if YMLOPT_HAVE_CUDA
 #include "nn/nn_cuda.hpp"
 #include "nn/transformer_cuda.hpp"
+#include "quant/quant_cuda.hpp"
 #endif
 
 namespace ymlopt {
@@ -1170,6 +1171,46 @@ void rope_cuda(KernelContext& ctx) {
                      ctx.arg_float("base"), ctx.arg_string("style") == "interleaved", ctx.cuda_stream());
 }
 
+/// The CUDA kernel computes y = x W for dense f32 W (cuBLAS) and for a
+/// symmetric per-channel int8 W (cuBLASLt int8 GEMM with per-token activation
+/// quantization, the arithmetic of quant::linear); bias, residual, activation
+/// and the other formats run on a CPU.
+std::string linear_cuda_check(const TaskShape& t) {
+  const auto& p = t.ports;
+  if (p.size() != linear_ports().size()) return "wrong number of ports";
+  if (p[nn::kX].dtype != DType::f32 || p[nn::kY].dtype != DType::f32)
+    return std::string("CUDA kernel is f32 only, x is ") + dtype_name(p[nn::kX].dtype);
+  if (p[nn::kB].bound() || p[nn::kR].bound() || t.args.get_string("activation") != "none")
+    return "CUDA kernel computes y = x W only (no bias, residual or activation)";
+  const nn::WeightFormat f = linear_format(t.args);
+  if (f == nn::WeightFormat::dense)
+    return p[nn::kW].dtype == DType::f32 ? "" : std::string("CUDA kernel needs an f32 w, got ") + dtype_name(p[nn::kW].dtype);
+  if (f != nn::WeightFormat::int8) return "CUDA kernel handles format dense and int8 only";
+  const TensorView& sc = p[nn::kWScale];
+  if (t.args.get_int("group") != 0 || p[nn::kWZero].bound() || sc.dtype != DType::f32 ||
+      !(sc.rows <= 1 || (sc.cols == 1 && sc.ld == 1)))
+    return "CUDA int8 kernel: symmetric per-channel weights only (group=0, no w_zero, contiguous f32 w_scale)";
+  const LinearDims d = linear_dims(t);
+  const TensorView& w = p[nn::kW];
+  // the scratch codes and int32 products are packed: ld k and n
+  return quant::cuda::gemm_i8_shape_error(nullptr, d.k, nullptr, w.rows > 1 ? w.ld : w.cols, nullptr, d.n, d.m, d.n,
+                                          d.k);
+}
+
+void linear_cuda(KernelContext& ctx) {
+  cuda_validate(ctx, linear_ports(), linear_check, linear_cuda_check);
+  const TensorView &x = ctx.port(nn::kX), &w = ctx.port(nn::kW), &y = ctx.port(nn::kY);
+  const int64_t m = y.rows, n = y.cols, k = x.cols;
+  if (m == 0 || n == 0) return;
+  if (linear_format(ctx.args()) == nn::WeightFormat::dense) {
+    nn::cuda::gemm_f32_op(false, ctx.arg_bool("transpose_w"), dptr<const float>(x), ld_of(x), dptr<const float>(w),
+                          ld_of(w), dptr<float>(y), ld_of(y), m, n, k, 1.f, 0.f, ctx.cuda_stream());
+    return;
+  }
+  quant::cuda::linear_i8(dptr<const float>(x), m, k, ld_of(x), dptr<const std::int8_t>(w), w.rows > 1 ? w.ld : w.cols,
+                         dptr<const float>(ctx.port(nn::kWScale)), n, dptr<float>(y), ld_of(y), ctx.cuda_stream());
+}
+
 #define YMLOPT_CUDA_KERNEL(op) op##_cuda, op##_cuda_check
 #else
 #define YMLOPT_CUDA_KERNEL(op) nullptr, nullptr
@@ -1215,7 +1256,7 @@ void register_transformer(Registry& reg) {
   add_component(reg, "nn.rmsnorm", "row-wise RMS normalization: y = x / sqrt(mean(x^2) + eps) * weight (as LLaMA)", rmsnorm_ports(),
       {{"eps", ParamType::float_, "1e-6", false, "added to the mean square"}}, rmsnorm_cpu, rmsnorm_check,
       rmsnorm_cost, YMLOPT_CUDA_KERNEL(rmsnorm));
-  kutil::add_component(reg, "nn.linear",
+  add_component(reg, "nn.linear",
       "y = act(x W + b), or y = r + act(x W + b) with the optional residual r (fused residual add; r may be y "
       "itself); one GEMM, bias and "
       "activation fused in one pass over y. W is [k, n] (GPT-2 Conv1D) or [n, k] with transpose_w (torch Linear). "
@@ -1230,7 +1271,7 @@ void register_transformer(Registry& reg) {
         "compressed W is [n, k] and needs f32 x"},
        {"group", ParamType::int_, "0", false, "int8/int4: weights per scale along k; 0: one scale per row"},
        {"block", ParamType::int_, "0", false, "bsr: block size"}},
-      linear_cpu, linear_check, linear_cost);
+      linear_cpu, linear_check, linear_cost, YMLOPT_CUDA_KERNEL(linear));
   add_component(reg, "nn.attention",
       "scaled dot-product attention per head and sequence: y_h = softmax(scale * q_h k_g^T [+ causal mask]) v_g, "
       "g = h / (heads / kv_heads) (grouped-query attention); rows are batch*seq tokens; only heads "

@@ -37,7 +37,7 @@ using ymlopt::test::TestRegistry;
 
 /// The components this build attaches a CUDA kernel to.
 const std::set<std::string> kCudaComponents = {"nn.softmax", "nn.gelu",    "nn.silu",  "nn.layernorm", "nn.rmsnorm",
-                                               "nn.attention", "nn.embedding", "nn.rope", "blas.gemm",   "quant.dequant"};
+                                               "nn.attention", "nn.embedding", "nn.rope", "blas.gemm",   "quant.dequant", "nn.linear"};
 
 /// One port's host data: a row-major [rows, cols] buffer with leading dimension
 /// ld, padding filled with a sentinel. An unbound optional port has rows = cols = 0.
@@ -196,6 +196,24 @@ std::vector<Case> cases() {
   c.push_back({"quant.dequant", "int4 symmetric group 64 3x128",
                {codes(3, 64, 46), positive_f32(3, 2, 47, 0.01f, 0.1f), HostPort{}, out_f32(3, 128)},
                {{"bits", "4"}, {"group", "64"}}, 0});
+  // nn.linear: dense f32 (cuBLAS, ~1e-4) and symmetric per-channel int8 (exact int32 sums, then the same
+  // two f32 products as quant::linear: ~1e-6)
+  c.push_back({"nn.linear", "dense 13x29 -> 7",
+               {f32(13, 29, 48), f32(29, 7, 49), HostPort{}, out_f32(13, 7), HostPort{}, HostPort{}, HostPort{},
+                HostPort{}, HostPort{}},
+               {}, 1e-4});
+  c.push_back({"nn.linear", "dense transpose_w 40x64 -> 33, strided",
+               {f32(40, 64, 50, 2), f32(33, 64, 51, 1), HostPort{}, out_f32(40, 33, 4), HostPort{}, HostPort{},
+                HostPort{}, HostPort{}, HostPort{}},
+               {{"transpose_w", "true"}}, 1e-4});
+  {
+    HostPort scale = positive_f32(1, 20, 52, 0.005f, 0.02f);
+    scale.shape = {20};
+    c.push_back({"nn.linear", "int8 per channel 9x68 -> 20",
+                 {f32(9, 68, 53, 0, 3.f), codes(20, 68, 54), HostPort{}, out_f32(9, 20), HostPort{}, scale, HostPort{},
+                  HostPort{}, HostPort{}},
+                 {{"format", "int8"}}, 1e-6});
+  }
   for (Case& k : c) {  // [n] scale vectors as the quantizers write them
     if (k.component == "quant.dequant" && k.args["group"] == "0") k.ports[1].shape = {k.ports[1].cols};
   }
@@ -223,7 +241,7 @@ TEST(CudaBackendOps, AttachedComponentsMatchThisBuild) {
     if (spec.cuda) with_cuda.insert(name);
 #if YMLOPT_HAVE_CUDA
   EXPECT_EQ(with_cuda, kCudaComponents);
-  EXPECT_GE(with_cuda.size(), 10u);
+  EXPECT_GE(with_cuda.size(), 11u);
   for (const std::string& n : with_cuda) EXPECT_TRUE(registry().get(n).cuda_check) << n << " has no cuda_check";
 #else
   EXPECT_TRUE(with_cuda.empty()) << "a CUDA kernel is attached in a build without nvcc";
@@ -364,6 +382,18 @@ TEST(CudaBackendOps, CudaChecksSendUnsupportedTasksToTheCpu) {
   reject("nn.layernorm", {f32(3, 4, 1), HostPort{}, HostPort{}, out_f32(3, 4, 1)}, {}, "contiguous");
   reject("blas.gemm", {make_port(DType::f64, 2, 3), make_port(DType::f64, 3, 2), make_port(DType::f64, 2, 2)}, {},
          "f32 only");
+  reject("nn.linear",
+         {f32(3, 4, 1), f32(4, 5, 2), vec_f32(5, 3), out_f32(3, 5), HostPort{}, HostPort{}, HostPort{}, HostPort{},
+          HostPort{}},
+         {}, "no bias");
+  {
+    HostPort scale = positive_f32(1, 6, 4, 0.1f, 0.2f);
+    scale.shape = {6};
+    reject("nn.linear",
+           {f32(3, 8, 1), codes(6, 8, 2), HostPort{}, out_f32(3, 6), HostPort{}, scale, HostPort{}, HostPort{},
+            HostPort{}},
+           {{"format", "int8"}}, "must be multiples of 4");
+  }
   reject("nn.attention", {f32(4, 256, 1), f32(4, 256, 2), f32(4, 256, 3), out_f32(4, 256)}, {{"heads", "1"}},
          "head_dim 256 is not in [1, 128]");
   {
