@@ -693,9 +693,10 @@ const std::vector<PassInfo>& all_passes() {
       {"smooth", "SmoothQuant / AWQ per-input-channel scales s from calibration inputs: W' = W diag(s), the input's 1/s "
        "folded exactly into the LayerNorm or linear (no activation / ReLU) that makes it; run before a quantizer",
        {{"mode", "smooth (default; SmoothQuant, for W8A8 int8) or awq (for int4 groups)"},
-        {"alpha", "smooth: s = max|X|^alpha / max|W|^(1-alpha), default 0.5; awq: s = mean|X|^alpha, default search "
-                  "(the grid's alpha with the least calibration output error of the quantized layer)"},
-        {"grid", "awq alpha=search: alphas 0, 1/grid, ... 1 (20)"},
+        {"alpha", "smooth: s = max|X|^alpha / max|W|^(1-alpha), default 0.5; awq: s = mean|X|^alpha, default search; "
+                  "search: the grid's alpha with the least calibration output error of the quantized layer (smooth: "
+                  "W8A8 int8 per channel and per token; awq: the bits/group weights)"},
+        {"grid", "alpha=search: alphas 0, 1/grid, ... 1 (20)"},
         {"bits", "awq: the quantizer the search rounds with, 4 (default) or 8"},
         {"group", "awq: its group, 0 (per channel), 32, 64 or 128 (default)"},
         {"symmetric", "awq: true (default) or false"}, kMatch},

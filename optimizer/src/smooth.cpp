@@ -106,11 +106,10 @@ Options options(const PassSpec& s) {
   if (o.mode != "smooth" && o.mode != "awq") throw PassError("option 'mode' of smooth must be smooth or awq, not '" + o.mode + "'");
   const std::string a = opt_str(s, "alpha", o.mode == "awq" ? "search" : "0.5");
   if (a == "search") {
-    if (o.mode != "awq") throw PassError("option 'alpha' of smooth: alpha=search needs mode=awq");
     o.alpha = -1;
   } else {
     o.alpha = opt_num(s, "alpha", 0.5);
-    if (!(o.alpha >= 0 && o.alpha <= 1)) throw PassError("option 'alpha' of smooth must be in [0, 1] (or search with mode=awq)");
+    if (!(o.alpha >= 0 && o.alpha <= 1)) throw PassError("option 'alpha' of smooth must be in [0, 1] or search");
   }
   const double grid = opt_num(s, "grid", 20);
   if (!(grid >= 1 && grid <= 1000 && grid == std::floor(grid))) throw PassError("option 'grid' of smooth must be an integer in [1, 1000]");
@@ -273,6 +272,58 @@ double awq_loss(const std::vector<DenseWeight>& ws, const std::vector<double>& h
   return loss;
 }
 
+/// W8A8 (the quant.int8 kernel's rules: weights int8 per output channel, each input row
+/// int8 with a = max|x| / 127, ties to even): Σ over the consumers of
+/// ||Q(X diag(s)⁻¹) Q(W diag(s))ᵀ - X Wᵀ||² / m on up to 2048 evenly spaced calibration rows.
+struct W8A8Objective {
+  std::int64_t m = 0, k = 0;
+  std::vector<float> x;                // the rows used
+  std::vector<std::vector<float>> y0;  // X Wᵀ per consumer
+  const std::vector<DenseWeight>& ws;
+  W8A8Objective(const Calibration::Input& in, const std::vector<DenseWeight>& w) : k(in.k), ws(w) {
+    const std::int64_t take = std::min<std::int64_t>(in.m, 2048);
+    for (std::int64_t i = 0; i < take; ++i) {
+      const std::int64_t r = i * in.m / take;
+      x.insert(x.end(), in.x.begin() + r * k, in.x.begin() + (r + 1) * k);
+    }
+    m = take;
+    for (const DenseWeight& d : ws) {
+      y0.emplace_back(std::size_t(m * d.n));
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(m), int(d.n), int(k), 1.0f, x.data(), int(k), d.w.data(),
+                  int(k), 0.0f, y0.back().data(), int(d.n));
+    }
+  }
+  double operator()(const std::vector<double>& s) const {
+    std::vector<float> xq(x.size());
+    for (std::int64_t r = 0; r < m; ++r) {
+      float amax = 0;
+      for (std::int64_t j = 0; j < k; ++j) {
+        const float v = float(double(x[std::size_t(r * k + j)]) / s[std::size_t(j)]);
+        xq[std::size_t(r * k + j)] = v;
+        amax = std::max(amax, std::fabs(v));
+      }
+      const float a = amax / 127.0f, inv = a != 0 ? 1.0f / a : 0.0f;
+      for (std::int64_t j = 0; j < k; ++j) {
+        float& v = xq[std::size_t(r * k + j)];
+        v = std::nearbyint(v * inv) * a;
+      }
+    }
+    double loss = 0;
+    for (std::size_t c = 0; c < ws.size(); ++c) {
+      const DenseWeight& d = ws[c];
+      std::vector<float> wq(d.w.size()), y(std::size_t(m * d.n));
+      for (std::int64_t r = 0; r < d.n; ++r)
+        for (std::int64_t j = 0; j < k; ++j)
+          wq[std::size_t(r * k + j)] = float(double(d.w[std::size_t(r * k + j)]) * s[std::size_t(j)]);
+      fake_quantize(wq, d.n, k, 8, 0, true);
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(m), int(d.n), int(k), 1.0f, xq.data(), int(k), wq.data(),
+                  int(k), 0.0f, y.data(), int(d.n));
+      for (std::size_t i = 0; i < y.size(); ++i) loss += double(y[i] - y0[c][i]) * double(y[i] - y0[c][i]);
+    }
+    return loss / double(std::max<std::int64_t>(m, 1));
+  }
+};
+
 }  // namespace
 
 void check_smooth(const PassSpec& s) { (void)options(s); }
@@ -347,8 +398,24 @@ void pass_smooth(PassContext& ctx, const PassSpec& s) {
         for (std::int64_t r = 0; r < w.n; ++r)
           for (std::int64_t j = 0; j < k; ++j)
             wmax[std::size_t(j)] = std::max(wmax[std::size_t(j)], double(std::fabs(w.w[std::size_t(r * k + j)])));
-      sc = smooth_scales(act_absmax(in), wmax, o.alpha);
-      rec["alpha"] = o.alpha;
+      const std::vector<double> amax = act_absmax(in);
+      if (o.alpha >= 0) {
+        sc = smooth_scales(amax, wmax, o.alpha);
+        rec["alpha"] = o.alpha;
+      } else {  // the grid's alpha with the least W8A8 output error on the calibration rows
+        const W8A8Objective f(in, ws);
+        double best = 0, best_alpha = 0;
+        for (int i = 0; i <= o.grid; ++i) {
+          const double a = double(i) / o.grid;
+          std::vector<double> si = smooth_scales(amax, wmax, a);
+          const double l = f(si);
+          if (i == 0) rec["loss_alpha0"] = l;  // s = (max|W|)^-1 per channel, no activation term
+          if (i == 0 || l < best) best = l, best_alpha = a, sc = std::move(si);
+        }
+        rec["loss_unscaled"] = f(std::vector<double>(std::size_t(k), 1.0));
+        rec["alpha"] = best_alpha;
+        rec["loss"] = best;
+      }
     } else {
       const std::vector<double> mean = act_absmean(in);
       std::vector<double> xd(in.x.begin(), in.x.end()), h(std::size_t(k * k), 0.0);

@@ -256,7 +256,7 @@ TEST(SmoothTest, ScaledF32MiniModelGivesTheOriginalOutputs) {
   const Mini& m = mini();
   const auto base = outputs(m.xml, m.sets(), m.dir / "run0");
   ASSERT_EQ(base.size(), std::size_t(Mini::M * Mini::D));
-  for (const std::string passes : {"smooth", "smooth:alpha=0.85", "smooth:mode=awq:group=32",
+  for (const std::string passes : {"smooth", "smooth:alpha=0.85", "smooth:alpha=search:grid=10", "smooth:mode=awq:group=32",
                                    "smooth:mode=awq:bits=8:group=0"}) {
     SCOPED_TRACE(passes);
     Edited e(m.xml, m.sets());
@@ -268,6 +268,14 @@ TEST(SmoothTest, ScaledF32MiniModelGivesTheOriginalOutputs) {
     ASSERT_EQ(log.at("layers").size(), 2u) << log.dump();
     EXPECT_EQ(log.at("layers")[0].at("producer"), "ln");
     EXPECT_EQ(log.at("layers")[1].at("producer"), "fc1");
+    if (passes == "smooth:alpha=search:grid=10") {
+      for (const auto& l : log.at("layers")) {
+        EXPECT_LE(l.at("loss").get<double>(), l.at("loss_alpha0").get<double>()) << l.dump();
+        std::printf("    SmoothQuant alpha search: %s alpha %.1f, W8A8 calibration error %.4g (unscaled %.4g)\n",
+                    l.at("layers")[0].get<std::string>().c_str(), l.at("alpha").get<double>(), l.at("loss").get<double>(),
+                    l.at("loss_unscaled").get<double>());
+      }
+    }
     for (const auto& l : log.at("layers")) {
       if (l.at("alpha").get<double>() > 0) {
         EXPECT_GT(l.at("scale_max").get<double>(), 1.5 * l.at("scale_min").get<double>());
@@ -406,8 +414,7 @@ TEST(SmoothTest, BadOptionsAreClearErrors) {
     EXPECT_NE(msg.find(part), std::string::npos) << "message: '" << msg << "', expected to contain '" << part << "'";
   };
   has(message("smooth:mode=gptq"), "option 'mode' of smooth must be smooth or awq, not 'gptq'");
-  has(message("smooth:alpha=1.5"), "option 'alpha' of smooth must be in [0, 1]");
-  has(message("smooth:alpha=search"), "alpha=search needs mode=awq");
+  has(message("smooth:alpha=1.5"), "option 'alpha' of smooth must be in [0, 1] or search");
   has(message("smooth:alpha=x"), "alpha");
   has(message("smooth:mode=awq:grid=0"), "option 'grid' of smooth must be an integer in [1, 1000]");
   has(message("smooth:mode=awq:bits=3"), "option 'bits' of smooth must be 4 or 8");
