@@ -191,17 +191,23 @@ class Compiler {
   }
 
   // Attributes are checked once per element, not once per loop iteration.
-  void check_attrs(const Element& e) {
-    if (!checked_.insert(&e).second) return;
+  // Returns false when a required attribute is missing (then the element is
+  // reported once and skipped: its handler may rely on every required one).
+  bool check_attrs(const Element& e) {
+    if (!checked_.insert(&e).second) return !incomplete_.count(&e);
     const auto it = rules().find(e.name);
-    if (it == rules().end()) return;
+    if (it == rules().end()) return true;
     std::vector<std::string> allowed = it->second.required;
     allowed.insert(allowed.end(), it->second.optional.begin(), it->second.optional.end());
     for (const auto& a : e.attrs)
       if (std::find(allowed.begin(), allowed.end(), a.name) == allowed.end())
         diags_.error(a.loc, "unknown attribute '" + a.name + "' on <" + e.name + ">" + did_you_mean(a.name, allowed));
     for (const auto& r : it->second.required)
-      if (!e.find(r)) diags_.error(e.loc, "<" + e.name + "> requires attribute '" + r + "'");
+      if (!e.find(r)) {
+        diags_.error(e.loc, "<" + e.name + "> requires attribute '" + r + "'");
+        incomplete_.insert(&e);
+      }
+    return !incomplete_.count(&e);
   }
 
   const Template* tmpl(const Attr& a) {
@@ -411,7 +417,7 @@ class Compiler {
       diags_.error(e.loc, "unknown element <" + e.name + ">" + did_you_mean(e.name, body_elements()));
       return;
     }
-    check_attrs(e);
+    if (!check_attrs(e)) return;
     if (!region_stack_.empty() && dag_.regions[size_t(region_stack_.back())].kind == Region::Kind::unite &&
         e.name != "comethod" && e.name != "par" && e.name != "seq" && e.name != "if" && e.name != "let") {
       diags_.error(e.loc, "<" + e.name + "> directly inside <unite>: a unite holds <comethod>s (possibly in <par>, <seq> "
@@ -1505,10 +1511,6 @@ class Compiler {
   }
 
   void unite(const Element& e) {
-    if (comethod_ >= 0) {
-      diags_.error(e.loc, "<unite> inside a <comethod> is not supported: co-methods of one unite run side by side");
-      return;
-    }
     std::string name = "unite";
     if (const Attr* n = e.find("name")) name = render(*n).value_or(name);
     const std::int32_t idx = open_region(Region::Kind::unite, e, name);
@@ -1579,20 +1581,27 @@ class Compiler {
                                    shape_str(to.shape));
       }
     }
-    // co-methods run concurrently: none may depend on another's tasks
+    // co-methods run concurrently: none may depend on another's tasks (a task
+    // of a nested unite belongs to the co-method of this unite that holds it)
+    auto own = [&](std::int32_t c) {
+      while (c >= 0 && std::find(cms.begin(), cms.end(), c) == cms.end()) c = dag_.regions[size_t(c)].parent_comethod;
+      return c;
+    };
     for (std::int32_t t = r.first_task; t < r.end_task; ++t) {
       const TaskNode& n = dag_.tasks[size_t(t)];
+      const std::int32_t mine = own(n.comethod);
       for (auto p : n.preds) {
-        if (p < r.first_task || dag_.tasks[size_t(p)].comethod == n.comethod) continue;
+        const std::int32_t theirs = p < r.first_task ? mine : own(dag_.tasks[size_t(p)].comethod);
+        if (theirs == mine) continue;
         const TaskNode& o = dag_.tasks[size_t(p)];
-        const std::string other = o.comethod >= 0 ? dag_.regions[size_t(o.comethod)].name : "?";
+        const std::string other = theirs >= 0 ? dag_.regions[size_t(theirs)].name : "?";
         std::string shared;
         for (const auto& b : n.bindings)
           for (const auto& ob : o.bindings)
             if (b.ref.data >= 0 && b.ref.data == ob.ref.data && (b.mode != Access::read || ob.mode != Access::read) &&
                 shared.empty())
               shared = dag_.data[size_t(b.ref.data)].name;
-        diags_.error(n.loc, "co-method '" + dag_.regions[size_t(n.comethod)].name + "' uses '" + shared +
+        diags_.error(n.loc, "co-method '" + dag_.regions[size_t(mine)].name + "' uses '" + shared +
                                 "', which co-method '" + other + "' writes (line " + std::to_string(o.loc.line) +
                                 "): co-methods run concurrently and may share only data they all read; exchange "
                                 "results with <publish>/<gather>");
@@ -1614,6 +1623,7 @@ class Compiler {
     auto name = render(*e.find("name"));
     if (!name) return;
     const std::int32_t idx = open_region(Region::Kind::comethod, e, *name);
+    dag_.regions[size_t(idx)].parent_comethod = comethod_;  // a co-method of a nested unite
     if (const Attr* a = e.find("priority")) {
       auto v = eval_int(*a);
       if (v) dag_.regions[size_t(idx)].priority = int(*v);
@@ -2082,6 +2092,7 @@ class Compiler {
   std::vector<std::int32_t> region_stack_;
   std::vector<std::vector<std::int32_t>> region_children_;
   std::vector<std::int32_t> top_regions_;
+  std::unordered_set<const Element*> incomplete_;  // elements missing a required attribute (reported)
   std::int32_t comethod_ = -1;
   struct Channel {
     std::vector<std::pair<DType, std::vector<std::int64_t>>> tensors;
