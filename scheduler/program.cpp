@@ -28,11 +28,14 @@ struct Entry {
 enum class Outcome { done, failed, stopped };
 
 // Where a region runs: the co-method (if any), its scheduling context and
-// priority, and what may stop it.
+// priority, and what may stop it. A co-method of a nested unite has the
+// enclosing co-method's scope as parent: whatever stops that stops it too.
 struct Scope {
   std::int32_t comethod = -1;
-  std::string who = "main";
+  std::string who = "main";  // "outer/inner" for a co-method of a nested unite
+  const Scope* parent = nullptr;
   int context = 0, priority = 0;
+  std::vector<int> workers;                 // its context's workers (empty: all)
   const std::atomic<bool>* stop = nullptr;  // set by the unite (exit="first", budget)
   Clock::time_point deadline = Clock::time_point::max();
   std::int64_t iteration_budget = 0;        // 0: none
@@ -75,7 +78,8 @@ class ProgramRunner {
 
   bool stopped(const Scope& sc) const {
     return (sc.stop && sc.stop->load(std::memory_order_relaxed)) || Clock::now() >= sc.deadline ||
-           (sc.iteration_budget > 0 && sc.rec && sc.rec->iterations >= sc.iteration_budget);
+           (sc.iteration_budget > 0 && sc.rec && sc.rec->iterations >= sc.iteration_budget) ||
+           (sc.parent && stopped(*sc.parent));
   }
 
   Outcome exec(std::int32_t region, Scope& sc) {
@@ -285,6 +289,7 @@ class ProgramRunner {
   Outcome unite(const Region& g, Scope& outer) {
     UniteRecord ur;
     ur.name = g.name;
+    if (outer.comethod >= 0) ur.within = outer.who;
     ur.exit = g.exit == Region::Exit::first ? "first" : g.exit == Region::Exit::all ? "all" : "budget";
     ur.start_s = now_s();
     std::vector<std::int32_t> cms;
@@ -295,25 +300,33 @@ class ProgramRunner {
     std::vector<Scope> scopes(cms.size());
     std::vector<Outcome> outcomes(cms.size(), Outcome::failed);
     std::vector<double> finished_at(cms.size(), 0);
-    // mapping="contexts": each co-method gets a scheduling context over its share of the workers
+    // mapping="contexts": each co-method gets a scheduling context over its
+    // share of the workers (of the enclosing co-method's, in a nested unite)
     std::vector<int> contexts(cms.size(), outer.context);
+    std::vector<std::vector<int>> workers(cms.size(), outer.workers);
     if (g.contexts) {
-      const int nw = s_.num_workers();
+      std::vector<int> pool = outer.workers;
+      if (pool.empty())
+        for (int w = 0; w < s_.num_workers(); ++w) pool.push_back(w);
+      const int nw = int(pool.size());
       int next = 0;
       for (size_t i = 0; i < cms.size(); ++i) {
         const Region& cm = dag_.regions[size_t(cms[i])];
         const int want = cm.workers > 0 ? int(std::min<std::int64_t>(cm.workers, nw))
                                         : std::max(1, nw / int(cms.size()));
         std::vector<int> ws;
-        for (int k = 0; k < want; ++k) ws.push_back((next + k) % nw);  // wraps around: co-methods share workers
+        for (int k = 0; k < want; ++k) ws.push_back(pool[size_t((next + k) % nw)]);  // wraps around: co-methods share workers
         next = (next + want) % nw;
-        contexts[i] = s_.create_context(cm.name, ws);
+        contexts[i] = s_.create_context(dag_.comethod_path(cms[i]), ws);
         ur.comethods[i].context_workers = ws;
+        workers[i] = std::move(ws);
       }
     }
-    const auto deadline = g.exit == Region::Exit::budget && g.budget_s > 0
-                              ? Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(g.budget_s))
-                              : outer.deadline;
+    const auto deadline =
+        g.exit == Region::Exit::budget && g.budget_s > 0
+            ? std::min(outer.deadline,
+                       Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(g.budget_s)))
+            : outer.deadline;
     std::mutex done_mu;
     std::vector<std::thread> threads;
     for (size_t i = 0; i < cms.size(); ++i) {
@@ -324,8 +337,10 @@ class ProgramRunner {
       rec.best_score = std::numeric_limits<double>::quiet_NaN();
       Scope& sc = scopes[i];
       sc.comethod = cms[i];
-      sc.who = cm.name;
+      sc.who = dag_.comethod_path(cms[i]);
+      sc.parent = outer.comethod >= 0 ? &outer : nullptr;
       sc.context = contexts[i];
+      sc.workers = workers[i];
       sc.priority = cm.priority;
       sc.stop = &stop;
       sc.deadline = deadline;
@@ -381,6 +396,10 @@ class ProgramRunner {
       ur.winner = w.name;
       const Region& cm = dag_.regions[size_t(cms[size_t(win)])];
       for (size_t k = 0; k < g.save_exit.size(); ++k) copy(cm.keep[k], g.save_exit[k]);
+      // a nested unite: the enclosing co-method converged only if its winner did,
+      // and a stop of the enclosing co-method (its unite's exit) ends it here too
+      if (!w.converged) outer.converged = false;
+      if (stopped(outer)) out = Outcome::stopped;
     }
     {
       std::lock_guard<std::mutex> lock(mu_);

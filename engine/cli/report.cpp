@@ -75,8 +75,10 @@ nlohmann::json unite_json(const Dag& dag, const ExecResult& r) {
       if (!c.context_workers.empty()) j["context_workers"] = c.context_workers;
       cms.push_back(std::move(j));
     }
-    out.push_back({{"name", u.name}, {"exit", u.exit}, {"winner", u.winner}, {"start_s", u.start_s},
-                   {"end_s", u.end_s}, {"comethods", std::move(cms)}});
+    json j = {{"name", u.name}, {"exit", u.exit},     {"winner", u.winner},
+              {"start_s", u.start_s}, {"end_s", u.end_s}, {"comethods", std::move(cms)}};
+    if (!u.within.empty()) j["within"] = u.within;
+    out.push_back(std::move(j));
   }
   return out;
 }
@@ -141,7 +143,7 @@ nlohmann::json make_report(const Dag& dag, const ExecResult& r, const RunTotals&
       if (b.ref.data >= 0) data.push_back(std::string(access_name(b.mode)) + " " + dag.ref_name(b.ref));
     j["data"] = data;
     if (!n.preds.empty()) j["deps"] = n.preds;
-    if (n.comethod >= 0) j["comethod"] = dag.regions[size_t(n.comethod)].name;
+    if (n.comethod >= 0) j["comethod"] = dag.comethod_path(n.comethod);
     if (runs[size_t(n.id)] > 1) j["runs"] = runs[size_t(n.id)];  // a runtime loop ran it again (start/end: the last run)
     if (!rec.results.empty()) {
       json res = json::object();
@@ -189,7 +191,7 @@ nlohmann::json make_report(const Dag& dag, const ExecResult& r, const RunTotals&
       json j = {{"kind", g.kind == Region::Kind::until ? "until" : "while"}, {"line", g.loc.line}, {"cond", g.cond},
                 {"iterations", n}, {"max", g.max_iter}};
       if (g.end_task > g.first_task && dag.tasks[size_t(g.first_task)].comethod >= 0)
-        j["comethod"] = dag.regions[size_t(dag.tasks[size_t(g.first_task)].comethod)].name;
+        j["comethod"] = dag.comethod_path(dag.tasks[size_t(g.first_task)].comethod);
       loops.push_back(std::move(j));
     }
     report["loops"] = std::move(loops);
@@ -210,7 +212,7 @@ nlohmann::json make_trace(const Dag& dag, const ExecResult& r, const std::vector
       const int pid = 2 + int(lane_of.size());
       lane_of[n.comethod] = pid;
       ev.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", pid},
-                    {"args", {{"name", "co-method " + dag.regions[size_t(n.comethod)].name}}}});
+                    {"args", {{"name", "co-method " + dag.comethod_path(n.comethod)}}}});
       for (size_t w = 0; w < r.workers.size(); ++w)
         ev.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", pid}, {"tid", w}, {"args", {{"name", r.workers[w]}}}});
     }

@@ -311,6 +311,107 @@ TEST_P(Program, ParetoGatherTakesANonDominatedEntry) {
   EXPECT_EQ(r.scalar("he"), 5.0);
 }
 
+// Nested unites: each co-method of the outer unite runs a unite of its own
+// (the fast/slow race of kRace, with a start value per outer co-method), then
+// steps on the inner winner's tensor and publishes it to the outer channel.
+// The inner co-methods are named after their outer one ("m1/fast"), the inner
+// unites record which co-method ran them, and a gather takes the best.
+const char* kNested = R"(<workflow name="nested">
+  <param name="mapping" type="string" default="shared"/>
+  <data name="one" dtype="f64" shape="1" init="ones"/>
+  <data name="result" dtype="f64" shape="1" init="zeros"/>
+  <data name="best" dtype="f64" shape="1" init="zeros"/>
+  <unite name="outer" exit="all" mapping="${mapping}">
+    <par var="k" values="1,2">
+      <comethod name="m${k}">
+        <data name="r${k}" dtype="f64" shape="1" init="zeros"/>
+        <unite name="inner${k}" exit="first" save_exit="r${k}" mapping="${mapping}">
+          <comethod name="fast" keep="x${k}">
+            <data name="x${k}" dtype="f64" shape="1" init="value" value="${k * 10}"/>
+            <until cond="x${k} ge ${k * 10 + 3}" max="100">%s</until>
+          </comethod>
+          <comethod name="slow" keep="y${k}">
+            <data name="y${k}" dtype="f64" shape="1" init="zeros"/>
+            <until cond="y${k} ge 1000000" max="1000000">%s</until>
+          </comethod>
+        </unite>
+        %s
+        <publish name="best" data="r${k}" score="r${k}"/>
+      </comethod>
+    </par>
+  </unite>
+  <gather name="best" into="result" score="best" better="max"/>
+</workflow>)";
+
+TEST_P(Program, NestedUnitesRunInsideCoMethods) {
+  for (const char* mapping : {"shared", "contexts"}) {
+    char xml[4096];
+    std::snprintf(xml, sizeof xml, kNested, inc("x${k}").c_str(), inc("y${k}").c_str(), inc("r${k}").c_str());
+    const ProgramRun r = run(xml, GetParam(), {{"mapping", mapping}});
+    ASSERT_TRUE(r.result.ok) << r.result.error;
+    ASSERT_EQ(r.result.unites.size(), 3u) << mapping;
+    const UniteRecord* outer = nullptr;
+    std::map<std::string, const UniteRecord*> inner;
+    for (const auto& u : r.result.unites) (u.within.empty() ? outer : inner[u.within]) = &u;
+    ASSERT_TRUE(outer && inner.count("m1") && inner.count("m2")) << mapping;
+    EXPECT_EQ(inner["m1"]->name, "inner1");
+    for (const auto& [who, u] : inner) {
+      EXPECT_EQ(u->winner, "fast") << who << " " << mapping;
+      ASSERT_EQ(u->comethods.size(), 2u);
+      EXPECT_TRUE(u->comethods[0].converged && u->comethods[0].iterations == 3) << who;
+      EXPECT_TRUE(u->comethods[1].stopped) << who;
+    }
+    EXPECT_EQ(r.scalar("r1"), 14.0);  // inner1's winner (13), then one step
+    EXPECT_EQ(r.scalar("r2"), 24.0);
+    EXPECT_TRUE(outer->winner == "m1" || outer->winner == "m2") << outer->winner;
+    EXPECT_EQ(r.scalar("result"), 24.0);  // the gather after the unite: the larger published
+    EXPECT_EQ(r.scalar("best"), 24.0);
+    if (GetParam() == 1 && std::string(mapping) == "contexts") {
+      // the inner contexts share the outer co-method's workers
+      for (const auto& [who, u] : inner) {
+        const auto& mine = outer->comethods[who == "m1" ? 0 : 1].context_workers;
+        for (const auto& c : u->comethods)
+          for (int w : c.context_workers) EXPECT_NE(std::find(mine.begin(), mine.end(), w), mine.end()) << who;
+      }
+    }
+  }
+}
+
+// exit="first" of the outer unite stops the loops of a unite nested in the
+// co-method that lost the race.
+TEST_P(Program, OuterExitStopsNestedCoMethods) {
+  const ProgramRun r = run(R"(<workflow name="stop">
+  <data name="one" dtype="f64" shape="1" init="ones"/>
+  <unite name="outer" exit="first">
+    <comethod name="quick">
+      <data name="q" dtype="f64" shape="1" init="zeros"/>
+      <until cond="q ge 2" max="10">)" + inc("q") +
+                               R"(</until>
+    </comethod>
+    <comethod name="deep">
+      <unite name="inner" exit="all">
+        <comethod name="a"><data name="a" dtype="f64" shape="1" init="zeros"/><until cond="a lt 0" max="100000000">)" +
+                               inc("a") + R"(</until></comethod>
+        <comethod name="b"><data name="b" dtype="f64" shape="1" init="zeros"/><until cond="b lt 0" max="100000000">)" +
+                               inc("b") + R"(</until></comethod>
+      </unite>
+    </comethod>
+  </unite>
+</workflow>)",
+                           GetParam());
+  ASSERT_TRUE(r.result.ok) << r.result.error;
+  ASSERT_EQ(r.result.unites.size(), 2u);
+  const UniteRecord& inner = r.result.unites[0].within.empty() ? r.result.unites[1] : r.result.unites[0];
+  const UniteRecord& outer = r.result.unites[0].within.empty() ? r.result.unites[0] : r.result.unites[1];
+  EXPECT_EQ(inner.within, "deep");
+  EXPECT_EQ(outer.winner, "quick");
+  for (const auto& c : inner.comethods) {
+    EXPECT_TRUE(c.stopped) << c.name;
+    EXPECT_LT(c.iterations, 100000000) << c.name;
+  }
+  EXPECT_TRUE(outer.comethods[1].stopped);  // 'deep' stopped, not converged
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, Program, testing::Values(0, 1),
                          [](const testing::TestParamInfo<int>& i) { return i.param ? "starpu" : "sequential"; });
 
@@ -359,6 +460,29 @@ TEST(ProgramDiagnostics, CoMethodsAndLoopsAreChecked) {
             "prog.xml:9:53: error: <publish> of 'never' before anything writes it (give it init= or write it first)\n"
             "prog.xml:8:5: error: co-method 'b' keeps 0 tensors (keep=) but <unite> 'unite' saves 1 (save_exit=): they are copied in order\n"
             "prog.xml:8:24: error: co-method 'b' uses 'shared', which co-method 'a' writes (line 7): co-methods run concurrently and may share only data they all read; exchange results with <publish>/<gather>\n");
+}
+
+TEST(ProgramDiagnostics, NestedCoMethodsAreCheckedAgainstTheOuterOnes) {
+  // a nested co-method may read what its own outer co-method wrote before the
+  // inner unite ('x' reads 'pa'); a write in it conflicts with the other outer
+  // co-methods, which the message names ('a', not 'y')
+  EXPECT_EQ(diagnostics(R"(<workflow name="d">
+  <data name="one" dtype="f64" shape="1" init="ones"/>
+  <data name="w" dtype="f64" shape="1" init="zeros"/>
+  <unite name="outer">
+    <comethod name="a">
+      <data name="pa" dtype="f64" shape="1" init="zeros"/>
+      )" + inc("pa") + R"(
+      <unite name="inner">
+        <comethod name="x"><data name="t" dtype="f64" shape="1" init="zeros"/><task component="blas.axpy"><in port="x" data="pa"/><inout port="y" data="t"/></task></comethod>
+        <comethod name="y">)" + inc("w") + R"(</comethod>
+      </unite>
+    </comethod>
+    <comethod name="b">)" + inc("w") + R"(</comethod>
+  </unite>
+</workflow>)"),
+            "prog.xml:13:24: error: co-method 'b' uses 'w', which co-method 'a' writes (line 10): co-methods run "
+            "concurrently and may share only data they all read; exchange results with <publish>/<gather>\n");
 }
 
 }  // namespace

@@ -159,6 +159,7 @@ struct Region {
   std::vector<std::int32_t> keep;     // its tensors copied into the unite's save_exit when it wins
   int priority = 0;                   // StarPU task priority of its tasks (mapping="shared")
   std::int64_t workers = 0;           // mapping="contexts": workers of its context (0: an equal share)
+  std::int32_t parent_comethod = -1;  // the co-method whose nested <unite> holds this one, or -1
 };
 
 /// The compiled workflow: data, tasks in program order, dependencies.
@@ -184,6 +185,13 @@ struct Dag {
   std::size_t num_edges() const;
   /// The workflow has runtime loops or unite blocks (run by run_program).
   bool dynamic() const { return root_region >= 0; }
+  /// A co-method's name with those of the co-methods it is nested in: "outer/inner".
+  std::string comethod_path(std::int32_t region) const {
+    std::string s = regions[size_t(region)].name;
+    for (auto p = regions[size_t(region)].parent_comethod; p >= 0; p = regions[size_t(p)].parent_comethod)
+      s = regions[size_t(p)].name + "/" + s;
+    return s;
+  }
 };
 
 }  // namespace ymlopt

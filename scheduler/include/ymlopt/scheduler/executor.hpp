@@ -81,6 +81,7 @@ struct UniteRecord {
   std::string name;
   std::string exit;    // first, all or budget
   std::string winner;  // "" if every co-method failed
+  std::string within;  // a nested unite: the co-method that ran it ("outer" or "a/b"), else ""
   double start_s = 0, end_s = 0;
   std::vector<CoMethodRecord> comethods;
 };
