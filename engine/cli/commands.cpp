@@ -436,8 +436,11 @@ int cmd_run(const std::vector<std::string>& args) {
   if (std::find(pol.begin(), pol.end(), sched) == pol.end())
     throw UsageError("unknown scheduler '" + sched + "'" + did_you_mean(sched, pol));
   if (ncpu < 0) throw UsageError("--ncpu must be >= 0");
+  // the machine, probed once (hwloc's I/O discovery costs tens of ms): --bind
+  // is checked against it, and it goes into the report
+  const Topology topo = probe_topology();
   try {  // --bind names PUs this process may use (an MPI rank checks its own cpuset again)
-    plan_binding(probe_topology(), bind, ncpu, 0);
+    plan_binding(topo, bind, ncpu, 0);
   } catch (const BindError& e) {
     throw UsageError(e.what());
   }
@@ -507,7 +510,6 @@ int cmd_run(const std::vector<std::string>& args) {
 
   // the machine the run saw goes into the report; its warnings (e.g. OpenBLAS
   // running generic kernels on an AVX-512 CPU) explain slow runs
-  const Topology topo = probe_topology();
   for (const auto& w : topo.warnings) {
     if (!quiet && rank == 0) std::cerr << "ymlopt: warning: " << w << "\n";
     log << "warning: " << w << "\n";
