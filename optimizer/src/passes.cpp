@@ -695,7 +695,7 @@ const std::vector<PassInfo>& all_passes() {
        {{"mode", "smooth (default; SmoothQuant, for W8A8 int8) or awq (for int4 groups)"},
         {"alpha", "smooth: s = max|X|^alpha / max|W|^(1-alpha), default 0.5; awq: s = mean|X|^alpha, default search; "
                   "search: the grid's alpha with the least calibration output error of the quantized layer (smooth: "
-                  "W8A8 int8 per channel and per token; awq: the bits/group weights)"},
+                  "W8A8 int8 per channel and per token, s = 1 a candidate too; awq: the bits/group weights)"},
         {"grid", "alpha=search: alphas 0, 1/grid, ... 1 (20)"},
         {"bits", "awq: the quantizer the search rounds with, 4 (default) or 8"},
         {"group", "awq: its group, 0 (per channel), 32, 64 or 128 (default)"},

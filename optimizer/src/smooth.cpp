@@ -412,7 +412,12 @@ void pass_smooth(PassContext& ctx, const PassSpec& s) {
           if (i == 0) rec["loss_alpha0"] = l;  // s = (max|W|)^-1 per channel, no activation term
           if (i == 0 || l < best) best = l, best_alpha = a, sc = std::move(si);
         }
-        rec["loss_unscaled"] = f(std::vector<double>(std::size_t(k), 1.0));
+        // s = 1 is not in the family (alpha 0 gives 1 / max|W|): a candidate of its own, so the
+        // search never leaves a layer worse than without smoothing on the calibration rows
+        const double unscaled = f(std::vector<double>(std::size_t(k), 1.0));
+        rec["loss_unscaled"] = unscaled;
+        rec["kept_unscaled"] = unscaled <= best;
+        if (unscaled <= best) best = unscaled, sc.assign(std::size_t(k), 1.0);
         rec["alpha"] = best_alpha;
         rec["loss"] = best;
       }

@@ -271,6 +271,8 @@ TEST(SmoothTest, ScaledF32MiniModelGivesTheOriginalOutputs) {
     if (passes == "smooth:alpha=search:grid=10") {
       for (const auto& l : log.at("layers")) {
         EXPECT_LE(l.at("loss").get<double>(), l.at("loss_alpha0").get<double>()) << l.dump();
+        EXPECT_LE(l.at("loss").get<double>(), l.at("loss_unscaled").get<double>()) << l.dump();
+        EXPECT_FALSE(l.at("kept_unscaled").get<bool>()) << "outlier channels: scaling pays here";
         std::printf("    SmoothQuant alpha search: %s alpha %.1f, W8A8 calibration error %.4g (unscaled %.4g)\n",
                     l.at("layers")[0].get<std::string>().c_str(), l.at("alpha").get<double>(), l.at("loss").get<double>(),
                     l.at("loss_unscaled").get<double>());
