@@ -41,6 +41,7 @@
 #include "ymlopt/optimizer/compress_search.hpp"
 #if YMLOPT_HAVE_CUDA
 #include "nn/nn_cuda.hpp"
+#include "sparse/sparse_cuda.hpp"
 #endif
 
 
@@ -247,15 +248,17 @@ int cmd_info(const std::vector<std::string>& args) {
 #if YMLOPT_HAVE_CUDA
   const std::string cuda_kernels = std::string("built for sm_") + nn::cuda::built_architectures();
   const std::string cuda_devices = nn::cuda::describe_devices();
+  const std::string cuda_nm24 = sparse::cuda::nm24_unavailable_reason();
 #else
   const std::string cuda_kernels = "not built (no nvcc when ymlopt was configured)";
   const std::string cuda_devices = "not probed (built without CUDA)";
+  const std::string cuda_nm24;  // no GPU kernels at all
 #endif
   if (json) {
     nlohmann::json j = {{"machine", topology_json(topo)},
                         {"starpu", {{"version", sb.version}, {"cuda", sb.cuda}, {"mpi", sb.mpi}, {"fxt", sb.fxt},
                                     {"max_cpus", sb.max_cpus}, {"workers", workers}}},
-                        {"cuda", {{"kernels", cuda_kernels}, {"devices", cuda_devices}}},
+                        {"cuda", {{"kernels", cuda_kernels}, {"devices", cuda_devices}, {"nm24", cuda_nm24}}},
                         {"bind", bind_plan_json(bind)}};
     std::cout << j.dump(2) << "\n";
     return 0;
@@ -264,6 +267,7 @@ int cmd_info(const std::vector<std::string>& args) {
   std::cout << "StarPU: " << sb.version << ", CUDA " << (sb.cuda ? "yes" : "no") << ", MPI " << (sb.mpi ? "yes" : "no")
             << ", FxT " << (sb.fxt ? "yes" : "no") << ", max CPU workers " << sb.max_cpus << "\n";
   std::cout << "CUDA kernels: " << cuda_kernels << "; devices: " << cuda_devices << "\n";
+  if (!cuda_nm24.empty()) std::cout << cuda_nm24 << "\n";
   std::cout << "StarPU workers (" << workers.size() << "):";
   for (const auto& w : workers) std::cout << " [" << w << "]";
   std::cout << "\n";

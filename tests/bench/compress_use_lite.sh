@@ -74,7 +74,7 @@ for s in $seqs; do
   names="$names $s"
 done
 seqs=$names
-needs_calib() { [[ "$1" == *prune.obs* || "$1" == *quant.gptq* || "$1" == *distill.* || "$1" == *criterion=activation* ]]; }
+needs_calib() { [[ "$1" == *smooth* || "$1" == *prune.obs* || "$1" == *quant.gptq* || "$1" == *distill.* || "$1" == *criterion=activation* ]]; }
 # Structured pruning changes the graph (narrower tensors): the original workflow
 # cannot run the compressed file. It computes exactly what the original computes
 # with the removed units' consumer columns zeroed (tests/e2e/cli_optimize_structured.sh
