@@ -107,6 +107,14 @@ bool is_converged(double res, double lam_abs, double anorm, double tol) {
   return res <= tol * std::max(lam_abs, arpack_floor(anorm));
 }
 
+// How many of the first k Ritz pairs pass is_converged.
+int64_t count_converged(const EigenResult& res, int64_t k, double anorm, double tol) {
+  int64_t n = 0;
+  for (int64_t i = 0; i < k; ++i)
+    n += is_converged(res.residuals[sz(i)], std::hypot(res.values_re[sz(i)], res.values_im[sz(i)]), anorm, tol) ? 1 : 0;
+  return n;
+}
+
 }  // namespace
 
 double EigenResult::max_residual() const {
@@ -753,12 +761,7 @@ EigenResult iram(const LinearOperator& op, const ArnoldiOptions& opt, int64_t m)
     double anorm = 0;
     const bool want_vectors = static_cast<bool>(opt.on_restart);
     ritz_pairs(w, beta, k, opt.which, res, &anorm, false);
-    int64_t nconv = 0;
-    for (int64_t i = 0; i < k; ++i)
-      nconv += is_converged(res.residuals[sz(i)], std::hypot(res.values_re[sz(i)], res.values_im[sz(i)]), anorm,
-                            opt.tol)
-                   ? 1
-                   : 0;
+    const int64_t nconv = count_converged(res, k, anorm, opt.tol);
     res.converged = nconv == k;
     res.matvecs = matvecs;
     res.restarts = restarts;
@@ -899,12 +902,7 @@ EigenResult arnoldi(const LinearOperator& op, const ArnoldiOptions& opt) {
     const double h = arnoldi_factor(op, w, v, opt.seed + static_cast<std::uint64_t>(restarts), matvecs);
     double anorm = 0;
     ritz_pairs(w, h, k, opt.which, res, &anorm);
-    int64_t nconv = 0;
-    for (int64_t i = 0; i < k; ++i)
-      nconv += is_converged(res.residuals[sz(i)], std::hypot(res.values_re[sz(i)], res.values_im[sz(i)]), anorm,
-                            opt.tol)
-                   ? 1
-                   : 0;
+    const int64_t nconv = count_converged(res, k, anorm, opt.tol);
     res.converged = nconv == k;
     res.matvecs = matvecs;
     res.restarts = restarts;
