@@ -18,6 +18,7 @@
 #include <cstring>
 #include <deque>
 #include <filesystem>
+#include <limits>
 #include <map>
 #include <optional>
 #include <numeric>
@@ -34,19 +35,21 @@ bool g_finalised = false;
 }  // namespace
 
 MpiWorld mpi_world_init() {
-  int inited = 0;
+  int inited = 0, provided = 0;
   MPI_Initialized(&inited);
   if (!inited) {
-    int provided = 0;
-    if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided) != MPI_SUCCESS)
+    if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS)
       throw std::runtime_error("MPI_Init_thread failed");
     if (provided < MPI_THREAD_SERIALIZED)
       throw std::runtime_error("this MPI library does not provide MPI_THREAD_SERIALIZED (StarPU-MPI needs it)");
     g_we_initialised = true;
+  } else {
+    MPI_Query_thread(&provided);
   }
   MpiWorld w;
   MPI_Comm_rank(MPI_COMM_WORLD, &w.rank);
   MPI_Comm_size(MPI_COMM_WORLD, &w.size);
+  w.thread_multiple = provided >= MPI_THREAD_MULTIPLE;
   return w;
 }
 
@@ -193,239 +196,389 @@ struct Codelet {
   std::string symbol;
 };
 
-}  // namespace
-
-ExecResult StarpuMpiExecutor::execute(const Dag& dag, DataStore& store, const ExecOptions& opts, Progress& progress) {
-  ExecResult r;
-  const MpiWorld world = mpi_world_init();
-  stats_ = MpiRankStats{};
-  stats_.rank = world.rank;
-  stats_.size = world.size;
-  r.scheduler = opts.sched;
-  r.runtime = "StarPU-MPI " + std::to_string(STARPU_MAJOR_VERSION) + "." + std::to_string(STARPU_MINOR_VERSION) + "." +
-              std::to_string(STARPU_RELEASE_VERSION) + ", " + std::to_string(world.size) + " rank" +
-              (world.size == 1 ? "" : "s");
-  // one perf-model directory per rank (ranks must not share one); rank 0's in
-  // the run directory, the others' in a temporary directory removed afterwards
-  std::string temp_home;
-  if (!std::getenv("STARPU_HOME")) {
-    std::string home;
-    if (!opts.starpu_home.empty()) home = opts.starpu_home + "/rank" + std::to_string(world.rank);
-    else if (world.rank == 0) home = opts.run_dir + "/starpu";
-    else
-      home = temp_home = (std::filesystem::temp_directory_path() /
-                          ("ymlopt-starpu-rank" + std::to_string(world.rank) + "-" + std::to_string(getpid())))
-                             .string();
-    std::filesystem::create_directories(home);
-    setenv("STARPU_HOME", home.c_str(), 1);
+// One StarPU-MPI run on this rank, task part by task part (run_program's
+// Session): the whole static DAG in one part (execute()), or the parts that a
+// workflow's runtime loops ask for. Every rank runs the same control flow: it
+// submits the same parts in the same order, reads loop conditions from the
+// owner's value (starpu_mpi_get_data_on_all_nodes_detached), and after every
+// part the ranks agree on its success, so a kernel that throws on one rank
+// stops the loop on all of them instead of leaving the others waiting for data.
+class MpiSession final : public Session {
+ public:
+  MpiSession(const Dag& dag, DataStore& store, const ExecOptions& opts, Progress& progress, MpiRankStats& stats)
+      : dag_(dag), store_(store), opts_(opts), progress_(progress), stats_(stats) {}
+  ~MpiSession() override {
+    if (ctrl_ != MPI_COMM_NULL) MPI_Comm_free(&ctrl_);
   }
-  if (!opts.verbose && !std::getenv("STARPU_SILENT")) setenv("STARPU_SILENT", "1", 1);
-  if (!std::getenv("STARPU_COMM_STATS")) setenv("STARPU_COMM_STATS", "1", 1);
 
-  starpu_conf conf;
-  starpu_conf_init(&conf);
-  conf.sched_policy_name = opts.sched.c_str();
-  // Ranks of one node whose cpusets overlap (mpirun --oversubscribe, no
-  // --bind-to): pinning each rank's workers to the same PUs, next to every
-  // rank's polling MPI thread, starves them; --bind auto leaves them to the OS.
-  // the cpuset probe, the binding's topology and starpu_init without hwloc's
-  // I/O discovery (ScopedCpuOnlyHwloc, as the StarPU backend)
-  std::optional<ScopedCpuOnlyHwloc> cpu_only(std::in_place);
-  ExecOptions bind_opts = opts;
-  if (opts.bind.empty() || opts.bind == "auto") {
-    MPI_Comm node;
-    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, world.rank, MPI_INFO_NULL, &node);
-    int local = 1, me = 0;
-    MPI_Comm_size(node, &local);
-    MPI_Comm_rank(node, &me);
-    constexpr int kWords = 64;  // PUs 0..4095
-    std::vector<std::uint64_t> mine(kWords, 0), all(size_t(kWords) * size_t(local), 0);
-    for (int pu : probe_topology().cpuset)
-      if (pu >= 0 && pu < 64 * kWords) mine[size_t(pu / 64)] |= std::uint64_t(1) << (pu % 64);
-    MPI_Allgather(mine.data(), kWords, MPI_UINT64_T, all.data(), kWords, MPI_UINT64_T, node);
-    MPI_Comm_free(&node);
-    bool shared = false;
-    for (int k = 0; k < local && !shared; ++k)
-      for (int w = 0; w < kWords && k != me; ++w) shared |= (all[size_t(k) * kWords + size_t(w)] & mine[size_t(w)]) != 0;
-    if (shared) {
-      bind_opts.bind = "none";
-      r.warnings.push_back("rank " + std::to_string(world.rank) +
-                           " shares PUs with other ranks of its node: --bind auto leaves its workers unbound (bind "
-                           "ranks to cores: mpirun --bind-to core, srun --cpu-bind=cores)");
+  // starpu_mpi_init, codelets, handles, the running board; false with r.error set.
+  bool start(ExecResult& r, bool control) {
+    world_ = mpi_world_init();
+    stats_ = MpiRankStats{};
+    stats_.rank = world_.rank;
+    stats_.size = world_.size;
+    r.scheduler = opts_.sched;
+    r.runtime = "StarPU-MPI " + std::to_string(STARPU_MAJOR_VERSION) + "." + std::to_string(STARPU_MINOR_VERSION) + "." +
+                std::to_string(STARPU_RELEASE_VERSION) + ", " + std::to_string(world_.size) + " rank" +
+                (world_.size == 1 ? "" : "s");
+    // the ranks' agreement after each part goes through a communicator of its
+    // own, from this thread while StarPU-MPI's progress thread uses MPI too
+    if (control) {
+      if (!world_.thread_multiple) {
+        r.error = "rank " + std::to_string(world_.rank) +
+                  ": runtime loops under starpu-mpi need an MPI library with MPI_THREAD_MULTIPLE";
+        return false;
+      }
+      MPI_Comm_dup(MPI_COMM_WORLD, &ctrl_);
     }
-  }
-  StarpuBinding binding;  // --ncpu, --bind over this rank's cpuset, StarPU's CPU cap
-  if (!binding.configure(conf, bind_opts, r)) {
-    r.error = "rank " + std::to_string(world.rank) + ": " + r.error;
-    return r;
-  }
-  conf.nopencl = 0;
-#ifndef STARPU_USE_CUDA
-  conf.ncuda = 0;
-#endif
-  if (int ret = starpu_mpi_init_conf(nullptr, nullptr, 0, MPI_COMM_WORLD, &conf); ret != 0) {
-    r.error = "rank " + std::to_string(world.rank) + ": starpu_mpi_init_conf failed: " + std::strerror(-ret);
-    return r;
-  }
-  cpu_only.reset();
-  binding.record();
-  for (unsigned w = 0; w < starpu_worker_get_count(); ++w) {
-    char buf[128];
-    starpu_worker_get_name(int(w), buf, sizeof buf);
-    r.workers.emplace_back(buf);
-  }
-  if (r.workers.empty()) r.warnings.push_back("rank " + std::to_string(world.rank) + " has no StarPU worker");
-
-  // codelets: one per component (variable buffer count: operands come as a
-  // descriptor array), and the no-op join/split
-  const bool model_based = opts.sched == "dmda" || opts.sched == "dmdas" || opts.sched == "heteroprio";
-  std::deque<Codelet> codelets;
-  std::map<const ComponentSpec*, Codelet*> by_comp;
-  for (const auto& t : dag.tasks) {
-    if (by_comp.count(t.comp)) continue;
-    Codelet& c = codelets.emplace_back();
-    starpu_codelet_init(&c.cl);
-    std::memset(&c.model, 0, sizeof c.model);
-    c.symbol = "ymlopt." + t.comp->name;
-    c.model.type = STARPU_HISTORY_BASED;
-    c.model.symbol = c.symbol.c_str();
-    c.cl.where = STARPU_CPU;
-    c.cl.cpu_funcs[0] = cpu_trampoline;
-    c.cl.nbuffers = STARPU_VARIABLE_NBUFFERS;
-    c.cl.name = t.comp->name.c_str();
-    if (model_based) c.cl.model = &c.model;
-    by_comp[t.comp] = &c;
-  }
-  starpu_codelet sync_cl;
-  starpu_codelet_init(&sync_cl);
-  sync_cl.where = STARPU_CPU;
-  sync_cl.cpu_funcs[0] = sync_noop;
-  sync_cl.nbuffers = STARPU_VARIABLE_NBUFFERS;
-  sync_cl.name = "ymlopt.mpi_sync";
-
-  // handles: every tensor and every tile its own handle, with an owner and a tag
-  const auto owners = data_owners(dag, world.size);
-  const size_t nd = dag.data.size();
-  std::vector<starpu_data_handle_t> whole(nd, nullptr);
-  std::vector<std::vector<starpu_data_handle_t>> tiles(nd);
-  starpu_mpi_tag_t tag = 1;
-  // data this rank does not hold (DataStore base null: neither owned nor
-  // replicated) have no home buffer: StarPU allocates a copy on first receive
-  auto register_one = [&](starpu_data_handle_t& h, char* ptr, const DataDecl& d, std::int64_t rows, std::int64_t cols,
-                          std::int32_t owner) {
-    if (ptr)
-      starpu_matrix_data_register(&h, STARPU_MAIN_RAM, reinterpret_cast<uintptr_t>(ptr), std::uint32_t(d.ld),
-                                  std::uint32_t(cols), std::uint32_t(rows), dtype_size(d.dtype));
-    else
-      starpu_matrix_data_register(&h, -1, 0, std::uint32_t(cols), std::uint32_t(cols), std::uint32_t(rows),
-                                  dtype_size(d.dtype));
-    starpu_mpi_data_register(h, tag++, owner);
-    if (d.distribute == "replicate") {
-      // every rank holds the same initial value (DataStore): mark it as already
-      // exchanged, so reads move nothing until a task writes it
-      if (world.rank != owner) starpu_mpi_cached_receive_set(h);
+    // one perf-model directory per rank (ranks must not share one); rank 0's in
+    // the run directory, the others' in a temporary directory removed afterwards
+    if (!std::getenv("STARPU_HOME")) {
+      std::string home;
+      if (!opts_.starpu_home.empty()) home = opts_.starpu_home + "/rank" + std::to_string(world_.rank);
+      else if (world_.rank == 0) home = opts_.run_dir + "/starpu";
       else
-        for (int dst = 0; dst < world.size; ++dst)
-          if (dst != owner) starpu_mpi_cached_send_set(h, dst);
+        home = temp_home_ = (std::filesystem::temp_directory_path() /
+                             ("ymlopt-starpu-rank" + std::to_string(world_.rank) + "-" + std::to_string(getpid())))
+                                .string();
+      std::filesystem::create_directories(home);
+      setenv("STARPU_HOME", home.c_str(), 1);
     }
-  };
-  stats_.owners.assign(nd, 0);
-  stats_.allocated_bytes = store.total_bytes();
-  for (size_t i = 0; i < nd; ++i) {
-    const DataDecl& d = dag.data[i];
-    stats_.owners[i] = owners[i][0];
-    if (!d.format.empty()) continue;  // stored compressed: tasks read its companions
-    char* base = static_cast<char*>(store.base(std::int32_t(i)));
-    register_one(whole[i], base, d, d.rows, d.cols, owners[i][0]);
-    starpu_data_set_name(whole[i], d.name.c_str());
-    if (!d.tiled()) continue;
-    tiles[i].resize(size_t(d.ntiles()));
-    for (std::int64_t t = 0; t < d.ntiles(); ++t) {
-      const std::int64_t tr = t / d.ntile_c, tc = t % d.ntile_c;
-      char* p = base ? base + (size_t(d.tile_row0(tr)) * size_t(d.ld) + size_t(d.tile_col0(tc))) * dtype_size(d.dtype)
-                     : nullptr;
-      register_one(tiles[i][size_t(t)], p, d, d.tile_nrows(tr), d.tile_ncols(tc), owners[i][size_t(1 + t)]);
+    if (!opts_.verbose && !std::getenv("STARPU_SILENT")) setenv("STARPU_SILENT", "1", 1);
+    if (!std::getenv("STARPU_COMM_STATS")) setenv("STARPU_COMM_STATS", "1", 1);
+
+    starpu_conf conf;
+    starpu_conf_init(&conf);
+    conf.sched_policy_name = opts_.sched.c_str();
+    // Ranks of one node whose cpusets overlap (mpirun --oversubscribe, no
+    // --bind-to): pinning each rank's workers to the same PUs, next to every
+    // rank's polling MPI thread, starves them; --bind auto leaves them to the OS.
+    // the cpuset probe, the binding's topology and starpu_init without hwloc's
+    // I/O discovery (ScopedCpuOnlyHwloc, as the StarPU backend)
+    std::optional<ScopedCpuOnlyHwloc> cpu_only(std::in_place);
+    ExecOptions bind_opts = opts_;
+    if (opts_.bind.empty() || opts_.bind == "auto") {
+      MPI_Comm node;
+      MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, world_.rank, MPI_INFO_NULL, &node);
+      int local = 1, me = 0;
+      MPI_Comm_size(node, &local);
+      MPI_Comm_rank(node, &me);
+      constexpr int kWords = 64;  // PUs 0..4095
+      std::vector<std::uint64_t> mine(kWords, 0), all(size_t(kWords) * size_t(local), 0);
+      for (int pu : probe_topology().cpuset)
+        if (pu >= 0 && pu < 64 * kWords) mine[size_t(pu / 64)] |= std::uint64_t(1) << (pu % 64);
+      MPI_Allgather(mine.data(), kWords, MPI_UINT64_T, all.data(), kWords, MPI_UINT64_T, node);
+      MPI_Comm_free(&node);
+      bool shared = false;
+      for (int k = 0; k < local && !shared; ++k)
+        for (int w = 0; w < kWords && k != me; ++w) shared |= (all[size_t(k) * kWords + size_t(w)] & mine[size_t(w)]) != 0;
+      if (shared) {
+        bind_opts.bind = "none";
+        r.warnings.push_back("rank " + std::to_string(world_.rank) +
+                             " shares PUs with other ranks of its node: --bind auto leaves its workers unbound (bind "
+                             "ranks to cores: mpirun --bind-to core, srun --cpu-bind=cores)");
+      }
+    }
+    if (!binding_.configure(conf, bind_opts, r)) {  // --ncpu, --bind over this rank's cpuset, StarPU's CPU cap
+      r.error = "rank " + std::to_string(world_.rank) + ": " + r.error;
+      return false;
+    }
+    conf.nopencl = 0;
+#ifndef STARPU_USE_CUDA
+    conf.ncuda = 0;
+#endif
+    if (int ret = starpu_mpi_init_conf(nullptr, nullptr, 0, MPI_COMM_WORLD, &conf); ret != 0) {
+      r.error = "rank " + std::to_string(world_.rank) + ": starpu_mpi_init_conf failed: " + std::strerror(-ret);
+      return false;
+    }
+    started_ = true;
+    cpu_only.reset();
+    binding_.record();
+    for (unsigned w = 0; w < starpu_worker_get_count(); ++w) {
+      char buf[128];
+      starpu_worker_get_name(int(w), buf, sizeof buf);
+      r.workers.emplace_back(buf);
+    }
+    if (r.workers.empty()) r.warnings.push_back("rank " + std::to_string(world_.rank) + " has no StarPU worker");
+
+    // codelets: one per component (variable buffer count: operands come as a
+    // descriptor array), and the no-op join/split
+    const bool model_based = opts_.sched == "dmda" || opts_.sched == "dmdas" || opts_.sched == "heteroprio";
+    for (const auto& t : dag_.tasks) {
+      if (by_comp_.count(t.comp)) continue;
+      Codelet& c = codelets_.emplace_back();
+      starpu_codelet_init(&c.cl);
+      std::memset(&c.model, 0, sizeof c.model);
+      c.symbol = "ymlopt." + t.comp->name;
+      c.model.type = STARPU_HISTORY_BASED;
+      c.model.symbol = c.symbol.c_str();
+      c.cl.where = STARPU_CPU;
+      c.cl.cpu_funcs[0] = cpu_trampoline;
+      c.cl.nbuffers = STARPU_VARIABLE_NBUFFERS;
+      c.cl.name = t.comp->name.c_str();
+      if (model_based) c.cl.model = &c.model;
+      by_comp_[t.comp] = &c;
+    }
+    starpu_codelet_init(&sync_cl_);
+    sync_cl_.where = STARPU_CPU;
+    sync_cl_.cpu_funcs[0] = sync_noop;
+    sync_cl_.nbuffers = STARPU_VARIABLE_NBUFFERS;
+    sync_cl_.name = "ymlopt.mpi_sync";
+
+    // handles: every tensor and every tile its own handle, with an owner and a tag
+    owners_ = data_owners(dag_, world_.size);
+    const size_t nd = dag_.data.size();
+    whole_.assign(nd, nullptr);
+    tiles_.assign(nd, {});
+    starpu_mpi_tag_t tag = 1;
+    // data this rank does not hold (DataStore base null: neither owned nor
+    // replicated) have no home buffer: StarPU allocates a copy on first receive
+    auto register_one = [&](starpu_data_handle_t& h, char* ptr, const DataDecl& d, std::int64_t rows, std::int64_t cols,
+                            std::int32_t owner) {
+      if (ptr)
+        starpu_matrix_data_register(&h, STARPU_MAIN_RAM, reinterpret_cast<uintptr_t>(ptr), std::uint32_t(d.ld),
+                                    std::uint32_t(cols), std::uint32_t(rows), dtype_size(d.dtype));
+      else
+        starpu_matrix_data_register(&h, -1, 0, std::uint32_t(cols), std::uint32_t(cols), std::uint32_t(rows),
+                                    dtype_size(d.dtype));
+      starpu_mpi_data_register(h, tag++, owner);
+      if (d.distribute == "replicate") {
+        // every rank holds the same initial value (DataStore): mark it as already
+        // exchanged, so reads move nothing until a task writes it
+        if (world_.rank != owner) starpu_mpi_cached_receive_set(h);
+        else
+          for (int dst = 0; dst < world_.size; ++dst)
+            if (dst != owner) starpu_mpi_cached_send_set(h, dst);
+      }
+    };
+    stats_.owners.assign(nd, 0);
+    stats_.allocated_bytes = store_.total_bytes();
+    for (size_t i = 0; i < nd; ++i) {
+      const DataDecl& d = dag_.data[i];
+      stats_.owners[i] = owners_[i][0];
+      if (!d.format.empty()) continue;  // stored compressed: tasks read its companions
+      char* base = static_cast<char*>(store_.base(std::int32_t(i)));
+      register_one(whole_[i], base, d, d.rows, d.cols, owners_[i][0]);
+      starpu_data_set_name(whole_[i], d.name.c_str());
+      if (!d.tiled()) continue;
+      tiles_[i].resize(size_t(d.ntiles()));
+      for (std::int64_t t = 0; t < d.ntiles(); ++t) {
+        const std::int64_t tr = t / d.ntile_c, tc = t % d.ntile_c;
+        char* p = base ? base + (size_t(d.tile_row0(tr)) * size_t(d.ld) + size_t(d.tile_col0(tc))) * dtype_size(d.dtype)
+                       : nullptr;
+        register_one(tiles_[i][size_t(t)], p, d, d.tile_nrows(tr), d.tile_ncols(tc), owners_[i][size_t(1 + t)]);
+      }
+    }
+
+    // aligned clocks: every rank's TaskRunner starts after this barrier
+    if (world_.size > 1 && !opts_.run_dir.empty()) {
+      g_task_lines.clear();
+      for (const auto& t : dag_.tasks)
+        g_task_lines.push_back("task " + (t.label.empty() ? t.comp->name + " #" + std::to_string(t.id) : "'" + t.label + "'") +
+                               " (component " + t.comp->name + ", " + (t.loc.file ? *t.loc.file : dag_.file) + ":" +
+                               std::to_string(t.loc.line) + ")\n");
+      g_board.nworkers = std::min(r.workers.size(), kBoardSlots);
+      g_board.slots = map_board(board_path(world_.rank), kBoardSlots, true);
+    }
+    starpu_mpi_barrier(MPI_COMM_WORLD);
+    if (world_.rank == 0 && g_board.slots) {
+      g_all_boards.clear();
+      for (int k = 0; k < world_.size; ++k)
+        g_all_boards.emplace_back(map_board(board_path(k), kBoardSlots, false), kBoardSlots);
+      struct sigaction sa {};
+      sa.sa_handler = on_terminate;
+      sigemptyset(&sa.sa_mask);
+      sigaction(SIGTERM, &sa, &g_old_term);
+    }
+    runner_ = std::make_unique<TaskRunner>(dag_, opts_, progress_);
+    const size_t nt = dag_.tasks.size();
+    execs_.resize(nt);
+    std::vector<size_t> first_port(nt + 1, 0);
+    for (size_t i = 0; i < nt; ++i) first_port[i + 1] = first_port[i] + dag_.tasks[i].bindings.size();
+    views_.resize(first_port.back());
+    slots_.assign(first_port.back(), -1);
+    for (size_t i = 0; i < nt; ++i) {
+      TaskExec& ex = execs_[i];
+      ex.node = &dag_.tasks[i];
+      ex.runner = runner_.get();
+      ex.views = views_.data() + first_port[i];
+      ex.slot = slots_.data() + first_port[i];
+      runner_->port_templates(dag_.tasks[i], ex.views);
+    }
+    local_.assign(nt, nullptr);
+    pos_.resize(nt);
+    for (size_t k = 0; k < dag_.topo_order.size(); ++k) pos_[size_t(dag_.topo_order[k])] = std::int32_t(k);
+    tiles_dirty_.assign(nd, 0);
+    whole_dirty_.assign(nd, 0);
+    return true;
+  }
+
+  bool run(std::int32_t first, std::int32_t end, int /*context*/, int /*priority*/) override {
+    const bool all = first == 0 && end == std::int32_t(dag_.tasks.size());
+    std::vector<std::int32_t> ids;
+    if (!all) {
+      for (std::int32_t i = first; i < end; ++i) ids.push_back(i);
+      std::sort(ids.begin(), ids.end(), [&](auto a, auto b) { return pos_[size_t(a)] < pos_[size_t(b)]; });
+    }
+    const auto& order = all ? dag_.topo_order : ids;
+    for (auto id : order) {
+      if (!error_.empty()) break;
+      submit(id);
+    }
+    // the part's tasks on this rank (not starpu_mpi_wait_for_all: see close())
+    starpu_task_wait_for_all();
+    for (auto id : order)
+      if (local_[size_t(id)]) starpu_task_destroy(local_[size_t(id)]), local_[size_t(id)] = nullptr;
+    const bool ok = error_.empty() && !runner_->cancelled();
+    if (all && ctrl_ == MPI_COMM_NULL) return ok;  // a static DAG: the merged records tell who failed
+    int mine = ok ? 1 : 0, every = 0;
+    MPI_Allreduce(&mine, &every, 1, MPI_INT, MPI_MIN, ctrl_);
+    if (!every && ok && error_.empty()) agreed_failure_ = true;  // another rank's task failed: stop here too
+    return every != 0;
+  }
+
+  int create_context(const std::string&, const std::vector<int>&) override { return 0; }
+  void delete_context(int) override {}
+  int num_workers() const override { return int(starpu_worker_get_count()); }
+
+  // Every rank reads the owner's latest value (a loop condition is evaluated
+  // identically everywhere): joins dirty tiles, fetches the tensor on all ranks.
+  void acquire(std::int32_t data, bool write) override {
+    const size_t d = size_t(data);
+    if (!store_.base(data) || !whole_[d])
+      throw std::runtime_error("rank " + std::to_string(world_.rank) + " holds no copy of '" + dag_.data[d].name +
+                               "' to read between task parts");
+    if (tiles_dirty_[d]) submit_sync(d, true), tiles_dirty_[d] = 0;
+    starpu_mpi_get_data_on_all_nodes_detached(MPI_COMM_WORLD, whole_[d]);
+    starpu_data_acquire(whole_[d], write ? STARPU_RW : STARPU_R);
+    if (write) written_.push_back(data);
+  }
+  void release(std::int32_t data) override {
+    const size_t d = size_t(data);
+    starpu_data_release(whole_[d]);
+    if (auto it = std::find(written_.begin(), written_.end(), data); it != written_.end()) {
+      // every rank wrote the same value (same control flow): the owner's copy is
+      // current, the others' cached copies are dropped
+      written_.erase(it);
+      starpu_mpi_cache_flush(MPI_COMM_WORLD, whole_[d]);
+      if (dag_.data[d].tiled()) whole_dirty_[d] = 1;
+    }
+  }
+  TaskRunner& runner() override { return *runner_; }
+
+  void close(ExecResult& r) override {
+    if (!started_) return;
+    started_ = false;
+    // End of run. Not starpu_mpi_wait_for_all() first: it checks this rank's
+    // posted requests once, then blocks its progress thread in MPI_Barrier. A
+    // detached receive whose data acquire had not been granted yet at that check
+    // (a rank with no task of its own reaches it at once) is then never posted,
+    // and the sender waits forever for it: the 3- and 4-rank hangs after a
+    // tensor written whole was read as tiles (the split's sends). Unregistering
+    // a handle waits for every transfer on it while the progress threads are
+    // free, so the barrier that follows has nothing left in flight.
+    starpu_task_wait_for_all();
+    for (size_t i = 0; i < whole_.size(); ++i) {
+      for (auto h : tiles_[i]) starpu_data_unregister(h);
+      if (whole_[i]) starpu_data_unregister(whole_[i]);
+    }
+    starpu_mpi_wait_for_all(MPI_COMM_WORLD);
+    r.makespan_us = runner_->now_us();
+    {
+      std::vector<size_t> amounts(size_t(world_.size), 0);
+      starpu_mpi_comm_amounts_retrieve(amounts.data());
+      stats_.sent_to.assign(amounts.begin(), amounts.end());
+    }
+    for (auto*& task : local_)
+      if (task) starpu_task_destroy(task), task = nullptr;
+    {
+      // StarPU-MPI prints its communication statistics at shutdown; they are in
+      // the report already: keep them off stderr unless --verbose
+      const int saved = opts_.verbose ? -1 : dup(2);
+      if (saved >= 0) {
+        std::fflush(stderr);
+        if (FILE* null = std::fopen("/dev/null", "w")) {
+          dup2(fileno(null), 2);
+          std::fclose(null);
+        }
+      }
+      starpu_mpi_shutdown();
+      if (starpu_is_initialized()) starpu_shutdown();
+      if (saved >= 0) {
+        std::fflush(stderr);
+        dup2(saved, 2);
+        ::close(saved);
+      }
+    }
+    if (g_board.slots) {
+      if (world_.rank == 0) {
+        sigaction(SIGTERM, &g_old_term, nullptr);
+        for (auto& [slots, n] : g_all_boards)
+          if (slots) munmap(const_cast<std::int64_t*>(slots), std::max<size_t>(n, 1) * sizeof(std::int64_t));
+        g_all_boards.clear();
+      }
+      munmap(g_board.slots, kBoardSlots * sizeof(std::int64_t));
+      g_board = RunningBoard{};
+      std::remove(board_path(world_.rank).c_str());
+    }
+    if (!temp_home_.empty()) {
+      std::error_code ec;
+      std::filesystem::remove_all(temp_home_, ec);
+    }
+    runner_->finish(r);
+    if (!error_.empty()) {
+      r.ok = false;
+      r.error = error_;
+    } else if (agreed_failure_ && r.ok) {
+      r.ok = false;  // the failing rank's record carries the error; this one only stopped with it
+      r.error = "rank " + std::to_string(world_.rank) + ": stopped: a task failed on another rank";
     }
   }
 
-  // aligned clocks: every rank's TaskRunner starts after this barrier
-  auto board_path = [&](int rank) { return opts.run_dir + "/rank-" + std::to_string(rank) + ".running"; };
-  constexpr size_t kBoardSlots = 64;  // workers per rank a board can show (the file's fixed size)
-  if (world.size > 1 && !opts.run_dir.empty()) {
-    g_task_lines.clear();
-    for (const auto& t : dag.tasks)
-      g_task_lines.push_back("task " + (t.label.empty() ? t.comp->name + " #" + std::to_string(t.id) : "'" + t.label + "'") +
-                             " (component " + t.comp->name + ", " + (t.loc.file ? *t.loc.file : dag.file) + ":" +
-                             std::to_string(t.loc.line) + ")\n");
-    g_board.nworkers = std::min(r.workers.size(), kBoardSlots);
-    g_board.slots = map_board(board_path(world.rank), kBoardSlots, true);
-  }
-  starpu_mpi_barrier(MPI_COMM_WORLD);
-  if (world.rank == 0 && g_board.slots) {
-    g_all_boards.clear();
-    for (int k = 0; k < world.size; ++k)
-      g_all_boards.emplace_back(map_board(board_path(k), kBoardSlots, false), kBoardSlots);
-    struct sigaction sa {};
-    sa.sa_handler = on_terminate;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGTERM, &sa, &g_old_term);
-  }
-  TaskRunner runner(dag, opts, progress);
+ private:
+  static constexpr size_t kBoardSlots = 64;  // workers per rank a board can show (the file's fixed size)
+  std::string board_path(int rank) const { return opts_.run_dir + "/rank-" + std::to_string(rank) + ".running"; }
 
-  std::vector<TaskExec> execs(dag.tasks.size());
-  std::vector<size_t> first_port(dag.tasks.size() + 1, 0);
-  for (size_t i = 0; i < dag.tasks.size(); ++i) first_port[i + 1] = first_port[i] + dag.tasks[i].bindings.size();
-  std::vector<TensorView> views(first_port.back());
-  std::vector<std::int8_t> slots(first_port.back(), -1);
-  std::vector<starpu_task*> local(dag.tasks.size(), nullptr);
-  // tiled tensors: tiles written since the tensor was last joined / tensor
-  // written since its tiles were last split
-  std::vector<std::uint8_t> tiles_dirty(nd, 0), whole_dirty(nd, 0);
-  std::vector<starpu_data_descr> descr;
-
-  std::vector<starpu_data_descr> sync_descr;
-  auto submit_sync = [&](size_t di, bool join) {
-    auto& descr = sync_descr;
+  // join (tiles -> tensor) or split (tensor -> tiles): a no-op task on the
+  // tensor's owner that moves the tiles
+  void submit_sync(size_t di, bool join) {
+    auto& descr = sync_descr_;
     descr.clear();
-    for (auto h : tiles[di]) descr.push_back({h, join ? STARPU_R : STARPU_W});
-    descr.push_back({whole[di], join ? STARPU_W : STARPU_R});
-    const int on = owners[di][0];
-    starpu_task* task = starpu_mpi_task_build(MPI_COMM_WORLD, &sync_cl, STARPU_EXECUTE_ON_NODE, on,
+    for (auto h : tiles_[di]) descr.push_back({h, join ? STARPU_R : STARPU_W});
+    descr.push_back({whole_[di], join ? STARPU_W : STARPU_R});
+    const int on = owners_[di][0];
+    starpu_task* task = starpu_mpi_task_build(MPI_COMM_WORLD, &sync_cl_, STARPU_EXECUTE_ON_NODE, on,
                                               STARPU_DATA_MODE_ARRAY, descr.data(), int(descr.size()), 0);
-    if (task && starpu_task_submit(task) != 0) r.error = "rank " + std::to_string(world.rank) + ": cannot submit a join/split task";
-    starpu_mpi_task_post_build(MPI_COMM_WORLD, &sync_cl, STARPU_EXECUTE_ON_NODE, on, STARPU_DATA_MODE_ARRAY,
+    if (task && starpu_task_submit(task) != 0)
+      error_ = "rank " + std::to_string(world_.rank) + ": cannot submit a join/split task";
+    starpu_mpi_task_post_build(MPI_COMM_WORLD, &sync_cl_, STARPU_EXECUTE_ON_NODE, on, STARPU_DATA_MODE_ARRAY,
                                descr.data(), int(descr.size()), 0);
-  };
+  }
 
-  for (auto id : dag.topo_order) {
-    if (!r.error.empty()) break;
-    const TaskNode& t = dag.tasks[size_t(id)];
-    TaskExec& ex = execs[size_t(id)];
-    ex.node = &t;
-    ex.runner = &runner;
-    ex.views = views.data() + first_port[size_t(id)];
-    ex.slot = slots.data() + first_port[size_t(id)];
-    runner.port_templates(t, ex.views);
+  void submit(std::int32_t id) {
+    const TaskNode& t = dag_.tasks[size_t(id)];
+    TaskExec& ex = execs_[size_t(id)];
     // operands: the tensor or tile handle of each bound port (one descriptor per
     // handle; a handle bound to two ports gets the union of their modes)
+    auto& descr = descr_;
     descr.clear();
     std::vector<std::pair<starpu_data_handle_t, int>> seen;
     for (size_t k = 0; k < t.bindings.size(); ++k) {
       const Binding& b = t.bindings[k];
       if (b.ref.data < 0) continue;
       const size_t di = size_t(b.ref.data);
-      if (!whole[di]) {
-        r.error = "rank " + std::to_string(world.rank) + ": task " + std::to_string(t.id) + " uses '" +
-                  dag.data[di].name + "', which has no storage";
-        break;
+      if (!whole_[di]) {
+        error_ = "rank " + std::to_string(world_.rank) + ": task " + std::to_string(t.id) + " uses '" +
+                 dag_.data[di].name + "', which has no storage";
+        return;
       }
       starpu_data_handle_t h;
       if (b.ref.tile >= 0) {
-        if (whole_dirty[di]) submit_sync(di, false), whole_dirty[di] = 0;
-        h = tiles[di][size_t(b.ref.tile)];
+        if (whole_dirty_[di]) submit_sync(di, false), whole_dirty_[di] = 0;
+        h = tiles_[di][size_t(b.ref.tile)];
       } else {
-        if (tiles_dirty[di]) submit_sync(di, true), tiles_dirty[di] = 0;
-        h = whole[di];
+        if (tiles_dirty_[di]) submit_sync(di, true), tiles_dirty_[di] = 0;
+        h = whole_[di];
       }
       auto it = std::find_if(seen.begin(), seen.end(), [&](const auto& s) { return s.first == h; });
       if (it != seen.end()) {
@@ -434,105 +587,103 @@ ExecResult StarpuMpiExecutor::execute(const Dag& dag, DataStore& store, const Ex
         continue;
       }
       if (descr.size() >= 127) {
-        r.error = "task " + std::to_string(t.id) + " has more than 127 operands";
-        break;
+        error_ = "task " + std::to_string(t.id) + " has more than 127 operands";
+        return;
       }
       seen.emplace_back(h, int(descr.size()));
       ex.slot[k] = std::int8_t(descr.size());
       descr.push_back({h, starpu_mode(b.mode)});
     }
-    if (!r.error.empty()) break;
     // owner computes; saving happens once, on rank 0 (outputs gathered there);
     // the join/split no-ops above are what ymlopt estimate replays
-    const int xrank = task_rank(t, owners);
-    starpu_codelet* cl = &by_comp[t.comp]->cl;
+    const int xrank = task_rank(t, owners_);
+    starpu_codelet* cl = &by_comp_[t.comp]->cl;
     starpu_task* task = starpu_mpi_task_build(MPI_COMM_WORLD, cl, STARPU_EXECUTE_ON_NODE, xrank, STARPU_DATA_MODE_ARRAY,
                                               descr.data(), int(descr.size()), 0);
     if (task) {
       task->cl_arg = &ex;
       task->cl_arg_free = 0;
-      task->destroy = 0;  // local successors may declare a dependency on it
+      task->destroy = 0;  // local successors in the same part may declare a dependency on it
       // the compiler's dependencies between tasks of this rank (tiles alias
-      // their tensor, and wait/notify events carry no data)
+      // their tensor, and wait/notify events carry no data); earlier parts
+      // have finished
       std::vector<starpu_task*> deps;
       for (auto p : t.preds)
-        if (local[size_t(p)]) deps.push_back(local[size_t(p)]);
+        if (local_[size_t(p)]) deps.push_back(local_[size_t(p)]);
       if (!deps.empty()) starpu_task_declare_deps_array(task, unsigned(deps.size()), deps.data());
-      local[size_t(id)] = task;
+      local_[size_t(id)] = task;
       if (int ret = starpu_task_submit(task); ret != 0)
-        r.error = "rank " + std::to_string(world.rank) + ": starpu_task_submit failed for component " + t.comp->name +
-                  (ret == -ENODEV ? ": no worker can run it" : ": " + std::string(std::strerror(-ret)));
+        error_ = "rank " + std::to_string(world_.rank) + ": starpu_task_submit failed for component " + t.comp->name +
+                 (ret == -ENODEV ? ": no worker can run it" : ": " + std::string(std::strerror(-ret)));
     }
     starpu_mpi_task_post_build(MPI_COMM_WORLD, cl, STARPU_EXECUTE_ON_NODE, xrank, STARPU_DATA_MODE_ARRAY, descr.data(),
                                int(descr.size()), 0);
     for (const Binding& b : t.bindings) {
-      if (b.ref.data < 0 || b.mode == Access::read || !dag.data[size_t(b.ref.data)].tiled()) continue;
-      (b.ref.tile >= 0 ? tiles_dirty : whole_dirty)[size_t(b.ref.data)] = 1;
+      if (b.ref.data < 0 || b.mode == Access::read || !dag_.data[size_t(b.ref.data)].tiled()) continue;
+      (b.ref.tile >= 0 ? tiles_dirty_ : whole_dirty_)[size_t(b.ref.data)] = 1;
     }
   }
-  // End of run. Not starpu_mpi_wait_for_all() first: it checks this rank's
-  // posted requests once, then blocks its progress thread in MPI_Barrier. A
-  // detached receive whose data acquire had not been granted yet at that check
-  // (a rank with no task of its own reaches it at once) is then never posted,
-  // and the sender waits forever for it: the 3- and 4-rank hangs after a
-  // tensor written whole was read as tiles (the split's sends). Unregistering
-  // a handle waits for every transfer on it while the progress threads are
-  // free, so the barrier that follows has nothing left in flight.
-  starpu_task_wait_for_all();
-  for (size_t i = 0; i < nd; ++i) {
-    for (auto h : tiles[i]) starpu_data_unregister(h);
-    if (whole[i]) starpu_data_unregister(whole[i]);
-  }
-  starpu_mpi_wait_for_all(MPI_COMM_WORLD);
-  r.makespan_us = runner.now_us();
-  {
-    std::vector<size_t> amounts(size_t(world.size), 0);
-    starpu_mpi_comm_amounts_retrieve(amounts.data());
-    stats_.sent_to.assign(amounts.begin(), amounts.end());
-  }
-  for (auto* task : local)
-    if (task) starpu_task_destroy(task);
-  {
-    // StarPU-MPI prints its communication statistics at shutdown; they are in
-    // the report already: keep them off stderr unless --verbose
-    const int saved = opts.verbose ? -1 : dup(2);
-    if (saved >= 0) {
-      std::fflush(stderr);
-      if (FILE* null = std::fopen("/dev/null", "w")) {
-        dup2(fileno(null), 2);
-        std::fclose(null);
-      }
-    }
-    starpu_mpi_shutdown();
-    if (starpu_is_initialized()) starpu_shutdown();
-    if (saved >= 0) {
-      std::fflush(stderr);
-      dup2(saved, 2);
-      close(saved);
-    }
-  }
-  if (g_board.slots) {
-    if (world.rank == 0) {
-      sigaction(SIGTERM, &g_old_term, nullptr);
-      for (auto& [slots, n] : g_all_boards)
-        if (slots) munmap(const_cast<std::int64_t*>(slots), std::max<size_t>(n, 1) * sizeof(std::int64_t));
-      g_all_boards.clear();
-    }
-    munmap(g_board.slots, kBoardSlots * sizeof(std::int64_t));
-    g_board = RunningBoard{};
-    std::remove(board_path(world.rank).c_str());
-  }
-  if (!temp_home.empty()) {
-    std::error_code ec;
-    std::filesystem::remove_all(temp_home, ec);
-  }
-  const std::string submit_error = r.error;
-  runner.finish(r);
-  if (!submit_error.empty()) {
-    r.ok = false;
-    r.error = submit_error;
-  }
+
+  const Dag& dag_;
+  DataStore& store_;
+  const ExecOptions& opts_;
+  Progress& progress_;
+  MpiRankStats& stats_;
+  MpiWorld world_;
+  MPI_Comm ctrl_ = MPI_COMM_NULL;
+  bool started_ = false;
+  bool agreed_failure_ = false;
+  std::string temp_home_;
+  std::string error_;  // a submission failure on this rank
+  StarpuBinding binding_;
+  std::deque<Codelet> codelets_;
+  std::map<const ComponentSpec*, Codelet*> by_comp_;
+  starpu_codelet sync_cl_;
+  DataOwners owners_;
+  std::vector<starpu_data_handle_t> whole_;
+  std::vector<std::vector<starpu_data_handle_t>> tiles_;
+  std::unique_ptr<TaskRunner> runner_;
+  std::vector<TaskExec> execs_;
+  std::vector<TensorView> views_;
+  std::vector<std::int8_t> slots_;
+  std::vector<starpu_task*> local_;  // this part's submitted tasks, by task id
+  std::vector<std::int32_t> pos_;    // position in topo_order
+  // tiled tensors: tiles written since the tensor was last joined / tensor
+  // written since its tiles were last split
+  std::vector<std::uint8_t> tiles_dirty_, whole_dirty_;
+  std::vector<std::int32_t> written_;  // acquired for writing, not released yet
+  std::vector<starpu_data_descr> descr_, sync_descr_;
+};
+
+}  // namespace
+
+ExecResult StarpuMpiExecutor::execute(const Dag& dag, DataStore& store, const ExecOptions& opts, Progress& progress) {
+  ExecResult r;
+  MpiSession s(dag, store, opts, progress, stats_);
+  if (!s.start(r, false)) return r;
+  s.run(0, std::int32_t(dag.tasks.size()), 0, 0);
+  s.close(r);
   return r;
+}
+
+std::unique_ptr<Session> StarpuMpiExecutor::open(const Dag& dag, DataStore& store, const ExecOptions& opts,
+                                                 Progress& progress, ExecResult& r) {
+  for (const Region& g : dag.regions)
+    if (g.kind == Region::Kind::unite) {
+      // every rank would have to follow each co-method's exits and exchanges in
+      // the same order: not done yet (rank groups per co-method)
+      r.error = (g.loc.file ? *g.loc.file : dag.file) + ":" + std::to_string(g.loc.line) + ":" + std::to_string(g.loc.col) +
+                ": error: <unite> '" + g.name +
+                "' cannot run on the starpu-mpi backend (runtime loops can, co-methods cannot yet): use --backend starpu "
+                "or sequential";
+      return nullptr;
+    }
+  auto s = std::make_unique<MpiSession>(dag, store, opts, progress, stats_);
+  if (!s->start(r, true)) {
+    s->close(r);
+    return nullptr;
+  }
+  return s;
 }
 
 // ---------------------------------------------------------------- merging
@@ -547,12 +698,19 @@ nlohmann::json rank_result_json(const ExecResult& r, const MpiRankStats& s) {
     for (const auto& [k, v] : rec.results) res.push_back({k, v});
     recs.push_back({i, rec.worker, rec.start_us, rec.end_us, rec.ran, res});
   }
+  // earlier runs of looped tasks, and the loops' iteration counts (the same on every rank)
+  json repeats = json::array();
+  for (const TaskRecord& rec : r.repeats)
+    if (rec.ran) repeats.push_back({rec.task, rec.worker, rec.start_us, rec.end_us, rec.iteration});
+  json loops = json::array();
+  for (const auto& [region, it] : r.loop_iterations) loops.push_back({region, it});
   return {{"rank", s.rank},         {"ok", r.ok},
           {"error", r.error},       {"failed_task", r.failed_task},
           {"workers", r.workers},   {"makespan_us", r.makespan_us},
           {"runtime", r.runtime},   {"scheduler", r.scheduler},
           {"warnings", r.warnings}, {"sent_to", s.sent_to}, {"allocated_bytes", s.allocated_bytes},
-          {"records", recs},        {"placement", placement_json(last_starpu_placement())}};
+          {"records", recs},        {"repeats", repeats},
+          {"loops", loops},         {"placement", placement_json(last_starpu_placement())}};
 }
 
 MergedRun merge_rank_results(const Dag& dag, const std::vector<std::string>& per_rank_json) {
@@ -597,6 +755,21 @@ MergedRun merge_rank_results(const Dag& dag, const std::vector<std::string>& per
       m.task_ranks[id] = std::int32_t(r);
       if (t.ran) busy += t.end_us - t.start_us, ++ran;
     }
+    for (const auto& rec : j.value("repeats", json::array())) {
+      TaskRecord t;
+      t.task = rec[0].get<std::int32_t>();
+      const std::int32_t w = rec[1].get<std::int32_t>();
+      t.worker = w >= 0 ? offset + w : -1;
+      t.start_us = rec[2].get<double>();
+      t.end_us = rec[3].get<double>();
+      t.iteration = rec[4].get<std::int32_t>();
+      t.ran = true;
+      busy += t.end_us - t.start_us, ++ran;
+      out.repeats.push_back(std::move(t));
+    }
+    if (r == 0)
+      for (const auto& l : j.value("loops", json::array()))
+        out.loop_iterations.emplace_back(l[0].get<std::int32_t>(), l[1].get<std::int64_t>());
     std::uint64_t sent = 0;
     for (auto b : j["sent_to"]) sent += b.get<std::uint64_t>();
     m.bytes_moved += sent;
@@ -611,15 +784,24 @@ MergedRun merge_rank_results(const Dag& dag, const std::vector<std::string>& per
                        {"status", j["ok"].get<bool>() ? "ok" : "failed"}});
     if (!j["ok"].get<bool>()) {
       const std::int32_t ft = j["failed_task"].get<std::int32_t>();
-      const double when = ft >= 0 && size_t(ft) < out.records.size() ? out.records[size_t(ft)].start_us : 0;
+      // a rank that only stopped with another (runtime loops agree after each
+      // part) names no task: the rank whose task failed gives the error
+      const double when = ft >= 0 && size_t(ft) < out.records.size() ? out.records[size_t(ft)].start_us
+                                                                      : std::numeric_limits<double>::infinity();
       if (out.ok || when < first_failure_us) {
         out.ok = false;
         out.failed_task = ft;
-        out.error = "rank " + std::to_string(r) + ": " + j["error"].get<std::string>();
+        const std::string e = j["error"].get<std::string>();
+        out.error = e.rfind("rank ", 0) == 0 ? e : "rank " + std::to_string(r) + ": " + e;
         first_failure_us = when;
       }
     }
   }
+  // the same error on every rank (a workflow the backend refuses) is the run's, not a rank's
+  if (!out.ok && std::all_of(ranks.begin(), ranks.end(), [&](const json& j) {
+        return !j["ok"].get<bool>() && j["failed_task"].get<std::int32_t>() < 0 && j["error"] == ranks[0]["error"];
+      }))
+    out.error = ranks[0]["error"].get<std::string>();
   merge_rank_placements(ranks, m.ranks, out.warnings);  // each rank's cpuset and workers; overlapping ranks
   return m;
 }

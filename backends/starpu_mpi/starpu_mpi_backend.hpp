@@ -20,9 +20,11 @@ namespace ymlopt {
 struct MpiWorld {
   int rank = 0;
   int size = 1;
+  bool thread_multiple = false;  // MPI_THREAD_MULTIPLE: runtime loops agree between parts
 };
-/// Initialises MPI (MPI_THREAD_SERIALIZED, what StarPU-MPI needs) on the first
-/// call; later calls return the same world. Throws std::runtime_error.
+/// Initialises MPI on the first call (MPI_THREAD_MULTIPLE where the library has
+/// it, else at least MPI_THREAD_SERIALIZED, what StarPU-MPI needs); later calls
+/// return the same world. Throws std::runtime_error.
 MpiWorld mpi_world_init();
 /// MPI_Finalize if mpi_world_init initialised MPI (idempotent).
 void mpi_world_finalize();
@@ -71,6 +73,11 @@ class StarpuMpiExecutor final : public Executor {
  public:
   std::string name() const override { return "starpu-mpi"; }
   ExecResult execute(const Dag& dag, DataStore& store, const ExecOptions& opts, Progress& progress) override;
+  /// Runtime loops (<until>, <while>): every rank runs the same parts; loop
+  /// conditions read the owner's value; after each part the ranks agree on
+  /// its success. Workflows with <unite> are refused (r.error).
+  std::unique_ptr<Session> open(const Dag& dag, DataStore& store, const ExecOptions& opts, Progress& progress,
+                                ExecResult& r) override;
   const MpiRankStats& stats() const { return stats_; }
 
  private:

@@ -19,6 +19,9 @@ std::vector<char> resident_data(const Dag& dag, const DataOwners& own, int rank)
     r[d] = dag.data[d].distribute == "replicate" ||
            std::find(own[d].begin(), own[d].end(), std::int32_t(rank)) != own[d].end();
   }
+  // every rank evaluates the runtime loops' conditions: it holds their scalars
+  for (const Region& g : dag.regions)
+    for (auto d : g.cond_data) r[size_t(d)] = 1;
   return r;
 }
 

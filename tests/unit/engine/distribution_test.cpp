@@ -256,3 +256,30 @@ TEST(Distribution, DataWrittenOnAnotherRankGoBackToTheOwner) {
   EXPECT_EQ(e.bytes_moved, std::uint64_t(kTileBytes + 512));
   EXPECT_NEAR(e.makespan_s, kTileBytes / 1e9 + 1e-3 + 512 / 1e9 + 1e-3, 1e-12);
 }
+
+TEST(Distribution, EveryRankHoldsWhatItOwnsAndTheLoopConditions) {
+  // a runtime loop's condition is evaluated by every rank (StarPU-MPI session):
+  // its scalars are resident everywhere, other data only on their owners
+  const Dag dag = compile_ok(R"(<workflow name="loop">
+    <data name="A" shape="8,8" tile="4,4" init="random" seed="1"/>
+    <data name="r" dtype="f64" shape="1" init="value" value="1"/>
+    <data name="other" dtype="f64" shape="1" init="zeros"/>
+    <data name="big" shape="64,64" init="zeros"/>
+    <until cond="r le 0.5" max="4">
+      <task component="tensor.scale"><inout port="x" data="r"/><arg name="alpha" value="0.5"/></task>
+      <task component="tensor.scale"><inout port="x" data="A"/><arg name="alpha" value="0.5"/></task>
+    </until>
+  </workflow>)");
+  const DataOwners own = data_owners(dag, 2);
+  const std::int32_t a = data_index(dag, "A"), r = data_index(dag, "r"), other = data_index(dag, "other"),
+                     big = data_index(dag, "big");
+  std::vector<int> holders_of_other;
+  for (int rank = 0; rank < 2; ++rank) {
+    const std::vector<char> res = resident_data(dag, own, rank);
+    EXPECT_TRUE(res[size_t(r)]) << "rank " << rank;  // the condition's scalar: everywhere
+    EXPECT_TRUE(res[size_t(a)]);                      // A's tiles are on both ranks (1 x 2 grid)
+    EXPECT_EQ(bool(res[size_t(big)]), own[size_t(big)][0] == rank);
+    if (res[size_t(other)]) holders_of_other.push_back(rank);
+  }
+  EXPECT_EQ(holders_of_other, std::vector<int>{own[size_t(other)][0]});  // not a condition: its owner only
+}

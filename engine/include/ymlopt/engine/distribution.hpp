@@ -31,8 +31,9 @@ using DataOwners = std::vector<std::vector<std::int32_t>>;
 DataOwners data_owners(const Dag& dag, int size);
 
 /// The data rank `rank` allocates and initialises (DataStore's `resident`):
-/// those it owns whole or a tile of (tiles alias their tensor's memory), and
-/// distribute="replicate" data. The others get no memory up front: StarPU-MPI
+/// those it owns whole or a tile of (tiles alias their tensor's memory),
+/// distribute="replicate" data, and the scalars runtime loop conditions read
+/// (every rank evaluates them). The others get no memory up front: StarPU-MPI
 /// allocates a copy when a task of this rank receives them.
 ///
 ///   DataStore store(dag, resident_data(dag, data_owners(dag, 4), rank));
