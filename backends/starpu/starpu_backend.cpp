@@ -158,21 +158,8 @@ class StarpuSession final : public Session {
       children_[i].resize(size_t(d.ntiles()));
       starpu_data_partition_plan(handles_[i], &f, children_[i].data());
     }
-    // tasks: views and buffer slots of every task in two flat arrays
     const size_t nt = dag_.tasks.size();
-    execs_.resize(nt);
-    std::vector<size_t> first_port(nt + 1, 0);
-    for (size_t i = 0; i < nt; ++i) first_port[i + 1] = first_port[i] + dag_.tasks[i].bindings.size();
-    views_.resize(first_port.back());
-    slots_.assign(first_port.back(), -1);
-    for (size_t i = 0; i < nt; ++i) {
-      TaskExec& ex = execs_[i];
-      ex.node = &dag_.tasks[i];
-      ex.runner = runner_.get();
-      ex.views = views_.data() + first_port[i];
-      ex.slot = slots_.data() + first_port[i];
-      runner_->port_templates(dag_.tasks[i], ex.views);
-    }
+    table_.build(dag_, *runner_);
     tasks_.assign(nt, nullptr);
     keep_.assign(nt, 0);
     for (const auto& t : dag_.tasks)
@@ -279,7 +266,7 @@ class StarpuSession final : public Session {
   // completed in an earlier part. Caller holds submit_mu_.
   bool submit(std::int32_t id, Waiter* waiter, std::int32_t first, std::int32_t end, int context, int priority) {
     const TaskNode& t = dag_.tasks[size_t(id)];
-    TaskExec& ex = execs_[size_t(id)];
+    TaskExec& ex = table_.execs[size_t(id)];
     if (keep_[size_t(id)] && tasks_[size_t(id)]) {  // a runtime loop runs it again: the earlier run has finished
       starpu_task_destroy(tasks_[size_t(id)]);
       tasks_[size_t(id)] = nullptr;
@@ -356,9 +343,7 @@ class StarpuSession final : public Session {
   std::vector<std::vector<starpu_data_handle_t>> children_;
   std::vector<TileGeom> geoms_;
   std::vector<std::uint8_t> partitioned_;
-  std::vector<TaskExec> execs_;
-  std::vector<TensorView> views_;
-  std::vector<std::int8_t> slots_;
+  TaskTable table_;
   std::vector<starpu_task*> tasks_;
   std::vector<std::uint8_t> keep_;
   std::vector<std::int32_t> pos_;  // position of each task in topo_order

@@ -1,5 +1,5 @@
 // What the StarPU and StarPU-MPI backends share per task: the cl_arg a task
-// carries, the binding of StarPU's buffers to the task's port views, and the
+// carries (and the table holding every task's), the binding of StarPU's buffers to the task's port views, and the
 // access-mode mapping.
 //
 //   void cpu_trampoline(void* buffers[], void* cl_arg) {
@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <span>
+#include <vector>
 
 #include "ymlopt/scheduler/executor.hpp"
 
@@ -23,6 +24,35 @@ struct TaskExec {
   TensorView* views = nullptr;  // node->bindings.size() views
   std::int8_t* slot = nullptr;  // buffer index of each port, -1 when unbound
   TaskRunner* runner = nullptr;
+};
+
+/// Every task's TaskExec, with the port views and buffer slots of all tasks in
+/// two flat arrays (views carry shapes and dtypes; data pointers come at run time).
+///
+///   TaskTable table;
+///   table.build(dag, runner);
+///   task->cl_arg = &table.execs[id];
+struct TaskTable {
+  std::vector<TaskExec> execs;
+  std::vector<TensorView> views;
+  std::vector<std::int8_t> slots;
+
+  void build(const Dag& dag, TaskRunner& runner) {
+    const size_t nt = dag.tasks.size();
+    execs.assign(nt, TaskExec{});
+    std::vector<size_t> first_port(nt + 1, 0);
+    for (size_t i = 0; i < nt; ++i) first_port[i + 1] = first_port[i] + dag.tasks[i].bindings.size();
+    views.assign(first_port.back(), TensorView{});
+    slots.assign(first_port.back(), -1);
+    for (size_t i = 0; i < nt; ++i) {
+      TaskExec& ex = execs[i];
+      ex.node = &dag.tasks[i];
+      ex.runner = &runner;
+      ex.views = views.data() + first_port[i];
+      ex.slot = slots.data() + first_port[i];
+      runner.port_templates(dag.tasks[i], ex.views);
+    }
+  }
 };
 
 /// Points the task's port views at StarPU's matrix buffers; returns the views.

@@ -423,19 +423,7 @@ class MpiSession final : public Session {
     }
     runner_ = std::make_unique<TaskRunner>(dag_, opts_, progress_);
     const size_t nt = dag_.tasks.size();
-    execs_.resize(nt);
-    std::vector<size_t> first_port(nt + 1, 0);
-    for (size_t i = 0; i < nt; ++i) first_port[i + 1] = first_port[i] + dag_.tasks[i].bindings.size();
-    views_.resize(first_port.back());
-    slots_.assign(first_port.back(), -1);
-    for (size_t i = 0; i < nt; ++i) {
-      TaskExec& ex = execs_[i];
-      ex.node = &dag_.tasks[i];
-      ex.runner = runner_.get();
-      ex.views = views_.data() + first_port[i];
-      ex.slot = slots_.data() + first_port[i];
-      runner_->port_templates(dag_.tasks[i], ex.views);
-    }
+    table_.build(dag_, *runner_);
     local_.assign(nt, nullptr);
     pos_.resize(nt);
     for (size_t k = 0; k < dag_.topo_order.size(); ++k) pos_[size_t(dag_.topo_order[k])] = std::int32_t(k);
@@ -644,7 +632,7 @@ class MpiSession final : public Session {
 
   void submit(std::int32_t id, PartWaiter* waiter) {
     const TaskNode& t = dag_.tasks[size_t(id)];
-    TaskExec& ex = execs_[size_t(id)];
+    TaskExec& ex = table_.execs[size_t(id)];
     // operands: the tensor or tile handle of each bound port (one descriptor per
     // handle; a handle bound to two ports gets the union of their modes)
     auto& descr = descr_;
@@ -743,9 +731,7 @@ class MpiSession final : public Session {
   std::vector<starpu_data_handle_t> whole_;
   std::vector<std::vector<starpu_data_handle_t>> tiles_;
   std::unique_ptr<TaskRunner> runner_;
-  std::vector<TaskExec> execs_;
-  std::vector<TensorView> views_;
-  std::vector<std::int8_t> slots_;
+  TaskTable table_;
   std::vector<starpu_task*> local_;  // this part's submitted tasks, by task id
   std::vector<std::int32_t> pos_;    // position in topo_order
   // tiled tensors: tiles written since the tensor was last joined / tensor
