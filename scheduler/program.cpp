@@ -107,12 +107,7 @@ class ProgramRunner {
         fail(sc, s_.runner().comethod_error(sc.comethod));
         return Outcome::failed;
       }
-      if (!ok) {
-        // a task outside co-methods failed: the run stops (error in the runner);
-        // in a co-method, one failed in another process (they agree after each part)
-        if (sc.comethod >= 0) fail(sc, "stopped: a task of co-method '" + sc.who + "' failed in another process of the run");
-        return Outcome::failed;
-      }
+      if (!ok) return Outcome::failed;  // a task outside co-methods failed: the run stops (error in the runner)
     }
     return Outcome::done;
   }
@@ -164,7 +159,7 @@ class ProgramRunner {
           ended_by_condition = true;
           break;
         }
-        if (s_.agree(stopped(sc))) {  // every process stops at the same iteration
+        if (stopped(sc)) {
           out = Outcome::stopped;
           break;
         }
@@ -273,31 +268,19 @@ class ProgramRunner {
       ++sc.rec->gathers;
       sc.rec->exchanges.push_back({now_s(), false, g.name, e ? e->publisher : "", e ? e->score : 0.0});
     }
-    // nothing published yet: `into` keeps what it holds. Distributed, every
-    // process follows the co-method's leader, whose entry its data keep (the
-    // others' boards may lag: they write theirs, or nothing, into their copies)
-    if (!s_.agree(e.has_value())) return Outcome::done;
+    if (!e) return Outcome::done;  // nothing published yet: `into` keeps what it holds
+    const auto& payload = unite::payload_as<Entry>(*e).tensors;
     for (size_t k = 0; k < g.data.size(); ++k) {
       const std::int32_t d = g.data[k];
       s_.acquire(d, true);
-      if (e) {
-        const auto& payload = unite::payload_as<Entry>(*e).tensors;
-        const TensorView v = store_.view(DataRef{d, -1});
-        const size_t row = size_t(v.cols) * dtype_size(v.dtype);
-        for (std::int64_t i = 0; i < v.rows; ++i)
-          std::memcpy(static_cast<std::byte*>(v.data) + size_t(i * v.ld) * dtype_size(v.dtype), payload[k].data() + size_t(i) * row, row);
-      }
+      const TensorView v = store_.view(DataRef{d, -1});
+      const size_t row = size_t(v.cols) * dtype_size(v.dtype);
+      for (std::int64_t i = 0; i < v.rows; ++i)
+        std::memcpy(static_cast<std::byte*>(v.data) + size_t(i * v.ld) * dtype_size(v.dtype), payload[k].data() + size_t(i) * row, row);
       s_.release(d);
     }
-    for (size_t k = 0; k < g.scores.size(); ++k) {
-      if (e) {
-        set_scalar(g.scores[k], unite::payload_as<Entry>(*e).scores[k]);
-      } else {
-        s_.acquire(g.scores[k], true);
-        s_.release(g.scores[k]);
-      }
-    }
-    if (!e) return Outcome::done;
+    const auto& scores = unite::payload_as<Entry>(*e).scores;
+    for (size_t k = 0; k < g.scores.size(); ++k) set_scalar(g.scores[k], scores[k]);
     note_score(sc, e->score);
     if (sc.rec && e->publisher != sc.who) ++sc.rec->adopted;
     return Outcome::done;
@@ -366,7 +349,6 @@ class ProgramRunner {
       sc.maximize = g.maximize;
       threads.emplace_back([&, i] {
         scopes[i].rec->start_s = now_s();
-        s_.enter(scopes[i].comethod);
         Outcome o;
         try {
           o = exec(scopes[i].comethod, scopes[i]);
@@ -401,7 +383,6 @@ class ProgramRunner {
     if (win < 0)
       for (size_t i = 0; i < cms.size(); ++i)
         if (!ur.comethods[i].failed && (win < 0 || finished_at[i] < finished_at[size_t(win)])) win = std::int32_t(i);
-    win = std::int32_t(s_.agree(win));  // distributed: the leader's view of who finished first
     ur.end_s = now_s();
     Outcome out = Outcome::done;
     if (win < 0) {

@@ -113,11 +113,6 @@ bool TaskRunner::comethod_failed(std::int32_t region) const {
   return region_failed_[size_t(region)].load(std::memory_order_relaxed);
 }
 
-void TaskRunner::fail_comethod(std::int32_t region, const std::string& message) {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (!region_failed_[size_t(region)].exchange(true)) region_error_[size_t(region)] = message;
-}
-
 std::string TaskRunner::comethod_error(std::int32_t region) const {
   std::lock_guard<std::mutex> lock(mu_);
   return region_error_[size_t(region)];

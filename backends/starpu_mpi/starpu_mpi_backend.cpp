@@ -19,9 +19,7 @@
 #include <deque>
 #include <filesystem>
 #include <limits>
-#include <condition_variable>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <numeric>
 #include <stdexcept>
@@ -198,40 +196,18 @@ struct Codelet {
   std::string symbol;
 };
 
-// The co-method (region) the calling thread runs for (Session::enter); -1: the main flow.
-thread_local std::int32_t t_comethod = -1;
-
-// The local tasks of one part: the last one to end wakes the submitting thread.
-struct PartWaiter {
-  std::mutex mu;
-  std::condition_variable cv;
-  std::int64_t pending = 0;
-};
-void part_task_done(void* arg) {
-  auto* w = static_cast<PartWaiter*>(arg);
-  std::lock_guard<std::mutex> lock(w->mu);
-  if (--w->pending == 0) w->cv.notify_all();
-}
-
 // One StarPU-MPI run on this rank, task part by task part (run_program's
 // Session): the whole static DAG in one part (execute()), or the parts that a
-// workflow's runtime loops and co-methods ask for. Every rank runs the same
-// control flow, every co-method included (each in its thread, its data and so
-// its tasks on its rank group): it submits the same parts in the same order,
-// reads loop conditions from the owner's value
-// (starpu_mpi_get_data_on_all_nodes_detached), takes the decisions of the
-// scope's leader (agree: stop a co-method, take a gathered entry, the unite's
-// winner), and after every part the ranks agree on its success, so a kernel
-// that throws on one rank stops the loop (or fails the co-method) on all of
-// them instead of leaving the others waiting for data. Each co-method has an
-// MPI communicator of its own for these, used from its thread only.
+// workflow's runtime loops ask for. Every rank runs the same control flow: it
+// submits the same parts in the same order, reads loop conditions from the
+// owner's value (starpu_mpi_get_data_on_all_nodes_detached), and after every
+// part the ranks agree on its success, so a kernel that throws on one rank
+// stops the loop on all of them instead of leaving the others waiting for data.
 class MpiSession final : public Session {
  public:
   MpiSession(const Dag& dag, DataStore& store, const ExecOptions& opts, Progress& progress, MpiRankStats& stats)
       : dag_(dag), store_(store), opts_(opts), progress_(progress), stats_(stats) {}
   ~MpiSession() override {
-    for (auto& c : comms_)
-      if (c != MPI_COMM_NULL) MPI_Comm_free(&c);
     if (ctrl_ != MPI_COMM_NULL) MPI_Comm_free(&ctrl_);
   }
 
@@ -254,13 +230,6 @@ class MpiSession final : public Session {
         return false;
       }
       MPI_Comm_dup(MPI_COMM_WORLD, &ctrl_);
-      comms_.assign(dag_.regions.size(), MPI_COMM_NULL);
-      leaders_.assign(dag_.regions.size(), 0);
-      for (size_t g = 0; g < dag_.regions.size(); ++g) {  // region order: the same on every rank
-        if (dag_.regions[g].kind != Region::Kind::comethod) continue;
-        MPI_Comm_dup(MPI_COMM_WORLD, &comms_[g]);
-        leaders_[g] = comethod_ranks(dag_, std::int32_t(g), world_.size)[0];
-      }
     }
     // one perf-model directory per rank (ranks must not share one); rank 0's in
     // the run directory, the others' in a temporary directory removed afterwards
@@ -433,73 +402,27 @@ class MpiSession final : public Session {
   }
 
   bool run(std::int32_t first, std::int32_t end, int /*context*/, int /*priority*/) override {
-    const bool static_dag = ctrl_ == MPI_COMM_NULL;
+    const bool all = first == 0 && end == std::int32_t(dag_.tasks.size());
     std::vector<std::int32_t> ids;
-    if (!static_dag) {
+    if (!all) {
       for (std::int32_t i = first; i < end; ++i) ids.push_back(i);
       std::sort(ids.begin(), ids.end(), [&](auto a, auto b) { return pos_[size_t(a)] < pos_[size_t(b)]; });
     }
-    const auto& order = static_dag ? dag_.topo_order : ids;
-    PartWaiter waiter;
-    {
-      std::lock_guard<std::mutex> lock(mu_);  // handles' join/split state, local_, descriptors
-      for (auto id : order) {
-        if (!error_.empty()) break;
-        submit(id, static_dag ? nullptr : &waiter);
-      }
+    const auto& order = all ? dag_.topo_order : ids;
+    for (auto id : order) {
+      if (!error_.empty()) break;
+      submit(id);
     }
-    if (static_dag) {
-      // the whole DAG (not starpu_mpi_wait_for_all: see close())
-      starpu_task_wait_for_all();
-      for (auto id : order)
-        if (local_[size_t(id)]) starpu_task_destroy(local_[size_t(id)]), local_[size_t(id)] = nullptr;
-      return error_.empty() && !runner_->cancelled();  // the merged records tell who failed
-    }
-    {
-      // this part's local tasks (other co-methods' go on); they are destroyed
-      // after the run, when StarPU is surely done with them
-      std::unique_lock<std::mutex> lock(waiter.mu);
-      waiter.cv.wait(lock, [&] { return waiter.pending == 0; });
-    }
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      for (auto id : order)
-        if (local_[size_t(id)]) done_.push_back(local_[size_t(id)]), local_[size_t(id)] = nullptr;
-    }
-    const std::int32_t cm = t_comethod;
-    const bool ok = error_.empty() && !runner_->cancelled() && !(cm >= 0 && runner_->comethod_failed(cm));
+    // the part's tasks on this rank (not starpu_mpi_wait_for_all: see close())
+    starpu_task_wait_for_all();
+    for (auto id : order)
+      if (local_[size_t(id)]) starpu_task_destroy(local_[size_t(id)]), local_[size_t(id)] = nullptr;
+    const bool ok = error_.empty() && !runner_->cancelled();
+    if (all && ctrl_ == MPI_COMM_NULL) return ok;  // a static DAG: the merged records tell who failed
     int mine = ok ? 1 : 0, every = 0;
-    MPI_Allreduce(&mine, &every, 1, MPI_INT, MPI_MIN, comm(cm));
-    if (every) return true;
-    if (cm < 0) {
-      if (ok) agreed_failure_ = true;  // another rank's task failed: stop here too (its record has the error)
-      return false;
-    }
-    // a co-method's task failed on some rank: the lowest such rank tells the
-    // others its message, so the co-method fails alike everywhere
-    int me = ok ? world_.size : world_.rank, from = 0;
-    MPI_Allreduce(&me, &from, 1, MPI_INT, MPI_MIN, comm(cm));
-    std::string message;
-    if (!ok) {
-      std::string why = runner_->comethod_error(cm);
-      if (why.empty()) why = error_.empty() ? "the run was cancelled" : error_;
-      message = "rank " + std::to_string(world_.rank) + ": " + why;
-    }
-    int len = int(message.size());
-    MPI_Bcast(&len, 1, MPI_INT, from, comm(cm));
-    message.resize(size_t(len));
-    MPI_Bcast(message.data(), len, MPI_CHAR, from, comm(cm));
-    if (ok) runner_->fail_comethod(cm, message);
-    return false;
-  }
-
-  void enter(std::int32_t comethod) override { t_comethod = comethod; }
-  std::int64_t agree(std::int64_t local) override {
-    if (ctrl_ == MPI_COMM_NULL) return local;
-    const std::int32_t cm = t_comethod;
-    std::int64_t v = local;
-    MPI_Bcast(&v, 1, MPI_INT64_T, cm >= 0 ? leaders_[size_t(cm)] : 0, comm(cm));
-    return v;
+    MPI_Allreduce(&mine, &every, 1, MPI_INT, MPI_MIN, ctrl_);
+    if (!every && ok && error_.empty()) agreed_failure_ = true;  // another rank's task failed: stop here too
+    return every != 0;
   }
 
   int create_context(const std::string&, const std::vector<int>&) override { return 0; }
@@ -513,29 +436,21 @@ class MpiSession final : public Session {
     if (!store_.base(data) || !whole_[d])
       throw std::runtime_error("rank " + std::to_string(world_.rank) + " holds no copy of '" + dag_.data[d].name +
                                "' to read between task parts");
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (tiles_dirty_[d]) submit_sync(d, true), tiles_dirty_[d] = 0;
-      if (write) written_.push_back(data);
-    }
+    if (tiles_dirty_[d]) submit_sync(d, true), tiles_dirty_[d] = 0;
     starpu_mpi_get_data_on_all_nodes_detached(MPI_COMM_WORLD, whole_[d]);
     starpu_data_acquire(whole_[d], write ? STARPU_RW : STARPU_R);
+    if (write) written_.push_back(data);
   }
   void release(std::int32_t data) override {
     const size_t d = size_t(data);
     starpu_data_release(whole_[d]);
-    bool written = false;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (auto it = std::find(written_.begin(), written_.end(), data); it != written_.end()) {
-        written_.erase(it);
-        written = true;
-        if (dag_.data[d].tiled()) whole_dirty_[d] = 1;
-      }
+    if (auto it = std::find(written_.begin(), written_.end(), data); it != written_.end()) {
+      // every rank wrote the same value (same control flow): the owner's copy is
+      // current, the others' cached copies are dropped
+      written_.erase(it);
+      starpu_mpi_cache_flush(MPI_COMM_WORLD, whole_[d]);
+      if (dag_.data[d].tiled()) whole_dirty_[d] = 1;
     }
-    // every rank wrote its value (the leader's choice on the owner, see
-    // agree()): the owner's copy is current, the others' cached copies go
-    if (written) starpu_mpi_cache_flush(MPI_COMM_WORLD, whole_[d]);
   }
   TaskRunner& runner() override { return *runner_; }
 
@@ -564,8 +479,6 @@ class MpiSession final : public Session {
     }
     for (auto*& task : local_)
       if (task) starpu_task_destroy(task), task = nullptr;
-    for (auto* task : done_) starpu_task_destroy(task);
-    done_.clear();
     {
       // StarPU-MPI prints its communication statistics at shutdown; they are in
       // the report already: keep them off stderr unless --verbose
@@ -630,7 +543,7 @@ class MpiSession final : public Session {
                                descr.data(), int(descr.size()), 0);
   }
 
-  void submit(std::int32_t id, PartWaiter* waiter) {
+  void submit(std::int32_t id) {
     const TaskNode& t = dag_.tasks[size_t(id)];
     TaskExec& ex = table_.execs[size_t(id)];
     // operands: the tensor or tile handle of each bound port (one descriptor per
@@ -687,17 +600,9 @@ class MpiSession final : public Session {
         if (local_[size_t(p)]) deps.push_back(local_[size_t(p)]);
       if (!deps.empty()) starpu_task_declare_deps_array(task, unsigned(deps.size()), deps.data());
       local_[size_t(id)] = task;
-      if (waiter) {
-        ++waiter->pending;  // before submitting: the callback may run at once
-        task->callback_func = part_task_done;
-        task->callback_arg = waiter;
-        task->callback_arg_free = 0;  // task_build asks StarPU to free the callback argument
-      }
-      if (int ret = starpu_task_submit(task); ret != 0) {
-        if (waiter) --waiter->pending;
+      if (int ret = starpu_task_submit(task); ret != 0)
         error_ = "rank " + std::to_string(world_.rank) + ": starpu_task_submit failed for component " + t.comp->name +
                  (ret == -ENODEV ? ": no worker can run it" : ": " + std::string(std::strerror(-ret)));
-      }
     }
     starpu_mpi_task_post_build(MPI_COMM_WORLD, cl, STARPU_EXECUTE_ON_NODE, xrank, STARPU_DATA_MODE_ARRAY, descr.data(),
                                int(descr.size()), 0);
@@ -713,12 +618,7 @@ class MpiSession final : public Session {
   Progress& progress_;
   MpiRankStats& stats_;
   MpiWorld world_;
-  MPI_Comm ctrl_ = MPI_COMM_NULL;        // the main flow's agreements (null: a static DAG)
-  std::vector<MPI_Comm> comms_;          // per co-method region: its agreements
-  std::vector<std::int32_t> leaders_;    // per co-method region: the rank whose decisions it follows
-  std::mutex mu_;
-  std::vector<starpu_task*> done_;       // finished parts' tasks, destroyed at close()
-  MPI_Comm comm(std::int32_t cm) const { return cm >= 0 ? comms_[size_t(cm)] : ctrl_; }
+  MPI_Comm ctrl_ = MPI_COMM_NULL;
   bool started_ = false;
   bool agreed_failure_ = false;
   std::string temp_home_;
@@ -755,12 +655,13 @@ ExecResult StarpuMpiExecutor::execute(const Dag& dag, DataStore& store, const Ex
 std::unique_ptr<Session> StarpuMpiExecutor::open(const Dag& dag, DataStore& store, const ExecOptions& opts,
                                                  Progress& progress, ExecResult& r) {
   for (const Region& g : dag.regions)
-    if (g.kind == Region::Kind::comethod && g.parent_comethod >= 0) {
-      // a nested unite's co-methods would need rank groups within rank groups
+    if (g.kind == Region::Kind::unite) {
+      // every rank would have to follow each co-method's exits and exchanges in
+      // the same order: not done yet (rank groups per co-method)
       r.error = (g.loc.file ? *g.loc.file : dag.file) + ":" + std::to_string(g.loc.line) + ":" + std::to_string(g.loc.col) +
-                ": error: co-method '" + dag.comethod_path(std::int32_t(&g - dag.regions.data())) +
-                "' is in a nested <unite>, which the starpu-mpi backend does not run: use --backend starpu or "
-                "sequential";
+                ": error: <unite> '" + g.name +
+                "' cannot run on the starpu-mpi backend (runtime loops can, co-methods cannot yet): use --backend starpu "
+                "or sequential";
       return nullptr;
     }
   auto s = std::make_unique<MpiSession>(dag, store, opts, progress, stats_);

@@ -19,18 +19,9 @@ std::vector<char> resident_data(const Dag& dag, const DataOwners& own, int rank)
     r[d] = dag.data[d].distribute == "replicate" ||
            std::find(own[d].begin(), own[d].end(), std::int32_t(rank)) != own[d].end();
   }
-  // every rank runs the control flow: it holds what loop conditions read, what
-  // co-methods publish, gather and keep, and what a unite saves at its exit
-  auto add = [&](const std::vector<std::int32_t>& ds) {
-    for (auto d : ds)
-      if (d >= 0) r[size_t(d)] = 1;
-  };
-  for (const Region& g : dag.regions) {
-    add(g.cond_data);
-    add(g.keep);
-    add(g.save_exit);
-    if (g.kind == Region::Kind::publish || g.kind == Region::Kind::gather) add(g.data), add(g.scores);
-  }
+  // every rank evaluates the runtime loops' conditions: it holds their scalars
+  for (const Region& g : dag.regions)
+    for (auto d : g.cond_data) r[size_t(d)] = 1;
   return r;
 }
 
@@ -73,74 +64,7 @@ DataOwners data_owners(const Dag& dag, int size) {
     load[r] += dag.data[i].bytes();
     own[i][0] = std::int32_t(r);
   }
-  // a co-method's own data (what its tasks write, what it publishes, gathers,
-  // keeps and tests) live on its rank group: whole tensors on the group's first
-  // rank, tiles cyclic over the group, so its tasks run there
-  for (size_t u = 0; u < dag.regions.size(); ++u) {
-    const Region& g = dag.regions[u];
-    if (g.kind != Region::Kind::unite) continue;
-    for (const auto& it : g.items) {
-      if (it.region < 0 || dag.regions[size_t(it.region)].kind != Region::Kind::comethod ||
-          dag.regions[size_t(it.region)].parent_comethod >= 0)
-        continue;  // a nested unite's co-methods stay with the outer co-method's data
-      const std::vector<std::int32_t> group = comethod_ranks(dag, it.region, size);
-      for (std::int32_t d : comethod_data(dag, it.region)) {
-        const DataDecl& decl = dag.data[size_t(d)];
-        if (decl.owner >= 0) continue;  // owner= pins it
-        auto& o = own[size_t(d)];
-        for (size_t t = 1; t < o.size(); ++t) o[t] = group[(t - 1) % group.size()];
-        o[0] = group[0];
-      }
-    }
-  }
   return own;
-}
-
-std::vector<std::int32_t> comethod_ranks(const Dag& dag, std::int32_t comethod, int size) {
-  size = std::max(size, 1);
-  for (const Region& g : dag.regions) {
-    if (g.kind != Region::Kind::unite) continue;
-    std::vector<std::int32_t> cms;
-    for (const auto& it : g.items)
-      if (it.region >= 0 && dag.regions[size_t(it.region)].kind == Region::Kind::comethod) cms.push_back(it.region);
-    const auto at = std::find(cms.begin(), cms.end(), comethod);
-    if (at == cms.end()) continue;
-    const int i = int(at - cms.begin()), n = int(cms.size());
-    if (n > size) return {std::int32_t(i % size)};
-    std::vector<std::int32_t> group;
-    for (int r = i; r < size; r += n) group.push_back(r);
-    return group;
-  }
-  return {0};
-}
-
-std::vector<std::int32_t> comethod_data(const Dag& dag, std::int32_t comethod) {
-  std::vector<char> mine(dag.data.size(), 0);
-  auto add = [&](const std::vector<std::int32_t>& ds) {
-    for (auto d : ds)
-      if (d >= 0) mine[size_t(d)] = 1;
-  };
-  std::vector<std::int32_t> todo{comethod};
-  while (!todo.empty()) {
-    const Region& g = dag.regions[size_t(todo.back())];
-    todo.pop_back();
-    add(g.cond_data);
-    add(g.keep);
-    if (g.kind == Region::Kind::publish || g.kind == Region::Kind::gather) add(g.data), add(g.scores);
-    for (const auto& it : g.items) {
-      if (it.region >= 0) {
-        todo.push_back(it.region);
-        continue;
-      }
-      for (std::int32_t t = it.first; t < it.end; ++t)
-        for (const Binding& b : dag.tasks[size_t(t)].bindings)
-          if (b.ref.data >= 0 && b.mode != Access::read) mine[size_t(b.ref.data)] = 1;
-    }
-  }
-  std::vector<std::int32_t> out;
-  for (size_t d = 0; d < mine.size(); ++d)
-    if (mine[d]) out.push_back(std::int32_t(d));
-  return out;
 }
 
 std::int32_t ref_owner(const DataOwners& own, const DataRef& ref) {

@@ -3,8 +3,6 @@
 // where, how many bytes, and when the last task ends.
 #include <gtest/gtest.h>
 
-#include <algorithm>
-#include <string>
 #include <vector>
 
 #include "test_util.hpp"
@@ -284,56 +282,4 @@ TEST(Distribution, EveryRankHoldsWhatItOwnsAndTheLoopConditions) {
     if (res[size_t(other)]) holders_of_other.push_back(rank);
   }
   EXPECT_EQ(holders_of_other, std::vector<int>{own[size_t(other)][0]});  // not a condition: its owner only
-}
-
-TEST(Distribution, CoMethodsLiveOnTheirRankGroups) {
-  // three co-methods: on 2 ranks the first and third share rank 0; on 4 ranks the
-  // first also gets rank 3. A co-method's data (written, gathered, kept, tested)
-  // go to its group's first rank (tiles cyclic over the group); the shared
-  // matrix keeps the default placement
-  const Dag dag = compile_ok(R"(<workflow name="groups">
-    <data name="A" shape="8,8" tile="4,4" init="random" seed="1"/>
-    <data name="out" dtype="f64" shape="1" init="zeros"/>
-    <unite name="u" exit="first" save_exit="out">
-      <par var="m" values="1,2,3">
-        <comethod name="c${m}" keep="r${m}">
-          <data name="x${m}" shape="8,8" tile="4,4" init="zeros"/>
-          <data name="r${m}" dtype="f64" shape="1" init="value" value="1"/>
-          <data name="g${m}" dtype="f64" shape="1" init="zeros"/>
-          <until cond="r${m} le 0.5" max="3">
-            <task component="tensor.add"><in port="a" data="A"/><in port="b" data="A"/><out port="c" data="x${m}"/></task>
-            <task component="tensor.scale"><inout port="x" data="r${m}"/><arg name="alpha" value="0.5"/></task>
-            <publish name="r" data="r${m}" score="r${m}"/>
-            <data name="s${m}" dtype="f64" shape="1" init="zeros"/>
-            <gather name="r" into="g${m}" score="s${m}"/>
-          </until>
-        </comethod>
-      </par>
-    </unite>
-  </workflow>)");
-  std::vector<std::int32_t> cms;
-  for (size_t g = 0; g < dag.regions.size(); ++g)
-    if (dag.regions[g].kind == Region::Kind::comethod) cms.push_back(std::int32_t(g));
-  ASSERT_EQ(cms.size(), 3u);
-  EXPECT_EQ(comethod_ranks(dag, cms[0], 2), (std::vector<std::int32_t>{0}));
-  EXPECT_EQ(comethod_ranks(dag, cms[1], 2), (std::vector<std::int32_t>{1}));
-  EXPECT_EQ(comethod_ranks(dag, cms[2], 2), (std::vector<std::int32_t>{0}));
-  EXPECT_EQ(comethod_ranks(dag, cms[0], 4), (std::vector<std::int32_t>{0, 3}));
-  EXPECT_EQ(comethod_ranks(dag, cms[2], 4), (std::vector<std::int32_t>{2}));
-  const auto mine = comethod_data(dag, cms[1]);
-  std::vector<std::string> names;
-  for (auto d : mine) names.push_back(dag.data[size_t(d)].name);
-  std::sort(names.begin(), names.end());
-  EXPECT_EQ(names, (std::vector<std::string>{"g2", "r2", "s2", "x2"}));  // not A: it only reads it
-  const DataOwners own = data_owners(dag, 4);
-  for (auto o : own[size_t(data_index(dag, "x1"))]) EXPECT_TRUE(o == 0 || o == 3);
-  EXPECT_EQ(own[size_t(data_index(dag, "x1"))][0], 0);
-  EXPECT_EQ(own[size_t(data_index(dag, "x1"))][2], 3);  // tile 1 on the group's second rank
-  EXPECT_EQ(own[size_t(data_index(dag, "g2"))][0], 1);
-  for (auto o : own[size_t(data_index(dag, "x3"))]) EXPECT_EQ(o, 2);
-  // the exchanged and tested scalars are on every rank
-  for (int rank = 0; rank < 4; ++rank) {
-    const std::vector<char> res = resident_data(dag, own, rank);
-    for (const char* n : {"r1", "r2", "r3", "g1", "out"}) EXPECT_TRUE(res[size_t(data_index(dag, n))]) << n << " on " << rank;
-  }
 }

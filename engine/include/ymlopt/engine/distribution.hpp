@@ -28,28 +28,12 @@ using DataOwners = std::vector<std::vector<std::int32_t>>;
 /// default (every rank also holds the initial value; see estimate_distributed).
 ///
 ///   DataOwners own = data_owners(dag, 2);   // own[A][1 + t] == t % 2 for a 1 x n tiling
-/// A co-method's own data (comethod_data) go to its rank group
-/// (comethod_ranks): whole tensors to the group's first rank, tiles cyclic over
-/// the group.
 DataOwners data_owners(const Dag& dag, int size);
-
-/// The ranks of a <unite>'s co-method (its region index) on `size` ranks: with
-/// n co-methods and n <= size, co-method i gets ranks i, i + n, i + 2n, ...;
-/// with more co-methods than ranks, co-method i shares rank i % size.
-///
-///   comethod_ranks(dag, cm, 4);   // the 2nd of 2 co-methods: {1, 3}
-std::vector<std::int32_t> comethod_ranks(const Dag& dag, std::int32_t comethod, int size);
-
-/// The data a co-method owns: written by its tasks, published, gathered, kept
-/// or read by its loop conditions (the compiler lets co-methods share only
-/// data none of them writes).
-std::vector<std::int32_t> comethod_data(const Dag& dag, std::int32_t comethod);
 
 /// The data rank `rank` allocates and initialises (DataStore's `resident`):
 /// those it owns whole or a tile of (tiles alias their tensor's memory),
-/// distribute="replicate" data, and what the control flow reads or writes
-/// between task parts on every rank: loop conditions' scalars, co-methods'
-/// published, gathered and kept tensors, a unite's save_exit. The others get no memory up front: StarPU-MPI
+/// distribute="replicate" data, and the scalars runtime loop conditions read
+/// (every rank evaluates them). The others get no memory up front: StarPU-MPI
 /// allocates a copy when a task of this rank receives them.
 ///
 ///   DataStore store(dag, resident_data(dag, data_owners(dag, 4), rank));

@@ -128,15 +128,6 @@ class Session {
   virtual void acquire(std::int32_t data, bool write) = 0;
   virtual void release(std::int32_t data) = 0;
   virtual TaskRunner& runner() = 0;
-  /// Binds the calling thread to a co-method (its region; -1: the main flow).
-  /// A distributed backend runs every co-method in every process and keeps
-  /// their control flow identical through agree().
-  virtual void enter(std::int32_t comethod) { (void)comethod; }
-  /// A decision every process of the run takes alike (stop a co-method, take
-  /// a gathered entry, the unite's winner): the value of the process leading
-  /// the calling thread's scope (StarPU-MPI: the co-method's first rank, or
-  /// rank 0); where there is one process, `local`.
-  virtual std::int64_t agree(std::int64_t local) { return local; }
   /// Waits for everything, shuts the runtime down, fills in `r`.
   virtual void close(ExecResult& r) = 0;
 };
@@ -176,9 +167,6 @@ class TaskRunner {
   /// The co-method (region) has a failed task; its error message.
   bool comethod_failed(std::int32_t region) const;
   std::string comethod_error(std::int32_t region) const;
-  /// Fails a co-method from outside its tasks (a distributed backend: one of
-  /// its tasks failed in another process); the first message stays.
-  void fail_comethod(std::int32_t region, const std::string& message);
   void finish(ExecResult& r);
   double now_us() const;
 
