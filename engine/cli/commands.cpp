@@ -132,11 +132,19 @@ bool load_registry(ComponentRegistry& reg, const std::vector<std::string>& plugi
   return true;
 }
 
-// Compiles; prints diagnostics; returns exit code (0 ok).
-int compile(const WorkflowArgs& a, const ComponentRegistry& reg, CompileResult& out, bool check_files) {
+// Compiles; prints diagnostics (into `text` instead of stderr when given);
+// returns exit code (0 ok).
+int compile(const WorkflowArgs& a, const ComponentRegistry& reg, CompileResult& out, bool check_files,
+            std::string* text) {
+  std::ostringstream msg;
+  auto done = [&](int rc) {
+    if (text) *text += msg.str();
+    else std::cerr << msg.str();
+    return rc;
+  };
   if (!fs::exists(a.file)) {
-    std::cerr << "ymlopt: error: " << a.file << ": no such file\n";
-    return 2;
+    msg << "ymlopt: error: " << a.file << ": no such file\n";
+    return done(2);
   }
   Diagnostics diags;
   CompileOptions o;
@@ -144,19 +152,20 @@ int compile(const WorkflowArgs& a, const ComponentRegistry& reg, CompileResult& 
   o.sets = parse_sets(a.sets);
   o.check_files = check_files;
   out = compile_workflow(o, reg, diags);
-  std::cerr << diags.str();
-  if (out.usage_error) return 2;
+  msg << diags.str();
+  if (out.usage_error) return done(2);
   if (!out.ok) {
-    std::cerr << diags.error_count() << " error" << (diags.error_count() == 1 ? "" : "s") << " in " << a.file << "\n";
-    return 1;
+    msg << diags.error_count() << " error" << (diags.error_count() == 1 ? "" : "s") << " in " << a.file << "\n";
+    return done(1);
   }
-  return 0;
+  return done(0);
 }
 
 // Loads built-ins and plugins, then compiles; returns the exit code (0: `out` holds the DAG).
-int prepare(const WorkflowArgs& wf, ComponentRegistry& reg, CompileResult& out, bool check_files) {
+int prepare(const WorkflowArgs& wf, ComponentRegistry& reg, CompileResult& out, bool check_files,
+            std::string* text) {
   if (!load_registry(reg, wf.plugins)) return 2;
-  return compile(wf, reg, out, check_files);
+  return compile(wf, reg, out, check_files, text);
 }
 
 namespace {
@@ -469,10 +478,19 @@ int cmd_run(const std::vector<std::string>& args) {
 #endif
   ComponentRegistry reg;
   CompileResult cr;
-  const int compiled = prepare(wf, reg, cr, !dry_run);
+  std::string diagnostics;
+  const int compiled = prepare(wf, reg, cr, !dry_run, use_mpi ? &diagnostics : nullptr);
 #ifdef YMLOPT_WITH_STARPU_MPI
-  // a step failing on some ranks only (a file one node lacks) stops every rank
-  if (use_mpi && !mpi_all_ok(compiled == 0)) return compiled ? compiled : 1;
+  if (use_mpi) {
+    // every rank compiled the same workflow: rank 0 prints its diagnostics once,
+    // and another rank's only where they differ (a file that rank's node lacks)
+    const auto all = mpi_gather_strings(diagnostics);
+    for (size_t k = 0; k < all.size(); ++k)
+      if (k == 0) std::cerr << all[0];
+      else if (all[k] != all[0]) std::cerr << "rank " << k << ": " << all[k];
+    // a step failing on some ranks only stops every rank
+    if (!mpi_all_ok(compiled == 0)) return compiled ? compiled : 1;
+  }
 #endif
   if (compiled) return compiled;
   const Dag& dag = cr.dag;

@@ -28,9 +28,12 @@ bool parse_or_help(const std::vector<std::string>& args, const boost::program_op
                    WorkflowArgs* wf, bool file_optional = false);
 /// Built-in components plus plugins; prints the error and returns false on failure.
 bool load_registry(ComponentRegistry& reg, const std::vector<std::string>& plugins);
-/// Compiles, printing diagnostics; returns the exit code (0 ok, 1 bad workflow, 2 usage).
-int compile(const WorkflowArgs& a, const ComponentRegistry& reg, CompileResult& out, bool check_files = true);
+/// Compiles, printing diagnostics (appended to `text` instead, when given); returns the exit
+/// code (0 ok, 1 bad workflow, 2 usage).
+int compile(const WorkflowArgs& a, const ComponentRegistry& reg, CompileResult& out, bool check_files = true,
+            std::string* text = nullptr);
 /// load_registry + compile.
-int prepare(const WorkflowArgs& wf, ComponentRegistry& reg, CompileResult& out, bool check_files = true);
+int prepare(const WorkflowArgs& wf, ComponentRegistry& reg, CompileResult& out, bool check_files = true,
+            std::string* text = nullptr);
 
 }  // namespace ymlopt
