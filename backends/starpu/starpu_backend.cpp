@@ -49,11 +49,6 @@ void tile_filter(void* father, void* child, starpu_data_filter* f, unsigned id, 
   }
 }
 
-struct Codelet {
-  starpu_codelet cl;
-  starpu_perfmodel model;
-  std::string symbol;
-};
 
 // Counts a segment's tasks down (StarPU callback) so that the co-method that
 // submitted them waits for its own tasks only.
@@ -112,17 +107,10 @@ class StarpuSession final : public Session {
     }
     runner_ = std::make_unique<TaskRunner>(dag_, opts_, progress_);
     // codelets, one per component used
-    const bool model_based = opts_.sched == "dmda" || opts_.sched == "dmdas" || opts_.sched == "heteroprio";
     for (const auto& t : dag_.tasks) {
       if (by_comp_.count(t.comp)) continue;
       Codelet& c = codelets_.emplace_back();
-      starpu_codelet_init(&c.cl);
-      std::memset(&c.model, 0, sizeof c.model);
-      c.symbol = "ymlopt." + t.comp->name;
-      c.model.type = STARPU_HISTORY_BASED;
-      c.model.symbol = c.symbol.c_str();
-      c.cl.where = STARPU_CPU;
-      c.cl.cpu_funcs[0] = cpu_trampoline;
+      c.init(*t.comp, cpu_trampoline, model_based_scheduler(opts_.sched));
       // fixed buffer count and modes when every port is always bound (the common
       // case: StarPU's fast path); a variable count only for optional ports
       const auto& ports = t.comp->ports;
@@ -130,9 +118,6 @@ class StarpuSession final : public Session {
                          std::none_of(ports.begin(), ports.end(), [](const PortSpec& p) { return p.optional; });
       c.cl.nbuffers = fixed ? int(ports.size()) : STARPU_VARIABLE_NBUFFERS;
       for (size_t k = 0; fixed && k < ports.size(); ++k) c.cl.modes[k] = starpu_mode(ports[k].access);
-      c.cl.name = t.comp->name.c_str();
-      // only the model-based policies read perf models; elsewhere recording them is pure overhead
-      if (model_based) c.cl.model = &c.model;
       by_comp_[t.comp] = &c.cl;
     }
     // data handles and tile partition plans

@@ -10,7 +10,9 @@
 #include <starpu.h>
 
 #include <cstdint>
+#include <cstring>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "ymlopt/scheduler/executor.hpp"
@@ -52,6 +54,37 @@ struct TaskTable {
       ex.slot = slots.data() + first_port[i];
       runner.port_templates(dag.tasks[i], ex.views);
     }
+  }
+};
+
+/// The schedulers that read perf models (elsewhere recording them is pure overhead).
+inline bool model_based_scheduler(const std::string& sched) {
+  return sched == "dmda" || sched == "dmdas" || sched == "heteroprio";
+}
+
+/// One component's codelet: CPU function, a history-based perf model named
+/// "ymlopt.<component>" (attached for model-based schedulers only), a variable
+/// buffer count. Keep it where it does not move (a std::deque): the model
+/// points at `symbol`.
+///
+///   Codelet& c = codelets.emplace_back();
+///   c.init(*t.comp, cpu_trampoline, model_based_scheduler(opts.sched));
+struct Codelet {
+  starpu_codelet cl;
+  starpu_perfmodel model;
+  std::string symbol;
+
+  void init(const ComponentSpec& comp, starpu_cpu_func_t cpu, bool model_based) {
+    starpu_codelet_init(&cl);
+    std::memset(&model, 0, sizeof model);
+    symbol = "ymlopt." + comp.name;
+    model.type = STARPU_HISTORY_BASED;
+    model.symbol = symbol.c_str();
+    cl.where = STARPU_CPU;
+    cl.cpu_funcs[0] = cpu;
+    cl.nbuffers = STARPU_VARIABLE_NBUFFERS;
+    cl.name = comp.name.c_str();
+    if (model_based) cl.model = &model;
   }
 };
 

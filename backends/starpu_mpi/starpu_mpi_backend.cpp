@@ -190,11 +190,6 @@ void cpu_trampoline(void* buffers[], void* cl_arg) {
 // StarPU-MPI does around the task) is the whole work
 void sync_noop(void* /*buffers*/[], void* /*cl_arg*/) {}
 
-struct Codelet {
-  starpu_codelet cl;
-  starpu_perfmodel model;
-  std::string symbol;
-};
 
 // One StarPU-MPI run on this rank, task part by task part (run_program's
 // Session): the whole static DAG in one part (execute()), or the parts that a
@@ -303,20 +298,10 @@ class MpiSession final : public Session {
 
     // codelets: one per component (variable buffer count: operands come as a
     // descriptor array), and the no-op join/split
-    const bool model_based = opts_.sched == "dmda" || opts_.sched == "dmdas" || opts_.sched == "heteroprio";
     for (const auto& t : dag_.tasks) {
       if (by_comp_.count(t.comp)) continue;
       Codelet& c = codelets_.emplace_back();
-      starpu_codelet_init(&c.cl);
-      std::memset(&c.model, 0, sizeof c.model);
-      c.symbol = "ymlopt." + t.comp->name;
-      c.model.type = STARPU_HISTORY_BASED;
-      c.model.symbol = c.symbol.c_str();
-      c.cl.where = STARPU_CPU;
-      c.cl.cpu_funcs[0] = cpu_trampoline;
-      c.cl.nbuffers = STARPU_VARIABLE_NBUFFERS;
-      c.cl.name = t.comp->name.c_str();
-      if (model_based) c.cl.model = &c.model;
+      c.init(*t.comp, cpu_trampoline, model_based_scheduler(opts_.sched));
       by_comp_[t.comp] = &c;
     }
     starpu_codelet_init(&sync_cl_);
