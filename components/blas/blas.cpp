@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "gemm/gemm.hpp"
 #include "tensor/kernel_util.hpp"
 
 #if YMLOPT_HAVE_CUDA
@@ -92,17 +93,10 @@ void gemm_cpu(KernelContext& ctx) {
   const bool ta = ctx.arg_bool("transa"), tb = ctx.arg_bool("transb");
   const std::int64_t m = c.rows, n = c.cols, k = ta ? a.rows : a.cols;
   if (m == 0 || n == 0) return;
-  const CBLAS_TRANSPOSE cta = ta ? CblasTrans : CblasNoTrans;
-  const CBLAS_TRANSPOSE ctb = tb ? CblasTrans : CblasNoTrans;
   const double alpha = ctx.arg_float("alpha"), beta = ctx.arg_float("beta");
   kutil::dispatch_float(c.dtype, [&](auto tg) {
     using T = typename decltype(tg)::type;
-    if constexpr (std::is_same_v<T, float>)
-      cblas_sgemm(CblasRowMajor, cta, ctb, bi(m), bi(n), bi(k), float(alpha), a.ptr<float>(), ld_of(a),
-                  b.ptr<float>(), ld_of(b), float(beta), c.ptr<float>(), ld_of(c));
-    else
-      cblas_dgemm(CblasRowMajor, cta, ctb, bi(m), bi(n), bi(k), alpha, a.ptr<double>(), ld_of(a),
-                  b.ptr<double>(), ld_of(b), beta, c.ptr<double>(), ld_of(c));
+    gemm::gemm(ta, tb, m, n, k, T(alpha), a.ptr<T>(), ld_of(a), b.ptr<T>(), ld_of(b), T(beta), c.ptr<T>(), ld_of(c));
   });
 }
 

@@ -15,7 +15,6 @@
 //
 // Reductions accumulate in double; matrix products go to OpenBLAS (one GEMM
 // for nn.linear, two per head, sequence and query block for nn.attention).
-#include <cblas.h>
 
 #include <algorithm>
 #include <bit>
@@ -27,6 +26,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "gemm/gemm.hpp"
 #include "nn/embedding_formats.hpp"
 #include "nn/linear_formats.hpp"
 #include "nn/nn.hpp"
@@ -101,26 +101,8 @@ std::string whole_sequences(const std::vector<PortSpec>& s, std::span<const Tens
 
 template <class T> T* row(const TensorView& v, int64_t r) { return static_cast<T*>(v.data) + r * v.ld; }
 
-/// BLAS integer argument; throws when the dimension does not fit.
-blasint bi(int64_t v) {
-  if (v < 0 || v > static_cast<int64_t>(std::numeric_limits<blasint>::max()))
-    throw KernelError("dimension " + to_string(v) + " does not fit the BLAS integer type");
-  return static_cast<blasint>(v);
-}
-
 /// Leading dimension as BLAS wants it: >= max(1, cols).
 int64_t ld_of(const TensorView& v) { return std::max<int64_t>({v.ld, v.cols, 1}); }
-
-/// C = alpha op(A) op(B) + beta C, row-major.
-template <class T>
-void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda, const T* b,
-          int64_t ldb, T beta, T* c, int64_t ldc) {
-  const CBLAS_TRANSPOSE cta = ta ? CblasTrans : CblasNoTrans, ctb = tb ? CblasTrans : CblasNoTrans;
-  if constexpr (std::is_same_v<T, float>)
-    cblas_sgemm(CblasRowMajor, cta, ctb, bi(m), bi(n), bi(k), alpha, a, bi(lda), b, bi(ldb), beta, c, bi(ldc));
-  else
-    cblas_dgemm(CblasRowMajor, cta, ctb, bi(m), bi(n), bi(k), alpha, a, bi(lda), b, bi(ldb), beta, c, bi(ldc));
-}
 
 /// exp(x). float: a branch-free, vectorizable Cephes expf (range reduction by
 /// ln 2, degree-5 polynomial, ~1 ulp; libm's scalar expf is several times
@@ -528,7 +510,7 @@ void linear_cpu(KernelContext& ctx) {
     // z = x W (dense: + beta z); compressed formats overwrite z
     auto product = [&](T* z, int64_t ldz, bool accumulate) {
       if (f == nn::WeightFormat::dense) {
-        gemm<T>(false, tw, m, n, k, T(1), xp, ld_of(x), static_cast<const T*>(w.data), ld_of(w),
+        gemm::gemm(false, tw, m, n, k, T(1), xp, ld_of(x), static_cast<const T*>(w.data), ld_of(w),
                 accumulate ? T(1) : T(0), z, ldz);
       } else if constexpr (std::is_same_v<T, float>) {
         nn::compressed_product(ctx.ports(), ctx.args(), f, xp, m, ld_of(x), z, ldz);
@@ -665,7 +647,7 @@ void attention_kernel(const TensorView& q, const TensorView& k, const TensorView
       for (int64_t i0 = 0; i0 < S; i0 += bq) {
         const int64_t nq = std::min(bq, S - i0), nk = causal ? i0 + nq : S;
         // scores = scale * Q_blk K^T: [nq, nk], leading dimension nk
-        gemm<T>(false, true, nq, nk, dh, T(scale), Q + i0 * ldq, ldq, K, ldk, T(0), sc.data(), nk);
+        gemm::gemm(false, true, nq, nk, dh, T(scale), Q + i0 * ldq, ldq, K, ldk, T(0), sc.data(), nk);
         for (int64_t r = 0; r < nq; ++r) {
           T* srow = sc.data() + r * nk;
           const int64_t lim = causal ? i0 + r + 1 : nk;
@@ -676,7 +658,7 @@ void attention_kernel(const TensorView& q, const TensorView& k, const TensorView
         }
         // Y_blk = P V (unnormalized), then each row times 1/sum
         T* Yb = Y + i0 * ldy;
-        gemm<T>(false, false, nq, dh, nk, T(1), sc.data(), nk, V, ldv, T(0), Yb, ldy);
+        gemm::gemm(false, false, nq, dh, nk, T(1), sc.data(), nk, V, ldv, T(0), Yb, ldy);
         for (int64_t r = 0; r < nq; ++r) {
           T* yr = Yb + r * ldy;
           const T f = T(inv[static_cast<std::size_t>(r)]);

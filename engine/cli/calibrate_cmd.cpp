@@ -1,6 +1,5 @@
 #include "calibrate_cmd.hpp"
 
-#include <cblas.h>
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
@@ -27,6 +26,7 @@
 #include "sequential.hpp"
 #include "sparse/sparse_linear.hpp"
 #include "starpu_backend.hpp"
+#include "gemm/gemm.hpp"
 #include "usage_error.hpp"
 #include "workflow_args.hpp"
 #include "ymlopt/engine/compiler.hpp"
@@ -95,13 +95,11 @@ RatePoint gemm_point(bool f64, std::int64_t m, std::int64_t n, std::int64_t k, c
   double t = 0;
   if (f64) {
     std::vector<double> a(a32.begin(), a32.end()), b(b32.begin(), b32.end()), c(size_t(m * n));
-    t = time_best([&] { cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(m), int(n), int(k), 1.0, a.data(),
-                                      int(k), b.data(), int(n), 0.0, c.data(), int(n)); },
+    t = time_best([&] { gemm::gemm(false, false, m, n, k, 1.0, a.data(), k, b.data(), n, 0.0, c.data(), n); },
                     s.reps, s.min_s);
   } else {
     std::vector<float> c(size_t(m * n));
-    t = time_best([&] { cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(m), int(n), int(k), 1.0f,
-                                      a32.data(), int(k), b32.data(), int(n), 0.0f, c.data(), int(n)); },
+    t = time_best([&] { gemm::gemm(false, false, m, n, k, 1.0f, a32.data(), k, b32.data(), n, 0.0f, c.data(), n); },
                     s.reps, s.min_s);
   }
   return {m, n, k, 2.0 * double(m) * double(n) * double(k) / t / 1e9};
@@ -300,7 +298,7 @@ Calibration measure_calibration(bool quick) {
   c.calibrated = true;
   c.host = hostname();
   c.cpu_model = cpu_model_name();
-  c.blas_core = openblas_get_corename();
+  c.blas_core = std::string(openblas_get_corename()) + "; f32 GEMM " + gemm::sgemm_library();
   c.hardware_threads = int(std::max(1u, std::thread::hardware_concurrency()));
   {
     const std::time_t t = std::time(nullptr);

@@ -11,6 +11,7 @@
 #include <sstream>
 #include <thread>
 
+#include "gemm/gemm.hpp"
 #include "io/tensor_file.hpp"
 #include "io/tfjs.hpp"
 #include "blas_peak.hpp"
@@ -268,11 +269,13 @@ int cmd_info(const std::vector<std::string>& args) {
                         {"starpu", {{"version", sb.version}, {"cuda", sb.cuda}, {"mpi", sb.mpi}, {"fxt", sb.fxt},
                                     {"max_cpus", sb.max_cpus}, {"workers", workers}}},
                         {"cuda", {{"kernels", cuda_kernels}, {"devices", cuda_devices}, {"nm24", cuda_nm24}}},
+                        {"gemm", {{"f32", gemm::sgemm_library()}, {"f64", "OpenBLAS dgemm"}}},
                         {"bind", bind_plan_json(bind)}};
     std::cout << j.dump(2) << "\n";
     return 0;
   }
   std::cout << format_topology(topo);
+  std::cout << "GEMM in tasks (1 thread each): f32 " << gemm::sgemm_library() << ", f64 OpenBLAS dgemm\n";
   std::cout << "StarPU: " << sb.version << ", CUDA " << (sb.cuda ? "yes" : "no") << ", MPI " << (sb.mpi ? "yes" : "no")
             << ", FxT " << (sb.fxt ? "yes" : "no") << ", max CPU workers " << sb.max_cpus << "\n";
   std::cout << "CUDA kernels: " << cuda_kernels << "; devices: " << cuda_devices << "\n";

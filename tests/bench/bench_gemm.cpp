@@ -5,6 +5,8 @@
 //           make_starpu_executor()->execute() with ncpu = all cores; the timed
 //           region is the whole execute() (starpu_init .. starpu_shutdown),
 //           "core" is ExecResult::makespan_us (submission + execution).
+//           Tasks run blas.gemm: f32 through oneDNN's sgemm when built with it
+//           (components/gemm), f64 OpenBLAS dgemm, one thread each.
 //   ref:    openblas_set_num_threads(ncores); one cblas_sgemm/dgemm
 //           C_ref = A*B + C_ref on the DataStore's A and B.
 // GFLOP/s = 2 n^3 / time. Reps alternate ymlopt/ref; medians are reported.
@@ -29,6 +31,7 @@
 #include <vector>
 
 #include "bench_util.hpp"
+#include "gemm/gemm.hpp"
 #include "register_builtin.hpp"
 #include "starpu_backend.hpp"
 #include "ymlopt/engine/compiler.hpp"
@@ -89,6 +92,8 @@ int main(int argc, char** argv) {
   std::printf("cpu: %s, %u hardware threads\n", bench::cpu_model().c_str(), std::thread::hardware_concurrency());
   std::printf("openblas: corename=%s config=\"%s\" OPENBLAS_CORETYPE=%s\n", openblas_get_corename(),
               openblas_get_config(), coretype ? coretype : "(unset)");
+  std::printf("tile kernel (1 thread per task): f32 %s, f64 OpenBLAS dgemm; reference: OpenBLAS, %d threads\n",
+              ymlopt::gemm::sgemm_library().c_str(), ncpu);
 
   ymlopt::ComponentRegistry reg;
   ymlopt::register_builtin_components(reg);

@@ -1,0 +1,81 @@
+#include "gemm/gemm.hpp"
+
+#include <cblas.h>
+
+#include <limits>
+
+#include <ymlopt/sdk.hpp>
+
+#if YMLOPT_HAVE_ONEDNN
+#include <omp.h>
+#include <oneapi/dnnl/dnnl.h>
+#endif
+
+
+namespace ymlopt::gemm {
+namespace {
+
+blasint bi(std::int64_t v) {
+  if (v < 0 || v > static_cast<std::int64_t>(std::numeric_limits<blasint>::max()))
+    throw KernelError("dimension " + std::to_string(v) + " does not fit the BLAS integer type");
+  return static_cast<blasint>(v);
+}
+
+/// Once per thread: one OpenMP thread for oneDNN (the setting is per calling
+/// thread in libgomp, so a StarPU worker does not spawn a team on the other
+/// worker's core).
+void single_threaded() {
+#if YMLOPT_HAVE_ONEDNN
+  thread_local bool done = false;
+  if (!done) {
+    omp_set_num_threads(1);
+    done = true;
+  }
+#endif
+}
+
+/// k == 0: C = beta C (beta == 0 writes zeros without reading C). The
+/// libraries reject the leading dimensions an empty operand may have.
+template <class T> void scale_only(std::int64_t m, std::int64_t n, T beta, T* c, std::int64_t ldc) {
+  for (std::int64_t i = 0; i < m; ++i)
+    for (std::int64_t j = 0; j < n; ++j) c[i * ldc + j] = beta == T(0) ? T(0) : beta * c[i * ldc + j];
+}
+
+}  // namespace
+
+void gemm(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, float alpha, const float* a,
+          std::int64_t lda, const float* b, std::int64_t ldb, float beta, float* c, std::int64_t ldc) {
+  if (m == 0 || n == 0) return;
+  if (k == 0) return scale_only(m, n, beta, c, ldc);
+#if YMLOPT_HAVE_ONEDNN
+  single_threaded();
+  const dnnl_status_t s =
+      dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  if (s != dnnl_success)
+    throw KernelError("oneDNN sgemm failed (status " + std::to_string(int(s)) + ") on m=" + std::to_string(m) +
+                      " n=" + std::to_string(n) + " k=" + std::to_string(k));
+#else
+  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, bi(m), bi(n), bi(k),
+              alpha, a, bi(lda), b, bi(ldb), beta, c, bi(ldc));
+#endif
+}
+
+void gemm(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, double alpha, const double* a,
+          std::int64_t lda, const double* b, std::int64_t ldb, double beta, double* c, std::int64_t ldc) {
+  if (m == 0 || n == 0) return;
+  if (k == 0) return scale_only(m, n, beta, c, ldc);
+  cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, bi(m), bi(n), bi(k),
+              alpha, a, bi(lda), b, bi(ldb), beta, c, bi(ldc));
+}
+
+std::string sgemm_library() {
+#if YMLOPT_HAVE_ONEDNN
+  const dnnl_version_t* v = dnnl_version();
+  return "oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch) +
+         " sgemm";
+#else
+  return "OpenBLAS sgemm";
+#endif
+}
+
+}  // namespace ymlopt::gemm

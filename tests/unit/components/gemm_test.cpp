@@ -1,0 +1,112 @@
+// ymlopt::gemm::gemm (the GEMM inside CPU kernels: oneDNN sgemm when built with
+// it, OpenBLAS otherwise) against naive long-double references and BLAS edge
+// semantics.
+#include "gemm/gemm.hpp"
+
+#include <cmath>
+#include <limits>
+#include <thread>
+
+#include "test_context.hpp"
+
+namespace ymlopt::test {
+namespace {
+
+template <class T> class GemmTyped : public ::testing::Test {};
+using FloatTypes = ::testing::Types<float, double>;
+TYPED_TEST_SUITE(GemmTyped, FloatTypes);
+
+template <class T> double max_rel_err(const Mat<T>& x, const std::vector<long double>& ref) {
+  long double err = 0, scale = 0;
+  for (std::int64_t i = 0; i < x.rows; ++i)
+    for (std::int64_t j = 0; j < x.cols; ++j) {
+      const long double r = ref[static_cast<std::size_t>(i * x.cols + j)];
+      err = std::max(err, std::fabs(static_cast<long double>(x(i, j)) - r));
+      scale = std::max(scale, std::fabs(r));
+    }
+  return static_cast<double>(err / std::max(scale, 1e-30L));
+}
+
+template <class T> void call(bool ta, bool tb, Mat<T>& a, Mat<T>& b, Mat<T>& c, T alpha, T beta) {
+  gemm::gemm(ta, tb, c.rows, c.cols, ta ? a.rows : a.cols, alpha, a.buf.data(), a.ld, b.buf.data(), b.ld, beta,
+             c.buf.data(), c.ld);
+}
+
+// Shapes past the libraries' register and cache blocks (odd sizes, strided),
+// every transpose combination.
+TYPED_TEST(GemmTyped, MatchesNaiveOnBlockedShapes) {
+  using T = TypeParam;
+  struct Case {
+    std::int64_t m, n, k;
+  };
+  std::uint32_t seed = 7;
+  for (Case cs : {Case{131, 97, 257}, Case{64, 300, 33}, Case{1, 513, 129}, Case{517, 3, 64}})
+    for (bool ta : {false, true})
+      for (bool tb : {false, true}) {
+        Mat<T> a(ta ? cs.k : cs.m, ta ? cs.m : cs.k, 5), b(tb ? cs.n : cs.k, tb ? cs.k : cs.n, 16),
+            c(cs.m, cs.n, 2);
+        a.random(seed++);
+        b.random(seed++);
+        c.random(seed++);
+        const auto ref = naive_gemm(a, b, c, ta, tb, -0.75L, 2.0L);
+        call(ta, tb, a, b, c, T(-0.75), T(2));
+        SCOPED_TRACE(::testing::Message() << cs.m << "x" << cs.n << "x" << cs.k << " ta=" << ta << " tb=" << tb);
+        EXPECT_LT(max_rel_err(c, ref), 40 * eps<T>());
+        for (std::int64_t i = 0; i < c.rows; ++i)
+          for (std::int64_t j = c.cols; j < c.ld; ++j) ASSERT_EQ(c(i, j), T(77)) << "padding written";
+      }
+}
+
+// BLAS semantics: beta == 0 never reads C (NaN there must not propagate).
+TYPED_TEST(GemmTyped, BetaZeroIgnoresNaNInC) {
+  using T = TypeParam;
+  Mat<T> a(40, 70), b(70, 50), c(40, 50);
+  a.random(1);
+  b.random(2);
+  for (auto& v : c.buf) v = std::numeric_limits<T>::quiet_NaN();
+  const Mat<T> zero = [&] {
+    Mat<T> z(40, 50);
+    for (auto& v : z.buf) v = 0;
+    return z;
+  }();
+  const auto ref = naive_gemm(a, b, zero, false, false, 1, 0);
+  call(false, false, a, b, c, T(1), T(0));
+  EXPECT_LT(max_rel_err(c, ref), 20 * eps<T>());
+}
+
+// k == 0: C = beta C; m or n == 0: nothing to do (no call into the library).
+TYPED_TEST(GemmTyped, EmptyInnerDimensionScalesC) {
+  using T = TypeParam;
+  Mat<T> a(6, 0), b(0, 5), c(6, 5);
+  c.random(3);
+  const Mat<T> before = c;
+  call(false, false, a, b, c, T(1), T(0.5));
+  for (std::int64_t i = 0; i < 6; ++i)
+    for (std::int64_t j = 0; j < 5; ++j) EXPECT_EQ(c(i, j), T(0.5) * before(i, j));
+  Mat<T> e(0, 5);
+  gemm::gemm(false, false, 0, 5, 3, T(1), a.buf.data(), 3, b.buf.data(), 5, T(0), e.buf.data(), 5);
+}
+
+// Two threads calling at once (as two StarPU workers do) get the bits one
+// thread gets: the call is single-threaded and deterministic.
+TEST(Gemm, ConcurrentCallsAreBitIdenticalToSerial) {
+  Mat<float> a(384, 256), b(256, 320);
+  a.random(4);
+  b.random(5);
+  Mat<float> serial(384, 320), c0(384, 320), c1(384, 320);
+  call(false, false, a, b, serial, 1.0f, 0.0f);
+  std::thread t([&] { call(false, false, a, b, c1, 1.0f, 0.0f); });
+  call(false, false, a, b, c0, 1.0f, 0.0f);
+  t.join();
+  EXPECT_EQ(c0.buf, serial.buf);
+  EXPECT_EQ(c1.buf, serial.buf);
+}
+
+TEST(Gemm, NamesItsLibrary) {
+  const std::string lib = gemm::sgemm_library();
+  EXPECT_TRUE(lib.rfind("oneDNN ", 0) == 0 || lib == "OpenBLAS sgemm") << lib;
+  EXPECT_NE(lib.find("sgemm"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace ymlopt::test
