@@ -662,6 +662,15 @@ const std::pair<std::string, std::string> kScaleDtype = {
 
 }  // namespace
 
+Calibration& PassContext::writable_calibration() {
+  if (!calib) throw PassError("no calibration activations to change");
+  if (calib != own_calib.get()) {
+    own_calib = std::make_shared<Calibration>(*calib);
+    calib = own_calib.get();
+  }
+  return *own_calib;
+}
+
 std::string PassSpec::text() const {
   std::string t = name;
   for (const auto& [k, v] : options) t += ":" + k + "=" + v;

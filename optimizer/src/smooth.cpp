@@ -331,9 +331,9 @@ void check_smooth(const PassSpec& s) { (void)options(s); }
 void pass_smooth(PassContext& ctx, const PassSpec& s) {
   const Options o = options(s);
   if (!ctx.calib) throw PassError("smooth needs calibration activations");
-  // The calibration inputs are the caller's (ymlopt optimize owns them, not const): the
-  // consumers' inputs are divided by s so that later passes see the scaled model's inputs.
-  Calibration& calib = const_cast<Calibration&>(*ctx.calib);
+  // the consumers' inputs are divided by s (in the context's own copy) so that later
+  // passes see the scaled model's inputs
+  Calibration& calib = ctx.writable_calibration();
   ModelEditor& ed = ctx.ed;
   std::set<std::string> chosen;
   for (const WeightUse& u : selected(ctx, s)) chosen.insert(u.name);

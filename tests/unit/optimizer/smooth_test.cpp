@@ -283,10 +283,13 @@ TEST(SmoothTest, ScaledF32MiniModelGivesTheOriginalOutputs) {
         EXPECT_GT(l.at("scale_max").get<double>(), 1.5 * l.at("scale_min").get<double>());
       }
     }
-    // the calibration inputs of fc2 are now those of the scaled model: x / s
-    const auto& after = e.calib.inputs.at("fc2").x;
+    // the later passes see fc2's inputs of the scaled model (x / s), in the context's
+    // own copy: the caller's calibration is unchanged
+    const auto& after = ctx.calib->inputs.at("fc2").x;
     ASSERT_EQ(after.size(), before.size());
     EXPECT_NE(after, before);
+    EXPECT_EQ(ctx.calib, ctx.own_calib.get());
+    EXPECT_EQ(e.calib.inputs.at("fc2").x, before);
     const fs::path out = m.dir / ("o-" + std::to_string(ctx.log.size()) + passes.substr(passes.size() - 2));
     fs::create_directories(out);
     e.ed->write((out / "mini.opt.xml").string(), (out / "mini.opt.safetensors").string());

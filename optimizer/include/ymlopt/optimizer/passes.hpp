@@ -7,6 +7,7 @@
 //   for (auto& s : specs) run_pass(ctx, s);
 #pragma once
 #include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <string>
@@ -38,10 +39,18 @@ struct Calibration {
   std::map<std::string, Input> inputs;
 };
 
+/// What the passes of one sequence share: the model, the calibration inputs
+/// (read-only: several searches may share the caller's), the log.
 struct PassContext {
   ModelEditor& ed;
   const Calibration* calib = nullptr;  // for passes with needs_calibration
   nlohmann::json log = nlohmann::json::array();  // one entry per pass run
+  /// A pass that changes the model's activations (smooth divides some inputs
+  /// by s) copies the calibration here, changes the copy and points `calib`
+  /// at it, so the later passes see the new model's inputs and the caller's
+  /// stay as they were. writable_calibration() does that once.
+  std::shared_ptr<Calibration> own_calib = nullptr;
+  Calibration& writable_calibration();
 };
 
 struct PassInfo {
