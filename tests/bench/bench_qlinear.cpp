@@ -12,6 +12,8 @@
 // plus the relative error of each quantized product against the f32 one. Each rep
 // times sgemm and the formats back to back; the speed-up printed is the median of
 // the per-rep ratios (robust on a shared machine), the times are medians.
+// At one thread it also times the f32 GEMM ymlopt's own tasks run (components/gemm:
+// oneDNN sgemm when built with it) and prints int8's speed-up over that too.
 #include <cblas.h>
 
 #include <algorithm>
@@ -26,6 +28,7 @@
 #include <vector>
 
 #include "bench_util.hpp"
+#include "gemm/gemm.hpp"
 #include "quant/quant.hpp"
 
 extern "C" {
@@ -135,8 +138,9 @@ int main(int argc, char** argv) {
               isa == Isa::scalar ? "scalar" : (ymlopt::quant::cpu_has_avx512_vnni() ? "avx512-vnni" : "scalar"),
               bench::cpu_model().c_str());
   std::printf("openblas: corename=%s OPENBLAS_CORETYPE=%s\n", openblas_get_corename(), coretype ? coretype : "(unset)");
-  std::printf("%-10s %5s %3s %10s %10s %16s %16s %16s   %s\n", "k x n", "M", "thr", "sgemm ms", "sgemv ms",
-              "int8 ms (x)", "int4g128 ms (x)", "q4_0 ms (x)", "rel.err int8/int4g128/q4_0");
+  std::printf("f32 GEMM in ymlopt tasks (1 thread): %s\n", ymlopt::gemm::sgemm_library().c_str());
+  std::printf("%-10s %5s %3s %10s %10s %16s %16s %16s %18s   %s\n", "k x n", "M", "thr", "sgemm ms", "sgemv ms",
+              "int8 ms (x)", "int4g128 ms (x)", "q4_0 ms (x)", "task f32 ms (int8x)", "rel.err int8/int4g128/q4_0");
 
   std::mt19937 gen(42);
   std::normal_distribution<float> nd(0.0f, 1.0f);
@@ -157,23 +161,28 @@ int main(int argc, char** argv) {
           cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(m), int(n), int(k), 1.0f, x.data(), int(k), w.data(),
                       int(k), 0.0f, y.data(), int(n));
         };
+        auto task_f32 = [&] {
+          ymlopt::gemm::gemm(false, true, m, n, k, 1.0f, x.data(), k, w.data(), k, 0.0f, y.data(), n);
+        };
         auto sgemv = [&] {
           cblas_sgemv(CblasRowMajor, CblasNoTrans, int(n), int(k), 1.0f, w.data(), int(k), x.data(), 1, 0.0f, y.data(),
                       1);
         };
         // Interleaved: every rep times sgemm and then each format back to back, so that the
         // ratios compare calls made under the same load (this machine is shared).
-        std::vector<double> ts, tv, tqs[3], ratio[3];
+        std::vector<double> ts, tv, tqs[3], ratio[3], tf, ratio_f;
         double err[3] = {0, 0, 0};
         for (int r = -1; r < reps; ++r) {
-          const double s0 = timed(sgemm), v0 = m == 1 ? timed(sgemv) : 0;
+          const double s0 = timed(sgemm), v0 = m == 1 ? timed(sgemv) : 0, f0 = t == 1 ? timed(task_f32) : 0;
           for (int v = 0; v < 3; ++v) {
             if (formats.find(std::to_string(v)) == std::string::npos) continue;
             const double q = timed([&] { qlinear_mt(x.data(), m, k, views[v], yq.data(), pool, isa); });
             if (r < 0) continue;  // warm-up
             tqs[v].push_back(q);
             ratio[v].push_back(s0 / q);
+            if (v == 0 && t == 1) ratio_f.push_back(f0 / q);
           }
+          if (r >= 0 && t == 1) tf.push_back(f0);
           if (r < 0) continue;
           ts.push_back(s0);
           tv.push_back(v0);
@@ -190,10 +199,13 @@ int main(int argc, char** argv) {
         char c[3][40];
         for (int v = 0; v < 3; ++v)
           std::snprintf(c[v], sizeof c[v], "%.3f (%.2fx)", tq[v] * 1e3, tqs[v].empty() ? 0.0 : bench::median(ratio[v]));
-        char gv[16] = "-";
+        char gv[16] = "-", fc[40] = "-";
         if (m == 1) std::snprintf(gv, sizeof gv, "%.3f", t_sgemv * 1e3);
-        std::printf("%4ldx%-5ld %5ld %3ld %10.3f %10s %16s %16s %16s   %.4f/%.4f/%.4f\n", k, n, m, t, t_sgemm * 1e3, gv,
-                    c[0], c[1], c[2], err[0], err[1], err[2]);
+        if (!tf.empty())
+          std::snprintf(fc, sizeof fc, "%.3f (%.2fx)", bench::median(tf) * 1e3,
+                        ratio_f.empty() ? 0.0 : bench::median(ratio_f));
+        std::printf("%4ldx%-5ld %5ld %3ld %10.3f %10s %16s %16s %16s %18s   %.4f/%.4f/%.4f\n", k, n, m, t,
+                    t_sgemm * 1e3, gv, c[0], c[1], c[2], fc, err[0], err[1], err[2]);
         std::fflush(stdout);
       }
     }
