@@ -24,12 +24,6 @@ using std::size_t;
 
 size_t sz(int64_t v) { return static_cast<size_t>(v); }
 
-/// One published Ritz pair (the payload of "ritz/j").
-struct RitzPair {
-  double re = 0, im = 0, residual = 0;
-  std::vector<double> x_re, x_im;  // unit vector x_re + i x_im
-};
-
 /// Relative residual with ARPACK's floor: r / max(|θ|, eps^(2/3) anorm).
 double relative(double res, double lam_abs, double anorm) {
   const double floor = std::pow(std::numeric_limits<double>::epsilon(), 2.0 / 3.0) * anorm;
@@ -121,6 +115,7 @@ struct Chosen {
 /// residual (quadratic in it for a normal matrix), while a whole residual is
 /// too generous: a rough pair for λ1 would then be replaced by a well converged
 /// pair of a different, less wanted eigenvalue nearby, and the restart would lose λ1.
+/// same_eigenvalue() adds a test on the vectors for non-normal operators.
 constexpr double kSameFraction = 0.1;
 
 /// A foreign pair replaces an own pair of the same eigenvalue only when its
@@ -133,8 +128,8 @@ constexpr double kAdoptFactor = 0.01;
 
 /// The restart set of a co-method (policy per_eigenvalue): its own k pairs,
 /// improved by the pairs of the other sets, lowest residual first:
-///   - a pair standing for the same eigenvalue as an own slot (values closer
-///     than kSameFraction of the larger residual) with a lower residual replaces it;
+///   - a pair standing for the same eigenvalue as an own slot (same_eigenvalue)
+///     with a lower residual replaces it;
 ///   - a pair more wanted than the least wanted slot even at its pessimistic end
 ///     (|θ| - residual, or Re θ - residual) and distinct from every slot replaces
 ///     that slot (a small co-method stuck on less wanted values takes the larger
@@ -144,10 +139,6 @@ constexpr double kAdoptFactor = 0.01;
 std::vector<Chosen> improve_slots(const RitzSet& own, const std::vector<unite::BoardEntry>& sets,
                                   const std::string& self, Which which) {
   auto key = [&](const RitzPair& p) { return which == Which::largest_real ? p.re : std::hypot(p.re, p.im); };
-  auto same = [](const RitzPair& a, const RitzPair& b) {
-    return std::hypot(a.re - b.re, a.im - b.im) <=
-           kSameFraction * std::max(a.residual, b.residual) + 1e-14 * std::hypot(b.re, b.im);
-  };
   std::vector<Chosen> slots;
   for (const RitzPair& p : own) slots.push_back({&p, false});
   std::vector<const RitzPair*> foreign;
@@ -159,7 +150,7 @@ std::vector<Chosen> improve_slots(const RitzSet& own, const std::vector<unite::B
   for (const RitzPair* f : foreign) {
     size_t match = slots.size();
     for (size_t q = 0; q < slots.size() && match == slots.size(); ++q)
-      if (same(*f, *slots[q].pair)) match = q;
+      if (same_eigenvalue(*f, *slots[q].pair)) match = q;
     if (match < slots.size()) {
       if (f->residual < kAdoptFactor * slots[match].pair->residual) slots[match] = {f, true};
       continue;
@@ -192,10 +183,7 @@ bool vetoed(const std::vector<Chosen>& set, const std::vector<unite::BoardEntry>
     for (const RitzPair& f : unite::payload_as<RitzSet>(e)) {
       if (key(f) - f.residual <= key(*least) + kSameFraction * std::max(f.residual, least->residual)) continue;
       bool represented = false;
-      for (const Chosen& c : set)
-        represented = represented || std::hypot(f.re - c.pair->re, f.im - c.pair->im) <=
-                                         kSameFraction * std::max(f.residual, c.pair->residual) +
-                                             1e-14 * std::hypot(c.pair->re, c.pair->im);
+      for (const Chosen& c : set) represented = represented || same_eigenvalue(f, *c.pair);
       if (!represented) return true;
     }
   return false;
@@ -406,6 +394,27 @@ void run_comethod(Shared& s, size_t i, CoMethodReport& rep) {
 }
 
 }  // namespace
+
+bool same_eigenvalue(const RitzPair& a, const RitzPair& b) {
+  const double gap = std::hypot(a.re - b.re, a.im - b.im), scale = std::max(std::hypot(a.re, a.im), std::hypot(b.re, b.im));
+  const double res = std::max(a.residual, b.residual);
+  if (gap <= kSameFraction * res + 1e-14 * scale) return true;
+  // a conjugate pair's members are two eigenvalues: compare vectors only on one side of the axis
+  if ((a.im > 0) != (b.im > 0) || (a.im < 0) != (b.im < 0)) return false;
+  if (gap > 1e3 * res + 1e-12 * scale) return false;
+  const size_t n = a.x_re.size();
+  if (n == 0 || b.x_re.size() != n) return false;
+  auto at = [](const std::vector<double>& v, size_t i) { return i < v.size() ? v[i] : 0.0; };
+  double dot_re = 0, dot_im = 0, na = 0, nb = 0;  // x_a^H x_b
+  for (size_t i = 0; i < n; ++i) {
+    const double ar = a.x_re[i], ai = at(a.x_im, i), br = b.x_re[i], bi = at(b.x_im, i);
+    dot_re += ar * br + ai * bi;
+    dot_im += ar * bi - ai * br;
+    na += ar * ar + ai * ai;
+    nb += br * br + bi * bi;
+  }
+  return na > 0 && nb > 0 && std::hypot(dot_re, dot_im) >= 0.999 * std::sqrt(na * nb);
+}
 
 std::vector<int64_t> parse_subspaces(const std::string& text) {
   std::vector<int64_t> out;

@@ -15,8 +15,8 @@
 //      wanted as its own (key_j >= own key_j - own residual_j, key = |θ| or
 //      Re θ: a set converged to less wanted values never displaces one still
 //      approaching the wanted ones). Policy per_eigenvalue instead improves its
-//      own pairs one by one: a pair standing for the same eigenvalue (values
-//      closer than a tenth of the larger residual) at a 100x lower residual
+//      own pairs one by one: a pair standing for the same eigenvalue
+//      (same_eigenvalue below) at a 100x lower residual
 //      replaces it, a pair more wanted than the least wanted own one even at
 //      its pessimistic end (key - residual) replaces that one;
 //   3. stops everyone when these k pairs have all converged (|r_j| <= tol |θ_j|,
@@ -143,6 +143,24 @@ struct MeramResult {
 /// Runs MERAM on `op` (which must allow concurrent apply calls, as the built-in
 /// operators do). Throws KernelError on bad options or when every co-method fails.
 MeramResult meram(const LinearOperator& op, const MeramOptions& opt);
+
+/// One Ritz pair as the co-methods publish it (the payload of "ritz/j").
+struct RitzPair {
+  double re = 0, im = 0, residual = 0;
+  std::vector<double> x_re, x_im;  // unit vector x_re + i x_im
+};
+
+/// Whether two Ritz pairs stand for the same eigenvalue: their values are
+/// closer than a tenth of the larger residual, or (same sign of the imaginary
+/// part) their unit vectors are parallel (|x_a^H x_b| >= 0.999) and the values
+/// within 1000 residuals. The vector test matters on non-normal operators,
+/// where a converged value's error can exceed its residual: two copies of
+/// one eigenpair at residuals 1e-13 and 1e-12 may differ by 1.2e-13 and,
+/// taken by the value test alone for two eigenvalues, end up both in a set.
+///
+///   RitzPair a{1.0, 0, 1e-13, x, zero}, b{1.0 - 1.2e-13, 0, 1e-12, x, zero};
+///   same_eigenvalue(a, b);  // true
+bool same_eigenvalue(const RitzPair& a, const RitzPair& b);
 
 /// Parses a subspace list such as "5,7,10" (throws KernelError naming the bad item).
 std::vector<std::int64_t> parse_subspaces(const std::string& text);

@@ -152,6 +152,43 @@ Problem real_part_problem() {
   return {matrix_with_spectrum(e, {.seed = 24}), expand(e)};
 }
 
+// The rule MERAM/MIRAM use to tell a second copy of an eigenpair from a new
+// eigenvalue. Seen in CI (MIRAM, box family, asynchronous): two copies of
+// λ = 1 at residuals ~1e-13/1e-12 whose values differed by 1.2e-13, more than a
+// tenth of the larger residual, were both kept and returned as two eigenvalues.
+TEST(Meram, SameEigenvalueByValueOrByVector) {
+  using ymlopt::eigen::RitzPair;
+  using ymlopt::eigen::same_eigenvalue;
+  const std::size_t n = 6;
+  auto unit = [&](std::vector<double> v) {
+    double s = 0;
+    for (double x : v) s += x * x;
+    for (double& x : v) x /= std::sqrt(s);
+    return v;
+  };
+  const std::vector<double> zero(n, 0.0), x = unit({1, 2, 0, -1, 0.5, 3}), y = unit({0, 1, -2, 0, 1, -0.5});
+  std::vector<double> x2 = x;
+  x2[0] += 1e-7;  // the same direction up to roundoff-sized noise
+  x2 = unit(x2);
+  const RitzPair a{1.0, 0, 1e-13, x, zero};
+  const RitzPair copy{1.0 - 1.2e-13, 0, 1e-12, x2, zero};
+  EXPECT_GT(std::abs(a.re - copy.re), 0.1 * 1e-12 + 1e-14) << "the value test alone misses it";
+  EXPECT_TRUE(same_eigenvalue(a, copy));
+  EXPECT_TRUE(same_eigenvalue(copy, a));
+  // values close at the residual scale: the same, whatever the vectors
+  EXPECT_TRUE(same_eigenvalue(a, RitzPair{1.0 + 1e-15, 0, 1e-13, y, zero}));
+  // another eigenvalue: other vector, or parallel vectors but values 1e6 residuals apart
+  EXPECT_FALSE(same_eigenvalue(a, RitzPair{0.9, 0, 1e-13, y, zero}));
+  EXPECT_FALSE(same_eigenvalue(a, RitzPair{1.0 - 1e-7, 0, 1e-13, x2, zero}));
+  // a conjugate pair's two members are two eigenvalues even with |x^H conj(x)| near 1
+  const std::vector<double> xi = unit({1e-4, 0, 0, 0, 0, 0});
+  const RitzPair up{0.5, 1e-12, 1e-12, x, xi};
+  std::vector<double> minus_xi = xi;
+  for (double& v : minus_xi) v = -v;
+  EXPECT_FALSE(same_eigenvalue(up, RitzPair{0.5, -1e-12, 1e-12, x, minus_xi}));
+  EXPECT_TRUE(same_eigenvalue(up, RitzPair{0.5 + 3e-13, 1e-12, 1e-12, x, xi}));
+}
+
 TEST(Meram, LargestMagnitudeMatchesDgeevAndArpack) {
   const Problem p = magnitude_problem();
   const LinearOperator op = csr_operator(p.a);
