@@ -318,7 +318,15 @@ void run_comethod(Shared& s, size_t i, CoMethodReport& rep) {
     // small co-method converged to less wanted values in its first cycles must
     // first see the others' sets; until then it keeps restarting, never
     // waiting), and if no set holds a clearly more wanted value.
-    if (pt.best_residual <= opt.tol && s.heard.load() == opt.subspaces.size() && !vetoed(slots, sets, opt.which)) {
+    // Nor a set holding one eigenpair twice (a ghost copy): k distinct eigenvalues are asked for.
+    auto distinct = [&] {
+      for (size_t a = 0; a < slots.size(); ++a)
+        for (size_t b = a + 1; b < slots.size(); ++b)
+          if (same_eigenvalue(*slots[a].pair, *slots[b].pair)) return false;
+      return true;
+    };
+    if (pt.best_residual <= opt.tol && s.heard.load() == opt.subspaces.size() && !vetoed(slots, sets, opt.which) &&
+        distinct()) {
       EigenResult r = from_pairs(slots, n);
       r.converged = true;
       rep.converged = true;
