@@ -11,7 +11,9 @@
 #include <exception>
 #include <limits>
 #include <memory>
+#include <map>
 #include <mutex>
+#include <set>
 #include <thread>
 
 #include "ymlopt/unite/board.hpp"
@@ -51,9 +53,19 @@ struct Shared {
   std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
   std::atomic<bool> stop{false};
   std::atomic<std::size_t> heard{0};  // co-methods that published at least once, or ended
-  std::mutex mu;  // guards final and winner
+  std::mutex mu;  // guards final, winner and ended
   EigenResult final;
   std::string winner;
+  std::set<std::string> ended;  // co-methods whose thread returned (failed, out of restarts, m = n)
+
+  void end(const std::string& who) {
+    std::lock_guard lock(mu);
+    ended.insert(who);
+  }
+  bool has_ended(const std::string& who) {
+    std::lock_guard lock(mu);
+    return ended.count(who) != 0;
+  }
 
   // Deterministic mode: the exchanges take turns in the order they would have
   // on dedicated, equally fast cores with time counted in matvecs: the next
@@ -291,22 +303,35 @@ void run_comethod(Shared& s, size_t i, CoMethodReport& rep) {
     for (size_t i = h.size() + 1 - 2 * w; i < h.size() + 1 - w; ++i) older = std::min(older, h[i].own_residual);
     return recent > 0.5 * older;
   };
+  std::map<std::string, int64_t> adopted_version;  // per other co-method: the last set version restarted from
   // Publishes the set, improves it from the board, and stops everyone when it converged.
   auto exchange = [&](RitzSet set, MeramPoint& pt, std::vector<double>* restart_vector) -> bool {
     pt.own_residual = worst_of_set(set);
     auto own = std::make_shared<const RitzSet>(set);  // the slots point into it (the board holds a copy)
     s.board.publish("ritz", rep.name, pt.own_residual, std::move(set));
     if (rep.publishes++ == 0) ++s.heard;
-    std::vector<unite::BoardEntry> sets;
+    std::vector<unite::BoardEntry> all, sets;
     if (opt.exchange) {
-      sets = s.board.entries("ritz");  // every co-method's latest set: never waits
+      all = s.board.entries("ritz");  // every co-method's latest set: never waits
       ++rep.gathers;
+      // The last set of a co-method that ended (failed, or ran out of restarts) is
+      // taken once at most: an explicit restart from the same vector repeats the same
+      // cycle, so a set that never changes again would be taken at every stalled
+      // restart and the co-method would never move on (seen: MIRAM on cd with a
+      // failed co-method, 5000 restarts). A live co-method's set is taken again when
+      // it is still the best: its publisher improves it. The veto sees every set.
+      sets = all;
+      std::erase_if(sets, [&](const unite::BoardEntry& e) {
+        auto it = adopted_version.find(e.publisher);
+        return e.publisher != rep.name && it != adopted_version.end() && it->second >= e.version &&
+               s.has_ended(e.publisher);
+      });
     }
     std::vector<Chosen> slots = opt.policy == MeramPolicy::best_set
                                     ? best_set(*own, pt.own_residual, sets, rep.name, opt.which)
                                     : improve_slots(*own, sets, rep.name, opt.which);
     bool force = false;
-    if (opt.policy == MeramPolicy::best_set && vetoed(slots, sets, opt.which)) {
+    if (opt.policy == MeramPolicy::best_set && vetoed(slots, all, opt.which)) {
       // Another co-method holds a clearly more wanted value than this set's least
       // wanted one (this set converged to unwanted values): take it, pair by pair.
       slots = improve_slots(*own, sets, rep.name, opt.which);
@@ -325,7 +350,7 @@ void run_comethod(Shared& s, size_t i, CoMethodReport& rep) {
           if (same_eigenvalue(*slots[a].pair, *slots[b].pair)) return false;
       return true;
     };
-    if (pt.best_residual <= opt.tol && s.heard.load() == opt.subspaces.size() && !vetoed(slots, sets, opt.which) &&
+    if (pt.best_residual <= opt.tol && s.heard.load() == opt.subspaces.size() && !vetoed(slots, all, opt.which) &&
         distinct()) {
       EigenResult r = from_pairs(slots, n);
       r.converged = true;
@@ -334,6 +359,8 @@ void run_comethod(Shared& s, size_t i, CoMethodReport& rep) {
       return true;
     }
     if (pt.foreign > 0 && restart_vector && (force || stalled(pt.own_residual))) {
+      for (const auto& e : sets)
+        if (e.publisher != rep.name) adopted_version[e.publisher] = std::max(adopted_version[e.publisher], e.version);
       combine(slots, n, *restart_vector);
       ++rep.adopted;
       pt.adopted = true;
@@ -397,6 +424,7 @@ void run_comethod(Shared& s, size_t i, CoMethodReport& rep) {
     rep.error = "unknown exception";
   }
   if (rep.publishes == 0) ++s.heard;  // ended (failed, or m = n) before publishing
+  s.end(rep.name);
   if (lockstep) s.pass_turn(i, 0, true);
   rep.seconds = s.now() - t_start;
 }
