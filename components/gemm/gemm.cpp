@@ -44,24 +44,27 @@ template <class T> void scale_only(std::int64_t m, std::int64_t n, T beta, T* c,
 }  // namespace
 
 void gemm(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, float alpha, const float* a,
-          std::int64_t lda, const float* b, std::int64_t ldb, float beta, float* c, std::int64_t ldc) {
+          std::int64_t lda, const float* b, std::int64_t ldb, float beta, float* c, std::int64_t ldc, Library lib) {
   if (m == 0 || n == 0) return;
   if (k == 0) return scale_only(m, n, beta, c, ldc);
 #if YMLOPT_HAVE_ONEDNN
-  single_threaded();
-  const dnnl_status_t s =
-      dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-  if (s != dnnl_success)
-    throw KernelError("oneDNN sgemm failed (status " + std::to_string(int(s)) + ") on m=" + std::to_string(m) +
-                      " n=" + std::to_string(n) + " k=" + std::to_string(k));
+  if (lib == Library::best) {
+    single_threaded();
+    const dnnl_status_t s = dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    if (s != dnnl_success)
+      throw KernelError("oneDNN sgemm failed (status " + std::to_string(int(s)) + ") on m=" + std::to_string(m) +
+                        " n=" + std::to_string(n) + " k=" + std::to_string(k));
+    return;
+  }
 #else
+  (void)lib;
+#endif
   cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, bi(m), bi(n), bi(k),
               alpha, a, bi(lda), b, bi(ldb), beta, c, bi(ldc));
-#endif
 }
 
 void gemm(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, double alpha, const double* a,
-          std::int64_t lda, const double* b, std::int64_t ldb, double beta, double* c, std::int64_t ldc) {
+          std::int64_t lda, const double* b, std::int64_t ldb, double beta, double* c, std::int64_t ldc, Library) {
   if (m == 0 || n == 0) return;
   if (k == 0) return scale_only(m, n, beta, c, ldc);
   cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, bi(m), bi(n), bi(k),

@@ -101,6 +101,11 @@ std::string whole_sequences(const std::vector<PortSpec>& s, std::span<const Tens
 
 template <class T> T* row(const TensorView& v, int64_t r) { return static_cast<T*>(v.data) + r * v.ld; }
 
+/// The model kernels' GEMM library: OpenBLAS. With oneDNN's sgemm LLaMA 1.1B's
+/// linears ran 1.35x slower in the whole forward (GPT-2 at seq 512 0.80x), a
+/// cause not found yet (docs/BENCHMARKS.md, "oneDNN's sgemm in the model linears").
+constexpr auto kModelGemm = gemm::Library::openblas;
+
 /// Leading dimension as BLAS wants it: >= max(1, cols).
 int64_t ld_of(const TensorView& v) { return std::max<int64_t>({v.ld, v.cols, 1}); }
 
@@ -511,7 +516,7 @@ void linear_cpu(KernelContext& ctx) {
     auto product = [&](T* z, int64_t ldz, bool accumulate) {
       if (f == nn::WeightFormat::dense) {
         gemm::gemm(false, tw, m, n, k, T(1), xp, ld_of(x), static_cast<const T*>(w.data), ld_of(w),
-                accumulate ? T(1) : T(0), z, ldz);
+                accumulate ? T(1) : T(0), z, ldz, kModelGemm);
       } else if constexpr (std::is_same_v<T, float>) {
         nn::compressed_product(ctx.ports(), ctx.args(), f, xp, m, ld_of(x), z, ldz);
       } else {
@@ -647,7 +652,7 @@ void attention_kernel(const TensorView& q, const TensorView& k, const TensorView
       for (int64_t i0 = 0; i0 < S; i0 += bq) {
         const int64_t nq = std::min(bq, S - i0), nk = causal ? i0 + nq : S;
         // scores = scale * Q_blk K^T: [nq, nk], leading dimension nk
-        gemm::gemm(false, true, nq, nk, dh, T(scale), Q + i0 * ldq, ldq, K, ldk, T(0), sc.data(), nk);
+        gemm::gemm(false, true, nq, nk, dh, T(scale), Q + i0 * ldq, ldq, K, ldk, T(0), sc.data(), nk, kModelGemm);
         for (int64_t r = 0; r < nq; ++r) {
           T* srow = sc.data() + r * nk;
           const int64_t lim = causal ? i0 + r + 1 : nk;
@@ -658,7 +663,7 @@ void attention_kernel(const TensorView& q, const TensorView& k, const TensorView
         }
         // Y_blk = P V (unnormalized), then each row times 1/sum
         T* Yb = Y + i0 * ldy;
-        gemm::gemm(false, false, nq, dh, nk, T(1), sc.data(), nk, V, ldv, T(0), Yb, ldy);
+        gemm::gemm(false, false, nq, dh, nk, T(1), sc.data(), nk, V, ldv, T(0), Yb, ldy, kModelGemm);
         for (int64_t r = 0; r < nq; ++r) {
           T* yr = Yb + r * ldy;
           const T f = T(inv[static_cast<std::size_t>(r)]);

@@ -269,13 +269,15 @@ int cmd_info(const std::vector<std::string>& args) {
                         {"starpu", {{"version", sb.version}, {"cuda", sb.cuda}, {"mpi", sb.mpi}, {"fxt", sb.fxt},
                                     {"max_cpus", sb.max_cpus}, {"workers", workers}}},
                         {"cuda", {{"kernels", cuda_kernels}, {"devices", cuda_devices}, {"nm24", cuda_nm24}}},
-                        {"gemm", {{"f32", gemm::sgemm_library()}, {"f64", "OpenBLAS dgemm"}}},
+                        {"gemm", {{"blas.gemm f32", gemm::sgemm_library()}, {"model kernels f32", "OpenBLAS sgemm"},
+                                  {"f64", "OpenBLAS dgemm"}}},
                         {"bind", bind_plan_json(bind)}};
     std::cout << j.dump(2) << "\n";
     return 0;
   }
   std::cout << format_topology(topo);
-  std::cout << "GEMM in tasks (1 thread each): f32 " << gemm::sgemm_library() << ", f64 OpenBLAS dgemm\n";
+  std::cout << "GEMM in tasks (1 thread each): blas.gemm f32 " << gemm::sgemm_library()
+            << ", nn.linear/attention f32 OpenBLAS sgemm, f64 OpenBLAS dgemm\n";
   std::cout << "StarPU: " << sb.version << ", CUDA " << (sb.cuda ? "yes" : "no") << ", MPI " << (sb.mpi ? "yes" : "no")
             << ", FxT " << (sb.fxt ? "yes" : "no") << ", max CPU workers " << sb.max_cpus << "\n";
   std::cout << "CUDA kernels: " << cuda_kernels << "; devices: " << cuda_devices << "\n";

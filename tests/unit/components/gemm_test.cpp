@@ -27,19 +27,22 @@ template <class T> double max_rel_err(const Mat<T>& x, const std::vector<long do
   return static_cast<double>(err / std::max(scale, 1e-30L));
 }
 
-template <class T> void call(bool ta, bool tb, Mat<T>& a, Mat<T>& b, Mat<T>& c, T alpha, T beta) {
+template <class T>
+void call(bool ta, bool tb, Mat<T>& a, Mat<T>& b, Mat<T>& c, T alpha, T beta,
+          gemm::Library lib = gemm::Library::best) {
   gemm::gemm(ta, tb, c.rows, c.cols, ta ? a.rows : a.cols, alpha, a.buf.data(), a.ld, b.buf.data(), b.ld, beta,
-             c.buf.data(), c.ld);
+             c.buf.data(), c.ld, lib);
 }
 
 // Shapes past the libraries' register and cache blocks (odd sizes, strided),
-// every transpose combination.
+// every transpose combination, both libraries.
 TYPED_TEST(GemmTyped, MatchesNaiveOnBlockedShapes) {
   using T = TypeParam;
   struct Case {
     std::int64_t m, n, k;
   };
   std::uint32_t seed = 7;
+  for (gemm::Library lib : {gemm::Library::best, gemm::Library::openblas})
   for (Case cs : {Case{131, 97, 257}, Case{64, 300, 33}, Case{1, 513, 129}, Case{517, 3, 64}})
     for (bool ta : {false, true})
       for (bool tb : {false, true}) {
@@ -49,8 +52,9 @@ TYPED_TEST(GemmTyped, MatchesNaiveOnBlockedShapes) {
         b.random(seed++);
         c.random(seed++);
         const auto ref = naive_gemm(a, b, c, ta, tb, -0.75L, 2.0L);
-        call(ta, tb, a, b, c, T(-0.75), T(2));
-        SCOPED_TRACE(::testing::Message() << cs.m << "x" << cs.n << "x" << cs.k << " ta=" << ta << " tb=" << tb);
+        call(ta, tb, a, b, c, T(-0.75), T(2), lib);
+        SCOPED_TRACE(::testing::Message() << cs.m << "x" << cs.n << "x" << cs.k << " ta=" << ta << " tb=" << tb
+                                          << " lib=" << (lib == gemm::Library::best ? "best" : "openblas"));
         EXPECT_LT(max_rel_err(c, ref), 40 * eps<T>());
         for (std::int64_t i = 0; i < c.rows; ++i)
           for (std::int64_t j = c.cols; j < c.ld; ++j) ASSERT_EQ(c(i, j), T(77)) << "padding written";
