@@ -12,7 +12,7 @@
 // plus the relative error of each quantized product against the f32 one. Each rep
 // times sgemm and the formats back to back; the speed-up printed is the median of
 // the per-rep ratios (robust on a shared machine), the times are medians.
-// At one thread it also times the f32 GEMM ymlopt's own tasks run (components/gemm:
+// At one thread it also times blas.gemm's f32 GEMM (components/gemm Library::best:
 // oneDNN sgemm when built with it) and prints int8's speed-up over that too.
 #include <cblas.h>
 
@@ -138,7 +138,8 @@ int main(int argc, char** argv) {
               isa == Isa::scalar ? "scalar" : (ymlopt::quant::cpu_has_avx512_vnni() ? "avx512-vnni" : "scalar"),
               bench::cpu_model().c_str());
   std::printf("openblas: corename=%s OPENBLAS_CORETYPE=%s\n", openblas_get_corename(), coretype ? coretype : "(unset)");
-  std::printf("f32 GEMM in ymlopt tasks (1 thread): %s\n", ymlopt::gemm::sgemm_library().c_str());
+  std::printf("task f32 column: blas.gemm's f32 GEMM at 1 thread, %s (nn.linear's dense f32 path is the sgemm column)\n",
+              ymlopt::gemm::sgemm_library().c_str());
   std::printf("%-10s %5s %3s %10s %10s %16s %16s %16s %18s   %s\n", "k x n", "M", "thr", "sgemm ms", "sgemv ms",
               "int8 ms (x)", "int4g128 ms (x)", "q4_0 ms (x)", "task f32 ms (int8x)", "rel.err int8/int4g128/q4_0");
 
