@@ -19,19 +19,6 @@ template <class T> class BlasTyped : public Blas {};
 using FloatTypes = ::testing::Types<float, double>;
 TYPED_TEST_SUITE(BlasTyped, FloatTypes);
 
-/// max |x - ref| / max(|ref|) over the matrix.
-template <class T>
-double rel_err(const Mat<T>& x, const std::vector<long double>& ref) {
-  long double err = 0, scale = 0;
-  for (std::int64_t i = 0; i < x.rows; ++i)
-    for (std::int64_t j = 0; j < x.cols; ++j) {
-      const long double r = ref[static_cast<std::size_t>(i * x.cols + j)];
-      err = std::max(err, std::fabs(static_cast<long double>(x(i, j)) - r));
-      scale = std::max(scale, std::fabs(r));
-    }
-  return static_cast<double>(err / std::max(scale, 1e-30L));
-}
-
 /// The sentinel padding (columns >= cols of each row) is untouched.
 template <class T> bool padding_intact(const Mat<T>& x, T sentinel = T(77)) {
   for (std::int64_t i = 0; i < x.rows; ++i)
@@ -60,7 +47,7 @@ TYPED_TEST(BlasTyped, GemmMatchesNaiveWithTransposesAndStrides) {
               {{"alpha", "1.5"}, {"beta", "0.5"}, {"transa", ta ? "true" : "false"}, {"transb", tb ? "true" : "false"}});
           SCOPED_TRACE(::testing::Message() << cs.m << "x" << cs.n << "x" << cs.k << " ta=" << ta << " tb=" << tb
                                             << " pad=" << pad);
-          EXPECT_LT(rel_err(c, ref), 20 * eps<T>());
+          EXPECT_LT(max_rel_err(c, ref), 20 * eps<T>());
           EXPECT_TRUE(padding_intact(c));
         }
 }
@@ -75,7 +62,7 @@ TYPED_TEST(BlasTyped, GemmDefaultBetaOverwrites) {
   for (auto& v : zero.buf) v = 0;
   const auto ref = naive_gemm(a, b, zero, false, false, 1, 0);
   run(this->reg, "blas.gemm", {a.view(), b.view(), c.view()});
-  EXPECT_LT(rel_err(c, ref), 10 * eps<T>());
+  EXPECT_LT(max_rel_err(c, ref), 10 * eps<T>());
 }
 
 TYPED_TEST(BlasTyped, AxpyStridedAndContiguous) {
@@ -88,7 +75,7 @@ TYPED_TEST(BlasTyped, AxpyStridedAndContiguous) {
     for (std::int64_t i = 0; i < 5; ++i)
       for (std::int64_t j = 0; j < 7; ++j) ref.push_back(static_cast<long double>(y(i, j)) - 2.5L * x(i, j));
     run(this->reg, "blas.axpy", {x.view(), y.view()}, {{"alpha", "-2.5"}});
-    EXPECT_LT(rel_err(y, ref), 4 * eps<T>());
+    EXPECT_LT(max_rel_err(y, ref), 4 * eps<T>());
     EXPECT_TRUE(padding_intact(y));
   }
 }
@@ -124,7 +111,7 @@ TYPED_TEST(BlasTyped, PotrfReproducesAAndZeroesUpper) {
           for (std::int64_t p = 0; p <= std::min(i, j); ++p) s += static_cast<long double>(a(i, p)) * a(j, p);
           llt.push_back(s);
         }
-      EXPECT_LT(rel_err(a0, llt), 10 * n * eps<T>());
+      EXPECT_LT(max_rel_err(a0, llt), 10 * n * eps<T>());
       EXPECT_TRUE(padding_intact(a));
     }
   }
@@ -160,7 +147,7 @@ TYPED_TEST(BlasTyped, TrsmRightLowerTransSolvesXLt) {
         for (std::int64_t p = 0; p <= j; ++p) s += static_cast<long double>(b(i, p)) * l(j, p);
         xlt.push_back(s);
       }
-    EXPECT_LT(rel_err(b0, xlt), 10 * n * eps<T>());
+    EXPECT_LT(max_rel_err(b0, xlt), 10 * n * eps<T>());
     EXPECT_TRUE(padding_intact(b));
   }
 }
@@ -181,7 +168,7 @@ TYPED_TEST(BlasTyped, TrsmLeftLowerNoTransSolvesLX) {
       for (std::int64_t p = 0; p <= i; ++p) s += static_cast<long double>(l(i, p)) * b(p, j);
       lx.push_back(s / 2);
     }
-  EXPECT_LT(rel_err(b0, lx), 10 * m * eps<T>());
+  EXPECT_LT(max_rel_err(b0, lx), 10 * m * eps<T>());
 }
 
 TYPED_TEST(BlasTyped, SyrkUpdatesOnlyLowerTriangle) {
@@ -202,7 +189,7 @@ TYPED_TEST(BlasTyped, SyrkUpdatesOnlyLowerTriangle) {
           s += tr ? static_cast<long double>(a(p, i)) * a(p, j) : static_cast<long double>(a(i, p)) * a(j, p);
         ref.push_back(j <= i ? -s + c0(i, j) : static_cast<long double>(c0(i, j)));
       }
-    EXPECT_LT(rel_err(c, ref), 10 * eps<T>());
+    EXPECT_LT(max_rel_err(c, ref), 10 * eps<T>());
     for (std::int64_t i = 0; i < n; ++i)
       for (std::int64_t j = i + 1; j < n; ++j) EXPECT_EQ(c(i, j), c0(i, j));
     EXPECT_TRUE(padding_intact(c));
@@ -240,7 +227,7 @@ TYPED_TEST(BlasTyped, TiledCholeskyComposes) {
       llt.push_back(s);
     }
   Mat<T> sym = a0;  // spd() wrote both triangles
-  EXPECT_LT(rel_err(sym, llt), 10 * n * eps<T>());
+  EXPECT_LT(max_rel_err(sym, llt), 10 * n * eps<T>());
 }
 
 TEST_F(Blas, GemmCheckMessages) {

@@ -16,17 +16,6 @@ template <class T> class GemmTyped : public ::testing::Test {};
 using FloatTypes = ::testing::Types<float, double>;
 TYPED_TEST_SUITE(GemmTyped, FloatTypes);
 
-template <class T> double max_rel_err(const Mat<T>& x, const std::vector<long double>& ref) {
-  long double err = 0, scale = 0;
-  for (std::int64_t i = 0; i < x.rows; ++i)
-    for (std::int64_t j = 0; j < x.cols; ++j) {
-      const long double r = ref[static_cast<std::size_t>(i * x.cols + j)];
-      err = std::max(err, std::fabs(static_cast<long double>(x(i, j)) - r));
-      scale = std::max(scale, std::fabs(r));
-    }
-  return static_cast<double>(err / std::max(scale, 1e-30L));
-}
-
 template <class T>
 void call(bool ta, bool tb, Mat<T>& a, Mat<T>& b, Mat<T>& c, T alpha, T beta,
           gemm::Library lib = gemm::Library::best) {

@@ -7,6 +7,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <functional>
@@ -181,6 +183,18 @@ std::vector<long double> naive_gemm(const Mat<T>& a, const Mat<T>& b, const Mat<
       out[static_cast<std::size_t>(i * n + j)] = alpha * s + beta * static_cast<long double>(c(i, j));
     }
   return out;
+}
+
+/// max |x - ref| / max(|ref|) over the matrix (ref row-major, x.rows x x.cols).
+template <class T> double max_rel_err(const Mat<T>& x, const std::vector<long double>& ref) {
+  long double err = 0, scale = 0;
+  for (std::int64_t i = 0; i < x.rows; ++i)
+    for (std::int64_t j = 0; j < x.cols; ++j) {
+      const long double r = ref[static_cast<std::size_t>(i * x.cols + j)];
+      err = std::max(err, std::fabs(static_cast<long double>(x(i, j)) - r));
+      scale = std::max(scale, std::fabs(r));
+    }
+  return static_cast<double>(err / std::max(scale, 1e-30L));
 }
 
 template <class T> constexpr double eps() { return std::is_same_v<T, float> ? 1e-5 : 1e-13; }
