@@ -11,7 +11,6 @@
 #include <oneapi/dnnl/dnnl.h>
 #endif
 
-
 namespace ymlopt::gemm {
 namespace {
 
@@ -21,18 +20,18 @@ blasint bi(std::int64_t v) {
   return static_cast<blasint>(v);
 }
 
+#if YMLOPT_HAVE_ONEDNN
 /// Once per thread: one OpenMP thread for oneDNN (the setting is per calling
 /// thread in libgomp, so a StarPU worker does not spawn a team on the other
 /// worker's core).
 void single_threaded() {
-#if YMLOPT_HAVE_ONEDNN
   thread_local bool done = false;
   if (!done) {
     omp_set_num_threads(1);
     done = true;
   }
-#endif
 }
+#endif
 
 /// k == 0: C = beta C (beta == 0 writes zeros without reading C). The
 /// libraries reject the leading dimensions an empty operand may have.
