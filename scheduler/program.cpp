@@ -9,8 +9,11 @@
 #include <cstring>
 #include <limits>
 #include <map>
+#include <stdexcept>
 #include <thread>
+#include <type_traits>
 
+#include "ymlopt/engine/distribution.hpp"
 #include "ymlopt/engine/expr.hpp"
 #include "ymlopt/scheduler/executor.hpp"
 #include "ymlopt/unite/board.hpp"
@@ -26,6 +29,128 @@ struct Entry {
 };
 
 enum class Outcome { done, failed, stopped };
+
+// Bytes between ranks (co-methods of a unite on rank groups): exchange
+// messages and the co-methods' records. Both ends are the same binary.
+class WireOut {
+ public:
+  template <class T> void put(const T& v) {
+    static_assert(std::is_trivially_copyable_v<T>);
+    const auto* p = reinterpret_cast<const std::byte*>(&v);
+    b_.insert(b_.end(), p, p + sizeof v);
+  }
+  void put_bytes(const void* p, size_t n) {
+    put(std::uint64_t(n));
+    const auto* q = static_cast<const std::byte*>(p);
+    b_.insert(b_.end(), q, q + n);
+  }
+  void put_string(const std::string& s) { put_bytes(s.data(), s.size()); }
+  std::vector<std::byte> take() { return std::move(b_); }
+
+ private:
+  std::vector<std::byte> b_;
+};
+
+class WireIn {
+ public:
+  explicit WireIn(const std::vector<std::byte>& b) : b_(b) {}
+  template <class T> T get() {
+    T v;
+    need(sizeof v);
+    std::memcpy(&v, b_.data() + at_, sizeof v);
+    at_ += sizeof v;
+    return v;
+  }
+  std::vector<std::byte> get_bytes() {
+    const auto n = size_t(get<std::uint64_t>());
+    need(n);
+    std::vector<std::byte> v(b_.begin() + std::ptrdiff_t(at_), b_.begin() + std::ptrdiff_t(at_ + n));
+    at_ += n;
+    return v;
+  }
+  std::string get_string() {
+    const auto v = get_bytes();
+    return std::string(reinterpret_cast<const char*>(v.data()), v.size());
+  }
+  bool done() const { return at_ == b_.size(); }
+
+ private:
+  void need(size_t n) const {
+    if (b_.size() - at_ < n) throw std::runtime_error("co-method exchange: truncated message from another rank");
+  }
+  const std::vector<std::byte>& b_;
+  size_t at_ = 0;
+};
+
+void put_record(WireOut& w, const CoMethodRecord& c) {
+  w.put_string(c.name);
+  w.put(c.region);
+  w.put(c.iterations);
+  w.put(std::uint8_t(c.converged | c.failed << 1 | c.stopped << 2 | c.winner << 3));
+  w.put_string(c.error);
+  w.put(c.start_s), w.put(c.end_s);
+  w.put(c.publishes), w.put(c.gathers), w.put(c.adopted);
+  w.put(c.best_score);
+  w.put(std::uint64_t(c.exchanges.size()));
+  for (const auto& e : c.exchanges) {
+    w.put(e.time_s), w.put(std::uint8_t(e.publish)), w.put(e.score);
+    w.put_string(e.channel), w.put_string(e.source);
+  }
+  w.put(std::uint64_t(c.score_history.size()));
+  for (const auto& [t, v] : c.score_history) w.put(t), w.put(v);
+  w.put(std::uint64_t(c.context_workers.size()));
+  for (int x : c.context_workers) w.put(std::int32_t(x));
+}
+
+CoMethodRecord get_record(WireIn& r) {
+  CoMethodRecord c;
+  c.name = r.get_string();
+  c.region = r.get<std::int32_t>();
+  c.iterations = r.get<std::int64_t>();
+  const auto f = r.get<std::uint8_t>();
+  c.converged = f & 1, c.failed = f & 2, c.stopped = f & 4, c.winner = f & 8;
+  c.error = r.get_string();
+  c.start_s = r.get<double>(), c.end_s = r.get<double>();
+  c.publishes = r.get<std::int64_t>(), c.gathers = r.get<std::int64_t>(), c.adopted = r.get<std::int64_t>();
+  c.best_score = r.get<double>();
+  for (auto n = r.get<std::uint64_t>(); n > 0; --n) {
+    ExchangeRecord e;
+    e.time_s = r.get<double>(), e.publish = r.get<std::uint8_t>() != 0, e.score = r.get<double>();
+    e.channel = r.get_string(), e.source = r.get_string();
+    c.exchanges.push_back(std::move(e));
+  }
+  for (auto n = r.get<std::uint64_t>(); n > 0; --n) {
+    const double t = r.get<double>();
+    c.score_history.emplace_back(t, r.get<double>());
+  }
+  for (auto n = r.get<std::uint64_t>(); n > 0; --n) c.context_workers.push_back(r.get<std::int32_t>());
+  return c;
+}
+
+void put_unite(WireOut& w, const UniteRecord& u) {
+  w.put_string(u.name), w.put_string(u.exit), w.put_string(u.winner), w.put_string(u.within);
+  w.put(u.start_s), w.put(u.end_s);
+  w.put(std::uint64_t(u.comethods.size()));
+  for (const auto& c : u.comethods) put_record(w, c);
+}
+
+UniteRecord get_unite(WireIn& r) {
+  UniteRecord u;
+  u.name = r.get_string(), u.exit = r.get_string(), u.winner = r.get_string(), u.within = r.get_string();
+  u.start_s = r.get<double>(), u.end_s = r.get<double>();
+  for (auto n = r.get<std::uint64_t>(); n > 0; --n) u.comethods.push_back(get_record(r));
+  return u;
+}
+
+enum class Message : std::uint8_t { publish = 1, stop = 2 };
+
+// What a co-method running on this rank leaves for the other ranks' records:
+// the loops it ran and the nested unites it held (they ran here only).
+struct Shipped {
+  std::mutex mu;
+  std::vector<std::pair<std::int32_t, std::int64_t>> loops;
+  std::vector<UniteRecord> nested;
+};
 
 // Where a region runs: the co-method (if any), its scheduling context and
 // priority, and what may stop it. A co-method of a nested unite has the
@@ -43,6 +168,8 @@ struct Scope {
   bool converged = true;                    // every loop so far ended by its condition
   double best = std::numeric_limits<double>::quiet_NaN();
   bool maximize = false;
+  bool distributed = false;  // a co-method on a rank group: publishes go to every rank
+  Shipped* ship = nullptr;   // (distributed) where its loops and nested unites are noted
 };
 
 class ProgramRunner {
@@ -51,6 +178,7 @@ class ProgramRunner {
       : dag_(dag), store_(store), s_(s), r_(r), t0_(Clock::now()), conds_(dag.regions.size()) {
     for (size_t i = 0; i < dag.regions.size(); ++i)
       if (!dag.regions[i].cond.empty()) conds_[i] = Template::compile("${" + dag.regions[i].cond + "}");
+    if (s.ranks() > 1) place_ = unite_placement(dag, s.ranks());
   }
 
   Outcome run() {
@@ -159,6 +287,7 @@ class ProgramRunner {
           ended_by_condition = true;
           break;
         }
+        if (sc.distributed) pump();
         if (stopped(sc)) {
           out = Outcome::stopped;
           break;
@@ -179,6 +308,10 @@ class ProgramRunner {
       out = Outcome::failed;
     }
     if (out == Outcome::done && !ended_by_condition) sc.converged = false;  // ran out of iterations
+    if (sc.ship) {
+      std::lock_guard<std::mutex> lock(sc.ship->mu);
+      sc.ship->loops.emplace_back(region, it);
+    }
     std::lock_guard<std::mutex> lock(mu_);
     r_.loop_iterations.emplace_back(region, it);
     return out;
@@ -208,6 +341,16 @@ class ProgramRunner {
       }
     }
     const double score = payload.scores[0];
+    if (sc.distributed) {
+      WireOut w;
+      w.put(Message::publish);
+      w.put_string(g.name), w.put_string(sc.who);
+      w.put(std::uint64_t(payload.scores.size()));
+      for (double v : payload.scores) w.put(v);
+      w.put(std::uint64_t(payload.tensors.size()));
+      for (const auto& t : payload.tensors) w.put_bytes(t.data(), t.size());
+      s_.post(w.take());
+    }
     board_.publish(g.name, sc.who, score, std::move(payload));
     note_score(sc, score);
     if (sc.rec) {
@@ -262,6 +405,7 @@ class ProgramRunner {
   }
 
   Outcome gather(const Region& g, Scope& sc) {
+    if (sc.distributed) pump();
     auto e = g.pareto ? pareto_best(g.name)
                       : board_.gather_best(g.name, g.maximize ? unite::Better::max : unite::Better::min, sc.who);
     if (sc.rec) {
@@ -286,7 +430,31 @@ class ProgramRunner {
     return Outcome::done;
   }
 
+  // Applies what other ranks' co-methods posted: their publishes to the board,
+  // their unites' stops.
+  void pump() {
+    for (const auto& m : s_.poll()) {
+      WireIn in(m);
+      const auto kind = in.get<Message>();
+      if (kind == Message::publish) {
+        const std::string channel = in.get_string(), who = in.get_string();
+        Entry e;
+        for (auto n = in.get<std::uint64_t>(); n > 0; --n) e.scores.push_back(in.get<double>());
+        for (auto n = in.get<std::uint64_t>(); n > 0; --n) e.tensors.push_back(in.get_bytes());
+        const double score = e.scores.at(0);
+        board_.publish(channel, who, score, std::move(e));
+      } else if (kind == Message::stop) {
+        const auto u = in.get<std::int32_t>();
+        std::lock_guard<std::mutex> lock(mu_);
+        if (auto it = stops_.find(u); it != stops_.end()) *it->second = true;
+      }
+    }
+  }
+
   Outcome unite(const Region& g, Scope& outer) {
+    const auto uid = std::int32_t(&g - dag_.regions.data());
+    // a top-level unite on several ranks: each co-method on its rank group
+    const bool distributed = s_.ranks() > 1 && outer.comethod < 0;
     UniteRecord ur;
     ur.name = g.name;
     if (outer.comethod >= 0) ur.within = outer.who;
@@ -296,6 +464,8 @@ class ProgramRunner {
     for (const auto& it : g.items)
       if (it.region >= 0) cms.push_back(it.region);
     ur.comethods.resize(cms.size());
+    auto here = [&](size_t i) { return !distributed || place_.region_rank[size_t(cms[i])] == s_.rank(); };
+    std::vector<Shipped> ships(distributed ? cms.size() : 0);
     std::atomic<bool> stop{false};
     std::vector<Scope> scopes(cms.size());
     std::vector<Outcome> outcomes(cms.size(), Outcome::failed);
@@ -311,6 +481,7 @@ class ProgramRunner {
       const int nw = int(pool.size());
       int next = 0;
       for (size_t i = 0; i < cms.size(); ++i) {
+        if (!here(i)) continue;
         const Region& cm = dag_.regions[size_t(cms[i])];
         const int want = cm.workers > 0 ? int(std::min<std::int64_t>(cm.workers, nw))
                                         : std::max(1, nw / int(cms.size()));
@@ -327,6 +498,11 @@ class ProgramRunner {
             ? std::min(outer.deadline,
                        Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(g.budget_s)))
             : outer.deadline;
+    if (distributed) {
+      s_.unite_begin(uid);
+      std::lock_guard<std::mutex> lock(mu_);
+      stops_[uid] = &stop;
+    }
     std::mutex done_mu;
     std::vector<std::thread> threads;
     for (size_t i = 0; i < cms.size(); ++i) {
@@ -335,6 +511,7 @@ class ProgramRunner {
       rec.name = cm.name;
       rec.region = cms[i];
       rec.best_score = std::numeric_limits<double>::quiet_NaN();
+      if (!here(i)) continue;  // another rank runs it
       Scope& sc = scopes[i];
       sc.comethod = cms[i];
       sc.who = dag_.comethod_path(cms[i]);
@@ -347,7 +524,10 @@ class ProgramRunner {
       sc.iteration_budget = g.exit == Region::Exit::budget ? g.budget_iters : 0;
       sc.rec = &rec;
       sc.maximize = g.maximize;
+      sc.distributed = distributed || outer.distributed;
+      sc.ship = distributed ? &ships[i] : outer.ship;
       threads.emplace_back([&, i] {
+        if (scopes[i].distributed) s_.set_local(true);  // (nested: the enclosing co-method's rank)
         scopes[i].rec->start_s = now_s();
         Outcome o;
         try {
@@ -359,10 +539,57 @@ class ProgramRunner {
         std::lock_guard<std::mutex> lock(done_mu);
         outcomes[i] = o;
         scopes[i].rec->end_s = finished_at[i] = now_s();
-        if (o == Outcome::done && scopes[i].converged && g.exit == Region::Exit::first) stop = true;
+        if (o == Outcome::done && scopes[i].converged && g.exit == Region::Exit::first) {
+          stop = true;
+          if (distributed) {
+            WireOut w;
+            w.put(Message::stop);
+            w.put(uid);
+            s_.post(w.take());
+          }
+        }
       });
     }
     for (auto& t : threads) t.join();
+    if (distributed) {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        stops_.erase(uid);
+      }
+      // every rank learns how the others' co-methods ended, the loops they ran
+      // and the unites nested in them, so that all choose the same winner
+      WireOut w;
+      for (size_t i = 0; i < cms.size(); ++i) {
+        if (!here(i)) continue;
+        w.put(std::int32_t(i)), w.put(std::int32_t(outcomes[i])), w.put(finished_at[i]);
+        w.put(std::uint8_t(scopes[i].converged)), w.put(scopes[i].best);
+        put_record(w, ur.comethods[i]);
+        w.put(std::uint64_t(ships[i].loops.size()));
+        for (const auto& [region, it] : ships[i].loops) w.put(region), w.put(it);
+        w.put(std::uint64_t(ships[i].nested.size()));
+        for (const auto& u : ships[i].nested) put_unite(w, u);
+      }
+      const auto all = s_.unite_end(uid, w.take());
+      pump();  // the last publishes: every rank's board holds every co-method's
+      for (size_t k = 0; k < all.size(); ++k) {
+        if (int(k) == s_.rank()) continue;
+        WireIn in(all[k]);
+        while (!in.done()) {
+          const auto i = size_t(in.get<std::int32_t>());
+          outcomes.at(i) = Outcome(in.get<std::int32_t>());
+          finished_at[i] = in.get<double>();
+          scopes[i].converged = in.get<std::uint8_t>() != 0;
+          scopes[i].best = in.get<double>();
+          ur.comethods[i] = get_record(in);
+          std::lock_guard<std::mutex> lock(mu_);
+          for (auto n = in.get<std::uint64_t>(); n > 0; --n) {
+            const auto region = in.get<std::int32_t>();
+            r_.loop_iterations.emplace_back(region, in.get<std::int64_t>());
+          }
+          for (auto n = in.get<std::uint64_t>(); n > 0; --n) r_.unites.push_back(get_unite(in));
+        }
+      }
+    }
     for (size_t i = 0; i < cms.size(); ++i)
       if (contexts[i] != outer.context) s_.delete_context(contexts[i]);
     // the winner: the first to converge; else the best score published; else the first to finish
@@ -401,6 +628,10 @@ class ProgramRunner {
       if (!w.converged) outer.converged = false;
       if (stopped(outer)) out = Outcome::stopped;
     }
+    if (outer.ship) {  // nested in a co-method on a rank group: the other ranks get its record too
+      std::lock_guard<std::mutex> lock(outer.ship->mu);
+      outer.ship->nested.push_back(ur);
+    }
     {
       std::lock_guard<std::mutex> lock(mu_);
       r_.unites.push_back(std::move(ur));
@@ -409,6 +640,7 @@ class ProgramRunner {
   }
 
   void copy(std::int32_t from, std::int32_t to) {
+    if (s_.copy(from, to)) return;
     s_.acquire(from, false);
     s_.acquire(to, true);
     const TensorView a = store_.view(DataRef{from, -1}), b = store_.view(DataRef{to, -1});
@@ -427,6 +659,8 @@ class ProgramRunner {
   Clock::time_point t0_;
   std::vector<std::shared_ptr<const Template>> conds_;
   unite::UniteBoard board_{false};
+  UnitePlacement place_;                          // several ranks: where co-methods run
+  std::map<std::int32_t, std::atomic<bool>*> stops_;  // running distributed unites' stop flags (mu_)
   std::mutex mu_;
   std::string error_;
 };

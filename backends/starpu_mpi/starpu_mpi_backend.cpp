@@ -20,9 +20,12 @@
 #include <filesystem>
 #include <limits>
 #include <map>
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <numeric>
 #include <stdexcept>
+#include <chrono>
 #include <thread>
 
 namespace ymlopt {
@@ -190,6 +193,21 @@ void cpu_trampoline(void* buffers[], void* cl_arg) {
 // StarPU-MPI does around the task) is the whole work
 void sync_noop(void* /*buffers*/[], void* /*cl_arg*/) {}
 
+// a unite's save_exit: the winning co-method's tensor into the kept one (row-major
+// matrix handles of one shape: nx columns, ny rows, ld elements per row)
+void copy_matrix(void* buffers[], void* /*cl_arg*/) {
+  const size_t es = STARPU_MATRIX_GET_ELEMSIZE(buffers[0]);
+  const size_t row = size_t(STARPU_MATRIX_GET_NX(buffers[0])) * es;
+  const auto* from = reinterpret_cast<const std::byte*>(STARPU_MATRIX_GET_PTR(buffers[0]));
+  auto* to = reinterpret_cast<std::byte*>(STARPU_MATRIX_GET_PTR(buffers[1]));
+  const size_t lf = size_t(STARPU_MATRIX_GET_LD(buffers[0])) * es, lt = size_t(STARPU_MATRIX_GET_LD(buffers[1])) * es;
+  for (size_t i = 0; i < STARPU_MATRIX_GET_NY(buffers[0]); ++i) std::memcpy(to + i * lt, from + i * lf, row);
+}
+
+// Set in the threads of co-methods that run on this rank (Session::set_local).
+thread_local bool t_local = false;
+constexpr int kPostTag = 1, kDoneTag = 2;  // on the exchange communicator
+
 
 // One StarPU-MPI run on this rank, task part by task part (run_program's
 // Session): the whole static DAG in one part (execute()), or the parts that a
@@ -204,6 +222,7 @@ class MpiSession final : public Session {
       : dag_(dag), store_(store), opts_(opts), progress_(progress), stats_(stats) {}
   ~MpiSession() override {
     if (ctrl_ != MPI_COMM_NULL) MPI_Comm_free(&ctrl_);
+    if (xchg_ != MPI_COMM_NULL) MPI_Comm_free(&xchg_);
   }
 
   // starpu_mpi_init, codelets, handles, the running board; false with r.error set.
@@ -225,6 +244,8 @@ class MpiSession final : public Session {
         return false;
       }
       MPI_Comm_dup(MPI_COMM_WORLD, &ctrl_);
+      MPI_Comm_dup(MPI_COMM_WORLD, &xchg_);
+      place_ = unite_placement(dag_, world_.size);
     }
     // one perf-model directory per rank (ranks must not share one); rank 0's in
     // the run directory, the others' in a temporary directory removed afterwards
@@ -309,6 +330,13 @@ class MpiSession final : public Session {
     sync_cl_.cpu_funcs[0] = sync_noop;
     sync_cl_.nbuffers = STARPU_VARIABLE_NBUFFERS;
     sync_cl_.name = "ymlopt.mpi_sync";
+    starpu_codelet_init(&copy_cl_);
+    copy_cl_.where = STARPU_CPU;
+    copy_cl_.cpu_funcs[0] = copy_matrix;
+    copy_cl_.nbuffers = 2;
+    copy_cl_.modes[0] = STARPU_R;
+    copy_cl_.modes[1] = STARPU_W;
+    copy_cl_.name = "ymlopt.save_exit";
 
     // handles: every tensor and every tile its own handle, with an owner and a tag
     owners_ = data_owners(dag_, world_.size);
@@ -387,6 +415,7 @@ class MpiSession final : public Session {
   }
 
   bool run(std::int32_t first, std::int32_t end, int /*context*/, int /*priority*/) override {
+    if (t_local) return run_local(first, end);
     const bool all = first == 0 && end == std::int32_t(dag_.tasks.size());
     std::vector<std::int32_t> ids;
     if (!all) {
@@ -410,6 +439,163 @@ class MpiSession final : public Session {
     return every != 0;
   }
 
+  // A part of a co-method on this rank: plain StarPU tasks, waited for one by
+  // one (other co-methods of this rank submit beside it).
+  bool run_local(std::int32_t first, std::int32_t end) {
+    std::vector<std::int32_t> ids;
+    for (std::int32_t i = first; i < end; ++i) ids.push_back(i);
+    std::sort(ids.begin(), ids.end(), [&](auto a, auto b) { return pos_[size_t(a)] < pos_[size_t(b)]; });
+    std::string err;
+    std::vector<starpu_task*> mine;
+    for (auto id : ids) {
+      starpu_task* task = submit_local(id, err);
+      if (!task) break;
+      mine.push_back(task);
+    }
+    for (auto* task : mine)
+      if (starpu_task_wait(task) != 0 && err.empty()) err = "rank " + std::to_string(world_.rank) + ": a co-method's task could not be waited for";
+    for (auto id : ids)
+      if (local_[size_t(id)]) starpu_task_destroy(local_[size_t(id)]), local_[size_t(id)] = nullptr;
+    if (!err.empty()) {
+      std::lock_guard<std::mutex> lock(err_mu_);
+      if (error_.empty()) error_ = err;
+    }
+    return err.empty() && !runner_->cancelled();
+  }
+
+  int rank() const override { return world_.rank; }
+  int ranks() const override { return world_.size; }
+  void set_local(bool local) override { t_local = local; }
+
+  // Every rank alike, in task order: what a co-method's tasks read and another
+  // rank owns is sent to the co-method's rank (joined or split first where the
+  // view read is stale), so its tasks there need no communication.
+  void unite_begin(std::int32_t region) override {
+    const Region& g = dag_.regions[size_t(region)];
+    std::vector<std::pair<starpu_data_handle_t, int>> moved;
+    for (std::int32_t t = g.first_task; t < g.end_task; ++t) {
+      const int rank = place_.task_rank[size_t(t)];
+      if (rank < 0) continue;
+      for (const Binding& b : dag_.tasks[size_t(t)].bindings) {
+        if (b.ref.data < 0) continue;
+        const size_t di = size_t(b.ref.data);
+        if (!whole_[di] || place_.data_rank[di] == rank) continue;  // the co-method's own data
+        starpu_data_handle_t h;
+        int owner;
+        if (b.ref.tile >= 0) {
+          if (whole_dirty_[di]) submit_sync(di, false), whole_dirty_[di] = 0;
+          h = tiles_[di][size_t(b.ref.tile)], owner = owners_[di][size_t(1 + b.ref.tile)];
+        } else {
+          if (tiles_dirty_[di]) submit_sync(di, true), tiles_dirty_[di] = 0;
+          h = whole_[di], owner = owners_[di][0];
+        }
+        if (owner == rank) continue;
+        const std::pair<starpu_data_handle_t, int> key{h, rank};
+        if (std::find(moved.begin(), moved.end(), key) != moved.end()) continue;
+        moved.push_back(key);
+        starpu_mpi_get_data_on_node_detached(MPI_COMM_WORLD, h, rank, nullptr, nullptr);
+      }
+    }
+  }
+
+  void post(std::vector<std::byte> msg) override {
+    if (msg.size() > size_t(std::numeric_limits<int>::max()))
+      throw std::runtime_error("a published result of " + std::to_string(msg.size()) + " bytes is too large to send");
+    auto bytes = std::make_shared<std::vector<std::byte>>(std::move(msg));
+    std::lock_guard<std::mutex> lock(xmu_);
+    reap_sent();
+    for (int k = 0; k < world_.size; ++k) {
+      if (k == world_.rank) continue;
+      Sent& sent = sent_.emplace_back(Sent{bytes, MPI_REQUEST_NULL});
+      MPI_Isend(bytes->data(), int(bytes->size()), MPI_BYTE, k, kPostTag, xchg_, &sent.request);
+    }
+  }
+
+  std::vector<std::vector<std::byte>> poll() override {
+    std::lock_guard<std::mutex> lock(xmu_);
+    std::vector<std::vector<std::byte>> out = std::move(late_);
+    late_.clear();
+    for (;;) {
+      int flag = 0;
+      MPI_Status st;
+      MPI_Iprobe(MPI_ANY_SOURCE, kPostTag, xchg_, &flag, &st);
+      if (!flag) break;
+      out.push_back(receive(st));
+    }
+    reap_sent();
+    return out;
+  }
+
+  std::vector<std::vector<std::byte>> unite_end(std::int32_t /*region*/, std::vector<std::byte> mine) override {
+    // 1. each rank tells the others that its co-methods ended, and receives
+    // their posts until each has said so: nothing of this unite is left in
+    // flight (MPI keeps one sender's messages in order), and every rank's board
+    // gets every publish (a gather after the unite reads the same entries)
+    {
+      std::lock_guard<std::mutex> lock(xmu_);
+      for (int k = 0; k < world_.size; ++k) {
+        if (k == world_.rank) continue;
+        Sent& sent = sent_.emplace_back(Sent{nullptr, MPI_REQUEST_NULL});
+        MPI_Isend(nullptr, 0, MPI_BYTE, k, kDoneTag, xchg_, &sent.request);
+      }
+      std::vector<char> done(size_t(world_.size), 0);
+      done[size_t(world_.rank)] = 1;
+      for (int left = world_.size - 1; left > 0;) {
+        bool any = false;
+        for (int k = 0; k < world_.size; ++k) {
+          if (done[size_t(k)]) continue;
+          int flag = 0;
+          MPI_Status st;
+          MPI_Iprobe(k, MPI_ANY_TAG, xchg_, &flag, &st);
+          if (!flag) continue;
+          any = true;
+          auto msg = receive(st);
+          if (st.MPI_TAG == kDoneTag) done[size_t(k)] = 1, --left;
+          else late_.push_back(std::move(msg));  // the next poll() returns them
+        }
+        if (!any) std::this_thread::sleep_for(std::chrono::microseconds(200));
+      }
+      for (auto& sent : sent_) MPI_Wait(&sent.request, MPI_STATUS_IGNORE);
+      sent_.clear();
+    }
+    // 2. every rank's records
+    const int len = int(mine.size());
+    std::vector<int> lens(size_t(world_.size)), displs(size_t(world_.size), 0);
+    MPI_Allgather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, ctrl_);
+    for (size_t k = 1; k < lens.size(); ++k) displs[k] = displs[k - 1] + lens[k - 1];
+    std::vector<std::byte> flat(size_t(displs.back() + lens.back()));
+    MPI_Allgatherv(mine.data(), len, MPI_BYTE, flat.data(), lens.data(), displs.data(), MPI_BYTE, ctrl_);
+    std::vector<std::vector<std::byte>> all;
+    for (size_t k = 0; k < lens.size(); ++k)
+      all.emplace_back(flat.begin() + displs[k], flat.begin() + displs[k] + lens[k]);
+    // 3. what co-methods wrote, on their ranks without the other ranks knowing:
+    // every rank drops its cached copies (each view: on the co-method's rank the
+    // tensor and its tiles share the memory that holds the latest values)
+    starpu_task_wait_for_all();
+    for (size_t d = 0; d < whole_.size(); ++d) {
+      if (place_.data_rank[d] < 0 || !whole_[d]) continue;
+      starpu_mpi_cache_flush(MPI_COMM_WORLD, whole_[d]);
+      for (auto h : tiles_[d]) starpu_mpi_cache_flush(MPI_COMM_WORLD, h);
+      tiles_dirty_[d] = whole_dirty_[d] = 0;
+    }
+    return all;
+  }
+
+  bool copy(std::int32_t from, std::int32_t to) override {
+    const size_t f = size_t(from), d = size_t(to);
+    if (t_local || !whole_[f] || !whole_[d]) return false;
+    if (tiles_dirty_[f]) submit_sync(f, true), tiles_dirty_[f] = 0;
+    if (tiles_dirty_[d]) submit_sync(d, true), tiles_dirty_[d] = 0;  // orders the copy after the tiles' writes
+    starpu_data_descr descr[2] = {{whole_[f], STARPU_R}, {whole_[d], STARPU_W}};
+    const int on = owners_[d][0];
+    starpu_task* task = starpu_mpi_task_build(MPI_COMM_WORLD, &copy_cl_, STARPU_EXECUTE_ON_NODE, on,
+                                              STARPU_DATA_MODE_ARRAY, descr, 2, 0);
+    if (task && starpu_task_submit(task) != 0) error_ = "rank " + std::to_string(world_.rank) + ": cannot submit a copy";
+    starpu_mpi_task_post_build(MPI_COMM_WORLD, &copy_cl_, STARPU_EXECUTE_ON_NODE, on, STARPU_DATA_MODE_ARRAY, descr, 2, 0);
+    if (dag_.data[d].tiled()) whole_dirty_[d] = 1;
+    return true;
+  }
+
   int create_context(const std::string&, const std::vector<int>&) override { return 0; }
   void delete_context(int) override {}
   int num_workers() const override { return int(starpu_worker_get_count()); }
@@ -421,6 +607,12 @@ class MpiSession final : public Session {
     if (!store_.base(data) || !whole_[d])
       throw std::runtime_error("rank " + std::to_string(world_.rank) + " holds no copy of '" + dag_.data[d].name +
                                "' to read between task parts");
+    if (t_local) {  // a co-method's own data, on this rank
+      if (tiles_dirty_[d]) submit_sync(d, true, true), tiles_dirty_[d] = 0;
+      starpu_data_acquire(whole_[d], write ? STARPU_RW : STARPU_R);
+      if (write && dag_.data[d].tiled()) whole_dirty_[d] = 1;
+      return;
+    }
     if (tiles_dirty_[d]) submit_sync(d, true), tiles_dirty_[d] = 0;
     starpu_mpi_get_data_on_all_nodes_detached(MPI_COMM_WORLD, whole_[d]);
     starpu_data_acquire(whole_[d], write ? STARPU_RW : STARPU_R);
@@ -429,6 +621,7 @@ class MpiSession final : public Session {
   void release(std::int32_t data) override {
     const size_t d = size_t(data);
     starpu_data_release(whole_[d]);
+    if (t_local) return;
     if (auto it = std::find(written_.begin(), written_.end(), data); it != written_.end()) {
       // every rank wrote the same value (same control flow): the owner's copy is
       // current, the others' cached copies are dropped
@@ -512,13 +705,38 @@ class MpiSession final : public Session {
   static constexpr size_t kBoardSlots = 64;  // workers per rank a board can show (the file's fixed size)
   std::string board_path(int rank) const { return opts_.run_dir + "/rank-" + std::to_string(rank) + ".running"; }
 
+  // the exchange messages (xmu_ held)
+  std::vector<std::byte> receive(const MPI_Status& st) {
+    int n = 0;
+    MPI_Get_count(&st, MPI_BYTE, &n);
+    std::vector<std::byte> b(size_t(std::max(n, 0)));
+    MPI_Recv(b.data(), n, MPI_BYTE, st.MPI_SOURCE, st.MPI_TAG, xchg_, MPI_STATUS_IGNORE);
+    return b;
+  }
+  void reap_sent() {
+    std::erase_if(sent_, [](Sent& s) {
+      int flag = 0;
+      MPI_Test(&s.request, &flag, MPI_STATUS_IGNORE);
+      return flag != 0;
+    });
+  }
+
   // join (tiles -> tensor) or split (tensor -> tiles): a no-op task on the
   // tensor's owner that moves the tiles
-  void submit_sync(size_t di, bool join) {
-    auto& descr = sync_descr_;
-    descr.clear();
+  // (local: a co-method's data, all on this rank: a plain task that only orders
+  // the accesses)
+  void submit_sync(size_t di, bool join, bool local = false) {
+    std::vector<starpu_data_descr> descr;
     for (auto h : tiles_[di]) descr.push_back({h, join ? STARPU_R : STARPU_W});
     descr.push_back({whole_[di], join ? STARPU_W : STARPU_R});
+    if (local) {
+      starpu_task* task = starpu_task_build(&sync_cl_, STARPU_DATA_MODE_ARRAY, descr.data(), int(descr.size()), 0);
+      if (task && starpu_task_submit(task) != 0) {
+        std::lock_guard<std::mutex> lock(err_mu_);
+        error_ = "rank " + std::to_string(world_.rank) + ": cannot submit a join/split task";
+      }
+      return;
+    }
     const int on = owners_[di][0];
     starpu_task* task = starpu_mpi_task_build(MPI_COMM_WORLD, &sync_cl_, STARPU_EXECUTE_ON_NODE, on,
                                               STARPU_DATA_MODE_ARRAY, descr.data(), int(descr.size()), 0);
@@ -528,12 +746,12 @@ class MpiSession final : public Session {
                                descr.data(), int(descr.size()), 0);
   }
 
-  void submit(std::int32_t id) {
+  // A task's operands: the tensor or tile handle of each bound port (one
+  // descriptor per handle; a handle bound to two ports gets the union of their
+  // modes), after the join/split its views need; false with `err` set.
+  bool operands(std::int32_t id, std::vector<starpu_data_descr>& descr, bool local, std::string& err) {
     const TaskNode& t = dag_.tasks[size_t(id)];
     TaskExec& ex = table_.execs[size_t(id)];
-    // operands: the tensor or tile handle of each bound port (one descriptor per
-    // handle; a handle bound to two ports gets the union of their modes)
-    auto& descr = descr_;
     descr.clear();
     std::vector<std::pair<starpu_data_handle_t, int>> seen;
     for (size_t k = 0; k < t.bindings.size(); ++k) {
@@ -541,16 +759,16 @@ class MpiSession final : public Session {
       if (b.ref.data < 0) continue;
       const size_t di = size_t(b.ref.data);
       if (!whole_[di]) {
-        error_ = "rank " + std::to_string(world_.rank) + ": task " + std::to_string(t.id) + " uses '" +
-                 dag_.data[di].name + "', which has no storage";
-        return;
+        err = "rank " + std::to_string(world_.rank) + ": task " + std::to_string(t.id) + " uses '" +
+              dag_.data[di].name + "', which has no storage";
+        return false;
       }
       starpu_data_handle_t h;
       if (b.ref.tile >= 0) {
-        if (whole_dirty_[di]) submit_sync(di, false), whole_dirty_[di] = 0;
+        if (whole_dirty_[di]) submit_sync(di, false, local), whole_dirty_[di] = 0;
         h = tiles_[di][size_t(b.ref.tile)];
       } else {
-        if (tiles_dirty_[di]) submit_sync(di, true), tiles_dirty_[di] = 0;
+        if (tiles_dirty_[di]) submit_sync(di, true, local), tiles_dirty_[di] = 0;
         h = whole_[di];
       }
       auto it = std::find_if(seen.begin(), seen.end(), [&](const auto& s) { return s.first == h; });
@@ -560,13 +778,55 @@ class MpiSession final : public Session {
         continue;
       }
       if (descr.size() >= 127) {
-        error_ = "task " + std::to_string(t.id) + " has more than 127 operands";
-        return;
+        err = "task " + std::to_string(t.id) + " has more than 127 operands";
+        return false;
       }
       seen.emplace_back(h, int(descr.size()));
       ex.slot[k] = std::int8_t(descr.size());
       descr.push_back({h, starpu_mode(b.mode)});
     }
+    return true;
+  }
+
+  // A task of a co-method running on this rank: its data are this rank's, its
+  // inputs were brought here (unite_begin), so it is a plain StarPU task.
+  starpu_task* submit_local(std::int32_t id, std::string& err) {
+    std::vector<starpu_data_descr> descr;
+    if (!operands(id, descr, true, err)) return nullptr;
+    const TaskNode& t = dag_.tasks[size_t(id)];
+    starpu_task* task = starpu_task_build(&by_comp_[t.comp]->cl, STARPU_DATA_MODE_ARRAY, descr.data(), int(descr.size()), 0);
+    if (!task) {
+      err = "rank " + std::to_string(world_.rank) + ": cannot build the task of component " + t.comp->name;
+      return nullptr;
+    }
+    task->cl_arg = &table_.execs[size_t(id)];
+    task->cl_arg_free = 0;
+    task->destroy = 0;
+    task->detach = 0;  // waited for by the co-method's part
+    std::vector<starpu_task*> deps;
+    for (auto p : t.preds)
+      if (local_[size_t(p)]) deps.push_back(local_[size_t(p)]);
+    if (!deps.empty()) starpu_task_declare_deps_array(task, unsigned(deps.size()), deps.data());
+    local_[size_t(id)] = task;
+    if (int ret = starpu_task_submit(task); ret != 0) {
+      err = "rank " + std::to_string(world_.rank) + ": starpu_task_submit failed for component " + t.comp->name +
+            (ret == -ENODEV ? ": no worker can run it" : ": " + std::string(std::strerror(-ret)));
+      local_[size_t(id)] = nullptr;
+      starpu_task_destroy(task);
+      return nullptr;
+    }
+    for (const Binding& b : t.bindings) {
+      if (b.ref.data < 0 || b.mode == Access::read || !dag_.data[size_t(b.ref.data)].tiled()) continue;
+      (b.ref.tile >= 0 ? tiles_dirty_ : whole_dirty_)[size_t(b.ref.data)] = 1;
+    }
+    return task;
+  }
+
+  void submit(std::int32_t id) {
+    const TaskNode& t = dag_.tasks[size_t(id)];
+    TaskExec& ex = table_.execs[size_t(id)];
+    auto& descr = descr_;
+    if (!operands(id, descr, false, error_)) return;
     // owner computes; saving happens once, on rank 0 (outputs gathered there);
     // the join/split no-ops above are what ymlopt estimate replays
     const int xrank = task_rank(t, owners_);
@@ -623,7 +883,19 @@ class MpiSession final : public Session {
   // written since its tiles were last split
   std::vector<std::uint8_t> tiles_dirty_, whole_dirty_;
   std::vector<std::int32_t> written_;  // acquired for writing, not released yet
-  std::vector<starpu_data_descr> descr_, sync_descr_;
+  std::vector<starpu_data_descr> descr_;
+  // co-methods on rank groups (unite_placement)
+  UnitePlacement place_;
+  MPI_Comm xchg_ = MPI_COMM_NULL;  // their exchange messages
+  std::mutex xmu_;                 // posts and polls
+  struct Sent {
+    std::shared_ptr<std::vector<std::byte>> bytes;
+    MPI_Request request;
+  };
+  std::vector<Sent> sent_;
+  std::vector<std::vector<std::byte>> late_;  // posts received while waiting for the others at a unite's end
+  std::mutex err_mu_;  // error_ from co-method threads
+  starpu_codelet copy_cl_;
 };
 
 }  // namespace
@@ -639,16 +911,15 @@ ExecResult StarpuMpiExecutor::execute(const Dag& dag, DataStore& store, const Ex
 
 std::unique_ptr<Session> StarpuMpiExecutor::open(const Dag& dag, DataStore& store, const ExecOptions& opts,
                                                  Progress& progress, ExecResult& r) {
-  for (const Region& g : dag.regions)
-    if (g.kind == Region::Kind::unite) {
-      // every rank would have to follow each co-method's exits and exchanges in
-      // the same order: not done yet (rank groups per co-method)
-      r.error = (g.loc.file ? *g.loc.file : dag.file) + ":" + std::to_string(g.loc.line) + ":" + std::to_string(g.loc.col) +
-                ": error: <unite> '" + g.name +
-                "' cannot run on the starpu-mpi backend (runtime loops can, co-methods cannot yet): use --backend starpu "
-                "or sequential";
-      return nullptr;
-    }
+  // a data written in co-methods lives on their rank: two ranks cannot both write it
+  if (const UnitePlacement up = unite_placement(dag, mpi_world_init().size); !up.conflict.empty()) {
+    const SrcLoc& at = dag.regions[size_t(up.conflict_region)].loc;
+    r.error = (at.file ? *at.file : dag.file) + ":" + std::to_string(at.line) + ":" + std::to_string(at.col) +
+              ": error: data " + up.conflict +
+              " write it, and they run on different ranks under starpu-mpi (a co-method's data live on its rank): "
+              "give them data of their own, or use --backend starpu or sequential";
+    return nullptr;
+  }
   auto s = std::make_unique<MpiSession>(dag, store, opts, progress, stats_);
   if (!s->start(r, true)) {
     s->close(r);

@@ -75,7 +75,11 @@ class StarpuMpiExecutor final : public Executor {
   ExecResult execute(const Dag& dag, DataStore& store, const ExecOptions& opts, Progress& progress) override;
   /// Runtime loops (<until>, <while>): every rank runs the same parts; loop
   /// conditions read the owner's value; after each part the ranks agree on
-  /// its success. Workflows with <unite> are refused (r.error).
+  /// its success. <unite>: co-method i of a top-level unite runs on rank
+  /// i % size (unite_placement), its inputs sent there first; publishes and
+  /// stops are posted to every rank; at the unite's end the ranks exchange the
+  /// co-methods' records and choose the same winner. Refused (r.error) when
+  /// co-methods on two ranks write the same data.
   std::unique_ptr<Session> open(const Dag& dag, DataStore& store, const ExecOptions& opts, Progress& progress,
                                 ExecResult& r) override;
   const MpiRankStats& stats() const { return stats_; }

@@ -605,6 +605,7 @@ int cmd_run(const std::vector<std::string>& args) {
     bool ok = res.ok;
     if (rank == 0) {
       MergedRun m = merge_rank_results(dag, all);
+      m.result.unites = std::move(res.unites);  // every rank has every co-method's record (exchanged at each unite's end)
       res = std::move(m.result);
       task_ranks = std::move(m.task_ranks);
       mpi_info = {{"ranks", st.size}, {"bytes_moved", m.bytes_moved}, {"per_rank", m.ranks}};

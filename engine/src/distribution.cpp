@@ -19,10 +19,73 @@ std::vector<char> resident_data(const Dag& dag, const DataOwners& own, int rank)
     r[d] = dag.data[d].distribute == "replicate" ||
            std::find(own[d].begin(), own[d].end(), std::int32_t(rank)) != own[d].end();
   }
-  // every rank evaluates the runtime loops' conditions: it holds their scalars
-  for (const Region& g : dag.regions)
+  // every rank evaluates the runtime loops' conditions: it holds their scalars;
+  // and every rank runs the publishes and gathers outside co-methods
+  const UnitePlacement up = unite_placement(dag, 1);
+  for (size_t i = 0; i < dag.regions.size(); ++i) {
+    const Region& g = dag.regions[i];
     for (auto d : g.cond_data) r[size_t(d)] = 1;
+    if ((g.kind == Region::Kind::publish || g.kind == Region::Kind::gather) && up.region_rank[i] < 0) {
+      for (auto d : g.data) r[size_t(d)] = 1;
+      for (auto d : g.scores) r[size_t(d)] = 1;
+    }
+  }
   return r;
+}
+
+UnitePlacement unite_placement(const Dag& dag, int size) {
+  size = std::max(size, 1);
+  UnitePlacement p;
+  p.task_rank.assign(dag.tasks.size(), -1);
+  p.region_rank.assign(dag.regions.size(), -1);
+  p.data_rank.assign(dag.data.size(), -1);
+  p.data_unite.assign(dag.data.size(), -1);
+  std::vector<std::int32_t> data_cm(dag.data.size(), -1);  // the co-method that wrote it first
+  auto claim = [&](std::int32_t d, std::int32_t rank, std::int32_t unite, std::int32_t cm) {
+    if (d < 0) return;
+    const size_t i = size_t(d);
+    if (p.data_rank[i] < 0) {
+      p.data_rank[i] = rank, p.data_unite[i] = unite, data_cm[i] = cm;
+    } else if (p.data_rank[i] != rank && p.conflict.empty()) {
+      auto who = [&](std::int32_t u, std::int32_t c) {
+        return "unite '" + dag.regions[size_t(u)].name + "' co-method '" + dag.regions[size_t(c)].name + "'";
+      };
+      p.conflict = "'" + dag.data[i].name + "': " + who(p.data_unite[i], data_cm[i]) + " and " + who(unite, cm);
+      p.conflict_region = cm;
+    }
+  };
+  // rank, top-level unite and co-method of the region being visited (-1 outside)
+  std::function<void(std::int32_t, std::int32_t, std::int32_t, std::int32_t)> visit =
+      [&](std::int32_t r, std::int32_t rank, std::int32_t unite, std::int32_t cm) {
+        const Region& g = dag.regions[size_t(r)];
+        p.region_rank[size_t(r)] = rank;
+        if (rank >= 0) {
+          if (g.kind == Region::Kind::gather) {
+            for (auto d : g.data) claim(d, rank, unite, cm);
+            for (auto d : g.scores) claim(d, rank, unite, cm);
+          }
+          if (g.kind == Region::Kind::unite)
+            for (auto d : g.save_exit) claim(d, rank, unite, cm);
+        }
+        std::int32_t k = 0;
+        for (const auto& it : g.items) {
+          if (it.region >= 0) {
+            if (rank < 0 && g.kind == Region::Kind::unite)
+              visit(it.region, k++ % size, r, it.region);  // a top-level co-method
+            else
+              visit(it.region, rank, unite, cm);
+            continue;
+          }
+          if (rank < 0) continue;
+          for (std::int32_t t = it.first; t < it.end; ++t) {
+            p.task_rank[size_t(t)] = rank;
+            for (const Binding& b : dag.tasks[size_t(t)].bindings)
+              if (b.mode != Access::read) claim(b.ref.data, rank, unite, cm);
+          }
+        }
+      };
+  if (dag.root_region >= 0) visit(dag.root_region, -1, -1, -1);
+  return p;
 }
 
 DataOwners data_owners(const Dag& dag, int size) {
@@ -63,6 +126,11 @@ DataOwners data_owners(const Dag& dag, int size) {
     const size_t r = size_t(std::min_element(load.begin(), load.end()) - load.begin());
     load[r] += dag.data[i].bytes();
     own[i][0] = std::int32_t(r);
+  }
+  if (dag.root_region >= 0) {
+    const UnitePlacement up = unite_placement(dag, size);
+    for (size_t i = 0; i < own.size(); ++i)
+      if (up.data_rank[i] >= 0) std::fill(own[i].begin(), own[i].end(), up.data_rank[i]);
   }
   return own;
 }

@@ -302,23 +302,57 @@ expect_rc 1 "a component throwing on rank 1 inside a loop fails the job" -- \
 expect_in "rank 1: $tmp/loop_throws.xml:9:5: error: task 'broken load in a loop' (component io.load) failed" \
   "the loop failure names rank 1's task"
 [ $(($(date +%s) - start)) -le 30 ] || { echo "FAIL: the failing loop took more than 30 s"; fails=$((fails + 1)); }
-# co-methods are not run under MPI yet: refused with the unite's location, on every rank alike
+# <unite> on rank groups: co-method i on rank i % size, the winner's kept data
+# saved (x = 2 m for the winner c<m>), the co-methods' records merged on rank 0
 cat >"$tmp/unite.xml" <<'EOF'
 <workflow name="unite">
   <data name="x" dtype="f64" shape="1" init="zeros"/>
-  <unite name="race" exit="first" save_exit="x">
-    <par var="m" values="1,2">
+  <unite name="race" exit="all" save_exit="x">
+    <par var="m" values="1,2,3">
       <comethod name="c${m}" keep="v${m}">
         <data name="v${m}" dtype="f64" shape="1" init="value" value="${m}"/>
-        <task component="tensor.scale"><inout port="x" data="v${m}"/><arg name="alpha" value="2"/></task>
+        <task component="tensor.scale" name="scale${m}"><inout port="x" data="v${m}"/><arg name="alpha" value="2"/></task>
       </comethod>
     </par>
   </unite>
+  <save data="x" to="x.npy"/>
 </workflow>
 EOF
-expect_rc 0 "the unite runs on --backend starpu" -- "$y" run "$tmp/unite.xml" --quiet --out "$tmp/unite-starpu"
-expect_rc 1 "a <unite> under starpu-mpi is refused" -- mpi 2 run "$tmp/unite.xml" --quiet --backend starpu-mpi --out "$tmp/unite-mpi"
-expect_in "$tmp/unite.xml:3:3: error: <unite> 'race' cannot run on the starpu-mpi backend" "the refusal names the unite"
+for n in 2 3; do
+  expect_rc 0 "a unite on $n ranks" -- mpi $n run "$tmp/unite.xml" --quiet --backend starpu-mpi --ncpu 1 --out "$tmp/unite-$n"
+  python3 - "$tmp/unite-$n" "$n" <<'PY' || { echo "FAIL: unite on $n ranks"; fails=$((fails + 1)); }
+import json, struct, sys
+d, n = sys.argv[1], int(sys.argv[2])
+r = json.load(open(d + "/report.json"))
+u = r["unites"][0]
+assert [c["status"] for c in u["comethods"]] == ["converged"] * 3, u
+m = int(u["winner"][1:])
+raw = open(d + "/x.npy", "rb").read()
+x = struct.unpack("<d", raw[-8:])[0]
+assert x == 2 * m, (x, m)
+ranks = {t["name"]: t["rank"] for t in r["tasks"] if t["name"].startswith("scale")}
+assert ranks == {"scale%d" % k: (k - 1) % n for k in (1, 2, 3)}, ranks
+print("ok: unite on %d ranks: winner c%d, x = %g, co-methods on ranks %s" % (n, m, x, ranks))
+PY
+done
+# co-methods on two ranks writing the same data are refused, before anything runs
+cat >"$tmp/clash.xml" <<'EOF'
+<workflow name="clash">
+  <data name="x" dtype="f64" shape="1" init="zeros"/>
+  <data name="y" dtype="f64" shape="1" init="zeros"/>
+  <unite name="u1" exit="all">
+    <comethod name="a"><task component="tensor.scale"><inout port="x" data="x"/><arg name="alpha" value="2"/></task></comethod>
+    <comethod name="b"><task component="tensor.scale"><inout port="x" data="y"/><arg name="alpha" value="2"/></task></comethod>
+  </unite>
+  <unite name="u2" exit="all">
+    <comethod name="c"><task component="tensor.scale"><inout port="x" data="y"/><arg name="alpha" value="2"/></task></comethod>
+    <comethod name="d"><task component="tensor.scale"><inout port="x" data="x"/><arg name="alpha" value="2"/></task></comethod>
+  </unite>
+</workflow>
+EOF
+expect_rc 0 "the same unites run on --backend starpu" -- "$y" run "$tmp/clash.xml" --quiet --out "$tmp/clash-starpu"
+expect_rc 1 "co-methods on two ranks writing one data are refused" -- mpi 2 run "$tmp/clash.xml" --quiet --backend starpu-mpi --out "$tmp/clash-mpi"
+expect_in "$tmp/clash.xml:9:5: error: data 'y': unite 'u1' co-method 'b' and unite 'u2' co-method 'c' write it, and they run on different ranks under starpu-mpi" "the refusal names the data and both co-methods"
 
 # a component that throws on rank 1 (io.load of a missing file into a tile rank 1 owns)
 cat >"$tmp/throws.xml" <<'EOF'
@@ -349,7 +383,7 @@ cat >"$tmp/long.xml" <<'EOF'
 <workflow name="long">
   <data name="A" dtype="f64" shape="768,768" tile="128,128" init="random" seed="1"/>
   <data name="C" dtype="f64" shape="768,768" tile="128,128" init="zeros"/>
-  <seq var="r" from="0" to="400">
+  <seq var="r" from="0" to="4000">
     <par var="i" from="0" to="6"><par var="j" from="0" to="6">
       <task component="blas.gemm"><in port="a" data="A[${i},${j}]"/><in port="b" data="A[${j},${i}]"/>
         <inout port="c" data="C[${i},${j}]"/><arg name="beta" value="1"/><arg name="alpha" value="1e-3"/></task>

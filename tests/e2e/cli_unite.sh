@@ -109,6 +109,43 @@ assert {"co-method m1/fast", "co-method m2/slow"} <= lanes, lanes
 print("ok: nested unites: inner winners fast, best published 23, lanes by path")
 PY
 
+# under StarPU-MPI each co-method runs on its rank (i % ranks), exchanging
+# through messages: the same eigenvalues on 2 and 3 ranks, and the nested unites
+if command -v mpirun >/dev/null && "$bin" run --help | grep -q starpu-mpi; then
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl=self,vader OPENBLAS_NUM_THREADS=1
+  for n in 2 3; do
+    expect_rc 0 "meram on $n MPI ranks" -- timeout 120 mpirun --oversubscribe -np $n "$bin" run "$wf" "${case_args[@]}" \
+      --backend starpu-mpi --ncpu 1 --out "$tmp/mpi$n"
+    check_run "$tmp/mpi$n" "MERAM (starpu-mpi, $n ranks)"
+  done
+  "$py" - "$tmp/mpi2" <<'PY' || { echo "FAIL: co-methods on ranks"; fails=$((fails + 1)); }
+import json, sys
+r = json.load(open(sys.argv[1] + "/report.json"))
+ranks = {t["name"]: t["rank"] for t in r["tasks"] if t["name"].startswith("cycle")}
+assert ranks == {"cycle5": 0, "cycle9": 1, "cycle12": 0}, ranks
+# the co-methods on rank 0 took Ritz pairs published on rank 1 and the other way round
+u = r["unites"][0]
+src = {c["name"]: {e["source"] for e in c["exchanges"] if e["op"] == "gather"} for c in u["comethods"]}
+assert "eram9" in src["eram5"] | src["eram12"] or any(s != "eram9" for s in src["eram9"]), src
+print("ok: co-methods on ranks", ranks, "gathered from", {k: sorted(v) for k, v in src.items()})
+PY
+  expect_rc 0 "nested unites on 2 MPI ranks" -- timeout 120 mpirun --oversubscribe -np 2 "$bin" run "$tmp/nested.xml" \
+    --backend starpu-mpi --ncpu 1 --out "$tmp/nested-mpi" --quiet
+  "$py" - "$tmp/nested-mpi" <<'PY' || { echo "FAIL: nested unites on 2 ranks"; fails=$((fails + 1)); }
+import json, sys
+import numpy as np
+d = sys.argv[1]
+r = json.load(open(d + "/report.json"))
+by = {u.get("within", ""): u for u in r["unites"]}
+assert set(by) == {"", "m1", "m2"}, by.keys()
+assert by["m1"]["winner"] == "fast" and by["m2"]["winner"] == "fast", by
+assert np.load(d + "/result.npy").tolist() == [23.0], np.load(d + "/result.npy")  # m2's, published on rank 1
+print("ok: nested unites on 2 ranks: inner winners fast, best published 23 gathered on every rank")
+PY
+else
+  echo "note: no mpirun or no StarPU-MPI build: the co-methods on MPI ranks are not run"
+fi
+
 # bad usage and bad workflows
 expect_rc 1 "a subspace not above k" -- "$bin" check "$wf" --set subspaces=5,4 --set k=4
 expect_in "eigen.eram_cycle" "the bad co-method's task is named"

@@ -283,3 +283,70 @@ TEST(Distribution, EveryRankHoldsWhatItOwnsAndTheLoopConditions) {
   }
   EXPECT_EQ(holders_of_other, std::vector<int>{own[size_t(other)][0]});  // not a condition: its owner only
 }
+
+TEST(Distribution, CoMethodsRunOnTheirRankAndOwnWhatTheyWrite) {
+  // three co-methods on two ranks: co-method i on rank i % 2; what each writes
+  // (task outputs, its gather target, every tile) is its rank's, what it only
+  // reads keeps the usual owner; the publish/gather after the unite runs on
+  // every rank, so its data are resident everywhere
+  const Dag dag = compile_ok(R"(<workflow name="race">
+    <data name="A" shape="8,8" tile="4,4" init="random" seed="1"/>
+    <data name="best" dtype="f64" shape="1" init="zeros"/>
+    <data name="score" dtype="f64" shape="1" init="zeros"/>
+    <unite name="u" exit="all">
+      <par var="m" values="1,2,3">
+        <comethod name="c${m}">
+          <data name="v${m}" shape="8,8" tile="4,4" init="zeros"/>
+          <data name="s${m}" dtype="f64" shape="1" init="value" value="${m}"/>
+          <data name="g${m}" dtype="f64" shape="1" init="zeros"/>
+          <task component="tensor.copy"><in port="x" data="A"/><out port="y" data="v${m}"/></task>
+          <publish name="ch" data="s${m}" score="s${m}"/>
+          <gather name="ch" into="g${m}" score="g${m}"/>
+        </comethod>
+      </par>
+    </unite>
+    <gather name="ch" into="best" score="score"/>
+  </workflow>)");
+  const UnitePlacement p = unite_placement(dag, 2);
+  EXPECT_TRUE(p.conflict.empty()) << p.conflict;
+  ASSERT_EQ(dag.tasks.size(), 3u);
+  for (int m = 1; m <= 3; ++m) {
+    EXPECT_EQ(p.task_rank[size_t(m - 1)], (m - 1) % 2) << "c" << m;
+    EXPECT_EQ(p.data_rank[size_t(data_index(dag, "v" + std::to_string(m)))], (m - 1) % 2);
+    EXPECT_EQ(p.data_rank[size_t(data_index(dag, "g" + std::to_string(m)))], (m - 1) % 2);  // gathered into
+    EXPECT_EQ(p.data_rank[size_t(data_index(dag, "s" + std::to_string(m)))], -1);          // published only
+  }
+  EXPECT_EQ(p.data_rank[size_t(data_index(dag, "A"))], -1);
+  const DataOwners own = data_owners(dag, 2);
+  for (auto o : own[size_t(data_index(dag, "v2"))]) EXPECT_EQ(o, 1);  // the tensor and all 4 tiles, though 2-D cyclic otherwise
+  for (auto o : own[size_t(data_index(dag, "v3"))]) EXPECT_EQ(o, 0);
+  const auto a = own[size_t(data_index(dag, "A"))];
+  EXPECT_NE(a[1], a[2]);  // A keeps its block-cyclic tiles
+  for (int rank = 0; rank < 2; ++rank) {
+    const std::vector<char> res = resident_data(dag, own, rank);
+    EXPECT_TRUE(res[size_t(data_index(dag, "best"))]) << "rank " << rank;
+    EXPECT_TRUE(res[size_t(data_index(dag, "score"))]);
+    EXPECT_EQ(bool(res[size_t(data_index(dag, "v2"))]), rank == 1);
+  }
+}
+
+TEST(Distribution, CoMethodsOnTwoRanksWritingOneDataAreAConflict) {
+  // u1's a (rank 0) and u2's c (rank 1) both write x: on 2 ranks x cannot be
+  // both co-methods' (the backend refuses the run); on 1 rank it can
+  const Dag dag = compile_ok(R"(<workflow name="clash">
+    <data name="x" dtype="f64" shape="1" init="zeros"/>
+    <data name="y" dtype="f64" shape="1" init="zeros"/>
+    <unite name="u1" exit="all">
+      <comethod name="a"><task component="tensor.scale"><inout port="x" data="x"/><arg name="alpha" value="2"/></task></comethod>
+    </unite>
+    <unite name="u2" exit="all">
+      <comethod name="b"><task component="tensor.scale"><inout port="x" data="y"/><arg name="alpha" value="2"/></task></comethod>
+      <comethod name="c"><task component="tensor.scale"><inout port="x" data="x"/><arg name="alpha" value="2"/></task></comethod>
+    </unite>
+  </workflow>)");
+  const UnitePlacement p = unite_placement(dag, 2);
+  EXPECT_EQ(p.conflict, "'x': unite 'u1' co-method 'a' and unite 'u2' co-method 'c'");
+  ASSERT_GE(p.conflict_region, 0);
+  EXPECT_EQ(dag.regions[size_t(p.conflict_region)].name, "c");
+  EXPECT_TRUE(unite_placement(dag, 1).conflict.empty());
+}

@@ -9,6 +9,7 @@
 //   DistributedEstimate e = estimate_distributed(dag, seconds, spec);
 //   std::cout << e.makespan_s << " s, " << e.bytes_moved << " bytes moved\n";
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "ymlopt/engine/ir.hpp"
@@ -19,7 +20,8 @@ namespace ymlopt {
 /// own[d][1 + t] its tile t's.
 using DataOwners = std::vector<std::vector<std::int32_t>>;
 
-/// Owners on `size` ranks: owner= pins a tensor and its tiles to one rank
+/// Owners on `size` ranks: data that a co-method writes belong, whole and
+/// every tile, to its rank (unite_placement); otherwise owner= pins a tensor and its tiles to one rank
 /// (modulo size); tiled tensors follow distribute= ("rows": tile row modulo size,
 /// "cols": tile column, else one row or column of tiles: 1-D cyclic, else 2-D
 /// block-cyclic on a p x q grid, p <= q as square as size allows; the tensor
@@ -30,10 +32,31 @@ using DataOwners = std::vector<std::vector<std::int32_t>>;
 ///   DataOwners own = data_owners(dag, 2);   // own[A][1 + t] == t % 2 for a 1 x n tiling
 DataOwners data_owners(const Dag& dag, int size);
 
+/// Where the co-methods of each top-level <unite> run on `size` ranks: co-method
+/// i of a unite on rank i % size (a rank group of one rank; with fewer ranks than
+/// co-methods a rank runs several, with more some ranks wait for the unite). A
+/// co-method's tasks, loops, exchanges and nested unites stay on its rank, and
+/// the data it writes (tasks' outputs, gather targets, nested unites' save_exit)
+/// belong to that rank. -1: outside co-methods (every rank, SPMD).
+///
+///   UnitePlacement p = unite_placement(dag, 2);
+///   if (p.task_rank[t] >= 0) ...   // task t runs on that rank only
+struct UnitePlacement {
+  std::vector<std::int32_t> task_rank;    // by task id
+  std::vector<std::int32_t> region_rank;  // by region id
+  std::vector<std::int32_t> data_rank;    // by data id: the rank whose co-method writes it, -1 none
+  std::vector<std::int32_t> data_unite;   // by data id: the top-level unite whose co-method writes it
+  /// A data written by co-methods on two ranks ("" if none): "'X': unite 'u' co-method 'a' and unite 'v' co-method 'b'".
+  std::string conflict;
+  std::int32_t conflict_region = -1;  // the second co-method
+};
+UnitePlacement unite_placement(const Dag& dag, int size);
+
 /// The data rank `rank` allocates and initialises (DataStore's `resident`):
 /// those it owns whole or a tile of (tiles alias their tensor's memory),
-/// distribute="replicate" data, and the scalars runtime loop conditions read
-/// (every rank evaluates them). The others get no memory up front: StarPU-MPI
+/// distribute="replicate" data, the scalars runtime loop conditions read
+/// (every rank evaluates them), and the data of publishes and gathers outside
+/// co-methods (every rank runs them). The others get no memory up front: StarPU-MPI
 /// allocates a copy when a task of this rank receives them.
 ///
 ///   DataStore store(dag, resident_data(dag, data_owners(dag, 4), rank));

@@ -1,6 +1,7 @@
 #pragma once
 #include <atomic>
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -128,6 +129,37 @@ class Session {
   virtual void acquire(std::int32_t data, bool write) = 0;
   virtual void release(std::int32_t data) = 0;
   virtual TaskRunner& runner() = 0;
+
+  // Distributed sessions (StarPU-MPI, one process per rank). The co-methods of
+  // a top-level <unite> run one per rank (unite_placement); everything else
+  // runs on every rank alike. The defaults are a single process's.
+  virtual int rank() const { return 0; }
+  virtual int ranks() const { return 1; }
+  /// Every rank, before the co-methods of top-level unite `region` start: each
+  /// co-method's inputs are brought to its rank.
+  virtual void unite_begin(std::int32_t region) { (void)region; }
+  /// Called by a co-method's thread: its later run(), acquire() and release()
+  /// stay on this rank (the co-method's data are this rank's).
+  virtual void set_local(bool local) { (void)local; }
+  /// Sends `msg` to every other rank, without waiting (thread-safe).
+  virtual void post(std::vector<std::byte> msg) { (void)msg; }
+  /// What other ranks posted that has arrived, oldest first (thread-safe).
+  virtual std::vector<std::vector<std::byte>> poll() { return {}; }
+  /// Every rank, once its co-methods of the unite ended: receives the unite's
+  /// messages still in flight (the next poll() returns them), makes what the
+  /// co-methods wrote readable from every rank, and returns every rank's
+  /// `mine`, by rank.
+  virtual std::vector<std::vector<std::byte>> unite_end(std::int32_t region, std::vector<std::byte> mine) {
+    (void)region;
+    return {std::move(mine)};
+  }
+  /// Copies whole tensor `from` into `to` (same dtype and shape) on every rank
+  /// alike; false: the caller copies through acquire().
+  virtual bool copy(std::int32_t from, std::int32_t to) {
+    (void)from, (void)to;
+    return false;
+  }
+
   /// Waits for everything, shuts the runtime down, fills in `r`.
   virtual void close(ExecResult& r) = 0;
 };
