@@ -354,6 +354,39 @@ expect_rc 0 "the same unites run on --backend starpu" -- "$y" run "$tmp/clash.xm
 expect_rc 1 "co-methods on two ranks writing one data are refused" -- mpi 2 run "$tmp/clash.xml" --quiet --backend starpu-mpi --out "$tmp/clash-mpi"
 expect_in "$tmp/clash.xml:9:5: error: data 'y': unite 'u1' co-method 'b' and unite 'u2' co-method 'c' write it, and they run on different ranks under starpu-mpi" "the refusal names the data and both co-methods"
 
+# a co-method whose task throws on rank 1 fails alone; when every co-method fails, the job does (exit 1, no hang)
+cat >"$tmp/cmfail.xml" <<'EOF'
+<workflow name="cmfail">
+  <data name="x" dtype="f64" shape="1" init="zeros"/>
+  <unite name="race" exit="all" save_exit="x">
+    <comethod name="good" keep="g">
+      <data name="g" dtype="f64" shape="1" init="value" value="5"/>
+      <task component="tensor.scale"><inout port="x" data="g"/><arg name="alpha" value="2"/></task>
+    </comethod>
+    <comethod name="bad" keep="b">
+      <data name="b" dtype="f64" shape="1" init="zeros"/>
+      <task component="io.load" name="broken load"><out port="y" data="b"/><arg name="path" value="/nonexistent/b.npy"/></task>
+    </comethod>
+  </unite>
+  <save data="x" to="x.npy"/>
+</workflow>
+EOF
+expect_rc 0 "a failing co-method on rank 1 fails alone" -- mpi 2 run "$tmp/cmfail.xml" --quiet --backend starpu-mpi --ncpu 1 --out "$tmp/cmfail"
+python3 -c "
+import json, struct
+r = json.load(open('$tmp/cmfail/report.json'))
+c = {c['name']: c for c in r['unites'][0]['comethods']}
+assert r['status'] == 'ok' and c['good']['winner'] and c['bad']['status'] == 'failed', c
+assert c['bad']['error'].endswith('cmfail.xml:10:7: error: task \'broken load\' (component io.load) failed: /nonexistent/b.npy: cannot open: No such file or directory'), c['bad']['error']
+assert struct.unpack('<d', open('$tmp/cmfail/x.npy', 'rb').read()[-8:])[0] == 10.0
+print('ok: the failed co-method is reported with its error, the other one won (x = 10)')
+" || { echo "FAIL: a failing co-method under starpu-mpi"; fails=$((fails + 1)); }
+sed 's|init="value" value="5"/>|init="value" value="5"/><task component="io.load"><out port="y" data="g"/><arg name="path" value="/nonexistent/g.npy"/></task>|' \
+  "$tmp/cmfail.xml" >"$tmp/allfail.xml"
+expect_rc 1 "every co-method failing fails the job" -- mpi 2 run "$tmp/allfail.xml" --quiet --backend starpu-mpi --ncpu 1 --out "$tmp/allfail"
+expect_in "allfail.xml:3:3: error: every co-method of unite 'race' failed:" "the failure names the unite"
+expect_in "co-method 'bad': $tmp/allfail.xml:10:7: error: task 'broken load' (component io.load) failed" "and each co-method's error"
+
 # a component that throws on rank 1 (io.load of a missing file into a tile rank 1 owns)
 cat >"$tmp/throws.xml" <<'EOF'
 <workflow name="throws">

@@ -93,8 +93,8 @@ cat >"$tmp/nested.xml" <<'XML'
   <save data="result" to="result.npy"/>
 </workflow>
 XML
-expect_rc 0 "nested unites" -- "$bin" run "$tmp/nested.xml" --out "$tmp/nested" --quiet
-"$py" - "$tmp/nested" <<'PY' || { echo "FAIL: nested unites: report or trace"; fails=$((fails + 1)); }
+check_nested() {  # DIR WHAT
+  "$py" - "$1" "$2" <<'PY' || { echo "FAIL: $2: report or trace"; fails=$((fails + 1)); }
 import json, sys
 import numpy as np
 d = sys.argv[1]
@@ -106,8 +106,11 @@ assert np.load(d + "/result.npy").tolist() == [23.0], np.load(d + "/result.npy")
 t = json.load(open(d + "/trace.json"))["traceEvents"]
 lanes = {e["args"]["name"] for e in t if e.get("name") == "process_name"}
 assert {"co-method m1/fast", "co-method m2/slow"} <= lanes, lanes
-print("ok: nested unites: inner winners fast, best published 23, lanes by path")
+print("ok: %s: inner winners fast, best published 23, lanes by path" % sys.argv[2])
 PY
+}
+expect_rc 0 "nested unites" -- "$bin" run "$tmp/nested.xml" --out "$tmp/nested" --quiet
+check_nested "$tmp/nested" "nested unites"
 
 # under StarPU-MPI each co-method runs on its rank (i % ranks), exchanging
 # through messages: the same eigenvalues on 2 and 3 ranks, and the nested unites
@@ -123,25 +126,15 @@ import json, sys
 r = json.load(open(sys.argv[1] + "/report.json"))
 ranks = {t["name"]: t["rank"] for t in r["tasks"] if t["name"].startswith("cycle")}
 assert ranks == {"cycle5": 0, "cycle9": 1, "cycle12": 0}, ranks
-# the co-methods on rank 0 took Ritz pairs published on rank 1 and the other way round
+# (whether a gather took pairs published on the other rank depends on timing;
+# the nested case below checks a cross-rank publish deterministically)
 u = r["unites"][0]
 src = {c["name"]: {e["source"] for e in c["exchanges"] if e["op"] == "gather"} for c in u["comethods"]}
-assert "eram9" in src["eram5"] | src["eram12"] or any(s != "eram9" for s in src["eram9"]), src
 print("ok: co-methods on ranks", ranks, "gathered from", {k: sorted(v) for k, v in src.items()})
 PY
   expect_rc 0 "nested unites on 2 MPI ranks" -- timeout 120 mpirun --oversubscribe -np 2 "$bin" run "$tmp/nested.xml" \
     --backend starpu-mpi --ncpu 1 --out "$tmp/nested-mpi" --quiet
-  "$py" - "$tmp/nested-mpi" <<'PY' || { echo "FAIL: nested unites on 2 ranks"; fails=$((fails + 1)); }
-import json, sys
-import numpy as np
-d = sys.argv[1]
-r = json.load(open(d + "/report.json"))
-by = {u.get("within", ""): u for u in r["unites"]}
-assert set(by) == {"", "m1", "m2"}, by.keys()
-assert by["m1"]["winner"] == "fast" and by["m2"]["winner"] == "fast", by
-assert np.load(d + "/result.npy").tolist() == [23.0], np.load(d + "/result.npy")  # m2's, published on rank 1
-print("ok: nested unites on 2 ranks: inner winners fast, best published 23 gathered on every rank")
-PY
+  check_nested "$tmp/nested-mpi" "nested unites on 2 ranks (m2's 23 published on rank 1, gathered on every rank)"
 else
   echo "note: no mpirun or no StarPU-MPI build: the co-methods on MPI ranks are not run"
 fi
