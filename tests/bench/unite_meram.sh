@@ -4,6 +4,8 @@
 # (the same workflow with one co-method), same matrices, same run; ARPACK's
 # IRAM on the same matrix from ymlopt_bench_meram as the anchor.
 #   tests/bench/unite_meram.sh [BUILD_DIR] [REPS]
+#   MPI_RANKS=3 tests/bench/unite_meram.sh build 3   # MERAM under --backend starpu-mpi:
+#     one co-method per rank (--ncpu 1 each), exchanging by MPI messages
 # Prints per run: the winner, restarts and matvecs (restarts x subspace) of
 # every co-method, the busiest co-method's matvecs (the critical path with one
 # core per co-method) and the summed work; and MERAM's busiest / best single.
@@ -56,8 +58,14 @@ for c in "${cases[@]}"; do
   busy=()
   for rep in $(seq 1 "$reps"); do
     # shellcheck disable=SC2086
-    "$bin" run workflows/unite/meram.xml $args --set max_restarts=20000 --set save_matrix=true --quiet --out "$out/$name-meram$rep" >/dev/null
-    line=$(summary "$out/$name-meram$rep" "MERAM #$rep")
+    if [ -n "${MPI_RANKS:-}" ]; then
+      OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl=${OMPI_MCA_btl:-self,vader} \
+        mpirun --oversubscribe -np "$MPI_RANKS" "$bin" run workflows/unite/meram.xml $args --set max_restarts=20000 \
+        --set save_matrix=true --quiet --backend starpu-mpi --ncpu 1 --out "$out/$name-meram$rep" >/dev/null 2>&1
+    else
+      "$bin" run workflows/unite/meram.xml $args --set max_restarts=20000 --set save_matrix=true --quiet --out "$out/$name-meram$rep" >/dev/null
+    fi
+    line=$(summary "$out/$name-meram$rep" "MERAM${MPI_RANKS:+ ($MPI_RANKS ranks)} #$rep")
     echo "$line" | grep -v RESULT
     busy+=("$(echo "$line" | awk '/^RESULT/ {print $2}')")
   done

@@ -335,6 +335,54 @@ assert ranks == {"scale%d" % k: (k - 1) % n for k in (1, 2, 3)}, ranks
 print("ok: unite on %d ranks: winner c%d, x = %g, co-methods on ranks %s" % (n, m, x, ranks))
 PY
 done
+# tiled co-method data: GEMMs on tiles of inputs owned across the ranks (one
+# written before the unite), the winner's tiled result saved and written again
+# after the unite; X = (m / 2) A B for the winner c<m>, on 1 (sequential), 2, 3 and 4 ranks
+cat >"$tmp/tiled.xml" <<'EOF'
+<workflow name="tiled">
+  <data name="A" dtype="f64" shape="64,64" tile="32,32" init="random" seed="1"/>
+  <data name="B" dtype="f64" shape="64,64" tile="32,32" init="random" seed="2"/>
+  <data name="X" dtype="f64" shape="64,64" tile="32,32" init="zeros"/>
+  <data name="s" dtype="f64" shape="1" init="zeros"/>
+  <task component="tensor.scale"><inout port="x" data="A[1,0]"/><arg name="alpha" value="3"/></task>
+  <unite name="u" exit="all" save_exit="X">
+    <par var="m" values="1,2,3">
+      <comethod name="c${m}" keep="C${m}">
+        <data name="C${m}" dtype="f64" shape="64,64" tile="32,32" init="zeros"/>
+        <data name="n${m}" dtype="f64" shape="1" init="zeros"/>
+        <par var="i" from="0" to="2"><par var="j" from="0" to="2"><seq var="k" from="0" to="2">
+          <task component="blas.gemm"><in port="a" data="A[${i},${k}]"/><in port="b" data="B[${k},${j}]"/>
+            <inout port="c" data="C${m}[${i},${j}]"/><arg name="beta" value="1"/><arg name="alpha" value="${m}"/></task>
+        </seq></par></par>
+        <task component="tensor.scale"><inout port="x" data="C${m}"/><arg name="alpha" value="0.5"/></task>
+        <task component="tensor.norm"><in port="x" data="C${m}"/><out port="out" data="n${m}"/></task>
+        <publish name="norms" data="C${m}" score="n${m}"/>
+      </comethod>
+    </par>
+  </unite>
+  <task component="tensor.scale"><inout port="x" data="X[0,1]"/><arg name="alpha" value="2"/></task>
+  <save data="X" to="X.npy"/>
+</workflow>
+EOF
+expect_rc 0 "tiled co-methods, sequential" -- "$y" run "$tmp/tiled.xml" --quiet --backend sequential --out "$tmp/tiled-seq"
+for n in 2 3 4; do
+  expect_rc 0 "tiled co-methods on $n ranks" -- mpi $n run "$tmp/tiled.xml" --quiet --backend starpu-mpi --ncpu 1 --out "$tmp/tiled-$n"
+  python3 - "$tmp/tiled-seq" "$tmp/tiled-$n" <<'PY' || { echo "FAIL: tiled co-methods on $n ranks"; fails=$((fails + 1)); }
+import json, struct, sys
+def load(d):
+    raw = open(d + "/X.npy", "rb").read()
+    n = struct.unpack("<H", raw[8:10])[0]
+    data = raw[10 + n:]
+    m = int(json.load(open(d + "/report.json"))["unites"][0]["winner"][1:])
+    return m, struct.unpack("<%dd" % (len(data) // 8), data)
+ms, xs = load(sys.argv[1])
+mm, xm = load(sys.argv[2])
+err = max(abs(a / ms - b / mm) for a, b in zip(xs, xm)) / max(abs(a / ms) for a in xs)
+assert err < 1e-14, err
+print("ok: X from c%d on ranks = X from c%d sequential, scaled (max relative difference %.1e)" % (mm, ms, err))
+PY
+done
+
 # co-methods on two ranks writing the same data are refused, before anything runs
 cat >"$tmp/clash.xml" <<'EOF'
 <workflow name="clash">
