@@ -451,6 +451,45 @@ class ProgramRunner {
     }
   }
 
+  // A unite on rank groups, once this rank's co-methods ended: every rank
+  // learns how the others' co-methods ended, the loops they ran and the unites
+  // nested in them (into `r_`), so that all choose the same winner.
+  void share_outcomes(std::int32_t uid, const std::vector<char>& mine, std::vector<Outcome>& outcomes,
+                      std::vector<double>& finished_at, std::vector<Scope>& scopes, const std::vector<Shipped>& ships,
+                      UniteRecord& ur) {
+    WireOut w;
+    for (size_t i = 0; i < mine.size(); ++i) {
+      if (!mine[i]) continue;
+      w.put(std::int32_t(i)), w.put(std::int32_t(outcomes[i])), w.put(finished_at[i]);
+      w.put(std::uint8_t(scopes[i].converged)), w.put(scopes[i].best);
+      put_record(w, ur.comethods[i]);
+      w.put(std::uint64_t(ships[i].loops.size()));
+      for (const auto& [region, it] : ships[i].loops) w.put(region), w.put(it);
+      w.put(std::uint64_t(ships[i].nested.size()));
+      for (const auto& u : ships[i].nested) put_unite(w, u);
+    }
+    const auto all = s_.unite_end(uid, w.take());
+    pump();  // the last publishes: every rank's board holds every co-method's
+    for (size_t k = 0; k < all.size(); ++k) {
+      if (int(k) == s_.rank()) continue;
+      WireIn in(all[k]);
+      while (!in.done()) {
+        const auto i = size_t(in.get<std::int32_t>());
+        outcomes.at(i) = Outcome(in.get<std::int32_t>());
+        finished_at[i] = in.get<double>();
+        scopes[i].converged = in.get<std::uint8_t>() != 0;
+        scopes[i].best = in.get<double>();
+        ur.comethods[i] = get_record(in);
+        std::lock_guard<std::mutex> lock(mu_);
+        for (auto n = in.get<std::uint64_t>(); n > 0; --n) {
+          const auto region = in.get<std::int32_t>();
+          r_.loop_iterations.emplace_back(region, in.get<std::int64_t>());
+        }
+        for (auto n = in.get<std::uint64_t>(); n > 0; --n) r_.unites.push_back(get_unite(in));
+      }
+    }
+  }
+
   Outcome unite(const Region& g, Scope& outer) {
     const auto uid = std::int32_t(&g - dag_.regions.data());
     // a top-level unite on several ranks: each co-method on its rank group
@@ -464,7 +503,8 @@ class ProgramRunner {
     for (const auto& it : g.items)
       if (it.region >= 0) cms.push_back(it.region);
     ur.comethods.resize(cms.size());
-    auto here = [&](size_t i) { return !distributed || place_.region_rank[size_t(cms[i])] == s_.rank(); };
+    std::vector<char> mine(cms.size());  // the co-methods this process runs
+    for (size_t i = 0; i < cms.size(); ++i) mine[i] = !distributed || place_.region_rank[size_t(cms[i])] == s_.rank();
     std::vector<Shipped> ships(distributed ? cms.size() : 0);
     std::atomic<bool> stop{false};
     std::vector<Scope> scopes(cms.size());
@@ -481,7 +521,7 @@ class ProgramRunner {
       const int nw = int(pool.size());
       int next = 0;
       for (size_t i = 0; i < cms.size(); ++i) {
-        if (!here(i)) continue;
+        if (!mine[i]) continue;
         const Region& cm = dag_.regions[size_t(cms[i])];
         const int want = cm.workers > 0 ? int(std::min<std::int64_t>(cm.workers, nw))
                                         : std::max(1, nw / int(cms.size()));
@@ -511,7 +551,7 @@ class ProgramRunner {
       rec.name = cm.name;
       rec.region = cms[i];
       rec.best_score = std::numeric_limits<double>::quiet_NaN();
-      if (!here(i)) continue;  // another rank runs it
+      if (!mine[i]) continue;  // another rank runs it
       Scope& sc = scopes[i];
       sc.comethod = cms[i];
       sc.who = dag_.comethod_path(cms[i]);
@@ -556,39 +596,7 @@ class ProgramRunner {
         std::lock_guard<std::mutex> lock(mu_);
         stops_.erase(uid);
       }
-      // every rank learns how the others' co-methods ended, the loops they ran
-      // and the unites nested in them, so that all choose the same winner
-      WireOut w;
-      for (size_t i = 0; i < cms.size(); ++i) {
-        if (!here(i)) continue;
-        w.put(std::int32_t(i)), w.put(std::int32_t(outcomes[i])), w.put(finished_at[i]);
-        w.put(std::uint8_t(scopes[i].converged)), w.put(scopes[i].best);
-        put_record(w, ur.comethods[i]);
-        w.put(std::uint64_t(ships[i].loops.size()));
-        for (const auto& [region, it] : ships[i].loops) w.put(region), w.put(it);
-        w.put(std::uint64_t(ships[i].nested.size()));
-        for (const auto& u : ships[i].nested) put_unite(w, u);
-      }
-      const auto all = s_.unite_end(uid, w.take());
-      pump();  // the last publishes: every rank's board holds every co-method's
-      for (size_t k = 0; k < all.size(); ++k) {
-        if (int(k) == s_.rank()) continue;
-        WireIn in(all[k]);
-        while (!in.done()) {
-          const auto i = size_t(in.get<std::int32_t>());
-          outcomes.at(i) = Outcome(in.get<std::int32_t>());
-          finished_at[i] = in.get<double>();
-          scopes[i].converged = in.get<std::uint8_t>() != 0;
-          scopes[i].best = in.get<double>();
-          ur.comethods[i] = get_record(in);
-          std::lock_guard<std::mutex> lock(mu_);
-          for (auto n = in.get<std::uint64_t>(); n > 0; --n) {
-            const auto region = in.get<std::int32_t>();
-            r_.loop_iterations.emplace_back(region, in.get<std::int64_t>());
-          }
-          for (auto n = in.get<std::uint64_t>(); n > 0; --n) r_.unites.push_back(get_unite(in));
-        }
-      }
+      share_outcomes(uid, mine, outcomes, finished_at, scopes, ships, ur);
     }
     for (size_t i = 0; i < cms.size(); ++i)
       if (contexts[i] != outer.context) s_.delete_context(contexts[i]);

@@ -799,32 +799,46 @@ class MpiSession final : public Session {
       err = "rank " + std::to_string(world_.rank) + ": cannot build the task of component " + t.comp->name;
       return nullptr;
     }
+    task->detach = 0;  // waited for by the co-method's part
+    if (err = submit_built(task, id); !err.empty()) {
+      local_[size_t(id)] = nullptr;
+      starpu_task_destroy(task);
+      return nullptr;
+    }
+    mark_written(t);
+    return task;
+  }
+
+  // Submits a task built for task `id` (kept after it ends: successors in the
+  // same part declare dependencies on it) with the compiler's dependencies on
+  // this rank's tasks of the part (tiles alias their tensor, and wait/notify
+  // events carry no data; earlier parts have finished); the error, or "".
+  std::string submit_built(starpu_task* task, std::int32_t id) {
+    const TaskNode& t = dag_.tasks[size_t(id)];
     task->cl_arg = &table_.execs[size_t(id)];
     task->cl_arg_free = 0;
     task->destroy = 0;
-    task->detach = 0;  // waited for by the co-method's part
     std::vector<starpu_task*> deps;
     for (auto p : t.preds)
       if (local_[size_t(p)]) deps.push_back(local_[size_t(p)]);
     if (!deps.empty()) starpu_task_declare_deps_array(task, unsigned(deps.size()), deps.data());
     local_[size_t(id)] = task;
-    if (int ret = starpu_task_submit(task); ret != 0) {
-      err = "rank " + std::to_string(world_.rank) + ": starpu_task_submit failed for component " + t.comp->name +
-            (ret == -ENODEV ? ": no worker can run it" : ": " + std::string(std::strerror(-ret)));
-      local_[size_t(id)] = nullptr;
-      starpu_task_destroy(task);
-      return nullptr;
-    }
+    if (int ret = starpu_task_submit(task); ret != 0)
+      return "rank " + std::to_string(world_.rank) + ": starpu_task_submit failed for component " + t.comp->name +
+             (ret == -ENODEV ? ": no worker can run it" : ": " + std::string(std::strerror(-ret)));
+    return "";
+  }
+
+  // A tiled tensor written whole (or by tiles) has stale tiles (or a stale whole).
+  void mark_written(const TaskNode& t) {
     for (const Binding& b : t.bindings) {
       if (b.ref.data < 0 || b.mode == Access::read || !dag_.data[size_t(b.ref.data)].tiled()) continue;
       (b.ref.tile >= 0 ? tiles_dirty_ : whole_dirty_)[size_t(b.ref.data)] = 1;
     }
-    return task;
   }
 
   void submit(std::int32_t id) {
     const TaskNode& t = dag_.tasks[size_t(id)];
-    TaskExec& ex = table_.execs[size_t(id)];
     auto& descr = descr_;
     if (!operands(id, descr, false, error_)) return;
     // owner computes; saving happens once, on rank 0 (outputs gathered there);
@@ -833,28 +847,11 @@ class MpiSession final : public Session {
     starpu_codelet* cl = &by_comp_[t.comp]->cl;
     starpu_task* task = starpu_mpi_task_build(MPI_COMM_WORLD, cl, STARPU_EXECUTE_ON_NODE, xrank, STARPU_DATA_MODE_ARRAY,
                                               descr.data(), int(descr.size()), 0);
-    if (task) {
-      task->cl_arg = &ex;
-      task->cl_arg_free = 0;
-      task->destroy = 0;  // local successors in the same part may declare a dependency on it
-      // the compiler's dependencies between tasks of this rank (tiles alias
-      // their tensor, and wait/notify events carry no data); earlier parts
-      // have finished
-      std::vector<starpu_task*> deps;
-      for (auto p : t.preds)
-        if (local_[size_t(p)]) deps.push_back(local_[size_t(p)]);
-      if (!deps.empty()) starpu_task_declare_deps_array(task, unsigned(deps.size()), deps.data());
-      local_[size_t(id)] = task;
-      if (int ret = starpu_task_submit(task); ret != 0)
-        error_ = "rank " + std::to_string(world_.rank) + ": starpu_task_submit failed for component " + t.comp->name +
-                 (ret == -ENODEV ? ": no worker can run it" : ": " + std::string(std::strerror(-ret)));
-    }
+    if (task)
+      if (std::string e = submit_built(task, id); !e.empty()) error_ = std::move(e);
     starpu_mpi_task_post_build(MPI_COMM_WORLD, cl, STARPU_EXECUTE_ON_NODE, xrank, STARPU_DATA_MODE_ARRAY, descr.data(),
                                int(descr.size()), 0);
-    for (const Binding& b : t.bindings) {
-      if (b.ref.data < 0 || b.mode == Access::read || !dag_.data[size_t(b.ref.data)].tiled()) continue;
-      (b.ref.tile >= 0 ? tiles_dirty_ : whole_dirty_)[size_t(b.ref.data)] = 1;
-    }
+    mark_written(t);
   }
 
   const Dag& dag_;

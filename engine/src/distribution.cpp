@@ -39,18 +39,18 @@ UnitePlacement unite_placement(const Dag& dag, int size) {
   p.task_rank.assign(dag.tasks.size(), -1);
   p.region_rank.assign(dag.regions.size(), -1);
   p.data_rank.assign(dag.data.size(), -1);
-  p.data_unite.assign(dag.data.size(), -1);
-  std::vector<std::int32_t> data_cm(dag.data.size(), -1);  // the co-method that wrote it first
+  // the unite and co-method that wrote each data first (for the conflict message)
+  std::vector<std::int32_t> data_unite(dag.data.size(), -1), data_cm(dag.data.size(), -1);
   auto claim = [&](std::int32_t d, std::int32_t rank, std::int32_t unite, std::int32_t cm) {
     if (d < 0) return;
     const size_t i = size_t(d);
     if (p.data_rank[i] < 0) {
-      p.data_rank[i] = rank, p.data_unite[i] = unite, data_cm[i] = cm;
+      p.data_rank[i] = rank, data_unite[i] = unite, data_cm[i] = cm;
     } else if (p.data_rank[i] != rank && p.conflict.empty()) {
       auto who = [&](std::int32_t u, std::int32_t c) {
         return "unite '" + dag.regions[size_t(u)].name + "' co-method '" + dag.regions[size_t(c)].name + "'";
       };
-      p.conflict = "'" + dag.data[i].name + "': " + who(p.data_unite[i], data_cm[i]) + " and " + who(unite, cm);
+      p.conflict = "'" + dag.data[i].name + "': " + who(data_unite[i], data_cm[i]) + " and " + who(unite, cm);
       p.conflict_region = cm;
     }
   };

@@ -45,7 +45,6 @@ struct UnitePlacement {
   std::vector<std::int32_t> task_rank;    // by task id
   std::vector<std::int32_t> region_rank;  // by region id
   std::vector<std::int32_t> data_rank;    // by data id: the rank whose co-method writes it, -1 none
-  std::vector<std::int32_t> data_unite;   // by data id: the top-level unite whose co-method writes it
   /// A data written by co-methods on two ranks ("" if none): "'X': unite 'u' co-method 'a' and unite 'v' co-method 'b'".
   std::string conflict;
   std::int32_t conflict_region = -1;  // the second co-method
