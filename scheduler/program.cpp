@@ -100,6 +100,7 @@ void put_record(WireOut& w, const CoMethodRecord& c) {
   for (const auto& [t, v] : c.score_history) w.put(t), w.put(v);
   w.put(std::uint64_t(c.context_workers.size()));
   for (int x : c.context_workers) w.put(std::int32_t(x));
+  w.put(c.worker_s);
 }
 
 CoMethodRecord get_record(WireIn& r) {
@@ -124,6 +125,7 @@ CoMethodRecord get_record(WireIn& r) {
     c.score_history.emplace_back(t, r.get<double>());
   }
   for (auto n = r.get<std::uint64_t>(); n > 0; --n) c.context_workers.push_back(r.get<std::int32_t>());
+  c.worker_s = r.get<double>();
   return c;
 }
 
@@ -152,6 +154,38 @@ struct Shipped {
   std::vector<UniteRecord> nested;
 };
 
+// mapping="fair": the worker time each co-method of a unite has had. Before
+// each part a co-method's tasks get a StarPU priority from its rank (the least
+// served the highest: 0, -1, ... down to -5, StarPU's default lowest), and one
+// "prio" context over the pool runs them, so that N co-methods on fewer workers
+// get equal shares of worker time, as if each had a core, whatever the size of
+// their tasks (shared: the workers serve the co-methods' parts in turn, so a
+// co-method of short parts gets as many parts done as one of long parts).
+class FairShare {
+ public:
+  explicit FairShare(size_t n) : served_us_(n, 0.0), live_(n, 1) {}
+  int priority(size_t i) {
+    std::lock_guard<std::mutex> lock(mu_);
+    int rank = 0;
+    for (size_t j = 0; j < served_us_.size(); ++j)
+      if (j != i && live_[j] && (served_us_[j] < served_us_[i] || (served_us_[j] == served_us_[i] && j < i))) ++rank;
+    return -std::min(rank, 5);
+  }
+  void add(size_t i, double us) {
+    std::lock_guard<std::mutex> lock(mu_);
+    served_us_[i] += us;
+  }
+  void leave(size_t i) {
+    std::lock_guard<std::mutex> lock(mu_);
+    live_[i] = 0;
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<double> served_us_;
+  std::vector<char> live_;
+};
+
 // Where a region runs: the co-method (if any), its scheduling context and
 // priority, and what may stop it. A co-method of a nested unite has the
 // enclosing co-method's scope as parent: whatever stops that stops it too.
@@ -161,6 +195,8 @@ struct Scope {
   const Scope* parent = nullptr;
   int context = 0, priority = 0;
   std::vector<int> workers;                 // its context's workers (empty: all)
+  FairShare* fair = nullptr;                // mapping="fair": its priority comes from here
+  size_t fair_slot = 0;
   const std::atomic<bool>* stop = nullptr;  // set by the unite (exit="first", budget)
   Clock::time_point deadline = Clock::time_point::max();
   std::int64_t iteration_budget = 0;        // 0: none
@@ -230,7 +266,13 @@ class ProgramRunner {
         if (Outcome o = exec(it.region, sc); o != Outcome::done) return o;
         continue;
       }
-      const bool ok = s_.run(it.first, it.end, sc.context, sc.priority);
+      const bool ok = s_.run(it.first, it.end, sc.context, sc.fair ? sc.fair->priority(sc.fair_slot) : sc.priority);
+      if (sc.rec) {
+        double us = 0;
+        for (std::int32_t t = it.first; t < it.end; ++t) us += s_.runner().busy_us(t);
+        sc.rec->worker_s += us * 1e-6;
+        if (sc.fair) sc.fair->add(sc.fair_slot, us);
+      }
       if (sc.comethod >= 0 && s_.runner().comethod_failed(sc.comethod)) {
         fail(sc, s_.runner().comethod_error(sc.comethod));
         return Outcome::failed;
@@ -514,10 +556,15 @@ class ProgramRunner {
     // share of the workers (of the enclosing co-method's, in a nested unite)
     std::vector<int> contexts(cms.size(), outer.context);
     std::vector<std::vector<int>> workers(cms.size(), outer.workers);
-    if (g.contexts) {
-      std::vector<int> pool = outer.workers;
-      if (pool.empty())
-        for (int w = 0; w < s_.num_workers(); ++w) pool.push_back(w);
+    std::vector<int> pool = outer.workers;
+    if (pool.empty())
+      for (int w = 0; w < s_.num_workers(); ++w) pool.push_back(w);
+    std::unique_ptr<FairShare> fair;
+    if (g.mapping == Region::Mapping::fair) {
+      fair = std::make_unique<FairShare>(cms.size());
+      const int ctx = s_.create_context(g.name.empty() ? "unite" : g.name, pool, "prio");
+      if (ctx != 0) std::fill(contexts.begin(), contexts.end(), ctx);
+    } else if (g.mapping == Region::Mapping::contexts) {
       const int nw = int(pool.size());
       int next = 0;
       for (size_t i = 0; i < cms.size(); ++i) {
@@ -528,7 +575,7 @@ class ProgramRunner {
         std::vector<int> ws;
         for (int k = 0; k < want; ++k) ws.push_back(pool[size_t((next + k) % nw)]);  // wraps around: co-methods share workers
         next = (next + want) % nw;
-        contexts[i] = s_.create_context(dag_.comethod_path(cms[i]), ws);
+        contexts[i] = s_.create_context(dag_.comethod_path(cms[i]), ws, "eager");
         ur.comethods[i].context_workers = ws;
         workers[i] = std::move(ws);
       }
@@ -559,6 +606,8 @@ class ProgramRunner {
       sc.context = contexts[i];
       sc.workers = workers[i];
       sc.priority = cm.priority;
+      sc.fair = fair.get();
+      sc.fair_slot = i;
       sc.stop = &stop;
       sc.deadline = deadline;
       sc.iteration_budget = g.exit == Region::Exit::budget ? g.budget_iters : 0;
@@ -576,6 +625,7 @@ class ProgramRunner {
           fail(scopes[i], e.what());
           o = Outcome::failed;
         }
+        if (scopes[i].fair) scopes[i].fair->leave(i);
         std::lock_guard<std::mutex> lock(done_mu);
         outcomes[i] = o;
         scopes[i].rec->end_s = finished_at[i] = now_s();
@@ -591,6 +641,12 @@ class ProgramRunner {
       });
     }
     for (auto& t : threads) t.join();
+    if (outer.rec) {  // a nested unite: its co-methods' worker time is the enclosing co-method's too
+      double s = 0;
+      for (size_t i = 0; i < cms.size(); ++i) s += mine[i] ? ur.comethods[i].worker_s : 0.0;
+      outer.rec->worker_s += s;
+      if (outer.fair) outer.fair->add(outer.fair_slot, s * 1e6);
+    }
     if (distributed) {
       {
         std::lock_guard<std::mutex> lock(mu_);
@@ -598,8 +654,10 @@ class ProgramRunner {
       }
       share_outcomes(uid, mine, outcomes, finished_at, scopes, ships, ur);
     }
-    for (size_t i = 0; i < cms.size(); ++i)
-      if (contexts[i] != outer.context) s_.delete_context(contexts[i]);
+    std::sort(contexts.begin(), contexts.end());
+    contexts.erase(std::unique(contexts.begin(), contexts.end()), contexts.end());
+    for (int c : contexts)
+      if (c != outer.context) s_.delete_context(c);
     // the winner: the first to converge; else the best score published; else the first to finish
     std::int32_t win = -1;
     for (size_t i = 0; i < cms.size(); ++i) {

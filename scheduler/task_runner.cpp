@@ -41,6 +41,11 @@ double TaskRunner::now_us() const {
   return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0_).count();
 }
 
+double TaskRunner::busy_us(std::int32_t task) const {
+  const TaskRecord& r = records_[size_t(task)];
+  return r.end_us > r.start_us ? r.end_us - r.start_us : 0.0;
+}
+
 void TaskRunner::port_templates(const TaskNode& t, TensorView* out) const {
   for (size_t k = 0; k < t.bindings.size(); ++k) {
     const auto& b = t.bindings[k];

@@ -31,7 +31,7 @@ class SequentialSession final : public Session {
     }
     return true;
   }
-  int create_context(const std::string&, const std::vector<int>&) override { return 0; }
+  int create_context(const std::string&, const std::vector<int>&, const char*) override { return 0; }
   void delete_context(int) override {}
   int num_workers() const override { return 1; }
   void acquire(std::int32_t, bool) override {}  // every task has finished when run() returns

@@ -187,10 +187,10 @@ class StarpuSession final : public Session {
     return unsubmitted == 0 && !runner_->cancelled();
   }
 
-  int create_context(const std::string& name, const std::vector<int>& workers) override {
+  int create_context(const std::string& name, const std::vector<int>& workers, const char* policy) override {
     std::vector<int> ids(workers);
     const unsigned ctx = starpu_sched_ctx_create(ids.data(), int(ids.size()), name.c_str(), STARPU_SCHED_CTX_POLICY_NAME,
-                                                 "eager", 0);
+                                                 policy, 0);
     return int(ctx);
   }
   void delete_context(int context) override {

@@ -596,7 +596,7 @@ class MpiSession final : public Session {
     return true;
   }
 
-  int create_context(const std::string&, const std::vector<int>&) override { return 0; }
+  int create_context(const std::string&, const std::vector<int>&, const char*) override { return 0; }
   void delete_context(int) override {}
   int num_workers() const override { return int(starpu_worker_get_count()); }
 

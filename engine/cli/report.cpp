@@ -69,6 +69,7 @@ nlohmann::json unite_json(const Dag& dag, const ExecResult& r) {
                 {"best_score", std::isnan(c.best_score) ? json(nullptr) : json(c.best_score)},
                 {"start_s", c.start_s},
                 {"end_s", c.end_s},
+                {"worker_s", c.worker_s},
                 {"score_history", std::move(hist)},
                 {"exchanges", std::move(ex)}};
       if (!c.error.empty()) j["error"] = c.error;

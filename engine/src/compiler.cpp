@@ -1529,22 +1529,30 @@ class Compiler {
       return "";
     };
     const std::string exit = choice("exit", {"first", "all", "budget"});
-    const std::string mapping = choice("mapping", {"shared", "contexts"});
+    const std::string mapping = choice("mapping", {"shared", "contexts", "fair"});
     auto better = better_attr(e);
     std::optional<std::vector<std::int32_t>> save;
     if (const Attr* a = e.find("save_exit")) save = data_list(*a);
     {
       Region& r = dag_.regions[size_t(idx)];
       r.exit = exit == "all" ? Region::Exit::all : exit == "budget" ? Region::Exit::budget : Region::Exit::first;
-      r.contexts = mapping == "contexts";
+      r.mapping = mapping == "contexts" ? Region::Mapping::contexts
+                  : mapping == "fair"   ? Region::Mapping::fair
+                                        : Region::Mapping::shared;
       r.maximize = better.value_or(false);
       if (save) r.save_exit = *save;
     }
     if (const Attr* a = e.find("budget_s")) {
       auto v = eval(*a);
-      if (v && (!v->numeric() || v->number() <= 0))
+      double secs = v && v->numeric() ? v->number() : 0;
+      if (v && !v->numeric()) {  // a literal: budget_s="0.5"
+        char* end = nullptr;
+        secs = std::strtod(v->s.c_str(), &end);
+        if (v->s.empty() || *end != 0) secs = 0;
+      }
+      if (v && !(secs > 0))
         diags_.error(a->loc, "budget_s=\"" + a->value + "\" must be a positive number of seconds");
-      else if (v) dag_.regions[size_t(idx)].budget_s = v->number();
+      else if (v) dag_.regions[size_t(idx)].budget_s = secs;
     }
     if (const Attr* a = e.find("budget_iters")) {
       auto v = eval_int(*a);

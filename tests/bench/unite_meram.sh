@@ -6,6 +6,11 @@
 #   tests/bench/unite_meram.sh [BUILD_DIR] [REPS]
 #   MPI_RANKS=3 tests/bench/unite_meram.sh build 3   # MERAM under --backend starpu-mpi:
 #     one co-method per rank (--ncpu 1 each), exchanging by MPI messages
+#   MAPPINGS="fair shared" tests/bench/unite_meram.sh build 3   # MERAM under each
+#     <unite mapping=>: fair (the workflow's default: equal worker time per
+#     co-method, as with a core each) and shared (the workers serve the
+#     co-methods' tasks in turn); default "fair shared"
+#   CASES="cd1600" tests/bench/unite_meram.sh build 3         # a subset (cd1600 cd900 disc1000)
 # Prints per run: the winner, restarts and matvecs (restarts x subspace) of
 # every co-method, the busiest co-method's matvecs (the critical path with one
 # core per co-method) and the summed work; and MERAM's busiest / best single.
@@ -16,9 +21,16 @@ bin=$build/bin/ymlopt
 py=/usr/bin/python3
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
-# name | --set arguments (cd: 2-D convection-diffusion, rho = 1000, n = 30^2)
-cases=("cd900|--set kind=convection_diffusion --set n=900 --set k=2 --set rho=1000"
-       "disc1000|--set kind=disc --set n=1000 --set k=4 --set top=3,2.6+0.5i,2.2")
+# name | --set arguments (cd: 2-D convection-diffusion, rho = 1000, n = 40^2 and
+# 30^2; cd1600 is ymlopt_bench_meram's hard case: ERAM(5) alone stalls)
+all_cases=("cd1600|--set kind=convection_diffusion --set n=1600 --set k=2 --set rho=1000"
+           "cd900|--set kind=convection_diffusion --set n=900 --set k=2 --set rho=1000"
+           "disc1000|--set kind=disc --set n=1000 --set k=4 --set top=3,2.6+0.5i,2.2")
+cases=()
+for c in "${all_cases[@]}"; do
+  case " ${CASES:-cd1600 cd900 disc1000} " in *" ${c%%|*} "*) cases+=("$c") ;; esac
+done
+mappings=${MAPPINGS:-fair shared}
 summary() {  # RUN_DIR LABEL
   "$py" - "$1" "$2" <<'PY'
 import json, sys
@@ -27,7 +39,7 @@ u = r["unites"][0]
 rows = []
 for c in u["comethods"]:
     m = int(c["name"].replace("eram", ""))
-    rows.append((c["name"], c["status"], c["iterations"], c["iterations"] * m))
+    rows.append((c["name"], c["status"], c["iterations"], c["iterations"] * m, c.get("worker_s", 0)))
 busiest = max(x[3] for x in rows); total = sum(x[3] for x in rows)
 # the saved eigenvalues against LAPACK's (numpy.linalg.eigvals of the saved matrix)
 import numpy as np
@@ -38,7 +50,7 @@ got = v[:, 0] + 1j * v[:, 1]
 err = max(min(abs(g - e) for e in exact) / abs(g) for g in got)
 print("%-10s winner %-7s busiest %6d  total %6d  wall %.2f s  vs LAPACK %s (%.1e)  | %s" % (sys.argv[2], u["winner"],
       busiest, total, r["totals"]["makespan_us"] / 1e6, "ok" if err < 1e-6 else "WRONG", err,
-      "  ".join("%s %s %d/%d" % x for x in rows)))
+      "  ".join("%s %s %d/%d %.2fs" % x for x in rows)))
 right = err < 1e-6 and any(c["winner"] and c["status"] == "converged" for c in u["comethods"])
 print("RESULT", busiest, total, 1 if right else 0)
 PY
@@ -55,24 +67,30 @@ for c in "${cases[@]}"; do
     best[$m]=$(echo "$line" | awk '/^RESULT/ {print ($4 ? $2 : 1e18)}')
   done
   single=$(printf '%s\n' "${best[@]}" | sort -g | head -1)  # the best single ERAM that found the right values
+  for map in $mappings; do
   busy=()
   for rep in $(seq 1 "$reps"); do
     # shellcheck disable=SC2086
     if [ -n "${MPI_RANKS:-}" ]; then
       OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl=${OMPI_MCA_btl:-self,vader} \
         mpirun --oversubscribe -np "$MPI_RANKS" "$bin" run workflows/unite/meram.xml $args --set max_restarts=20000 \
-        --set save_matrix=true --quiet --backend starpu-mpi --ncpu 1 --out "$out/$name-meram$rep" >/dev/null 2>&1
+        --set mapping=$map --set save_matrix=true --quiet --backend starpu-mpi --ncpu 1 --out "$out/$name-meram$rep" >/dev/null 2>&1
     else
-      "$bin" run workflows/unite/meram.xml $args --set max_restarts=20000 --set save_matrix=true --quiet --out "$out/$name-meram$rep" >/dev/null
+      "$bin" run workflows/unite/meram.xml $args --set max_restarts=20000 --set mapping=$map --set save_matrix=true --quiet \
+        --out "$out/$name-meram$rep" >/dev/null
     fi
-    line=$(summary "$out/$name-meram$rep" "MERAM${MPI_RANKS:+ ($MPI_RANKS ranks)} #$rep")
+    line=$(summary "$out/$name-meram$rep" "MERAM ${map}${MPI_RANKS:+ ($MPI_RANKS ranks)} #$rep")
     echo "$line" | grep -v RESULT
     busy+=("$(echo "$line" | awk '/^RESULT/ {print $2}')")
   done
   med=$(printf '%s\n' "${busy[@]}" | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')
-  awk -v m="$med" -v s="$single" 'BEGIN {printf "MERAM busiest co-method, median: %d matvecs = %.2fx the best single ERAM (%d)\n", m, m / s, s}'
+  awk -v m="$med" -v s="$single" -v map="$map" 'BEGIN {printf "MERAM (%s) busiest co-method, median: %d matvecs = %.2fx the best single ERAM (%d)\n", map, m, m / s, s}'
+  done
 done
 if [ -x "$build/bin/ymlopt_bench_meram" ]; then
-  echo "== anchor: ARPACK IRAM (ncv 10) and the C++ eigen.meram on the same convection-diffusion matrix (CSR)"
-  "$build/bin/ymlopt_bench_meram" --only cd --cd 30 --k 2 --reps 1 | tail -8
+  for c in "${cases[@]}"; do
+    case ${c%%|*} in cd1600) nx=40 ;; cd900) nx=30 ;; *) continue ;; esac
+    echo "== anchor: ARPACK IRAM (ncv 10) and the C++ eigen.meram on the same convection-diffusion matrix (CSR, n = $nx^2)"
+    "$build/bin/ymlopt_bench_meram" --only cd --cd $nx --k 2 --reps 1 | tail -8
+  done
 fi

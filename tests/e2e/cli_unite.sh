@@ -45,6 +45,12 @@ for backend in starpu sequential; do
   expect_rc 0 "meram on $backend" -- "$bin" run "$wf" "${case_args[@]}" --backend "$backend" --out "$tmp/$backend"
   check_run "$tmp/$backend" "MERAM ($backend)"
 done
+# the workflow's default mapping is fair (equal worker time per co-method); shared too
+expect_rc 0 "meram with shared workers" -- "$bin" run "$wf" "${case_args[@]}" --set mapping=shared --out "$tmp/shared"
+check_run "$tmp/shared" "MERAM (shared)"
+"$py" -c "
+import json; r = json.load(open('$tmp/starpu/report.json'))
+assert all(c['worker_s'] > 0 for c in r['unites'][0]['comethods'])" || { echo "FAIL: worker_s not reported"; fails=$((fails + 1)); }
 expect_rc 0 "meram with a context per co-method" -- "$bin" run "$wf" "${case_args[@]}" --set mapping=contexts --out "$tmp/ctx"
 check_run "$tmp/ctx" "MERAM (contexts)"
 "$py" -c "

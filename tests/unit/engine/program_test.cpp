@@ -4,8 +4,10 @@
 // context per co-method.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <map>
 
 #include "register_builtin.hpp"
 #include "sequential.hpp"
@@ -17,6 +19,14 @@ using namespace ymlopt;
 namespace {
 
 void throwing_kernel(KernelContext&) { throw KernelError("deliberate failure"); }
+
+// Keeps its worker busy for `us` microseconds of wall time, then adds 1 to x.
+void busy_kernel(KernelContext& ctx) {
+  const auto end = std::chrono::steady_clock::now() + std::chrono::microseconds(ctx.arg_int("us"));
+  while (std::chrono::steady_clock::now() < end) {
+  }
+  *static_cast<double*>(ctx.port(0).data) += 1;
+}
 
 const ComponentRegistry& registry() {
   static const ComponentRegistry reg = [] {
@@ -30,6 +40,10 @@ const ComponentRegistry& registry() {
     x.dtypes = {DType::f32, DType::f64};
     s.ports = {x};
     s.cpu = throwing_kernel;
+    r.add(s);
+    s.name = "test.busy";
+    s.params = {{"us", ParamType::int_, "1000", false, "microseconds"}};
+    s.cpu = busy_kernel;
     r.add(s);
     return r;
   }();
@@ -151,7 +165,7 @@ const char* kRace = R"(<workflow name="race">
 </workflow>)";
 
 TEST_P(Program, ExitFirstStopsTheOthersAndSavesTheWinnersData) {
-  for (const char* mapping : {"shared", "contexts"}) {
+  for (const char* mapping : {"shared", "contexts", "fair"}) {
     char xml[2048];
     std::snprintf(xml, sizeof xml, kRace, inc("x").c_str(), inc("y").c_str());
     const ProgramRun r = run(xml, GetParam(), {{"mapping", mapping}});
@@ -170,6 +184,55 @@ TEST_P(Program, ExitFirstStopsTheOthersAndSavesTheWinnersData) {
     if (GetParam() == 1 && std::string(mapping) == "contexts") {
       EXPECT_FALSE(fast->context_workers.empty());
     }
+  }
+}
+
+// mapping="fair": three co-methods on one worker, one with tasks 8x longer.
+// Shared, the worker serves their tasks in turn, so the long one gets most
+// of its time; fair, each gets about a third.
+TEST(ProgramFair, EqualWorkerTimeWhateverTheTaskSizes) {
+  const char* xml = R"(<workflow name="fair">
+  <param name="mapping" type="string" default="shared"/>
+  <unite name="u" exit="budget" budget_s="0.6" mapping="${mapping}">
+    <par var="k" values="1,2,3">
+      <comethod name="c${k}">
+        <data name="x${k}" dtype="f64" shape="1" init="zeros"/>
+        <until cond="x${k} ge 1000000" max="1000000">
+          <task component="test.busy"><inout port="x" data="x${k}"/><arg name="us" value="${k == 1 ? 4000 : 500}"/></task>
+        </until>
+      </comethod>
+    </par>
+  </unite>
+</workflow>)";
+  std::map<std::string, std::vector<double>> share;  // mapping -> worker time of c1, c2, c3
+  for (const char* mapping : {"shared", "fair"}) {
+    Diagnostics d;
+    CompileOptions co;
+    co.sets = {{"mapping", mapping}};
+    auto c = compile_workflow_text("fair.xml", xml, co, registry(), d);
+    ASSERT_TRUE(c.ok) << d.str();
+    DataStore store(c.dag);
+    ExecOptions o;
+    o.run_dir = testing::TempDir() + "/ymlopt-fair";
+    std::filesystem::create_directories(o.run_dir);
+    o.sched = "eager";
+    o.ncpu = 1;
+    Progress p;
+    auto ex = make_starpu_executor();
+    const ExecResult r = run_program(*ex, c.dag, store, o, p);
+    ASSERT_TRUE(r.ok) << r.error;
+    ASSERT_EQ(r.unites.size(), 1u);
+    for (const auto& cm : r.unites[0].comethods) {
+      EXPECT_GT(cm.worker_s, 0.0) << mapping << " " << cm.name;
+      share[mapping].push_back(cm.worker_s);
+    }
+  }
+  const auto& sh = share["shared"];
+  const auto& fa = share["fair"];
+  EXPECT_GT(sh[0], 3 * sh[1]) << "shared: c1 " << sh[0] << " s, c2 " << sh[1] << " s";
+  for (size_t i = 1; i < 3; ++i) {
+    EXPECT_LT(fa[0], 1.6 * fa[i]) << "fair: c1 " << fa[0] << " s, c" << i + 1 << " " << fa[i] << " s";
+    EXPECT_GT(fa[0], 0.6 * fa[i]) << "fair: c1 " << fa[0] << " s, c" << i + 1 << " " << fa[i] << " s";
   }
 }
 

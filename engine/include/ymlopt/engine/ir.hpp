@@ -153,7 +153,11 @@ struct Region {
   Exit exit = Exit::first;
   double budget_s = 0;                // Exit::budget: wall-clock seconds (0: none)
   std::int64_t budget_iters = 0;      // Exit::budget: loop iterations per co-method (0: none)
-  bool contexts = false;              // mapping="contexts": one scheduling context per co-method
+  // how co-methods share the workers: shared (one pool, static priorities),
+  // contexts (a scheduling context each), fair (one pool, each co-method's next
+  // tasks prioritised by how little worker time it has had: an equal share)
+  enum class Mapping { shared, contexts, fair };
+  Mapping mapping = Mapping::shared;
   std::vector<std::int32_t> save_exit;  // data that receive the winner's `keep` tensors
   // comethod
   std::vector<std::int32_t> keep;     // its tensors copied into the unite's save_exit when it wins

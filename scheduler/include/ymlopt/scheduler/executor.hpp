@@ -75,6 +75,7 @@ struct CoMethodRecord {
   std::vector<ExchangeRecord> exchanges;
   std::vector<std::pair<double, double>> score_history;  // (time_s, best score it has seen), at each exchange
   std::vector<int> context_workers;                      // mapping="contexts": the workers of its context
+  double worker_s = 0;                                   // worker time its tasks took (summed)
 };
 
 /// What one <unite> did.
@@ -120,8 +121,9 @@ class Session {
   /// Runs tasks [first, end) of the DAG (whatever they depend on before
   /// `first` has run) and waits for them; false if one failed.
   virtual bool run(std::int32_t first, std::int32_t end, int context, int priority) = 0;
-  /// A scheduling context over the given workers (0 where the backend has none).
-  virtual int create_context(const std::string& name, const std::vector<int>& workers) = 0;
+  /// A scheduling context over the given workers, run by the named StarPU
+  /// policy ("eager", "prio"); 0 where the backend has none.
+  virtual int create_context(const std::string& name, const std::vector<int>& workers, const char* policy) = 0;
   virtual void delete_context(int context) = 0;
   virtual int num_workers() const = 0;
   /// Makes a whole tensor's latest value readable (or writable) at
@@ -201,6 +203,9 @@ class TaskRunner {
   std::string comethod_error(std::int32_t region) const;
   void finish(ExecResult& r);
   double now_us() const;
+  /// How long the task's latest run took, in µs (0 if it has not run).
+  /// Call after the run that ran it returned.
+  double busy_us(std::int32_t task) const;
 
  private:
   const Dag& dag_;
