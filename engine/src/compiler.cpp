@@ -259,6 +259,17 @@ class Compiler {
       return std::nullopt;
     }
   }
+  // A value as a number: numeric values, and literals such as cond="1",
+  // cond="true" or budget_s="0.5" (an attribute without ${} is a string).
+  static std::optional<double> as_number(const Value& v) {
+    if (v.numeric()) return v.number();
+    if (v.s == "true") return 1.0;
+    if (v.s == "false") return 0.0;
+    char* end = nullptr;
+    const double x = std::strtod(v.s.c_str(), &end);
+    if (v.s.empty() || *end != 0) return std::nullopt;
+    return x;
+  }
   std::optional<std::int64_t> eval_int(const Attr& a) {
     auto v = eval(a);
     if (!v) return std::nullopt;
@@ -529,11 +540,12 @@ class Compiler {
   void if_(const Element& e) {
     auto c = eval(*e.find("cond"));
     if (!c) return;
-    if (!c->numeric()) {
+    const auto n = as_number(*c);
+    if (!n) {
       diags_.error(e.find("cond")->loc, "cond=\"" + e.find("cond")->value + "\" is not a boolean expression");
       return;
     }
-    const bool take = c->number() != 0;
+    const bool take = *n != 0;
     int elses = 0;
     for (const auto& ch : e.children) {
       if (ch.name == "else") {
@@ -1544,12 +1556,7 @@ class Compiler {
     }
     if (const Attr* a = e.find("budget_s")) {
       auto v = eval(*a);
-      double secs = v && v->numeric() ? v->number() : 0;
-      if (v && !v->numeric()) {  // a literal: budget_s="0.5"
-        char* end = nullptr;
-        secs = std::strtod(v->s.c_str(), &end);
-        if (v->s.empty() || *end != 0) secs = 0;
-      }
+      const double secs = v ? as_number(*v).value_or(0) : 0;
       if (v && !(secs > 0))
         diags_.error(a->loc, "budget_s=\"" + a->value + "\" must be a positive number of seconds");
       else if (v) dag_.regions[size_t(idx)].budget_s = secs;

@@ -87,6 +87,29 @@ TEST(Deps, ConditionalsAndCallsExpand) {
   EXPECT_EQ(g.tasks[2].comp->name, "tensor.scale");
 }
 
+TEST(Deps, LiteralConditionsAndBudgets) {
+  // an attribute without ${} is a literal: cond="1"/"true" take the branch, "0"/"false" do not
+  Dag g = compile_ok(R"(<data name="A" shape="4" init="ones"/><if cond="1">)" + scale("A") + R"(</if>
+    <if cond="false">)" + copy("A", "A") + R"(</if><if cond="true">)" + copy("A", "A") + "</if>");
+  ASSERT_EQ(g.tasks.size(), 2u);
+  EXPECT_EQ(g.tasks[0].comp->name, "tensor.scale");
+  EXPECT_EQ(g.tasks[1].comp->name, "tensor.copy");
+  Diagnostics d;
+  auto r = test::compile(R"(<workflow name="t"><data name="A" shape="4" init="ones"/>
+<if cond="maybe"></if></workflow>)", d);
+  EXPECT_FALSE(r.ok);
+  EXPECT_EQ(d.str(), "test.xml:2:5: error: cond=\"maybe\" is not a boolean expression\n");
+  Dag u = compile_ok(R"(<unite name="u" exit="budget" budget_s="0.5"><comethod name="a">
+    <data name="x" shape="1" init="ones"/>)" + scale("x") + "</comethod></unite>");
+  bool found = false;
+  for (const auto& reg : u.regions)
+    if (reg.kind == Region::Kind::unite) {
+      found = true;
+      EXPECT_EQ(reg.budget_s, 0.5);
+    }
+  EXPECT_TRUE(found);
+}
+
 TEST(Deps, SetOverridesParamsAndUnknownSetIsAUsageError) {
   Diagnostics d;
   auto r = test::compile(R"(<workflow name="t"><param name="n" type="int" default="2"/>
