@@ -20,7 +20,7 @@
 # passes at every evaluation as before the (unit, recipe) cache, to compare
 # evaluations/s; default 3, empty: skip), FETCH=0 (caches only; exit 77 when
 # missing), OPENBLAS_CORETYPE (default SkylakeX), KEEP=DIR (keep the run
-# directories there).
+# directories there), MAPPING (the unite's mapping: shared (default), fair, contexts).
 #
 # Measured (docs/BENCHMARKS.md, "United compression search"): CALIB=4, STRATEGIES="0 2 3",
 # BOUND=0.05, T=75 on 2 loaded cores: int8 alone 7,077,708 bytes (error 0.0301), int4-g128
@@ -78,7 +78,8 @@ run() {  # NAME STRATEGY-LIST [CACHE]
   local t0 t1
   t0=$(date +%s.%N)
   "$y" run workflows/unite/compress.xml --set model=workflows/models/use_lite.xml --set "sets=$sets" \
-    --set budget="$T" --set err_bound="$bound" --set strategies="$2" --set max_layers=64 --set cache="${3:-true}" --quiet \
+    --set budget="$T" --set err_bound="$bound" --set strategies="$2" --set max_layers=64 --set cache="${3:-true}" \
+    --set mapping="${MAPPING:-shared}" --quiet \
     --out "$work/$1" >"$work/$1.log" 2>&1 || { cat "$work/$1.log"; exit 1; }
   t1=$(date +%s.%N)
   echo "$1 $("$py" -c "print(f'{$t1 - $t0:.1f}')")" >>"$work/walls.txt"
