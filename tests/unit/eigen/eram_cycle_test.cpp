@@ -1,7 +1,7 @@
 // The eigen workflow building blocks (workflow_components.hpp): eigen.eram_cycle
 // driven in a C++ loop as an <until> loop drives it (eigenvalues against LAPACK
 // dgeev, cycle count against eigen.arnoldi), a simulated gather restarting from
-// another run's pairs, eigen.generate against the C++ generators, eigen.matrix_market
+// another run's pairs, eigen.ritz_select's choice, eigen.generate against the C++ generators, eigen.matrix_market
 // round trip and size mismatch, and the check messages.
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -333,6 +333,32 @@ TEST(EramCycle, CheckMessages) {
   // The cost model sees m matvecs of 2n² flops at least.
   const Cost c = test::TestContext(r.get("eigen.eram_cycle"), {sv(40, 40), sv(40, 3), sv(3, 3), sv(1, 1)}, k3).cost();
   EXPECT_GE(c.flops, 8 * 2.0 * 40 * 40);
+}
+
+TEST(RitzSelect, TakesAClearlyBetterAndAtLeastAsWantedSet) {
+  const auto& r = registry();
+  const int64_t n = 6, k = 2;
+  auto run = [&](double own_res, double gathered_res, double gathered_top, const std::string& factor) {
+    Mat<double> v(n, k, 0, DType::f64, 1.0), vals(k, 3, 0, DType::f64, 0.0), res(1, 1, 0, DType::f64, own_res);
+    Mat<double> gv(n, k, 0, DType::f64, 2.0), gvals(k, 3, 0, DType::f64, 0.0), gres(1, 1, 0, DType::f64, gathered_res);
+    vals(0, 0) = 3.0, vals(1, 0) = 2.0;  // own values 3, 2
+    gvals(0, 0) = gathered_top, gvals(1, 0) = 2.0;
+    const auto rep = test::run(r, "eigen.ritz_select", {v.view(), vals.view(), res.view(), gv.view(), gvals.view(), gres.view()},
+                               {{"factor", factor}});
+    const bool took = rep.at("adopted") == 1;
+    EXPECT_EQ(v(3, 1), took ? 2.0 : 1.0);
+    EXPECT_EQ(res(0, 0), took ? gathered_res : own_res);
+    EXPECT_EQ(vals(0, 0), took ? gathered_top : 3.0);
+    return took;
+  };
+  EXPECT_FALSE(run(1e-4, 0.6e-4, 3.0, "2"));  // lower, but not by the factor
+  EXPECT_TRUE(run(1e-4, 0.4e-4, 3.0, "2"));
+  EXPECT_TRUE(run(1e-4, 0.6e-4, 3.0, "1"));   // factor 1: any lower residual
+  EXPECT_FALSE(run(1e-4, 1e-4, 3.0, "1"));
+  EXPECT_FALSE(run(1e-4, 1e-9, 2.5, "2"));    // converged, but to a less wanted value than the own 3
+  auto sv = [](int64_t rows, int64_t cols) { return test::shape_view(DType::f64, rows, cols); };
+  EXPECT_EQ(test::check(r, "eigen.ritz_select", {sv(n, k), sv(k, 3), sv(1, 1), sv(n, k), sv(k, 3), sv(1, 1)}, {{"factor", "0.5"}}),
+            "param 'factor' is 0.500000: must be in [1.000000, inf]");
 }
 
 // ---------------------------------------------------------------- eigen.generate
