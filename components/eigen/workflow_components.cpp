@@ -327,7 +327,6 @@ int64_t grid_side(int64_t n) {
   return nx >= 1 && nx * nx == n ? nx : -1;
 }
 
-
 std::string generate_check(const TaskShape& t) {
   const auto& s = generate_ports();
   const auto& p = t.ports;

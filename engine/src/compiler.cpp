@@ -2,6 +2,7 @@
 #include "ymlopt/engine/yvetteml.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <functional>
 #include <filesystem>
 #include <map>
@@ -267,7 +268,7 @@ class Compiler {
     if (v.s == "false") return 0.0;
     char* end = nullptr;
     const double x = std::strtod(v.s.c_str(), &end);
-    if (v.s.empty() || *end != 0) return std::nullopt;
+    if (v.s.empty() || *end != 0 || !std::isfinite(x)) return std::nullopt;  // not "nan", "inf"
     return x;
   }
   std::optional<std::int64_t> eval_int(const Attr& a) {

@@ -96,9 +96,11 @@ TEST(Deps, LiteralConditionsAndBudgets) {
   EXPECT_EQ(g.tasks[1].comp->name, "tensor.copy");
   Diagnostics d;
   auto r = test::compile(R"(<workflow name="t"><data name="A" shape="4" init="ones"/>
-<if cond="maybe"></if></workflow>)", d);
+<if cond="maybe"></if><if cond="nan"></if></workflow>)", d);
   EXPECT_FALSE(r.ok);
-  EXPECT_EQ(d.str(), "test.xml:2:5: error: cond=\"maybe\" is not a boolean expression\n");
+  EXPECT_EQ(d.str(),
+            "test.xml:2:5: error: cond=\"maybe\" is not a boolean expression\n"
+            "test.xml:2:27: error: cond=\"nan\" is not a boolean expression\n");
   Dag u = compile_ok(R"(<unite name="u" exit="budget" budget_s="0.5"><comethod name="a">
     <data name="x" shape="1" init="ones"/>)" + scale("x") + "</comethod></unite>");
   bool found = false;
