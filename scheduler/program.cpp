@@ -5,10 +5,13 @@
 // run in threads of their own and exchange results through a UniteBoard.
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <cstring>
 #include <limits>
 #include <map>
+#include <mutex>
 #include <stdexcept>
 #include <thread>
 #include <type_traits>
@@ -161,9 +164,20 @@ struct Shipped {
 // get equal shares of worker time, as if each had a core, whatever the size of
 // their tasks (shared: the workers serve the co-methods' parts in turn, so a
 // co-method of short parts gets as many parts done as one of long parts).
+// Priorities only order tasks that are ready together; with more live
+// co-methods than workers (two on one worker: each has one part in flight, so
+// they would alternate), a co-method also waits before a part while it has had
+// more worker time than a live one behind it (wait_turn). The least served
+// never waits, and time is added as parts end (a nested unite's parts to every
+// enclosing co-method), so the waits always end.
+//
+//   FairShare f(3, 1);      // 3 co-methods on 1 worker
+//   f.wait_turn(i);         // before co-method i's part
+//   f.add(i, busy_us);      // after it
+//   f.leave(i);             // when co-method i ends (or runs on another rank)
 class FairShare {
  public:
-  explicit FairShare(size_t n) : served_us_(n, 0.0), live_(n, 1) {}
+  FairShare(size_t n, size_t workers) : served_us_(n, 0.0), live_(n, 1), workers_(workers) {}
   int priority(size_t i) {
     std::lock_guard<std::mutex> lock(mu_);
     int rank = 0;
@@ -171,19 +185,42 @@ class FairShare {
       if (j != i && live_[j] && (served_us_[j] < served_us_[i] || (served_us_[j] == served_us_[i] && j < i))) ++rank;
     return -std::min(rank, 5);
   }
+  void wait_turn(size_t i) {
+    std::unique_lock<std::mutex> lock(mu_);
+    // a cap on each wait, should a co-method stay behind outside its parts
+    cv_.wait_for(lock, std::chrono::seconds(2), [&] { return may_go(i); });
+  }
   void add(size_t i, double us) {
-    std::lock_guard<std::mutex> lock(mu_);
-    served_us_[i] += us;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      served_us_[i] += us;
+    }
+    cv_.notify_all();
   }
   void leave(size_t i) {
-    std::lock_guard<std::mutex> lock(mu_);
-    live_[i] = 0;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      live_[i] = 0;
+    }
+    cv_.notify_all();
   }
 
  private:
+  bool may_go(size_t i) const {
+    size_t live = 0;
+    bool behind = false;  // a live co-method has had less time
+    for (size_t j = 0; j < served_us_.size(); ++j) {
+      live += live_[j] != 0;
+      if (j != i && live_[j] && served_us_[j] < served_us_[i]) behind = true;
+    }
+    return live <= workers_ || !behind;
+  }
+
   std::mutex mu_;
+  std::condition_variable cv_;
   std::vector<double> served_us_;
   std::vector<char> live_;
+  size_t workers_;
 };
 
 // Where a region runs: the co-method (if any), its scheduling context and
@@ -266,12 +303,15 @@ class ProgramRunner {
         if (Outcome o = exec(it.region, sc); o != Outcome::done) return o;
         continue;
       }
+      if (sc.fair) sc.fair->wait_turn(sc.fair_slot);
       const bool ok = s_.run(it.first, it.end, sc.context, sc.fair ? sc.fair->priority(sc.fair_slot) : sc.priority);
       if (sc.rec) {
         double us = 0;
         for (std::int32_t t = it.first; t < it.end; ++t) us += s_.runner().busy_us(t);
         sc.rec->worker_s += us * 1e-6;
-        if (sc.fair) sc.fair->add(sc.fair_slot, us);
+        // a nested co-method's time is its enclosing co-methods' too, as it accrues
+        for (const Scope* p = &sc; p; p = p->parent)
+          if (p->fair) p->fair->add(p->fair_slot, us);
       }
       if (sc.comethod >= 0 && s_.runner().comethod_failed(sc.comethod)) {
         fail(sc, s_.runner().comethod_error(sc.comethod));
@@ -561,7 +601,9 @@ class ProgramRunner {
       for (int w = 0; w < s_.num_workers(); ++w) pool.push_back(w);
     std::unique_ptr<FairShare> fair;
     if (g.mapping == Region::Mapping::fair) {
-      fair = std::make_unique<FairShare>(cms.size());
+      fair = std::make_unique<FairShare>(cms.size(), pool.size());
+      for (size_t i = 0; i < cms.size(); ++i)
+        if (!mine[i]) fair->leave(i);  // runs on another rank
       const int ctx = s_.create_context(g.name.empty() ? "unite" : g.name, pool, "prio");
       if (ctx != 0) std::fill(contexts.begin(), contexts.end(), ctx);
     } else if (g.mapping == Region::Mapping::contexts) {
@@ -644,8 +686,7 @@ class ProgramRunner {
     if (outer.rec) {  // a nested unite: its co-methods' worker time is the enclosing co-method's too
       double s = 0;
       for (size_t i = 0; i < cms.size(); ++i) s += mine[i] ? ur.comethods[i].worker_s : 0.0;
-      outer.rec->worker_s += s;
-      if (outer.fair) outer.fair->add(outer.fair_slot, s * 1e6);
+      outer.rec->worker_s += s;  // (the fair shares had it part by part)
     }
     if (distributed) {
       {

@@ -188,10 +188,7 @@ class StarpuSession final : public Session {
   }
 
   int create_context(const std::string& name, const std::vector<int>& workers, const char* policy) override {
-    std::vector<int> ids(workers);
-    const unsigned ctx = starpu_sched_ctx_create(ids.data(), int(ids.size()), name.c_str(), STARPU_SCHED_CTX_POLICY_NAME,
-                                                 policy, 0);
-    return int(ctx);
+    return create_sched_ctx(name, workers, policy);
   }
   void delete_context(int context) override {
     if (context > 0) starpu_sched_ctx_delete(unsigned(context));

@@ -103,6 +103,15 @@ inline std::span<const TensorView> bind_buffers(void* buffers[], const TaskExec&
   return {ex.views, n};
 }
 
+/// A scheduling context over `workers` with the named policy ("eager",
+/// "prio"), for a unite's co-methods (Session::create_context); its id (> 0).
+///
+///   task->sched_ctx = unsigned(create_sched_ctx("m1", {0, 1}, "prio"));
+inline int create_sched_ctx(const std::string& name, const std::vector<int>& workers, const char* policy) {
+  std::vector<int> ids(workers);
+  return int(starpu_sched_ctx_create(ids.data(), int(ids.size()), name.c_str(), STARPU_SCHED_CTX_POLICY_NAME, policy, 0));
+}
+
 inline starpu_data_access_mode starpu_mode(Access a) {
   return a == Access::read ? STARPU_R : a == Access::write ? STARPU_W : STARPU_RW;
 }

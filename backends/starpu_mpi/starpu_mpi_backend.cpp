@@ -414,8 +414,8 @@ class MpiSession final : public Session {
     return true;
   }
 
-  bool run(std::int32_t first, std::int32_t end, int /*context*/, int /*priority*/) override {
-    if (t_local) return run_local(first, end);
+  bool run(std::int32_t first, std::int32_t end, int context, int priority) override {
+    if (t_local) return run_local(first, end, context, priority);
     const bool all = first == 0 && end == std::int32_t(dag_.tasks.size());
     std::vector<std::int32_t> ids;
     if (!all) {
@@ -439,16 +439,17 @@ class MpiSession final : public Session {
     return every != 0;
   }
 
-  // A part of a co-method on this rank: plain StarPU tasks, waited for one by
-  // one (other co-methods of this rank submit beside it).
-  bool run_local(std::int32_t first, std::int32_t end) {
+  // A part of a co-method on this rank: plain StarPU tasks in the co-method's
+  // scheduling context (mapping="contexts"/"fair") with its priority, waited
+  // for one by one (other co-methods of this rank submit beside it).
+  bool run_local(std::int32_t first, std::int32_t end, int context, int priority) {
     std::vector<std::int32_t> ids;
     for (std::int32_t i = first; i < end; ++i) ids.push_back(i);
     std::sort(ids.begin(), ids.end(), [&](auto a, auto b) { return pos_[size_t(a)] < pos_[size_t(b)]; });
     std::string err;
     std::vector<starpu_task*> mine;
     for (auto id : ids) {
-      starpu_task* task = submit_local(id, err);
+      starpu_task* task = submit_local(id, context, priority, err);
       if (!task) break;
       mine.push_back(task);
     }
@@ -596,8 +597,14 @@ class MpiSession final : public Session {
     return true;
   }
 
-  int create_context(const std::string&, const std::vector<int>&, const char*) override { return 0; }
-  void delete_context(int) override {}
+  // Contexts hold the co-methods of this rank (their tasks are local); the
+  // SPMD tasks and StarPU-MPI's own stay in the global context.
+  int create_context(const std::string& name, const std::vector<int>& workers, const char* policy) override {
+    return create_sched_ctx(name, workers, policy);
+  }
+  void delete_context(int context) override {
+    if (context > 0) starpu_sched_ctx_delete(unsigned(context));
+  }
   int num_workers() const override { return int(starpu_worker_get_count()); }
 
   // Every rank reads the owner's latest value (a loop condition is evaluated
@@ -790,7 +797,7 @@ class MpiSession final : public Session {
 
   // A task of a co-method running on this rank: its data are this rank's, its
   // inputs were brought here (unite_begin), so it is a plain StarPU task.
-  starpu_task* submit_local(std::int32_t id, std::string& err) {
+  starpu_task* submit_local(std::int32_t id, int context, int priority, std::string& err) {
     std::vector<starpu_data_descr> descr;
     if (!operands(id, descr, true, err)) return nullptr;
     const TaskNode& t = dag_.tasks[size_t(id)];
@@ -800,6 +807,8 @@ class MpiSession final : public Session {
       return nullptr;
     }
     task->detach = 0;  // waited for by the co-method's part
+    if (context > 0) task->sched_ctx = unsigned(context);
+    task->priority = priority;
     if (err = submit_built(task, id); !err.empty()) {
       local_[size_t(id)] = nullptr;
       starpu_task_destroy(task);

@@ -11,6 +11,8 @@
 #     co-method, as with a core each) and shared (the workers serve the
 #     co-methods' tasks in turn); default "fair shared"
 #   CASES="cd1600" tests/bench/unite_meram.sh build 3         # a subset (cd1600 cd900 disc1000)
+#   NCPU=1 tests/bench/unite_meram.sh build 3   # MERAM in one process on 1 worker (--ncpu 1):
+#     under fair, co-methods take turns by worker time received
 # Prints per run: the winner, restarts and matvecs (restarts x subspace) of
 # every co-method, the busiest co-method's matvecs (the critical path with one
 # core per co-method) and the summed work; and MERAM's busiest / best single.
@@ -77,9 +79,9 @@ for c in "${cases[@]}"; do
         --set mapping=$map --set save_matrix=true --quiet --backend starpu-mpi --ncpu 1 --out "$out/$name-meram$rep" >/dev/null 2>&1
     else
       "$bin" run workflows/unite/meram.xml $args --set max_restarts=20000 --set mapping=$map --set save_matrix=true --quiet \
-        --out "$out/$name-meram$rep" >/dev/null
+        ${NCPU:+--ncpu $NCPU} --out "$out/$name-meram$rep" >/dev/null
     fi
-    line=$(summary "$out/$name-meram$rep" "MERAM ${map}${MPI_RANKS:+ ($MPI_RANKS ranks)} #$rep")
+    line=$(summary "$out/$name-meram$rep" "MERAM ${map}${MPI_RANKS:+ ($MPI_RANKS ranks)}${NCPU:+ ($NCPU worker(s))} #$rep")
     echo "$line" | grep -v RESULT
     busy+=("$(echo "$line" | awk '/^RESULT/ {print $2}')")
   done

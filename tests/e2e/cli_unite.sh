@@ -138,6 +138,20 @@ u = r["unites"][0]
 src = {c["name"]: {e["source"] for e in c["exchanges"] if e["op"] == "gather"} for c in u["comethods"]}
 print("ok: co-methods on ranks", ranks, "gathered from", {k: sorted(v) for k, v in src.items()})
 PY
+  # fair on a rank's one worker: its two co-methods (ERAM(5) and ERAM(10) on rank 0)
+  # take turns by worker time received; shared they alternate part by part, so
+  # ERAM(10)'s longer cycles got 2-3x the time
+  expect_rc 0 "meram fair on 2 MPI ranks" -- timeout 300 mpirun --oversubscribe -np 2 "$bin" run "$wf" \
+    --set kind=convection_diffusion --set n=900 --set k=2 --set rho=1000 --set max_restarts=20000 --quiet \
+    --backend starpu-mpi --ncpu 1 --out "$tmp/mpi-fair"
+  "$py" - "$tmp/mpi-fair" <<'PY' || { echo "FAIL: fair shares on rank 0"; fails=$((fails + 1)); }
+import json, sys
+r = json.load(open(sys.argv[1] + "/report.json"))
+w = {c["name"]: c["worker_s"] for c in r["unites"][0]["comethods"]}
+ratio = max(w["eram5"], w["eram10"]) / max(min(w["eram5"], w["eram10"]), 1e-9)
+assert ratio < 1.5, ("worker seconds on rank 0", w)
+print("ok: fair on rank 0's worker: eram5 %.3f s, eram10 %.3f s (eram7 on rank 1: %.3f s)" % (w["eram5"], w["eram10"], w["eram7"]))
+PY
   expect_rc 0 "nested unites on 2 MPI ranks" -- timeout 120 mpirun --oversubscribe -np 2 "$bin" run "$tmp/nested.xml" \
     --backend starpu-mpi --ncpu 1 --out "$tmp/nested-mpi" --quiet
   check_nested "$tmp/nested-mpi" "nested unites on 2 ranks (m2's 23 published on rank 1, gathered on every rank)"
