@@ -411,7 +411,7 @@ TEST_F(Fixture, ALayersLadderSkipsARecipeRejectedThere) {
   for (std::size_t i = 0; i < L; ++i) EXPECT_EQ(s.cfg[i], i == l ? (m->is_table(i) ? idx("emb-int8") : 2) : 0) << i;
 }
 
-TEST_F(Fixture, StepAdoptsADominatingGatheredConfigurationOnlyWithExchange) {
+TEST_F(Fixture, StepAdoptsADominatingGatheredConfigurationOnceItsOwnChainEnds) {
   auto m = opt::search_model(kModel, tiny().set_line());
   const std::size_t L = m->layers().size();
   // own: int4 RTN on layer 3 (k = 384); gathered: GPTQ int4 there, as many bytes, less error
@@ -428,35 +428,52 @@ TEST_F(Fixture, StepAdoptsADominatingGatheredConfigurationOnlyWithExchange) {
     s.gbytes[0] = gbytes;
     return s;
   };
+  // runs steps until the co-method is done (or `until` is reported); every report
+  auto chain = [&](State& s, double bound, bool exchange, const char* until = nullptr) {
+    std::vector<std::map<std::string, double>> rs;
+    for (std::size_t i = 0; i < 4 * L; ++i) {
+      rs.push_back(step(s, "int4-g128", bound, exchange, true));
+      if (s.done[0] == 1.0 || (until && rs.back().count(until))) break;
+    }
+    return rs;
+  };
+  // a bound at its own error: every further int4 move breaks it, so the family's
+  // chain ends once each unit is probed; only then does it take the gathered one
   State s = state(gptq, eg.bytes);
-  auto r = step(s, "int4-g128", 0.5, true, true);
-  EXPECT_EQ(r.at("adopted"), 1.0);
-  // this step then tried int4 RTN back on layer 3 (a lateral move: as many bits) and
-  // did not keep it (the error would rise): the gathered configuration stays
-  EXPECT_EQ(r.at("lateral"), 0.0);
-  EXPECT_EQ(r.at("layer"), 3.0);
+  auto rs = chain(s, eo.error, true, "adopted");
+  ASSERT_EQ(rs.back().count("adopted"), 1u) << rs.size() << " steps";
+  EXPECT_GT(rs.size(), 1u);
+  for (std::size_t i = 0; i + 1 < rs.size(); ++i) EXPECT_EQ(rs[i].count("adopted"), 0u) << "step " << i;
   for (std::size_t l = 0; l < L; ++l) EXPECT_EQ(s.cfg[l], gptq[l]) << l;
   EXPECT_EQ(s.bytes[0], eg.bytes);
   EXPECT_EQ(s.err[0], eg.error);
-  // smaller but of more error (its own plus int8 on layer 0): not adopted
+  EXPECT_EQ(s.done[0], 0.0);  // it goes on from there
+  // the next step tries int4 RTN back on layer 3 (a lateral move: as many bits) and
+  // does not keep it (the error would rise): the gathered configuration stays
+  auto r = step(s, "int4-g128", eo.error, true, true);
+  EXPECT_EQ(r.at("lateral"), 0.0);
+  EXPECT_EQ(r.at("layer"), 3.0);
+  EXPECT_EQ(s.cfg[3], gptq[3]);
+  // exchange=false: the chain ends on its own configuration
+  State off = state(gptq, eg.bytes);
+  for (const auto& x : chain(off, eo.error, false)) EXPECT_EQ(x.count("adopted"), 0u);
+  EXPECT_EQ(off.done[0], 1.0);
+  EXPECT_EQ(off.cfg[3], own[3]);
+  // larger (f32 everywhere, no error): not adopted
+  State u = state(std::vector<std::int32_t>(L, 0), m->evaluate(std::vector<std::int32_t>(L, 0)).bytes);
+  for (const auto& x : chain(u, eo.error, true)) EXPECT_EQ(x.count("adopted"), 0u);
+  EXPECT_EQ(u.done[0], 1.0);
+  EXPECT_EQ(u.cfg[3], own[3]);
+  // smaller but of more error (its own plus int8 on layer 0): never adopted
   std::vector<std::int32_t> g8 = own;
   g8[0] = idx("int8");
   const opt::Evaluation e8 = m->evaluate(g8);
   ASSERT_LT(e8.bytes, eo.bytes);
   ASSERT_GT(e8.error, eo.error);
   State t = state(g8, e8.bytes);
-  r = step(t, "int4-g128", 0.5, true, true);
-  EXPECT_EQ(r.count("adopted"), 0u);
-  EXPECT_EQ(t.cfg[3], own[3]);
-  // larger (f32 everywhere, no error): not adopted
-  State u = state(std::vector<std::int32_t>(L, 0), m->evaluate(std::vector<std::int32_t>(L, 0)).bytes);
-  r = step(u, "int4-g128", 0.5, true, true);
-  EXPECT_EQ(r.count("adopted"), 0u);
-  // exchange=false: even a dominating one is ignored
-  State off = state(gptq, eg.bytes);
-  r = step(off, "int4-g128", 0.5, false, true);
-  EXPECT_EQ(r.count("adopted"), 0u);
-  EXPECT_EQ(off.cfg[3], own[3]);
+  for (const auto& x : chain(t, e8.error, true)) EXPECT_EQ(x.count("adopted"), 0u);
+  EXPECT_EQ(t.done[0], 1.0);
+  EXPECT_NE(t.cfg, g8);
 }
 
 TEST_F(Fixture, LateralMoveIsKeptOnlyWhenTheErrorDrops) {
