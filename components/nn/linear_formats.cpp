@@ -179,7 +179,12 @@ void compressed_product(std::span<const TensorView> p, const Args& a, WeightForm
   switch (f) {
     case WeightFormat::dense: throw KernelError("dense weights take the GEMM path");
     case WeightFormat::int8:
-    case WeightFormat::int4: quant::linear(x, m, ldx, qweight(p, f, a, n, k), y, ldy); return;
+    case WeightFormat::int4:
+      if (a.get_string("activations") == "f32")
+        quant::linear_weight_only(x, m, ldx, qweight(p, f, a, n, k), y, ldy);
+      else
+        quant::linear(x, m, ldx, qweight(p, f, a, n, k), y, ldy);
+      return;
     case WeightFormat::csr: {
       const auto* ptr = static_cast<const std::int32_t*>(p[kWPtr].data);
       const auto* col = static_cast<const std::int32_t*>(p[kWIndex].data);

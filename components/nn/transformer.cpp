@@ -453,6 +453,7 @@ std::string linear_check(const TaskShape& t) {
   const auto& p = t.ports;
   if (auto m = kutil::ports_present(s, p); !m.empty()) return m;
   if (auto m = kutil::one_of(t.args, "format", {"dense", "int8", "int4", "csr", "bsr", "nm24"}); !m.empty()) return m;
+  if (auto m = kutil::one_of(t.args, "activations", {"int8", "f32"}); !m.empty()) return m;
   if (const nn::WeightFormat f = linear_format(t.args); f != nn::WeightFormat::dense) {
     const LinearDims d = linear_dims(t);
     return first_error({nn::check_compressed_weight(s, p, t.args, f, d.n, d.k), same_dtype_opt(s, p, 2, 0),
@@ -1173,6 +1174,7 @@ std::string linear_cuda_check(const TaskShape& t) {
   if (f == nn::WeightFormat::dense)
     return p[nn::kW].dtype == DType::f32 ? "" : std::string("CUDA kernel needs an f32 w, got ") + dtype_name(p[nn::kW].dtype);
   if (f != nn::WeightFormat::int8) return "CUDA kernel handles format dense and int8 only";
+  if (t.args.get_string("activations") != "int8") return "CUDA int8 kernel quantizes the activations (activations=int8 only)";
   const TensorView& sc = p[nn::kWScale];
   if (t.args.get_int("group") != 0 || p[nn::kWZero].bound() || sc.dtype != DType::f32 ||
       !(sc.rows <= 1 || (sc.cols == 1 && sc.ld == 1)))
@@ -1257,7 +1259,10 @@ void register_transformer(Registry& reg) {
         "w_index columns, w_ptr rows), bsr (blocks, arg block), nm24 (2:4: w kept values, w_index positions); "
         "compressed W is [n, k] and needs f32 x"},
        {"group", ParamType::int_, "0", false, "int8/int4: weights per scale along k; 0: one scale per row"},
-       {"block", ParamType::int_, "0", false, "bsr: block size"}},
+       {"block", ParamType::int_, "0", false, "bsr: block size"},
+       {"activations", ParamType::string_, "int8", false,
+        "int8/int4: int8 (x quantized per token, the integer VNNI kernels) or f32 (weight-only: the codes "
+        "dequantized a block of rows at a time in cache, then an f32 GEMM)"}},
       linear_cpu, linear_check, linear_cost, YMLOPT_CUDA_KERNEL(linear));
   add_component(reg, "nn.attention",
       "scaled dot-product attention per head and sequence: y_h = softmax(scale * q_h k_g^T [+ causal mask]) v_g, "

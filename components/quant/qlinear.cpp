@@ -5,6 +5,8 @@
 // so that no compiler-made FMA makes the two paths differ.
 #include "quant/qlinear.hpp"
 
+#include "gemm/gemm.hpp"
+
 #include <immintrin.h>
 
 #include <algorithm>
@@ -890,6 +892,55 @@ void dequantize(const QWeight& w, float* out, int64_t ldw) {
       const float z = w.zero ? stored_zero_at(w, r, g) : (w.bits == 4 ? 8.0f : 0.0f);
       out[r * ldw + c] = (static_cast<float>(code_at(w, r, c)) - z) * scale_at(w, r, g);
     }
+}
+
+namespace {
+
+/// Rows [r0, r0 + rows) of W dequantized into out (row stride k), group by group.
+void dequantize_rows(const QWeight& w, int64_t r0, int64_t rows, float* out) {
+  const int64_t k = w.k, gs = w.group > 0 ? w.group : k, G = w.groups();
+  for (int64_t r = 0; r < rows; ++r) {
+    const auto* q = reinterpret_cast<const uint8_t*>(w.q) + (r0 + r) * w.q_ld;
+    float* o = out + r * k;
+    for (int64_t g = 0; g < G; ++g) {
+      const float s = scale_at(w, r0 + r, g);
+      const float z = w.zero ? stored_zero_at(w, r0 + r, g) : (w.bits == 4 ? 8.0f : 0.0f);
+      const int64_t c0 = g * gs;
+      if (w.bits == 8) {
+        const auto* c = reinterpret_cast<const int8_t*>(q) + c0;
+        for (int64_t j = 0; j < gs; ++j) o[c0 + j] = (static_cast<float>(c[j]) - z) * s;
+      } else {  // two codes per byte, element 2j in the low nibble (c0 and gs are even)
+        const uint8_t* b = q + c0 / 2;
+        for (int64_t j = 0; j < gs / 2; ++j) {
+          o[c0 + 2 * j] = (static_cast<float>(b[j] & 15) - z) * s;
+          o[c0 + 2 * j + 1] = (static_cast<float>(b[j] >> 4) - z) * s;
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void linear_weight_only(const float* x, int64_t m, int64_t ldx, const QWeight& w, float* y, int64_t ldy) {
+  if (const std::string e = validate(w); !e.empty()) throw KernelError("quant::linear_weight_only: " + e);
+  if (m < 0) throw KernelError("quant::linear_weight_only: negative m");
+  if (m == 0 || w.n == 0) return;
+  if (!y || (w.k > 0 && !x)) throw KernelError("quant::linear_weight_only: null x or y");
+  if (m > 1 && ldx < w.k)
+    throw KernelError("quant::linear_weight_only: ldx " + std::to_string(ldx) + " < k " + std::to_string(w.k));
+  if (m > 1 && ldy < w.n)
+    throw KernelError("quant::linear_weight_only: ldy " + std::to_string(ldy) + " < n " + std::to_string(w.n));
+  // blocks of ~128 KiB of f32 rows (L2-resident), 16 rows at least
+  const int64_t nb = std::max<int64_t>(16, (int64_t(32) * 1024 / std::max<int64_t>(w.k, 1)) / 16 * 16);
+  thread_local std::vector<float> buf;
+  buf.resize(static_cast<std::size_t>(std::min(nb, w.n) * w.k));
+  for (int64_t r0 = 0; r0 < w.n; r0 += nb) {
+    const int64_t rows = std::min(nb, w.n - r0);
+    dequantize_rows(w, r0, rows, buf.data());
+    gemm::gemm(false, true, m, rows, w.k, 1.0f, x, m > 1 ? ldx : w.k, buf.data(), w.k, 0.0f, y + r0,
+               m > 1 ? ldy : w.n, gemm::Library::openblas);
+  }
 }
 
 float scale_of(const QWeight& w, int64_t r, int64_t g) { return scale_at(w, r, g); }

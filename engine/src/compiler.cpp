@@ -770,7 +770,7 @@ class Compiler {
 
   // A weight stored compressed by `ymlopt optimize` (see DataDecl::format): the
   // file has metadata "ymlopt.format.<key>" = "FORMAT group=G block=B layout=nk|kn
-  // n=N k=K" and companion tensors "<key>.w", "<key>.w_scale", ... Returns false
+  // n=N k=K [act=f32]" and companion tensors "<key>.w", "<key>.w_scale", ... Returns false
   // when the file holds no such record (the key is then checked as usual).
   bool compressed_source(DataDecl& d, const Attr& src) {
     if (d.key.empty()) return false;
@@ -789,6 +789,7 @@ class Compiler {
         if (auto eq = w.find('='); eq != std::string::npos) kv[w.substr(0, eq)] = w.substr(eq + 1);
       d.format_group = kv.count("group") ? std::stoll(kv["group"]) : 0;
       d.format_block = kv.count("block") ? std::stoll(kv["block"]) : 0;
+      d.format_act = kv.count("act") ? kv["act"] : "";
       const bool nk = kv["layout"] == "nk";
       d.format_nk = nk;
       const std::int64_t n = std::stoll(kv.at("n")), k = std::stoll(kv.at("k"));
@@ -917,6 +918,7 @@ class Compiler {
         set("format", d.format, 0);
         set("group", std::to_string(d.format_group), double(d.format_group));
         set("block", std::to_string(d.format_block), double(d.format_block));
+        if (!d.format_act.empty()) set("activations", d.format_act, 0);
       }
     }
     return true;

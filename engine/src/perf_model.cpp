@@ -161,7 +161,9 @@ TaskRate task_rate(const TaskNode& t, const Dag& dag) {
     r.n = y.cols;
     r.k = x.cols;
     const std::string f = arg_string_or(t, "format");
-    if (f.empty() || f == "dense") {
+    // weight-only int8/int4 (activations=f32): an f32 GEMM on rows dequantized in cache
+    const bool weight_only = (f == "int8" || f == "int4") && arg_string_or(t, "activations") == "f32";
+    if (f.empty() || f == "dense" || weight_only) {
       r.kind = RateKind::gemm;
       r.name = x.dtype == DType::f64 ? "dgemm" : "sgemm";
     } else {

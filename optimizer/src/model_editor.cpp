@@ -358,6 +358,7 @@ WeightUse ModelEditor::replace(const WeightUse& u, std::vector<NewTensor> tensor
     f.format = arg("format", "dense");
     f.group = std::stoll(arg("group", "0"));
     f.block = std::stoll(arg("block", "0"));
+    f.activations = arg("activations", "");
   }
   const std::map<std::string, DataRef> made = add_replacement(u.name, std::move(tensors), old.tiled() ? u.tile_n : 0);
   origin_name_[made.at("w").data] = u.name;
@@ -522,6 +523,7 @@ void ModelEditor::write(const std::string& out_xml, const std::string& out_weigh
     std::ostringstream o;
     o << f.format << " group=" << f.group << " block=" << f.block << " layout=" << (f.orig_nk ? "nk" : "kn")
       << " n=" << f.n << " k=" << f.k;
+    if (!f.activations.empty()) o << " act=" << f.activations;
     meta["ymlopt.format." + name] = o.str();
   }
   if (!tensors.empty()) io::save_safetensors(out_weights, tensors, meta);  // atomic

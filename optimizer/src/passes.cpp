@@ -57,6 +57,17 @@ struct Tally {
 
 // ---------------------------------------------------------------- quantization
 
+/// The activations option of the quantizers: the nn.linear args it sets
+/// (activations=f32: weight-only kernel; int8, the default, sets nothing).
+std::map<std::string, std::string> linear_args(const PassSpec& s, int bits, int64_t group) {
+  const std::string act = opt_str(s, "activations", "int8");
+  if (act != "int8" && act != "f32") throw PassError("option 'activations' of " + s.name + " must be int8 or f32");
+  std::map<std::string, std::string> a = {
+      {"format", bits == 4 ? "int4" : "int8"}, {"group", std::to_string(group)}, {"transpose_w", "false"}};
+  if (act == "f32") a["activations"] = "f32";
+  return a;
+}
+
 /// quant.int8 / quant.group / quant.q8_0 / quant.q4_0: codes + scales (+ zeros).
 /// scale_dtype: how quant.int8 / quant.group store scales and zeros (f32, or f16 with the
 /// codes computed against the f16 values); q8_0 / q4_0 are f16 by definition.
@@ -87,10 +98,10 @@ void quantize(PassContext& ctx, const PassSpec& s, const std::string& component,
     run_component(ctx.ed.registry(), component, ports, args);
     std::vector<NewTensor> ts = {tensor("w", q), tensor("w_scale", scale)};
     if (!symmetric) ts.push_back(tensor("w_zero", zero));
-    ctx.ed.replace(u, std::move(ts),
-                   {{"format", bits == 4 ? "int4" : "int8"}, {"group", std::to_string(group)}, {"transpose_w", "false"}});
+    ctx.ed.replace(u, std::move(ts), linear_args(s, bits, group));
     formats[u.name] = std::string(bits == 4 ? "int4" : "int8") + " group=" + std::to_string(group) +
-                      (symmetric ? " symmetric" : " asymmetric") + " scale=" + dtype_name(sd) + " (" +
+                      (symmetric ? " symmetric" : " asymmetric") + " scale=" + dtype_name(sd) +
+                      (linear_args(s, bits, group).count("activations") ? " weight-only" : "") + " (" +
                       (component == "quant.gptq" ? "quant.group clip_search: quant.gptq with H = I" : component) + ")";
     tally.add(u, int64_t(q.bytes.size() + scale.bytes.size() + (symmetric ? 0 : zero.bytes.size())), count_zeros(dw.w));
   }
@@ -272,10 +283,10 @@ void pass_gptq(PassContext& ctx, const PassSpec& s) {
     dead += rep.count("dead_columns") ? rep.at("dead_columns") : 0.0;
     std::vector<NewTensor> ts = {tensor("w", q), tensor("w_scale", scale)};
     if (!symmetric) ts.push_back(tensor("w_zero", zero));
-    ctx.ed.replace(u, std::move(ts),
-                   {{"format", bits == 4 ? "int4" : "int8"}, {"group", std::to_string(group)}, {"transpose_w", "false"}});
+    ctx.ed.replace(u, std::move(ts), linear_args(s, bits, group));
     formats[u.name] = std::string(bits == 4 ? "int4" : "int8") + " group=" + std::to_string(group) +
-                      (symmetric ? " symmetric" : " asymmetric") + " scale=" + dtype_name(sd) + " (quant.gptq" +
+                      (symmetric ? " symmetric" : " asymmetric") + " scale=" + dtype_name(sd) +
+                      (linear_args(s, bits, group).count("activations") ? " weight-only" : "") + " (quant.gptq" +
                       (act == "true" ? " act_order, " : ", ") + (clip ? "clip_search, " : "") +
                       std::to_string(in.m) + " calibration rows)";
     tally.add(u, int64_t(q.bytes.size() + scale.bytes.size() + (symmetric ? 0 : zero.bytes.size())), count_zeros(dw.w));
@@ -656,6 +667,9 @@ void pass_dce(PassContext& ctx, const PassSpec& s) {
 // ---------------------------------------------------------------- the list
 
 const std::pair<std::string, std::string> kMatch = {"match", "regex on the weight's name (default: every eligible linear layer)"};
+const std::pair<std::string, std::string> kActivations = {
+    "activations", "int8 (default: the W8A8/W4A8 kernels quantize x per token) or f32 (weight-only: nn.linear "
+                   "dequantizes the codes in cache and keeps x f32; more accurate, f32 GEMM speed)"};
 const std::pair<std::string, std::string> kScaleDtype = {
     "scale_dtype", "f32 (default) or f16: scales and zero points stored in f16 (codes rounded against the stored "
                    "values; 1 bit per weight less at group 32 asymmetric)"};
@@ -679,16 +693,19 @@ std::string PassSpec::text() const {
 
 const std::vector<PassInfo>& all_passes() {
   static const std::vector<PassInfo> p = {
-      {"quant.int8", "int8 weights, one symmetric scale per output channel (W8A8 kernel, activations quantized per token)",
-       {kMatch}, pass_int8},
+      {"quant.int8", "int8 weights, one symmetric scale per output channel (W8A8 kernel, activations quantized per token, "
+       "or weight-only with activations=f32)",
+       {kActivations, kMatch}, pass_int8},
       {"quant.group", "int4/int8 weights with one scale (and zero point) per group of weights along k",
        {{"bits", "4 (default) or 8"}, {"group", "32, 64 or 128 (default)"}, {"symmetric", "true (default) or false"},
         {"clip_search", "false (default) or true: per group the range shrink (1, 0.99, ... clip_min) with the least "
                         "squared weight error (quant.gptq with H = I; same storage)"},
-        {"clip_min", "smallest shrink of clip_search (0.75)"}, kScaleDtype, kMatch},
+        {"clip_min", "smallest shrink of clip_search (0.75)"}, kScaleDtype, kActivations, kMatch},
        pass_group},
-      {"quant.q8_0", "llama.cpp Q8_0: int8 in blocks of 32 with an f16 scale (8.5 bits per weight)", {kMatch}, pass_q8_0},
-      {"quant.q4_0", "llama.cpp Q4_0: 4-bit in blocks of 32 with an f16 scale (4.5 bits per weight)", {kMatch}, pass_q4_0},
+      {"quant.q8_0", "llama.cpp Q8_0: int8 in blocks of 32 with an f16 scale (8.5 bits per weight)", {kActivations, kMatch},
+       pass_q8_0},
+      {"quant.q4_0", "llama.cpp Q4_0: 4-bit in blocks of 32 with an f16 scale (4.5 bits per weight)", {kActivations, kMatch},
+       pass_q4_0},
       quant_embedding_pass(),
       {"quant.gptq", "GPTQ int4/int8: weights rounded column by column with the rounding error compensated on the "
        "remaining columns through H = 2/m XᵀX of calibration inputs; stored like quant.group / quant.int8",
@@ -697,7 +714,7 @@ const std::vector<PassInfo>& all_passes() {
         {"act_order", "false (default) or true: columns by decreasing diag H, static group scales"},
         {"clip_search", "false (default) or true: per group the range shrink (1, 0.99, ... clip_min) with the least "
                         "diag-H-weighted squared error; same storage"},
-        {"clip_min", "smallest shrink of clip_search (0.75)"}, kScaleDtype, kMatch},
+        {"clip_min", "smallest shrink of clip_search (0.75)"}, kScaleDtype, kActivations, kMatch},
        pass_gptq, true},
       {"smooth", "SmoothQuant / AWQ per-input-channel scales s from calibration inputs: W' = W diag(s), the input's 1/s "
        "folded exactly into the LayerNorm or linear (no activation / ReLU) that makes it; run before a quantizer",

@@ -5,7 +5,8 @@
 //
 // For each shape (k x n: x is [m, k], W is [n, k] as torch Linear) and M: sgemm
 // (cblas_sgemm, B transposed; at M = 1 also sgemv) with openblas_set_num_threads(t),
-// and quant::linear with int8 per channel, int4 group 128 (symmetric) and q4_0,
+// and quant::linear with int8 per channel, int4 group 128 (symmetric) and q4_0, and
+// quant::linear_weight_only on the int8 weights (activations kept f32: "int8 w-only"),
 // split over t persistent std::threads by output rows (QWeight::rows). Weights are quantized
 // once (not timed); activation quantization is inside every timed call. Prints the
 // median time of --reps calls and speed-ups over sgemm measured in the same run,
@@ -96,16 +97,22 @@ class Pool {
 };
 
 /// y = x W^T with W split by output rows over the pool's threads.
-void qlinear_mt(const float* x, long m, long k, const QWeight& w, float* y, Pool& pool, Isa isa) {
+void qlinear_mt(const float* x, long m, long k, const QWeight& w, float* y, Pool& pool, Isa isa, bool weight_only) {
+  auto one = [&](const QWeight& part, float* out) {
+    if (weight_only)
+      ymlopt::quant::linear_weight_only(x, m, k, part, out, w.n);
+    else
+      ymlopt::quant::linear(x, m, k, part, out, w.n, isa);
+  };
   if (pool.size() <= 1) {
-    ymlopt::quant::linear(x, m, k, w, y, w.n, isa);
+    one(w, y);
     return;
   }
   const long n = w.n, parts = pool.size();
   pool.run([&](int t) {
     // split on multiples of 16 rows so that every part keeps full micro-kernel tiles
     const long n0 = (n * t / parts) / 16 * 16, n1 = t + 1 == parts ? n : (n * (t + 1) / parts) / 16 * 16;
-    ymlopt::quant::linear(x, m, k, w.rows(n0, n1), y + n0, n, isa);
+    one(w.rows(n0, n1), y + n0);
   });
 }
 
@@ -123,7 +130,7 @@ double rel_err(const std::vector<float>& a, const std::vector<float>& ref) {
 int main(int argc, char** argv) {
   bench::Args args(argc, argv);
   const int reps = static_cast<int>(args.num("--reps", 21));
-  const std::string formats = args.str("--formats", "012");  // 0 int8, 1 int4-g128, 2 q4_0
+  const std::string formats = args.str("--formats", "0123");  // 0 int8, 1 int4-g128, 2 q4_0, 3 int8 weight-only
   const Isa isa = args.str("--isa", "best") == "scalar" ? Isa::scalar : Isa::best;
   std::vector<long> ms, threads;
   for (const auto& s : args.list("--m", "1,16,128,512")) ms.push_back(std::stol(s));
@@ -140,8 +147,9 @@ int main(int argc, char** argv) {
   std::printf("openblas: corename=%s OPENBLAS_CORETYPE=%s\n", openblas_get_corename(), coretype ? coretype : "(unset)");
   std::printf("task f32 column: blas.gemm's f32 GEMM at 1 thread, %s (nn.linear's dense f32 path is the sgemm column)\n",
               ymlopt::gemm::sgemm_library().c_str());
-  std::printf("%-10s %5s %3s %10s %10s %16s %16s %16s %18s   %s\n", "k x n", "M", "thr", "sgemm ms", "sgemv ms",
-              "int8 ms (x)", "int4g128 ms (x)", "q4_0 ms (x)", "task f32 ms (int8x)", "rel.err int8/int4g128/q4_0");
+  std::printf("%-10s %5s %3s %10s %10s %16s %16s %16s %16s %18s   %s\n", "k x n", "M", "thr", "sgemm ms", "sgemv ms",
+              "int8 ms (x)", "int4g128 ms (x)", "q4_0 ms (x)", "int8 w-only (x)", "task f32 ms (int8x)",
+              "rel.err int8/int4g128/q4_0/int8 w-only");
 
   std::mt19937 gen(42);
   std::normal_distribution<float> nd(0.0f, 1.0f);
@@ -157,7 +165,7 @@ int main(int argc, char** argv) {
       for (long t : threads) {
         openblas_set_num_threads(static_cast<int>(t));
         Pool pool(static_cast<int>(t));
-        const QWeight views[3] = {q8.view(), q4.view(), q40.view()};
+        const QWeight views[4] = {q8.view(), q4.view(), q40.view(), q8.view()};
         auto sgemm = [&] {
           cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(m), int(n), int(k), 1.0f, x.data(), int(k), w.data(),
                       int(k), 0.0f, y.data(), int(n));
@@ -171,13 +179,13 @@ int main(int argc, char** argv) {
         };
         // Interleaved: every rep times sgemm and then each format back to back, so that the
         // ratios compare calls made under the same load (this machine is shared).
-        std::vector<double> ts, tv, tqs[3], ratio[3], tf, ratio_f;
-        double err[3] = {0, 0, 0};
+        std::vector<double> ts, tv, tqs[4], ratio[4], tf, ratio_f;
+        double err[4] = {0, 0, 0, 0};
         for (int r = -1; r < reps; ++r) {
           const double s0 = timed(sgemm), v0 = m == 1 ? timed(sgemv) : 0, f0 = t == 1 ? timed(task_f32) : 0;
-          for (int v = 0; v < 3; ++v) {
+          for (int v = 0; v < 4; ++v) {
             if (formats.find(std::to_string(v)) == std::string::npos) continue;
-            const double q = timed([&] { qlinear_mt(x.data(), m, k, views[v], yq.data(), pool, isa); });
+            const double q = timed([&] { qlinear_mt(x.data(), m, k, views[v], yq.data(), pool, isa, v == 3); });
             if (r < 0) continue;  // warm-up
             tqs[v].push_back(q);
             ratio[v].push_back(s0 / q);
@@ -189,24 +197,24 @@ int main(int argc, char** argv) {
           tv.push_back(v0);
         }
         sgemm();
-        for (int v = 0; v < 3; ++v) {
+        for (int v = 0; v < 4; ++v) {
           if (formats.find(std::to_string(v)) == std::string::npos) continue;
-          qlinear_mt(x.data(), m, k, views[v], yq.data(), pool, isa);
+          qlinear_mt(x.data(), m, k, views[v], yq.data(), pool, isa, v == 3);
           err[v] = rel_err(yq, y);
         }
         const double t_sgemm = bench::median(ts), t_sgemv = bench::median(tv);
-        double tq[3];
-        for (int v = 0; v < 3; ++v) tq[v] = bench::median(tqs[v]);
-        char c[3][40];
-        for (int v = 0; v < 3; ++v)
+        double tq[4];
+        for (int v = 0; v < 4; ++v) tq[v] = bench::median(tqs[v]);
+        char c[4][40];
+        for (int v = 0; v < 4; ++v)
           std::snprintf(c[v], sizeof c[v], "%.3f (%.2fx)", tq[v] * 1e3, tqs[v].empty() ? 0.0 : bench::median(ratio[v]));
         char gv[16] = "-", fc[40] = "-";
         if (m == 1) std::snprintf(gv, sizeof gv, "%.3f", t_sgemv * 1e3);
         if (!tf.empty())
           std::snprintf(fc, sizeof fc, "%.3f (%.2fx)", bench::median(tf) * 1e3,
                         ratio_f.empty() ? 0.0 : bench::median(ratio_f));
-        std::printf("%4ldx%-5ld %5ld %3ld %10.3f %10s %16s %16s %16s %18s   %.4f/%.4f/%.4f\n", k, n, m, t,
-                    t_sgemm * 1e3, gv, c[0], c[1], c[2], fc, err[0], err[1], err[2]);
+        std::printf("%4ldx%-5ld %5ld %3ld %10.3f %10s %16s %16s %16s %16s %18s   %.4f/%.4f/%.4f/%.4f\n", k, n, m, t,
+                    t_sgemm * 1e3, gv, c[0], c[1], c[2], c[3], fc, err[0], err[1], err[2], err[3]);
         std::fflush(stdout);
       }
     }

@@ -130,6 +130,25 @@ TEST(LinearFormats, QuantizedFormatsMatchTheKernelAndTheDenseProduct) {
     EXPECT_LT(rel_err(y, f.dense(dequantized(c.qw))), 0.02);
     // and to the original weight within the weight quantization error
     EXPECT_LT(rel_err(y, f.dense(wd)), c.tol);
+    // activations=f32 (weight-only): the dense product with the dequantized weight,
+    // to f32 rounding, through quant::linear_weight_only
+    const std::vector<float> wo = run_quant(f, c.qw, c.format, {{"activations", "f32"}});
+    std::vector<float> wo_ref(M * N);
+    quant::linear_weight_only(f.x.buf.data(), M, f.x.ld, c.qw.view(), wo_ref.data(), N);
+    for (std::size_t i = 0; i < wo.size(); ++i) ASSERT_EQ(wo[i], wo_ref[i]) << i;
+    EXPECT_LT(rel_err(wo, f.dense(dequantized(c.qw))), 1e-5);
+  }
+}
+
+TEST(LinearFormats, ActivationsArgIsChecked) {
+  Fixture f;
+  const auto wd = f.dense_w();
+  const auto qw = quant::quantize_int8(wd.data(), N, K, K);
+  try {
+    run_quant(f, qw, "int8", {{"activations", "f16"}});
+    ADD_FAILURE() << "activations=f16 accepted";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("activations"), std::string::npos) << e.what();
   }
 }
 

@@ -77,6 +77,8 @@ const char* kLinears = R"(<workflow name="linears">
   <task component="nn.linear"><in port="x" data="x"/><in port="w" data="nmv"/><in port="w_index" data="nmi"/><out port="y" data="y"/>
     <arg name="format" value="nm24"/></task>
   <task component="tensor.add"><in port="a" data="y"/><in port="b" data="y"/><out port="c" data="y"/></task>
+  <task component="nn.linear"><in port="x" data="x"/><in port="w" data="q8"/><in port="w_scale" data="s"/><out port="y" data="y"/>
+    <arg name="format" value="int8"/><arg name="activations" value="f32"/></task>
 </workflow>
 )";
 
@@ -127,15 +129,17 @@ TEST(PerfModelSchedule, RejectsBadArguments) {
 
 TEST(PerfModelRates, SelectedByComponentDtypeAndFormat) {
   const Dag dag = compile_ok(kLinears);
-  ASSERT_EQ(dag.tasks.size(), 6u);
+  ASSERT_EQ(dag.tasks.size(), 7u);
+  // (the last: weight-only int8, an f32 GEMM on rows dequantized in cache)
   const std::vector<std::pair<RateKind, std::string>> want = {
       {RateKind::gemm, "sgemm"},    {RateKind::gemm, "dgemm"},  {RateKind::kernel, "int8"},
-      {RateKind::kernel, "int4"},   {RateKind::kernel, "nm24"}, {RateKind::component, "tensor.add"}};
+      {RateKind::kernel, "int4"},   {RateKind::kernel, "nm24"}, {RateKind::component, "tensor.add"},
+      {RateKind::gemm, "sgemm"}};
   for (size_t i = 0; i < want.size(); ++i) {
     const TaskRate r = task_rate(dag.tasks[i], dag);
     EXPECT_EQ(r.kind, want[i].first) << i;
     EXPECT_EQ(r.name, want[i].second) << i;
-    if (i < 5) {
+    if (i != 5) {
       EXPECT_EQ(r.m, 128) << i;
       EXPECT_EQ(r.n, 256) << i;
       EXPECT_EQ(r.k, 768) << i;
@@ -149,6 +153,7 @@ TEST(PerfModelRates, SelectedByComponentDtypeAndFormat) {
     ASSERT_GT(t.cost.flops, 0);
     EXPECT_NEAR(predict_task_seconds(t, dag, c), t.cost.flops / (gflops[i] * 1e9), 1e-12) << i;
   }
+  EXPECT_NEAR(predict_task_seconds(dag.tasks[6], dag, c), dag.tasks[6].cost.flops / 100e9, 1e-12);
   // 2:4 counts the kept products only: half the dense flops
   EXPECT_NEAR(dag.tasks[4].cost.flops, 128.0 * 256 * 768, 128.0 * 256 * 2);
   // a component priced by its calibrated bandwidth (its flops rate would be less), plus its latency
@@ -193,13 +198,13 @@ TEST(PerfModelPredict, OverheadPerTaskAndWorkers) {
   // sequential: one worker, the sum of kernels and overheads
   const Prediction seq = predict(dag, c, 4, "sequential");
   EXPECT_EQ(seq.workers, 1);
-  EXPECT_NEAR(seq.makespan_s, kernels + 6 * 10e-6, 1e-12);
+  EXPECT_NEAR(seq.makespan_s, kernels + 7 * 10e-6, 1e-12);
   // 2 workers: the f64 linear (task 1) touches only its own data and runs beside
-  // the chain of the five tasks writing y, which is longer
+  // the chain of the six tasks writing y, which is longer
   const Prediction sp = predict(dag, c, 2, "starpu");
   EXPECT_EQ(sp.workers, 2);
-  EXPECT_NEAR(sp.work_s, kernels + 6 * 40e-6, 1e-12);
-  EXPECT_NEAR(sp.overhead_s, 6 * 40e-6, 1e-15);
+  EXPECT_NEAR(sp.work_s, kernels + 7 * 40e-6, 1e-12);
+  EXPECT_NEAR(sp.overhead_s, 7 * 40e-6, 1e-15);
   ASSERT_GT(sp.work_s - sp.task_s[1], sp.task_s[1]);
   EXPECT_NEAR(sp.makespan_s, sp.work_s - sp.task_s[1], 1e-12);
   EXPECT_NEAR(sp.critical_path_s, sp.makespan_s, 1e-12);

@@ -462,6 +462,48 @@ TEST(QLinearTest, MatchesLongDoubleReferenceOnEveryScheme) {
       }
 }
 
+// Weight-only (activations f32): y = x · dequant(W)ᵀ to f32 GEMM rounding, on
+// strided x and y (padding untouched) and on padded weight views, with blocks of
+// rows (k = 2048: 16 rows per block, so n = 70 takes five).
+TEST(QLinearTest, WeightOnlyEqualsTheDequantizedProductOnEveryScheme) {
+  for (const Scheme& s : every_scheme()) {
+    std::vector<Case> cases = cases_for(s);
+    cases.push_back({3, 2048, 70});
+    for (const Case& c : cases)
+      for (bool padded : {false, true}) {
+        SCOPED_TRACE(s.name + " m=" + std::to_string(c.m) + " k=" + std::to_string(c.k) + " n=" + std::to_string(c.n) +
+                     (padded ? " padded" : ""));
+        const std::int64_t ldx = c.k + 3, ldy = c.n + 5;
+        const std::vector<float> x = random_vec(static_cast<std::size_t>(c.m * ldx), std::uint32_t(c.m * 7 + c.k));
+        const std::vector<float> w = random_vec(static_cast<std::size_t>(c.n * c.k), std::uint32_t(c.n * 3 + c.k), 0.05f);
+        const QuantizedWeight q = run_scheme(s, w.data(), c.n, c.k, c.k);
+        Padded p = pad_weight(q, 7, 2);
+        std::vector<float> deq(static_cast<std::size_t>(c.n * c.k));
+        quant::dequantize(q.view(), deq.data(), c.k);
+        std::vector<float> y(static_cast<std::size_t>(c.m * ldy), 77.0f);
+        quant::linear_weight_only(x.data(), c.m, ldx, padded ? p.view : q.view(), y.data(), ldy);
+        int bad = 0;
+        for (std::int64_t i = 0; i < c.m; ++i) {
+          for (std::int64_t j = 0; j < c.n; ++j) {
+            LD ref = 0, mag = 0;
+            for (std::int64_t kk = 0; kk < c.k; ++kk) {
+              const LD t = LD(x[static_cast<std::size_t>(i * ldx + kk)]) * deq[static_cast<std::size_t>(j * c.k + kk)];
+              ref += t, mag += std::fabs(t);
+            }
+            const LD got = y[static_cast<std::size_t>(i * ldy + j)];
+            if (std::fabs(got - ref) > 1e-5L * mag + 1e-30L && bad++ < 5)
+              ADD_FAILURE() << "y(" << i << ", " << j << ") = " << double(got) << ", reference " << double(ref);
+          }
+          for (std::int64_t j = c.n; j < ldy; ++j) EXPECT_EQ(y[static_cast<std::size_t>(i * ldy + j)], 77.0f) << "padding";
+        }
+      }
+  }
+  std::vector<float> x(4, 1.0f), y(2, 0.0f);
+  QWeight bad;
+  bad.bits = 3;
+  EXPECT_THROW(quant::linear_weight_only(x.data(), 1, 4, bad, y.data(), 2), KernelError);
+}
+
 /// Per-channel int4 and asymmetric int8 weights assembled by hand (linear accepts any QWeight).
 TEST(QLinearTest, HandBuiltPerChannelInt4AndAsymmetricInt8) {
   const std::int64_t m = 6, k = 200, n = 11;

@@ -39,6 +39,7 @@ struct DataDecl {
   std::string format;  // "" for a plain tensor
   std::int64_t format_group = 0, format_block = 0;
   bool format_nk = false;  // declared [n, k] (torch Linear) rather than [k, n]
+  std::string format_act;  // "f32": weight-only int8/int4 (nn.linear activations=f32); "" the default
   std::vector<std::pair<std::string, std::int32_t>> companions;
   // Placement on MPI ranks (--backend starpu-mpi; other backends ignore it):
   // distribute="block-cyclic-2d|rows|cols|replicate" ("" = the backend's

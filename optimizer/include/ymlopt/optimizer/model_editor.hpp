@@ -138,7 +138,7 @@ class ModelEditor {
   std::map<std::int32_t, std::vector<std::byte>> new_bytes_;
   std::map<std::string, DenseWeight> originals_;
   struct Final {  // what became of an original weight, for the weights file's metadata
-    std::string format = "dense", src;
+    std::string format = "dense", src, activations;  // activations: "f32" for weight-only int8/int4
     std::int64_t group = 0, block = 0, n = 0, k = 0;
     bool orig_nk = false, graph_changed = false;
   };
