@@ -801,15 +801,26 @@ void linear(const float* x, int64_t m, int64_t ldx, const QWeight& w, float* y, 
   linear(x, m, ldx, w, y, ldy, Isa::best);
 }
 
+namespace {
+
+/// The arguments of a linear call (`who` names it in the errors); false when
+/// there is nothing to compute (m or n is 0).
+bool check_call(const char* who, const float* x, int64_t m, int64_t ldx, const QWeight& w, const float* y,
+                int64_t ldy) {
+  const std::string me = std::string("quant::") + who + ": ";
+  if (const std::string e = validate(w); !e.empty()) throw KernelError(me + e);
+  if (m < 0) throw KernelError(me + "negative m");
+  if (m == 0 || w.n == 0) return false;
+  if (!y || (w.k > 0 && !x)) throw KernelError(me + "null x or y");
+  if (m > 1 && ldx < w.k) throw KernelError(me + "ldx " + std::to_string(ldx) + " < k " + std::to_string(w.k));
+  if (m > 1 && ldy < w.n) throw KernelError(me + "ldy " + std::to_string(ldy) + " < n " + std::to_string(w.n));
+  return true;
+}
+
+}  // namespace
+
 void linear(const float* x, int64_t m, int64_t ldx, const QWeight& w, float* y, int64_t ldy, Isa isa) {
-  if (const std::string e = validate(w); !e.empty()) throw KernelError("quant::linear: " + e);
-  if (m < 0) throw KernelError("quant::linear: negative m");
-  if (m == 0 || w.n == 0) return;
-  if (!y || (w.k > 0 && !x)) throw KernelError("quant::linear: null x or y");
-  if (m > 1 && ldx < w.k)
-    throw KernelError("quant::linear: ldx " + std::to_string(ldx) + " < k " + std::to_string(w.k));
-  if (m > 1 && ldy < w.n)
-    throw KernelError("quant::linear: ldy " + std::to_string(ldy) + " < n " + std::to_string(w.n));
+  if (!check_call("linear", x, m, ldx, w, y, ldy)) return;
   if (w.k == 0) {
     for (int64_t i = 0; i < m; ++i) std::fill(y + i * ldy, y + i * ldy + w.n, 0.0f);
     return;
@@ -923,14 +934,7 @@ void dequantize_rows(const QWeight& w, int64_t r0, int64_t rows, float* out) {
 }  // namespace
 
 void linear_weight_only(const float* x, int64_t m, int64_t ldx, const QWeight& w, float* y, int64_t ldy) {
-  if (const std::string e = validate(w); !e.empty()) throw KernelError("quant::linear_weight_only: " + e);
-  if (m < 0) throw KernelError("quant::linear_weight_only: negative m");
-  if (m == 0 || w.n == 0) return;
-  if (!y || (w.k > 0 && !x)) throw KernelError("quant::linear_weight_only: null x or y");
-  if (m > 1 && ldx < w.k)
-    throw KernelError("quant::linear_weight_only: ldx " + std::to_string(ldx) + " < k " + std::to_string(w.k));
-  if (m > 1 && ldy < w.n)
-    throw KernelError("quant::linear_weight_only: ldy " + std::to_string(ldy) + " < n " + std::to_string(w.n));
+  if (!check_call("linear_weight_only", x, m, ldx, w, y, ldy)) return;
   // blocks of ~128 KiB of f32 rows (L2-resident), 16 rows at least
   const int64_t nb = std::max<int64_t>(16, (int64_t(32) * 1024 / std::max<int64_t>(w.k, 1)) / 16 * 16);
   thread_local std::vector<float> buf;

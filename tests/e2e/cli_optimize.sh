@@ -30,11 +30,7 @@ def rep(n): return json.load(open(f"{t}/g-{n}/report.json"))
 def err(n): return rep(n)["quality"]["logits.npy:logits"]["relative_error"]
 def ratio(n):
     r = rep(n)["weight_bytes"]; return r["optimized"] / r["original"]
-ok = True
-def check(cond, what):
-    global ok
-    print(("ok: " if cond else "FAIL: ") + what)
-    ok = ok and cond
+from checks import check, done
 check(err("int8") < 0.05 and err("q8_0") < 0.05, f"int8 / q8_0 errors small ({err('int8'):.4f}, {err('q8_0'):.4f})")
 check(ratio("int8") < 0.45 and ratio("q4_0") < 0.35, f"weight bytes int8 {ratio('int8'):.3f}x, q4_0 {ratio('q4_0'):.3f}x")
 check(err("q4_0") < 0.25, f"q4_0 error {err('q4_0'):.4f}")
@@ -44,7 +40,7 @@ check(abs(err("nm24") - err("nm24-int8")) < 0.02, "2:4 packed and 2:4 then int8 
 log = rep("nm24")["pass_log"]
 check(abs(log[0]["sparsity"] - 0.5) < 1e-9 and log[1]["layers"] == log[0]["layers"], "2:4: half the weights, every pruned layer packed")
 check(err("obs50-distill-int8") < err("obs50"), f"refit after OBS lowers the error ({err('obs50-distill-int8'):.3f})")
-sys.exit(0 if ok else 1)
+done()
 PY
 
 # calibration over several runs (one per line): the layer inputs are stacked
@@ -77,8 +73,7 @@ for m in g:G:gpt2:quant.int8 g:G:gpt2:prune.nm,sparse.nm24 l:L:llama:quant.group
   expect_rc 0 "$model rewritten workflow runs" -- "$y" run "$tmp/s/$model.opt.xml" -q --backend sequential -o "$tmp/s/flat"
   expect_rc 0 "$model original workflow on the compressed file" -- "$y" run "${A[@]}" --set weights="$tmp/s/$model.opt.safetensors" \
     -q -o "$tmp/s/sub"
-  cmp -s "$tmp/s/flat/logits.npy" "$tmp/s/sub/logits.npy" && echo "ok: $model $passes: same logits" ||
-    { echo "FAIL: $model $passes: logits differ"; fails=$((fails + 1)); }
+  same_file "$model $passes: same logits" "$tmp/s/flat/logits.npy" "$tmp/s/sub/logits.npy"
   unset -n A
 done
 

@@ -34,19 +34,15 @@ for c in "${cases[@]}"; do
     -o "$tmp/$name/flat"
   expect_rc 0 "$model $passes: original workflow on the compressed file" -- "$y" run "${A[@]}" \
     --set weights="$tmp/$name/$model.opt.safetensors" -q -o "$tmp/$name/sub"
-  cmp -s "$tmp/$name/flat/logits.npy" "$tmp/$name/sub/logits.npy" && echo "ok: $model $passes: same logits" ||
-    { echo "FAIL: $model $passes: logits differ between the flat and the original workflow"; fails=$((fails + 1)); }
+  same_file "$model $passes: the same logits from the flat and the original workflow" "$tmp/$name/flat/logits.npy" \
+    "$tmp/$name/sub/logits.npy"
   unset -n A
 done
 
 python3 - "$tmp" "${cases[@]}" <<'PY' || fails=$((fails + 1))
 import json, sys
 t, cases = sys.argv[1], sys.argv[2:]
-ok = True
-def check(cond, what):
-    global ok
-    print(("ok: " if cond else "FAIL: ") + what)
-    ok = ok and cond
+from checks import check, done
 rep = {}
 for c in cases:
     name, _, model, _, rest = c.split(":", 4)
@@ -79,7 +75,7 @@ check(g8["weight_bytes_before"] == vocab * width * 4 and g8["weight_bytes_after"
 g4 = rep["g4"]["pass_log"][0]
 check(g4["weight_bytes_after"] == vocab * width // 2 + 2 * vocab * (width // 32) * 4,
       "gpt2 int4 g32 asymmetric table: nibbles + scales + zeros")
-sys.exit(0 if ok else 1)
+done()
 PY
 
 # tables the pass leaves alone (a reader that is not an embedding or a tied [n,k] linear), and the rest
@@ -154,8 +150,7 @@ if [ -f "$dist/use_lite.safetensors" ]; then
   expect_rc 0 "use_lite rewritten workflow runs" -- "$y" run "$tmp/u/use_lite.opt.xml" -q -o "$tmp/u/flat"
   expect_rc 0 "use_lite original workflow on the compressed file" -- "$y" run "${U[@]}" \
     --set weights="$tmp/u/use_lite.opt.safetensors" -q -o "$tmp/u/sub"
-  cmp -s "$tmp/u/flat/embedding.npy" "$tmp/u/sub/embedding.npy" && echo "ok: use_lite: same embedding" ||
-    { echo "FAIL: use_lite: embeddings differ"; fails=$((fails + 1)); }
+  same_file "use_lite: same embedding" "$tmp/u/flat/embedding.npy" "$tmp/u/sub/embedding.npy"
   python3 - "$tmp/u/report.json" <<'PY' || fails=$((fails + 1))
 import json, sys
 r = json.load(open(sys.argv[1]))

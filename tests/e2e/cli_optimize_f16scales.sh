@@ -35,24 +35,14 @@ for c in "${cases[@]}"; do
   done
   expect_rc 0 "$name f16: original workflow on the compressed file" -- \
     "$y" run "${G[@]/$tmp\/g.safetensors/$tmp/$name.f16/gpt2.opt.safetensors}" -q -o "$tmp/$name.f16/sub"
-  cmp -s "$tmp/$name.f16/flat/logits.npy" "$tmp/$name.f16/sub/logits.npy" && echo "ok: $name f16: same logits" ||
-    { echo "FAIL: $name f16: logits differ between the flat and the original workflow"; fails=$((fails + 1)); }
+  same_file "$name f16: the same logits from the flat and the original workflow" "$tmp/$name.f16/flat/logits.npy" \
+    "$tmp/$name.f16/sub/logits.npy"
 done
 
 python3 - "$tmp" "${cases[@]}" <<'PY' || fails=$((fails + 1))
-import json, struct, sys
+import json, sys
 t, cases = sys.argv[1], sys.argv[2:]
-ok = True
-def check(cond, what):
-    global ok
-    print(("ok: " if cond else "FAIL: ") + what)
-    ok = ok and cond
-def header(path):  # the safetensors header: name -> {dtype, shape, data_offsets}
-    with open(path, "rb") as f:
-        n = struct.unpack("<Q", f.read(8))[0]
-        h = json.loads(f.read(n))
-    h.pop("__metadata__", None)
-    return h
+from checks import check, done, header
 for c in cases:
     name = c.split(":", 1)[0]
     r32 = json.load(open(f"{t}/{name}.f32/report.json"))
@@ -81,7 +71,7 @@ for c in cases:
     e32 = r32["quality"]["logits.npy:logits"]["relative_error"]
     e16 = r16["quality"]["logits.npy:logits"]["relative_error"]
     check(e16 <= 1.1 * e32 + 1e-4, f"{name}: logits relative error with f16 scales {e16:.5f} vs f32 scales {e32:.5f}")
-sys.exit(0 if ok else 1)
+done()
 PY
 
 # the f16 and f32 versions are closer to each other than the f32 version is to the original
@@ -98,8 +88,8 @@ def load(path):  # .npy without numpy: f32 little endian
         assert h["descr"] == "<f4", h
         data = f.read()
     return struct.unpack("<%df" % (len(data) // 4), data)
+from checks import check, done
 t = sys.argv[1]
-ok = True
 for name in ("emb_group", "gptq", "group8"):
     a = load(f"{t}/{name}.f16/flat/logits.npy")
     b = load(f"{t}/{name}.f32/flat/logits.npy")
@@ -107,11 +97,9 @@ for name in ("emb_group", "gptq", "group8"):
     den = sum(y * y for y in b) ** 0.5
     rel = num / den
     e32 = json.load(open(f"{t}/{name}.f32/report.json"))["quality"]["logits.npy:logits"]["relative_error"]
-    good = len(a) == len(b) and len(a) > 0 and rel < e32
-    print(("ok: " if good else "FAIL: ") + f"{name}: logits with f16 vs f32 scales differ by {rel:.5f} (relative), "
-          f"less than the f32 version's error {e32:.5f}")
-    ok = ok and good
-sys.exit(0 if ok else 1)
+    check(len(a) == len(b) and len(a) > 0 and rel < e32,
+          f"{name}: logits with f16 vs f32 scales differ by {rel:.5f} (relative), less than the f32 version's error {e32:.5f}")
+done()
 PY
 
 # option errors

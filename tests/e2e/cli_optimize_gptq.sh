@@ -32,11 +32,7 @@ import json, sys
 t = sys.argv[1]
 def rep(n): return json.load(open(f"{t}/{n}/report.json"))
 def err(n): return rep(n)["quality"]["logits.npy:logits"]["relative_error"]
-ok = True
-def check(cond, what):
-    global ok
-    print(("ok: " if cond else "FAIL: ") + what)
-    ok = ok and cond
+from checks import check, done
 for g, r, what in [("gptq4", "rtn4", "int4 g128"), ("gptq4o", "rtn4", "int4 g128 act_order"), ("gptq4a", "rtn4a", "int4 g32 asymmetric"), ("gptq8", "rtn8", "int8 per channel")]:
     check(err(g) < 0.9 * err(r), f"{what}: GPTQ logits error {err(g):.5f} < 0.9 x round-to-nearest {err(r):.5f} (ratio {err(g) / err(r):.3f})")
     wg, wr = rep(g)["weight_bytes"], rep(r)["weight_bytes"]
@@ -45,14 +41,14 @@ check(err("seq") < err("rtn4"), f"sequence gptq-int4-g128 ({err('seq'):.5f}) bea
 log = rep("gptq4")["pass_log"][0]
 check(log["layers"] > 0 and log["gptq_loss"] > 0 and all("quant.gptq" in v for v in log["formats"].values()),
       f"pass log: {log['layers']} layers, gptq_loss {log['gptq_loss']:.4g}")
-sys.exit(0 if ok else 1)
+done()
 PY
 
 # the compressed weights file runs the original workflow with the rewritten workflow's logits
 expect_rc 0 "rewritten workflow runs" -- "$y" run "$tmp/gptq4/gpt2.opt.xml" -q --backend sequential -o "$tmp/flat"
 expect_rc 0 "original workflow on the GPTQ file" -- "$y" run "${G[@]/$tmp\/g.safetensors/$tmp/gptq4/gpt2.opt.safetensors}" \
   -q -o "$tmp/sub"
-cmp -s "$tmp/flat/logits.npy" "$tmp/sub/logits.npy" && echo "ok: same logits" || { echo "FAIL: logits differ"; fails=$((fails + 1)); }
+same_file "same logits" "$tmp/flat/logits.npy" "$tmp/sub/logits.npy"
 
 # option errors (a bad option value: a non-zero exit and the message)
 expect_fail() {  # expect_fail DESCRIPTION -- CMD...

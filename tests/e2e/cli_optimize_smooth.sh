@@ -32,11 +32,7 @@ import json, sys
 t = sys.argv[1]
 def rep(n): return json.load(open(f"{t}/{n}/report.json"))
 def err(n): return rep(n)["quality"]["logits.npy:logits"]["relative_error"]
-ok = True
-def check(cond, what):
-    global ok
-    print(("ok: " if cond else "FAIL: ") + what)
-    ok = ok and cond
+from checks import check, done
 for n in ("smooth", "awq"):
     log = rep(n)["pass_log"][0]
     check(log["scaled"] == 4 and len(log["skipped"]) == 4,
@@ -47,14 +43,14 @@ check(rep("awq")["pass_log"][0]["layers"][0]["loss"] <= rep("awq")["pass_log"][0
 for a, b in (("smooth8", "int8"), ("awq4", "rtn4")):
     check(rep(a)["weight_bytes"] == rep(b)["weight_bytes"], f"{a}: the bytes of {b} ({rep(a)['weight_bytes']['optimized']})")
     print(f"  {a}: logits error {err(a):.5f} ({b}: {err(b):.5f})")
-sys.exit(0 if ok else 1)
+done()
 PY
 
 # the scaled weights file runs the original workflow with the rewritten workflow's logits
 expect_rc 0 "rewritten workflow runs" -- "$y" run "$tmp/smooth8/gpt2.opt.xml" -q --backend sequential -o "$tmp/flat"
 expect_rc 0 "original workflow on the smoothed int8 file" -- "$y" run "${G[@]/$tmp\/g.safetensors/$tmp/smooth8/gpt2.opt.safetensors}" \
   -q -o "$tmp/sub"
-cmp -s "$tmp/flat/logits.npy" "$tmp/sub/logits.npy" && echo "ok: same logits" || { echo "FAIL: logits differ"; fails=$((fails + 1)); }
+same_file "same logits" "$tmp/flat/logits.npy" "$tmp/sub/logits.npy"
 
 expect_fail() {  # expect_fail DESCRIPTION -- CMD...
   local what=$1; shift 2

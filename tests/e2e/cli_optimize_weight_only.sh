@@ -37,22 +37,14 @@ for c in "${cases[@]}"; do
     --backend sequential -o "$tmp/$name.wo/flat"
   expect_rc 0 "$name weight-only: original workflow on the compressed file" -- \
     "$y" run "${G[@]/$tmp\/g.safetensors/$tmp/$name.wo/gpt2.opt.safetensors}" -q -o "$tmp/$name.wo/sub"
-  cmp -s "$tmp/$name.wo/flat/logits.npy" "$tmp/$name.wo/sub/logits.npy" && echo "ok: $name: same logits" ||
-    { echo "FAIL: $name: logits differ between the flat and the original workflow"; fails=$((fails + 1)); }
+  same_file "$name: the same logits from the flat and the original workflow" "$tmp/$name.wo/flat/logits.npy" \
+    "$tmp/$name.wo/sub/logits.npy"
 done
 
 python3 - "$tmp" "${cases[@]}" <<'PY' || fails=$((fails + 1))
-import json, struct, sys
+import json, sys
 t, cases = sys.argv[1], sys.argv[2:]
-ok = True
-def check(cond, what):
-    global ok
-    print(("ok: " if cond else "FAIL: ") + what)
-    ok = ok and cond
-def metadata(path):
-    with open(path, "rb") as f:
-        n = struct.unpack("<Q", f.read(8))[0]
-        return json.loads(f.read(n)).get("__metadata__", {})
+from checks import check, done, metadata
 for c in cases:
     name = c.split(":", 1)[0]
     ra = json.load(open(f"{t}/{name}.a8/report.json"))
@@ -70,7 +62,7 @@ for c in cases:
         check(ew < 0.8 * ea, f"{name}: logits relative error weight-only {ew:.5f} < 0.8 x int8 activations' {ea:.5f}")
     else:
         check(ew <= 1.001 * ea, f"{name}: logits relative error weight-only {ew:.5f} <= int8 activations' {ea:.5f}")
-sys.exit(0 if ok else 1)
+done()
 PY
 
 # option errors

@@ -3,6 +3,12 @@ set -u
 fails=0
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
+# the scripts' Python checks import tests/e2e/checks.py (check, done, header, metadata)
+export PYTHONPATH="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)${PYTHONPATH:+:$PYTHONPATH}"
+# same_file DESCRIPTION A B: the two files are byte for byte the same (outputs of two runs)
+same_file() {
+  if cmp -s "$2" "$3"; then echo "ok: $1"; else echo "FAIL: $1: $2 and $3 differ"; fails=$((fails + 1)); fi
+}
 # expect_rc RC DESCRIPTION -- CMD...: runs CMD, checks its exit code; output in $out
 expect_rc() {
   local want=$1 what=$2; shift 3

@@ -1,0 +1,40 @@
+"""What the e2e scripts' Python checks share (lib.sh puts this folder on PYTHONPATH).
+
+    from checks import check, done, header, metadata
+    check(err < 0.05, f"error {err:.4f}")   # prints "ok: ..." or "FAIL: ..."
+    done()                                   # exit 1 if any check failed
+"""
+import json
+import struct
+import sys
+
+_failed = False
+
+
+def check(cond, what):
+    """Prints 'ok: WHAT' or 'FAIL: WHAT'; a failure makes done() exit 1."""
+    global _failed
+    print(("ok: " if cond else "FAIL: ") + what)
+    _failed = _failed or not cond
+
+
+def done():
+    sys.exit(1 if _failed else 0)
+
+
+def _read_header(path):
+    with open(path, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        return json.loads(f.read(n))
+
+
+def header(path):
+    """A safetensors file's tensors: name -> {dtype, shape, data_offsets}."""
+    h = _read_header(path)
+    h.pop("__metadata__", None)
+    return h
+
+
+def metadata(path):
+    """A safetensors file's __metadata__ (str -> str)."""
+    return _read_header(path).get("__metadata__", {})
