@@ -7,6 +7,7 @@
 
 #include "gemm/gemm.hpp"
 
+#include <cblas.h>
 #include <immintrin.h>
 
 #include <algorithm>
@@ -908,7 +909,8 @@ void dequantize(const QWeight& w, float* out, int64_t ldw) {
 namespace {
 
 /// Rows [r0, r0 + rows) of W dequantized into out (row stride k), group by group.
-void dequantize_rows(const QWeight& w, int64_t r0, int64_t rows, float* out) {
+__attribute__((always_inline)) inline void dequantize_rows_body(const QWeight& w, int64_t r0, int64_t rows,
+                                                                 float* out) {
   const int64_t k = w.k, gs = w.group > 0 ? w.group : k, G = w.groups();
   for (int64_t r = 0; r < rows; ++r) {
     const auto* q = reinterpret_cast<const uint8_t*>(w.q) + (r0 + r) * w.q_ld;
@@ -931,19 +933,41 @@ void dequantize_rows(const QWeight& w, int64_t r0, int64_t rows, float* out) {
   }
 }
 
+void dequantize_rows_generic(const QWeight& w, int64_t r0, int64_t rows, float* out) {
+  dequantize_rows_body(w, r0, rows, out);
+}
+// The same loops vectorized 16 floats wide (the same operations, so the same values).
+__attribute__((target("avx512f,avx512bw,avx512vl"))) void dequantize_rows_avx512(const QWeight& w, int64_t r0,
+                                                                                  int64_t rows, float* out) {
+  dequantize_rows_body(w, r0, rows, out);
+}
+void dequantize_rows(const QWeight& w, int64_t r0, int64_t rows, float* out) {
+  static const bool wide = cpu_has_avx512_vnni();
+  if (wide)
+    dequantize_rows_avx512(w, r0, rows, out);
+  else
+    dequantize_rows_generic(w, r0, rows, out);
+}
+
 }  // namespace
 
 void linear_weight_only(const float* x, int64_t m, int64_t ldx, const QWeight& w, float* y, int64_t ldy) {
   if (!check_call("linear_weight_only", x, m, ldx, w, y, ldy)) return;
-  // blocks of ~128 KiB of f32 rows (L2-resident), 16 rows at least
-  const int64_t nb = std::max<int64_t>(16, (int64_t(32) * 1024 / std::max<int64_t>(w.k, 1)) / 16 * 16);
+  // blocks of f32 rows: ~128 KiB (L2) for a few tokens, where the product streams
+  // through them once; ~2 MiB for many, each block then one well-shaped GEMM that
+  // reuses it m times (small blocks made OpenBLAS repack x for every one)
+  const int64_t floats = m <= 16 ? int64_t(32) * 1024 : int64_t(512) * 1024;
+  const int64_t nb = std::max<int64_t>(16, (floats / std::max<int64_t>(w.k, 1)) / 16 * 16);
   thread_local std::vector<float> buf;
   buf.resize(static_cast<std::size_t>(std::min(nb, w.n) * w.k));
   for (int64_t r0 = 0; r0 < w.n; r0 += nb) {
     const int64_t rows = std::min(nb, w.n - r0);
     dequantize_rows(w, r0, rows, buf.data());
-    gemm::gemm(false, true, m, rows, w.k, 1.0f, x, m > 1 ? ldx : w.k, buf.data(), w.k, 0.0f, y + r0,
-               m > 1 ? ldy : w.n, gemm::Library::openblas);
+    if (m == 1)  // one token: a GEMV on the block (OpenBLAS's sgemm does not forward m = 1 to it)
+      cblas_sgemv(CblasRowMajor, CblasNoTrans, static_cast<blasint>(rows), static_cast<blasint>(w.k), 1.0f,
+                  buf.data(), static_cast<blasint>(w.k), x, 1, 0.0f, y + r0, 1);
+    else
+      gemm::gemm(false, true, m, rows, w.k, 1.0f, x, ldx, buf.data(), w.k, 0.0f, y + r0, ldy, gemm::Library::openblas);
   }
 }
 
