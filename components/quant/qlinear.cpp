@@ -941,6 +941,43 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void dequantize_rows_avx512
                                                                                   int64_t rows, float* out) {
   dequantize_rows_body(w, r0, rows, out);
 }
+/// 16 int8 codes as floats.
+__attribute__((target("avx512f,avx512bw,avx512vl"))) inline __m512 codes16_ps(const int8_t* c) {
+  return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(c))));
+}
+
+/// One token, int8 codes: y[r] = Σ_g scale (Σ_j x_j c_j - zero Σ_j x_j) over each
+/// group, the codes converted in registers (no buffer), four accumulators.
+__attribute__((target("avx512f,avx512bw,avx512vl"))) void gemv_int8_avx512(const float* x, const QWeight& w,
+                                                                           float* y) {
+  const int64_t k = w.k, gs = w.group > 0 ? w.group : k, G = w.groups();
+  std::vector<float> xsum(w.zero ? static_cast<std::size_t>(G) : 0, 0.0f);
+  for (std::size_t g = 0; g < xsum.size(); ++g)
+    for (int64_t j = 0; j < gs; ++j) xsum[g] += x[static_cast<int64_t>(g) * gs + j];
+  for (int64_t r = 0; r < w.n; ++r) {
+    const auto* c = reinterpret_cast<const int8_t*>(w.q) + r * w.q_ld;
+    float yr = 0;
+    for (int64_t g = 0; g < G; ++g) {
+      const int8_t* cg = c + g * gs;
+      const float* xg = x + g * gs;
+      __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+      int64_t j = 0;
+      for (; j + 64 <= gs; j += 64) {
+        a0 = _mm512_fmadd_ps(_mm512_loadu_ps(xg + j), codes16_ps(cg + j), a0);
+        a1 = _mm512_fmadd_ps(_mm512_loadu_ps(xg + j + 16), codes16_ps(cg + j + 16), a1);
+        a2 = _mm512_fmadd_ps(_mm512_loadu_ps(xg + j + 32), codes16_ps(cg + j + 32), a2);
+        a3 = _mm512_fmadd_ps(_mm512_loadu_ps(xg + j + 48), codes16_ps(cg + j + 48), a3);
+      }
+      for (; j + 16 <= gs; j += 16) a0 = _mm512_fmadd_ps(_mm512_loadu_ps(xg + j), codes16_ps(cg + j), a0);
+      float d = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
+      for (; j < gs; ++j) d += xg[j] * static_cast<float>(cg[j]);
+      const float z = w.zero ? stored_zero_at(w, r, g) : 0.0f;
+      yr += scale_at(w, r, g) * (w.zero ? d - z * xsum[static_cast<std::size_t>(g)] : d);
+    }
+    y[r] = yr;
+  }
+}
+
 void dequantize_rows(const QWeight& w, int64_t r0, int64_t rows, float* out) {
   static const bool wide = cpu_has_avx512_vnni();
   if (wide)
@@ -953,6 +990,7 @@ void dequantize_rows(const QWeight& w, int64_t r0, int64_t rows, float* out) {
 
 void linear_weight_only(const float* x, int64_t m, int64_t ldx, const QWeight& w, float* y, int64_t ldy) {
   if (!check_call("linear_weight_only", x, m, ldx, w, y, ldy)) return;
+  if (m == 1 && w.bits == 8 && cpu_has_avx512_vnni()) return gemv_int8_avx512(x, w, y);
   // blocks of f32 rows: ~128 KiB (L2) for a few tokens, where the product streams
   // through them once; ~2 MiB for many, each block then one well-shaped GEMM that
   // reuses it m times (small blocks made OpenBLAS repack x for every one)
