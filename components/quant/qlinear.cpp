@@ -978,6 +978,42 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void gemv_int8_avx512(const
   }
 }
 
+/// One token, int4 codes: as gemv_int8_avx512, with x split into its even and odd
+/// elements so that the low and high nibbles of 16 code bytes meet 16 x values each.
+__attribute__((target("avx512f,avx512bw,avx512vl"))) void gemv_int4_avx512(const float* x, const QWeight& w,
+                                                                           float* y) {
+  const int64_t k = w.k, gs = w.group > 0 ? w.group : k, G = w.groups(), half = gs / 2;
+  thread_local std::vector<float> xe, xo;
+  xe.resize(static_cast<std::size_t>(k / 2));
+  xo.resize(static_cast<std::size_t>(k / 2));
+  for (int64_t j = 0; j < k / 2; ++j) xe[static_cast<std::size_t>(j)] = x[2 * j], xo[static_cast<std::size_t>(j)] = x[2 * j + 1];
+  std::vector<float> xsum(static_cast<std::size_t>(G), 0.0f);
+  for (int64_t g = 0; g < G; ++g)
+    for (int64_t j = 0; j < gs; ++j) xsum[static_cast<std::size_t>(g)] += x[g * gs + j];
+  const __m512i low = _mm512_set1_epi32(15);
+  for (int64_t r = 0; r < w.n; ++r) {
+    const auto* b = reinterpret_cast<const uint8_t*>(w.q) + r * w.q_ld;
+    float yr = 0;
+    for (int64_t g = 0; g < G; ++g) {
+      const uint8_t* bg = b + g * half;
+      const float* e = xe.data() + g * half;
+      const float* o = xo.data() + g * half;
+      __m512 a0 = _mm512_setzero_ps(), a1 = a0;
+      int64_t j = 0;
+      for (; j + 16 <= half; j += 16) {
+        const __m512i v = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(bg + j)));
+        a0 = _mm512_fmadd_ps(_mm512_loadu_ps(e + j), _mm512_cvtepi32_ps(_mm512_and_si512(v, low)), a0);
+        a1 = _mm512_fmadd_ps(_mm512_loadu_ps(o + j), _mm512_cvtepi32_ps(_mm512_srli_epi32(v, 4)), a1);
+      }
+      float d = _mm512_reduce_add_ps(_mm512_add_ps(a0, a1));
+      for (; j < half; ++j) d += e[j] * static_cast<float>(bg[j] & 15) + o[j] * static_cast<float>(bg[j] >> 4);
+      const float z = w.zero ? stored_zero_at(w, r, g) : 8.0f;
+      yr += scale_at(w, r, g) * (d - z * xsum[static_cast<std::size_t>(g)]);
+    }
+    y[r] = yr;
+  }
+}
+
 void dequantize_rows(const QWeight& w, int64_t r0, int64_t rows, float* out) {
   static const bool wide = cpu_has_avx512_vnni();
   if (wide)
@@ -990,7 +1026,7 @@ void dequantize_rows(const QWeight& w, int64_t r0, int64_t rows, float* out) {
 
 void linear_weight_only(const float* x, int64_t m, int64_t ldx, const QWeight& w, float* y, int64_t ldy) {
   if (!check_call("linear_weight_only", x, m, ldx, w, y, ldy)) return;
-  if (m == 1 && w.bits == 8 && cpu_has_avx512_vnni()) return gemv_int8_avx512(x, w, y);
+  if (m == 1 && cpu_has_avx512_vnni()) return w.bits == 8 ? gemv_int8_avx512(x, w, y) : gemv_int4_avx512(x, w, y);
   // blocks of f32 rows: ~128 KiB (L2) for a few tokens, where the product streams
   // through them once; ~2 MiB for many, each block then one well-shaped GEMM that
   // reuses it m times (small blocks made OpenBLAS repack x for every one)

@@ -79,7 +79,8 @@ void linear(const float* x, std::int64_t m, std::int64_t ldx, const QWeight& w, 
 /// int8/int4, "W8A32"): W is dequantized a block of rows at a time into an f32
 /// buffer that stays in cache (never the whole matrix: ~128 KiB for up to 16
 /// tokens, ~2 MiB for more) and each block is one f32 GEMM with x, so only the
-/// int8/int4 codes are read from memory. Higher accuracy
+/// int8/int4 codes are read from memory; one token on an AVX-512 CPU is a fused
+/// GEMV instead (codes converted in registers, no buffer). Higher accuracy
 /// than linear() (no activation rounding), at f32 GEMM speed for many rows and
 /// below an f32 GEMV's memory traffic for one. Single-threaded.
 ///   quant::linear_weight_only(x, m, k, w, y, n);
