@@ -112,6 +112,11 @@ inline int create_sched_ctx(const std::string& name, const std::vector<int>& wor
   return int(starpu_sched_ctx_create(ids.data(), int(ids.size()), name.c_str(), STARPU_SCHED_CTX_POLICY_NAME, policy, 0));
 }
 
+/// Deletes a context made by create_sched_ctx (0, the global one, is kept).
+inline void delete_sched_ctx(int context) {
+  if (context > 0) starpu_sched_ctx_delete(unsigned(context));
+}
+
 inline starpu_data_access_mode starpu_mode(Access a) {
   return a == Access::read ? STARPU_R : a == Access::write ? STARPU_W : STARPU_RW;
 }

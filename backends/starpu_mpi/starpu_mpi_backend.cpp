@@ -602,9 +602,7 @@ class MpiSession final : public Session {
   int create_context(const std::string& name, const std::vector<int>& workers, const char* policy) override {
     return create_sched_ctx(name, workers, policy);
   }
-  void delete_context(int context) override {
-    if (context > 0) starpu_sched_ctx_delete(unsigned(context));
-  }
+  void delete_context(int context) override { delete_sched_ctx(context); }
   int num_workers() const override { return int(starpu_worker_get_count()); }
 
   // Every rank reads the owner's latest value (a loop condition is evaluated

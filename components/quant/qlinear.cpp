@@ -895,29 +895,19 @@ void linear(const float* x, int64_t m, int64_t ldx, const QWeight& w, float* y, 
   }
 }
 
-void dequantize(const QWeight& w, float* out, int64_t ldw) {
-  if (const std::string e = validate(w); !e.empty()) throw KernelError("quant::dequantize: " + e);
-  const int64_t gs = w.group > 0 ? w.group : std::max<int64_t>(w.k, 1);
-  for (int64_t r = 0; r < w.n; ++r)
-    for (int64_t c = 0; c < w.k; ++c) {
-      const int64_t g = c / gs;
-      const float z = w.zero ? stored_zero_at(w, r, g) : (w.bits == 4 ? 8.0f : 0.0f);
-      out[r * ldw + c] = (static_cast<float>(code_at(w, r, c)) - z) * scale_at(w, r, g);
-    }
-}
 
 namespace {
 
-/// Rows [r0, r0 + rows) of W dequantized into out (row stride k), group by group.
+/// Rows [r0, r0 + rows) of W dequantized into out (row stride ldo), group by group.
 __attribute__((always_inline)) inline void dequantize_rows_body(const QWeight& w, int64_t r0, int64_t rows,
-                                                                 float* out) {
+                                                                 float* out, int64_t ldo) {
   const int64_t k = w.k, gs = w.group > 0 ? w.group : k, G = w.groups();
   for (int64_t r = 0; r < rows; ++r) {
     const auto* q = reinterpret_cast<const uint8_t*>(w.q) + (r0 + r) * w.q_ld;
-    float* o = out + r * k;
+    float* o = out + r * ldo;
     for (int64_t g = 0; g < G; ++g) {
       const float s = scale_at(w, r0 + r, g);
-      const float z = w.zero ? stored_zero_at(w, r0 + r, g) : (w.bits == 4 ? 8.0f : 0.0f);
+      const float z = zero_of(w, r0 + r, g);
       const int64_t c0 = g * gs;
       if (w.bits == 8) {
         const auto* c = reinterpret_cast<const int8_t*>(q) + c0;
@@ -933,14 +923,23 @@ __attribute__((always_inline)) inline void dequantize_rows_body(const QWeight& w
   }
 }
 
-void dequantize_rows_generic(const QWeight& w, int64_t r0, int64_t rows, float* out) {
-  dequantize_rows_body(w, r0, rows, out);
+void dequantize_rows_generic(const QWeight& w, int64_t r0, int64_t rows, float* out, int64_t ldo) {
+  dequantize_rows_body(w, r0, rows, out, ldo);
 }
 // The same loops vectorized 16 floats wide (the same operations, so the same values).
 __attribute__((target("avx512f,avx512bw,avx512vl"))) void dequantize_rows_avx512(const QWeight& w, int64_t r0,
-                                                                                  int64_t rows, float* out) {
-  dequantize_rows_body(w, r0, rows, out);
+                                                                                  int64_t rows, float* out,
+                                                                                  int64_t ldo) {
+  dequantize_rows_body(w, r0, rows, out, ldo);
 }
+/// The sums of x over each of G groups of gs elements (the zero points' term).
+std::vector<float> group_sums(const float* x, int64_t gs, int64_t G) {
+  std::vector<float> v(static_cast<std::size_t>(G), 0.0f);
+  for (int64_t g = 0; g < G; ++g)
+    for (int64_t j = 0; j < gs; ++j) v[static_cast<std::size_t>(g)] += x[g * gs + j];
+  return v;
+}
+
 /// 16 int8 codes as floats.
 __attribute__((target("avx512f,avx512bw,avx512vl"))) inline __m512 codes16_ps(const int8_t* c) {
   return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(c))));
@@ -951,9 +950,7 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) inline __m512 codes16_ps(co
 __attribute__((target("avx512f,avx512bw,avx512vl"))) void gemv_int8_avx512(const float* x, const QWeight& w,
                                                                            float* y) {
   const int64_t k = w.k, gs = w.group > 0 ? w.group : k, G = w.groups();
-  std::vector<float> xsum(w.zero ? static_cast<std::size_t>(G) : 0, 0.0f);
-  for (std::size_t g = 0; g < xsum.size(); ++g)
-    for (int64_t j = 0; j < gs; ++j) xsum[g] += x[static_cast<int64_t>(g) * gs + j];
+  const std::vector<float> xsum = group_sums(x, gs, G);
   for (int64_t r = 0; r < w.n; ++r) {
     const auto* c = reinterpret_cast<const int8_t*>(w.q) + r * w.q_ld;
     float yr = 0;
@@ -971,8 +968,7 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void gemv_int8_avx512(const
       for (; j + 16 <= gs; j += 16) a0 = _mm512_fmadd_ps(_mm512_loadu_ps(xg + j), codes16_ps(cg + j), a0);
       float d = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
       for (; j < gs; ++j) d += xg[j] * static_cast<float>(cg[j]);
-      const float z = w.zero ? stored_zero_at(w, r, g) : 0.0f;
-      yr += scale_at(w, r, g) * (w.zero ? d - z * xsum[static_cast<std::size_t>(g)] : d);
+      yr += scale_at(w, r, g) * (d - zero_of(w, r, g) * xsum[static_cast<std::size_t>(g)]);
     }
     y[r] = yr;
   }
@@ -987,9 +983,7 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void gemv_int4_avx512(const
   xe.resize(static_cast<std::size_t>(k / 2));
   xo.resize(static_cast<std::size_t>(k / 2));
   for (int64_t j = 0; j < k / 2; ++j) xe[static_cast<std::size_t>(j)] = x[2 * j], xo[static_cast<std::size_t>(j)] = x[2 * j + 1];
-  std::vector<float> xsum(static_cast<std::size_t>(G), 0.0f);
-  for (int64_t g = 0; g < G; ++g)
-    for (int64_t j = 0; j < gs; ++j) xsum[static_cast<std::size_t>(g)] += x[g * gs + j];
+  const std::vector<float> xsum = group_sums(x, gs, G);
   const __m512i low = _mm512_set1_epi32(15);
   for (int64_t r = 0; r < w.n; ++r) {
     const auto* b = reinterpret_cast<const uint8_t*>(w.q) + r * w.q_ld;
@@ -1007,22 +1001,26 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void gemv_int4_avx512(const
       }
       float d = _mm512_reduce_add_ps(_mm512_add_ps(a0, a1));
       for (; j < half; ++j) d += e[j] * static_cast<float>(bg[j] & 15) + o[j] * static_cast<float>(bg[j] >> 4);
-      const float z = w.zero ? stored_zero_at(w, r, g) : 8.0f;
-      yr += scale_at(w, r, g) * (d - z * xsum[static_cast<std::size_t>(g)]);
+      yr += scale_at(w, r, g) * (d - zero_of(w, r, g) * xsum[static_cast<std::size_t>(g)]);
     }
     y[r] = yr;
   }
 }
 
-void dequantize_rows(const QWeight& w, int64_t r0, int64_t rows, float* out) {
+void dequantize_rows(const QWeight& w, int64_t r0, int64_t rows, float* out, int64_t ldo) {
   static const bool wide = cpu_has_avx512_vnni();
   if (wide)
-    dequantize_rows_avx512(w, r0, rows, out);
+    dequantize_rows_avx512(w, r0, rows, out, ldo);
   else
-    dequantize_rows_generic(w, r0, rows, out);
+    dequantize_rows_generic(w, r0, rows, out, ldo);
 }
 
 }  // namespace
+
+void dequantize(const QWeight& w, float* out, int64_t ldw) {
+  if (const std::string e = validate(w); !e.empty()) throw KernelError("quant::dequantize: " + e);
+  dequantize_rows(w, 0, w.n, out, ldw);
+}
 
 void linear_weight_only(const float* x, int64_t m, int64_t ldx, const QWeight& w, float* y, int64_t ldy) {
   if (!check_call("linear_weight_only", x, m, ldx, w, y, ldy)) return;
@@ -1036,7 +1034,7 @@ void linear_weight_only(const float* x, int64_t m, int64_t ldx, const QWeight& w
   buf.resize(static_cast<std::size_t>(std::min(nb, w.n) * w.k));
   for (int64_t r0 = 0; r0 < w.n; r0 += nb) {
     const int64_t rows = std::min(nb, w.n - r0);
-    dequantize_rows(w, r0, rows, buf.data());
+    dequantize_rows(w, r0, rows, buf.data(), w.k);
     if (m == 1)  // one token: a GEMV on the block (OpenBLAS's sgemm does not forward m = 1 to it)
       cblas_sgemv(CblasRowMajor, CblasNoTrans, static_cast<blasint>(rows), static_cast<blasint>(w.k), 1.0f,
                   buf.data(), static_cast<blasint>(w.k), x, 1, 0.0f, y + r0, 1);

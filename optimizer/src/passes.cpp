@@ -75,6 +75,8 @@ void quantize(PassContext& ctx, const PassSpec& s, const std::string& component,
               bool symmetric, std::map<std::string, std::string> args, DType scale_dtype = DType::f32) {
   Tally tally;
   nlohmann::json formats = nlohmann::json::object();
+  const std::map<std::string, std::string> largs = linear_args(s, bits, group);  // checks the option first
+  const char* mode = largs.count("activations") ? " weight-only" : "";
   for (const WeightUse& u : selected(ctx, s)) {
     if ((group > 0 && u.k % group != 0) || (bits == 4 && u.k % 2 != 0)) {
       tally.skipped.push_back(u.name + ": k=" + std::to_string(u.k) + " does not split into groups");
@@ -98,10 +100,10 @@ void quantize(PassContext& ctx, const PassSpec& s, const std::string& component,
     run_component(ctx.ed.registry(), component, ports, args);
     std::vector<NewTensor> ts = {tensor("w", q), tensor("w_scale", scale)};
     if (!symmetric) ts.push_back(tensor("w_zero", zero));
-    ctx.ed.replace(u, std::move(ts), linear_args(s, bits, group));
+    ctx.ed.replace(u, std::move(ts), largs);
     formats[u.name] = std::string(bits == 4 ? "int4" : "int8") + " group=" + std::to_string(group) +
                       (symmetric ? " symmetric" : " asymmetric") + " scale=" + dtype_name(sd) +
-                      (linear_args(s, bits, group).count("activations") ? " weight-only" : "") + " (" +
+                      mode + " (" +
                       (component == "quant.gptq" ? "quant.group clip_search: quant.gptq with H = I" : component) + ")";
     tally.add(u, int64_t(q.bytes.size() + scale.bytes.size() + (symmetric ? 0 : zero.bytes.size())), count_zeros(dw.w));
   }
@@ -260,6 +262,8 @@ void pass_gptq(PassContext& ctx, const PassSpec& s) {
   Tally tally;
   nlohmann::json formats = nlohmann::json::object();
   double loss = 0, dead = 0;
+  const std::map<std::string, std::string> largs = linear_args(s, bits, group);  // checks the option first
+  const char* mode = largs.count("activations") ? " weight-only" : "";
   for (const WeightUse& u : selected(ctx, s)) {
     if ((group > 0 && u.k % group != 0) || (bits == 4 && u.k % 2 != 0)) {
       tally.skipped.push_back(u.name + ": k=" + std::to_string(u.k) + " does not split into groups");
@@ -283,10 +287,10 @@ void pass_gptq(PassContext& ctx, const PassSpec& s) {
     dead += rep.count("dead_columns") ? rep.at("dead_columns") : 0.0;
     std::vector<NewTensor> ts = {tensor("w", q), tensor("w_scale", scale)};
     if (!symmetric) ts.push_back(tensor("w_zero", zero));
-    ctx.ed.replace(u, std::move(ts), linear_args(s, bits, group));
+    ctx.ed.replace(u, std::move(ts), largs);
     formats[u.name] = std::string(bits == 4 ? "int4" : "int8") + " group=" + std::to_string(group) +
                       (symmetric ? " symmetric" : " asymmetric") + " scale=" + dtype_name(sd) +
-                      (linear_args(s, bits, group).count("activations") ? " weight-only" : "") + " (quant.gptq" +
+                      mode + " (quant.gptq" +
                       (act == "true" ? " act_order, " : ", ") + (clip ? "clip_search, " : "") +
                       std::to_string(in.m) + " calibration rows)";
     tally.add(u, int64_t(q.bytes.size() + scale.bytes.size() + (symmetric ? 0 : zero.bytes.size())), count_zeros(dw.w));

@@ -9,6 +9,17 @@ export PYTHONPATH="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)${PYTHONPATH:+:$
 same_file() {
   if cmp -s "$2" "$3"; then echo "ok: $1"; else echo "FAIL: $1: $2 and $3 differ"; fails=$((fails + 1)); fi
 }
+# kept_file WHAT DIR MODEL ARGS...: `ymlopt optimize -o DIR` wrote DIR/MODEL.opt.xml and
+# DIR/MODEL.opt.safetensors; the flat workflow runs, and the original workflow (ymlopt run
+# ARGS, weights= set to the kept file) gives the same logits ($y is the ymlopt binary)
+kept_file() {
+  local what=$1 dir=$2 model=$3
+  shift 3
+  expect_rc 0 "$what: rewritten workflow runs" -- "$y" run "$dir/$model.opt.xml" -q --backend sequential -o "$dir/flat"
+  expect_rc 0 "$what: original workflow on the compressed file" -- \
+    "$y" run "$@" --set weights="$dir/$model.opt.safetensors" -q -o "$dir/sub"
+  same_file "$what: the same logits from the flat and the original workflow" "$dir/flat/logits.npy" "$dir/sub/logits.npy"
+}
 # expect_rc RC DESCRIPTION -- CMD...: runs CMD, checks its exit code; output in $out
 expect_rc() {
   local want=$1 what=$2; shift 3
