@@ -134,32 +134,6 @@ RunOutcome run_model(const Dag& dag, const std::string& backend, int reps, const
   return o;
 }
 
-/// Runs the model once (sequential backend) and records the input of every
-/// nn.linear task, keyed like ModelEditor::task_key.
-opt::Calibration capture_linear_inputs(const Dag& dag, const std::string& run_dir) {
-  opt::Calibration c;
-  DataStore store(dag);
-  ExecOptions eo;
-  eo.run_dir = run_dir;
-  eo.before_task = [&](const TaskNode& t, std::span<const TensorView> views) {
-    if (t.comp->name != "nn.linear" || views.empty()) return;
-    const TensorView& x = views[0];
-    if (x.dtype != DType::f32) return;
-    opt::Calibration::Input in;
-    in.m = x.rows;
-    in.k = x.cols;
-    in.x.resize(std::size_t(x.rows * x.cols));
-    for (std::int64_t r = 0; r < x.rows; ++r)
-      std::copy_n(static_cast<const float*>(x.data) + r * x.ld, x.cols, in.x.data() + r * x.cols);
-    c.inputs[opt::ModelEditor::task_key(t)] = std::move(in);
-  };
-  Progress progress;
-  progress.total = std::int64_t(dag.tasks.size());
-  const ExecResult res = make_sequential_executor()->execute(dag, store, eo, progress);
-  if (!res.ok) throw std::runtime_error(res.error);
-  return c;
-}
-
 /// Output quality of `b` (compressed) against `a` (original), rows as items.
 nlohmann::json compare_outputs(const std::vector<double>& a, const std::vector<double>& b, std::int64_t rows,
                                std::int64_t cols) {
@@ -345,6 +319,8 @@ int cmd_optimize(const std::vector<std::string>& args) {
   // calibration: the linear layers' inputs on the model's own inputs (--calib-set overrides
   // for every calibration run; --calib-sets FILE: one run per line, the inputs stacked)
   opt::Calibration calib;
+  const bool keep_runs = opt::needs_calibration_runs(seq.passes);
+  std::vector<Dag> run_dags;  // kept for passes that capture again on compressed layers
   if (opt::needs_calibration(seq.passes)) {
     std::vector<std::vector<std::string>> runs;
     if (calib_file.empty()) {
@@ -368,7 +344,7 @@ int cmd_optimize(const std::vector<std::string>& args) {
       CompileResult ccr;
       if (int rc = compile(cwf, reg, ccr)) return rc;
       try {
-        opt::Calibration one = capture_linear_inputs(ccr.dag, out_dir + "/calibration");
+        opt::Calibration one = opt::capture_linear_inputs(ccr.dag, out_dir + "/calibration");
         for (auto& [key, in] : one.inputs) {
           auto [it, fresh] = calib.inputs.try_emplace(key, std::move(in));
           if (fresh) continue;
@@ -380,6 +356,7 @@ int cmd_optimize(const std::vector<std::string>& args) {
         std::cerr << "ymlopt: error: calibration run " << r + 1 << " failed: " << e.what() << "\n";
         return 1;
       }
+      if (keep_runs) run_dags.push_back(std::move(ccr.dag));
     }
     std::int64_t rows = 0;
     for (const auto& [key, in] : calib.inputs) rows = std::max(rows, in.m);
@@ -388,6 +365,11 @@ int cmd_optimize(const std::vector<std::string>& args) {
   }
   opt::ModelEditor ed(std::move(cr.dag), reg);
   opt::PassContext ctx{ed, calib.inputs.empty() ? nullptr : &calib};
+  std::unique_ptr<opt::CalibrationRuns> runs;
+  if (keep_runs) {
+    runs = std::make_unique<opt::CalibrationRuns>(std::move(run_dags), reg, out_dir + "/calibration");
+    ctx.runs = runs.get();
+  }
   const auto t0 = std::chrono::steady_clock::now();
   for (const auto& p : seq.passes) {
     try {

@@ -310,8 +310,8 @@ const DenseWeight* ModelEditor::original(const std::string& name) const {
 }
 
 void ModelEditor::keep_original(const WeightUse& u) {
-  if (originals_.count(u.name)) return;
-  originals_.emplace(u.name, load(u));
+  if (originals_.count(u.name) || (!keep_originals_ && final_.count(u.name))) return;
+  if (keep_originals_) originals_.emplace(u.name, load(u));
   Final& f = final_[u.name];
   f.src = dag_.data[std::size_t(u.data)].src;
   f.orig_nk = u.nk;

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <optional>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -203,24 +204,52 @@ void pass_nm(PassContext& ctx, const PassSpec& s) {
 
 /// The calibration inputs X [m, k] of a weight: its tasks' inputs stacked.
 /// Tasks that read the same input (tiles of one weight) count once.
-Calibration::Input calibration_for(PassContext& ctx, const std::vector<std::size_t>& tasks, int64_t k,
-                                   const std::string& pass) {
-  if (!ctx.calib) throw PassError(pass + " needs calibration activations");
+Calibration::Input calibration_for(const ModelEditor& ed, const Calibration& calib, const std::vector<std::size_t>& tasks,
+                                   int64_t k) {
   Calibration::Input all;
   all.k = k;
   std::set<std::string> seen;  // by input data reference
   for (std::size_t i : tasks) {
-    const TaskNode& t = ctx.ed.dag().tasks[i];
-    auto it = ctx.calib->inputs.find(ModelEditor::task_key(t));
-    if (it == ctx.calib->inputs.end())
+    const TaskNode& t = ed.dag().tasks[i];
+    auto it = calib.inputs.find(ModelEditor::task_key(t));
+    if (it == calib.inputs.end())
       throw std::runtime_error("no calibration input captured for task '" + ModelEditor::task_key(t) + "'");
-    const DataRef x = t.bindings[ctx.ed.port_index(t, "x")].ref;
-    if (!seen.insert(ctx.ed.dag().ref_name(x)).second) continue;
+    const DataRef x = t.bindings[ed.port_index(t, "x")].ref;
+    if (!seen.insert(ed.dag().ref_name(x)).second) continue;
     if (it->second.k != k) throw std::runtime_error("calibration input of '" + t.label + "' has the wrong width");
     all.x.insert(all.x.end(), it->second.x.begin(), it->second.x.end());
     all.m += it->second.m;
   }
   return all;
+}
+
+Calibration::Input calibration_for(PassContext& ctx, const std::vector<std::size_t>& tasks, int64_t k,
+                                   const std::string& pass) {
+  if (!ctx.calib) throw PassError(pass + " needs calibration activations");
+  return calibration_for(ctx.ed, *ctx.calib, tasks, k);
+}
+
+/// quant.gptq:correct=true: the weight W' that, on the inputs Xq the layers
+/// compressed before it produce, best reproduces what the original layer
+/// computed on the original inputs X: W' = W + Δ with Δ the ridge
+/// least-squares fit (distill.layerwise, mode dense) of (X - Xq) Wᵀ on Xq,
+/// so the ridge pulls W' towards W, not towards 0.
+std::vector<float> corrected_weight(PassContext& ctx, const Calibration::Input& x, const Calibration::Input& xq,
+                                    const DenseWeight& w, const std::string& ridge) {
+  if (x.m != xq.m || x.k != xq.k)
+    throw std::runtime_error("the calibration runs gave " + std::to_string(xq.m) + " rows of width " +
+                             std::to_string(xq.k) + " where the first capture had " + std::to_string(x.m) + " of " +
+                             std::to_string(x.k));
+  std::vector<float> d(x.x.size());
+  for (std::size_t i = 0; i < d.size(); ++i) d[i] = x.x[i] - xq.x[i];
+  Buf dx = Buf::of(d, x.m, x.k), wb = Buf::of(w.w, w.n, w.k), r(DType::f32, x.m, w.n);
+  run_component(ctx.ed.registry(), "blas.gemm", {{"a", &dx}, {"b", &wb}, {"c", &r}}, {{"transb", "true"}});
+  Buf xb = Buf::of(xq.x, xq.m, xq.k), delta(DType::f32, w.n, w.k);
+  run_component(ctx.ed.registry(), "distill.layerwise", {{"x", &xb}, {"y_target", &r}, {"w", &wb}, {"w_fit", &delta}},
+                {{"mode", "dense"}, {"ridge", ridge}});
+  std::vector<float> out = delta.floats();
+  for (std::size_t i = 0; i < out.size(); ++i) out[i] += w.w[i];
+  return out;
 }
 
 void pass_obs(PassContext& ctx, const PassSpec& s) {
@@ -259,22 +288,52 @@ void pass_gptq(PassContext& ctx, const PassSpec& s) {
   const bool clip = clip_search_option(s, "quant.gptq");
   const DType sd = scale_dtype_option(s);
   const bool symmetric = sym == "true";
+  const std::string correct_opt = opt_str(s, "correct", "false");
+  if (correct_opt != "true" && correct_opt != "false") throw PassError("option 'correct' of quant.gptq must be true or false");
+  const bool correct = correct_opt == "true";
+  const std::string ridge = opt_str(s, "ridge", "1");
+  if (!(opt_num(s, "ridge", 1) >= 0)) throw PassError("option 'ridge' of quant.gptq must be >= 0");
+  if (correct && !ctx.runs)
+    throw PassError("quant.gptq:correct=true needs the calibration runs themselves (ymlopt optimize keeps them), "
+                    "not only captured inputs");
+  if (correct && !ctx.log.empty())
+    throw PassError("quant.gptq:correct=true must be the first pass: its calibration runs are of the original model");
   Tally tally;
   nlohmann::json formats = nlohmann::json::object();
   double loss = 0, dead = 0;
   const std::map<std::string, std::string> largs = linear_args(s, bits, group);  // checks the option first
   const char* mode = largs.count("activations") ? " weight-only" : "";
-  for (const WeightUse& u : selected(ctx, s)) {
+  std::vector<WeightUse> units = selected(ctx, s);
+  // correct=true: in program order, each layer on what the ones before it now produce
+  std::stable_sort(units.begin(), units.end(), [](const WeightUse& a, const WeightUse& b) { return a.tasks < b.tasks; });
+  bool changed = false;  // since the last capture
+  std::optional<Calibration> now;  // correct=true: the calibration runs on the layers quantized so far
+  double shift = 0, shift_ref = 0;  // correct=true: ||X - Xq||^2 and ||X||^2 over the layers
+  for (const WeightUse& u : units) {
     if ((group > 0 && u.k % group != 0) || (bits == 4 && u.k % 2 != 0)) {
       tally.skipped.push_back(u.name + ": k=" + std::to_string(u.k) + " does not split into groups");
       continue;
     }
-    const Calibration::Input in = calibration_for(ctx, u.tasks, u.k, "quant.gptq");
+    Calibration::Input in = calibration_for(ctx, u.tasks, u.k, "quant.gptq");
+    const DenseWeight dw = ctx.ed.load(u);
+    std::vector<float> target = dw.w;  // what GPTQ rounds
+    if (correct && changed) {
+      now = ctx.runs->capture();
+      changed = false;
+    }
+    if (correct && now) {
+      Calibration::Input xq = calibration_for(ctx.ed, *now, u.tasks, u.k);
+      target = corrected_weight(ctx, in, xq, dw, ridge);
+      for (std::size_t i = 0; i < in.x.size(); ++i) {
+        const double e = double(in.x[i]) - double(xq.x[i]);
+        shift += e * e, shift_ref += double(in.x[i]) * double(in.x[i]);
+      }
+      in = std::move(xq);  // H from the inputs the layer now gets
+    }
     Buf x = Buf::of(in.x, in.m, in.k), h(DType::f64, u.k, u.k);
     run_component(ctx.ed.registry(), "prune.hessian", {{"x", &x}, {"h", &h}}, {});
-    const DenseWeight dw = ctx.ed.load(u);
     const int64_t g = group > 0 ? u.k / group : 1;
-    Buf w = Buf::of(dw.w, u.n, u.k), q(DType::i8, u.n, bits == 4 ? u.k / 2 : u.k);
+    Buf w = Buf::of(target, u.n, u.k), q(DType::i8, u.n, bits == 4 ? u.k / 2 : u.k);
     Buf scale = group > 0 ? Buf(sd, u.n, g) : Buf(sd, 1, u.n);
     Buf zero = group > 0 ? Buf(sd, u.n, g) : Buf(sd, 1, u.n);
     std::map<std::string, Buf*> ports = {{"w", &w}, {"h", &h}, {"q", &q}, {"scale", &scale}};
@@ -287,11 +346,13 @@ void pass_gptq(PassContext& ctx, const PassSpec& s) {
     dead += rep.count("dead_columns") ? rep.at("dead_columns") : 0.0;
     std::vector<NewTensor> ts = {tensor("w", q), tensor("w_scale", scale)};
     if (!symmetric) ts.push_back(tensor("w_zero", zero));
+    if (correct) ctx.runs->replace(u.name, ts, largs), changed = true;
     ctx.ed.replace(u, std::move(ts), largs);
     formats[u.name] = std::string(bits == 4 ? "int4" : "int8") + " group=" + std::to_string(group) +
                       (symmetric ? " symmetric" : " asymmetric") + " scale=" + dtype_name(sd) +
                       mode + " (quant.gptq" +
                       (act == "true" ? " act_order, " : ", ") + (clip ? "clip_search, " : "") +
+                      (correct ? "correct, " : "") +
                       std::to_string(in.m) + " calibration rows)";
     tally.add(u, int64_t(q.bytes.size() + scale.bytes.size() + (symmetric ? 0 : zero.bytes.size())), count_zeros(dw.w));
   }
@@ -299,6 +360,7 @@ void pass_gptq(PassContext& ctx, const PassSpec& s) {
   j["formats"] = formats;
   j["gptq_loss"] = loss;
   j["dead_columns"] = int64_t(dead);  // inputs that were 0 on every calibration token: rounded to nearest
+  if (correct) j["input_shift"] = shift_ref > 0 ? std::sqrt(shift / shift_ref) : 0.0;  // ||X - Xq|| / ||X|| over the layers
   ctx.log.push_back(j);
 }
 
@@ -718,7 +780,12 @@ const std::vector<PassInfo>& all_passes() {
         {"act_order", "false (default) or true: columns by decreasing diag H, static group scales"},
         {"clip_search", "false (default) or true: per group the range shrink (1, 0.99, ... clip_min) with the least "
                         "diag-H-weighted squared error; same storage"},
-        {"clip_min", "smallest shrink of clip_search (0.75)"}, kScaleDtype, kActivations, kMatch},
+        {"clip_min", "smallest shrink of clip_search (0.75)"},
+        {"correct", "false (default) or true: layers in program order, each first refit so that on the inputs the "
+                    "layers quantized before it produce it reproduces the original layer's outputs, then rounded "
+                    "with H from those inputs (the calibration runs run again before each layer)"},
+        {"ridge", "correct=true: ridge of the refit, relative to mean diag XᵀX, towards the original weight (1)"},
+        kScaleDtype, kActivations, kMatch},
        pass_gptq, true},
       {"smooth", "SmoothQuant / AWQ per-input-channel scales s from calibration inputs: W' = W diag(s), the input's 1/s "
        "folded exactly into the LayerNorm or linear (no activation / ReLU) that makes it; run before a quantizer",
@@ -811,6 +878,12 @@ std::vector<PassSpec> parse_pass_list(const std::string& text) {
   }
   if (out.empty()) throw PassError("no pass given");
   return out;
+}
+
+bool needs_calibration_runs(const std::vector<PassSpec>& specs) {
+  for (const auto& s : specs)
+    if (s.name == "quant.gptq" && s.options.count("correct") && s.options.at("correct") == "true") return true;
+  return false;
 }
 
 bool needs_calibration(const std::vector<PassSpec>& specs) {

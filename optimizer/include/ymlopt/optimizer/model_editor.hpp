@@ -81,6 +81,10 @@ class ModelEditor {
   WeightUse replace(const WeightUse& u, std::vector<NewTensor> tensors,
                     const std::map<std::string, std::string>& args);
 
+  /// Whether replace() keeps a float copy of each weight it replaces first
+  /// (original(); default true). Editors that only mirror another editor's
+  /// replacements (CalibrationRuns: one per calibration run) turn it off.
+  void set_keep_originals(bool keep) { keep_originals_ = keep; }
   /// The weight before any pass changed it (kept on the first replacement), by original name.
   const DenseWeight* original(const std::string& name) const;
   /// Records that a pass changed the graph around weight `name` (e.g. low rank):
@@ -99,6 +103,7 @@ class ModelEditor {
   const std::map<std::string, LowRankPair>& lowrank() const { return lowrank_; }
   /// The bytes of a tensor a pass made (the data index of an add_tensor result).
   std::vector<std::byte>& tensor_bytes(std::int32_t data) { return new_bytes_.at(data); }
+  const std::vector<std::byte>& tensor_bytes(std::int32_t data) const { return new_bytes_.at(data); }
 
   /// Adds a tensor computed by a pass; it is stored in the output weights file.
   DataRef add_tensor(const std::string& name, DType dtype, const std::vector<std::int64_t>& shape,
@@ -137,6 +142,7 @@ class ModelEditor {
   std::vector<std::int32_t> new_data_;  // indices of data added by passes (stored in the weights file)
   std::map<std::int32_t, std::vector<std::byte>> new_bytes_;
   std::map<std::string, DenseWeight> originals_;
+  bool keep_originals_ = true;
   struct Final {  // what became of an original weight, for the weights file's metadata
     std::string format = "dense", src, activations;  // activations: "f32" for weight-only int8/int4
     std::int64_t group = 0, block = 0, n = 0, k = 0;

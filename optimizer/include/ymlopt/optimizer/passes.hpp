@@ -6,6 +6,7 @@
 //   PassContext ctx{editor};
 //   for (auto& s : specs) run_pass(ctx, s);
 #pragma once
+#include <deque>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -39,6 +40,41 @@ struct Calibration {
   std::map<std::string, Input> inputs;
 };
 
+/// Runs a compiled model once in process (sequential executor) and returns the
+/// f32 inputs of its nn.linear tasks.
+///
+///   Calibration c = capture_linear_inputs(cr.dag, run_dir + "/calibration");
+Calibration capture_linear_inputs(const Dag& dag, const std::string& scratch_dir);
+
+/// A model's calibration runs (each its own compiled DAG: other inputs, other
+/// sizes), kept to run again on the layers a pass has compressed so far:
+/// quant.gptq:correct=true quantizes each layer on the inputs that the layers
+/// compressed before it produce. A pass mirrors each replacement it makes
+/// (by weight name) with replace(); capture() then runs every run and stacks
+/// the linears' inputs in run order, as the first capture did.
+///
+///   CalibrationRuns runs(std::move(dags), reg, dir);
+///   PassContext ctx{ed, &calib};
+///   ctx.runs = &runs;
+class CalibrationRuns {
+ public:
+  CalibrationRuns(std::vector<Dag> runs, const ComponentRegistry& reg, std::string scratch_dir);
+  ~CalibrationRuns();
+  CalibrationRuns(const CalibrationRuns&) = delete;
+  CalibrationRuns& operator=(const CalibrationRuns&) = delete;
+  /// Rebinds the readers of weight `name` in every run, as ModelEditor::replace.
+  void replace(const std::string& name, const std::vector<NewTensor>& tensors,
+               const std::map<std::string, std::string>& args);
+  /// Every run on the current weights; the nn.linear inputs, runs stacked.
+  Calibration capture() const;
+
+ private:
+  struct Run;
+  std::vector<std::unique_ptr<Run>> runs_;
+  std::deque<std::vector<std::byte>> bytes_;  // the replacements' tensors, one copy for all runs
+  std::string dir_;
+};
+
 /// What the passes of one sequence share: the model, the calibration inputs
 /// (read-only: several searches may share the caller's), the log.
 struct PassContext {
@@ -51,6 +87,9 @@ struct PassContext {
   /// stay as they were. writable_calibration() does that once.
   std::shared_ptr<Calibration> own_calib = nullptr;
   Calibration& writable_calibration();
+  /// The calibration runs themselves, for passes that capture again
+  /// (quant.gptq:correct=true); null where only the captured inputs exist.
+  CalibrationRuns* runs = nullptr;
 };
 
 struct PassInfo {
@@ -72,6 +111,8 @@ void validate_pass(const PassSpec& spec);
 
 /// Does any pass of the list need calibration activations?
 bool needs_calibration(const std::vector<PassSpec>& specs);
+/// Does any pass need the calibration runs themselves (CalibrationRuns)?
+bool needs_calibration_runs(const std::vector<PassSpec>& specs);
 
 /// Runs one pass; appends its record to ctx.log.
 void run_pass(PassContext& ctx, const PassSpec& spec);
