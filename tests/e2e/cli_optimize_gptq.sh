@@ -62,15 +62,10 @@ expect_rc 0 "original workflow on the GPTQ file" -- "$y" run "${G[@]/$tmp\/g.saf
 same_file "same logits" "$tmp/flat/logits.npy" "$tmp/sub/logits.npy"
 # correct=true: the first layer in program order sees the original inputs, so its codes are GPTQ's
 python3 - "$tmp" <<'PY' || fails=$((fails + 1))
-import json, struct, sys
+import sys
 t = sys.argv[1]
-from checks import check, done
-def tensors(path):
-    raw = open(path, "rb").read()
-    n = struct.unpack("<Q", raw[:8])[0]
-    hdr = json.loads(raw[8:8 + n])
-    return {k: raw[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]] for k, v in hdr.items() if k != "__metadata__"}
-a, b = tensors(f"{t}/gptq4/gpt2.opt.safetensors"), tensors(f"{t}/gptq4c/gpt2.opt.safetensors")
+from checks import check, done, tensor_bytes
+a, b = tensor_bytes(f"{t}/gptq4/gpt2.opt.safetensors"), tensor_bytes(f"{t}/gptq4c/gpt2.opt.safetensors")
 first = [k for k in a if k.startswith("h.0.attn.c_attn") and k in b]
 later = [k for k in a if k.startswith("h.1.mlp.c_proj") and k in b]
 check(first and all(a[k] == b[k] for k in first), f"first layer identical: {first}")
