@@ -171,8 +171,8 @@ fi
 
 echo "USE-lite compression quality: N=$n sentences ($(basename "$text")), calibration/optimize input L=$L ids," \
   "$calib_note, OPENBLAS_CORETYPE=$OPENBLAS_CORETYPE, $(nproc) cores, f32 embed ${ref_s} s"
-printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' sequence passes file_bytes weight_bytes orig_weight_bytes \
-  ratio mean_cos min_cos nn_agree flip_gap embed_s >"$work/table.tsv"
+printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' sequence passes file_bytes weight_bytes orig_weight_bytes \
+  ratio mean_cos min_cos nn_agree flip_gap embed_s optimize_s >"$work/table.tsv"
 for s in $seqs; do
   p=${PASSES[$s]}
   extra=()
@@ -209,9 +209,11 @@ agree = float(np.mean(na == nb))
 # how close the changed neighbours were under the original: cos(i, NN_orig) - cos(i, NN_comp)
 flips = np.where(na != nb)[0]
 flip_gap = float(np.max(sa[flips, na[flips]] - sa[flips, nb[flips]])) if len(flips) else 0.0
-wb = json.load(open(report))["weight_bytes"]
+rep = json.load(open(report))
+wb = rep["weight_bytes"]
 print(f"{name}\t{passes}\t{os.path.getsize(wfile)}\t{wb['optimized']}\t{wb['original']}\t"
-      f"{wb['original'] / wb['optimized']:.2f}\t{cos.mean():.6f}\t{cos.min():.6f}\t{agree:.4f}\t{flip_gap:.4f}\t{secs}")
+      f"{wb['original'] / wb['optimized']:.2f}\t{cos.mean():.6f}\t{cos.min():.6f}\t{agree:.4f}\t{flip_gap:.4f}\t{secs}\t"
+      f"{rep['optimize_seconds']:.2f}")
 PY
 done
 [ -z "${RESULTS:-}" ] || cp "$work/table.tsv" "$RESULTS"
@@ -225,10 +227,10 @@ orig_file=$(stat -c %s "$weights")
 import csv, sys
 rows = list(csv.DictReader(open(sys.argv[1]), delimiter="\t"))
 print(f"original: {int(sys.argv[2]):,} bytes file, embed {sys.argv[3]} s")
-print(f"| sequence | passes | file bytes | weight bytes (x smaller) | mean cos | min cos | NN agree | max flip gap | embed s |")
-print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
+print(f"| sequence | passes | file bytes | weight bytes (x smaller) | mean cos | min cos | NN agree | max flip gap | embed s | passes s |")
+print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
 for r in rows:
     print(f"| {r['sequence']} | `{r['passes']}` | {int(r['file_bytes']):,} | {int(r['weight_bytes']):,} "
           f"({r['ratio']}x) | {float(r['mean_cos']):.5f} | {float(r['min_cos']):.5f} | "
-          f"{100 * float(r['nn_agree']):.1f}% | {float(r['flip_gap']):.4f} | {r['embed_s']} |")
+          f"{100 * float(r['nn_agree']):.1f}% | {float(r['flip_gap']):.4f} | {r['embed_s']} | {r['optimize_s']} |")
 PY
