@@ -25,13 +25,10 @@ namespace {
 using std::int64_t;
 using namespace detail;
 
-/// The weight becomes a dense [n, k] f32 tensor (pruned or refitted).
-void replace_dense(PassContext& ctx, const WeightUse& u, const std::vector<float>& w) {
-  Buf b = Buf::of(w, u.n, u.k);
-  NewTensor t = tensor("w", b);
-  t.shape = {u.n, u.k};
-  ctx.ed.replace(u, {std::move(t)}, {{"transpose_w", "true"}});
-}
+class LayerInputs;
+/// The weight becomes a dense [n, k] f32 tensor (pruned or refitted); the new
+/// tensor and args also go to `mirror` (a pass's corrected calibration runs).
+void replace_dense(PassContext& ctx, const WeightUse& u, const std::vector<float>& w, LayerInputs* mirror = nullptr);
 
 int64_t count_zeros(const std::vector<float>& w) { return std::count(w.begin(), w.end(), 0.0f); }
 
@@ -252,24 +249,108 @@ std::vector<float> corrected_weight(PassContext& ctx, const Calibration::Input& 
   return out;
 }
 
+/// The calibration inputs of a layer-wise pass (quant.gptq, prune.obs) and the
+/// weight it transforms. correct=false: each layer's captured inputs X and its
+/// weight W, in the order given. correct=true: the layers in program order;
+/// before a layer that follows a changed one the calibration runs run again
+/// (PassContext::runs) for the inputs Xq it now gets, and the pass works on Xq
+/// and W' = W + Δ (corrected_weight); replaced() mirrors each replacement in
+/// the runs.
+///
+///   LayerInputs li(ctx, s, "prune.obs");
+///   for (const WeightUse& u : li.order(selected(ctx, s))) {
+///     std::vector<float> w;
+///     const Calibration::Input x = li.inputs(u, ctx.ed.load(u), w);
+///     ...  // transform w on x, then replace u (and li.replaced(u, tensors, args))
+///   }
+class LayerInputs {
+ public:
+  LayerInputs(PassContext& ctx, const PassSpec& s, const std::string& pass) : ctx_(ctx), pass_(pass) {
+    const std::string c = opt_str(s, "correct", "false");
+    if (c != "true" && c != "false") throw PassError("option 'correct' of " + pass + " must be true or false");
+    correct_ = c == "true";
+    ridge_ = opt_str(s, "ridge", "1");
+    if (!(opt_num(s, "ridge", 1) >= 0)) throw PassError("option 'ridge' of " + pass + " must be >= 0");
+    if (correct_ && !ctx.runs)
+      throw PassError(pass + ":correct=true needs the calibration runs themselves (ymlopt optimize keeps them), "
+                             "not only captured inputs");
+    if (correct_ && !ctx.log.empty())
+      throw PassError(pass + ":correct=true must be the first pass: its calibration runs are of the original model");
+  }
+  bool correct() const { return correct_; }
+
+  std::vector<WeightUse> order(std::vector<WeightUse> units) const {
+    if (correct_)  // program order: each layer after the ones that feed it
+      std::stable_sort(units.begin(), units.end(), [](const WeightUse& a, const WeightUse& b) { return a.tasks < b.tasks; });
+    return units;
+  }
+
+  /// The inputs the pass uses for u (X, or Xq when correcting); `w` gets the
+  /// weight to transform (dw's values, or the refit W').
+  Calibration::Input inputs(const WeightUse& u, const DenseWeight& dw, std::vector<float>& w) {
+    Calibration::Input in = calibration_for(ctx_, u.tasks, u.k, pass_);
+    w = dw.w;
+    if (!correct_) return in;
+    if (changed_) now_ = ctx_.runs->capture(), changed_ = false;
+    if (!now_) return in;  // nothing quantized before it: Xq = X
+    Calibration::Input xq = calibration_for(ctx_.ed, *now_, u.tasks, u.k);
+    w = corrected_weight(ctx_, in, xq, dw, ridge_);
+    for (std::size_t i = 0; i < in.x.size(); ++i) {
+      const double e = double(in.x[i]) - double(xq.x[i]);
+      shift_ += e * e, ref_ += double(in.x[i]) * double(in.x[i]);
+    }
+    return xq;
+  }
+
+  void replaced(const WeightUse& u, const std::vector<NewTensor>& ts, const std::map<std::string, std::string>& args) {
+    if (!correct_) return;
+    ctx_.runs->replace(u.name, ts, args);
+    changed_ = true;
+  }
+
+  /// correct=true: input_shift = ||X - Xq|| / ||X|| over the corrected layers.
+  void log(nlohmann::json& j) const {
+    if (correct_) j["input_shift"] = ref_ > 0 ? std::sqrt(shift_ / ref_) : 0.0;
+  }
+
+ private:
+  PassContext& ctx_;
+  std::string pass_, ridge_;
+  bool correct_ = false, changed_ = false;
+  std::optional<Calibration> now_;  // the runs on the layers replaced so far
+  double shift_ = 0, ref_ = 0;
+};
+
+void replace_dense(PassContext& ctx, const WeightUse& u, const std::vector<float>& w, LayerInputs* mirror) {
+  Buf b = Buf::of(w, u.n, u.k);
+  NewTensor t = tensor("w", b);
+  t.shape = {u.n, u.k};
+  const std::map<std::string, std::string> args = {{"transpose_w", "true"}};
+  if (mirror) mirror->replaced(u, {t}, args);
+  ctx.ed.replace(u, {std::move(t)}, args);
+}
+
 void pass_obs(PassContext& ctx, const PassSpec& s) {
   const std::string pattern = opt_str(s, "pattern", "unstructured");
   const double sparsity = opt_num(s, "sparsity", 0.5);
+  LayerInputs li(ctx, s, "prune.obs");
   Tally tally;
-  for (const WeightUse& u : selected(ctx, s)) {
-    const Calibration::Input in = calibration_for(ctx, u.tasks, u.k, "prune.obs");
+  for (const WeightUse& u : li.order(selected(ctx, s))) {
+    std::vector<float> target;
+    const Calibration::Input in = li.inputs(u, ctx.ed.load(u), target);
     Buf x = Buf::of(in.x, in.m, in.k), h(DType::f32, u.k, u.k);
     run_component(ctx.ed.registry(), "prune.hessian", {{"x", &x}, {"h", &h}}, {});
-    const DenseWeight dw = ctx.ed.load(u);
-    Buf w = Buf::of(dw.w, u.n, u.k), wp(DType::f32, u.n, u.k);
+    Buf w = Buf::of(target, u.n, u.k), wp(DType::f32, u.n, u.k);
     run_component(ctx.ed.registry(), "prune.obs", {{"w", &w}, {"h", &h}, {"w_pruned", &wp}},
                   {{"sparsity", std::to_string(sparsity)}, {"pattern", pattern},
                    {"block", opt_str(s, "block", "128")}, {"damp", opt_str(s, "damp", "0.01")}});
     const auto pruned = wp.floats();
-    replace_dense(ctx, u, pruned);
+    replace_dense(ctx, u, pruned, &li);
     tally.add(u, u.n * u.k * 4, count_zeros(pruned));
   }
-  ctx.log.push_back(tally.json(s.text()));
+  auto j = tally.json(s.text());
+  li.log(j);
+  ctx.log.push_back(j);
 }
 
 /// quant.gptq: GPTQ int4/int8 weights from H = 2/m XᵀX of each layer's calibration inputs
@@ -288,48 +369,20 @@ void pass_gptq(PassContext& ctx, const PassSpec& s) {
   const bool clip = clip_search_option(s, "quant.gptq");
   const DType sd = scale_dtype_option(s);
   const bool symmetric = sym == "true";
-  const std::string correct_opt = opt_str(s, "correct", "false");
-  if (correct_opt != "true" && correct_opt != "false") throw PassError("option 'correct' of quant.gptq must be true or false");
-  const bool correct = correct_opt == "true";
-  const std::string ridge = opt_str(s, "ridge", "1");
-  if (!(opt_num(s, "ridge", 1) >= 0)) throw PassError("option 'ridge' of quant.gptq must be >= 0");
-  if (correct && !ctx.runs)
-    throw PassError("quant.gptq:correct=true needs the calibration runs themselves (ymlopt optimize keeps them), "
-                    "not only captured inputs");
-  if (correct && !ctx.log.empty())
-    throw PassError("quant.gptq:correct=true must be the first pass: its calibration runs are of the original model");
+  LayerInputs li(ctx, s, "quant.gptq");
   Tally tally;
   nlohmann::json formats = nlohmann::json::object();
   double loss = 0, dead = 0;
   const std::map<std::string, std::string> largs = linear_args(s, bits, group);  // checks the option first
   const char* mode = largs.count("activations") ? " weight-only" : "";
-  std::vector<WeightUse> units = selected(ctx, s);
-  // correct=true: in program order, each layer on what the ones before it now produce
-  std::stable_sort(units.begin(), units.end(), [](const WeightUse& a, const WeightUse& b) { return a.tasks < b.tasks; });
-  bool changed = false;  // since the last capture
-  std::optional<Calibration> now;  // correct=true: the calibration runs on the layers quantized so far
-  double shift = 0, shift_ref = 0;  // correct=true: ||X - Xq||^2 and ||X||^2 over the layers
-  for (const WeightUse& u : units) {
+  for (const WeightUse& u : li.order(selected(ctx, s))) {
     if ((group > 0 && u.k % group != 0) || (bits == 4 && u.k % 2 != 0)) {
       tally.skipped.push_back(u.name + ": k=" + std::to_string(u.k) + " does not split into groups");
       continue;
     }
-    Calibration::Input in = calibration_for(ctx, u.tasks, u.k, "quant.gptq");
     const DenseWeight dw = ctx.ed.load(u);
-    std::vector<float> target = dw.w;  // what GPTQ rounds
-    if (correct && changed) {
-      now = ctx.runs->capture();
-      changed = false;
-    }
-    if (correct && now) {
-      Calibration::Input xq = calibration_for(ctx.ed, *now, u.tasks, u.k);
-      target = corrected_weight(ctx, in, xq, dw, ridge);
-      for (std::size_t i = 0; i < in.x.size(); ++i) {
-        const double e = double(in.x[i]) - double(xq.x[i]);
-        shift += e * e, shift_ref += double(in.x[i]) * double(in.x[i]);
-      }
-      in = std::move(xq);  // H from the inputs the layer now gets
-    }
+    std::vector<float> target;  // what GPTQ rounds
+    const Calibration::Input in = li.inputs(u, dw, target);
     Buf x = Buf::of(in.x, in.m, in.k), h(DType::f64, u.k, u.k);
     run_component(ctx.ed.registry(), "prune.hessian", {{"x", &x}, {"h", &h}}, {});
     const int64_t g = group > 0 ? u.k / group : 1;
@@ -346,13 +399,13 @@ void pass_gptq(PassContext& ctx, const PassSpec& s) {
     dead += rep.count("dead_columns") ? rep.at("dead_columns") : 0.0;
     std::vector<NewTensor> ts = {tensor("w", q), tensor("w_scale", scale)};
     if (!symmetric) ts.push_back(tensor("w_zero", zero));
-    if (correct) ctx.runs->replace(u.name, ts, largs), changed = true;
+    li.replaced(u, ts, largs);
     ctx.ed.replace(u, std::move(ts), largs);
     formats[u.name] = std::string(bits == 4 ? "int4" : "int8") + " group=" + std::to_string(group) +
                       (symmetric ? " symmetric" : " asymmetric") + " scale=" + dtype_name(sd) +
                       mode + " (quant.gptq" +
                       (act == "true" ? " act_order, " : ", ") + (clip ? "clip_search, " : "") +
-                      (correct ? "correct, " : "") +
+                      (li.correct() ? "correct, " : "") +
                       std::to_string(in.m) + " calibration rows)";
     tally.add(u, int64_t(q.bytes.size() + scale.bytes.size() + (symmetric ? 0 : zero.bytes.size())), count_zeros(dw.w));
   }
@@ -360,7 +413,7 @@ void pass_gptq(PassContext& ctx, const PassSpec& s) {
   j["formats"] = formats;
   j["gptq_loss"] = loss;
   j["dead_columns"] = int64_t(dead);  // inputs that were 0 on every calibration token: rounded to nearest
-  if (correct) j["input_shift"] = shift_ref > 0 ? std::sqrt(shift / shift_ref) : 0.0;  // ||X - Xq|| / ||X|| over the layers
+  li.log(j);
   ctx.log.push_back(j);
 }
 
@@ -733,6 +786,12 @@ void pass_dce(PassContext& ctx, const PassSpec& s) {
 // ---------------------------------------------------------------- the list
 
 const std::pair<std::string, std::string> kMatch = {"match", "regex on the weight's name (default: every eligible linear layer)"};
+const std::pair<std::string, std::string> kCorrect = {
+    "correct", "false (default) or true: layers in program order, each first refit so that on the inputs the layers "
+               "compressed before it produce it reproduces the original layer's outputs, then compressed with H from "
+               "those inputs (the calibration runs run again before each layer; the first pass only)"};
+const std::pair<std::string, std::string> kRidge = {
+    "ridge", "correct=true: ridge of the refit, relative to mean diag XᵀX, towards the original weight (1)"};
 const std::pair<std::string, std::string> kActivations = {
     "activations", "int8 (default: the W8A8/W4A8 kernels quantize x per token) or f32 (weight-only: nn.linear "
                    "dequantizes the codes in cache and keeps x f32; more accurate, f32 GEMM speed)"};
@@ -781,11 +840,7 @@ const std::vector<PassInfo>& all_passes() {
         {"clip_search", "false (default) or true: per group the range shrink (1, 0.99, ... clip_min) with the least "
                         "diag-H-weighted squared error; same storage"},
         {"clip_min", "smallest shrink of clip_search (0.75)"},
-        {"correct", "false (default) or true: layers in program order, each first refit so that on the inputs the "
-                    "layers quantized before it produce it reproduces the original layer's outputs, then rounded "
-                    "with H from those inputs (the calibration runs run again before each layer)"},
-        {"ridge", "correct=true: ridge of the refit, relative to mean diag XᵀX, towards the original weight (1)"},
-        kScaleDtype, kActivations, kMatch},
+        kCorrect, kRidge, kScaleDtype, kActivations, kMatch},
        pass_gptq, true},
       {"smooth", "SmoothQuant / AWQ per-input-channel scales s from calibration inputs: W' = W diag(s), the input's 1/s "
        "folded exactly into the LayerNorm or linear (no activation / ReLU) that makes it; run before a quantizer",
@@ -805,7 +860,7 @@ const std::vector<PassInfo>& all_passes() {
        {{"n", "kept per group (2)"}, {"m", "group length (4)"}, kMatch}, pass_nm},
       {"prune.obs", "SparseGPT-style OBS pruning with H = 2/m XᵀX from calibration inputs",
        {{"sparsity", "fraction of zeros per row (0.5)"}, {"pattern", "unstructured (default) or N:M, e.g. 2:4"},
-        {"block", "column block (128)"}, {"damp", "diagonal damping (0.01)"}, kMatch},
+        {"block", "column block (128)"}, {"damp", "diagonal damping (0.01)"}, kCorrect, kRidge, kMatch},
        pass_obs, true},
       {"prune.lowrank", "truncated SVD: one linear becomes two (x Bᵀ, then Aᵀ) when r(n+k) <= max_ratio·n·k",
        {{"rank", "fixed rank"}, {"energy", "or the share of sum(sigma^2) to keep, e.g. 0.9"},
@@ -882,7 +937,8 @@ std::vector<PassSpec> parse_pass_list(const std::string& text) {
 
 bool needs_calibration_runs(const std::vector<PassSpec>& specs) {
   for (const auto& s : specs)
-    if (s.name == "quant.gptq" && s.options.count("correct") && s.options.at("correct") == "true") return true;
+    if ((s.name == "quant.gptq" || s.name == "prune.obs") && s.options.count("correct") && s.options.at("correct") == "true")
+      return true;
   return false;
 }
 

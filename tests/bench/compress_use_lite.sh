@@ -48,6 +48,7 @@ declare -A PASSES=(
   [q4_0]="quant.q4_0"
   [magnitude50]="prune.magnitude:sparsity=0.5"
   [obs50]="prune.obs:sparsity=0.5"
+  [obs50-correct]="prune.obs:sparsity=0.5:correct=true"
   [int4-g128-asym]="quant.group:bits=4:group=128:symmetric=false"
   [int4-g32-asym]="quant.group:bits=4:group=32:symmetric=false"
   [gptq-int8]="quant.gptq:bits=8:group=0"

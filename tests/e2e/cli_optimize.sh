@@ -47,10 +47,26 @@ PY
 write_ids "$tmp/ids2.npy" 64
 printf 'ids=%s\n\nids=%s\n' "$tmp/ids2.npy" "$tmp/ids.npy" > "$tmp/calib.txt"
 expect_rc 0 "OBS with two calibration runs" -- "$y" optimize "${G[@]}" --set weights="$tmp/g.safetensors" --passes prune.obs \
-  --calib-sets "$tmp/calib.txt" -o "$tmp/obs2"
+  --calib-sets "$tmp/calib.txt" --eval --reps 1 -o "$tmp/obs2"
 python3 -c "
 import json,sys; c=json.load(open('$tmp/obs2/report.json'))['calibration']
 print(c); sys.exit(0 if c['runs'] == 2 and c['max_rows'] == 128 else 1)" || { echo "FAIL: calibration runs"; fails=$((fails + 1)); }
+# prune.obs:correct=true: each layer pruned on the inputs the pruned layers before it produce,
+# after a refit to the original outputs: lower logits error at the same sparsity
+expect_rc 0 "OBS correct=true" -- "$y" optimize "${G[@]}" --set weights="$tmp/g.safetensors" \
+  --passes prune.obs:correct=true --calib-sets "$tmp/calib.txt" --eval --reps 1 -o "$tmp/obs2c"
+python3 - "$tmp" <<'PY' || fails=$((fails + 1))
+import json, sys
+t = sys.argv[1]
+from checks import check, done
+def rep(n): return json.load(open(f"{t}/{n}/report.json"))
+def err(n): return rep(n)["quality"]["logits.npy:logits"]["relative_error"]
+a, b = rep("obs2")["pass_log"][0], rep("obs2c")["pass_log"][0]
+check(err("obs2c") < err("obs2"), f"OBS correct=true logits error {err('obs2c'):.4f} < plain OBS {err('obs2'):.4f}")
+check(abs(a["sparsity"] - b["sparsity"]) < 1e-9 and b["input_shift"] > 0,
+      f"same sparsity {b['sparsity']:.4f}, input_shift {b['input_shift']:.4f}")
+done()
+PY
 printf '\n' > "$tmp/empty.txt"
 expect_rc 2 "empty calibration list" -- "$y" optimize "${G[@]}" --set weights="$tmp/g.safetensors" --passes prune.obs --calib-sets "$tmp/empty.txt"
 expect_in "lists no run" "message"
