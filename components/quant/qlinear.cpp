@@ -895,7 +895,6 @@ void linear(const float* x, int64_t m, int64_t ldx, const QWeight& w, float* y, 
   }
 }
 
-
 namespace {
 
 /// Rows [r0, r0 + rows) of W dequantized into out (row stride ldo), group by group.

@@ -226,8 +226,8 @@ Calibration::Input calibration_for(PassContext& ctx, const std::vector<std::size
   return calibration_for(ctx.ed, *ctx.calib, tasks, k);
 }
 
-/// quant.gptq:correct=true: the weight W' that, on the inputs Xq the layers
-/// compressed before it produce, best reproduces what the original layer
+/// correct=true (quant.gptq, prune.obs): the weight W' that, on the inputs Xq
+/// the layers compressed before it produce, best reproduces what the original layer
 /// computed on the original inputs X: W' = W + Δ with Δ the ridge
 /// least-squares fit (distill.layerwise, mode dense) of (X - Xq) Wᵀ on Xq,
 /// so the ridge pulls W' towards W, not towards 0.

@@ -48,8 +48,8 @@ Calibration capture_linear_inputs(const Dag& dag, const std::string& scratch_dir
 
 /// A model's calibration runs (each its own compiled DAG: other inputs, other
 /// sizes), kept to run again on the layers a pass has compressed so far:
-/// quant.gptq:correct=true quantizes each layer on the inputs that the layers
-/// compressed before it produce. A pass mirrors each replacement it makes
+/// quant.gptq:correct=true and prune.obs:correct=true compress each layer on
+/// the inputs that the layers compressed before it produce. A pass mirrors each replacement it makes
 /// (by weight name) with replace(); capture() then runs every run and stacks
 /// the linears' inputs in run order, as the first capture did.
 ///
@@ -88,7 +88,8 @@ struct PassContext {
   std::shared_ptr<Calibration> own_calib = nullptr;
   Calibration& writable_calibration();
   /// The calibration runs themselves, for passes that capture again
-  /// (quant.gptq:correct=true); null where only the captured inputs exist.
+  /// (quant.gptq / prune.obs with correct=true); null where only the captured
+  /// inputs exist.
   CalibrationRuns* runs = nullptr;
 };
 
