@@ -6,13 +6,16 @@
 // the activation layout conversion (the kernels take and return row-major x
 // and y). 1 and 2 threads: OpenBLAS with openblas_set_num_threads, ours by
 // splitting the output features N in two row slices, one per thread (a
-// persistent worker thread, so no thread start-up per call). Weights stay in
-// cache across repetitions. All methods of one configuration are timed in
-// interleaved rounds (robust to load drifts). Prints medians and speed-ups
-// (dense / sparse).
+// persistent worker thread, so no thread start-up per call). All methods of
+// one configuration are timed in interleaved rounds (robust to load drifts);
+// each timed call follows a warm call of the same method, so its weights are
+// in cache; with --cold the caches are flushed (64 MiB written) before each
+// timed call instead, as when a model's weights stream from memory (decoding
+// one token at a time). Prints medians and speed-ups (dense / sparse).
 //
 //   OPENBLAS_CORETYPE=SkylakeX ymlopt_bench_sparse                 # full table
 //   ymlopt_bench_sparse --shapes 768x768 --m 1,16 --threads 1 --min-time 0.01   # quick
+//   OPENBLAS_CORETYPE=SkylakeX ymlopt_bench_sparse --m 1 --cold    # weights from memory
 #include <cblas.h>
 
 #include <algorithm>
@@ -130,17 +133,32 @@ class Pair {
 /// Median seconds of each of `fs`, measured in interleaved rounds (every
 /// function once per round) so that all of them see the same machine load;
 /// rounds continue until about min_time per function has passed (5 to 400).
-std::vector<double> time_all(const std::vector<std::function<void()>>& fs, double min_time) {
-  for (const auto& f : fs) f();  // warm-up (caches, scratch buffers, thread pools)
+/// Each timed call follows an untimed call of the same function, so every
+/// method finds its own weights in cache (the previous functions of the round
+/// have evicted them; without the warm call a method would be timed hot or
+/// cold depending on whether the one before it in the round shares its data,
+/// as sgemm and sgemv do). `cold`: every timed call follows a cache flush, then
+/// `wake` (which gets our helper thread out of its futex wait, as OpenBLAS's
+/// threads, spinning, already are).
+std::vector<double> time_all(const std::vector<std::function<void()>>& fs, double min_time, bool cold,
+                             const std::function<void()>& wake) {
+  static std::vector<char> flush(64 << 20);
   std::vector<std::vector<double>> ts(fs.size());
   const double start = now_s();
   for (int r = 0; r < 400; ++r) {
     for (std::size_t i = 0; i < fs.size(); ++i) {
+      if (cold) {
+        if (r == 0) fs[i]();  // first-call costs (scratch buffers, thread pools)
+        std::memset(flush.data(), r + static_cast<int>(i), flush.size());
+        wake();
+      } else {
+        fs[i]();
+      }
       const double a = now_s();
       fs[i]();
       ts[i].push_back(now_s() - a);
     }
-    if (r >= 4 && now_s() - start >= min_time * static_cast<double>(fs.size())) break;
+    if (r >= 4 && now_s() - start >= 2 * min_time * static_cast<double>(fs.size())) break;
   }
   std::vector<double> med;
   for (auto& t : ts) med.push_back(median(t));
@@ -204,6 +222,22 @@ void dense_ref(const std::vector<float>& x, int64_t m, const std::vector<float>&
 int main(int argc, char** argv) {
   using namespace ymlopt;
   Opts o{std::vector<std::string>(argv + 1, argv + argc)};
+  for (std::size_t i = 0; i < o.a.size(); ++i) {
+    const std::string& a = o.a[i];
+    const bool valued = a == "--shapes" || a == "--m" || a == "--threads" || a == "--csr" || a == "--min-time" ||
+                        a == "--bs";
+    if (valued && i + 1 < o.a.size()) {
+      ++i;
+    } else if (a != "--cold") {
+      const bool help = a == "--help" || a == "-h";
+      if (!help) std::fprintf(stderr, "ymlopt_bench_sparse: unknown option or missing value: %s\n", a.c_str());
+      std::fprintf(help ? stdout : stderr,
+                   "usage: ymlopt_bench_sparse [--shapes KxN,...] [--m M,...] [--threads 1,2] [--csr F,...]\n"
+                   "                           [--bs B] [--min-time S] [--cold]\n");
+      return help ? 0 : 2;
+    }
+  }
+  const bool cold = std::find(o.a.begin(), o.a.end(), "--cold") != o.a.end();
   const auto shapes = o.list("--shapes", "768x2304,768x768,768x3072,3072x768");
   const auto ms = o.list("--m", "1,16,128,512");
   const auto threads = o.list("--threads", "1,2");
@@ -216,8 +250,9 @@ int main(int argc, char** argv) {
               sparse::avx512_available() ? "yes" : "no (portable)");
   std::printf("# y[M,n] = x[M,k] W^T, W [n,k]; ms = median; (r) = dense ms / sparse ms; dense = sgemm "
               "(M=1: min of sgemm, sgemv)\n");
-  std::printf("# BSR: bs %ld, %.0f%% of blocks zero; CSR: fraction of zeros; layout conversion included\n\n",
+  std::printf("# BSR: bs %ld, %.0f%% of blocks zero; CSR: fraction of zeros; layout conversion included\n",
               static_cast<long>(bsr_bs), bsr_zero * 100);
+  std::printf("# weights %s\n\n", cold ? "cold (caches flushed before every timed call)" : "in cache (warm call before every timed call)");
   std::printf("| k x n | M | thr | dense ms |");
   for (const auto& s : sparsities) std::printf(" CSR %.0f%% |", std::atof(s.c_str()) * 100);
   std::printf(" BSR%ld 90%% | 2:4 | max rel err |\n|---|---|---|---|", static_cast<long>(bsr_bs));
@@ -289,7 +324,7 @@ int main(int argc, char** argv) {
           sparse::linear(x.data(), m, k, bsr.view().block_rows(a / bsr_bs, b / bsr_bs), y.data() + a, n);
         });
         ours([&](int64_t a, int64_t b) { sparse::linear(x.data(), m, k, nm.view().rows(a, b), y.data() + a, n); });
-        const std::vector<double> t = time_all(fs, min_time);
+        const std::vector<double> t = time_all(fs, min_time, cold, [&pair] { pair.run([] {}, [] {}); });
         double dense = t[0];
         for (std::size_t i = 1; i < first_sparse; ++i) dense = std::min(dense, t[i]);
         std::printf("| %ldx%ld | %ld | %d | %.4f |", static_cast<long>(k), static_cast<long>(n), static_cast<long>(m),
