@@ -5,3 +5,6 @@ target_link_libraries(ymlopt_bench_sparse PRIVATE ymlopt::sparse PkgConfig::OPEN
 add_test(NAME bench_sparse_smoke COMMAND ymlopt_bench_sparse --shapes 768x768 --m 1,16,70 --threads 1,2
   --min-time 0.002)
 set_tests_properties(bench_sparse_smoke PROPERTIES LABELS bench TIMEOUT 120)
+add_test(NAME bench_sparse_cold_smoke COMMAND ymlopt_bench_sparse --shapes 768x768 --m 1 --threads 1,2 --csr 0.9
+  --min-time 0.002 --cold)
+set_tests_properties(bench_sparse_cold_smoke PROPERTIES LABELS bench TIMEOUT 120)
