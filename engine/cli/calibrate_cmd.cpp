@@ -31,6 +31,7 @@
 #include "workflow_args.hpp"
 #include "ymlopt/engine/compiler.hpp"
 #include "ymlopt/engine/data_store.hpp"
+#include "ymlopt/engine/scratch_dir.hpp"
 
 extern "C" {
 void openblas_set_num_threads(int);
@@ -330,8 +331,8 @@ Calibration measure_calibration(bool quick) {
 
   ComponentRegistry reg;
   register_builtin_components(reg);
-  const std::string run_dir = (fs::temp_directory_path() / ("ymlopt-calibrate-" + std::to_string(getpid()))).string();
-  fs::create_directories(run_dir);
+  const ScratchDir scratch("calibrate");
+  const std::string& run_dir = scratch.path();
   c.mapped_gbs = mapped_bandwidth(run_dir);
   {
     const Dag dag = compile_text(kComponentWorkflow, reg, {{"reps", quick ? "5" : "15"}, {"dir", run_dir}});
@@ -375,8 +376,6 @@ Calibration measure_calibration(bool quick) {
     }
   }
   c.starpu_workers = int(starpu_worker_names().size());
-  std::error_code ec;
-  fs::remove_all(run_dir, ec);
   return c;
 }
 

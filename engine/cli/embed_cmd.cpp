@@ -1,7 +1,5 @@
 #include "embed_cmd.hpp"
 
-#include <unistd.h>
-
 #include <boost/program_options.hpp>
 #include <cmath>
 #include <cstdio>
@@ -20,6 +18,7 @@
 #include "text/tokenizer.hpp"
 #include "usage_error.hpp"
 #include "ymlopt/engine/compiler.hpp"
+#include "ymlopt/engine/scratch_dir.hpp"
 
 namespace po = boost::program_options;
 namespace fs = std::filesystem;
@@ -137,9 +136,8 @@ int cmd_embed(const std::vector<std::string>& args) {
   ComponentRegistry reg;
   register_builtin_components(reg);
   const std::string wf = workflows_dir() + "/models/use_lite.xml";
-  char tmpl[] = "/tmp/ymlopt-embed-XXXXXX";
-  if (!mkdtemp(tmpl)) throw std::runtime_error("cannot create a temporary directory");
-  const std::string dir = tmpl;
+  const ScratchDir scratch("embed");
+  const std::string& dir = scratch.path();
   std::vector<std::vector<float>> vecs;
   // one compiled DAG per distinct length L: the ids are read from dir/ids.npy when a
   // run starts (a fresh DataStore per sentence), so sentences of equal length share it
@@ -171,7 +169,6 @@ int cmd_embed(const std::vector<std::string>& args) {
         CompileResult cr = compile_workflow(o, reg, diags);
         if (!cr.ok) {
           std::cerr << diags.str();
-          fs::remove_all(dir);
           return 1;
         }
         it = dags.emplace(ids.size(), std::move(cr.dag)).first;
@@ -179,11 +176,9 @@ int cmd_embed(const std::vector<std::string>& args) {
       vecs.push_back(embed_one(it->second, backend, dir));
     }
   } catch (const std::exception& e) {
-    fs::remove_all(dir);
     std::cerr << "ymlopt: error: " << e.what() << "\n";
     return 1;
   }
-  fs::remove_all(dir);
   if (!out_npy.empty()) {
     const std::size_t width = vecs.front().size();
     std::vector<float> all;

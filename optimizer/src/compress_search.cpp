@@ -11,11 +11,10 @@
 #include <future>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
-#include <thread>
-#include <unistd.h>
 
 #include "register_builtin.hpp"
 #include "model_run.hpp"
@@ -23,6 +22,7 @@
 #include "ymlopt/engine/compiler.hpp"
 #include "ymlopt/engine/data_store.hpp"
 #include "ymlopt/engine/registry.hpp"
+#include "ymlopt/engine/scratch_dir.hpp"
 #include "ymlopt/optimizer/model_editor.hpp"
 #include "ymlopt/optimizer/passes.hpp"
 #include "ymlopt/scheduler/executor.hpp"
@@ -207,16 +207,16 @@ class Model final : public SearchModel {
  public:
   Model(const std::string& workflow, const std::string& sets) : t0_(Clock::now()) {
     const auto runs = parse_runs(sets);
-    const std::string dir = (fs::temp_directory_path() / ("ymlopt-compress-ref-" + std::to_string(::getpid()))).string();
-    fs::create_directories(dir);
-    for (const auto& run : runs) {
-      Diagnostics diags;
-      CompileResult cr = compile_workflow({workflow, run}, inner_registry(), diags);
-      if (!cr.ok) throw KernelError("compress: model '" + workflow + "' does not compile:\n" + diags.str());
-      refs_.push_back(run_dag(cr.dag, {}, dir, &calib_));
-      dags_.push_back(std::move(cr.dag));
+    {
+      const ScratchDir dir("compress-ref");
+      for (const auto& run : runs) {
+        Diagnostics diags;
+        CompileResult cr = compile_workflow({workflow, run}, inner_registry(), diags);
+        if (!cr.ok) throw KernelError("compress: model '" + workflow + "' does not compile:\n" + diags.str());
+        refs_.push_back(run_dag(cr.dag, {}, dir.path(), &calib_));
+        dags_.push_back(std::move(cr.dag));
+      }
     }
-    fs::remove_all(dir);
     for (const auto& o : refs_)
       for (const auto& v : o.values)
         for (double x : v) ref_sq_ += x * x;
@@ -395,12 +395,9 @@ class Model final : public SearchModel {
     const auto t0 = Clock::now();
     Evaluation ev;
     double num = 0;
-    std::string dir = scratch_dir;
-    if (dir.empty()) {
-      std::ostringstream id;
-      id << std::this_thread::get_id();
-      dir = (fs::temp_directory_path() / ("ymlopt-compress-" + std::to_string(::getpid()) + "-" + id.str())).string();
-    }
+    std::optional<ScratchDir> own;  // removed on every exit, exceptions included
+    if (scratch_dir.empty()) own.emplace("compress");
+    const std::string dir = own ? own->path() : scratch_dir;
     fs::create_directories(dir);
     for (std::size_t r = 0; r < dags_.size(); ++r) {
       ModelEditor ed(copy_dag(dags_[r]), inner_registry());
@@ -415,7 +412,6 @@ class Model final : public SearchModel {
         for (std::size_t i = 0; i < a.size(); ++i) num += (a[i] - b[i]) * (a[i] - b[i]);
       }
     }
-    if (scratch_dir.empty()) fs::remove_all(dir);
     ev.error = ref_sq_ > 0 ? std::sqrt(num / ref_sq_) : std::sqrt(num);
     ev.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
     std::lock_guard<std::mutex> lock(cache_mu_);

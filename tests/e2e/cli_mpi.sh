@@ -496,6 +496,7 @@ if [ -n "$victim" ]; then
   kill -9 "$victim"
   wait $job
   rc=$?
+  rm -rf "${TMPDIR:-/tmp}/ymlopt-starpu-rank1-$victim"  # a killed rank cannot remove its STARPU_HOME
   took=$(($(date +%s) - start))
   out=$(cat "$tmp/long.log")
   if [ $rc -eq 0 ] || [ $rc -eq 124 ] || [ $took -gt 30 ]; then
