@@ -29,13 +29,14 @@ if(NOT YMLOPT_CUDA STREQUAL "OFF")
   endif()
 endif()
 
-# ymlopt_add_cuda_kernels(<family> [libs...]): builds components/<family>/*_cuda.cu
+# ymlopt_add_cuda_kernels(<family>): builds components/<family>/*_cuda.cu
 # (C++17 for nvcc, no SDK headers) into ymlopt::<family>_cuda, linked publicly
-# into ymlopt::<family> together with the CUDA libraries `libs`. Exports the
+# into ymlopt::<family> with the CUDA runtime and ymlopt::cuda_libs (cuBLAS,
+# cuBLASLt and cuSPARSE are opened on first use, not linked). Exports the
 # compile definition YMLOPT_HAVE_CUDA=1 to everything that links the family, so
 # `#if YMLOPT_HAVE_CUDA` attaches the kernels (ComponentSpec::cuda). No nvcc: nothing.
 #
-#   ymlopt_add_cuda_kernels(sparse CUDA::cusparse)
+#   ymlopt_add_cuda_kernels(sparse)
 function(ymlopt_add_cuda_kernels family)
   if(NOT YMLOPT_HAVE_CUDA)
     return()
@@ -48,7 +49,7 @@ function(ymlopt_add_cuda_kernels family)
   add_library(ymlopt::${family}_cuda ALIAS ymlopt_${family}_cuda)
   set_target_properties(ymlopt_${family}_cuda PROPERTIES CUDA_STANDARD 17 CUDA_STANDARD_REQUIRED ON)
   target_include_directories(ymlopt_${family}_cuda PUBLIC ${CMAKE_CURRENT_SOURCE_DIR}/..)
-  target_link_libraries(ymlopt_${family}_cuda PUBLIC CUDA::cudart ${ARGN})
+  target_link_libraries(ymlopt_${family}_cuda PUBLIC CUDA::cudart ymlopt::cuda_libs)
   target_compile_definitions(ymlopt_${family}_cuda PUBLIC YMLOPT_HAVE_CUDA=1
     PRIVATE YMLOPT_CUDA_ARCHS="${CMAKE_CUDA_ARCHITECTURES}")
   target_link_libraries(ymlopt_${family} PUBLIC ymlopt::${family}_cuda)

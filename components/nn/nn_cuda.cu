@@ -1,7 +1,6 @@
 // CUDA kernels of the nn family: see nn_cuda.hpp.
 #include "nn/nn_cuda.hpp"
 
-#include <cublas_v2.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -9,8 +8,13 @@
 #include <cstdio>
 #include <stdexcept>
 
+#include "cuda_libs/cuda_libs.hpp"
+
 namespace ymlopt::nn::cuda {
 namespace {
+
+/// cuBLAS entry points (opened on first use: cuda_libs.hpp).
+const cuda_libs::Cublas& blas() { return cuda_libs::cublas(); }
 
 void check(cudaError_t e, const char* what) {
   if (e != cudaSuccess)
@@ -19,8 +23,8 @@ void check(cudaError_t e, const char* what) {
 
 void check(cublasStatus_t s, const char* what) {
   if (s != CUBLAS_STATUS_SUCCESS)
-    throw std::runtime_error(std::string(what) + ": " + cublasGetStatusString(s) + " (status " + std::to_string(int(s)) +
-                             ")");
+    throw std::runtime_error(std::string(what) + ": " + blas().cublasGetStatusString(s) + " (status " +
+                             std::to_string(int(s)) + ")");
 }
 
 cudaStream_t as_stream(void* s) { return static_cast<cudaStream_t>(s); }
@@ -210,19 +214,20 @@ void gemm_f32_op(bool transa, bool transb, const float* a, std::int64_t lda, con
   struct Handle {
     cublasHandle_t h = nullptr;
     ~Handle() {
-      if (h) cublasDestroy(h);
+      if (h) blas().cublasDestroy(h);
     }
   };
   thread_local Handle handle;
   if (!handle.h) {
-    check(cublasCreate(&handle.h), "cublasCreate");
-    check(cublasSetMathMode(handle.h, CUBLAS_DEFAULT_MATH), "cublasSetMathMode");  // FP32, no TF32
+    check(blas().cublasCreate(&handle.h), "cublasCreate");
+    check(blas().cublasSetMathMode(handle.h, CUBLAS_DEFAULT_MATH), "cublasSetMathMode");  // FP32, no TF32
   }
-  check(cublasSetStream(handle.h, as_stream(stream)), "cublasSetStream");
+  check(blas().cublasSetStream(handle.h, as_stream(stream)), "cublasSetStream");
   // row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T, and a
   // row-major X is the column-major X^T: swap the operands, keep the flags
   const cublasOperation_t oa = transa ? CUBLAS_OP_T : CUBLAS_OP_N, ob = transb ? CUBLAS_OP_T : CUBLAS_OP_N;
-  check(cublasSgemm(handle.h, ob, oa, int(n), int(m), int(k), &alpha, b, int(ldb), a, int(lda), &beta, c, int(ldc)),
+  check(blas().cublasSgemm(handle.h, ob, oa, int(n), int(m), int(k), &alpha, b, int(ldb), a, int(lda), &beta, c,
+                           int(ldc)),
         "cublasSgemm");
 }
 

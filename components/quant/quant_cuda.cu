@@ -1,15 +1,19 @@
 // CUDA kernels of the quant family: see quant_cuda.hpp.
 #include "quant/quant_cuda.hpp"
 
-#include <cublasLt.h>
 #include <cuda_runtime.h>
 
 #include <climits>
 #include <cstdint>
 #include <stdexcept>
 
+#include "cuda_libs/cuda_libs.hpp"
+
 namespace ymlopt::quant::cuda {
 namespace {
+
+/// cuBLASLt entry points (opened on first use: cuda_libs.hpp).
+const cuda_libs::CublasLt& lt() { return cuda_libs::cublaslt(); }
 
 void check(cudaError_t e, const char* what) {
   if (e != cudaSuccess)
@@ -18,7 +22,7 @@ void check(cudaError_t e, const char* what) {
 
 void check(cublasStatus_t s, const char* what) {
   if (s != CUBLAS_STATUS_SUCCESS)
-    throw std::runtime_error(std::string(what) + ": " + cublasLtGetStatusString(s) + " (status " +
+    throw std::runtime_error(std::string(what) + ": " + lt().cublasLtGetStatusString(s) + " (status " +
                              std::to_string(int(s)) + ")");
 }
 
@@ -107,11 +111,11 @@ cublasLtHandle_t lt_handle() {
   struct Handle {
     cublasLtHandle_t h = nullptr;
     ~Handle() {
-      if (h) cublasLtDestroy(h);
+      if (h) lt().cublasLtDestroy(h);
     }
   };
   thread_local Handle handle;
-  if (!handle.h) check(cublasLtCreate(&handle.h), "cublasLtCreate");
+  if (!handle.h) check(lt().cublasLtCreate(&handle.h), "cublasLtCreate");
   return handle.h;
 }
 
@@ -120,10 +124,10 @@ struct LtDescs {
   cublasLtMatmulDesc_t op = nullptr;
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
   ~LtDescs() {
-    if (c) cublasLtMatrixLayoutDestroy(c);
-    if (b) cublasLtMatrixLayoutDestroy(b);
-    if (a) cublasLtMatrixLayoutDestroy(a);
-    if (op) cublasLtMatmulDescDestroy(op);
+    if (c) lt().cublasLtMatrixLayoutDestroy(c);
+    if (b) lt().cublasLtMatrixLayoutDestroy(b);
+    if (a) lt().cublasLtMatrixLayoutDestroy(a);
+    if (op) lt().cublasLtMatmulDescDestroy(op);
   }
 };
 
@@ -182,21 +186,21 @@ void gemm_i8_i32(const std::int8_t* xq, std::int64_t ldx, const std::int8_t* w, 
   // row-major w [n, k] is the column-major [k, n] matrix w^T (A, transposed:
   // "TN"), the row-major xq [m, k] the column-major [k, m] matrix xq^T (B).
   LtDescs d;
-  check(cublasLtMatmulDescCreate(&d.op, CUBLAS_COMPUTE_32I, CUDA_R_32I), "cublasLtMatmulDescCreate");
+  check(lt().cublasLtMatmulDescCreate(&d.op, CUBLAS_COMPUTE_32I, CUDA_R_32I), "cublasLtMatmulDescCreate");
   const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
-  check(cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta),
+  check(lt().cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta),
         "cublasLtMatmulDescSetAttribute(TRANSA)");
-  check(cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb),
+  check(lt().cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb),
         "cublasLtMatmulDescSetAttribute(TRANSB)");
-  check(cublasLtMatrixLayoutCreate(&d.a, CUDA_R_8I, std::uint64_t(k), std::uint64_t(n), ldw),
+  check(lt().cublasLtMatrixLayoutCreate(&d.a, CUDA_R_8I, std::uint64_t(k), std::uint64_t(n), ldw),
         "cublasLtMatrixLayoutCreate(w)");
-  check(cublasLtMatrixLayoutCreate(&d.b, CUDA_R_8I, std::uint64_t(k), std::uint64_t(m), ldx),
+  check(lt().cublasLtMatrixLayoutCreate(&d.b, CUDA_R_8I, std::uint64_t(k), std::uint64_t(m), ldx),
         "cublasLtMatrixLayoutCreate(xq)");
-  check(cublasLtMatrixLayoutCreate(&d.c, CUDA_R_32I, std::uint64_t(n), std::uint64_t(m), ldt),
+  check(lt().cublasLtMatrixLayoutCreate(&d.c, CUDA_R_32I, std::uint64_t(n), std::uint64_t(m), ldt),
         "cublasLtMatrixLayoutCreate(t)");
   const std::int32_t alpha = 1, beta = 0;
   // algo nullptr: cuBLASLt's own heuristic; no workspace
-  check(cublasLtMatmul(lt_handle(), d.op, &alpha, w, d.a, xq, d.b, &beta, t, d.c, t, d.c, nullptr, nullptr, 0, st),
+  check(lt().cublasLtMatmul(lt_handle(), d.op, &alpha, w, d.a, xq, d.b, &beta, t, d.c, t, d.c, nullptr, nullptr, 0, st),
         "cublasLtMatmul(int8)");
 }
 

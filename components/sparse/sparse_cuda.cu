@@ -2,14 +2,18 @@
 #include "sparse/sparse_cuda.hpp"
 
 #include <cuda_runtime.h>
-#include <cusparse.h>
 
 #include <climits>
 #include <cstddef>
 #include <stdexcept>
 
+#include "cuda_libs/cuda_libs.hpp"
+
 namespace ymlopt::sparse::cuda {
 namespace {
+
+/// cuSPARSE entry points (opened on first use: cuda_libs.hpp).
+const cuda_libs::Cusparse& sp() { return cuda_libs::cusparse(); }
 
 void check(cudaError_t e, const char* what) {
   if (e != cudaSuccess)
@@ -18,7 +22,7 @@ void check(cudaError_t e, const char* what) {
 
 void check(cusparseStatus_t s, const char* what) {
   if (s != CUSPARSE_STATUS_SUCCESS)
-    throw std::runtime_error(std::string(what) + ": " + cusparseGetErrorString(s) + " (status " +
+    throw std::runtime_error(std::string(what) + ": " + sp().cusparseGetErrorString(s) + " (status " +
                              std::to_string(int(s)) + ")");
 }
 
@@ -29,12 +33,12 @@ cusparseHandle_t handle_for(cudaStream_t st) {
   struct Handle {
     cusparseHandle_t h = nullptr;
     ~Handle() {
-      if (h) cusparseDestroy(h);
+      if (h) sp().cusparseDestroy(h);
     }
   };
   thread_local Handle handle;
-  if (!handle.h) check(cusparseCreate(&handle.h), "cusparseCreate");
-  check(cusparseSetStream(handle.h, st), "cusparseSetStream");
+  if (!handle.h) check(sp().cusparseCreate(&handle.h), "cusparseCreate");
+  check(sp().cusparseSetStream(handle.h, st), "cusparseSetStream");
   return handle.h;
 }
 
@@ -47,9 +51,9 @@ struct SpmmDescs {
   cudaStream_t st = nullptr;
   ~SpmmDescs() {
     if (buffer) (void)cudaFreeAsync(buffer, st);
-    if (c) cusparseDestroyDnMat(c);
-    if (b) cusparseDestroyDnMat(b);
-    if (a) cusparseDestroySpMat(a);
+    if (c) sp().cusparseDestroyDnMat(c);
+    if (b) sp().cusparseDestroyDnMat(b);
+    if (a) sp().cusparseDestroySpMat(a);
   }
 };
 
@@ -84,19 +88,20 @@ void csr_linear_f32(const float* values, const std::int32_t* col, const std::int
   cusparseHandle_t h = handle_for(st);
   SpmmDescs d;
   d.st = st;
-  check(cusparseCreateConstCsr(&d.a, n, k, nnz, row_ptr, col, values, CUSPARSE_INDEX_32I, CUSPARSE_INDEX_32I,
-                               CUSPARSE_INDEX_BASE_ZERO, CUDA_R_32F),
+  check(sp().cusparseCreateConstCsr(&d.a, n, k, nnz, row_ptr, col, values, CUSPARSE_INDEX_32I, CUSPARSE_INDEX_32I,
+                                    CUSPARSE_INDEX_BASE_ZERO, CUDA_R_32F),
         "cusparseCreateConstCsr");
-  check(cusparseCreateConstDnMat(&d.b, k, m, ldx, x, CUDA_R_32F, CUSPARSE_ORDER_COL), "cusparseCreateConstDnMat(x)");
-  check(cusparseCreateDnMat(&d.c, n, m, ldy, y, CUDA_R_32F, CUSPARSE_ORDER_COL), "cusparseCreateDnMat(y)");
+  check(sp().cusparseCreateConstDnMat(&d.b, k, m, ldx, x, CUDA_R_32F, CUSPARSE_ORDER_COL),
+        "cusparseCreateConstDnMat(x)");
+  check(sp().cusparseCreateDnMat(&d.c, n, m, ldy, y, CUDA_R_32F, CUSPARSE_ORDER_COL), "cusparseCreateDnMat(y)");
   const float alpha = 1.f, beta = 0.f;
   std::size_t bytes = 0;
-  check(cusparseSpMM_bufferSize(h, CUSPARSE_OPERATION_NON_TRANSPOSE, CUSPARSE_OPERATION_NON_TRANSPOSE, &alpha, d.a,
-                                d.b, &beta, d.c, CUDA_R_32F, CUSPARSE_SPMM_ALG_DEFAULT, &bytes),
+  check(sp().cusparseSpMM_bufferSize(h, CUSPARSE_OPERATION_NON_TRANSPOSE, CUSPARSE_OPERATION_NON_TRANSPOSE, &alpha, d.a,
+                                     d.b, &beta, d.c, CUDA_R_32F, CUSPARSE_SPMM_ALG_DEFAULT, &bytes),
         "cusparseSpMM_bufferSize");
   if (bytes > 0) check(cudaMallocAsync(&d.buffer, bytes, st), "csr_linear_f32 cudaMallocAsync");
-  check(cusparseSpMM(h, CUSPARSE_OPERATION_NON_TRANSPOSE, CUSPARSE_OPERATION_NON_TRANSPOSE, &alpha, d.a, d.b, &beta,
-                     d.c, CUDA_R_32F, CUSPARSE_SPMM_ALG_DEFAULT, d.buffer),
+  check(sp().cusparseSpMM(h, CUSPARSE_OPERATION_NON_TRANSPOSE, CUSPARSE_OPERATION_NON_TRANSPOSE, &alpha, d.a, d.b,
+                          &beta, d.c, CUDA_R_32F, CUSPARSE_SPMM_ALG_DEFAULT, d.buffer),
         "cusparseSpMM");
 }
 
