@@ -17,6 +17,7 @@
 //   ymlopt_bench_sparse --shapes 768x768 --m 1,16 --threads 1 --min-time 0.01   # quick
 //   OPENBLAS_CORETYPE=SkylakeX ymlopt_bench_sparse --m 1 --cold    # weights from memory
 #include <cblas.h>
+#include <immintrin.h>
 
 #include <algorithm>
 #include <atomic>
@@ -74,7 +75,7 @@ struct Opts {
 };
 
 /// One persistent helper thread: run(f0, f1) runs f1 on the helper and f0 on the
-/// caller, and returns when both are done. The helper polls for ~50 us after a
+/// caller, and returns when both are done. The helper spins for ~50 us after a
 /// job before blocking, so back-to-back calls do not pay a futex wake-up.
 class Pair {
  public:
@@ -97,7 +98,7 @@ class Pair {
     }
     cv_.notify_one();
     f0();
-    while (!done_.load(std::memory_order_acquire)) std::this_thread::yield();
+    while (!done_.load(std::memory_order_acquire)) _mm_pause();
   }
 
  private:
@@ -107,7 +108,7 @@ class Pair {
       std::uint64_t g = gen_.load(std::memory_order_acquire);
       const double until = now_s() + 50e-6;
       while (g == seen && now_s() < until) {
-        std::this_thread::yield();
+        _mm_pause();  // a spin, not sched_yield: a syscall per poll added microseconds to each hand-off
         g = gen_.load(std::memory_order_acquire);
       }
       if (g == seen) {
