@@ -713,6 +713,8 @@ class Compiler {
       } else if (!fs::exists(p)) {
         if (missing_files_.insert(d.src).second)
           diags_.error(src->loc, "cannot open '" + d.src + "' (nor '" + *path + "' from the current directory)");
+      } else if (broken_files_.count(d.src)) {
+        // its header error was reported where the file was first used
       } else if (!compressed_source(d, *src)) {
         check_source(d, *src);
       }
@@ -854,6 +856,12 @@ class Compiler {
         }
         pending_companions_.emplace_back(role, std::move(c));
       }
+    } catch (const io::IoError& e) {  // the file itself (its message names it): reported at its first use
+      broken_files_.insert(d.src);
+      diags_.error(src.loc, e.what());
+      pending_companions_.clear();
+      d.format.clear();
+      return true;
     } catch (const std::exception& e) {
       diags_.error(src.loc, d.src + ": " + e.what());
       pending_companions_.clear();
@@ -981,6 +989,7 @@ class Compiler {
     try {
       infos = io::list_tensors(d.src);
     } catch (const std::exception& e) {
+      broken_files_.insert(d.src);
       diags_.error(src.loc, e.what());
       return;
     }
@@ -2099,6 +2108,7 @@ class Compiler {
   std::unordered_map<const Element*, std::int32_t> bound_;
   std::unordered_set<const Element*> checked_;
   std::set<std::string> missing_files_;  // each reported once
+  std::set<std::string> broken_files_;   // unreadable header: reported at the first data reading the file
   std::map<std::string, const xml::Document*> docs_by_path_;
   std::vector<std::string> call_stack_;
   std::vector<EventInfo> events_;

@@ -43,4 +43,17 @@ head -c 100 "$tmp/g/C.safetensors" > "$tmp/trunc.safetensors"
 sed "s#$tmp/g/C.safetensors#$tmp/trunc.safetensors#" "$tmp/mismatch.xml" | sed 's/32,1024/1024,1024/' > "$tmp/trunc.xml"
 expect_rc 1 "truncated file" -- "$y" run "$tmp/trunc.xml" --out "$tmp/t"
 expect_in "trunc.safetensors: tensor 'C': data_offsets [0, 4194304] run past the data section (20 bytes)" "names the file and the fault"
+# three data read the broken file: its header error is reported once, naming the file once
+cat > "$tmp/trunc3.xml" <<XML
+<workflow name="t3">
+  <data name="C" shape="1024,1024" src="$tmp/trunc.safetensors" key="C"/>
+  <data name="D" shape="1024,1024" src="$tmp/trunc.safetensors" key="C"/>
+  <data name="E" shape="1024,1024" src="$tmp/trunc.safetensors" key="C"/>
+  <task component="tensor.add"><in port="a" data="C"/><in port="b" data="D"/><out port="c" data="E"/></task>
+</workflow>
+XML
+expect_rc 1 "one broken file read three times" -- "$y" check "$tmp/trunc3.xml"
+expect_in "trunc3.xml:2:" "the error is at the first data reading the file"
+expect_in "1 error in" "reported once"
+! grep -q "trunc.safetensors: $tmp/trunc.safetensors" <<<"$out" || { echo "FAIL: the file is named twice"; echo "$out"; fails=$((fails + 1)); }
 finish
