@@ -91,7 +91,9 @@ std::vector<std::pair<std::string, std::string>> parse_sets(const std::vector<st
 // Options shared by run/check/graph.
 void add_workflow_options(po::options_description& d, WorkflowArgs& a) {
   d.add_options()("set,s", po::value(&a.sets)->composing(), "override a parameter: NAME=VALUE (repeatable)")(
-      "plugin", po::value(&a.plugins)->composing(), "load components from a plugin library (repeatable)");
+      "plugin", po::value(&a.plugins)->composing(), "load components from a plugin library (repeatable)")(
+      "max-tasks", po::value(&a.max_tasks)->default_value(a.max_tasks),
+      "refuse a workflow that expands to more tasks (or a loop with more iterations)");
 }
 
 // Parses a subcommand's options; prints its help and returns true on --help.
@@ -152,6 +154,7 @@ int compile(const WorkflowArgs& a, const ComponentRegistry& reg, CompileResult& 
   o.file = a.file;
   o.sets = parse_sets(a.sets);
   o.check_files = check_files;
+  o.max_tasks = a.max_tasks;
   out = compile_workflow(o, reg, diags);
   msg << diags.str();
   if (out.usage_error) return done(2);

@@ -15,11 +15,12 @@ struct WorkflowArgs {
   std::string file;
   std::vector<std::string> sets;
   std::vector<std::string> plugins;
+  std::size_t max_tasks = CompileOptions{}.max_tasks;
 };
 
 /// --set NAME=VALUE -> pairs; a malformed one is a UsageError.
 std::vector<std::pair<std::string, std::string>> parse_sets(const std::vector<std::string>& sets);
-/// Adds --set and --plugin.
+/// Adds --set, --plugin and --max-tasks.
 void add_workflow_options(boost::program_options::options_description& d, WorkflowArgs& a);
 /// Parses a subcommand's options (the workflow file positional when wf is given);
 /// prints the help and returns true on --help; throws UsageError (also when the

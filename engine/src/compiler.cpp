@@ -503,6 +503,23 @@ class Compiler {
       }
       step = *v;
     }
+    // Iterations beyond the task limit, this loop's times its enclosing loops', cannot
+    // compile: say so before expanding (an empty or if-guarded body, or tasks that
+    // all fail, would otherwise spin through them).
+    const long double trips = std::max<long double>(
+        0, std::ceil(step > 0 ? (static_cast<long double>(*hi) - lo) / step
+                              : (static_cast<long double>(lo) - *hi) / -static_cast<long double>(step)));
+    if (nested_trips_ * trips > static_cast<long double>(opts_.max_tasks)) {
+      const std::string n = std::to_string(static_cast<long long>(std::min<long double>(trips, 9e18L)));
+      diags_.error(to->loc, "<" + e.name + " var=\"" + var->value + "\"> runs " + n + " iterations" +
+                                (nested_trips_ > 1 ? " inside loops of " + std::to_string(static_cast<long long>(
+                                                         std::min<long double>(nested_trips_, 9e18L))) +
+                                                         " iterations"
+                                                   : std::string()) +
+                                ", more than the task limit (" + std::to_string(opts_.max_tasks) + "; --max-tasks)");
+      return;
+    }
+    nested_trips_ *= std::max<long double>(trips, 1);
     std::int64_t i = lo;
     iterate(e, parallel, var->value, [&](std::int64_t& v) {
       if (step > 0 ? i >= *hi : i <= *hi) return false;
@@ -510,6 +527,7 @@ class Compiler {
       i += step;
       return true;
     });
+    nested_trips_ /= std::max<long double>(trips, 1);
   }
 
   // The body of loop `e` once per value `next` yields (false: no more), bound
@@ -533,7 +551,7 @@ class Compiler {
     if (dag_.tasks.size() <= opts_.max_tasks) return false;
     if (!too_many_reported_)
       diags_.error(SrcLoc{dag_.docs[0]->path.get(), 1, 1},
-                   "workflow expands to more than " + std::to_string(opts_.max_tasks) + " tasks");
+                   "workflow expands to more than " + std::to_string(opts_.max_tasks) + " tasks (--max-tasks)");
     too_many_reported_ = true;
     return true;
   }
@@ -596,6 +614,15 @@ class Compiler {
                                 "; at most " + std::to_string(Shape::kMaxRank) + " dimensions are supported");
       return;
     }
+    {  // 2^62 bytes at most: sizes and offsets stay in int64 everywhere
+      std::int64_t bytes = dtype_size(d.dtype);
+      for (auto x : *shape)
+        if (__builtin_mul_overflow(bytes, x, &bytes) || bytes > (std::int64_t(1) << 62)) {
+          diags_.error(sa->loc, "shape " + shape_str(*shape) + " of " + dtype_name(d.dtype) +
+                                    " is too large (more than 2^62 bytes)");
+          return;
+        }
+    }
     d.shape = *shape;
     if (d.shape.size() == 1) d.rows = 1, d.cols = d.shape[0];
     else {
@@ -620,6 +647,13 @@ class Compiler {
       else d.tile_rows = (*t)[0], d.tile_cols = (*t)[1];
       d.ntile_r = (d.rows + d.tile_rows - 1) / d.tile_rows;
       d.ntile_c = (d.cols + d.tile_cols - 1) / d.tile_cols;
+      if (static_cast<long double>(d.ntile_r) * d.ntile_c > static_cast<long double>(opts_.max_tasks)) {
+        diags_.error(ta->loc, "tile " + shape_str(*t) + " cuts '" + name + "' " + shape_str(d.shape) + " into " +
+                                  std::to_string(d.ntile_r) + " x " + std::to_string(d.ntile_c) +
+                                  " tiles, more than the task limit (" + std::to_string(opts_.max_tasks) +
+                                  "; --max-tasks)");
+        return;
+      }
     }
     if (const Attr* sa = e.find("split")) {
       auto w = eval_list(*sa);
@@ -2109,6 +2143,7 @@ class Compiler {
   std::unordered_set<const Element*> checked_;
   std::set<std::string> missing_files_;  // each reported once
   std::set<std::string> broken_files_;   // unreadable header: reported at the first data reading the file
+  long double nested_trips_ = 1;         // iterations of the from/to loops being expanded, multiplied
   std::map<std::string, const xml::Document*> docs_by_path_;
   std::vector<std::string> call_stack_;
   std::vector<EventInfo> events_;

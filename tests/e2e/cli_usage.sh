@@ -26,6 +26,12 @@ expect_in "/nonexistent/libx.so: cannot load plugin" "message"
 expect_rc 1 "bad workflow" -- "$y" run tests/malformed/unknown_component.xml --out "$tmp/bad"
 expect_in "unknown component 'blas.gem' (did you mean 'blas.gemm'?)" "message"
 [ ! -e "$tmp/bad" ] || { echo "FAIL: a bad workflow created a run directory"; fails=$((fails + 1)); }
+# --max-tasks: 16^3 = 4096 gemm tasks of the tiled GEMM
+expect_rc 1 "more tasks than --max-tasks" -- "$y" check workflows/linalg/tiled_gemm.xml --set n=1024 --set bs=64 --max-tasks 1000
+expect_in "tiled_gemm.xml:16:" "at the loop that crosses the limit"
+expect_in "runs 16 iterations inside loops of 256 iterations, more than the task limit (1000; --max-tasks)" "message"
+expect_rc 0 "within --max-tasks" -- "$y" check workflows/linalg/tiled_gemm.xml --set n=1024 --set bs=64 --max-tasks 4096
+expect_rc 2 "--max-tasks not a number" -- "$y" check workflows/linalg/tiled_gemm.xml --max-tasks many
 expect_rc 0 "help" -- "$y" run --help
 expect_in "--sched" "run options listed"
 expect_rc 0 "version" -- "$y" version

@@ -12,7 +12,10 @@ namespace ymlopt {
 struct CompileOptions {
   std::string file;
   std::vector<std::pair<std::string, std::string>> sets;
-  std::size_t max_tasks = 50'000'000;
+  /// Expansion stops with an error beyond this many tasks (a loop with more
+  /// iterations is refused before expanding): at the measured ~2 us and ~180 B
+  /// per task, 10M tasks take ~20 s and ~2 GB to compile.
+  std::size_t max_tasks = 10'000'000;
   /// Check that src= files exist and hold what the workflow declares. Off for
   /// dry runs, which size a model from its declarations alone.
   bool check_files = true;
