@@ -936,9 +936,11 @@ std::vector<PassSpec> parse_pass_list(const std::string& text) {
 }
 
 bool needs_calibration_runs(const std::vector<PassSpec>& specs) {
-  for (const auto& s : specs)
-    if ((s.name == "quant.gptq" || s.name == "prune.obs") && s.options.count("correct") && s.options.at("correct") == "true")
-      return true;
+  for (const auto& s : specs) {
+    if (!s.options.count("correct") || s.options.at("correct") != "true") continue;
+    for (const PassInfo& p : all_passes())  // the passes that list kCorrect
+      if (p.name == s.name && std::find(p.options.begin(), p.options.end(), kCorrect) != p.options.end()) return true;
+  }
   return false;
 }
 
