@@ -44,7 +44,6 @@ def tensor_bytes(path):
     """A safetensors file's tensors: name -> their raw bytes."""
     with open(path, "rb") as f:
         n = struct.unpack("<Q", f.read(8))[0]
-        h = json.loads(f.read(n))
+        f.seek(8 + n)
         data = f.read()
-    h.pop("__metadata__", None)
-    return {k: data[v["data_offsets"][0]:v["data_offsets"][1]] for k, v in h.items()}
+    return {k: data[v["data_offsets"][0]:v["data_offsets"][1]] for k, v in header(path).items()}
