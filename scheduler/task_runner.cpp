@@ -2,6 +2,8 @@
 
 #include "ymlopt/scheduler/checkpoint.hpp"
 
+#include <algorithm>
+
 extern "C" void openblas_set_num_threads(int);
 
 namespace ymlopt {
@@ -31,6 +33,9 @@ TaskRunner::TaskRunner(const Dag& dag, const ExecOptions& opts, Progress& progre
       region_error_(dag.regions.size()) {
   for (size_t i = 0; i <= dag.regions.size(); ++i) region_failed_[i] = false;
   for (size_t i = 0; i < records_.size(); ++i) records_[i].task = std::int32_t(i);
+  static std::atomic<std::uint64_t> epochs{0};
+  epoch_ = epochs.fetch_add(1, std::memory_order_relaxed) + 1;
+  if (epoch_ < (std::uint64_t(1) << 32)) content_ = content_ids(dag);
   // The runtime provides the parallelism; BLAS inside a task is single-threaded,
   // which also makes every backend compute bit-identical results.
   openblas_set_num_threads(1);
@@ -79,6 +84,17 @@ bool TaskRunner::run(const TaskNode& t, std::span<const TensorView> views, std::
   if (cancelled() || (t.comethod >= 0 && comethod_failed(t.comethod))) {
     progress_.done.fetch_add(1, std::memory_order_relaxed);
     return false;
+  }
+  const size_t first = content_.ids.empty() ? 0 : content_.first[size_t(t.id)];
+  const bool named = !content_.ids.empty() && std::any_of(content_.ids.begin() + std::ptrdiff_t(first),
+                                                          content_.ids.begin() + std::ptrdiff_t(first + views.size()),
+                                                          [](std::uint32_t id) { return id != 0; });
+  std::vector<TensorView> own;  // not thread_local: a kernel may run a workflow of its own on this thread
+  if (named) {  // the views with their content ids
+    own.assign(views.begin(), views.end());
+    for (size_t p = 0; p < own.size(); ++p)
+      if (const std::uint32_t id = content_.ids[first + p]) own[p].content_id = epoch_ << 32 | id;
+    views = own;
   }
   rec.start_us = now_us();
   Context ctx(views, t.args, rec, opts_.run_dir);

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "gemm/gemm.hpp"
@@ -84,7 +85,10 @@ std::string gemm_check(const TaskShape& t) {
 Cost gemm_cost(const TaskShape& t) {
   if (t.ports.size() != gemm_ports().size()) return {};
   const GemmDims d = gemm_dims(t);
-  return kutil::io_cost(gemm_ports(), t, 2.0 * double(d.m) * double(d.n) * double(d.k));
+  Cost c = kutil::io_cost(gemm_ports(), t, 2.0 * double(d.m) * double(d.n) * double(d.k));
+  if (t.ports[0].dtype == DType::f64 && gemm::keeps_panels(d.m, d.n, d.k, t.args.get_float("alpha")))
+    c.kept_ports = 0b011;  // a and b, packed once per content (gemm.hpp)
+  return c;
 }
 
 void gemm_cpu(KernelContext& ctx) {
@@ -96,7 +100,11 @@ void gemm_cpu(KernelContext& ctx) {
   const double alpha = ctx.arg_float("alpha"), beta = ctx.arg_float("beta");
   kutil::dispatch_float(c.dtype, [&](auto tg) {
     using T = typename decltype(tg)::type;
-    gemm::gemm(ta, tb, m, n, k, T(alpha), a.ptr<T>(), ld_of(a), b.ptr<T>(), ld_of(b), T(beta), c.ptr<T>(), ld_of(c));
+    if constexpr (std::is_same_v<T, double>)  // tiles read by several tasks: packed once (gemm.hpp)
+      gemm::gemm(ta, tb, m, n, k, alpha, a.ptr<T>(), ld_of(a), b.ptr<T>(), ld_of(b), beta, c.ptr<T>(), ld_of(c),
+                 gemm::OperandIds{a.content_id, b.content_id});
+    else
+      gemm::gemm(ta, tb, m, n, k, T(alpha), a.ptr<T>(), ld_of(a), b.ptr<T>(), ld_of(b), T(beta), c.ptr<T>(), ld_of(c));
   });
 }
 

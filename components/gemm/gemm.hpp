@@ -4,7 +4,10 @@
 //
 // Library::best: f32 runs oneDNN's dnnl_sgemm when ymlopt is built with it
 // (cmake/onednn.cmake), else OpenBLAS; Library::openblas always OpenBLAS. f64
-// runs OpenBLAS dgemm. Single-threaded here whatever OMP_NUM_THREADS /
+// runs OpenBLAS dgemm; given the content ids of unchanged operands
+// (TensorView::content_id), it keeps their panels packed the way OpenBLAS's
+// kernel reads them and runs that kernel on them (packed_dgemm.cpp), so the
+// tasks of a tiled GEMM pack each tile once instead of once per task. Single-threaded here whatever OMP_NUM_THREADS /
 // OPENBLAS_NUM_THREADS say. blas.gemm uses best; the model kernels (nn.linear,
 // attention) OpenBLAS, which ran LLaMA 1.1B's linears 1.35x faster
 // (docs/BENCHMARKS.md, "oneDNN's sgemm in the model linears").
@@ -30,6 +33,32 @@ void gemm(bool transa, bool transb, std::int64_t m, std::int64_t n, std::int64_t
 void gemm(bool transa, bool transb, std::int64_t m, std::int64_t n, std::int64_t k, double alpha, const double* a,
           std::int64_t lda, const double* b, std::int64_t ldb, double beta, double* c, std::int64_t ldc,
           Library lib = Library::best);
+
+/// Content ids of a GEMM's operands (TensorView::content_id; 0: unknown).
+struct OperandIds {
+  std::uint64_t a = 0, b = 0;
+};
+
+/// f64 with operand ids: the same product, from packed panels kept per id.
+void gemm(bool transa, bool transb, std::int64_t m, std::int64_t n, std::int64_t k, double alpha, const double* a,
+          std::int64_t lda, const double* b, std::int64_t ldb, double beta, double* c, std::int64_t ldc,
+          OperandIds ids);
+
+/// An f64 gemm() of these dimensions with operand ids keeps their packed
+/// panels (the reuse is on and the product is big enough to be worth it).
+bool keeps_panels(std::int64_t m, std::int64_t n, std::int64_t k, double alpha);
+
+/// The packed-panel cache of f64 GEMMs: panels packed (misses) and reused
+/// (hits), entries dropped for room, bytes held now and at most.
+struct PackCacheStats {
+  std::int64_t hits = 0, misses = 0, evictions = 0, bytes = 0, peak = 0, budget = 0;
+};
+PackCacheStats pack_cache_stats();
+
+/// "OpenBLAS dgemm, packed panels reused (SKYLAKEX kernel, cache 256 MiB)", or
+/// why the reuse is off: OpenBLAS without exported kernels, a kernel that
+/// failed the start-up check against cblas_dgemm, YMLOPT_GEMM_PACK_CACHE_MB=0.
+std::string dgemm_library();
 
 /// The library behind Library::best's f32 GEMM, as `ymlopt info` and the
 /// benchmarks print it: "oneDNN 2.6.3 sgemm" or "OpenBLAS sgemm".

@@ -280,7 +280,7 @@ int cmd_info(const std::vector<std::string>& args) {
   }
   std::cout << format_topology(topo);
   std::cout << "GEMM in tasks (1 thread each): blas.gemm f32 " << gemm::sgemm_library()
-            << ", nn.linear/attention f32 OpenBLAS sgemm, f64 OpenBLAS dgemm\n";
+            << ", nn.linear/attention f32 OpenBLAS sgemm, f64 " << gemm::dgemm_library() << "\n";
   std::cout << "StarPU: " << sb.version << ", CUDA " << (sb.cuda ? "yes" : "no") << ", MPI " << (sb.mpi ? "yes" : "no")
             << ", FxT " << (sb.fxt ? "yes" : "no") << ", max CPU workers " << sb.max_cpus << "\n";
   std::cout << "CUDA kernels: " << cuda_kernels << "; devices: " << cuda_devices << "\n";

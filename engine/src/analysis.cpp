@@ -1,5 +1,8 @@
 #include "ymlopt/engine/analysis.hpp"
 
+#include <algorithm>
+#include <map>
+#include <tuple>
 #include <vector>
 
 namespace ymlopt {
@@ -41,6 +44,52 @@ DagFootprint analyze(const Dag& dag) {
     f.activation_peak = std::max(f.activation_peak, live);
   }
   return f;
+}
+
+ContentIds content_ids(const Dag& dag) {
+  ContentIds c;
+  c.first.assign(dag.tasks.size() + 1, 0);
+  for (size_t i = 0; i < dag.tasks.size(); ++i) c.first[i + 1] = c.first[i] + dag.tasks[i].bindings.size();
+  c.ids.assign(c.first.back(), 0);
+  if (dag.dynamic()) return c;
+  // Writes so far that changed each whole tensor, and each tile. A write
+  // changes the version of every view it overlaps by exactly one, so (data,
+  // tile, count) names a version.
+  std::vector<std::int64_t> all(dag.data.size(), 0), whole(dag.data.size(), 0);
+  std::vector<std::vector<std::int64_t>> tile(dag.data.size());
+  std::map<std::tuple<std::int32_t, std::int32_t, std::int64_t>, std::uint32_t> names;
+  std::vector<std::int32_t> written;
+  for (size_t i = 0; i < dag.tasks.size(); ++i) {
+    const auto& bs = dag.tasks[i].bindings;
+    written.clear();
+    for (const Binding& b : bs)
+      if (b.ref.data >= 0 && b.mode != Access::read) written.push_back(b.ref.data);
+    for (size_t p = 0; p < bs.size(); ++p) {
+      const DataRef& r = bs[p].ref;
+      if (r.data < 0 || bs[p].mode != Access::read) continue;
+      if (std::find(written.begin(), written.end(), r.data) != written.end()) continue;  // changes under it
+      const size_t d = size_t(r.data);
+      std::int64_t version = all[d];
+      if (r.tile >= 0) version = whole[d] + (tile[d].empty() ? 0 : tile[d][size_t(r.tile)]);
+      if (names.size() >= 0xffffffffu) return ContentIds{c.first, std::vector<std::uint32_t>(c.ids.size(), 0)};
+      const auto key = std::make_tuple(r.data, r.tile, version);
+      auto it = names.find(key);
+      if (it == names.end()) it = names.emplace(key, std::uint32_t(names.size() + 1)).first;
+      c.ids[c.first[i] + p] = it->second;
+    }
+    for (const Binding& b : bs) {
+      if (b.ref.data < 0 || b.mode == Access::read) continue;
+      const size_t d = size_t(b.ref.data);
+      ++all[d];
+      if (b.ref.tile < 0) {
+        ++whole[d];
+      } else {
+        if (tile[d].empty()) tile[d].assign(size_t(dag.data[d].ntiles()), 0);
+        ++tile[d][size_t(b.ref.tile)];
+      }
+    }
+  }
+  return c;
 }
 
 }  // namespace ymlopt

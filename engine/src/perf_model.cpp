@@ -1,5 +1,7 @@
 #include "ymlopt/engine/perf_model.hpp"
 
+#include "ymlopt/engine/analysis.hpp"
+
 #include <unistd.h>
 
 #include <algorithm>
@@ -445,6 +447,18 @@ Prediction predict(const Dag& dag, const Calibration& c, int workers, const std:
     for (const auto& e : ev) peak = std::max(peak, live += e.second);
     p.workspace_bytes = std::int64_t(peak);
   }
+  // what kernels keep per content (blas.gemm's packed f64 panels), once each
+  const ContentIds ids = content_ids(dag);
+  std::vector<bool> kept(ids.ids.size() + 1, false);  // by id (ids are dense from 1)
+  for (size_t i = 0; i < n; ++i)
+    for (size_t b = 0; b < dag.tasks[i].bindings.size() && b < 32; ++b) {
+      const std::uint32_t id = ids.ids[ids.first[i] + b];
+      if (!(dag.tasks[i].cost.kept_ports >> b & 1u) || id == 0 || kept[id]) continue;
+      kept[id] = true;
+      const DataRef& r = dag.tasks[i].bindings[b].ref;
+      const RefDims rd = ref_dims(dag, r);
+      p.kept_bytes += rd.rows * rd.cols * std::int64_t(dtype_size(rd.dtype));
+    }
   // memory exactly as DataStore allocates it
   for (const DataDecl& d : dag.data) {
     if (!d.format.empty()) continue;  // no storage: its companions hold the data
@@ -474,6 +488,7 @@ nlohmann::json to_json(const Prediction& p) {
           {"parameter_bytes", p.parameter_bytes},
           {"activation_bytes", p.activation_bytes},
           {"workspace_bytes", p.workspace_bytes},
+          {"kept_bytes", p.kept_bytes},
           {"total_bytes", p.total_bytes()}};
 }
 

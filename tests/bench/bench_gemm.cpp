@@ -6,7 +6,8 @@
 //           region is the whole execute() (starpu_init .. starpu_shutdown),
 //           "core" is ExecResult::makespan_us (submission + execution).
 //           Tasks run blas.gemm: f32 through oneDNN's sgemm when built with it
-//           (components/gemm), f64 OpenBLAS dgemm, one thread each.
+//           (components/gemm), f64 OpenBLAS's dgemm kernel on tiles packed once
+//           per run (the packing is inside the timed region), one thread each.
 //   ref:    openblas_set_num_threads(ncores); one cblas_sgemm/dgemm
 //           C_ref = A*B + C_ref on the DataStore's A and B.
 // GFLOP/s = 2 n^3 / time. Reps alternate ymlopt/ref; medians are reported.
@@ -92,8 +93,8 @@ int main(int argc, char** argv) {
   std::printf("cpu: %s, %u hardware threads\n", bench::cpu_model().c_str(), std::thread::hardware_concurrency());
   std::printf("openblas: corename=%s config=\"%s\" OPENBLAS_CORETYPE=%s\n", openblas_get_corename(),
               openblas_get_config(), coretype ? coretype : "(unset)");
-  std::printf("tile kernel (1 thread per task): f32 %s, f64 OpenBLAS dgemm; reference: OpenBLAS, %d threads\n",
-              ymlopt::gemm::sgemm_library().c_str(), ncpu);
+  std::printf("tile kernel (1 thread per task): f32 %s; f64 %s; reference: OpenBLAS, %d threads\n",
+              ymlopt::gemm::sgemm_library().c_str(), ymlopt::gemm::dgemm_library().c_str(), ncpu);
 
   ymlopt::ComponentRegistry reg;
   ymlopt::register_builtin_components(reg);
@@ -133,14 +134,19 @@ int main(int argc, char** argv) {
       std::unique_ptr<void, Aligned> cref(std::aligned_alloc(64, size_t(n) * size_t(n) * esz));
       std::memset(cref.get(), 0, size_t(n) * size_t(n) * esz);
       std::vector<double> yt, yc, rt, ycpu, rcpu;
+      std::int64_t packs = 0, reuses = 0;  // f64: tile panels packed and reused by the last ymlopt run
+      double peak_mib = 0;
       std::printf("\n%s bs=%ld: %zu tasks\n", dt.c_str(), bs, dag.tasks.size());
       for (int rep = 0; rep < reps; ++rep) {
         const auto idle = [&] { std::this_thread::sleep_for(std::chrono::milliseconds(gap_ms)); };
         auto run_y = [&]() -> bool {
           idle();
+          const ymlopt::gemm::PackCacheStats p0 = ymlopt::gemm::pack_cache_stats();
           const double c0 = process_cpu_s();
           const bench::StarpuRun run = bench::run_starpu(dag, store, tmp.path(), sched, ncpu);
           ycpu.push_back(process_cpu_s() - c0);
+          const ymlopt::gemm::PackCacheStats p1 = ymlopt::gemm::pack_cache_stats();
+          packs = p1.misses - p0.misses, reuses = p1.hits - p0.hits, peak_mib = double(p1.peak) / (1 << 20);
           const ymlopt::ExecResult& r = run.result;
           yt.push_back(run.seconds);
           yc.push_back(r.makespan_us * 1e-6);
@@ -169,8 +175,12 @@ int main(int argc, char** argv) {
         };
         const bool ok = rep % 2 == 0 ? run_y() && run_r() : run_r() && run_y();
         if (!ok) return 1;
-        std::printf("  rep %d: ymlopt %.3f s (core %.3f s, cpu %.3f s)  openblas %.3f s (cpu %.3f s)\n", rep, yt.back(),
+        std::printf("  rep %d: ymlopt %.3f s (core %.3f s, cpu %.3f s)  openblas %.3f s (cpu %.3f s)", rep, yt.back(),
                     yc.back(), ycpu.back(), rt.back(), rcpu.back());
+        if (packs + reuses > 0)
+          std::printf("  [panels: %lld packed, %lld reused; cache peak %.0f MiB]", (long long)packs, (long long)reuses,
+                      peak_mib);
+        std::printf("\n");
       }
       rows.push_back({dt, bs, long(dag.tasks.size()), flops / bench::median(yt) * 1e-9,
                       flops / bench::median(yc) * 1e-9, flops / bench::median(rt) * 1e-9, bench::median(ycpu),

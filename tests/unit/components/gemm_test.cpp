@@ -3,6 +3,7 @@
 // semantics.
 #include "gemm/gemm.hpp"
 
+#include <bit>
 #include <cmath>
 #include <limits>
 #include <thread>
@@ -95,10 +96,94 @@ TEST(Gemm, ConcurrentCallsAreBitIdenticalToSerial) {
   EXPECT_EQ(c1.buf, serial.buf);
 }
 
+// f64 with operand ids (packed_dgemm.cpp): OpenBLAS's kernel on panels kept per
+// id. Shapes cross the loop's blocks (192 rows, 384 of k, 2048 columns of the
+// col-major problem, i.e. rows m here); the second call of each case finds its
+// panels in the cache and must give the same bits.
+bool packed_reuse() {
+  return gemm::dgemm_library().find("packed panels of unchanged tiles reused") != std::string::npos;
+}
+
+TEST(PackedDgemm, MatchesNaiveFromCachedPanels) {
+  if (!packed_reuse()) GTEST_SKIP() << gemm::dgemm_library();
+  struct Case {
+    std::int64_t m, n, k;
+  };
+  std::uint32_t seed = 11;
+  std::uint64_t id = (std::uint64_t(0xfff00000) << 32) + 1;  // an epoch no run of this process reaches
+  for (Case cs : {Case{131, 97, 257}, Case{300, 200, 400}, Case{2100, 70, 70}, Case{64, 64, 64}})
+    for (int which = 1; which <= 3; ++which)  // ids for a, b, both
+      for (bool ta : {false, true})
+        for (bool tb : {false, true}) {
+          Mat<double> a(ta ? cs.k : cs.m, ta ? cs.m : cs.k, 5), b(tb ? cs.n : cs.k, tb ? cs.k : cs.n, 16),
+              c(cs.m, cs.n, 2);
+          a.random(seed++);
+          b.random(seed++);
+          c.random(seed++);
+          const Mat<double> c0 = c;
+          const auto ref = naive_gemm(a, b, c, ta, tb, -0.75L, 2.0L);
+          const gemm::OperandIds ids{which & 1 ? id++ : 0, which & 2 ? id++ : 0};
+          SCOPED_TRACE(::testing::Message()
+                       << cs.m << "x" << cs.n << "x" << cs.k << " ta=" << ta << " tb=" << tb << " ids=" << which);
+          auto run = [&](Mat<double>& out) {
+            gemm::gemm(ta, tb, cs.m, cs.n, cs.k, -0.75, a.buf.data(), a.ld, b.buf.data(), b.ld, 2.0, out.buf.data(),
+                       out.ld, ids);
+          };
+          const gemm::PackCacheStats s0 = gemm::pack_cache_stats();
+          run(c);
+          const gemm::PackCacheStats s1 = gemm::pack_cache_stats();
+          EXPECT_EQ(s1.misses - s0.misses, std::popcount(unsigned(which))) << "one packing per named operand";
+          EXPECT_LT(max_rel_err(c, ref), 40 * eps<double>());
+          for (std::int64_t i = 0; i < c.rows; ++i)
+            for (std::int64_t j = c.cols; j < c.ld; ++j) ASSERT_EQ(c(i, j), 77.0) << "padding written";
+          Mat<double> again = c0;
+          run(again);
+          const gemm::PackCacheStats s2 = gemm::pack_cache_stats();
+          EXPECT_EQ(s2.hits - s1.hits, std::popcount(unsigned(which))) << "the panels are reused";
+          EXPECT_EQ(again.buf, c.buf);
+        }
+}
+
+// The cache answers by id, not by address: two contents under two ids at the
+// same address each get their own product; beta == 0 ignores NaN in C.
+TEST(PackedDgemm, KeysOnTheIdNotTheAddress) {
+  if (!packed_reuse()) GTEST_SKIP() << gemm::dgemm_library();
+  Mat<double> a(96, 80), b(80, 72), c(96, 72);
+  const std::uint64_t epoch = std::uint64_t(0xfff10000) << 32;
+  for (int version = 1; version <= 2; ++version) {
+    a.random(std::uint32_t(100 + version));
+    b.random(std::uint32_t(200 + version));
+    for (auto& v : c.buf) v = std::numeric_limits<double>::quiet_NaN();
+    Mat<double> zero(96, 72);
+    for (auto& v : zero.buf) v = 0;
+    const auto ref = naive_gemm(a, b, zero, false, false, 1.0L, 0.0L);
+    gemm::gemm(false, false, 96, 72, 80, 1.0, a.buf.data(), a.ld, b.buf.data(), b.ld, 0.0, c.buf.data(), c.ld,
+               gemm::OperandIds{epoch + std::uint64_t(2 * version), epoch + std::uint64_t(2 * version + 1)});
+    EXPECT_LT(max_rel_err(c, ref), 20 * eps<double>()) << "version " << version;
+  }
+}
+
+// A newer run's ids (epoch in the high 32 bits) drop the panels of older runs.
+TEST(PackedDgemm, NewerRunDropsOlderPanels) {
+  if (!packed_reuse()) GTEST_SKIP() << gemm::dgemm_library();
+  Mat<double> a(128, 128), b(128, 128), c(128, 128);
+  a.random(1), b.random(2);
+  auto call_with = [&](std::uint64_t epoch) {
+    gemm::gemm(false, false, 128, 128, 128, 1.0, a.buf.data(), a.ld, b.buf.data(), b.ld, 0.0, c.buf.data(), c.ld,
+               gemm::OperandIds{epoch << 32 | 1, epoch << 32 | 2});
+  };
+  call_with(0xfff20000);
+  const std::int64_t one_call = gemm::pack_cache_stats().bytes;
+  EXPECT_GT(one_call, 2 * 128 * 128 * 8 - 1);
+  call_with(0xfff20001);
+  EXPECT_EQ(gemm::pack_cache_stats().bytes, one_call) << "the older run's panels are gone";
+}
+
 TEST(Gemm, NamesItsLibrary) {
   const std::string lib = gemm::sgemm_library();
   EXPECT_TRUE(lib.rfind("oneDNN ", 0) == 0 || lib == "OpenBLAS sgemm") << lib;
   EXPECT_NE(lib.find("sgemm"), std::string::npos);
+  EXPECT_EQ(gemm::dgemm_library().rfind("OpenBLAS dgemm", 0), 0u) << gemm::dgemm_library();
 }
 
 }  // namespace

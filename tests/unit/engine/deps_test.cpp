@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include "test_util.hpp"
+#include "ymlopt/engine/analysis.hpp"
 
 using namespace ymlopt;
 using Preds = std::vector<std::int32_t>;
@@ -139,4 +140,54 @@ TEST(Deps, AllErrorsOfAFileAreReportedOnceEach) {
                          d);
   EXPECT_FALSE(r.ok);
   EXPECT_EQ(d.error_count(), 2) << d.str();  // the loop's 100 identical errors collapse into one
+}
+
+// content_ids (TensorView::content_id): reads with no write between share an
+// id; a write to the tile or to the whole tensor starts a new version; written
+// ports and reads of data the same task writes get 0.
+TEST(ContentIds, NameOneVersionPerTileAndTensor) {
+  Dag g = compile_ok(R"(<data name="A" shape="8,8" tile="4,4" init="ones"/><data name="B" shape="8,8"/>)"
+                     R"(<data name="C" shape="4,4"/>)" +
+                     copy("A[0,0]", "C") +  // 0
+                     copy("A[0,1]", "C") +  // 1
+                     copy("A[0,0]", "C") +  // 2: the same version of A[0,0] as 0
+                     scale("A[0,1]") +      // 3: a new version of A[0,1] (and of A)
+                     copy("A[0,1]", "C") +  // 4
+                     copy("A[0,0]", "C") +  // 5: A[0,0] unchanged
+                     copy("A", "B") +       // 6: the whole of A
+                     copy("A", "B") +       // 7: the same
+                     copy("B", "A") +       // 8: a new version of every tile
+                     copy("A[0,0]", "C"));  // 9
+  const ContentIds c = content_ids(g);
+  auto id = [&](int t, int port) { return c.ids[c.first[size_t(t)] + size_t(port)]; };
+  ASSERT_EQ(c.first.size(), g.tasks.size() + 1);
+  for (int t : {0, 1, 2, 4, 5, 6, 7, 8, 9}) {
+    EXPECT_NE(id(t, 0), 0u) << t;
+    EXPECT_EQ(id(t, 1), 0u) << t << ": a written port";
+  }
+  EXPECT_EQ(id(3, 0), 0u) << "an inout port";
+  EXPECT_EQ(id(0, 0), id(2, 0));
+  EXPECT_EQ(id(0, 0), id(5, 0));
+  EXPECT_NE(id(0, 0), id(1, 0));
+  EXPECT_NE(id(1, 0), id(4, 0));
+  EXPECT_EQ(id(6, 0), id(7, 0));
+  EXPECT_NE(id(6, 0), id(0, 0));
+  EXPECT_NE(id(9, 0), id(0, 0));
+}
+
+TEST(ContentIds, ReadsOfDataTheTaskWritesAndRuntimeLoopsGetNone) {
+  Dag g = compile_ok(R"(<data name="A" shape="4,4" init="ones"/>)"
+                     R"(<task component="tensor.add"><in port="a" data="A"/><in port="b" data="A"/>)"
+                     R"(<out port="c" data="A"/></task>)");
+  const ContentIds c = content_ids(g);
+  EXPECT_EQ(c.ids, (std::vector<std::uint32_t>{0, 0, 0}));
+  Dag loop = compile_ok(R"(<data name="one" dtype="f64" shape="1" init="ones"/>)"
+                        R"(<data name="c" dtype="f64" shape="1" init="zeros"/><data name="d" dtype="f64" shape="1"/>)"
+                        R"(<until cond="c ge 5" max="10">)" +
+                        copy("one", "d") +
+                        R"(<task component="blas.axpy"><in port="x" data="one"/><inout port="y" data="c"/></task>)"
+                        R"(</until>)");
+  ASSERT_TRUE(loop.dynamic());
+  const ContentIds l = content_ids(loop);
+  EXPECT_EQ(l.ids, std::vector<std::uint32_t>(l.ids.size(), 0u));
 }

@@ -1,6 +1,8 @@
 // The performance model: list-scheduling makespans against hand-computed ones,
 // rate selection by component and weight format, memory equal to what the
 // DataStore allocates and maps, and the calibration's JSON round trip.
+#include "ymlopt/engine/perf_model.hpp"
+
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -9,11 +11,11 @@
 #include <set>
 #include <vector>
 
+#include "gemm/gemm.hpp"
 #include "io/tensor_file.hpp"
 #include "test_util.hpp"
 #include "ymlopt/engine/analysis.hpp"
 #include "ymlopt/engine/data_store.hpp"
-#include "ymlopt/engine/perf_model.hpp"
 
 using namespace ymlopt;
 
@@ -243,6 +245,39 @@ TEST(PerfModelPredict, MemoryIsExactlyWhatTheDataStoreHolds) {
   // first touch of the mapped parameters the tasks read (a and a2; b is never read)
   const Calibration c = builtin_calibration();
   EXPECT_NEAR(p.first_touch_s, 2.0 * 24 * 40 * 4 / (c.mapped_gbs * 1e9), 1e-15);
+}
+
+// blas.gemm keeps f64 operands packed once per content (Cost::kept_ports): the
+// model counts every tile of A and B once, however many tasks read it, and
+// nothing for f32 (oneDNN packs per call) or below the packing threshold.
+TEST(PerfModelPredict, KeptPanelsCountedOncePerContent) {
+  auto gemm_dag = [](const char* dtype, int n, int bs) {
+    Diagnostics diags;
+    CompileResult r = test::compile(R"(<workflow name="g">
+  <param name="n" type="int" default="256"/><param name="bs" type="int" default="128"/>
+  <param name="dtype" type="string" default="f64"/>
+  <data name="A" dtype="${dtype}" shape="${n},${n}" tile="${bs},${bs}" init="random" seed="1"/>
+  <data name="B" dtype="${dtype}" shape="${n},${n}" tile="${bs},${bs}" init="random" seed="2"/>
+  <data name="C" dtype="${dtype}" shape="${n},${n}" tile="${bs},${bs}" init="zeros"/>
+  <par var="i" from="0" to="${n / bs}"><par var="j" from="0" to="${n / bs}"><seq var="k" from="0" to="${n / bs}">
+    <task component="blas.gemm"><in port="a" data="A[${i},${k}]"/><in port="b" data="B[${k},${j}]"/>
+      <inout port="c" data="C[${i},${j}]"/><arg name="beta" value="1"/></task>
+  </seq></par></par>
+</workflow>)",
+                                    diags, {{"n", std::to_string(n)}, {"bs", std::to_string(bs)}, {"dtype", dtype}});
+    EXPECT_TRUE(r.ok) << diags.str();
+    return std::move(r.dag);
+  };
+  const Dag f64 = gemm_dag("f64", 256, 128);
+  ASSERT_EQ(f64.tasks.size(), 8u);
+  const Prediction p = predict(f64, builtin_calibration(), 2);
+  if (gemm::keeps_panels(128, 128, 128, 1.0))
+    EXPECT_EQ(p.kept_bytes, 2 * 256 * 256 * 8) << "each tile of A and B once";
+  else
+    EXPECT_EQ(p.kept_bytes, 0) << gemm::dgemm_library();
+  EXPECT_EQ(p.total_bytes(), p.parameter_bytes + p.activation_bytes + p.workspace_bytes + p.kept_bytes);
+  EXPECT_EQ(predict(gemm_dag("f32", 256, 128), builtin_calibration(), 2).kept_bytes, 0);
+  EXPECT_EQ(predict(gemm_dag("f64", 64, 32), builtin_calibration(), 2).kept_bytes, 0) << "32-tiles: packed per call";
 }
 
 TEST(PerfModelCalibration, JsonRoundTrip) {

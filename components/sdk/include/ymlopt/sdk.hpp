@@ -40,7 +40,8 @@ namespace ymlopt {
 
 /// Version of the plugin ABI. A plugin built against another version is refused.
 /// 2: KernelContext::cuda_stream() and ComponentSpec::cuda_check.
-inline constexpr int kSdkAbiVersion = 2;
+/// 3: TensorView::content_id and Cost::kept_ports.
+inline constexpr int kSdkAbiVersion = 3;
 
 enum class DType : std::uint8_t { f32, f64, f16, bf16, i8, i32 };
 
@@ -154,6 +155,12 @@ struct TensorView {
   std::int64_t cols = 0;
   std::int64_t ld = 0;  // elements between the starts of two rows (>= cols)
   Shape shape;  // logical shape (the tile's for a tile)
+  // Nonzero on a read-only port whose contents the engine can name: every view
+  // with the same id, in any task of this process, holds the same values (one
+  // version of one tensor or tile: no write between). A kernel may cache what
+  // it derives from the data under it (blas.gemm keeps packed f64 panels). 0:
+  // unknown (written ports, runtime loops and co-methods, views made by hand).
+  std::uint64_t content_id = 0;
 
   bool bound() const { return rows > 0 || cols > 0 || data != nullptr; }
   std::int64_t size() const { return rows * cols; }
@@ -210,6 +217,11 @@ struct Cost {
   double flops = 0;
   double bytes = 0;        // bytes read + written
   double extra_bytes = 0;  // temporary memory
+  // Bit p set: the kernel keeps a copy of port p's data (as many bytes) for
+  // the rest of the run, under the port's TensorView::content_id, so tasks
+  // reading the same content share it (blas.gemm's packed f64 panels). The
+  // performance model counts each content once.
+  std::uint32_t kept_ports = 0;
 };
 
 /// Arguments of one task, in the order of the component's ParamSpecs.

@@ -23,4 +23,19 @@ struct DagFootprint {
 
 DagFootprint analyze(const Dag& dag);
 
+/// Names the contents each read-only port sees, for TensorView::content_id:
+/// ids[first[t] + p] of task t's port p is nonzero for a read whose data (or
+/// tile) no task writes between two reads with the same id: one id per
+/// version of each tensor and tile. Written ports get 0, and so does every
+/// port of a DAG with runtime loops or co-methods (tasks that run again).
+///
+///   ContentIds c = content_ids(dag);
+///   std::uint32_t id = c.ids[c.first[t] + p];
+struct ContentIds {
+  std::vector<std::size_t> first;  // tasks + 1 offsets into ids
+  std::vector<std::uint32_t> ids;
+};
+
+ContentIds content_ids(const Dag& dag);
+
 }  // namespace ymlopt

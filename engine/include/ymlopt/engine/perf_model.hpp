@@ -153,7 +153,9 @@ struct Prediction {
   std::int64_t parameter_bytes = 0, activation_bytes = 0;
   /// Temporaries: the largest sum of cost.extra_bytes of tasks running at once in the simulation.
   std::int64_t workspace_bytes = 0;
-  std::int64_t total_bytes() const { return parameter_bytes + activation_bytes + workspace_bytes; }
+  /// Copies kernels keep for the run (Cost::kept_ports), once per content id.
+  std::int64_t kept_bytes = 0;
+  std::int64_t total_bytes() const { return parameter_bytes + activation_bytes + workspace_bytes + kept_bytes; }
   /// History: tasks priced by their measured footprint; the others by the rates
   /// times rate_scale (sum of measured / sum of rate-priced over the matched tasks:
   /// how this machine runs today against its calibration; 1 without matches).

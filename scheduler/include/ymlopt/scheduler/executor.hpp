@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "ymlopt/engine/analysis.hpp"
 #include "ymlopt/engine/data_store.hpp"
 #include "ymlopt/engine/ir.hpp"
 
@@ -220,6 +221,10 @@ class TaskRunner {
   std::atomic<bool> cancelled_{false};
   std::atomic<std::int32_t> failed_{-1};
   std::string error_;
+  // TensorView::content_id of each read port: this run's epoch (unique in the
+  // process) in the high 32 bits, content_ids(dag) in the low ones
+  ContentIds content_;
+  std::uint64_t epoch_ = 0;
 };
 
 
