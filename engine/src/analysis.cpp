@@ -1,8 +1,6 @@
 #include "ymlopt/engine/analysis.hpp"
 
 #include <algorithm>
-#include <map>
-#include <tuple>
 #include <vector>
 
 namespace ymlopt {
@@ -52,12 +50,17 @@ ContentIds content_ids(const Dag& dag) {
   for (size_t i = 0; i < dag.tasks.size(); ++i) c.first[i + 1] = c.first[i] + dag.tasks[i].bindings.size();
   c.ids.assign(c.first.back(), 0);
   if (dag.dynamic()) return c;
-  // Writes so far that changed each whole tensor, and each tile. A write
-  // changes the version of every view it overlaps by exactly one, so (data,
-  // tile, count) names a version.
-  std::vector<std::int64_t> all(dag.data.size(), 0), whole(dag.data.size(), 0);
-  std::vector<std::vector<std::int64_t>> tile(dag.data.size());
-  std::map<std::tuple<std::int32_t, std::int32_t, std::int64_t>, std::uint32_t> names;
+  // The id of the current version of each whole tensor and each tile (0: none
+  // given yet), in one pass over the tasks in program order. A tile's id is
+  // valid while no whole-tensor write came after it (whole_writes then).
+  struct Tile {
+    std::uint32_t id = 0;
+    std::int64_t whole_writes = 0;
+  };
+  std::vector<std::uint32_t> whole_id(dag.data.size(), 0);
+  std::vector<std::int64_t> whole_writes(dag.data.size(), 0);
+  std::vector<std::vector<Tile>> tiles(dag.data.size());
+  std::uint32_t next = 0;
   std::vector<std::int32_t> written;
   for (size_t i = 0; i < dag.tasks.size(); ++i) {
     const auto& bs = dag.tasks[i].bindings;
@@ -68,25 +71,24 @@ ContentIds content_ids(const Dag& dag) {
       const DataRef& r = bs[p].ref;
       if (r.data < 0 || bs[p].mode != Access::read) continue;
       if (std::find(written.begin(), written.end(), r.data) != written.end()) continue;  // changes under it
+      if (next == 0xffffffffu) return ContentIds{c.first, std::vector<std::uint32_t>(c.ids.size(), 0)};
       const size_t d = size_t(r.data);
-      std::int64_t version = all[d];
-      if (r.tile >= 0) version = whole[d] + (tile[d].empty() ? 0 : tile[d][size_t(r.tile)]);
-      if (names.size() >= 0xffffffffu) return ContentIds{c.first, std::vector<std::uint32_t>(c.ids.size(), 0)};
-      const auto key = std::make_tuple(r.data, r.tile, version);
-      auto it = names.find(key);
-      if (it == names.end()) it = names.emplace(key, std::uint32_t(names.size() + 1)).first;
-      c.ids[c.first[i] + p] = it->second;
+      std::uint32_t* id = &whole_id[d];
+      if (r.tile >= 0) {
+        if (tiles[d].empty()) tiles[d].resize(size_t(dag.data[d].ntiles()));
+        Tile& t = tiles[d][size_t(r.tile)];
+        if (t.whole_writes != whole_writes[d]) t = Tile{0, whole_writes[d]};
+        id = &t.id;
+      }
+      if (*id == 0) *id = ++next;
+      c.ids[c.first[i] + p] = *id;
     }
     for (const Binding& b : bs) {
       if (b.ref.data < 0 || b.mode == Access::read) continue;
       const size_t d = size_t(b.ref.data);
-      ++all[d];
-      if (b.ref.tile < 0) {
-        ++whole[d];
-      } else {
-        if (tile[d].empty()) tile[d].assign(size_t(dag.data[d].ntiles()), 0);
-        ++tile[d][size_t(b.ref.tile)];
-      }
+      whole_id[d] = 0;
+      if (b.ref.tile < 0) ++whole_writes[d];
+      else if (!tiles[d].empty()) tiles[d][size_t(b.ref.tile)].id = 0;
     }
   }
   return c;
