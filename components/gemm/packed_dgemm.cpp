@@ -55,7 +55,9 @@ using Buffer = std::unique_ptr<double, decltype(&free_aligned)>;
 Buffer alloc(size_t doubles) {
   // 4 KiB pages: asking for transparent huge pages (MADV_HUGEPAGE) made some
   // runs 20-40% slower on the dev box, stalled in the kernel's compaction
-  const size_t bytes = (doubles * sizeof(double) + 4095) / 4096 * 4096;
+  // and a little slack past the end, where a kernel's vector loads of a
+  // remainder panel could reach (OpenBLAS's own buffers have plenty)
+  const size_t bytes = (doubles * sizeof(double) + 512 + 4095) / 4096 * 4096;
   auto* p = static_cast<double*>(std::aligned_alloc(4096, bytes));
   if (!p) throw KernelError("packed dgemm: out of memory for " + std::to_string(bytes) + " bytes of panels");
   return Buffer(p, free_aligned);
