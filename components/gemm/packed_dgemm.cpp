@@ -20,6 +20,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <list>
@@ -149,7 +150,10 @@ class PackCache {
     if (const char* e = std::getenv("YMLOPT_GEMM_PACK_CACHE_MB"); e && *e) {
       char* end = nullptr;
       const long long mb = std::strtoll(e, &end, 10);
-      budget_ = (end && *end == 0 && mb >= 0) ? std::int64_t(mb) << 20 : budget_;
+      if (end && *end == 0 && mb >= 0)
+        budget_ = std::int64_t(std::min<long long>(mb, 1LL << 40)) << 20;
+      else
+        std::fprintf(stderr, "ymlopt: warning: YMLOPT_GEMM_PACK_CACHE_MB='%s' is not a size in MiB; using 256\n", e);
     }
   }
   std::int64_t budget() const { return budget_; }

@@ -67,6 +67,21 @@ expect_in "StarPU workers" "workers"
 # what CUDA kernels were built (wherever nvcc was found) and which devices they see
 grep -qE "^CUDA kernels: (built for sm_[0-9]+|not built \(no nvcc when ymlopt was configured\)); devices: " <<<"$out" ||
   { echo "FAIL: info has no 'CUDA kernels: ...; devices: ...' line"; fails=$((fails + 1)); }
+# f64 tiles: OpenBLAS's dgemm kernel on panels packed once per tile (info names it, or why
+# not); the tiled product equals one untiled dgemm (verify=true: tensor.compare, tol 1e-12)
+# on both backends, with the reuse on and off; a bad cache size is warned about
+expect_in "f64 OpenBLAS dgemm" "info names the f64 GEMM"
+for cache in 256 0; do
+  for backend in starpu sequential; do
+    expect_rc 0 "f64 tiled gemm, $backend, cache $cache MiB" -- env YMLOPT_GEMM_PACK_CACHE_MB=$cache \
+      "$y" run workflows/linalg/tiled_gemm.xml --set n=320 --set bs=128 --set dtype=f64 --set verify=true \
+      --backend $backend --out "$tmp/g64-$backend-$cache" --quiet
+  done
+done
+YMLOPT_GEMM_PACK_CACHE_MB=0 expect_rc 0 "info with the reuse off" -- "$y" info
+expect_in "f64 OpenBLAS dgemm (packed panels not reused: YMLOPT_GEMM_PACK_CACHE_MB=0)" "info says the reuse is off"
+YMLOPT_GEMM_PACK_CACHE_MB=lots expect_rc 0 "info with a bad cache size" -- "$y" info
+expect_in "ymlopt: warning: YMLOPT_GEMM_PACK_CACHE_MB='lots' is not a size in MiB; using 256" "bad cache size warned"
 expect_rc 0 "mlp with dmdas and 1 cpu" -- "$y" run workflows/models/mlp2.xml --sched dmdas --ncpu 1 --out "$tmp/mlp" --quiet
 # the machine's task history (StarPU-style history model): a second run is predicted from
 # the first one's task times; --no-history neither reads nor writes it
