@@ -273,7 +273,7 @@ int cmd_info(const std::vector<std::string>& args) {
                                     {"max_cpus", sb.max_cpus}, {"workers", workers}}},
                         {"cuda", {{"kernels", cuda_kernels}, {"devices", cuda_devices}, {"nm24", cuda_nm24}}},
                         {"gemm", {{"blas.gemm f32", gemm::sgemm_library()}, {"model kernels f32", "OpenBLAS sgemm"},
-                                  {"f64", "OpenBLAS dgemm"}}},
+                                  {"f64", gemm::dgemm_library()}}},
                         {"bind", bind_plan_json(bind)}};
     std::cout << j.dump(2) << "\n";
     return 0;

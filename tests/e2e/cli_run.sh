@@ -80,6 +80,9 @@ for cache in 256 0; do
 done
 YMLOPT_GEMM_PACK_CACHE_MB=0 expect_rc 0 "info with the reuse off" -- "$y" info
 expect_in "f64 OpenBLAS dgemm (packed panels not reused: YMLOPT_GEMM_PACK_CACHE_MB=0)" "info says the reuse is off"
+YMLOPT_GEMM_PACK_CACHE_MB=0 expect_rc 0 "info --json with the reuse off" -- "$y" info --json
+python3 -c 'import json, sys; g = json.load(sys.stdin)["gemm"]["f64"]; assert g.endswith("(packed panels not reused: YMLOPT_GEMM_PACK_CACHE_MB=0)"), g' <<<"$out" ||
+  { echo "FAIL: info --json gemm.f64 does not say the reuse is off"; fails=$((fails + 1)); }
 YMLOPT_GEMM_PACK_CACHE_MB=lots expect_rc 0 "info with a bad cache size" -- "$y" info
 expect_in "ymlopt: warning: YMLOPT_GEMM_PACK_CACHE_MB='lots' is not a size in MiB; using 256" "bad cache size warned"
 expect_rc 0 "mlp with dmdas and 1 cpu" -- "$y" run workflows/models/mlp2.xml --sched dmdas --ncpu 1 --out "$tmp/mlp" --quiet
