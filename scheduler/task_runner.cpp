@@ -2,8 +2,6 @@
 
 #include "ymlopt/scheduler/checkpoint.hpp"
 
-#include <algorithm>
-
 extern "C" void openblas_set_num_threads(int);
 
 namespace ymlopt {
@@ -67,7 +65,14 @@ void TaskRunner::port_templates(const TaskNode& t, TensorView* out) const {
       v.cols = d.tile_ncols(b.ref.tile % d.ntile_c);
     }
     v.ld = d.ld;
+    v.content_id = content_id(t.id, k);
   }
+}
+
+std::uint64_t TaskRunner::content_id(std::int32_t task, std::size_t port) const {
+  if (content_.ids.empty()) return 0;
+  const std::uint32_t id = content_.ids[content_.first[size_t(task)] + port];
+  return id ? epoch_ << 32 | id : 0;
 }
 
 bool TaskRunner::run(const TaskNode& t, std::span<const TensorView> views, std::int32_t worker) {
@@ -84,17 +89,6 @@ bool TaskRunner::run(const TaskNode& t, std::span<const TensorView> views, std::
   if (cancelled() || (t.comethod >= 0 && comethod_failed(t.comethod))) {
     progress_.done.fetch_add(1, std::memory_order_relaxed);
     return false;
-  }
-  const size_t first = content_.ids.empty() ? 0 : content_.first[size_t(t.id)];
-  const bool named = !content_.ids.empty() && std::any_of(content_.ids.begin() + std::ptrdiff_t(first),
-                                                          content_.ids.begin() + std::ptrdiff_t(first + views.size()),
-                                                          [](std::uint32_t id) { return id != 0; });
-  std::vector<TensorView> own;  // not thread_local: a kernel may run a workflow of its own on this thread
-  if (named) {  // the views with their content ids
-    own.assign(views.begin(), views.end());
-    for (size_t p = 0; p < own.size(); ++p)
-      if (const std::uint32_t id = content_.ids[first + p]) own[p].content_id = epoch_ << 32 | id;
-    views = own;
   }
   rec.start_us = now_us();
   Context ctx(views, t.args, rec, opts_.run_dir);

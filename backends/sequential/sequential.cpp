@@ -25,7 +25,10 @@ class SequentialSession final : public Session {
       const TaskNode& t = dag_.tasks[size_t(id)];
       views.assign(t.bindings.size(), TensorView{});
       for (size_t k = 0; k < t.bindings.size(); ++k)
-        if (t.bindings[k].ref.data >= 0) views[k] = store_.view(t.bindings[k].ref);
+        if (t.bindings[k].ref.data >= 0) {
+          views[k] = store_.view(t.bindings[k].ref);
+          views[k].content_id = runner_.content_id(t.id, k);
+        }
       if (opts_.before_task) opts_.before_task(t, views);
       if (!runner_.run(t, views, 0)) return false;
     }

@@ -192,9 +192,12 @@ ExecResult run_program(Executor& ex, const Dag& dag, DataStore& store, const Exe
 class TaskRunner {
  public:
   TaskRunner(const Dag& dag, const ExecOptions& opts, Progress& progress);
-  /// Writes the task's port views (shapes, dtypes; data pointers null) to
-  /// out[0 .. t.bindings.size()).
+  /// Writes the task's port views (shapes, dtypes, content ids; data pointers
+  /// null) to out[0 .. t.bindings.size()).
   void port_templates(const TaskNode& t, TensorView* out) const;
+  /// TensorView::content_id of the task's port: this run's epoch (unique in the
+  /// process) in the high 32 bits, content_ids(dag) in the low ones; 0 if none.
+  std::uint64_t content_id(std::int32_t task, std::size_t port) const;
   /// Runs the kernel; returns false if it threw (or the run was cancelled
   /// before). A task of a co-method that throws fails that co-method only.
   bool run(const TaskNode& t, std::span<const TensorView> views, std::int32_t worker);
@@ -221,9 +224,7 @@ class TaskRunner {
   std::atomic<bool> cancelled_{false};
   std::atomic<std::int32_t> failed_{-1};
   std::string error_;
-  // TensorView::content_id of each read port: this run's epoch (unique in the
-  // process) in the high 32 bits, content_ids(dag) in the low ones
-  ContentIds content_;
+  ContentIds content_;  // content_id()
   std::uint64_t epoch_ = 0;
 };
 
