@@ -22,7 +22,6 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <list>
 #include <memory>
 #include <mutex>
@@ -70,7 +69,6 @@ struct Panels {
   Buffer data{nullptr, free_aligned};
   std::vector<size_t> offset;  // block (k block, row block) at offset[kb * nrb + rb]
   long nrb = 0;
-  size_t doubles = 0;
 };
 
 long ceil_div(long a, long b) { return (a + b - 1) / b; }
@@ -115,7 +113,6 @@ void pack_all(const OpenBlas& o, bool a_side, bool trans, const double* x, long 
       total += block_doubles(a_side, kb, rb, kext, rext);
     }
   out.data = alloc(total);
-  out.doubles = total;
   for (long kb = 0; kb < nkb; ++kb)
     for (long rb = 0; rb < out.nrb; ++rb)
       pack_block(o, a_side, trans, x, ldx, kb, rb, kext, rext, out.data.get() + out.offset[size_t(kb * out.nrb + rb)]);
