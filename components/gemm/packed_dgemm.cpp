@@ -12,23 +12,19 @@
 // YMLOPT_GEMM_PACK_CACHE_MB (default 256 MiB). Before first use the loop is
 // checked against cblas_dgemm on all four transpositions; anything missing or
 // different turns the reuse off and every call goes to cblas_dgemm.
-#include "gemm/gemm.hpp"
-
 #include <cblas.h>
 #include <dlfcn.h>
 
 #include <algorithm>
 #include <cctype>
 #include <cmath>
-#include <cstdio>
 #include <cstdlib>
-#include <list>
 #include <memory>
-#include <mutex>
-#include <unordered_map>
 #include <vector>
-
+#include <ymlopt/content_cache.hpp>
 #include <ymlopt/sdk.hpp>
+
+#include "gemm/gemm.hpp"
 
 namespace ymlopt::gemm {
 namespace {
@@ -135,85 +131,30 @@ struct KeyHash {
   }
 };
 
-struct Entry {
-  std::once_flag once;
-  Panels panels;
-};
-
+// The panels of one operand; the first request packs them, null when they
+// would not fit the budget (the caller then packs block by block).
 class PackCache {
  public:
-  PackCache() {
-    budget_ = std::int64_t(256) << 20;
-    if (const char* e = std::getenv("YMLOPT_GEMM_PACK_CACHE_MB"); e && *e) {
-      char* end = nullptr;
-      const long long mb = std::strtoll(e, &end, 10);
-      if (end && *end == 0 && mb >= 0)
-        budget_ = std::int64_t(std::min<long long>(mb, 1LL << 40)) << 20;
-      else
-        std::fprintf(stderr, "ymlopt: warning: YMLOPT_GEMM_PACK_CACHE_MB='%s' is not a size in MiB; using 256\n", e);
-    }
+  PackCache() : cache_(cache_budget_from_env("YMLOPT_GEMM_PACK_CACHE_MB", 256)) {}
+  std::int64_t budget() const { return cache_.budget(); }
+  std::shared_ptr<const Panels> get(const OpenBlas& o, const Key& key, const double* x, long ldx) {
+    auto size = [&] {
+      const long nkb = ceil_div(key.k, kQ), nrb = ceil_div(key.rows, key.a_side ? kP : kR);
+      std::int64_t doubles = 0;
+      for (long kb = 0; kb < nkb; ++kb)
+        for (long rb = 0; rb < nrb; ++rb) doubles += std::int64_t(block_doubles(key.a_side, kb, rb, key.k, key.rows));
+      return doubles * std::int64_t(sizeof(double));
+    };
+    return cache_.get(key, key.id >> 32, size,
+                      [&](Panels& p) { pack_all(o, key.a_side, key.trans, x, ldx, key.k, key.rows, p); });
   }
-  std::int64_t budget() const { return budget_; }
-
-  // The packed panels of (key, x), packing them on first request; null when
-  // they would not fit the budget (the caller packs block by block).
-  std::shared_ptr<Entry> get(const OpenBlas& o, const Key& key, const double* x, long ldx) {
-    const long nkb = ceil_div(key.k, kQ), nrb = ceil_div(key.rows, key.a_side ? kP : kR);
-    std::int64_t need = 0;
-    for (long kb = 0; kb < nkb; ++kb)
-      for (long rb = 0; rb < nrb; ++rb) need += std::int64_t(block_doubles(key.a_side, kb, rb, key.k, key.rows));
-    need *= std::int64_t(sizeof(double));
-    if (need > budget_) return nullptr;
-    std::shared_ptr<Entry> e;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      const std::uint64_t epoch = key.id >> 32;
-      if (epoch > epoch_) {  // a newer run: the ids of earlier ones never come back
-        epoch_ = epoch;
-        evictions_ += std::int64_t(map_.size());
-        map_.clear(), lru_.clear(), bytes_ = 0;
-      }
-      auto it = map_.find(key);
-      if (it != map_.end()) {
-        lru_.splice(lru_.begin(), lru_, it->second.pos);
-        ++hits_;
-        e = it->second.entry;
-      } else {
-        while (bytes_ + need > budget_ && !lru_.empty()) {
-          auto victim = map_.find(lru_.back());
-          bytes_ -= victim->second.bytes;
-          map_.erase(victim);
-          lru_.pop_back();
-          ++evictions_;
-        }
-        lru_.push_front(key);
-        e = std::make_shared<Entry>();
-        map_.emplace(key, Slot{e, lru_.begin(), need});
-        bytes_ += need;
-        peak_ = std::max(peak_, bytes_);
-        ++misses_;
-      }
-    }
-    std::call_once(e->once, [&] { pack_all(o, key.a_side, key.trans, x, ldx, key.k, key.rows, e->panels); });
-    return e;
-  }
-
   PackCacheStats stats() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return PackCacheStats{hits_, misses_, evictions_, bytes_, peak_, budget_};
+    const ContentCacheStats s = cache_.stats();
+    return PackCacheStats{s.hits, s.misses, s.evictions, s.bytes, s.peak, s.budget};
   }
 
  private:
-  struct Slot {
-    std::shared_ptr<Entry> entry;
-    std::list<Key>::iterator pos;
-    std::int64_t bytes;
-  };
-  std::mutex mu_;
-  std::unordered_map<Key, Slot, KeyHash> map_;
-  std::list<Key> lru_;  // most recent first
-  std::int64_t budget_ = 0, bytes_ = 0, peak_ = 0, hits_ = 0, misses_ = 0, evictions_ = 0;
-  std::uint64_t epoch_ = 0;
+  ContentCache<Key, Panels, KeyHash> cache_;
 };
 
 PackCache& cache() {
@@ -352,11 +293,11 @@ void gemm(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, doub
   const OpenBlas* o = &openblas();
   // Row-major C = op(A) op(B) is col-major Cᵀ = op(B)ᵀ op(A)ᵀ: B's data are the
   // col-major left operand (rows n), A's the right one (columns m).
-  std::shared_ptr<Entry> left, right;
+  std::shared_ptr<const Panels> left, right;
   if (ids.b) left = cache().get(*o, Key{ids.b, long(n), long(k), true, tb}, b, long(ldb));
   if (ids.a) right = cache().get(*o, Key{ids.a, long(m), long(k), false, ta}, a, long(lda));
-  run_loop(*o, long(n), long(m), long(k), alpha, tb, b, long(ldb), left ? &left->panels : nullptr, ta, a, long(lda),
-           right ? &right->panels : nullptr, beta, c, long(ldc));
+  run_loop(*o, long(n), long(m), long(k), alpha, tb, b, long(ldb), left.get(), ta, a, long(lda), right.get(), beta, c,
+           long(ldc));
 }
 
 PackCacheStats pack_cache_stats() { return cache().stats(); }

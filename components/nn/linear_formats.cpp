@@ -1,6 +1,7 @@
 #include "nn/linear_formats.hpp"
 
 #include <algorithm>
+#include <ymlopt/content_cache.hpp>
 
 #include "quant/qlinear.hpp"
 #include "sparse/sparse_linear.hpp"
@@ -69,7 +70,31 @@ void validate_index(const std::int32_t* idx, int64_t begin, int64_t end, int64_t
                         ": out of range [0, " + to_string(limit) + ")");
 }
 
+/// A CSR weight's GEMV plan is kept under the content ids of its three arrays.
+struct PlanKey {
+  std::uint64_t w, index, ptr;
+  int64_t n, k;
+  bool operator==(const PlanKey&) const = default;
+};
+struct PlanKeyHash {
+  std::size_t operator()(const PlanKey& k) const {
+    std::size_t h = std::hash<std::uint64_t>()(k.w);
+    for (std::uint64_t v : {k.index, k.ptr, std::uint64_t(k.n), std::uint64_t(k.k)})
+      h ^= std::hash<std::uint64_t>()(v) + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
+    return h;
+  }
+};
+using PlanCache = ContentCache<PlanKey, sparse::CsrPlan, PlanKeyHash>;
+PlanCache& plan_cache() {
+  static PlanCache c(cache_budget_from_env("YMLOPT_SPARSE_PLAN_CACHE_MB", 256));
+  return c;
+}
+
 }  // namespace
+
+ContentCacheStats csr_plan_cache_stats() { return plan_cache().stats(); }
+
+bool keeps_csr_plan(std::int64_t m) { return m < sparse::kGemvMaxM && plan_cache().budget() > 0; }
 
 std::optional<WeightFormat> parse_weight_format(std::string_view s) {
   if (s == "dense") return WeightFormat::dense;
@@ -189,9 +214,28 @@ void compressed_product(std::span<const TensorView> p, const Args& a, WeightForm
       const auto* ptr = static_cast<const std::int32_t*>(p[kWPtr].data);
       const auto* col = static_cast<const std::int32_t*>(p[kWIndex].data);
       const int64_t nnz = p[kW].cols;
-      validate_row_ptr(ptr, n, nnz, "w_ptr");
-      validate_index(col, ptr[0], ptr[n], k, "w_index");
-      sparse::CsrWeight w{static_cast<const float*>(p[kW].data), col, ptr, n, k};
+      const sparse::CsrWeight w{static_cast<const float*>(p[kW].data), col, ptr, n, k};
+      auto validate = [&] {
+        validate_row_ptr(ptr, n, nnz, "w_ptr");
+        validate_index(col, ptr[0], ptr[n], k, "w_index");
+      };
+      // A few tokens with a named weight: the GEMV runs on a plan built once for
+      // these contents (validated then, so not again per call).
+      const std::uint64_t ids[3] = {p[kW].content_id, p[kWIndex].content_id, p[kWPtr].content_id};
+      if (m < sparse::kGemvMaxM && ids[0] && ids[1] && ids[2]) {
+        const PlanKey key{ids[0], ids[1], ids[2], n, k};
+        if (const auto plan = plan_cache().get(
+                key, ids[0] >> 32,
+                [&] {
+                  validate();
+                  return sparse::plan_gemv_bytes(w);
+                },
+                [&](sparse::CsrPlan& pl) { pl = sparse::plan_gemv(w); })) {
+          sparse::linear(x, m, ldx, w, y, ldy, plan.get());
+          return;
+        }
+      }
+      validate();
       sparse::linear(x, m, ldx, w, y, ldy);
       return;
     }

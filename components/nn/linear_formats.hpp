@@ -15,14 +15,14 @@
 //     <out port="y" data="y"/><arg name="format" value="int8"/>
 //   </task>
 #pragma once
-#include <ymlopt/sdk.hpp>
-
 #include <cstdint>
 #include <optional>
 #include <span>
 #include <string>
 #include <string_view>
 #include <vector>
+#include <ymlopt/content_cache.hpp>
+#include <ymlopt/sdk.hpp>
 
 namespace ymlopt::nn {
 
@@ -45,7 +45,16 @@ double compressed_flops(std::span<const TensorView> p, WeightFormat f, std::int6
 
 /// y[m, n] = x[m, k] · Wᵀ (f32), overwriting y. Validates the index arrays
 /// (monotone row pointers, columns in range) and throws KernelError on a lie.
+/// CSR with m < 4 and all three arrays named (TensorView::content_id) runs on a
+/// GEMV plan (sparse::plan_gemv) kept for those contents, within
+/// YMLOPT_SPARSE_PLAN_CACHE_MB (default 256, 0 = none); the arrays are then
+/// validated once, when the plan is built.
 void compressed_product(std::span<const TensorView> p, const Args& a, WeightFormat f, const float* x,
                         std::int64_t m, std::int64_t ldx, float* y, std::int64_t ldy);
+
+/// Whether a CSR product of m tokens keeps a GEMV plan (for named arrays), and
+/// the plan cache's counters.
+bool keeps_csr_plan(std::int64_t m);
+ContentCacheStats csr_plan_cache_stats();
 
 }  // namespace ymlopt::nn

@@ -84,7 +84,6 @@ constexpr int64_t kYtBlockBytes = YMLOPT_SPARSE_YT_BLOCK_BYTES;
 constexpr int64_t kWeightBlockBytes = YMLOPT_SPARSE_WEIGHT_BLOCK_BYTES;
 /// Bytes of transposed activations (whole token blocks) that share one pass over the weights.
 constexpr int64_t kXtGroupBytes = YMLOPT_SPARSE_XT_GROUP_BYTES;
-constexpr int64_t kGemvMaxM = 4;  // m below this: one GEMV per token
 constexpr int kRows = 4;          // output rows interleaved in the BSR and 2:4 blocked kernels
 
 /// Per-thread scratch (xt, yt, cursors), grown on demand: kernels are called in
@@ -369,6 +368,64 @@ void csr_gemv_portable(const float* x, const CsrWeight& w, float* y) {
     float s = 0;
     for (int64_t p = w.row_ptr[j]; p < w.row_ptr[j + 1]; ++p) s += w.values[p] * x[w.col[p]];
     y[j] = s;
+  }
+}
+
+// The planned GEMV (CsrPlan): per group of 16 rows, per 32-column window, one
+// vpermt2ps selects each lane's x value; padding slots (bit 7 of the index
+// clear) are masked so a non-finite x never reaches a row without that entry.
+YMLOPT_AVX512 void csr_plan_gemv_avx512(const float* x, const CsrPlan& p, float* y) {
+  const float* v = p.values.data();
+  const std::uint8_t* ix = p.index.data();
+  const __m512i zero = _mm512_setzero_si512();
+  for (int64_t g = 0; g < p.groups(); ++g) {
+    __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
+    for (int64_t e = p.group_windows[g]; e < p.group_windows[g + 1]; ++e) {
+      const CsrPlan::Window win = p.windows[static_cast<std::size_t>(e)];
+      const int64_t c0 = 32 * static_cast<int64_t>(win.window);
+      __m512 xa, xb;
+      if (c0 + 32 <= p.k) {
+        xa = _mm512_loadu_ps(x + c0);
+        xb = _mm512_loadu_ps(x + c0 + 16);
+      } else {
+        xa = _mm512_maskz_loadu_ps(first_lanes(p.k - c0), x + c0);
+        xb = _mm512_maskz_loadu_ps(first_lanes(std::max<int64_t>(p.k - c0 - 16, 0)), x + c0 + 16);
+      }
+      uint32_t st = 0;
+      for (; st + 2 <= win.steps; st += 2, v += 32, ix += 32) {
+        const __m128i r0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(ix));
+        const __m128i r1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(ix + 16));
+        const __m512 s0 = _mm512_maskz_permutex2var_ps(_mm_movepi8_mask(r0), xa, _mm512_cvtepu8_epi32(r0), xb);
+        const __m512 s1 = _mm512_maskz_permutex2var_ps(_mm_movepi8_mask(r1), xa, _mm512_cvtepu8_epi32(r1), xb);
+        a0 = _mm512_fmadd_ps(_mm512_load_ps(v), s0, a0);
+        a1 = _mm512_fmadd_ps(_mm512_load_ps(v + 16), s1, a1);
+      }
+      if (st < win.steps) {
+        const __m128i r0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(ix));
+        const __m512 s0 = _mm512_maskz_permutex2var_ps(_mm_movepi8_mask(r0), xa, _mm512_cvtepu8_epi32(r0), xb);
+        a0 = _mm512_fmadd_ps(_mm512_load_ps(v), s0, a0);
+        v += 16, ix += 16;
+      }
+    }
+    const __m512i rows = _mm512_loadu_si512(p.lane_row.data() + 16 * g);
+    _mm512_mask_i32scatter_ps(y, _mm512_cmpge_epi32_mask(rows, zero), rows, _mm512_add_ps(a0, a1), 4);
+  }
+}
+
+void csr_plan_gemv_portable(const float* x, const CsrPlan& p, float* y) {
+  const float* v = p.values.data();
+  const std::uint8_t* ix = p.index.data();
+  for (int64_t g = 0; g < p.groups(); ++g) {
+    float acc[16] = {};
+    for (int64_t e = p.group_windows[g]; e < p.group_windows[g + 1]; ++e) {
+      const CsrPlan::Window win = p.windows[static_cast<std::size_t>(e)];
+      const float* xw = x + 32 * static_cast<int64_t>(win.window);
+      for (uint32_t st = 0; st < win.steps; ++st, v += 16, ix += 16)
+        for (int l = 0; l < 16; ++l)
+          if (ix[l] & 0x80) acc[l] += v[l] * xw[ix[l] & 31];
+    }
+    for (int l = 0; l < 16; ++l)
+      if (const std::int32_t r = p.lane_row[static_cast<std::size_t>(16 * g + l)]; r >= 0) y[r] = acc[l];
   }
 }
 
@@ -808,12 +865,137 @@ void to_dense(const Nm24Weight& w, float* out, int64_t ldw) {
   }
 }
 
+// ---- the CSR GEMV plan ---------------------------------------------------------
+
+int64_t CsrPlan::bytes() const {
+  return static_cast<int64_t>(values.size() * sizeof(float) + index.size() + windows.size() * sizeof(Window) +
+                              (group_windows.size() + group_slots.size()) * sizeof(int64_t) +
+                              lane_row.size() * sizeof(std::int32_t));
+}
+
+namespace {
+
+/// The grouping of a plan: rows sorted longest first, 16 per group, and each
+/// group's entries counted per lane and 32-column window.
+struct Planner {
+  const CsrWeight& w;
+  int64_t nwin, ngroups;
+  std::vector<std::int32_t> lane_row;  // [ngroups * 16], -1 unused
+  std::vector<std::uint32_t> count;    // [16 * nwin]: entries of lane l in window c at l * nwin + c
+
+  explicit Planner(const CsrWeight& wt) : w(wt), nwin((wt.k + 31) / 32), ngroups((wt.n + 15) / 16) {
+    if (w.n < 0 || w.k < 0) throw std::invalid_argument("sparse::plan_gemv: negative dimension");
+    if (nwin > std::numeric_limits<std::uint32_t>::max())
+      throw std::length_error("sparse::plan_gemv: k = " + to_string(w.k) + " has too many 32-column windows");
+    std::vector<std::int32_t> order(static_cast<std::size_t>(w.n));
+    for (int64_t r = 0; r < w.n; ++r) order[static_cast<std::size_t>(r)] = static_cast<std::int32_t>(r);
+    // Longest rows first, so that the 16 rows of a group have similar lengths.
+    std::stable_sort(order.begin(), order.end(), [&](std::int32_t a, std::int32_t b) {
+      return w.row_ptr[a + 1] - w.row_ptr[a] > w.row_ptr[b + 1] - w.row_ptr[b];
+    });
+    lane_row.assign(static_cast<std::size_t>(16 * ngroups), -1);
+    std::copy(order.begin(), order.end(), lane_row.begin());
+    count.resize(static_cast<std::size_t>(16 * nwin));
+  }
+  std::int32_t row(int64_t g, int l) const { return lane_row[static_cast<std::size_t>(16 * g + l)]; }
+  void count_group(int64_t g) {
+    std::fill(count.begin(), count.end(), 0u);
+    for (int l = 0; l < 16; ++l) {
+      const std::int32_t r = row(g, l);
+      if (r < 0) continue;
+      for (int64_t q = w.row_ptr[r]; q < w.row_ptr[r + 1]; ++q) {
+        const std::int32_t c = w.col[q];
+        if (c < 0 || c >= w.k)
+          throw std::invalid_argument("sparse::plan_gemv: row " + to_string(r) + " has column index " + to_string(c) +
+                                      " outside [0, " + to_string(w.k) + ")");
+        ++count[static_cast<std::size_t>(l * nwin + c / 32)];
+      }
+    }
+  }
+  std::uint32_t steps(int64_t c) const {
+    std::uint32_t s = 0;
+    for (int l = 0; l < 16; ++l) s = std::max(s, count[static_cast<std::size_t>(l * nwin + c)]);
+    return s;
+  }
+};
+
+}  // namespace
+
+int64_t plan_gemv_bytes(const CsrWeight& w) {
+  Planner pl(w);
+  int64_t slots = 0, windows = 0;
+  for (int64_t g = 0; g < pl.ngroups; ++g) {
+    pl.count_group(g);
+    for (int64_t c = 0; c < pl.nwin; ++c)
+      if (const std::uint32_t s = pl.steps(c)) slots += s, ++windows;
+  }
+  return 16 * slots * static_cast<int64_t>(sizeof(float) + 1) +
+         windows * static_cast<int64_t>(sizeof(CsrPlan::Window)) +
+         2 * (pl.ngroups + 1) * static_cast<int64_t>(sizeof(int64_t)) +
+         16 * pl.ngroups * static_cast<int64_t>(sizeof(std::int32_t));
+}
+
+CsrPlan plan_gemv(const CsrWeight& w) {
+  Planner pl(w);
+  CsrPlan p;
+  p.n = w.n;
+  p.k = w.k;
+  p.nnz = w.n > 0 ? w.row_ptr[w.n] - w.row_ptr[0] : 0;
+  p.group_windows.reserve(static_cast<std::size_t>(pl.ngroups + 1));
+  p.group_slots.reserve(static_cast<std::size_t>(pl.ngroups + 1));
+  p.group_windows.push_back(0);
+  p.group_slots.push_back(0);
+  std::vector<std::uint32_t> first(static_cast<std::size_t>(pl.nwin));  // a window's first step in its group
+  for (int64_t g = 0; g < pl.ngroups; ++g) {
+    pl.count_group(g);
+    const int64_t base = p.group_slots.back();
+    int64_t slot = base;
+    for (int64_t c = 0; c < pl.nwin; ++c) {
+      first[static_cast<std::size_t>(c)] = static_cast<std::uint32_t>(slot - base);
+      if (const std::uint32_t s = pl.steps(c)) {
+        p.windows.push_back({static_cast<std::uint32_t>(c), s});
+        slot += s;
+      }
+    }
+    p.group_windows.push_back(static_cast<int64_t>(p.windows.size()));
+    p.group_slots.push_back(slot);
+    p.values.resize(static_cast<std::size_t>(16 * slot), 0.0f);
+    p.index.resize(static_cast<std::size_t>(16 * slot), 0);
+    std::fill(pl.count.begin(), pl.count.end(), 0u);  // now the fill cursors
+    for (int l = 0; l < 16; ++l) {
+      const std::int32_t r = pl.row(g, l);
+      if (r < 0) continue;
+      for (int64_t q = w.row_ptr[r]; q < w.row_ptr[r + 1]; ++q) {
+        const std::int32_t c = w.col[q];
+        std::uint32_t& fill = pl.count[static_cast<std::size_t>(l * pl.nwin + c / 32)];
+        const int64_t at = 16 * (base + first[static_cast<std::size_t>(c / 32)] + fill++) + l;
+        p.values[static_cast<std::size_t>(at)] = w.values[q];
+        p.index[static_cast<std::size_t>(at)] = static_cast<std::uint8_t>(0x80 | (c & 31));
+      }
+    }
+  }
+  p.lane_row = std::move(pl.lane_row);
+  p.values.shrink_to_fit();  // grown group by group; a kept plan should hold what it uses
+  p.index.shrink_to_fit();
+  p.windows.shrink_to_fit();
+  return p;
+}
+
 // ---- kernels ----------------------------------------------------------------
 
-void linear(const float* x, int64_t m, int64_t ldx, const CsrWeight& w, float* y, int64_t ldy) {
+void linear(const float* x, int64_t m, int64_t ldx, const CsrWeight& w, float* y, int64_t ldy, const CsrPlan* plan) {
   check_call("CSR", m, ldx, w.n, w.k, ldy, x, y);
+  if (plan && (plan->n != w.n || plan->k != w.k))
+    throw std::invalid_argument("sparse::linear (CSR): the plan is for " + to_string(plan->n) + "x" +
+                                to_string(plan->k) + ", the weight " + to_string(w.n) + "x" + to_string(w.k));
   if (m == 0 || w.n == 0) return;
   if (w.k == 0) return zero_y(m, w.n, y, ldy);
+  if (m < kGemvMaxM && plan) {
+    for (int64_t t = 0; t < m; ++t)
+      use_avx512() ? csr_plan_gemv_avx512(x + t * ldx, *plan, y + t * ldy)
+                   : csr_plan_gemv_portable(x + t * ldx, *plan, y + t * ldy);
+    return;
+  }
   if (m < kGemvMaxM) {
     for (int64_t t = 0; t < m; ++t)
       use_avx512() ? csr_gemv_avx512(x + t * ldx, w, y + t * ldy) : csr_gemv_portable(x + t * ldx, w, y + t * ldy);

@@ -5,6 +5,8 @@
 //   sparse::linear(x, m, k, c.view(), y, n);
 #pragma once
 #include <cstdint>
+#include <cstdlib>
+#include <new>
 #include <vector>
 
 namespace ymlopt::sparse {
@@ -37,13 +39,69 @@ struct Nm24Weight {
   Nm24Weight rows(std::int64_t n0, std::int64_t n1) const;
 };
 
+/// std::vector storage on 64-byte boundaries (whole cache lines under every AVX-512 load).
+template <class T>
+struct Aligned64 {
+  using value_type = T;
+  Aligned64() = default;
+  template <class U>
+  Aligned64(const Aligned64<U>&) {}
+  T* allocate(std::size_t n) {
+    void* p = std::aligned_alloc(64, (n * sizeof(T) + 63) / 64 * 64);
+    if (!p) throw std::bad_alloc();
+    return static_cast<T*>(p);
+  }
+  void deallocate(T* p, std::size_t) { std::free(p); }
+  template <class U>
+  bool operator==(const Aligned64<U>&) const {
+    return true;
+  }
+};
+
+/// A CSR weight laid out once for the GEMV (m < 4) without gathers, an
+/// inspector-executor plan as MKL's mkl_sparse_optimize makes. Rows are sorted
+/// by length and taken 16 at a time, one per AVX-512 lane; a group's entries go
+/// by windows of 32 columns, the 16 rows' entries of a window interleaved step
+/// by step (a row with fewer entries there pads its lane), so one vpermt2ps on
+/// the window's 32 x values feeds 16 rows at once where the CSR GEMV gathers.
+/// At 90% random zeros about half the slots are padding: ~10 bytes per nonzero
+/// (CSR: 8). Built in O(nnz + n k / 512); the CSR it came from stays the stored
+/// format, and the plan must be rebuilt if that CSR changes.
+///
+///   sparse::CsrPlan plan = sparse::plan_gemv(c.view());
+///   sparse::linear(x, 1, k, c.view(), y, n, &plan);  // m < 4 runs on the plan
+struct CsrPlan {
+  struct Window {
+    std::uint32_t window, steps;  // columns [32 window, 32 window + 32); steps of 16 slots
+  };
+  std::vector<float, Aligned64<float>> values;  // [slots][16 lanes]; padding 0
+  std::vector<std::uint8_t> index;              // [slots][16]: bit 7 set on entries, bits 0-4 column in window
+  std::vector<Window> windows;                  // each group's windows with entries, in column order
+  std::vector<std::int64_t> group_windows;      // groups + 1 offsets into `windows`
+  std::vector<std::int64_t> group_slots;        // groups + 1 offsets into the slots
+  std::vector<std::int32_t> lane_row;           // [groups][16]: output row of each lane, -1 unused
+  std::int64_t n = 0, k = 0, nnz = 0;
+  std::int64_t groups() const { return static_cast<std::int64_t>(group_slots.size()) - 1; }
+  std::int64_t bytes() const;  // bytes of the plan's arrays
+};
+/// Plans `w` (a whole CSR or a row slice); throws std::invalid_argument for a
+/// column index outside [0, k).
+CsrPlan plan_gemv(const CsrWeight& w);
+/// plan_gemv(w).bytes() without building it (one counting pass over w's columns).
+std::int64_t plan_gemv_bytes(const CsrWeight& w);
+
+/// m below this runs one GEMV per token (and on a CsrPlan, if given).
+constexpr std::int64_t kGemvMaxM = 4;
+
 /// y[m, n] = x[m, k] · Wᵀ, overwriting y. Single-threaded.
 /// CSR column (BSR block column) indices must lie in [0, k) ([0, k/bs)); for m >= 4 a row
 /// breaking this is reported with std::invalid_argument (the GEMV path trusts them). Their
 /// order within a row is free (to_csr's are ascending, which is fastest). ldx >= k and
 /// ldy >= n when m > 1. m == 1 (and m < 4, token by token) takes a GEMV path; larger m
 /// transposes blocks of up to 64 tokens so that AVX-512 runs over tokens (see sparse_linear.cpp).
-void linear(const float* x, std::int64_t m, std::int64_t ldx, const CsrWeight& w, float* y, std::int64_t ldy);
+/// With a plan (plan_gemv of this same w), m < 4 runs on it; m >= 4 ignores it.
+void linear(const float* x, std::int64_t m, std::int64_t ldx, const CsrWeight& w, float* y, std::int64_t ldy,
+            const CsrPlan* plan = nullptr);
 void linear(const float* x, std::int64_t m, std::int64_t ldx, const BsrWeight& w, float* y, std::int64_t ldy);
 void linear(const float* x, std::int64_t m, std::int64_t ldx, const Nm24Weight& w, float* y, std::int64_t ldy);
 

@@ -2,7 +2,10 @@
 //
 // y[M, n] = x[M, k] · Wᵀ with W [n, k]: dense cblas_sgemm (and cblas_sgemv at
 // M = 1, the faster dense path there) against sparse::linear on CSR at several
-// sparsities, BSR (bs 16, 90% of the blocks zero) and 2:4. Our timings include
+// sparsities, BSR (bs 16, 90% of the blocks zero) and 2:4. At M < 4 the CSR
+// columns run on a GEMV plan (sparse::plan_gemv, built once per weight and not
+// timed; its build time and size are printed after the table) and one more
+// column times the plain CSR GEMV (gathers) at the sparsity nearest 90%. Our timings include
 // the activation layout conversion (the kernels take and return row-major x
 // and y). 1 and 2 threads: OpenBLAS with openblas_set_num_threads, ours by
 // splitting the output features N in two row slices, one per thread (a
@@ -256,12 +259,20 @@ int main(int argc, char** argv) {
   std::printf("# weights %s\n\n", cold ? "cold (caches flushed before every timed call)" : "in cache (warm call before every timed call)");
   std::printf("| k x n | M | thr | dense ms |");
   for (const auto& s : sparsities) std::printf(" CSR %.0f%% |", std::atof(s.c_str()) * 100);
-  std::printf(" BSR%ld 90%% | 2:4 | max rel err |\n|---|---|---|---|", static_cast<long>(bsr_bs));
-  for (std::size_t i = 0; i < sparsities.size() + 3; ++i) std::printf("---|");
+  // The sparsity nearest 90%: its plain CSR GEMV (no plan) gets a column at M < 4.
+  std::size_t near90 = 0;
+  for (std::size_t i = 0; i < sparsities.size(); ++i)
+    if (std::abs(std::atof(sparsities[i].c_str()) - 0.9) < std::abs(std::atof(sparsities[near90].c_str()) - 0.9))
+      near90 = i;
+  const double near90_f = sparsities.empty() ? 0.9 : std::atof(sparsities[near90].c_str());
+  std::printf(" BSR%ld 90%% | 2:4 | CSR %.0f%% no plan | max rel err |\n|---|---|---|---|", static_cast<long>(bsr_bs),
+              near90_f * 100);
+  for (std::size_t i = 0; i < sparsities.size() + 4; ++i) std::printf("---|");
   std::printf("\n");
 
   Pair pair;
   std::mt19937 gen(42);
+  std::string plan_notes;  // printed after the table
   for (const auto& sh : shapes) {
     const int64_t k = std::atol(sh.c_str()), n = std::atol(sh.c_str() + sh.find('x') + 1);
     // Formats (built once per shape).
@@ -276,6 +287,29 @@ int main(int argc, char** argv) {
     const sparse::Bsr bsr = sparse::to_bsr(wbsr.data(), n, k, k, bsr_bs);
     const auto w24 = two_four(n, k, gen);
     const sparse::Nm24 nm = sparse::to_nm24(w24.data(), n, k, k);
+    // GEMV plans of every CSR: whole, and the two row slices of the 2-thread runs.
+    const int64_t al = std::max<int64_t>(16, bsr_bs);  // whole BSR blocks, 4-row kernel groups
+    const int64_t h = n / 2 / al * al;
+    std::vector<sparse::CsrPlan> plan, plan0, plan1;
+    for (std::size_t i = 0; i < csr.size(); ++i) {
+      std::vector<double> build;
+      for (int r = 0; r < 5; ++r) {
+        const double t0 = now_s();
+        plan.push_back(sparse::plan_gemv(csr[i].view()));
+        build.push_back(now_s() - t0);
+        if (r < 4) plan.pop_back();
+      }
+      plan0.push_back(sparse::plan_gemv(csr[i].view().rows(0, h)));
+      plan1.push_back(sparse::plan_gemv(csr[i].view().rows(h, n)));
+      const double csr_bytes = 8.0 * static_cast<double>(csr[i].values.size()) + 4.0 * static_cast<double>(n + 1);
+      char line[200];
+      std::snprintf(line, sizeof line, "| %ldx%ld | CSR %.0f%% | %.3f | %.2f | %.2f |\n", static_cast<long>(k),
+                    static_cast<long>(n), std::atof(sparsities[i].c_str()) * 100, median(build) * 1e3,
+                    static_cast<double>(plan.back().bytes()) / csr_bytes,
+                    static_cast<double>(plan.back().nnz) /
+                        static_cast<double>(std::max<std::size_t>(plan.back().values.size(), 1)));
+      plan_notes += line;
+    }
 
     for (const auto& mstr : ms) {
       const int64_t m = std::atol(mstr.c_str());
@@ -290,8 +324,11 @@ int main(int argc, char** argv) {
         run();
         err = std::max(err, rel_err(y, ref));
       };
-      for (std::size_t i = 0; i < csr.size(); ++i)
+      const bool planned = m < 4;  // sparse::linear takes the GEMV path (and a plan) below 4 tokens
+      for (std::size_t i = 0; i < csr.size(); ++i) {
         check(wcsr[i], [&] { sparse::linear(x.data(), m, k, csr[i].view(), y.data(), n); });
+        if (planned) check(wcsr[i], [&] { sparse::linear(x.data(), m, k, csr[i].view(), y.data(), n, &plan[i]); });
+      }
       check(wbsr, [&] { sparse::linear(x.data(), m, k, bsr.view(), y.data(), n); });
       check(w24, [&] { sparse::linear(x.data(), m, k, nm.view(), y.data(), n); });
 
@@ -311,30 +348,43 @@ int main(int argc, char** argv) {
           });
         const std::size_t first_sparse = fs.size();
         // Ours: one call, or two row slices [0, h) and [h, n) on two threads.
-        const int64_t al = std::max<int64_t>(16, bsr_bs);  // whole BSR blocks, 4-row kernel groups
-        const int64_t h = n / 2 / al * al;
         auto ours = [&](std::function<void(int64_t, int64_t)> slice) {
           if (nt == 1)
             fs.push_back([slice, n] { slice(0, n); });
           else
             fs.push_back([slice, h, n, &pair] { pair.run([&] { slice(0, h); }, [&] { slice(h, n); }); });
         };
-        for (const auto& c : csr)
-          ours([&](int64_t a, int64_t b) { sparse::linear(x.data(), m, k, c.view().rows(a, b), y.data() + a, n); });
+        for (std::size_t i = 0; i < csr.size(); ++i)
+          ours([&, i](int64_t a, int64_t b) {
+            const sparse::CsrPlan* p = !planned           ? nullptr
+                                       : a == 0 && b == n ? &plan[i]
+                                       : a == 0           ? &plan0[i]
+                                                          : &plan1[i];
+            sparse::linear(x.data(), m, k, csr[i].view().rows(a, b), y.data() + a, n, p);
+          });
         ours([&](int64_t a, int64_t b) {
           sparse::linear(x.data(), m, k, bsr.view().block_rows(a / bsr_bs, b / bsr_bs), y.data() + a, n);
         });
         ours([&](int64_t a, int64_t b) { sparse::linear(x.data(), m, k, nm.view().rows(a, b), y.data() + a, n); });
+        if (planned && !csr.empty())
+          ours([&](int64_t a, int64_t b) {
+            sparse::linear(x.data(), m, k, csr[near90].view().rows(a, b), y.data() + a, n);
+          });
         const std::vector<double> t = time_all(fs, min_time, cold, [&pair] { pair.run([] {}, [] {}); });
         double dense = t[0];
         for (std::size_t i = 1; i < first_sparse; ++i) dense = std::min(dense, t[i]);
         std::printf("| %ldx%ld | %ld | %d | %.4f |", static_cast<long>(k), static_cast<long>(n), static_cast<long>(m),
                     nt, dense * 1e3);
         for (std::size_t i = first_sparse; i < t.size(); ++i) std::printf(" %.4f (%.2fx) |", t[i] * 1e3, dense / t[i]);
+        if (!planned) std::printf(" - |");
         std::printf(" %.1e |\n", err);
         std::fflush(stdout);
       }
     }
   }
+  std::printf(
+      "\n# CSR GEMV plans (M < 4): median build ms of 5, plan bytes / CSR bytes, nonzeros / slots\n"
+      "| k x n | weight | build ms | bytes ratio | slot fill |\n|---|---|---|---|---|\n%s",
+      plan_notes.c_str());
   return 0;
 }

@@ -1,11 +1,12 @@
 // nn.linear on compressed weights: every format against the dense product on
 // the same (dequantized or sparse) weight, the epilogue (bias, activation,
 // residual) on the compressed path, and the check / run-time errors.
+#include "nn/linear_formats.hpp"
+
 #include <cmath>
 #include <cstdint>
 #include <random>
 #include <vector>
-
 #include <ymlopt/half.hpp>
 
 #include "nn/nn.hpp"
@@ -227,6 +228,67 @@ TEST(LinearFormats, SparseFormatsEqualTheDenseProduct) {
                     view(c.row_ptr.data(), DType::i32, 1, N + 1, true)},
                    {{"format", "csr"}}),
                KernelError);
+}
+
+// CSR at m < 4 with named arrays (content ids) runs on a GEMV plan built once
+// per contents, validated when built; unnamed arrays take the plain GEMV.
+TEST(LinearFormats, CsrGemvPlanKeptPerContent) {
+  Fixture f;
+  std::vector<float> wd = f.dense_w();
+  for (std::size_t i = 0; i < wd.size(); ++i)
+    if (i % 5 != 0) wd[i] = 0;
+  const std::vector<float> ref = f.dense(wd);
+  sparse::Csr c = sparse::to_csr(wd.data(), N, K, K);
+  constexpr std::uint64_t kEpoch = 1u << 30;  // newer than any run's epoch in this process
+  constexpr std::int64_t m = 2;               // the GEMV path: fewer than sparse::kGemvMaxM rows
+  std::vector<float> y(m * N);
+  auto call = [&](std::int32_t* ptr, std::uint64_t epoch, std::uint64_t id) {
+    TensorView x = f.x.view();
+    x.rows = m;
+    x.shape = Shape{m, K};
+    TensorView w = view(c.values.data(), DType::f32, 1, std::int64_t(c.values.size()), true);
+    TensorView col = view(c.col.data(), DType::i32, 1, std::int64_t(c.col.size()), true);
+    TensorView rp = view(ptr, DType::i32, 1, N + 1, true);
+    if (id)
+      w.content_id = epoch << 32 | id, col.content_id = epoch << 32 | (id + 1), rp.content_id = epoch << 32 | (id + 2);
+    std::fill(y.begin(), y.end(), 7.0f);
+    run(f.reg, "nn.linear",
+        {x, w, TensorView{}, view(y.data(), DType::f32, m, N), TensorView{}, TensorView{}, TensorView{}, col, rp},
+        {{"format", "csr"}});
+  };
+  auto expect_ref = [&] {
+    for (std::int64_t i = 0; i < m * N; ++i) EXPECT_NEAR(y[std::size_t(i)], ref[std::size_t(i)], 1e-5) << i;
+  };
+  const ContentCacheStats s0 = nn::csr_plan_cache_stats();
+  ASSERT_TRUE(nn::keeps_csr_plan(m));
+  EXPECT_FALSE(nn::keeps_csr_plan(sparse::kGemvMaxM));
+  call(c.row_ptr.data(), kEpoch, 0);  // unnamed: no plan
+  expect_ref();
+  EXPECT_EQ(nn::csr_plan_cache_stats().misses, s0.misses);
+  call(c.row_ptr.data(), kEpoch, 1);  // built
+  expect_ref();
+  call(c.row_ptr.data(), kEpoch, 1);  // reused
+  expect_ref();
+  const ContentCacheStats s1 = nn::csr_plan_cache_stats();
+  EXPECT_EQ(s1.misses, s0.misses + 1);
+  EXPECT_EQ(s1.hits, s0.hits + 1);
+  EXPECT_EQ(s1.bytes, sparse::plan_gemv_bytes(c.view()));  // epoch 2^30 dropped any older plan
+  // Other contents that lie are caught when their plan would be built.
+  std::vector<std::int32_t> bad = c.row_ptr;
+  bad[3] = bad[4] + 1;
+  try {
+    call(bad.data(), kEpoch, 10);
+    ADD_FAILURE() << "no error";
+  } catch (const KernelError& e) {
+    EXPECT_NE(std::string(e.what()).find("w_ptr decreases at row 3"), std::string::npos) << e.what();
+  }
+  // A newer run's ids drop the older plans.
+  call(c.row_ptr.data(), kEpoch + 1, 1);
+  expect_ref();
+  const ContentCacheStats s2 = nn::csr_plan_cache_stats();
+  EXPECT_EQ(s2.misses, s1.misses + 1);
+  EXPECT_GE(s2.evictions, s1.evictions + 1);
+  EXPECT_EQ(s2.bytes, sparse::plan_gemv_bytes(c.view()));
 }
 
 TEST(LinearFormats, CheckMessages) {

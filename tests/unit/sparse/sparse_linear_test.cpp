@@ -4,8 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -217,6 +219,81 @@ TEST(SparseLinear, CsrRowSliceWritesItsColumns) {
     linear(x.data(), m, k, c.view().rows(23, n), y.data() + 23, n);
     expect_product(x, m, k, w, n, k, k, y, n, std::string("csr slices ") + path);
   });
+}
+
+// The GEMV plan: k across window edges (31, 32, 33, 53, 200, 2100), n across
+// group edges, empty rows, every density; whole weights and row slices.
+TEST(SparseLinear, CsrPlanMatchesDenseReference) {
+  const Case cases[] = {{1, 1, 1},   {1, 37, 53},  {2, 16, 32},   {3, 19, 200}, {1, 33, 31},
+                        {1, 17, 33}, {2, 70, 264}, {1, 31, 2100}, {5, 40, 90}};
+  for (double zf : {0.0, 0.5, 0.9, 0.97, 1.0})
+    for (const Case& cs : cases) {
+      const int64_t ldw = cs.k + 3, ldx = cs.k + 5, ldy = cs.n + 2;
+      const auto w = random_sparse(cs.n, cs.k, ldw, zf, static_cast<std::uint32_t>(cs.n * 3 + cs.k), {0, cs.n / 2});
+      const auto x = random_x(cs.m, cs.k, ldx, static_cast<std::uint32_t>(cs.k));
+      const Csr c = to_csr(w.data(), cs.n, cs.k, ldw);
+      const CsrPlan plan = plan_gemv(c.view());
+      // Every entry sits in exactly one slot, marked by bit 7.
+      int64_t marked = 0;
+      for (std::uint8_t b : plan.index) marked += b >> 7;
+      EXPECT_EQ(marked, plan.nnz);
+      EXPECT_EQ(plan.nnz, static_cast<int64_t>(c.values.size()));
+      EXPECT_EQ(plan.bytes(), plan_gemv_bytes(c.view()));
+      const std::string what = "plan zf " + std::to_string(zf) + " m " + std::to_string(cs.m) + " n " +
+                               std::to_string(cs.n) + " k " + std::to_string(cs.k);
+      both_paths([&](const char* path) {
+        std::vector<float> y(static_cast<std::size_t>(cs.m * ldy), -7.0f);
+        linear(x.data(), cs.m, ldx, c.view(), y.data(), ldy, &plan);
+        expect_product(x, cs.m, ldx, w, cs.n, cs.k, ldw, y, ldy, what + " " + path);
+        // Two row slices, each with its own plan, into column ranges of one y.
+        const int64_t h = cs.n / 3;
+        const CsrPlan p0 = plan_gemv(c.view().rows(0, h)), p1 = plan_gemv(c.view().rows(h, cs.n));
+        std::fill(y.begin(), y.end(), -7.0f);
+        linear(x.data(), cs.m, ldx, c.view().rows(0, h), y.data(), ldy, &p0);
+        linear(x.data(), cs.m, ldx, c.view().rows(h, cs.n), y.data() + h, ldy, &p1);
+        expect_product(x, cs.m, ldx, w, cs.n, cs.k, ldw, y, ldy, what + " slices " + path);
+      });
+    }
+}
+
+// Entries in any order within a row; an infinite x reaches only the rows that
+// store its column (padding slots are masked, not multiplied by 0).
+TEST(SparseLinear, CsrPlanUnorderedColumnsAndNonFiniteX) {
+  const int64_t n = 40, k = 100;
+  auto w = random_sparse(n, k, k, 0.9, 5);
+  for (int64_t r = 0; r < n; ++r) w[r * k + 7] = r % 3 == 0 ? 0.5f : 0.0f;
+  Csr c = to_csr(w.data(), n, k, k);
+  for (int64_t r = 0; r < n; ++r) {  // reverse each row's entries
+    std::reverse(c.col.begin() + c.row_ptr[r], c.col.begin() + c.row_ptr[r + 1]);
+    std::reverse(c.values.begin() + c.row_ptr[r], c.values.begin() + c.row_ptr[r + 1]);
+  }
+  const CsrPlan plan = plan_gemv(c.view());
+  auto x = random_x(1, k, k, 6);
+  both_paths([&](const char* path) {
+    std::vector<float> y(static_cast<std::size_t>(n), -7.0f);
+    linear(x.data(), 1, k, c.view(), y.data(), n, &plan);
+    expect_product(x, 1, k, w, n, k, k, y, n, std::string("unordered ") + path);
+  });
+  x[7] = std::numeric_limits<float>::infinity();
+  both_paths([&](const char* path) {
+    std::vector<float> y(static_cast<std::size_t>(n), -7.0f);
+    linear(x.data(), 1, k, c.view(), y.data(), n, &plan);
+    for (int64_t r = 0; r < n; ++r)
+      EXPECT_EQ(std::isinf(y[static_cast<std::size_t>(r)]), r % 3 == 0) << path << " row " << r;
+  });
+}
+
+TEST(SparseLinear, CsrPlanBadInputsThrow) {
+  const auto w = random_sparse(8, 40, 40, 0.5, 1);
+  Csr c = to_csr(w.data(), 8, 40, 40);
+  const CsrPlan plan = plan_gemv(c.view());
+  std::vector<float> x(40, 1.0f), y(8);
+  EXPECT_THROW(linear(x.data(), 1, 40, c.view().rows(0, 4), y.data(), 8, &plan), std::invalid_argument);
+  c.col[3] = 40;
+  EXPECT_THROW(plan_gemv(c.view()), std::invalid_argument);
+  EXPECT_THROW(plan_gemv_bytes(c.view()), std::invalid_argument);
+  c.col[3] = -2;
+  EXPECT_THROW(plan_gemv(c.view()), std::invalid_argument);
 }
 
 TEST(SparseLinear, BsrMatchesDenseReference) {

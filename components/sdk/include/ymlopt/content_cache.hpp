@@ -1,0 +1,123 @@
+// Keeping what a component derives from its inputs across tasks.
+//
+// A task that turns an input into another layout before computing (packed GEMM
+// panels, a sparse GEMV plan) can keep the result for the next task that reads
+// the same contents: the engine names each read-only input's contents with
+// TensorView::content_id (0: unnamed, do not keep), whose high 32 bits are the
+// run's epoch. ContentCache holds such values, least recently used first out,
+// within a byte budget; a key from a newer epoch drops everything older (the
+// ids of earlier runs never come back). Header-only, for plugins as well.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+namespace ymlopt {
+
+struct ContentCacheStats {
+  std::int64_t hits = 0, misses = 0, evictions = 0, bytes = 0, peak = 0, budget = 0;
+};
+
+/// A budget in bytes from the environment variable `name` (MiB, a whole number
+/// >= 0); unset or empty gives `default_mib`, anything else warns on stderr and
+/// gives `default_mib` too.
+inline std::int64_t cache_budget_from_env(const char* name, std::int64_t default_mib) {
+  std::int64_t mib = default_mib;
+  if (const char* e = std::getenv(name); e && *e) {
+    char* end = nullptr;
+    const long long v = std::strtoll(e, &end, 10);
+    if (end && *end == 0 && v >= 0)
+      mib = std::min<long long>(v, 1LL << 40);
+    else
+      std::fprintf(stderr, "ymlopt: warning: %s='%s' is not a size in MiB; using %lld\n", name, e,
+                   static_cast<long long>(default_mib));
+  }
+  return mib << 20;
+}
+
+/// Values of type V under keys K (K carries the content id; `epoch_of(key)`
+/// is its high 32 bits), built once each, shared while in use.
+///
+///   ContentCache<Key, Plan, KeyHash> cache(256 << 20);
+///   auto plan = cache.get(key, key.id >> 32,
+///                         [&] { return plan_bytes(w); },          // only on a miss
+///                         [&](Plan& p) { p = build_plan(w); });   // once; others wait
+///   if (!plan) { /* larger than the budget: compute without keeping */ }
+template <class K, class V, class Hash = std::hash<K>>
+class ContentCache {
+ public:
+  explicit ContentCache(std::int64_t budget_bytes) : budget_(budget_bytes) {}
+  std::int64_t budget() const { return budget_; }
+
+  /// The value under `key`, built by make(V&) on the first request (concurrent
+  /// requests for the same key wait for that build; one that throws is tried
+  /// again by the next request);
+  /// null when size() bytes, asked on a miss only, do not fit the budget.
+  template <class Size, class Make>
+  std::shared_ptr<const V> get(const K& key, std::uint64_t epoch, Size&& size, Make&& make) {
+    std::shared_ptr<Entry> e;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (epoch > epoch_) {
+        epoch_ = epoch;
+        evictions_ += static_cast<std::int64_t>(map_.size());
+        map_.clear(), lru_.clear(), bytes_ = 0;
+      }
+      auto it = map_.find(key);
+      if (it != map_.end()) {
+        lru_.splice(lru_.begin(), lru_, it->second.pos);
+        ++hits_;
+        e = it->second.entry;
+      } else {
+        const std::int64_t need = size();
+        if (need > budget_) return nullptr;
+        while (bytes_ + need > budget_ && !lru_.empty()) {
+          auto victim = map_.find(lru_.back());
+          bytes_ -= victim->second.bytes;
+          map_.erase(victim);
+          lru_.pop_back();
+          ++evictions_;
+        }
+        lru_.push_front(key);
+        e = std::make_shared<Entry>();
+        map_.emplace(key, Slot{e, lru_.begin(), need});
+        bytes_ += need;
+        peak_ = std::max(peak_, bytes_);
+        ++misses_;
+      }
+    }
+    std::call_once(e->once, [&] { make(e->value); });
+    return std::shared_ptr<const V>(e, &e->value);
+  }
+
+  ContentCacheStats stats() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return ContentCacheStats{hits_, misses_, evictions_, bytes_, peak_, budget_};
+  }
+
+ private:
+  struct Entry {
+    std::once_flag once;
+    V value{};
+  };
+  struct Slot {
+    std::shared_ptr<Entry> entry;
+    typename std::list<K>::iterator pos;
+    std::int64_t bytes;
+  };
+  std::mutex mu_;
+  std::unordered_map<K, Slot, Hash> map_;
+  std::list<K> lru_;  // most recent first
+  std::int64_t budget_ = 0, bytes_ = 0, peak_ = 0, hits_ = 0, misses_ = 0, evictions_ = 0;
+  std::uint64_t epoch_ = 0;
+};
+
+}  // namespace ymlopt
