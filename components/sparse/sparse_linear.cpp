@@ -371,44 +371,59 @@ void csr_gemv_portable(const float* x, const CsrWeight& w, float* y) {
   }
 }
 
-// The planned GEMV (CsrPlan): per group of 16 rows, per 32-column window, one
-// vpermt2ps selects each lane's x value; padding slots (bit 7 of the index
-// clear) are masked so a non-finite x never reaches a row without that entry.
-YMLOPT_AVX512 void csr_plan_gemv_avx512(const float* x, const CsrPlan& p, float* y) {
+// The planned GEMV (CsrPlan) of T tokens at once (T < 4, each value and index
+// loaded once for all): per group of 16 rows, per 32-column window, one
+// vpermt2ps per token selects each lane's x value; padding slots (bit 7 of the
+// index clear) are masked so a non-finite x never reaches a row without that entry.
+template <int T>
+YMLOPT_AVX512 void csr_plan_gemv_avx512(const float* x, int64_t ldx, const CsrPlan& p, float* y, int64_t ldy) {
   const float* v = p.values.data();
   const std::uint8_t* ix = p.index.data();
   const __m512i zero = _mm512_setzero_si512();
   for (int64_t g = 0; g < p.groups(); ++g) {
-    __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
+    __m512 a0[T], a1[T];
+    #pragma GCC unroll 4
+    for (int t = 0; t < T; ++t) a0[t] = a1[t] = _mm512_setzero_ps();
     for (int64_t e = p.group_windows[g]; e < p.group_windows[g + 1]; ++e) {
       const CsrPlan::Window win = p.windows[static_cast<std::size_t>(e)];
       const int64_t c0 = 32 * static_cast<int64_t>(win.window);
-      __m512 xa, xb;
-      if (c0 + 32 <= p.k) {
-        xa = _mm512_loadu_ps(x + c0);
-        xb = _mm512_loadu_ps(x + c0 + 16);
-      } else {
-        xa = _mm512_maskz_loadu_ps(first_lanes(p.k - c0), x + c0);
-        xb = _mm512_maskz_loadu_ps(first_lanes(std::max<int64_t>(p.k - c0 - 16, 0)), x + c0 + 16);
+      __m512 xa[T], xb[T];
+      const bool full = c0 + 32 <= p.k;
+      const __mmask16 ma = first_lanes(p.k - c0), mb = first_lanes(std::max<int64_t>(p.k - c0 - 16, 0));
+      #pragma GCC unroll 4
+      for (int t = 0; t < T; ++t) {
+        const float* xt = x + t * ldx + c0;
+        xa[t] = full ? _mm512_loadu_ps(xt) : _mm512_maskz_loadu_ps(ma, xt);
+        xb[t] = full ? _mm512_loadu_ps(xt + 16) : _mm512_maskz_loadu_ps(mb, xt + 16);
       }
       uint32_t st = 0;
       for (; st + 2 <= win.steps; st += 2, v += 32, ix += 32) {
         const __m128i r0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(ix));
         const __m128i r1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(ix + 16));
-        const __m512 s0 = _mm512_maskz_permutex2var_ps(_mm_movepi8_mask(r0), xa, _mm512_cvtepu8_epi32(r0), xb);
-        const __m512 s1 = _mm512_maskz_permutex2var_ps(_mm_movepi8_mask(r1), xa, _mm512_cvtepu8_epi32(r1), xb);
-        a0 = _mm512_fmadd_ps(_mm512_load_ps(v), s0, a0);
-        a1 = _mm512_fmadd_ps(_mm512_load_ps(v + 16), s1, a1);
+        const __mmask16 k0 = _mm_movepi8_mask(r0), k1 = _mm_movepi8_mask(r1);
+        const __m512i i0 = _mm512_cvtepu8_epi32(r0), i1 = _mm512_cvtepu8_epi32(r1);
+        const __m512 v0 = _mm512_load_ps(v), v1 = _mm512_load_ps(v + 16);
+        #pragma GCC unroll 4
+        for (int t = 0; t < T; ++t) {
+          a0[t] = _mm512_fmadd_ps(v0, _mm512_maskz_permutex2var_ps(k0, xa[t], i0, xb[t]), a0[t]);
+          a1[t] = _mm512_fmadd_ps(v1, _mm512_maskz_permutex2var_ps(k1, xa[t], i1, xb[t]), a1[t]);
+        }
       }
       if (st < win.steps) {
         const __m128i r0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(ix));
-        const __m512 s0 = _mm512_maskz_permutex2var_ps(_mm_movepi8_mask(r0), xa, _mm512_cvtepu8_epi32(r0), xb);
-        a0 = _mm512_fmadd_ps(_mm512_load_ps(v), s0, a0);
+        const __mmask16 k0 = _mm_movepi8_mask(r0);
+        const __m512i i0 = _mm512_cvtepu8_epi32(r0);
+        const __m512 v0 = _mm512_load_ps(v);
+        #pragma GCC unroll 4
+        for (int t = 0; t < T; ++t)
+          a0[t] = _mm512_fmadd_ps(v0, _mm512_maskz_permutex2var_ps(k0, xa[t], i0, xb[t]), a0[t]);
         v += 16, ix += 16;
       }
     }
     const __m512i rows = _mm512_loadu_si512(p.lane_row.data() + 16 * g);
-    _mm512_mask_i32scatter_ps(y, _mm512_cmpge_epi32_mask(rows, zero), rows, _mm512_add_ps(a0, a1), 4);
+    const __mmask16 used = _mm512_cmpge_epi32_mask(rows, zero);
+    #pragma GCC unroll 4
+    for (int t = 0; t < T; ++t) _mm512_mask_i32scatter_ps(y + t * ldy, used, rows, _mm512_add_ps(a0[t], a1[t]), 4);
   }
 }
 
@@ -991,9 +1006,16 @@ void linear(const float* x, int64_t m, int64_t ldx, const CsrWeight& w, float* y
   if (m == 0 || w.n == 0) return;
   if (w.k == 0) return zero_y(m, w.n, y, ldy);
   if (m < kGemvMaxM && plan) {
-    for (int64_t t = 0; t < m; ++t)
-      use_avx512() ? csr_plan_gemv_avx512(x + t * ldx, *plan, y + t * ldy)
-                   : csr_plan_gemv_portable(x + t * ldx, *plan, y + t * ldy);
+    if (!use_avx512()) {
+      for (int64_t t = 0; t < m; ++t) csr_plan_gemv_portable(x + t * ldx, *plan, y + t * ldy);
+    } else if (m == 1) {
+      csr_plan_gemv_avx512<1>(x, ldx, *plan, y, ldy);
+    } else if (m == 2) {
+      csr_plan_gemv_avx512<2>(x, ldx, *plan, y, ldy);
+    } else {
+      static_assert(kGemvMaxM == 4, "one instance per token count below kGemvMaxM");
+      csr_plan_gemv_avx512<3>(x, ldx, *plan, y, ldy);
+    }
     return;
   }
   if (m < kGemvMaxM) {
