@@ -408,7 +408,11 @@ Prediction predict(const Dag& dag, const Calibration& c, int workers, const std:
     }
   }
   // history: measured medians where the footprint is known; the rest scaled by
-  // how the known ones compare with their rate-based price
+  // how the known ones compare with their rate-based price. Tasks priced under
+  // kScaleMinSeconds are latency (a 1 ms fsync'd save of 96 bytes, priced at
+  // nanoseconds, once made the scale 150000): they do not say how fast the
+  // machine runs today, so they do not set the scale.
+  constexpr double kScaleMinSeconds = 100e-6;
   std::vector<double> rated(n), measured(n, -1);
   double sum_measured = 0, sum_rated = 0;
   for (size_t i = 0; i < n; ++i) {
@@ -416,6 +420,7 @@ Prediction predict(const Dag& dag, const Calibration& c, int workers, const std:
     if (history) measured[i] = history->median(task_footprint(dag.tasks[i], dag));
     if (measured[i] >= 0) {
       ++p.history_tasks;
+      if (rated[i] < kScaleMinSeconds) continue;
       sum_measured += measured[i];
       sum_rated += rated[i];
     }

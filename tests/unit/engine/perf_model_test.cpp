@@ -371,6 +371,28 @@ TEST(PerfModelHistory, KnownTasksTakeTheirMedianOthersAreScaled) {
   EXPECT_DOUBLE_EQ(h.median(task_footprint(dag.tasks[0], dag)), 1.0);
 }
 
+// A task priced at microseconds measured far slower (latency: an fsync'd save)
+// says nothing about the machine's rates and leaves the scale alone.
+TEST(PerfModelHistory, LatencyBoundTasksDoNotSetTheScale) {
+  const Dag dag = compile_ok(kLinears);
+  const Calibration c = flat_calibration();
+  const double add = predict_task_seconds(dag.tasks[5], dag, c), gemm = predict_task_seconds(dag.tasks[0], dag, c);
+  ASSERT_EQ(dag.tasks[5].comp->name, "tensor.add");
+  ASSERT_LT(add, 100e-6);
+  ASSERT_GT(gemm, 100e-6);
+  History h;
+  std::vector<double> run(dag.tasks.size(), -1.0);
+  run[5] = 1000 * add;
+  record_history(h, dag, run);
+  Prediction p = predict(dag, c, 1, "sequential", &h);
+  EXPECT_EQ(p.history_tasks, 1);
+  EXPECT_EQ(p.rate_scale, 1.0);
+  run[0] = 5 * gemm;
+  record_history(h, dag, run);
+  p = predict(dag, c, 1, "sequential", &h);
+  EXPECT_NEAR(p.rate_scale, 5.0, 1e-9);  // from the GEMMs only
+}
+
 TEST(PerfModelHistory, SavedAndLoadedAtomically) {
   const std::string dir = testing::TempDir() + "/ymlopt-history";
   std::filesystem::remove_all(dir);
