@@ -204,6 +204,41 @@ EigenResult arnoldi(const LinearOperator& op, const ArnoldiOptions& opt);
 EigenResult arnoldi_cycle(const LinearOperator& op, std::span<const double> start, std::int64_t k,
                           std::int64_t m, Which which, std::uint64_t seed = 1, double* ritz_norm = nullptr);
 
+/// An Arnoldi factorisation A V_m = V_m H_m + f e_mᵀ: V n x (m+1) (column m
+/// spare), H (m+1) x m, both column-major.
+struct ArnoldiBasis {
+  std::int64_t n, m;
+  std::vector<double> V, H;
+  ArnoldiBasis(std::int64_t n_, std::int64_t m_)
+      : n(n_), m(m_), V(static_cast<std::size_t>(n_ * (m_ + 1))), H(static_cast<std::size_t>((m_ + 1) * m_)) {}
+};
+
+/// An implicitly restarted Arnoldi factorisation that the caller keeps between
+/// cycles (eigen.iram_cycle keeps it in tensors between the tasks of a loop).
+struct IramFactor {
+  ArnoldiBasis basis;
+  std::vector<double> f;   // the residual vector (n)
+  double beta = 0;         // ||f||, 0 on an invariant subspace
+  double anorm_est = 0;    // largest ||A v|| seen: the scale of the invariant-subspace test
+  std::uint64_t seed = 1;  // of the next random vector
+  bool started = false;    // false: the next cycle factorises from scratch
+  IramFactor(std::int64_t n, std::int64_t m, std::uint64_t seed = 1);
+};
+
+/// One IRAM cycle on a kept factorisation, then its k wanted Ritz pairs (with
+/// vectors). The first cycle (or one given `restart_from`, length n: an explicit
+/// restart, as MIRAM restarts from an adopted set) factorises from scratch (m
+/// matvecs; first cycle: a random start from fac.seed); later ones restart
+/// implicitly with arnoldi()'s exact shifts and k' (p = m - k' matvecs; `tol`
+/// sets k' through the converged count). A loop of these from IramFactor(n, m,
+/// s) takes the steps arnoldi(Restart::implicit, seed s) takes.
+///
+///   IramFactor fac(op.n, 12);
+///   EigenResult c = iram_cycle(op, fac, {}, 4, Which::largest_magnitude, 1e-8);  // factorise
+///   while (!c.converged) c = iram_cycle(op, fac, {}, 4, Which::largest_magnitude, 1e-8);
+EigenResult iram_cycle(const LinearOperator& op, IramFactor& fac, std::span<const double> restart_from, std::int64_t k,
+                       Which which, double tol, double* ritz_norm = nullptr);
+
 /// arnoldi()'s restart vector from a cycle's k Ritz pairs: the sum of the real
 /// parts, plus the imaginary part of each +im entry, each weighted (when
 /// `weighted`) by sqrt(residual / largest residual), floored at 1e-3.

@@ -418,16 +418,9 @@ EigenResult lanczos(const LinearOperator& op, const LanczosOptions& opt) {
 
 namespace {
 
-/// The Krylov workspace of one Arnoldi cycle.
-struct ArnoldiWork {
-  int64_t n, m;
-  std::vector<double> V, H;  // V: n x (m+1); H: (m+1) x m column-major
-  ArnoldiWork(int64_t n_, int64_t m_) : n(n_), m(m_), V(sz(n_ * (m_ + 1))), H(sz((m_ + 1) * m_)) {}
-};
-
 /// Builds the m-step factorisation A V_m = V_m H_m + h e_mᵀ from `start`;
 /// returns h = H(m, m-1) (0 on an invariant subspace).
-double arnoldi_factor(const LinearOperator& op, ArnoldiWork& w, std::span<const double> start, std::uint64_t seed,
+double arnoldi_factor(const LinearOperator& op, ArnoldiBasis& w, std::span<const double> start, std::uint64_t seed,
                       int64_t& matvecs) {
   const int64_t n = w.n, m = w.m, ldh = m + 1;
   std::fill(w.H.begin(), w.H.end(), 0.0);
@@ -462,7 +455,7 @@ double arnoldi_factor(const LinearOperator& op, ArnoldiWork& w, std::span<const 
 
 /// Ritz pairs of the factorisation in `w`: the k wanted ones into `res`
 /// (values, unit vectors, residual estimates).
-void ritz_pairs(const ArnoldiWork& w, double h_last, int64_t k, Which which, EigenResult& res, double* anorm_out,
+void ritz_pairs(const ArnoldiBasis& w, double h_last, int64_t k, Which which, EigenResult& res, double* anorm_out,
                 bool vectors = true) {
   const int64_t n = w.n, m = w.m, ldh = m + 1;
   std::vector<double> Hm(sz(m * m)), wr(sz(m)), wi(sz(m)), vr(sz(m * m));
@@ -537,7 +530,7 @@ struct HessView {
 /// next basis vector is f / beta (a random one orthogonal to the basis when f
 /// vanished: an invariant subspace), w = A v orthogonalised against the basis by
 /// classical Gram-Schmidt twice. j0 = 0: column 0 of V holds the unit start vector.
-void extend_factor(const LinearOperator& op, ArnoldiWork& w, std::vector<double>& f, double& beta, int64_t j0,
+void extend_factor(const LinearOperator& op, ArnoldiBasis& w, std::vector<double>& f, double& beta, int64_t j0,
                    std::uint64_t& seed, int64_t& matvecs, double& anorm_est) {
   const int64_t n = w.n, m = w.m;
   HessView H{w.H.data(), m + 1};
@@ -686,7 +679,7 @@ struct AllRitz {
   std::vector<int64_t> order;
 };
 
-AllRitz all_ritz(const ArnoldiWork& w, double beta, Which which) {
+AllRitz all_ritz(const ArnoldiBasis& w, double beta, Which which) {
   const int64_t m = w.m, ldh = m + 1;
   AllRitz r;
   std::vector<double> Hm(sz(m * m)), vr(sz(m * m));
@@ -729,54 +722,110 @@ int64_t kept_size(const AllRitz& r, int64_t k, int64_t m, int64_t nconv) {
   return std::clamp<int64_t>(kk, 1, m - 1);
 }
 
+/// A new m-step factorisation from v (a random vector when v is zero or not
+/// finite); m matvecs.
+void iram_fresh(const LinearOperator& op, IramFactor& fac, std::span<const double> v, int64_t& matvecs) {
+  ArnoldiBasis& w = fac.basis;
+  const int64_t n = w.n;
+  std::fill(w.H.begin(), w.H.end(), 0.0);
+  double nr = nrm2(n, v.data());
+  if (nr == 0 || !std::isfinite(nr)) {
+    const std::vector<double> r = random_vector(n, fac.seed++);
+    std::copy(r.begin(), r.end(), w.V.begin());
+    nr = nrm2(n, w.V.data());
+  } else {
+    std::copy(v.begin(), v.end(), w.V.begin());
+  }
+  cblas_dscal(bi(n), 1.0 / nr, w.V.data(), 1);
+  fac.beta = 0;
+  fac.f.assign(sz(n), 0.0);
+  extend_factor(op, w, fac.f, fac.beta, 0, fac.seed, matvecs, fac.anorm_est);
+  fac.started = true;
+}
+
+/// The implicit restart: the m - kk unwanted Ritz values of `all` applied as
+/// exact shifts, the factorisation truncated to kk and extended back to m
+/// (m - kk matvecs).
+void iram_shift(const LinearOperator& op, IramFactor& fac, const AllRitz& all, int64_t kk, int64_t& matvecs) {
+  ArnoldiBasis& w = fac.basis;
+  const int64_t n = w.n, m = w.m;
+  HessView H{w.H.data(), m + 1};
+  std::vector<double>& f = fac.f;
+  std::vector<double> Q(sz(m * m)), W(sz(n * (m + 1))), h(sz(m)), tmp(sz(m));
+  // Exact shifts: the m - kk unwanted Ritz values, largest Ritz estimate first
+  // (Lehoucq & Sorensen: limits the forward instability of the QR sweeps); a
+  // conjugate pair once, by its +im member.
+  std::vector<int64_t> shifts;
+  for (int64_t c = kk; c < m; ++c)
+    if (all.im[sz(all.order[sz(c)])] >= 0) shifts.push_back(all.order[sz(c)]);
+  std::stable_sort(shifts.begin(), shifts.end(),
+                   [&](int64_t a, int64_t b) { return all.bound[sz(a)] > all.bound[sz(b)]; });
+  for (int64_t i = 0; i < m; ++i) Q[sz(i + i * m)] = 1.0;
+  for (int64_t sidx : shifts) {
+    deflate(H, m);
+    for (int64_t lo = 0; lo < m - 1;) {
+      int64_t hi = lo;
+      while (hi + 1 < m && H(hi + 1, hi) != 0) ++hi;
+      if (hi > lo) apply_shift(H, m, Q, lo, hi, all.re[sz(sidx)], all.im[sz(sidx)]);
+      lo = hi + 1;
+    }
+  }
+  deflate(H, kk + 1);
+  // V_kk <- V_m Q[:, 0:kk]; f <- V_m Q e_kk H(kk, kk-1) + f Q(m-1, kk-1).
+  cblas_dgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, bi(n), bi(kk + 1), bi(m), 1.0, w.V.data(), bi(n), Q.data(),
+              bi(m), 0.0, W.data(), bi(n));
+  std::copy_n(W.begin(), n * kk, w.V.begin());
+  const double hk = H(kk, kk - 1), qk = Q[sz(m - 1 + (kk - 1) * m)];
+  for (int64_t e = 0; e < n; ++e) f[sz(e)] = W[sz(e + kk * n)] * hk + f[sz(e)] * qk;
+  // Truncate H to kk x kk; keep f orthogonal to the kept basis (the coefficients
+  // join H's last kept column, so the factorisation stays exact).
+  for (int64_t j = kk; j < m; ++j)
+    for (int64_t i = 0; i <= m; ++i) H(i, j) = 0;
+  H(kk, kk - 1) = 0;
+  cgs2(n, kk, w.V.data(), f.data(), h.data(), tmp.data());
+  for (int64_t i = 0; i < kk; ++i) H(i, kk - 1) += h[sz(i)];
+  fac.beta = nrm2(n, f.data());
+  if (fac.beta <= 1e-13 * fac.anorm_est) {
+    fac.beta = 0;
+    std::fill(f.begin(), f.end(), 0.0);
+  }
+  extend_factor(op, w, f, fac.beta, kk, fac.seed, matvecs, fac.anorm_est);
+}
+
+void check_implicit(int64_t n, int64_t k, int64_t m, const char* what) {
+  if (m < n && k >= m - 1)
+    throw KernelError(std::string(what) + ": restart=implicit needs k < subspace - 1 (at least 2 shifts); got k = " +
+                      std::to_string(k) + ", subspace = " + std::to_string(m));
+}
+
 /// IRAM: see Restart. m is the checked subspace size.
 EigenResult iram(const LinearOperator& op, const ArnoldiOptions& opt, int64_t m) {
   const int64_t n = op.n, k = opt.k;
-  if (m < n && k >= m - 1)
-    throw KernelError("arnoldi: restart=implicit needs k < subspace - 1 (at least 2 shifts); got k = " +
-                      std::to_string(k) + ", subspace = " + std::to_string(m));
-  ArnoldiWork w(n, m);
-  HessView H{w.H.data(), m + 1};
-  std::vector<double> f(sz(n), 0.0), Q(sz(m * m)), W(sz(n * (m + 1))), h(sz(m)), tmp(sz(m));
-  std::uint64_t seed = opt.seed + 1;
+  check_implicit(n, k, m, "arnoldi");
+  IramFactor fac(n, m, opt.seed + 1);
   int64_t matvecs = 0, restarts = 0;
-  double beta = 0, anorm_est = 0;
-  auto fresh = [&](const std::vector<double>& v) {  // a new factorisation from v (m matvecs)
-    std::fill(w.H.begin(), w.H.end(), 0.0);
-    double nr = nrm2(n, v.data());
-    if (nr == 0 || !std::isfinite(nr)) {
-      const std::vector<double> r = random_vector(n, seed++);
-      std::copy(r.begin(), r.end(), w.V.begin());
-      nr = nrm2(n, w.V.data());
-    } else {
-      std::copy(v.begin(), v.end(), w.V.begin());
-    }
-    cblas_dscal(bi(n), 1.0 / nr, w.V.data(), 1);
-    beta = 0;
-    extend_factor(op, w, f, beta, 0, seed, matvecs, anorm_est);
-  };
-  fresh(start_vector(n, opt.start, opt.seed));
+  iram_fresh(op, fac, start_vector(n, opt.start, opt.seed), matvecs);
   EigenResult res;
   while (true) {
     double anorm = 0;
     const bool want_vectors = static_cast<bool>(opt.on_restart);
-    ritz_pairs(w, beta, k, opt.which, res, &anorm, false);
+    ritz_pairs(fac.basis, fac.beta, k, opt.which, res, &anorm, false);
     const int64_t nconv = count_converged(res, k, anorm, opt.tol);
     res.converged = nconv == k;
     res.matvecs = matvecs;
     res.restarts = restarts;
     if ((res.converged && opt.stop_when_converged) || restarts >= opt.max_restarts || m == n) {
-      ritz_pairs(w, beta, k, opt.which, res, &anorm, true);
+      ritz_pairs(fac.basis, fac.beta, k, opt.which, res, &anorm, true);
       res.converged = nconv == k;
       res.matvecs = matvecs;
       res.restarts = restarts;
       return res;
     }
-    const AllRitz all = all_ritz(w, beta, opt.which);
+    const AllRitz all = all_ritz(fac.basis, fac.beta, opt.which);
     const int64_t kk = kept_size(all, k, m, nconv);
     ++restarts;
     if (opt.on_restart) {
-      if (want_vectors) ritz_pairs(w, beta, k, opt.which, res, &anorm, true);
+      if (want_vectors) ritz_pairs(fac.basis, fac.beta, k, opt.which, res, &anorm, true);
       std::vector<double> injected;  // empty: restart implicitly
       RestartState st{restarts, matvecs, res.values_re, res.values_im, res.residuals, res.vectors_re,
                       res.vectors_im, injected, false, m - kk};
@@ -789,50 +838,11 @@ EigenResult iram(const LinearOperator& op, const ArnoldiOptions& opt, int64_t m)
         if (static_cast<int64_t>(injected.size()) != n)
           throw KernelError("arnoldi: the restart callback left a vector of " + std::to_string(injected.size()) +
                             " values, expected n = " + std::to_string(n));
-        fresh(injected);  // an explicit restart from the injected vector
+        iram_fresh(op, fac, injected, matvecs);  // an explicit restart from the injected vector
         continue;
       }
     }
-    // Exact shifts: the m - kk unwanted Ritz values, largest Ritz estimate first
-    // (Lehoucq & Sorensen: limits the forward instability of the QR sweeps); a
-    // conjugate pair once, by its +im member.
-    std::vector<int64_t> shifts;
-    for (int64_t c = kk; c < m; ++c)
-      if (all.im[sz(all.order[sz(c)])] >= 0) shifts.push_back(all.order[sz(c)]);
-    std::stable_sort(shifts.begin(), shifts.end(),
-                     [&](int64_t a, int64_t b) { return all.bound[sz(a)] > all.bound[sz(b)]; });
-    std::fill(Q.begin(), Q.end(), 0.0);
-    for (int64_t i = 0; i < m; ++i) Q[sz(i + i * m)] = 1.0;
-    for (int64_t sidx : shifts) {
-      deflate(H, m);
-      for (int64_t lo = 0; lo < m - 1;) {
-        int64_t hi = lo;
-        while (hi + 1 < m && H(hi + 1, hi) != 0) ++hi;
-        if (hi > lo) apply_shift(H, m, Q, lo, hi, all.re[sz(sidx)], all.im[sz(sidx)]);
-        lo = hi + 1;
-      }
-    }
-    deflate(H, kk + 1);
-    // V_kk <- V_m Q[:, 0:kk]; f <- V_m Q e_kk H(kk, kk-1) + f Q(m-1, kk-1).
-    cblas_dgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, bi(n), bi(kk + 1), bi(m), 1.0, w.V.data(), bi(n), Q.data(),
-                bi(m), 0.0, W.data(), bi(n));
-    std::copy_n(W.begin(), n * kk, w.V.begin());
-    const double hk = H(kk, kk - 1), qk = Q[sz(m - 1 + (kk - 1) * m)];
-    for (int64_t e = 0; e < n; ++e) f[sz(e)] = W[sz(e + kk * n)] * hk + f[sz(e)] * qk;
-    // Truncate H to kk x kk; keep f orthogonal to the kept basis (the coefficients
-    // join H's last kept column, so the factorisation stays exact).
-    for (int64_t j = kk; j < m; ++j)
-      for (int64_t i = 0; i <= m; ++i) H(i, j) = 0;
-    H(kk, kk - 1) = 0;
-    std::fill(h.begin(), h.end(), 0.0);
-    cgs2(n, kk, w.V.data(), f.data(), h.data(), tmp.data());
-    for (int64_t i = 0; i < kk; ++i) H(i, kk - 1) += h[sz(i)];
-    beta = nrm2(n, f.data());
-    if (beta <= 1e-13 * anorm_est) {
-      beta = 0;
-      std::fill(f.begin(), f.end(), 0.0);
-    }
-    extend_factor(op, w, f, beta, kk, seed, matvecs, anorm_est);
+    iram_shift(op, fac, all, kk, matvecs);
   }
 }
 
@@ -878,11 +888,45 @@ EigenResult arnoldi_cycle(const LinearOperator& op, std::span<const double> star
   if (static_cast<int64_t>(start.size()) != op.n)
     throw KernelError("arnoldi: start vector has " + std::to_string(start.size()) + " values, expected n = " +
                       std::to_string(op.n));
-  ArnoldiWork w(op.n, m);
+  ArnoldiBasis w(op.n, m);
   EigenResult res;
   const double h = arnoldi_factor(op, w, start, seed, res.matvecs);
   double anorm = 0;
   ritz_pairs(w, h, k, which, res, &anorm);
+  if (ritz_norm) *ritz_norm = anorm;
+  return res;
+}
+
+IramFactor::IramFactor(int64_t n, int64_t m, std::uint64_t seed_) : basis(n, m), f(sz(n), 0.0), seed(seed_) {}
+
+EigenResult iram_cycle(const LinearOperator& op, IramFactor& fac, std::span<const double> restart_from, int64_t k,
+                       Which which, double tol, double* ritz_norm) {
+  const int64_t n = op.n, m = fac.basis.m;
+  int64_t mm = m;
+  check_sizes(op, k, mm, "iram_cycle");
+  if (fac.basis.n != n || mm != m)
+    throw KernelError("iram_cycle: the factorisation is for n = " + std::to_string(fac.basis.n) + ", subspace " +
+                      std::to_string(m) + "; the operator has n = " + std::to_string(n));
+  check_implicit(n, k, m, "iram_cycle");
+  if (!restart_from.empty() && static_cast<int64_t>(restart_from.size()) != n)
+    throw KernelError("iram_cycle: restart vector has " + std::to_string(restart_from.size()) +
+                      " values, expected n = " + std::to_string(n));
+  EigenResult res;
+  double anorm = 0;
+  if (!restart_from.empty()) {
+    iram_fresh(op, fac, restart_from, res.matvecs);
+  } else if (!fac.started) {
+    iram_fresh(op, fac, start_vector(n, {}, fac.seed++), res.matvecs);
+  } else if (m < n) {
+    ritz_pairs(fac.basis, fac.beta, k, which, res, &anorm, false);
+    const int64_t nconv = count_converged(res, k, anorm, tol);
+    const AllRitz all = all_ritz(fac.basis, fac.beta, which);
+    iram_shift(op, fac, all, kept_size(all, k, m, nconv), res.matvecs);
+  }
+  const int64_t matvecs = res.matvecs;
+  ritz_pairs(fac.basis, fac.beta, k, which, res, &anorm, true);
+  res.matvecs = matvecs;
+  res.converged = count_converged(res, k, anorm, tol) == k;
   if (ritz_norm) *ritz_norm = anorm;
   return res;
 }
@@ -894,7 +938,7 @@ EigenResult arnoldi(const LinearOperator& op, const ArnoldiOptions& opt) {
   if (opt.which != Which::largest_magnitude && opt.which != Which::largest_real)
     throw KernelError("arnoldi: which must be largest_magnitude or largest_real");
   if (opt.restart == Restart::implicit) return iram(op, opt, m);
-  ArnoldiWork w(n, m);
+  ArnoldiBasis w(n, m);
   std::vector<double> v = start_vector(n, opt.start, opt.seed);
   EigenResult res;
   int64_t matvecs = 0, restarts = 0;

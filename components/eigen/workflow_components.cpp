@@ -1,4 +1,4 @@
-// eigen.eram_cycle, eigen.generate and eigen.matrix_market (see
+// eigen.eram_cycle, eigen.iram_cycle, eigen.generate and eigen.matrix_market (see
 // workflow_components.hpp): ports, checks, costs and CPU kernels.
 #include "eigen/workflow_components.hpp"
 
@@ -450,6 +450,145 @@ void mm_cpu(KernelContext& ctx) {
   ctx.report("nnz", static_cast<double>(m.nnz()));
 }
 
+// ============================================================ eigen.iram_cycle
+
+enum IramPort : size_t { kIa, kIvectors, kIvalues, kIresidual, kIbasis, kIhess, kIstate };
+
+const std::vector<PortSpec>& iram_ports() {
+  static const std::vector<PortSpec> p = {
+      cycle_ports()[0],
+      cycle_ports()[1],
+      cycle_ports()[2],
+      cycle_ports()[3],
+      {"basis",
+       Access::read_write,
+       {DType::f64},
+       false,
+       2,
+       "[n, m+1]: the Krylov basis V_m and, in column m, the residual f (the factorisation kept between cycles)"},
+      {"hessenberg", Access::read_write, {DType::f64}, false, 2, "[m+1, m]: H_m of the kept factorisation"},
+      {"state",
+       Access::read_write,
+       {DType::f64},
+       false,
+       2,
+       "[k+1, 3]: row 0 (started, ||A|| estimate, next seed), rows 1..k the values this cycle last wrote; all zero: "
+       "no factorisation yet"},
+  };
+  return p;
+}
+
+std::string iram_check(const TaskShape& t) {
+  const auto& s = iram_ports();
+  const auto& p = t.ports;
+  const Args& a = t.args;
+  if (auto m = kutil::ports_present(s, p); !m.empty()) return m;
+  if (auto m =
+          first_error({kutil::float_dtype(s, p, kIa), f64_port(s, p, kIvectors, "the Ritz vectors are kept in double"),
+                       f64_port(s, p, kIvalues, "the Ritz values are kept in double"),
+                       f64_port(s, p, kIresidual, "a double residual"),
+                       f64_port(s, p, kIbasis, "the factorisation is kept in double"),
+                       f64_port(s, p, kIhess, "the factorisation is kept in double"),
+                       f64_port(s, p, kIstate, "the state is kept in double"), kutil::square(s, p, kIa),
+                       kutil::one_of(a, "which", {"magnitude", "real"}), eigen_util::int_at_least(a, "seed", 0)});
+      !m.empty())
+    return m;
+  const int64_t n = p[kIa].rows, k = a.get_int("k");
+  if (n < 1) return "port 'a' is " + dims(p[kIa]) + ": the operator is empty";
+  if (auto m = eigen_util::k_and_subspace(a, n); !m.empty()) return m;
+  const int64_t m = eigen_util::auto_subspace(a, n);
+  if (m < n && k >= m - 1)
+    return "param 'k' is " + to_string(k) + ": an implicit restart needs k < subspace - 1 = " + to_string(m - 1) +
+           " (at least 2 shifts)";
+  if (!(a.get_float("tol") > 0)) return "param 'tol' must be > 0";
+  return first_error({expect_shape(s, p, kIvectors, n, k, "n x k Ritz vectors"),
+                      expect_shape(s, p, kIvalues, k, 3, "k rows of re, im, residual"),
+                      expect_shape(s, p, kIresidual, 1, 1, "one residual"),
+                      expect_shape(s, p, kIbasis, n, m + 1, "n x (subspace + 1): V_m and f"),
+                      expect_shape(s, p, kIhess, m + 1, m, "(subspace + 1) x subspace"),
+                      expect_shape(s, p, kIstate, k + 1, 3, "(k + 1) x 3")});
+}
+
+Cost iram_cost(const TaskShape& t) {
+  if (t.ports.size() != iram_ports().size() || iram_check(t) != "") return {};
+  const int64_t n = t.ports[kIa].rows, m = eigen_util::auto_subspace(t.args, n), k = t.args.get_int("k");
+  const double dn = double(n), dm = double(m);
+  // An implicit restart takes p = m - k' matvecs (the first cycle m): priced at m - k; CGS2 (4 n j per step),
+  // two dgeev and the QR sweeps on H (~30 m³), the kept basis (2 n m²) and the Ritz vectors (4 n m k).
+  Cost c = kutil::io_cost(
+      iram_ports(), t,
+      double(m - k) * (2 * dn * dn + 4 * dn * dm) + 30 * dm * dm * dm + 2 * dn * dm * dm + 4 * dn * dm * double(k));
+  c.extra_bytes = 8.0 * dn * double(2 * m + 3) + 40.0 * dm * dm;
+  return c;
+}
+
+void iram_cpu(KernelContext& ctx) {
+  kutil::validate(ctx, iram_ports(), iram_check);
+  const TensorView &a = ctx.port(kIa), &vectors = ctx.port(kIvectors), &values = ctx.port(kIvalues),
+                   &residual = ctx.port(kIresidual), &basis = ctx.port(kIbasis), &hess = ctx.port(kIhess),
+                   &state = ctx.port(kIstate);
+  const int64_t n = a.rows, k = ctx.arg_int("k"), m = eigen_util::auto_subspace(ctx.args(), n);
+  const eigen::Which which =
+      ctx.arg_string("which") == "real" ? eigen::Which::largest_real : eigen::Which::largest_magnitude;
+  for (size_t port : {kIvectors, kIvalues, kIbasis, kIhess, kIstate}) {
+    const TensorView& v = ctx.port(port);
+    for (int64_t i = 0; i < v.rows; ++i)
+      for (int64_t j = 0; j < v.cols; ++j)
+        if (!std::isfinite(v.at<double>(i, j)))
+          throw KernelError("port '" + iram_ports()[port].name + "' holds a non-finite value at (" + to_string(i) +
+                            ", " + to_string(j) + ")");
+  }
+  const bool started = state.at<double>(0, 0) != 0;
+  // Pairs this cycle did not write (a gathered set adopted by eigen.ritz_select,
+  // or a given start): restart explicitly from them.
+  bool given = false;
+  if (started) {
+    for (int64_t j = 0; j < k && !given; ++j)
+      for (int64_t c = 0; c < 3 && !given; ++c) given = values.at<double>(j, c) != state.at<double>(j + 1, c);
+  } else {
+    for (int64_t i = 0; i < n && !given; ++i)
+      for (int64_t j = 0; j < k && !given; ++j) given = vectors.at<double>(i, j) != 0;
+  }
+  eigen::IramFactor fac(n, m, static_cast<std::uint64_t>(ctx.arg_int("seed")));
+  if (started) {
+    fac.started = true;
+    fac.anorm_est = state.at<double>(0, 1);
+    fac.seed = static_cast<std::uint64_t>(state.at<double>(0, 2));
+    for (int64_t j = 0; j < m; ++j)
+      for (int64_t i = 0; i < n; ++i) fac.basis.V[sz(j * n + i)] = basis.at<double>(i, j);
+    for (int64_t i = 0; i < n; ++i) fac.f[sz(i)] = basis.at<double>(i, m);
+    fac.beta = cblas_dnrm2(static_cast<blasint>(n), fac.f.data(), 1);
+    for (int64_t j = 0; j < m; ++j)
+      for (int64_t i = 0; i <= m; ++i) fac.basis.H[sz(i + j * (m + 1))] = hess.at<double>(i, j);
+  }
+  std::vector<double> restart;
+  if (given) restart = eigen::ritz_restart_vector(unpack_pairs(vectors, values, n, k), n, true);
+  const DoubleMatrix d(a);
+  double ritz_norm = 0;
+  const eigen::EigenResult c = eigen::iram_cycle(eigen::dense_operator(d.data, n, d.ld), fac, restart, k, which,
+                                                 ctx.arg_float("tol"), &ritz_norm);
+  double worst = 0;
+  for (int64_t j = 0; j < k; ++j)
+    worst = std::max(worst, eigen::relative_residual(c.residuals[sz(j)],
+                                                     std::hypot(c.values_re[sz(j)], c.values_im[sz(j)]), ritz_norm));
+  pack_pairs(c, n, k, vectors, values);
+  residual.at<double>(0, 0) = worst;
+  for (int64_t j = 0; j < m; ++j)
+    for (int64_t i = 0; i < n; ++i) basis.at<double>(i, j) = fac.basis.V[sz(j * n + i)];
+  for (int64_t i = 0; i < n; ++i) basis.at<double>(i, m) = fac.f[sz(i)];
+  for (int64_t j = 0; j < m; ++j)
+    for (int64_t i = 0; i <= m; ++i) hess.at<double>(i, j) = fac.basis.H[sz(i + j * (m + 1))];
+  state.at<double>(0, 0) = 1;
+  state.at<double>(0, 1) = fac.anorm_est;
+  state.at<double>(0, 2) = static_cast<double>(fac.seed);
+  for (int64_t j = 0; j < k; ++j)
+    for (int64_t col = 0; col < 3; ++col) state.at<double>(j + 1, col) = values.at<double>(j, col);
+  ctx.report("matvecs", static_cast<double>(c.matvecs));
+  ctx.report("restarts", started ? 1.0 : 0.0);
+  ctx.report("explicit", given ? 1.0 : 0.0);
+  ctx.report("residual", worst);
+}
+
 }  // namespace
 
 void register_eigen_workflow(Registry& reg) {
@@ -465,6 +604,22 @@ void register_eigen_workflow(Registry& reg) {
        {"which", ParamType::string_, "magnitude", false, "magnitude (largest |λ|) or real (largest Re λ)"},
        {"seed", ParamType::int_, "1", false, "seed of the random start vector (first cycle)"}},
       cycle_cpu, cycle_check, cycle_cost);
+  kutil::add_component(
+      reg, "eigen.iram_cycle",
+      "one cycle of IRAM on a factorisation kept in inout tensors (basis [n,m+1], hessenberg [m+1,m], state "
+      "[k+1,3]; all zero: none yet): the first cycle factorises from the seeded random vector (m matvecs), later "
+      "ones restart implicitly with exact shifts (m - k' matvecs, as eigen.arnoldi restart=implicit), and Ritz pairs "
+      "this cycle did not write (a set eigen.ritz_select adopted) restart it explicitly from their residual-weighted "
+      "sum; writes the pairs like eigen.eram_cycle and the largest relative residual [1] (MIRAM's co-method step)",
+      iram_ports(),
+      {{"k", ParamType::int_, "4", false, "number of Ritz pairs (the columns of vectors, the rows of values)"},
+       {"subspace", ParamType::int_, "0", false,
+        "Arnoldi factorisation size m (> k + 1); 0: min(n, max(2k+1, k+20)); sizes basis and hessenberg"},
+       {"which", ParamType::string_, "magnitude", false, "magnitude (largest |λ|) or real (largest Re λ)"},
+       {"tol", ParamType::float_, "1e-8", false,
+        "the convergence tolerance: pairs under it count as converged in k' (ARPACK's anti-stagnation)"},
+       {"seed", ParamType::int_, "1", false, "seed of the random start vector (first cycle)"}},
+      iram_cpu, iram_check, iram_cost);
   kutil::add_component(
       reg, "eigen.ritz_select",
       "MERAM's restart choice between a co-method's own Ritz pairs and pairs gathered from another: the gathered "

@@ -5,6 +5,10 @@
 //                        on inout Ritz vectors/values, so a restarted Arnoldi, or a MERAM
 //                        co-method exchanging Ritz pairs by publish/gather, is an
 //                        <until> loop in XML around one task.
+//   eigen.iram_cycle     ONE cycle of IRAM (iram_cycle of eigen.hpp) on the same pairs
+//                        plus its factorisation kept in three inout tensors, so a MIRAM
+//                        co-method is an <until> loop too (workflows/unite/meram.xml,
+//                        implicit=true).
 //   eigen.generate       a dense test matrix A [n,n] from generators.hpp (prescribed
 //                        spectrum in a disc or box, convection-diffusion, Markov walk).
 //   eigen.matrix_market  a Matrix Market file (matrix_market.hpp) as a dense A [r,c].
@@ -35,6 +39,18 @@
 //       <inout port="values" data="vals"/> <out port="residual" data="res"/>
 //       <arg name="k" value="4"/> <arg name="subspace" value="10"/> </task>
 //   </until>
+//
+// eigen.iram_cycle: the ports of eigen.eram_cycle, then (m = subspace)
+//   basis       inout  [n, m+1] f64: V_m, and the residual vector f in column m
+//   hessenberg  inout  [m+1, m] f64: H_m
+//   state       inout  [k+1, 3] f64: row 0 (started, ||A|| estimate, next random seed),
+//                      rows 1..k the values the cycle last wrote
+// All zero (the zeros init): the first cycle factorises from the random vector of
+// arg seed (m matvecs). Then each cycle restarts implicitly (exact shifts, k' as
+// eigen.arnoldi restart=implicit: m - k' matvecs), so the loop is eigen.arnoldi
+// restart=implicit cycle for cycle; if `values` no longer hold what it wrote (an
+// eigen.ritz_select adopted a gathered set) it restarts explicitly from the pairs
+// (m matvecs), as MIRAM does. Reports matvecs, restarts, explicit (0/1), residual.
 #pragma once
 
 #include <complex>
@@ -44,7 +60,7 @@
 #include "eigen/eigen.hpp"
 
 namespace ymlopt {
-/// Registers eigen.eram_cycle, eigen.generate and eigen.matrix_market.
+/// Registers eigen.eram_cycle, eigen.iram_cycle, eigen.ritz_select, eigen.generate and eigen.matrix_market.
 void register_eigen_workflow(Registry& reg);
 }  // namespace ymlopt
 

@@ -17,11 +17,11 @@ expect_in "ok: workflow 'meram'" "check summary"
 # see ARCHITECTURE), so with them the winner's values would depend on timing.
 case_args=(--set n=300 --set k=4 --set "top=3, 2.6+0.5i, 2.2" --set tol=1e-9 --set save_matrix=true
   --set subspaces=5,9,12 --quiet)
-check_run() {  # DIR WHAT [PUBLISHES]: values.npy against LAPACK's eigenvalues of A.npy, the report's unite section
-  "$py" - "$1" "$2" "${3:-1}" <<'PY'
+check_run() {  # DIR WHAT [PUBLISHES [CO-METHODS]]: values.npy against LAPACK's eigenvalues of A.npy, the report's unite section
+  "$py" - "$1" "$2" "${3:-1}" "${4:-eram12,eram5,eram9}" <<'PY'
 import json, sys
 import numpy as np
-d, what, exchange = sys.argv[1], sys.argv[2], sys.argv[3] == "1"
+d, what, exchange, want = sys.argv[1], sys.argv[2], sys.argv[3] == "1", sys.argv[4].split(",")
 a = np.load(d + "/A.npy")
 vals = np.load(d + "/values.npy")
 exact = np.linalg.eigvals(a)
@@ -32,7 +32,7 @@ ok = err < 1e-7 and len({round(v.real, 6) + 1j * round(abs(v.imag), 6) for v in 
 r = json.load(open(d + "/report.json"))
 u = r["unites"][0]
 names = sorted(c["name"] for c in u["comethods"])
-ok = ok and r["status"] == "ok" and names == ["eram12", "eram5", "eram9"] and u["winner"] in names
+ok = ok and r["status"] == "ok" and names == want and u["winner"] in names
 w = [c for c in u["comethods"] if c["winner"]]
 ok = ok and len(w) == 1 and w[0]["status"] == "converged" and w[0]["iterations"] >= 1
 ok = ok and all(c["publishes"] == (c["iterations"] if exchange else 0) for c in u["comethods"] if c["status"] != "failed")
@@ -45,6 +45,25 @@ for backend in starpu sequential; do
   expect_rc 0 "meram on $backend" -- "$bin" run "$wf" "${case_args[@]}" --backend "$backend" --out "$tmp/$backend"
   check_run "$tmp/$backend" "MERAM ($backend)"
 done
+# MIRAM: the same workflow with IRAM co-methods (eigen.iram_cycle keeps each
+# co-method's factorisation in tensors; 6, 9 and 12 each find LAPACK's values alone)
+for backend in starpu sequential; do
+  expect_rc 0 "miram on $backend" -- "$bin" run "$wf" "${case_args[@]}" --set implicit=true --set subspaces=6,9,12 \
+    --backend "$backend" --out "$tmp/miram-$backend"
+  check_run "$tmp/miram-$backend" "MIRAM ($backend)" 1 iram12,iram6,iram9
+done
+"$py" - "$tmp/miram-starpu" <<'PY' || { echo "FAIL: MIRAM's cycles"; fails=$((fails + 1)); }
+import json, sys
+# own restarts are implicit (fewer than m matvecs), adopted sets restart explicitly (m)
+t = json.load(open(sys.argv[1] + "/trace.json"))
+ev = [e for e in (t["traceEvents"] if isinstance(t, dict) else t) if e.get("cat") == "eigen.iram_cycle"]
+assert ev, "no eigen.iram_cycle in the trace"
+for e in ev:
+    a, m = e["args"], int(e["name"].replace("cycle", ""))
+    assert a["matvecs"] == m if a["restarts"] == 0 or a["explicit"] == 1 else 0 < a["matvecs"] < m, (e["name"], a)
+assert any(e["args"]["restarts"] == 1 and e["args"]["explicit"] == 0 for e in ev), "no implicit restart"
+print("ok: MIRAM cycles restart implicitly (%d cycles, %d explicit)" % (len(ev), sum(e["args"]["explicit"] for e in ev)))
+PY
 # the workflow's default mapping is fair (equal worker time per co-method); shared too
 expect_rc 0 "meram with shared workers" -- "$bin" run "$wf" "${case_args[@]}" --set mapping=shared --out "$tmp/shared"
 check_run "$tmp/shared" "MERAM (shared)"
@@ -127,6 +146,9 @@ if command -v mpirun >/dev/null && "$bin" run --help | grep -q starpu-mpi; then
       --backend starpu-mpi --ncpu 1 --out "$tmp/mpi$n"
     check_run "$tmp/mpi$n" "MERAM (starpu-mpi, $n ranks)"
   done
+  expect_rc 0 "miram on 3 MPI ranks" -- timeout 120 mpirun --oversubscribe -np 3 "$bin" run "$wf" "${case_args[@]}" \
+    --set implicit=true --set subspaces=6,9,12 --backend starpu-mpi --ncpu 1 --out "$tmp/miram-mpi3"
+  check_run "$tmp/miram-mpi3" "MIRAM (starpu-mpi, 3 ranks)" 1 iram12,iram6,iram9
   "$py" - "$tmp/mpi2" <<'PY' || { echo "FAIL: co-methods on ranks"; fails=$((fails + 1)); }
 import json, sys
 r = json.load(open(sys.argv[1] + "/report.json"))

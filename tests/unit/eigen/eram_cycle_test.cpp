@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <string>
 #include <vector>
@@ -333,6 +334,148 @@ TEST(EramCycle, CheckMessages) {
   // The cost model sees m matvecs of 2n² flops at least.
   const Cost c = test::TestContext(r.get("eigen.eram_cycle"), {sv(40, 40), sv(40, 3), sv(3, 3), sv(1, 1)}, k3).cost();
   EXPECT_GE(c.flops, 8 * 2.0 * 40 * 40);
+}
+
+/// The ports of one MIRAM co-method: the pairs plus the kept factorisation, all zero.
+struct IramCycleState : CycleState {
+  Mat<double> basis, hess, state;
+  IramCycleState(int64_t n, int64_t k, int64_t m)
+      : CycleState(n, k),
+        basis(n, m + 1, 0, DType::f64, 0.0),
+        hess(m + 1, m, 0, DType::f64, 0.0),
+        state(k + 1, 3, 0, DType::f64, 0.0) {}
+  std::map<std::string, double> cycle(TensorView a, const std::map<std::string, std::string>& args) {
+    TensorView r = res.view();
+    r.shape = {1};
+    return test::run(registry(), "eigen.iram_cycle",
+                     {a, v.view(), vals.view(), r, basis.view(), hess.view(), state.view()}, args);
+  }
+};
+
+// An <until> loop of eigen.iram_cycle is eigen::arnoldi(restart=implicit):
+// the same cycles and matvecs (m, then m - k' per restart), values to
+// round-off, and pairs that dgeev confirms.
+TEST(IramCycle, LoopMatchesDgeevAndImplicitArnoldi) {
+  struct Case {
+    const char* name;
+    std::vector<std::complex<double>> eigs;
+    std::uint64_t matrix_seed;
+    Which which;
+    int64_t k, m;
+  };
+  const std::vector<Case> cases = {
+      {"magnitude k=4 m=14", magnitude_spectrum(), 22, Which::largest_magnitude, 4, 14},
+      {"magnitude k=2 m=8 (lone +im)", magnitude_spectrum(), 22, Which::largest_magnitude, 2, 8},
+      {"real k=3 m=12", real_spectrum(), 24, Which::largest_real, 3, 12},
+  };
+  const double tol = 1e-10;
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    const CsrMatrix s = matrix_with_spectrum(c.eigs, {.seed = c.matrix_seed});
+    const int64_t n = s.rows;
+    const std::vector<double> d = to_dense(s);
+    const auto ref = wanted(eigref::lapack_geev(d, n), c.k, c.which);
+    ArnoldiOptions o;
+    o.k = c.k;
+    o.subspace = c.m;
+    o.tol = tol;
+    o.which = c.which;
+    o.seed = 5;
+    o.restart = Restart::implicit;
+    const EigenResult e = arnoldi(dense_operator(d.data(), n, n), o);
+    ASSERT_TRUE(e.converged);
+
+    Mat<double> a = dense_mat<double>(d, n, 2);  // padded rows: ld > n
+    IramCycleState st(n, c.k, c.m);
+    const std::map<std::string, std::string> args = {{"k", std::to_string(c.k)},
+                                                     {"subspace", std::to_string(c.m)},
+                                                     {"which", c.which == Which::largest_real ? "real" : "magnitude"},
+                                                     {"tol", "1e-10"},
+                                                     {"seed", "5"}};
+    int64_t cycles = 0, matvecs = 0;
+    while (cycles < 2000) {
+      const auto rep = st.cycle(a.view(), args);
+      EXPECT_EQ(rep.at("restarts"), cycles == 0 ? 0.0 : 1.0);
+      EXPECT_EQ(rep.at("explicit"), 0.0);
+      if (cycles == 0) EXPECT_EQ(rep.at("matvecs"), double(c.m));
+      if (cycles > 0) EXPECT_LT(rep.at("matvecs"), double(c.m));
+      ++cycles;
+      matvecs += static_cast<int64_t>(rep.at("matvecs"));
+      if (st.res(0, 0) <= tol) break;
+    }
+    ASSERT_LE(st.res(0, 0), tol);
+    EXPECT_EQ(cycles, e.restarts + 1);
+    EXPECT_EQ(matvecs, e.matvecs);
+    EXPECT_GT(cycles, 2);
+    for (int64_t j = 0; j < c.k; ++j) {
+      EXPECT_NEAR(st.vals(j, 0), e.values_re[sz(j)], 1e-12 * std::abs(ref[sz(j)]));
+      EXPECT_NEAR(st.vals(j, 1), e.values_im[sz(j)], 1e-12 * std::abs(ref[sz(j)]));
+    }
+    expect_pairs(st, d, n, ref, tol);
+    std::printf("[ iram_cycle ] %s: %lld cycles, %lld matvecs (ERAM loop above needs more)\n", c.name,
+                (long long)cycles, (long long)matvecs);
+  }
+}
+
+TEST(IramCycle, AdoptedPairsRestartExplicitly) {
+  const CsrMatrix s = matrix_with_spectrum(magnitude_spectrum(), {.seed = 22});
+  const int64_t n = s.rows;
+  const std::vector<double> d = to_dense(s);
+  const auto ref = wanted(eigref::lapack_geev(d, n), 2, Which::largest_magnitude);
+  Mat<double> a = dense_mat<double>(d, n);
+  const double tol = 1e-10;
+  IramCycleState big(n, 2, 12);
+  const std::map<std::string, std::string> args12 = {{"k", "2"}, {"subspace", "12"}, {"tol", "1e-10"}};
+  for (int i = 0; i < 500 && !(big.res(0, 0) <= tol && i > 0); ++i) big.cycle(a.view(), args12);
+  ASSERT_LE(big.res(0, 0), tol);
+
+  IramCycleState small(n, 2, 5);
+  const std::map<std::string, std::string> args5 = {{"k", "2"}, {"subspace", "5"}, {"tol", "1e-10"}};
+  small.cycle(a.view(), args5);
+  EXPECT_EQ(small.cycle(a.view(), args5).at("explicit"), 0.0);
+  EXPECT_GT(small.res(0, 0), 1e3 * tol);
+  // What eigen.ritz_select does on adoption: the gathered pairs replace the own ones.
+  small.v.buf = big.v.buf;
+  small.vals.buf = big.vals.buf;
+  const auto rep = small.cycle(a.view(), args5);
+  EXPECT_EQ(rep.at("explicit"), 1.0);
+  EXPECT_EQ(rep.at("matvecs"), 5);  // a new factorisation
+  EXPECT_LE(small.res(0, 0), 10 * tol);
+  expect_pairs(small, d, n, ref, 10 * tol);
+  // And the next cycle restarts implicitly from that factorisation again.
+  const auto next = small.cycle(a.view(), args5);
+  EXPECT_EQ(next.at("explicit"), 0.0);
+  EXPECT_LT(next.at("matvecs"), 5);
+}
+
+TEST(IramCycle, CheckMessages) {
+  const auto& r = registry();
+  auto sv = [](int64_t rows, int64_t cols, DType dt = DType::f64) { return test::shape_view(dt, rows, cols); };
+  const std::map<std::string, std::string> k3 = {{"k", "3"}, {"subspace", "8"}};
+  auto ports = [&](TensorView basis, TensorView hess, TensorView state) {
+    return std::vector<TensorView>{sv(40, 40), sv(40, 3), sv(3, 3), sv(1, 1), basis, hess, state};
+  };
+  EXPECT_EQ(test::check(r, "eigen.iram_cycle", ports(sv(40, 9), sv(9, 8), sv(4, 3)), k3), "");
+  EXPECT_EQ(test::check(r, "eigen.iram_cycle", ports(sv(40, 8), sv(9, 8), sv(4, 3)), k3),
+            "port 'basis' is 40x8 but expected 40x9 (n x (subspace + 1): V_m and f)");
+  EXPECT_EQ(test::check(r, "eigen.iram_cycle", ports(sv(40, 9), sv(8, 8), sv(4, 3)), k3),
+            "port 'hessenberg' is 8x8 but expected 9x8 ((subspace + 1) x subspace)");
+  EXPECT_EQ(test::check(r, "eigen.iram_cycle", ports(sv(40, 9), sv(9, 8), sv(3, 3)), k3),
+            "port 'state' is 3x3 but expected 4x3 ((k + 1) x 3)");
+  EXPECT_EQ(test::check(r, "eigen.iram_cycle", ports(sv(40, 5), sv(5, 4), sv(4, 3)), {{"k", "3"}, {"subspace", "4"}}),
+            "param 'k' is 3: an implicit restart needs k < subspace - 1 = 3 (at least 2 shifts)");
+  EXPECT_EQ(test::check(r, "eigen.iram_cycle", ports(sv(40, 9), sv(9, 8, DType::f32), sv(4, 3)), k3),
+            "port 'hessenberg' has dtype f32: must be f64 (the factorisation is kept in double)");
+  EXPECT_EQ(test::check(r, "eigen.iram_cycle", ports(sv(40, 9), sv(9, 8), sv(4, 3)),
+                        {{"k", "3"}, {"subspace", "8"}, {"tol", "0"}}),
+            "param 'tol' must be > 0");
+  Mat<double> a(40, 40), v(40, 3, 0, DType::f64, 0.0), vals(3, 3, 0, DType::f64, 0.0), res(1, 1),
+      basis(40, 9, 0, DType::f64, 0.0), hess(9, 8, 0, DType::f64, 0.0), state(4, 3, 0, DType::f64, 0.0);
+  a.random(3);
+  hess(2, 1) = std::numeric_limits<double>::infinity();
+  EXPECT_EQ(run_error("eigen.iram_cycle",
+                      {a.view(), v.view(), vals.view(), res.view(), basis.view(), hess.view(), state.view()}, k3),
+            "port 'hessenberg' holds a non-finite value at (2, 1)");
 }
 
 TEST(RitzSelect, TakesAClearlyBetterAndAtLeastAsWantedSet) {
