@@ -103,11 +103,9 @@ const std::vector<PortSpec>& cycle_ports() {
   return p;
 }
 
-std::string cycle_check(const TaskShape& t) {
-  const auto& s = cycle_ports();
-  const auto& p = t.ports;
-  const Args& a = t.args;
-  if (auto m = kutil::ports_present(s, p); !m.empty()) return m;
+/// The checks eigen.eram_cycle and eigen.iram_cycle share: their first four
+/// ports (a, vectors, values, residual) and args k, subspace, which and seed.
+std::string pairs_check(const std::vector<PortSpec>& s, std::span<const TensorView> p, const Args& a) {
   if (auto m = first_error({kutil::float_dtype(s, p, 0), f64_port(s, p, 1, "the Ritz vectors are kept in double"),
                             f64_port(s, p, 2, "the Ritz values are kept in double"),
                             f64_port(s, p, 3, "a double residual"), kutil::square(s, p, 0),
@@ -120,6 +118,11 @@ std::string cycle_check(const TaskShape& t) {
   return first_error({eigen_util::k_and_subspace(a, n), expect_shape(s, p, 1, n, k, "n x k Ritz vectors"),
                       expect_shape(s, p, 2, k, 3, "k rows of re, im, residual"),
                       expect_shape(s, p, 3, 1, 1, "one residual")});
+}
+
+std::string cycle_check(const TaskShape& t) {
+  if (auto m = kutil::ports_present(cycle_ports(), t.ports); !m.empty()) return m;
+  return pairs_check(cycle_ports(), t.ports, t.args);
 }
 
 Cost cycle_cost(const TaskShape& t) {
@@ -483,28 +486,18 @@ std::string iram_check(const TaskShape& t) {
   const auto& p = t.ports;
   const Args& a = t.args;
   if (auto m = kutil::ports_present(s, p); !m.empty()) return m;
-  if (auto m =
-          first_error({kutil::float_dtype(s, p, kIa), f64_port(s, p, kIvectors, "the Ritz vectors are kept in double"),
-                       f64_port(s, p, kIvalues, "the Ritz values are kept in double"),
-                       f64_port(s, p, kIresidual, "a double residual"),
-                       f64_port(s, p, kIbasis, "the factorisation is kept in double"),
-                       f64_port(s, p, kIhess, "the factorisation is kept in double"),
-                       f64_port(s, p, kIstate, "the state is kept in double"), kutil::square(s, p, kIa),
-                       kutil::one_of(a, "which", {"magnitude", "real"}), eigen_util::int_at_least(a, "seed", 0)});
+  if (auto m = pairs_check(s, p, a); !m.empty()) return m;
+  if (auto m = first_error({f64_port(s, p, kIbasis, "the factorisation is kept in double"),
+                            f64_port(s, p, kIhess, "the factorisation is kept in double"),
+                            f64_port(s, p, kIstate, "the state is kept in double")});
       !m.empty())
     return m;
-  const int64_t n = p[kIa].rows, k = a.get_int("k");
-  if (n < 1) return "port 'a' is " + dims(p[kIa]) + ": the operator is empty";
-  if (auto m = eigen_util::k_and_subspace(a, n); !m.empty()) return m;
-  const int64_t m = eigen_util::auto_subspace(a, n);
+  const int64_t n = p[kIa].rows, k = a.get_int("k"), m = eigen_util::auto_subspace(a, n);
   if (m < n && k >= m - 1)
     return "param 'k' is " + to_string(k) + ": an implicit restart needs k < subspace - 1 = " + to_string(m - 1) +
            " (at least 2 shifts)";
   if (!(a.get_float("tol") > 0)) return "param 'tol' must be > 0";
-  return first_error({expect_shape(s, p, kIvectors, n, k, "n x k Ritz vectors"),
-                      expect_shape(s, p, kIvalues, k, 3, "k rows of re, im, residual"),
-                      expect_shape(s, p, kIresidual, 1, 1, "one residual"),
-                      expect_shape(s, p, kIbasis, n, m + 1, "n x (subspace + 1): V_m and f"),
+  return first_error({expect_shape(s, p, kIbasis, n, m + 1, "n x (subspace + 1): V_m and f"),
                       expect_shape(s, p, kIhess, m + 1, m, "(subspace + 1) x subspace"),
                       expect_shape(s, p, kIstate, k + 1, 3, "(k + 1) x 3")});
 }
