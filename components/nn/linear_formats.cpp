@@ -94,6 +94,12 @@ PlanCache& plan_cache() {
 
 ContentCacheStats csr_plan_cache_stats() { return plan_cache().stats(); }
 
+std::string csr_gemv_description() {
+  const std::int64_t budget = plan_cache().budget();
+  return budget > 0 ? "GEMV plans kept per weight (cache " + to_string(budget >> 20) + " MiB)"
+                    : "gathering GEMV (plans off: YMLOPT_SPARSE_PLAN_CACHE_MB=0)";
+}
+
 bool keeps_csr_plan(std::int64_t m) { return m < sparse::kGemvMaxM && plan_cache().budget() > 0; }
 
 std::optional<WeightFormat> parse_weight_format(std::string_view s) {

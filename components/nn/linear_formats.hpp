@@ -56,5 +56,8 @@ void compressed_product(std::span<const TensorView> p, const Args& a, WeightForm
 /// the plan cache's counters.
 bool keeps_csr_plan(std::int64_t m);
 ContentCacheStats csr_plan_cache_stats();
+/// What runs CSR products of fewer than 4 tokens, as `ymlopt info` prints it:
+/// "GEMV plans kept per weight (cache 256 MiB)", or that plans are off.
+std::string csr_gemv_description();
 
 }  // namespace ymlopt::nn

@@ -85,6 +85,63 @@ python3 -c 'import json, sys; g = json.load(sys.stdin)["gemm"]["f64"]; assert g.
   { echo "FAIL: info --json gemm.f64 does not say the reuse is off"; fails=$((fails + 1)); }
 YMLOPT_GEMM_PACK_CACHE_MB=lots expect_rc 0 "info with a bad cache size" -- "$y" info
 expect_in "ymlopt: warning: YMLOPT_GEMM_PACK_CACHE_MB='lots' is not a size in MiB; using 256" "bad cache size warned"
+# CSR products of fewer than 4 tokens run on GEMV plans kept per weight (sparse::plan_gemv)
+expect_rc 0 "info" -- "$y" info
+expect_in "Sparse nn.linear: CSR below 4 tokens on GEMV plans kept per weight (cache 256 MiB)" "info names the CSR plans"
+YMLOPT_SPARSE_PLAN_CACHE_MB=0 expect_rc 0 "info with CSR plans off" -- "$y" info --json
+python3 -c 'import json, sys; g = json.load(sys.stdin)["sparse"]["csr below 4 tokens"]; assert g == "gathering GEMV (plans off: YMLOPT_SPARSE_PLAN_CACHE_MB=0)", g' <<<"$out" ||
+  { echo "FAIL: info --json sparse does not say the plans are off"; fails=$((fails + 1)); }
+# nn.linear on a 90%-sparse CSR weight with 1 and 3 tokens (the GEMV path) equals numpy's x W^T,
+# with plans (the engine names the arrays) and without
+if /usr/bin/python3 -c "import numpy" 2>/dev/null; then
+/usr/bin/python3 - "$tmp" <<'PY'
+import numpy as np, sys
+t = sys.argv[1]
+rng = np.random.default_rng(4)
+n, k = 70, 200  # k: six 32-column windows and a partial one
+w = rng.uniform(-1, 1, (n, k)).astype(np.float32)
+w[rng.uniform(0, 1, (n, k)) < 0.9] = 0
+w[5] = 0  # an empty row
+rows, cols = np.nonzero(w)
+np.save(t + "/csr_w.npy", w[rows, cols].astype(np.float32))
+np.save(t + "/csr_col.npy", cols.astype(np.int32))
+np.save(t + "/csr_ptr.npy", np.concatenate([[0], np.cumsum(np.count_nonzero(w, axis=1))]).astype(np.int32))
+np.save(t + "/csr_nnz.npy", np.array([rows.size]))
+for m in (1, 3):
+    x = rng.uniform(-1, 1, (m, k)).astype(np.float32)
+    np.save(t + "/csr_x%d.npy" % m, x)
+    np.save(t + "/csr_ref%d.npy" % m, x.astype(np.float64) @ w.T.astype(np.float64))
+PY
+nnz=$(/usr/bin/python3 -c "import numpy; print(int(numpy.load('$tmp/csr_nnz.npy')[0]))")
+for m in 1 3; do
+  cat >"$tmp/csr$m.xml" <<X
+<workflow name="csr$m">
+  <data name="x" shape="$m,200" src="$tmp/csr_x$m.npy"/>
+  <data name="w" shape="$nnz" src="$tmp/csr_w.npy"/>
+  <data name="col" dtype="i32" shape="$nnz" src="$tmp/csr_col.npy"/>
+  <data name="ptr" dtype="i32" shape="71" src="$tmp/csr_ptr.npy"/>
+  <data name="y" shape="$m,70"/>
+  <task component="nn.linear"><in port="x" data="x"/><in port="w" data="w"/><in port="w_index" data="col"/>
+    <in port="w_ptr" data="ptr"/><out port="y" data="y"/><arg name="format" value="csr"/></task>
+  <save data="y" to="y.npy"/>
+</workflow>
+X
+  for cache in 256 0; do
+    expect_rc 0 "csr linear, $m token(s), plan cache $cache" -- env YMLOPT_SPARSE_PLAN_CACHE_MB=$cache \
+      "$y" run "$tmp/csr$m.xml" --out "$tmp/csr$m-$cache" --quiet
+    /usr/bin/python3 -c "
+import numpy as np; y = np.load('$tmp/csr$m-$cache/y.npy'); r = np.load('$tmp/csr_ref$m.npy')
+e = np.abs(y - r).max() / np.abs(r).max(); assert e < 1e-6, e
+import json; kept = json.load(open('$tmp/csr$m-$cache/report.json'))['prediction']['kept_bytes']
+assert kept == ($cache and 8 * $nnz + 4 * 71), kept  # the plan is priced as the arrays it is built from" ||
+      { echo "FAIL: csr linear, $m token(s), plan cache $cache: not numpy's x W^T"; fails=$((fails + 1)); }
+  done
+done
+else
+  echo "note: /usr/bin/python3 has no numpy: the CSR linear against numpy is not run"
+fi
+YMLOPT_SPARSE_PLAN_CACHE_MB=-3 expect_rc 0 "info with a bad plan cache size" -- "$y" info
+expect_in "ymlopt: warning: YMLOPT_SPARSE_PLAN_CACHE_MB='-3' is not a size in MiB; using 256" "bad plan cache size warned"
 expect_rc 0 "mlp with dmdas and 1 cpu" -- "$y" run workflows/models/mlp2.xml --sched dmdas --ncpu 1 --out "$tmp/mlp" --quiet
 # the machine's task history (StarPU-style history model): a second run is predicted from
 # the first one's task times; --no-history neither reads nor writes it
