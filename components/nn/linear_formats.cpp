@@ -100,7 +100,7 @@ std::string csr_gemv_description() {
                     : "gathering GEMV (plans off: YMLOPT_SPARSE_PLAN_CACHE_MB=0)";
 }
 
-bool keeps_csr_plan(std::int64_t m) { return m < sparse::kGemvMaxM && plan_cache().budget() > 0; }
+bool keeps_csr_plan(std::int64_t m) { return m < sparse::kCsrPlanMaxM && plan_cache().budget() > 0; }
 
 std::optional<WeightFormat> parse_weight_format(std::string_view s) {
   if (s == "dense") return WeightFormat::dense;
@@ -228,7 +228,7 @@ void compressed_product(std::span<const TensorView> p, const Args& a, WeightForm
       // A few tokens with a named weight: the GEMV runs on a plan built once for
       // these contents (validated then, so not again per call).
       const std::uint64_t ids[3] = {p[kW].content_id, p[kWIndex].content_id, p[kWPtr].content_id};
-      if (m < sparse::kGemvMaxM && ids[0] && ids[1] && ids[2]) {
+      if (m < sparse::kCsrPlanMaxM && ids[0] && ids[1] && ids[2]) {
         const PlanKey key{ids[0], ids[1], ids[2], n, k};
         if (const auto plan = plan_cache().get(
                 key, ids[0] >> 32,

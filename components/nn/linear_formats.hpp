@@ -45,7 +45,7 @@ double compressed_flops(std::span<const TensorView> p, WeightFormat f, std::int6
 
 /// y[m, n] = x[m, k] · Wᵀ (f32), overwriting y. Validates the index arrays
 /// (monotone row pointers, columns in range) and throws KernelError on a lie.
-/// CSR with m < 4 and all three arrays named (TensorView::content_id) runs on a
+/// CSR with m < 8 (sparse::kCsrPlanMaxM) and all three arrays named (TensorView::content_id) runs on a
 /// GEMV plan (sparse::plan_gemv) kept for those contents, within
 /// YMLOPT_SPARSE_PLAN_CACHE_MB (default 256, 0 = none); the arrays are then
 /// validated once, when the plan is built.
@@ -56,7 +56,7 @@ void compressed_product(std::span<const TensorView> p, const Args& a, WeightForm
 /// the plan cache's counters.
 bool keeps_csr_plan(std::int64_t m);
 ContentCacheStats csr_plan_cache_stats();
-/// What runs CSR products of fewer than 4 tokens, as `ymlopt info` prints it:
+/// What runs CSR products of fewer than 8 tokens, as `ymlopt info` prints it:
 /// "GEMV plans kept per weight (cache 256 MiB)", or that plans are off.
 std::string csr_gemv_description();
 

@@ -15,6 +15,9 @@
 // transposed back into y. m < 4 runs a GEMV per token: CSR gathers x
 // (vgatherdps), 2:4 selects the 2 kept of every 4 x values with one vpermt2ps
 // per 8 groups (8 rows sharing the x loads), BSR runs masked dot products per block row.
+// A CSR weight with a CsrPlan (plan_gemv: 16 rows per lane group, 32-column
+// windows) runs m < 8 on the plan instead: one vpermt2ps per 16 slots and token,
+// up to 4 tokens per pass sharing the value and index loads.
 //
 // Every path has a portable C++ twin (same loop nests, one running sum per
 // output); the AVX-512 versions are compiled with __attribute__((target)) and
@@ -371,7 +374,7 @@ void csr_gemv_portable(const float* x, const CsrWeight& w, float* y) {
   }
 }
 
-// The planned GEMV (CsrPlan) of T tokens at once (T < 4, each value and index
+// The planned GEMV (CsrPlan) of T tokens at once (T <= 4, each value and index
 // loaded once for all): per group of 16 rows, per 32-column window, one
 // vpermt2ps per token selects each lane's x value; padding slots (bit 7 of the
 // index clear) are masked so a non-finite x never reaches a row without that entry.
@@ -1005,16 +1008,20 @@ void linear(const float* x, int64_t m, int64_t ldx, const CsrWeight& w, float* y
                                 to_string(plan->k) + ", the weight " + to_string(w.n) + "x" + to_string(w.k));
   if (m == 0 || w.n == 0) return;
   if (w.k == 0) return zero_y(m, w.n, y, ldy);
-  if (m < kGemvMaxM && plan) {
+  if (m < kCsrPlanMaxM && plan) {
     if (!use_avx512()) {
       for (int64_t t = 0; t < m; ++t) csr_plan_gemv_portable(x + t * ldx, *plan, y + t * ldy);
-    } else if (m == 1) {
-      csr_plan_gemv_avx512<1>(x, ldx, *plan, y, ldy);
-    } else if (m == 2) {
-      csr_plan_gemv_avx512<2>(x, ldx, *plan, y, ldy);
-    } else {
-      static_assert(kGemvMaxM == 4, "one instance per token count below kGemvMaxM");
-      csr_plan_gemv_avx512<3>(x, ldx, *plan, y, ldy);
+      return;
+    }
+    for (int64_t t = 0; t < m;) {  // passes of 4 tokens, then the rest in one
+      const float* xt = x + t * ldx;
+      float* yt = y + t * ldy;
+      switch (std::min<int64_t>(m - t, 4)) {
+        case 4: csr_plan_gemv_avx512<4>(xt, ldx, *plan, yt, ldy), t += 4; break;
+        case 3: csr_plan_gemv_avx512<3>(xt, ldx, *plan, yt, ldy), t += 3; break;
+        case 2: csr_plan_gemv_avx512<2>(xt, ldx, *plan, yt, ldy), t += 2; break;
+        default: csr_plan_gemv_avx512<1>(xt, ldx, *plan, yt, ldy), t += 1; break;
+      }
     }
     return;
   }

@@ -58,7 +58,7 @@ struct Aligned64 {
   }
 };
 
-/// A CSR weight laid out once for the GEMV (m < 4) without gathers, an
+/// A CSR weight laid out once for products with few tokens (m < 8) without gathers, an
 /// inspector-executor plan as MKL's mkl_sparse_optimize makes. Rows are sorted
 /// by length and taken 16 at a time, one per AVX-512 lane; a group's entries go
 /// by windows of 32 columns, the 16 rows' entries of a window interleaved step
@@ -69,7 +69,7 @@ struct Aligned64 {
 /// format, and the plan must be rebuilt if that CSR changes.
 ///
 ///   sparse::CsrPlan plan = sparse::plan_gemv(c.view());
-///   sparse::linear(x, 1, k, c.view(), y, n, &plan);  // m < 4 runs on the plan
+///   sparse::linear(x, 1, k, c.view(), y, n, &plan);  // m < kCsrPlanMaxM runs on the plan
 struct CsrPlan {
   struct Window {
     std::uint32_t window, steps;  // columns [32 window, 32 window + 32); steps of 16 slots
@@ -90,8 +90,12 @@ CsrPlan plan_gemv(const CsrWeight& w);
 /// plan_gemv(w).bytes() without building it (one counting pass over w's columns).
 std::int64_t plan_gemv_bytes(const CsrWeight& w);
 
-/// m below this runs one GEMV per token (and on a CsrPlan, if given).
+/// m below this runs one GEMV per token (CSR without a plan, BSR, 2:4).
 constexpr std::int64_t kGemvMaxM = 4;
+/// m below this runs on a CsrPlan when one is given, up to 4 tokens per pass
+/// (measured: the plan beats the blocked CSR kernel up to m = 7 at 90% zeros,
+/// m = 5 at 95%, m = 32 and more at 50%; docs/BENCHMARKS.md).
+constexpr std::int64_t kCsrPlanMaxM = 8;
 
 /// y[m, n] = x[m, k] · Wᵀ, overwriting y. Single-threaded.
 /// CSR column (BSR block column) indices must lie in [0, k) ([0, k/bs)); for m >= 4 a row
@@ -99,7 +103,7 @@ constexpr std::int64_t kGemvMaxM = 4;
 /// order within a row is free (to_csr's are ascending, which is fastest). ldx >= k and
 /// ldy >= n when m > 1. m == 1 (and m < 4, token by token) takes a GEMV path; larger m
 /// transposes blocks of up to 64 tokens so that AVX-512 runs over tokens (see sparse_linear.cpp).
-/// With a plan (plan_gemv of this same w), m < 4 runs on it; m >= 4 ignores it.
+/// With a plan (plan_gemv of this same w), m < kCsrPlanMaxM runs on it; larger m ignores it.
 void linear(const float* x, std::int64_t m, std::int64_t ldx, const CsrWeight& w, float* y, std::int64_t ldy,
             const CsrPlan* plan = nullptr);
 void linear(const float* x, std::int64_t m, std::int64_t ldx, const BsrWeight& w, float* y, std::int64_t ldy);

@@ -275,7 +275,7 @@ int cmd_info(const std::vector<std::string>& args) {
                         {"cuda", {{"kernels", cuda_kernels}, {"devices", cuda_devices}, {"nm24", cuda_nm24}}},
                         {"gemm", {{"blas.gemm f32", gemm::sgemm_library()}, {"model kernels f32", "OpenBLAS sgemm"},
                                   {"f64", gemm::dgemm_library()}}},
-                        {"sparse", {{"csr below 4 tokens", nn::csr_gemv_description()}}},
+                        {"sparse", {{"csr below 8 tokens", nn::csr_gemv_description()}}},
                         {"bind", bind_plan_json(bind)}};
     std::cout << j.dump(2) << "\n";
     return 0;
@@ -283,7 +283,7 @@ int cmd_info(const std::vector<std::string>& args) {
   std::cout << format_topology(topo);
   std::cout << "GEMM in tasks (1 thread each): blas.gemm f32 " << gemm::sgemm_library()
             << ", nn.linear/attention f32 OpenBLAS sgemm, f64 " << gemm::dgemm_library() << "\n";
-  std::cout << "Sparse nn.linear: CSR below 4 tokens on " << nn::csr_gemv_description() << "\n";
+  std::cout << "Sparse nn.linear: CSR below 8 tokens on " << nn::csr_gemv_description() << "\n";
   std::cout << "StarPU: " << sb.version << ", CUDA " << (sb.cuda ? "yes" : "no") << ", MPI " << (sb.mpi ? "yes" : "no")
             << ", FxT " << (sb.fxt ? "yes" : "no") << ", max CPU workers " << sb.max_cpus << "\n";
   std::cout << "CUDA kernels: " << cuda_kernels << "; devices: " << cuda_devices << "\n";

@@ -85,13 +85,13 @@ python3 -c 'import json, sys; g = json.load(sys.stdin)["gemm"]["f64"]; assert g.
   { echo "FAIL: info --json gemm.f64 does not say the reuse is off"; fails=$((fails + 1)); }
 YMLOPT_GEMM_PACK_CACHE_MB=lots expect_rc 0 "info with a bad cache size" -- "$y" info
 expect_in "ymlopt: warning: YMLOPT_GEMM_PACK_CACHE_MB='lots' is not a size in MiB; using 256" "bad cache size warned"
-# CSR products of fewer than 4 tokens run on GEMV plans kept per weight (sparse::plan_gemv)
+# CSR products of fewer than 8 tokens run on GEMV plans kept per weight (sparse::plan_gemv)
 expect_rc 0 "info" -- "$y" info
-expect_in "Sparse nn.linear: CSR below 4 tokens on GEMV plans kept per weight (cache 256 MiB)" "info names the CSR plans"
+expect_in "Sparse nn.linear: CSR below 8 tokens on GEMV plans kept per weight (cache 256 MiB)" "info names the CSR plans"
 YMLOPT_SPARSE_PLAN_CACHE_MB=0 expect_rc 0 "info with CSR plans off" -- "$y" info --json
-python3 -c 'import json, sys; g = json.load(sys.stdin)["sparse"]["csr below 4 tokens"]; assert g == "gathering GEMV (plans off: YMLOPT_SPARSE_PLAN_CACHE_MB=0)", g' <<<"$out" ||
+python3 -c 'import json, sys; g = json.load(sys.stdin)["sparse"]["csr below 8 tokens"]; assert g == "gathering GEMV (plans off: YMLOPT_SPARSE_PLAN_CACHE_MB=0)", g' <<<"$out" ||
   { echo "FAIL: info --json sparse does not say the plans are off"; fails=$((fails + 1)); }
-# nn.linear on a 90%-sparse CSR weight with 1 and 3 tokens (the GEMV path) equals numpy's x W^T,
+# nn.linear on a 90%-sparse CSR weight with 1, 3 and 7 tokens (the plan's range) equals numpy's x W^T,
 # with plans (the engine names the arrays) and without
 if /usr/bin/python3 -c "import numpy" 2>/dev/null; then
 /usr/bin/python3 - "$tmp" <<'PY'
@@ -107,13 +107,13 @@ np.save(t + "/csr_w.npy", w[rows, cols].astype(np.float32))
 np.save(t + "/csr_col.npy", cols.astype(np.int32))
 np.save(t + "/csr_ptr.npy", np.concatenate([[0], np.cumsum(np.count_nonzero(w, axis=1))]).astype(np.int32))
 np.save(t + "/csr_nnz.npy", np.array([rows.size]))
-for m in (1, 3):
+for m in (1, 3, 7):
     x = rng.uniform(-1, 1, (m, k)).astype(np.float32)
     np.save(t + "/csr_x%d.npy" % m, x)
     np.save(t + "/csr_ref%d.npy" % m, x.astype(np.float64) @ w.T.astype(np.float64))
 PY
 nnz=$(/usr/bin/python3 -c "import numpy; print(int(numpy.load('$tmp/csr_nnz.npy')[0]))")
-for m in 1 3; do
+for m in 1 3 7; do
   cat >"$tmp/csr$m.xml" <<X
 <workflow name="csr$m">
   <data name="x" shape="$m,200" src="$tmp/csr_x$m.npy"/>

@@ -230,7 +230,7 @@ TEST(LinearFormats, SparseFormatsEqualTheDenseProduct) {
                KernelError);
 }
 
-// CSR at m < 4 with named arrays (content ids) runs on a GEMV plan built once
+// CSR at m < 8 with named arrays (content ids) runs on a GEMV plan built once
 // per contents, validated when built; unnamed arrays take the plain GEMV.
 TEST(LinearFormats, CsrGemvPlanKeptPerContent) {
   Fixture f;
@@ -240,7 +240,7 @@ TEST(LinearFormats, CsrGemvPlanKeptPerContent) {
   const std::vector<float> ref = f.dense(wd);
   sparse::Csr c = sparse::to_csr(wd.data(), N, K, K);
   constexpr std::uint64_t kEpoch = 1u << 30;  // newer than any run's epoch in this process
-  constexpr std::int64_t m = 2;               // the GEMV path: fewer than sparse::kGemvMaxM rows
+  constexpr std::int64_t m = M;               // 5, fewer than sparse::kCsrPlanMaxM rows: a pass of 4, then 1
   std::vector<float> y(m * N);
   auto call = [&](std::int32_t* ptr, std::uint64_t epoch, std::uint64_t id) {
     TensorView x = f.x.view();
@@ -261,7 +261,7 @@ TEST(LinearFormats, CsrGemvPlanKeptPerContent) {
   };
   const ContentCacheStats s0 = nn::csr_plan_cache_stats();
   ASSERT_TRUE(nn::keeps_csr_plan(m));
-  EXPECT_FALSE(nn::keeps_csr_plan(sparse::kGemvMaxM));
+  EXPECT_FALSE(nn::keeps_csr_plan(sparse::kCsrPlanMaxM));
   call(c.row_ptr.data(), kEpoch, 0);  // unnamed: no plan
   expect_ref();
   EXPECT_EQ(nn::csr_plan_cache_stats().misses, s0.misses);

@@ -224,8 +224,8 @@ TEST(SparseLinear, CsrRowSliceWritesItsColumns) {
 // The GEMV plan: k across window edges (31, 32, 33, 53, 200, 2100), n across
 // group edges, empty rows, every density; whole weights and row slices.
 TEST(SparseLinear, CsrPlanMatchesDenseReference) {
-  const Case cases[] = {{1, 1, 1},   {1, 37, 53},  {2, 16, 32},   {3, 19, 200}, {1, 33, 31},
-                        {1, 17, 33}, {2, 70, 264}, {1, 31, 2100}, {5, 40, 90}};
+  const Case cases[] = {{1, 1, 1},    {1, 37, 53},   {2, 16, 32}, {3, 19, 200}, {1, 33, 31},  {1, 17, 33},
+                        {2, 70, 264}, {1, 31, 2100}, {4, 40, 90}, {5, 40, 90},  {7, 23, 130}, {9, 20, 64}};
   for (double zf : {0.0, 0.5, 0.9, 0.97, 1.0})
     for (const Case& cs : cases) {
       const int64_t ldw = cs.k + 3, ldx = cs.k + 5, ldy = cs.n + 2;
