@@ -4,6 +4,7 @@
 //   sparse::Csr c = sparse::to_csr(w, n, k, k);
 //   sparse::linear(x, m, k, c.view(), y, n);
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <new>
@@ -47,7 +48,7 @@ struct Aligned64 {
   template <class U>
   Aligned64(const Aligned64<U>&) {}
   T* allocate(std::size_t n) {
-    void* p = std::aligned_alloc(64, (n * sizeof(T) + 63) / 64 * 64);
+    void* p = std::aligned_alloc(64, (std::max<std::size_t>(n, 1) * sizeof(T) + 63) / 64 * 64);
     if (!p) throw std::bad_alloc();
     return static_cast<T*>(p);
   }

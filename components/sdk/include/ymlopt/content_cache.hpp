@@ -58,9 +58,10 @@ class ContentCache {
   std::int64_t budget() const { return budget_; }
 
   /// The value under `key`, built by make(V&) on the first request (concurrent
-  /// requests for the same key wait for that build; one that throws is tried
-  /// again by the next request);
-  /// null when size() bytes, asked on a miss only, do not fit the budget.
+  /// requests for the same key wait for that build, outside the cache's lock;
+  /// one that throws is tried again by the next request); null when size()
+  /// bytes, asked on a miss only and under the lock (keep it cheap; an
+  /// exception from it leaves nothing behind), do not fit the budget.
   template <class Size, class Make>
   std::shared_ptr<const V> get(const K& key, std::uint64_t epoch, Size&& size, Make&& make) {
     std::shared_ptr<Entry> e;
