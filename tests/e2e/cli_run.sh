@@ -162,5 +162,20 @@ assert h == json.load(open(f"{t}/history-after-2.json"))["seconds"]  # the third
 assert min(len(v) for v in h.values()) == 2, h  # two runs recorded
 print(f"ok: second run predicted from the first one's {n} task times; --no-history left the history alone")
 PY
+# ymlopt calibrate --quick (into this test's cache): the rates the model prices tasks with,
+# CSR at one token (on its plan) among them; a run then says it is calibrated
+expect_rc 0 "calibrate --quick" -- "$y" calibrate --quick
+expect_in "csr    m=1     n=768   k=768" "CSR's one-token rate"
+expect_rc 0 "mlp on the calibration" -- "$y" run workflows/models/mlp2.xml --backend sequential --out "$tmp/cal" --quiet
+python3 - "$tmp" <<'PY' || fails=$((fails + 1))
+import glob, json, sys
+t = sys.argv[1]
+c = json.load(open(glob.glob(f"{t}/cache/ymlopt/calibration-*.json")[0]))
+assert {p["m"] for p in c["kernels"]["csr"]} == {1, 4, 128}, c["kernels"]["csr"]
+assert all(p["gflops"] > 0 for v in c["kernels"].values() for p in v)
+p = json.load(open(f"{t}/cal/report.json"))["prediction"]
+assert p["calibrated"] and p["status"] != "uncalibrated (run ymlopt calibrate)", p["status"]
+print("ok: calibrate wrote every rate; the next run is priced with it")
+PY
 unset XDG_CACHE_HOME
 finish
