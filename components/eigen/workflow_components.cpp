@@ -103,6 +103,14 @@ const std::vector<PortSpec>& cycle_ports() {
   return p;
 }
 
+/// The parameters eigen.eram_cycle and eigen.iram_cycle share (the subspace's doc differs).
+std::vector<ParamSpec> cycle_params(const char* subspace_doc) {
+  return {{"k", ParamType::int_, "4", false, "number of Ritz pairs (the columns of vectors, the rows of values)"},
+          {"subspace", ParamType::int_, "0", false, subspace_doc},
+          {"which", ParamType::string_, "magnitude", false, "magnitude (largest |λ|) or real (largest Re λ)"},
+          {"seed", ParamType::int_, "1", false, "seed of the random start vector (first cycle)"}};
+}
+
 /// The checks eigen.eram_cycle and eigen.iram_cycle share: their first four
 /// ports (a, vectors, values, residual) and args k, subspace, which and seed.
 std::string pairs_check(const std::vector<PortSpec>& s, std::span<const TensorView> p, const Args& a) {
@@ -591,12 +599,8 @@ void register_eigen_workflow(Registry& reg) {
       "Ritz vectors [n,k] (dgeev style) and values [k,3] (re, im, residual); all-zero vectors start from the seeded "
       "random vector, else the cycle restarts from the residual-weighted sum of the given pairs (a MERAM co-method "
       "gathers another's pairs into them); writes the largest relative residual [1] for an <until> test",
-      cycle_ports(),
-      {{"k", ParamType::int_, "4", false, "number of Ritz pairs (the columns of vectors, the rows of values)"},
-       {"subspace", ParamType::int_, "0", false, "Arnoldi factorisation size m (> k); 0: min(n, max(2k+1, k+20))"},
-       {"which", ParamType::string_, "magnitude", false, "magnitude (largest |λ|) or real (largest Re λ)"},
-       {"seed", ParamType::int_, "1", false, "seed of the random start vector (first cycle)"}},
-      cycle_cpu, cycle_check, cycle_cost);
+      cycle_ports(), cycle_params("Arnoldi factorisation size m (> k); 0: min(n, max(2k+1, k+20))"), cycle_cpu,
+      cycle_check, cycle_cost);
   kutil::add_component(
       reg, "eigen.iram_cycle",
       "one cycle of IRAM on a factorisation kept in inout tensors (basis [n,m+1], hessenberg [m+1,m], state "
@@ -604,14 +608,13 @@ void register_eigen_workflow(Registry& reg) {
       "ones restart implicitly with exact shifts (m - k' matvecs, as eigen.arnoldi restart=implicit), and Ritz pairs "
       "this cycle did not write (a set eigen.ritz_select adopted) restart it explicitly from their residual-weighted "
       "sum; writes the pairs like eigen.eram_cycle and the largest relative residual [1] (MIRAM's co-method step)",
-      iram_ports(),
-      {{"k", ParamType::int_, "4", false, "number of Ritz pairs (the columns of vectors, the rows of values)"},
-       {"subspace", ParamType::int_, "0", false,
-        "Arnoldi factorisation size m (> k + 1); 0: min(n, max(2k+1, k+20)); sizes basis and hessenberg"},
-       {"which", ParamType::string_, "magnitude", false, "magnitude (largest |λ|) or real (largest Re λ)"},
-       {"tol", ParamType::float_, "1e-8", false,
-        "the convergence tolerance: pairs under it count as converged in k' (ARPACK's anti-stagnation)"},
-       {"seed", ParamType::int_, "1", false, "seed of the random start vector (first cycle)"}},
+      iram_ports(), [] {
+        auto p = cycle_params(
+            "Arnoldi factorisation size m (> k + 1); 0: min(n, max(2k+1, k+20)); sizes basis and hessenberg");
+        p.push_back({"tol", ParamType::float_, "1e-8", false,
+                     "the convergence tolerance: pairs under it count as converged in k' (ARPACK's anti-stagnation)"});
+        return p;
+      }(),
       iram_cpu, iram_check, iram_cost);
   kutil::add_component(
       reg, "eigen.ritz_select",

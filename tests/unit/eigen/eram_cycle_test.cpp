@@ -167,21 +167,38 @@ const std::vector<LoopCase>& loop_cases() {
   return cases;
 }
 
-TEST(EramCycle, LoopMatchesDgeevAndArnoldi) {
-  const double tol = 1e-10;
-  for (const LoopCase& c : loop_cases()) {
-    SCOPED_TRACE(c.name);
+/// A loop case's dense matrix, its wanted eigenvalues from LAPACK, and eigen::arnoldi's
+/// run on it (seed 5), which the cycle loops must repeat.
+struct LoopReference {
+  int64_t n;
+  std::vector<double> d;
+  std::vector<std::complex<double>> ref;
+  EigenResult e;
+  LoopReference(const LoopCase& c, Restart restart, double tol) {
     const CsrMatrix s = matrix_with_spectrum(c.eigs, {.seed = c.matrix_seed});
-    const int64_t n = s.rows;
-    const std::vector<double> d = to_dense(s);
-    const auto ref = wanted(eigref::lapack_geev(d, n), c.k, c.which);
+    n = s.rows;
+    d = to_dense(s);
+    ref = wanted(eigref::lapack_geev(d, n), c.k, c.which);
     ArnoldiOptions o;
     o.k = c.k;
     o.subspace = c.m;
     o.tol = tol;
     o.which = c.which;
     o.seed = 5;
-    const EigenResult e = arnoldi(dense_operator(d.data(), n, n), o);
+    o.restart = restart;
+    e = arnoldi(dense_operator(d.data(), n, n), o);
+  }
+};
+
+TEST(EramCycle, LoopMatchesDgeevAndArnoldi) {
+  const double tol = 1e-10;
+  for (const LoopCase& c : loop_cases()) {
+    SCOPED_TRACE(c.name);
+    const LoopReference lr(c, Restart::explicit_, tol);
+    const int64_t n = lr.n;
+    const std::vector<double>& d = lr.d;
+    const auto& ref = lr.ref;
+    const EigenResult& e = lr.e;
     ASSERT_TRUE(e.converged);
 
     Mat<double> a = dense_mat<double>(d, n);
@@ -364,18 +381,11 @@ TEST(IramCycle, LoopMatchesDgeevAndImplicitArnoldi) {
   const double tol = 1e-10;
   for (const LoopCase& c : loop_cases()) {
     SCOPED_TRACE(c.name);
-    const CsrMatrix s = matrix_with_spectrum(c.eigs, {.seed = c.matrix_seed});
-    const int64_t n = s.rows;
-    const std::vector<double> d = to_dense(s);
-    const auto ref = wanted(eigref::lapack_geev(d, n), c.k, c.which);
-    ArnoldiOptions o;
-    o.k = c.k;
-    o.subspace = c.m;
-    o.tol = tol;
-    o.which = c.which;
-    o.seed = 5;
-    o.restart = Restart::implicit;
-    const EigenResult e = arnoldi(dense_operator(d.data(), n, n), o);
+    const LoopReference lr(c, Restart::implicit, tol);
+    const int64_t n = lr.n;
+    const std::vector<double>& d = lr.d;
+    const auto& ref = lr.ref;
+    const EigenResult& e = lr.e;
     ASSERT_TRUE(e.converged);
 
     Mat<double> a = dense_mat<double>(d, n, 2);  // padded rows: ld > n
