@@ -204,6 +204,19 @@ void pack_pairs(const eigen::EigenResult& r, int64_t n, int64_t k, const TensorV
   }
 }
 
+/// A cycle's outputs: the k pairs into the ports and the largest relative
+/// residual (ARPACK's floor from ritz_norm) into `residual`; returns it.
+double write_pairs(const eigen::EigenResult& c, double ritz_norm, int64_t n, int64_t k, const TensorView& vectors,
+                   const TensorView& values, const TensorView& residual) {
+  double worst = 0;
+  for (int64_t j = 0; j < k; ++j)
+    worst = std::max(worst, eigen::relative_residual(c.residuals[sz(j)],
+                                                     std::hypot(c.values_re[sz(j)], c.values_im[sz(j)]), ritz_norm));
+  pack_pairs(c, n, k, vectors, values);
+  residual.at<double>(0, 0) = worst;
+  return worst;
+}
+
 void cycle_cpu(KernelContext& ctx) {
   kutil::validate(ctx, cycle_ports(), cycle_check);
   const TensorView &a = ctx.port(0), &vectors = ctx.port(1), &values = ctx.port(2), &residual = ctx.port(3);
@@ -238,12 +251,7 @@ void cycle_cpu(KernelContext& ctx) {
   double ritz_norm = 0;
   const eigen::EigenResult c = eigen::arnoldi_cycle(eigen::dense_operator(d.data, n, d.ld), start, k,
                                                     ctx.arg_int("subspace"), which, seed, &ritz_norm);
-  double worst = 0;
-  for (int64_t j = 0; j < k; ++j)
-    worst = std::max(worst, eigen::relative_residual(c.residuals[sz(j)],
-                                                     std::hypot(c.values_re[sz(j)], c.values_im[sz(j)]), ritz_norm));
-  pack_pairs(c, n, k, vectors, values);
-  residual.at<double>(0, 0) = worst;
+  const double worst = write_pairs(c, ritz_norm, n, k, vectors, values, residual);
   ctx.report("matvecs", static_cast<double>(c.matvecs));
   ctx.report("restarts", fresh ? 0.0 : 1.0);
   ctx.report("residual", worst);
@@ -568,12 +576,7 @@ void iram_cpu(KernelContext& ctx) {
   double ritz_norm = 0;
   const eigen::EigenResult c = eigen::iram_cycle(eigen::dense_operator(d.data, n, d.ld), fac, restart, k, which,
                                                  ctx.arg_float("tol"), &ritz_norm);
-  double worst = 0;
-  for (int64_t j = 0; j < k; ++j)
-    worst = std::max(worst, eigen::relative_residual(c.residuals[sz(j)],
-                                                     std::hypot(c.values_re[sz(j)], c.values_im[sz(j)]), ritz_norm));
-  pack_pairs(c, n, k, vectors, values);
-  residual.at<double>(0, 0) = worst;
+  const double worst = write_pairs(c, ritz_norm, n, k, vectors, values, residual);
   for (int64_t j = 0; j < m; ++j)
     for (int64_t i = 0; i < n; ++i) basis.at<double>(i, j) = fac.basis.V[sz(j * n + i)];
   for (int64_t i = 0; i < n; ++i) basis.at<double>(i, m) = fac.f[sz(i)];
