@@ -81,6 +81,26 @@ TEST(ContentCache, ConcurrentRequestsShareOneBuildAndAFailureIsRetried) {
   EXPECT_EQ(tries, 2);
 }
 
+// size() runs outside the cache's lock: it may use the cache (here: ask its
+// counters, and get another key), which would deadlock under the lock.
+TEST(ContentCache, SizeRunsOutsideTheLock) {
+  Cache c(1 << 20);
+  int builds = 0;
+  auto v = c.get(
+      1, 0,
+      [&] {
+        EXPECT_EQ(c.stats().misses, 0);
+        get(c, 2, 8, &builds);  // another key, sized and built meanwhile
+        return std::int64_t(16);
+      },
+      [&](std::vector<int>& out) { out.assign(2, 1); });
+  EXPECT_EQ((*v)[0], 1);
+  EXPECT_EQ(builds, 1);
+  const ContentCacheStats s = c.stats();
+  EXPECT_EQ(s.misses, 2);
+  EXPECT_EQ(s.bytes, 24);
+}
+
 TEST(ContentCache, BudgetFromEnvironment) {
   ::unsetenv("YMLOPT_TEST_CACHE_MB");
   EXPECT_EQ(cache_budget_from_env("YMLOPT_TEST_CACHE_MB", 256), std::int64_t(256) << 20);

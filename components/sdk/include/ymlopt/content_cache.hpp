@@ -55,45 +55,21 @@ template <class K, class V, class Hash = std::hash<K>>
 class ContentCache {
  public:
   explicit ContentCache(std::int64_t budget_bytes) : budget_(budget_bytes) {}
-  std::int64_t budget() const { return budget_; }
+  std::int64_t budget() const { return budget_; }  // fixed at construction: read without the lock
 
   /// The value under `key`, built by make(V&) on the first request (concurrent
-  /// requests for the same key wait for that build, outside the cache's lock;
-  /// one that throws is tried again by the next request); null when size()
-  /// bytes, asked on a miss only and under the lock (keep it cheap; an
-  /// exception from it leaves nothing behind), do not fit the budget.
+  /// requests for the same key wait for that build; one that throws is tried
+  /// again by the next request); null when size() bytes, asked on a miss only,
+  /// do not fit the budget. size() and make() run outside the cache's lock (a
+  /// plan's size costs a pass over the weight); an exception from size()
+  /// leaves nothing behind.
   template <class Size, class Make>
   std::shared_ptr<const V> get(const K& key, std::uint64_t epoch, Size&& size, Make&& make) {
-    std::shared_ptr<Entry> e;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (epoch > epoch_) {
-        epoch_ = epoch;
-        evictions_ += static_cast<std::int64_t>(map_.size());
-        map_.clear(), lru_.clear(), bytes_ = 0;
-      }
-      auto it = map_.find(key);
-      if (it != map_.end()) {
-        lru_.splice(lru_.begin(), lru_, it->second.pos);
-        ++hits_;
-        e = it->second.entry;
-      } else {
-        const std::int64_t need = size();
-        if (need > budget_) return nullptr;
-        while (bytes_ + need > budget_ && !lru_.empty()) {
-          auto victim = map_.find(lru_.back());
-          bytes_ -= victim->second.bytes;
-          map_.erase(victim);
-          lru_.pop_back();
-          ++evictions_;
-        }
-        lru_.push_front(key);
-        e = std::make_shared<Entry>();
-        map_.emplace(key, Slot{e, lru_.begin(), need});
-        bytes_ += need;
-        peak_ = std::max(peak_, bytes_);
-        ++misses_;
-      }
+    std::shared_ptr<Entry> e = find(key, epoch);
+    if (!e) {
+      const std::int64_t need = size();
+      if (need > budget_) return nullptr;
+      e = insert(key, epoch, need);
     }
     std::call_once(e->once, [&] { make(e->value); });
     return std::shared_ptr<const V>(e, &e->value);
@@ -114,6 +90,49 @@ class ContentCache {
     typename std::list<K>::iterator pos;
     std::int64_t bytes;
   };
+
+  // Under the lock: a newer epoch drops everything older.
+  void advance(std::uint64_t epoch) {
+    if (epoch <= epoch_) return;
+    epoch_ = epoch;
+    evictions_ += static_cast<std::int64_t>(map_.size());
+    map_.clear(), lru_.clear(), bytes_ = 0;
+  }
+  // Under the lock: the entry under key, most recently used now; null if none.
+  std::shared_ptr<Entry> hit(const K& key) {
+    auto it = map_.find(key);
+    if (it == map_.end()) return nullptr;
+    lru_.splice(lru_.begin(), lru_, it->second.pos);
+    ++hits_;
+    return it->second.entry;
+  }
+  std::shared_ptr<Entry> find(const K& key, std::uint64_t epoch) {
+    std::lock_guard<std::mutex> lock(mu_);
+    advance(epoch);
+    return hit(key);
+  }
+  // A new entry of `need` bytes (least recently used ones out first), or the one
+  // another request put there while this one sized it.
+  std::shared_ptr<Entry> insert(const K& key, std::uint64_t epoch, std::int64_t need) {
+    std::lock_guard<std::mutex> lock(mu_);
+    advance(epoch);
+    if (auto e = hit(key)) return e;
+    while (bytes_ + need > budget_ && !lru_.empty()) {
+      auto victim = map_.find(lru_.back());
+      bytes_ -= victim->second.bytes;
+      map_.erase(victim);
+      lru_.pop_back();
+      ++evictions_;
+    }
+    lru_.push_front(key);
+    auto e = std::make_shared<Entry>();
+    map_.emplace(key, Slot{e, lru_.begin(), need});
+    bytes_ += need;
+    peak_ = std::max(peak_, bytes_);
+    ++misses_;
+    return e;
+  }
+
   std::mutex mu_;
   std::unordered_map<K, Slot, Hash> map_;
   std::list<K> lru_;  // most recent first
