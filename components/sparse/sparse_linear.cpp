@@ -1003,9 +1003,11 @@ CsrPlan plan_gemv(const CsrWeight& w) {
 
 void linear(const float* x, int64_t m, int64_t ldx, const CsrWeight& w, float* y, int64_t ldy, const CsrPlan* plan) {
   check_call("CSR", m, ldx, w.n, w.k, ldy, x, y);
-  if (plan && (plan->n != w.n || plan->k != w.k))
+  const int64_t nnz = plan && w.n > 0 ? w.row_ptr[w.n] - w.row_ptr[0] : 0;
+  if (plan && (plan->n != w.n || plan->k != w.k || plan->nnz != nnz))
     throw std::invalid_argument("sparse::linear (CSR): the plan is for " + to_string(plan->n) + "x" +
-                                to_string(plan->k) + ", the weight " + to_string(w.n) + "x" + to_string(w.k));
+                                to_string(plan->k) + " with " + to_string(plan->nnz) + " entries, the weight " +
+                                to_string(w.n) + "x" + to_string(w.k) + " with " + to_string(nnz));
   if (m == 0 || w.n == 0) return;
   if (w.k == 0) return zero_y(m, w.n, y, ldy);
   if (m < kCsrPlanMaxM && plan) {

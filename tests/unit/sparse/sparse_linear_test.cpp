@@ -289,6 +289,8 @@ TEST(SparseLinear, CsrPlanBadInputsThrow) {
   const CsrPlan plan = plan_gemv(c.view());
   std::vector<float> x(40, 1.0f), y(8);
   EXPECT_THROW(linear(x.data(), 1, 40, c.view().rows(0, 4), y.data(), 8, &plan), std::invalid_argument);
+  const Csr other = to_csr(random_sparse(8, 40, 40, 0.9, 2).data(), 8, 40, 40);  // same shape, other entries
+  EXPECT_THROW(linear(x.data(), 1, 40, other.view(), y.data(), 8, &plan), std::invalid_argument);
   c.col[3] = 40;
   EXPECT_THROW(plan_gemv(c.view()), std::invalid_argument);
   EXPECT_THROW(plan_gemv_bytes(c.view()), std::invalid_argument);

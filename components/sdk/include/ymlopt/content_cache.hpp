@@ -43,8 +43,8 @@ inline std::int64_t cache_budget_from_env(const char* name, std::int64_t default
   return mib << 20;
 }
 
-/// Values of type V under keys K (K carries the content id; `epoch_of(key)`
-/// is its high 32 bits), built once each, shared while in use.
+/// Values of type V under keys K (K carries the content id; the caller passes
+/// its epoch, the id's high 32 bits), built once each, shared while in use.
 ///
 ///   ContentCache<Key, Plan, KeyHash> cache(256 << 20);
 ///   auto plan = cache.get(key, key.id >> 32,
@@ -136,7 +136,8 @@ class ContentCache {
   std::mutex mu_;
   std::unordered_map<K, Slot, Hash> map_;
   std::list<K> lru_;  // most recent first
-  std::int64_t budget_ = 0, bytes_ = 0, peak_ = 0, hits_ = 0, misses_ = 0, evictions_ = 0;
+  const std::int64_t budget_;
+  std::int64_t bytes_ = 0, peak_ = 0, hits_ = 0, misses_ = 0, evictions_ = 0;
   std::uint64_t epoch_ = 0;
 };
 
