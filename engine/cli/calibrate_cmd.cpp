@@ -290,7 +290,11 @@ const char* kComponentWorkflow = R"(<workflow name="calibrate_components">
   <data name="ids" dtype="i32" shape="128" init="zeros"/>
   <data name="table" shape="1024,768" init="random" seed="4"/>
   <data name="big" shape="1024,4096" init="zeros"/>
+  <!-- one weight per nn.linear variant: each then meets its weight in the same cache state
+       (one rep ago), so with-minus-without is the epilogue, not the weight's cache misses -->
   <data name="w" shape="768,256" init="random" seed="5"/>
+  <data name="w_gelu" shape="768,256" init="random" seed="6"/>
+  <data name="w_silu" shape="768,256" init="random" seed="7"/>
   <data name="y" shape="128,256"/>
   <seq var="r" from="0" to="${reps}">
     <task component="nn.layernorm"><in port="x" data="h"/><in port="gamma" data="gam"/><in port="beta" data="bet"/><out port="y" data="x"/></task>
@@ -306,9 +310,9 @@ const char* kComponentWorkflow = R"(<workflow name="calibrate_components">
     <task component="nn.embedding"><in port="ids" data="ids"/><in port="table" data="table"/><out port="y" data="x"/></task>
     <task component="tensor.copy"><in port="x" data="f"/><out port="y" data="f2"/></task>
     <task component="nn.linear" name="linear"><in port="x" data="h"/><in port="w" data="w"/><out port="y" data="y"/></task>
-    <task component="nn.linear" name="linear_gelu"><in port="x" data="h"/><in port="w" data="w"/><out port="y" data="y"/>
+    <task component="nn.linear" name="linear_gelu"><in port="x" data="h"/><in port="w" data="w_gelu"/><out port="y" data="y"/>
       <arg name="activation" value="gelu_tanh"/></task>
-    <task component="nn.linear" name="linear_silu"><in port="x" data="h"/><in port="w" data="w"/><out port="y" data="y"/>
+    <task component="nn.linear" name="linear_silu"><in port="x" data="h"/><in port="w" data="w_silu"/><out port="y" data="y"/>
       <arg name="activation" value="silu"/></task>
     <task component="io.save" name="save_big"><in port="x" data="big"/><arg name="path" value="${dir}/calibrate.npy"/></task>
     <task component="io.save" name="save_small"><in port="x" data="gam"/><arg name="path" value="${dir}/calibrate-small.npy"/></task>
@@ -428,8 +432,9 @@ Calibration measure_calibration(bool quick) {
     const double plain = quantile(save_s["linear"], 0.25), mn = 128.0 * 256;
     for (const auto& [act, fl] : {std::pair<const char*, double>{"gelu", 8}, {"silu", 4}}) {
       const double extra = quantile(save_s[std::string("linear_") + act], 0.25) - plain;
-      // a difference of two noisy times: floored at 1 ns per element
-      c.components[std::string("nn.linear.") + act] = {fl * mn / std::max(extra, mn * 1e-9) / 1e9, 0, 0};
+      // a difference of two noisy times: floored at 0.1 ns per element (AVX-512 runs the
+      // gelu_tanh epilogue at 0.2-0.5 ns; the floor only keeps the rate finite)
+      c.components[std::string("nn.linear.") + act] = {fl * mn / std::max(extra, mn * 1e-10) / 1e9, 0, 0};
     }
   }
   {

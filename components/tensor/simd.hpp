@@ -1,0 +1,43 @@
+// The widest x86 vector instruction set for a kernel's plain C++ loops. The
+// build targets baseline x86-64 (SSE2: 4 float lanes) so that the binary runs
+// on any x86-64; run_widest compiles the loops it is given a second time for
+// AVX-512 (16 lanes) and picks that copy when the CPU has it. `flatten` inlines
+// the loop body (and what it calls: vexp, the activations) into the AVX-512
+// copy, so the compiler vectorizes it there with the wider registers.
+//
+//   kutil::run_widest([&] { for (int64_t j = 0; j < n; ++j) y[j] = act(y[j] + b[j]); });
+//
+// Intrinsic kernels (quant::, sparse::) dispatch on their own; this is for
+// loops the compiler vectorizes by itself.
+#pragma once
+
+namespace ymlopt::kutil {
+
+#if defined(__x86_64__) && defined(__GNUC__)
+/// Does the CPU run AVX-512 F and DQ (tested once)?
+inline bool has_avx512() {
+  static const bool has = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq");
+  return has;
+}
+
+template <class F>
+__attribute__((target("avx512f,avx512dq,avx2,fma"), flatten)) void run_avx512(F& f) {
+  f();
+}
+
+/// Runs f() compiled for AVX-512 when the CPU has it, else as built.
+template <class F>
+void run_widest(F&& f) {
+  if (has_avx512())
+    run_avx512(f);
+  else
+    f();
+}
+#else
+template <class F>
+void run_widest(F&& f) {
+  f();
+}
+#endif
+
+}  // namespace ymlopt::kutil
