@@ -11,7 +11,16 @@
 // loops the compiler vectorizes by itself.
 #pragma once
 
+#include <atomic>
+
 namespace ymlopt::kutil {
+
+/// Test hook: while false, run_widest runs the loops as built (baseline x86-64), so
+/// that a test can compare both copies on one machine (ScopedBaselineLoops).
+inline std::atomic<bool>& widest_loops_enabled() {
+  static std::atomic<bool> on{true};
+  return on;
+}
 
 #if defined(__x86_64__) && defined(__GNUC__)
 /// Does the CPU run AVX-512 F and DQ (tested once)?
@@ -28,7 +37,7 @@ __attribute__((target("avx512f,avx512dq,avx2,fma"), flatten)) void run_avx512(F&
 /// Runs f() compiled for AVX-512 when the CPU has it, else as built.
 template <class F>
 void run_widest(F&& f) {
-  if (has_avx512())
+  if (has_avx512() && widest_loops_enabled().load(std::memory_order_relaxed))
     run_avx512(f);
   else
     f();
@@ -39,5 +48,17 @@ void run_widest(F&& f) {
   f();
 }
 #endif
+
+/// Runs run_widest's loops as built while in scope (tests).
+class ScopedBaselineLoops {
+ public:
+  ScopedBaselineLoops() : was_(widest_loops_enabled().exchange(false)) {}
+  ~ScopedBaselineLoops() { widest_loops_enabled().store(was_); }
+  ScopedBaselineLoops(const ScopedBaselineLoops&) = delete;
+  ScopedBaselineLoops& operator=(const ScopedBaselineLoops&) = delete;
+
+ private:
+  bool was_;
+};
 
 }  // namespace ymlopt::kutil

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "nn/nn.hpp"
+#include "tensor/simd.hpp"
 #include "test_context.hpp"
 
 namespace ymlopt::test {
@@ -211,8 +212,7 @@ Ref ref_linear(const Mat<T>& x, W&& w, const T* b, std::int64_t n, const std::st
   return out;
 }
 
-TYPED_TEST(LinearTyped, LayoutsBiasActivationsAccumulate) {
-  using T = TypeParam;
+template <class T> void linear_layouts_bias_activations(const Registry& reg) {
   const std::int64_t m = 7, k = 13, n = 11;
   Mat<T> x(m, k, 3), wkn(k, n, 2), wnk(n, k, 1), b(1, n);
   x.random(10, -2, 2);
@@ -228,7 +228,7 @@ TYPED_TEST(LinearTyped, LayoutsBiasActivationsAccumulate) {
           Mat<T> y(m, n, 2);
           y.random(13);
           const Ref y0 = to_ref(y);
-          run(this->reg, "nn.linear",
+          run(reg, "nn.linear",
               {x.view(), tw ? wnk.view() : wkn.view(), hb ? vec(b) : TensorView{}, y.view(), acc ? y.view() : TensorView{}},
               {{"transpose_w", tw ? "true" : "false"}, {"activation", a}});
           const std::string what = std::string("linear tw=") + (tw ? "1" : "0") + " bias=" + (hb ? "1" : "0") +
@@ -236,6 +236,15 @@ TYPED_TEST(LinearTyped, LayoutsBiasActivationsAccumulate) {
           expect_mat(y, ref_linear(x, W, hb ? &b(0, 0) : nullptr, n, a, acc ? &y0 : nullptr), what);
           expect_padding(y, what);
         }
+}
+
+TYPED_TEST(LinearTyped, LayoutsBiasActivationsAccumulate) { linear_layouts_bias_activations<TypeParam>(this->reg); }
+
+// The bias/activation epilogue runs through kutil::run_widest: its AVX-512 copy (above,
+// where the CPU has it) and the baseline build must both match the formulas.
+TYPED_TEST(LinearTyped, EpilogueOnTheBaselineBuildToo) {
+  const kutil::ScopedBaselineLoops baseline;
+  linear_layouts_bias_activations<TypeParam>(this->reg);
 }
 
 TYPED_TEST(LinearTyped, ColumnTileOfWiderOutput) {
@@ -387,6 +396,15 @@ TYPED_TEST(AttentionTyped, LongSequencesSpanSeveralQueryBlocks) {
   for (bool causal : {false, true}) run_attention_case<TypeParam>(this->reg, {2, 1, 4, 300, 2, causal}, true);
 }
 
+// The softmax rows run through kutil::run_widest: the baseline build matches too.
+TYPED_TEST(AttentionTyped, SoftmaxOnTheBaselineBuildToo) {
+  const kutil::ScopedBaselineLoops baseline;
+  for (bool causal : {false, true}) {
+    run_attention_case<TypeParam>(this->reg, {2, 1, 4, 300, 2, causal}, true);
+    run_attention_case<TypeParam>(this->reg, {3, 0, 5, 9, 2, causal}, false);
+  }
+}
+
 TYPED_TEST(AttentionTyped, LargeScoresAreStable) {
   using T = TypeParam;
   Mat<T> q(3, 2), k(3, 2), v(3, 2), y(3, 2);
@@ -502,6 +520,12 @@ TYPED_TEST(TransformerTyped, SwigluTanhL2Normalize) {
     for (std::int64_t j = 0; j < f; ++j) ref[std::size_t(r)].push_back(LD(g(r, j)) / (1 + std::exp(-LD(g(r, j)))) * u(r, j));
   expect_mat(y, ref, "swiglu");
   expect_padding(y, "swiglu");
+  {
+    const kutil::ScopedBaselineLoops baseline;  // the baseline build of the run_widest loop
+    Mat<T> yb(t, f, 3);
+    run(this->reg, "nn.swiglu", {g.view(), u.view(), yb.view()});
+    expect_mat(yb, ref, "swiglu, baseline build");
+  }
   run(this->reg, "nn.swiglu", {g.view(), u.view(), u.view()});  // in place on up
   expect_mat(u, ref, "swiglu in place");
 
