@@ -403,7 +403,7 @@ template <class F> void dispatch_act(Act a, F&& f) {
 
 /// The linear's epilogue over m rows of n: y = act(y + b), or with z given y += act(z + b)
 /// (b optional), on the widest vector instruction set the CPU has (GPT-2's gelu_tanh
-/// epilogue: 2.3 -> 0.2-0.7 ns per element with AVX-512, docs/BENCHMARKS.md).
+/// epilogue: 2.3 -> 0.2-0.5 ns per element with AVX-512, docs/BENCHMARKS.md).
 template <Act A, class T>
 void epilogue(T* y, int64_t ldy, const T* z, int64_t ldz, const T* b, int64_t m, int64_t n) {
   kutil::run_widest([=] {
