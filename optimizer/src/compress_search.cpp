@@ -722,7 +722,11 @@ void finish_cpu(KernelContext& ctx) {
   const std::string dir = ctx.run_dir() + "/" + ctx.arg_string("dir");
   fs::create_directories(dir);
   const std::string name = ctx.arg_string("name");
-  model->write(cfg, dir + "/" + name + ".opt.xml", dir + "/" + name + ".opt.safetensors");
+  const std::string weights = dir + "/" + name + ".opt.safetensors";
+  fs::remove(weights);  // a run before this one's, in the same folder: this configuration may write none
+  model->write(cfg, dir + "/" + name + ".opt.xml", weights);
+  // nothing compressed: no new tensors, the workflow reads the original weights
+  const nlohmann::json weights_json = fs::exists(weights) ? nlohmann::json(weights) : nlohmann::json(nullptr);
   fs::remove_all(ctx.run_dir() + "/compress/scratch-finish");
   const auto front = pareto_front(
       [&] {
@@ -748,7 +752,7 @@ void finish_cpu(KernelContext& ctx) {
                       {"front", nlohmann::json::array()},
                       {"chosen", {{"config", point_json_config(cfg)}, {"bytes", e.bytes}, {"error", e.error}, {"from", from},
                                   {"workflow", dir + "/" + name + ".opt.xml"},
-                                  {"weights", dir + "/" + name + ".opt.safetensors"}}}};
+                                  {"weights", weights_json}}}};
   for (const auto& r : recipes()) j["recipes"].push_back({{"name", r.name}, {"passes", r.passes}, {"table", r.table}});
   {
     const CacheStats cs = model->cache_stats();

@@ -20,7 +20,9 @@
 # passes at every evaluation as before the (unit, recipe) cache, to compare
 # evaluations/s; default 3, empty: skip), FETCH=0 (caches only; exit 77 when
 # missing), OPENBLAS_CORETYPE (default SkylakeX), KEEP=DIR (keep the run
-# directories there), MAPPING (the unite's mapping: shared (default), fair, contexts).
+# directories there), MAPPING (the unite's mapping: shared (default), fair, contexts),
+# HELDOUT (default 300: the chosen configurations also embed that many Austen
+# sentences that were not calibration runs, error and cosine against f32; 0: skip).
 #
 # Measured (docs/BENCHMARKS.md, "United compression search"): CALIB=4, STRATEGIES="0 2 3",
 # BOUND=0.05, T=75 on 2 loaded cores: int8 alone 7,077,708 bytes (error 0.0301), int4-g128
@@ -91,9 +93,24 @@ nocache=${NOCACHE-3}
 for s in $strategies; do run "alone$s" "$s"; singles="$singles alone$s"; done
 run united "$(echo $strategies | tr ' ' ',')"
 
-"$py" - "$work" "$singles" "$nocache" <<'PY'
-import json, sys
-work, singles, nocache = sys.argv[1], sys.argv[2].split(), sys.argv[3]
+# held-out check: each chosen configuration's weights (compress.finish's model.opt.safetensors)
+# embed HELDOUT Austen sentences that were not calibration runs, against the f32 weights
+heldout=${HELDOUT:-300}
+if [ "$heldout" -gt 0 ]; then
+  awk -v s="$step" -v n="$heldout" 'NR % s != 1 && c < n { print; c++ }' "$pool" >"$work/heldout.txt"
+  embed() {  # OUT [WEIGHTS]
+    "$y" embed --model "$dist" --file "$work/heldout.txt" ${2:+--weights "$2"} --out "$work/$1" >/dev/null 2>"$work/$1.log" ||
+      { cat "$work/$1.log"; exit 1; }
+  }
+  embed heldout-f32.npy
+  for n in $singles united; do  # chosen.weights is null when nothing was compressed: the f32 weights
+    embed "heldout-$n.npy" "$("$py" -c "import json, sys; print(json.load(open(sys.argv[1]))['chosen']['weights'] or '')" "$work/$n/compress/pareto.json")"
+  done
+fi
+
+"$py" - "$work" "$singles" "$nocache" "$heldout" <<'PY'
+import json, os, sys
+work, singles, nocache, heldout = sys.argv[1], sys.argv[2].split(), sys.argv[3], int(sys.argv[4])
 names = ["int8", "nm24-int8", "int4-g128", "gptq", "obs50-int4"]
 walls = dict(l.split() for l in open(work + "/walls.txt"))
 def load(n):
@@ -137,4 +154,15 @@ print("united, smallest measured configuration with error <= the best single's: 
       (q["bytes"], q["bytes"] / best[2], 100 * (1 - q["bytes"] / best[2]), q["error"], q["config"]))
 ok = q["bytes"] <= 0.9 * best[2]
 print("target (>= 10% fewer bytes at no worse error): " + ("met" if ok else "missed"))
+if heldout > 0:
+    import numpy as np
+    ref = np.load(work + "/heldout-f32.npy")
+    print()
+    print("held out: the chosen configurations on %d Austen sentences that were not calibration runs" % len(ref))
+    print("| run | weight bytes | error (calibration) | error (held out) | mean cos | min cos |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for n, label, b, e, *_ in rows:
+        y = np.load("%s/heldout-%s.npy" % (work, n))
+        cos = (y * ref).sum(1) / np.linalg.norm(y, axis=1) / np.linalg.norm(ref, axis=1)
+        print("| %s | %d | %.4f | %.4f | %.5f | %.5f |" % (label, b, e, np.linalg.norm(y - ref) / np.linalg.norm(ref), cos.mean(), cos.min()))
 PY

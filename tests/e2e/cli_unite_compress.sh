@@ -84,6 +84,26 @@ sys.exit(0 if ok else 1)
 PY
 [ $? -eq 0 ] || fails=$((fails + 1))
 
+# a bound nothing meets (1e-9): the chosen configuration is the f32 model, no weights file is
+# written (pareto.json says null) and the rewritten workflow reads the original weights
+nothing=(--set model=workflows/models/gpt2.xml --set "sets=$sets" --set budget=5 --set err_bound=1e-9
+         --set strategies=0 --set max_layers=16 --quiet)
+mkdir -p "$tmp/n/compress" && echo stale >"$tmp/n/compress/model.opt.safetensors"  # a run before's, removed
+expect_rc 0 "search under a bound of 1e-9" -- "$bin" run "$wf" "${nothing[@]}" --out "$tmp/n"
+expect_rc 0 "the unchanged rewritten workflow runs" -- "$bin" run "$tmp/n/compress/model.opt.xml" --quiet --out "$tmp/nrw"
+"$py" - "$tmp" <<'PY'
+import json, os, sys
+import numpy as np
+t = sys.argv[1]
+ch = json.load(open(t + "/n/compress/pareto.json"))["chosen"]
+ok = set(ch["config"].split(",")) == {"f32"} and ch["weights"] is None and ch["error"] == 0
+ok = ok and not os.path.exists(t + "/n/compress/model.opt.safetensors")
+ok = ok and np.array_equal(np.load(t + "/nrw/logits.npy"), np.load(t + "/ref/logits.npy"))
+print(("ok: " if ok else "FAIL: ") + "nothing compressed under a bound of 1e-9: weights %s, config %s" % (ch["weights"], ch["config"]))
+sys.exit(0 if ok else 1)
+PY
+[ $? -eq 0 ] || fails=$((fails + 1))
+
 expect_rc 1 "unknown strategy" -- "$bin" check "$wf" --set strategies=0,7
 expect_in "compress.search_step: unknown strategy '7' (a name or an index: 0 int8, 1 nm24-int8, 2 int4-g128, 3 gptq, 4 obs50-int4)" \
   "unknown strategy message"
