@@ -205,17 +205,32 @@ bool same_task(const TaskNode& a, const TaskNode& b) {
 
 class Model final : public SearchModel {
  public:
-  Model(const std::string& workflow, const std::string& sets) : t0_(Clock::now()) {
-    const auto runs = parse_runs(sets);
+  Model(const std::string& workflow, const std::string& sets, const std::string& eval_sets) : t0_(Clock::now()) {
     {
       const ScratchDir dir("compress-ref");
-      for (const auto& run : runs) {
+      auto compile = [&](const std::vector<std::pair<std::string, std::string>>& run) {
         Diagnostics diags;
         CompileResult cr = compile_workflow({workflow, run}, inner_registry(), diags);
         if (!cr.ok) throw KernelError("compress: model '" + workflow + "' does not compile:\n" + diags.str());
-        refs_.push_back(run_dag(cr.dag, {}, dir.path(), &calib_));
-        dags_.push_back(std::move(cr.dag));
+        return std::move(cr.dag);
+      };
+      // the calibration runs give the recipes their inputs (GPTQ's, OBS's Hessians); the
+      // error is measured on the evaluation runs when there are any (else on the same
+      // runs, where GPTQ fitted on a few sentences looks several times better than it is)
+      const bool held_out = !eval_sets.empty();
+      for (const auto& run : parse_runs(sets)) {
+        Dag dag = compile(run);
+        Outputs ref = run_dag(dag, {}, dir.path(), &calib_);
+        if (held_out) continue;
+        refs_.push_back(std::move(ref));
+        dags_.push_back(std::move(dag));
       }
+      if (held_out)
+        for (const auto& run : parse_runs(eval_sets)) {
+          Dag dag = compile(run);
+          refs_.push_back(run_dag(dag, {}, dir.path(), nullptr));
+          dags_.push_back(std::move(dag));
+        }
     }
     for (const auto& o : refs_)
       for (const auto& v : o.values)
@@ -528,7 +543,7 @@ template <class T> T* ptr(const TensorView& v) { return static_cast<T*>(v.data);
 void search_step_cpu(KernelContext& ctx) {
   const Strategy& st = *find_strategy(ctx.arg_string("strategy"));
   const double bound = ctx.arg_float("err_bound");
-  auto model = search_model(ctx.arg_string("model"), ctx.arg_string("sets"));
+  auto model = search_model(ctx.arg_string("model"), ctx.arg_string("sets"), ctx.arg_string("eval_sets"));
   const std::size_t L = model->layers().size();
   const TensorView& cv = ctx.port(kConfig);
   if (std::size_t(cv.cols) < L)
@@ -698,7 +713,7 @@ std::string point_json_config(const std::vector<std::int32_t>& cfg) {
 }
 
 void finish_cpu(KernelContext& ctx) {
-  auto model = search_model(ctx.arg_string("model"), ctx.arg_string("sets"));
+  auto model = search_model(ctx.arg_string("model"), ctx.arg_string("sets"), ctx.arg_string("eval_sets"));
   const std::size_t L = model->layers().size();
   const TensorView& cv = ctx.port(0);
   if (std::size_t(cv.cols) < L)
@@ -744,6 +759,7 @@ void finish_cpu(KernelContext& ctx) {
   };
   nlohmann::json j = {{"model", ctx.arg_string("model")},
                       {"sets", ctx.arg_string("sets")},
+                      {"eval_sets", ctx.arg_string("eval_sets")},
                       {"err_bound", ctx.arg_float("err_bound")},
                       {"layers", model->layers()},
                       {"linear_bytes_f32", original},
@@ -780,13 +796,14 @@ void finish_cpu(KernelContext& ctx) {
 
 }  // namespace
 
-std::shared_ptr<SearchModel> search_model(const std::string& workflow, const std::string& sets) {
+std::shared_ptr<SearchModel> search_model(const std::string& workflow, const std::string& sets,
+                                          const std::string& eval_sets) {
   static std::mutex mu;
   static std::map<std::string, std::shared_ptr<SearchModel>>* cache = new std::map<std::string, std::shared_ptr<SearchModel>>();
   // built under the lock: co-methods wait for the one that loads the model
   std::lock_guard<std::mutex> lock(mu);
-  auto& slot = (*cache)[workflow + "\n" + sets];
-  if (!slot) slot = std::make_shared<Model>(workflow, sets);
+  auto& slot = (*cache)[workflow + "\n" + sets + "\n" + eval_sets];
+  if (!slot) slot = std::make_shared<Model>(workflow, sets, eval_sets);
   return slot;
 }
 
@@ -817,6 +834,9 @@ void register_search_components(Registry& reg) {
   s.params.push_back({"exchange", ParamType::bool_, "true", false, "use the gathered configuration and sensitivities"});
   s.params.push_back({"cache", ParamType::bool_, "true", false,
                       "reuse (unit, recipe) results; false: run every recipe's passes at each evaluation (to measure the cache)"});
+  const ParamSpec eval_sets = {"eval_sets", ParamType::string_, "", false,
+                               "evaluation runs, as sets: the error is measured on them (default: on the calibration runs)"};
+  s.params.push_back(eval_sets);
   s.cpu = search_step_cpu;
   s.check = check_search;
   s.cost = [](const TaskShape&) { return Cost{}; };
@@ -830,6 +850,7 @@ void register_search_components(Registry& reg) {
   f.params = common;
   f.params.push_back({"dir", ParamType::string_, "compress", false, "output folder in the run directory"});
   f.params.push_back({"name", ParamType::string_, "model", false, "file names: NAME.opt.xml, NAME.opt.safetensors"});
+  f.params.push_back(eval_sets);
   f.cpu = finish_cpu;
   f.check = check_finish;
   f.cost = [](const TaskShape&) { return Cost{}; };

@@ -21,8 +21,10 @@
 # evaluations/s; default 3, empty: skip), FETCH=0 (caches only; exit 77 when
 # missing), OPENBLAS_CORETYPE (default SkylakeX), KEEP=DIR (keep the run
 # directories there), MAPPING (the unite's mapping: shared (default), fair, contexts),
-# HELDOUT (default 300: the chosen configurations also embed that many Austen
-# sentences that were not calibration runs, error and cosine against f32; 0: skip).
+# EVAL (default 16: that many other Austen sentences are the evaluation runs, the
+# error the bound applies to; 0: the calibration sentences, as before), HELDOUT
+# (default 300: the chosen configurations also embed that many further sentences,
+# neither calibration nor evaluation runs, error and cosine against f32; 0: skip).
 #
 # Measured (docs/BENCHMARKS.md, "United compression search"): CALIB=4, STRATEGIES="0 2 3",
 # BOUND=0.05, T=75 on 2 loaded cores: int8 alone 7,077,708 bytes (error 0.0301), int4-g128
@@ -56,30 +58,44 @@ work=${KEEP:-$(mktemp -d)}
 mkdir -p "$work"
 [ -n "${KEEP:-}" ] || trap 'rm -rf "$work"' EXIT
 
-# calibration runs: CALIB evenly spaced sentences, one `weights=W ids=FILE L=COUNT` run each
+# calibration runs: CALIB evenly spaced sentences, one `weights=W ids=FILE L=COUNT` run each;
+# the other sentences: EVAL evenly spaced evaluation runs (the error the bound applies to),
+# then up to HELDOUT held-out sentences (checked after the searches)
 step=$(( $(wc -l <"$pool") / ncal ))
 awk -v s="$step" -v n="$ncal" 'NR % s == 1 && c < n { print; c++ }' "$pool" >"$work/calib.txt"
-"$y" embed --model "$dist" --ids --file "$work/calib.txt" 2>"$work/ids.txt" >/dev/null || { cat "$work/ids.txt"; exit 1; }
+awk -v s="$step" 'NR % s != 1' "$pool" >"$work/rest.txt"
+neval=${EVAL:-16}
+heldout=${HELDOUT:-300}
+estep=$(( neval > 0 ? $(wc -l <"$work/rest.txt") / neval : 1 ))
+awk -v s="$estep" -v n="$neval" 'NR % s == 1 && c < n { print; c++ }' "$work/rest.txt" >"$work/eval.txt"
+awk -v s="$estep" -v n="$neval" -v h="$heldout" '!(NR % s == 1 && c < n) && k < h { print; k++ } NR % s == 1 && c < n { c++ }' \
+  "$work/rest.txt" >"$work/heldout.txt"
 weights=$dist/use_lite.safetensors
-[ -f "$weights" ] || { echo "unite_compress: no $weights (ymlopt embed converts it)" >&2; exit 1; }
-sets=$("$py" - "$work/ids.txt" "$work" "$weights" <<'PY'
+run_sets() {  # TEXT PREFIX: one `weights=W ids=FILE L=COUNT` run per sentence, ';'-separated
+  "$y" embed --model "$dist" --ids --file "$1" 2>"$work/$2-ids.txt" >/dev/null || { cat "$work/$2-ids.txt" >&2; exit 1; }
+  [ -f "$weights" ] || { echo "unite_compress: no $weights (ymlopt embed converts it)" >&2; exit 1; }
+  "$py" - "$work/$2-ids.txt" "$work/$2" "$weights" <<'PY'
 import sys, numpy as np
 runs = [[int(t) for t in line.split()[1:]] for line in open(sys.argv[1]) if line.startswith("ids:")]
 out = []
 for i, ids in enumerate(runs):
-    f = "%s/ids%d.npy" % (sys.argv[2], i)
+    f = "%s%d.npy" % (sys.argv[2], i)
     np.save(f, np.array(ids, dtype=np.int32))
     out.append("weights=%s ids=%s L=%d" % (sys.argv[3], f, len(ids)))
 print(";".join(out))
 PY
-)
-tokens=$(grep -c . "$work/calib.txt")
-echo "USE-lite, $tokens calibration sentences, error bound $bound (relative L2 of the embeddings), budget ${T} s per run, OPENBLAS_CORETYPE=$OPENBLAS_CORETYPE, $(nproc) cores"
+}
+sets=$(run_sets "$work/calib.txt" ids)
+evalsets=""
+[ "$neval" -eq 0 ] || evalsets=$(run_sets "$work/eval.txt" eval)
+echo "USE-lite, $(grep -c . "$work/calib.txt") calibration sentences, error bound $bound (relative L2 of the embeddings)" \
+  "on $( [ "$neval" -eq 0 ] && echo "the calibration sentences" || echo "$(grep -c . "$work/eval.txt") other sentences")," \
+  "budget ${T} s per run, OPENBLAS_CORETYPE=$OPENBLAS_CORETYPE, $(nproc) cores"
 
 run() {  # NAME STRATEGY-LIST [CACHE]
   local t0 t1
   t0=$(date +%s.%N)
-  "$y" run workflows/unite/compress.xml --set model=workflows/models/use_lite.xml --set "sets=$sets" \
+  "$y" run workflows/unite/compress.xml --set model=workflows/models/use_lite.xml --set "sets=$sets" --set "eval_sets=$evalsets" \
     --set budget="$T" --set err_bound="$bound" --set strategies="$2" --set max_layers=64 --set cache="${3:-true}" \
     --set mapping="${MAPPING:-shared}" --quiet \
     --out "$work/$1" >"$work/$1.log" 2>&1 || { cat "$work/$1.log"; exit 1; }
@@ -95,9 +111,7 @@ run united "$(echo $strategies | tr ' ' ',')"
 
 # held-out check: each chosen configuration's weights (compress.finish's model.opt.safetensors)
 # embed HELDOUT Austen sentences that were not calibration runs, against the f32 weights
-heldout=${HELDOUT:-300}
 if [ "$heldout" -gt 0 ]; then
-  awk -v s="$step" -v n="$heldout" 'NR % s != 1 && c < n { print; c++ }' "$pool" >"$work/heldout.txt"
   embed() {  # OUT [WEIGHTS]
     "$y" embed --model "$dist" --file "$work/heldout.txt" ${2:+--weights "$2"} --out "$work/$1" >/dev/null 2>"$work/$1.log" ||
       { cat "$work/$1.log"; exit 1; }
@@ -158,8 +172,8 @@ if heldout > 0:
     import numpy as np
     ref = np.load(work + "/heldout-f32.npy")
     print()
-    print("held out: the chosen configurations on %d Austen sentences that were not calibration runs" % len(ref))
-    print("| run | weight bytes | error (calibration) | error (held out) | mean cos | min cos |")
+    print("held out: the chosen configurations on %d Austen sentences, neither calibration nor evaluation runs" % len(ref))
+    print("| run | weight bytes | error (searched) | error (held out) | mean cos | min cos |")
     print("|---|---:|---:|---:|---:|---:|")
     for n, label, b, e, *_ in rows:
         y = np.load("%s/heldout-%s.npy" % (work, n))

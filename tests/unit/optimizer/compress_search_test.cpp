@@ -87,8 +87,8 @@ struct State {
 };
 
 std::vector<ArgValue> step_args(const std::string& strategy, double bound, bool exchange) {
-  // order of the ParamSpecs: model, sets, err_bound, strategy, exchange, cache
-  return {{0, kModel}, {0, tiny().set_line()}, {bound, ""}, {0, strategy}, {exchange ? 1.0 : 0.0, ""}, {1.0, "true"}};
+  // order of the ParamSpecs: model, sets, err_bound, strategy, exchange, cache, eval_sets
+  return {{0, kModel}, {0, tiny().set_line()}, {bound, ""}, {0, strategy}, {exchange ? 1.0 : 0.0, ""}, {1.0, "true"}, {0, ""}};
 }
 
 struct Fixture : ::testing::Test {
@@ -313,6 +313,31 @@ TEST_F(Fixture, CachedResultsReplayOnEveryCalibrationRun) {
   const opt::Evaluation single = one->measure(cfg, false);
   EXPECT_EQ(cached.bytes, single.bytes);
   EXPECT_NEAR(cached.error, single.error, 1e-12);
+}
+
+TEST_F(Fixture, ErrorMeasuredOnTheEvaluationRunsWhenGiven) {
+  // the same seed gives the same weights; other ids: the evaluation run
+  static const TinyGpt2 other("compress-eval", 3, 101, 17);
+  auto fitted = opt::search_model(kModel, tiny().set_line());
+  auto held = opt::search_model(kModel, tiny().set_line(), other.set_line());
+  auto other_only = opt::search_model(kModel, other.set_line());
+  ASSERT_EQ(held->layers(), fitted->layers());
+  const std::size_t L = held->layers().size();
+  std::vector<std::int32_t> rtn(L), gptq(L);
+  for (std::size_t l = 0; l < L; ++l) {
+    rtn[l] = held->is_table(l) ? idx("emb-int8") : idx("int4-g128");
+    gptq[l] = held->is_table(l) ? idx("emb-int8") : idx("gptq-int4-g128");
+  }
+  // round-to-nearest uses no calibration: measured on the evaluation run, it is that run's
+  // error whatever the calibration run was
+  const opt::Evaluation r = held->measure(rtn, true);
+  EXPECT_NEAR(r.error, other_only->measure(rtn, true).error, 1e-12 * std::max(1.0, r.error));
+  EXPECT_NE(r.error, fitted->measure(rtn, true).error);
+  EXPECT_EQ(r.bytes, fitted->measure(rtn, true).bytes);
+  // GPTQ fitted on 16 tokens of width 96 (a rank-deficient Hessian) looks better on those
+  // tokens than on others
+  const double on_calibration = fitted->measure(gptq, true).error, on_others = held->measure(gptq, true).error;
+  EXPECT_GT(on_others, 1.5 * on_calibration) << on_calibration << " " << on_others;
 }
 
 /// The configuration `strategy` compresses every unit to with its family's last recipe.

@@ -70,7 +70,7 @@ std::int32_t lateral_recipe(const Strategy& s, std::int32_t current, bool table 
 /// Result of running one configuration.
 struct Evaluation {
   double bytes = 0;    // weight bytes of the compressed model (file-backed tensors the tasks use)
-  double error = 0;    // ||y - y_ref|| / ||y_ref|| over every io.save output of every calibration run
+  double error = 0;    // ||y - y_ref|| / ||y_ref|| over every io.save output of every evaluation run
   double seconds = 0;  // wall time of the passes and the runs
 };
 
@@ -104,8 +104,9 @@ class SearchModel {
   /// Is unit `l` an embedding table (table recipes) rather than a linear?
   virtual bool is_table(std::size_t l) const = 0;
   /// Applies the configuration (cached (unit, recipe) results, computed with the
-  /// optimizer's passes on first use) and runs every calibration run (sequential
-  /// executor); a configuration measured before (by anyone) is not run again.
+  /// optimizer's passes on first use) and runs every evaluation run (the calibration
+  /// runs when no evaluation runs were given; sequential executor); a configuration
+  /// measured before (by anyone) is not run again.
   /// Throws when a recipe cannot be applied to a unit (the message names both).
   /// `use_cache` false: measured (when new) with the passes run afresh, as measure(config, false).
   virtual Evaluation evaluate(const std::vector<std::int32_t>& config, const std::string& scratch_dir = "",
@@ -126,10 +127,14 @@ class SearchModel {
   virtual void reject(const std::string& strategy, std::size_t layer, std::int32_t recipe) = 0;
 };
 
-/// The process-wide model for (workflow, calibration sets), built on first use.
-/// `sets`: calibration runs separated by ';', each NAME=VALUE words separated by
-/// spaces (one run with the workflow's defaults when empty).
-std::shared_ptr<SearchModel> search_model(const std::string& workflow, const std::string& sets);
+/// The process-wide model for (workflow, calibration sets, evaluation sets), built on
+/// first use. `sets`: calibration runs separated by ';', each NAME=VALUE words separated
+/// by spaces (one run with the workflow's defaults when empty); the recipes that need
+/// calibration (GPTQ, OBS) use their inputs. `eval_sets`: runs in the same syntax on
+/// which the error is measured; empty: the calibration runs themselves, where a recipe
+/// fitted to a few sentences looks better than it is on others.
+std::shared_ptr<SearchModel> search_model(const std::string& workflow, const std::string& sets,
+                                          const std::string& eval_sets = "");
 
 /// The non-dominated points (bytes, error both minimised), by increasing bytes.
 std::vector<SearchPoint> pareto_front(const std::vector<SearchPoint>& pts);
