@@ -657,6 +657,48 @@ void search_step_cpu(KernelContext& ctx) {
           return;
         }
       }
+      // 3. a crossover: a unit the gathered configuration holds at fewer bits takes its
+      // recipe (the most nominal bytes saved first), kept within the bound. This is how
+      // the families mix unit by unit when no whole configuration dominates: on USE-lite
+      // under 0.1, RTN's 4-bit table with another family's int8 linears
+      if (valid) {
+        std::int64_t best = -1;
+        double most = 0;
+        for (std::size_t l = 0; l < L; ++l) {
+          if (gcfg[l] == cfg[l] || model->rejected(st.name, l, gcfg[l])) continue;
+          const double saved = model->layer_bytes()[l] *
+                               (recipes()[std::size_t(cfg[l])].bits - recipes()[std::size_t(gcfg[l])].bits) / 32;
+          if (saved > most) best = std::int64_t(l), most = saved;
+        }
+        if (best >= 0) {
+          const std::size_t l = std::size_t(best);
+          std::vector<std::int32_t> trial = cfg;
+          trial[l] = gcfg[l];
+          Evaluation e;
+          bool ok = false;
+          std::string note = "crossover";
+          try {
+            e = model->evaluate(trial, scratch, cache);
+            ok = e.error <= bound && e.bytes < bytes;
+          } catch (const std::exception& ex) {
+            note = ex.what();
+          }
+          model->record({st.name, trial, e.bytes, e.error, e.seconds, 0, e.bytes > 0 && e.error <= bound, note});
+          if (ok) {
+            cfg = trial;
+            bytes = e.bytes, err = e.error;
+            sens[l] = -1;
+          } else {
+            model->reject(st.name, l, gcfg[l]);
+          }
+          done = 0;
+          ctx.report("layer", double(l));
+          ctx.report("crossover", ok ? 1 : 0);
+          ctx.report("accepted", ok ? 1 : 0);
+          flush();
+          return;
+        }
+      }
     }
     done = 1;
     flush();

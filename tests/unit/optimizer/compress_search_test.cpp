@@ -3,8 +3,8 @@
 // filter, evaluate() (cached (unit, recipe) results) against the original
 // workflow run on weights the passes wrote (another path: file I/O, the
 // unchanged graph, a long-double error), the cache against the passes run
-// afresh, the search step's probe/accept/reject/adopt/lateral logic and its
-// check messages.
+// afresh, the search step's probe/accept/reject/adopt/lateral/crossover logic
+// and its check messages.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -489,16 +489,43 @@ TEST_F(Fixture, StepAdoptsADominatingGatheredConfigurationOnceItsOwnChainEnds) {
   for (const auto& x : chain(u, eo.error, true)) EXPECT_EQ(x.count("adopted"), 0u);
   EXPECT_EQ(u.done[0], 1.0);
   EXPECT_EQ(u.cfg[3], own[3]);
-  // smaller but of more error (its own plus int8 on layer 0): never adopted
+  // smaller but of more error (its own plus int8 on layer 0): never adopted whole, but
+  // its layer 0 is a crossover: int8 there (fewer bits than f32) is tried once the own
+  // chain ends, kept within the bound
   std::vector<std::int32_t> g8 = own;
   g8[0] = idx("int8");
   const opt::Evaluation e8 = m->evaluate(g8);
   ASSERT_LT(e8.bytes, eo.bytes);
   ASSERT_GT(e8.error, eo.error);
+  auto crossovers = [](const std::vector<std::map<std::string, double>>& rs) {
+    std::vector<std::pair<double, double>> c;  // (layer, kept)
+    for (const auto& x : rs) {
+      EXPECT_EQ(x.count("adopted"), 0u);
+      if (x.count("crossover")) c.push_back({x.at("layer"), x.at("crossover")});
+    }
+    return c;
+  };
   State t = state(g8, e8.bytes);
-  for (const auto& x : chain(t, e8.error, true)) EXPECT_EQ(x.count("adopted"), 0u);
+  const auto kept = crossovers(chain(t, e8.error, true));
+  ASSERT_EQ(kept.size(), 1u);
+  EXPECT_EQ(kept[0], std::make_pair(0.0, 1.0));
+  EXPECT_EQ(t.cfg[0], idx("int8"));
+  EXPECT_LE(t.err[0], e8.error);
+  EXPECT_LE(t.bytes[0], e8.bytes);
   EXPECT_EQ(t.done[0], 1.0);
-  EXPECT_NE(t.cfg, g8);
+  // gathered: int8 on layer 0 alone, within a bound that its own configuration meets too;
+  // the crossover (both together) breaks it: tried once, not kept
+  std::vector<std::int32_t> g0(L, 0);
+  g0[0] = idx("int8");
+  const opt::Evaluation e0 = m->evaluate(g0);
+  const double both = std::max(eo.error, e0.error);
+  ASSERT_GT(e8.error, both);
+  State b = state(g0, e0.bytes);
+  const auto tried = crossovers(chain(b, both, true));
+  ASSERT_EQ(tried.size(), 1u);
+  EXPECT_EQ(tried[0], std::make_pair(0.0, 0.0));
+  EXPECT_EQ(b.cfg[0], own[0]);
+  EXPECT_EQ(b.done[0], 1.0);
 }
 
 TEST_F(Fixture, LateralMoveIsKeptOnlyWhenTheErrorDrops) {
