@@ -869,7 +869,8 @@ void register_search_components(Registry& reg) {
   s.name = "compress.search_step";
   s.doc = "one greedy step of a compression strategy over per-layer recipes: compress the most promising layer "
           "one recipe further, run the model, keep the step if the error stays under err_bound; once the chain is "
-          "exhausted, restart from a gathered configuration that dominates this one";
+          "exhausted, restart from a gathered configuration that dominates this one, or else take the gathered "
+          "recipe of one unit that holds fewer bits (kept within the bound)";
   s.ports = ports;
   s.params = common;
   s.params.push_back({"strategy", ParamType::string_, "", true, "a name or its index: 0 int8, 1 nm24-int8, 2 int4-g128, 3 gptq (int8 then int4-g128), 4 obs50-int4"});

@@ -9,8 +9,9 @@
 // but inside a <unite> it adopts a configuration another co-method published
 // when it dominates its own (no more bytes, no more error) and goes on from
 // there (a unit at another family's recipe may move laterally to one of its
-// own of as many bits), so the final configuration can mix families unit by
-// unit.
+// own of as many bits); when none dominates, it tries that configuration's
+// recipe on one unit where it holds fewer bits (a crossover, kept within the
+// bound), so the final configuration can mix families unit by unit.
 //
 // A unit's compressed tensors under a recipe depend only on the recipe, the
 // unit's weights and its calibration inputs (captured once on the original
