@@ -579,18 +579,17 @@ void search_step_cpu(KernelContext& ctx) {
   }
   // 1. a lateral move (a unit another family compressed, to this family's recipe of
   // as many bits, e.g. int8 -> gptq-int8): kept when the error drops at no more bytes
-  for (std::size_t l = 0; l < L; ++l) {
-    std::int32_t lat = lateral_recipe(st, cfg[l], model->is_table(l));
-    while (lat >= 0 && model->rejected(st.name, l, lat)) lat = lateral_recipe(st, cfg[l], model->is_table(l), lat);
-    if (lat < 0) continue;
+  // one step that tries `recipe` on unit l (a lateral move or a crossover, reported
+  // under `kind`): kept when keep(evaluation), else rejected there for this strategy
+  auto try_move = [&](std::size_t l, std::int32_t recipe, const char* kind, auto keep) {
     std::vector<std::int32_t> trial = cfg;
-    trial[l] = lat;
+    trial[l] = recipe;
     Evaluation e;
     bool ok = false;
-    std::string note = "lateral";
+    std::string note = kind;
     try {
       e = model->evaluate(trial, scratch, cache);
-      ok = e.error < err && e.bytes <= bytes;
+      ok = keep(e);
     } catch (const std::exception& ex) {
       note = ex.what();
     }
@@ -599,13 +598,20 @@ void search_step_cpu(KernelContext& ctx) {
       cfg = trial;
       bytes = e.bytes, err = e.error;
     } else {
-      model->reject(st.name, l, lat);
+      model->reject(st.name, l, recipe);
     }
     done = 0;
     ctx.report("layer", double(l));
-    ctx.report("lateral", ok ? 1 : 0);
+    ctx.report(kind, ok ? 1 : 0);
     ctx.report("accepted", ok ? 1 : 0);
     flush();
+    return ok;
+  };
+  for (std::size_t l = 0; l < L; ++l) {
+    std::int32_t lat = lateral_recipe(st, cfg[l], model->is_table(l));
+    while (lat >= 0 && model->rejected(st.name, l, lat)) lat = lateral_recipe(st, cfg[l], model->is_table(l), lat);
+    if (lat < 0) continue;
+    try_move(l, lat, "lateral", [&](const Evaluation& e) { return e.error < err && e.bytes <= bytes; });
     return;
   }
   // 2. the most promising unit one recipe further: units not measured yet first
@@ -672,30 +678,8 @@ void search_step_cpu(KernelContext& ctx) {
         }
         if (best >= 0) {
           const std::size_t l = std::size_t(best);
-          std::vector<std::int32_t> trial = cfg;
-          trial[l] = gcfg[l];
-          Evaluation e;
-          bool ok = false;
-          std::string note = "crossover";
-          try {
-            e = model->evaluate(trial, scratch, cache);
-            ok = e.error <= bound && e.bytes < bytes;
-          } catch (const std::exception& ex) {
-            note = ex.what();
-          }
-          model->record({st.name, trial, e.bytes, e.error, e.seconds, 0, e.bytes > 0 && e.error <= bound, note});
-          if (ok) {
-            cfg = trial;
-            bytes = e.bytes, err = e.error;
-            sens[l] = -1;
-          } else {
-            model->reject(st.name, l, gcfg[l]);
-          }
-          done = 0;
-          ctx.report("layer", double(l));
-          ctx.report("crossover", ok ? 1 : 0);
-          ctx.report("accepted", ok ? 1 : 0);
-          flush();
+          if (try_move(l, gcfg[l], "crossover", [&](const Evaluation& e) { return e.error <= bound && e.bytes < bytes; }))
+            sens[l] = -1;  // its next recipe is not measured from there: probed again
           return;
         }
       }
