@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <future>
 #include <map>
@@ -105,6 +106,29 @@ std::int32_t lateral_recipe(const Strategy& s, std::int32_t current, bool table,
       return r;
   }
   return -1;
+}
+
+std::int32_t crossover_recipe(std::int32_t current, std::int32_t gathered,
+                              const std::function<bool(std::int32_t)>& rejected) {
+  const auto& menu = recipes();
+  if (gathered < 0 || std::size_t(gathered) >= menu.size() || current < 0 || std::size_t(current) >= menu.size())
+    return -1;
+  const Recipe& g = menu[std::size_t(gathered)];
+  const double own_bits = menu[std::size_t(current)].bits;
+  if (gathered == current || g.bits >= own_bits || g.table != menu[std::size_t(current)].table) return -1;
+  if (!rejected(gathered)) return gathered;
+  // the gathered recipe broke the bound here: the next one up the ladder of a family
+  // that holds it (gptq-int4-g128 -> gptq-int8), still below this unit's bits
+  std::int32_t up = -1;
+  for (const Strategy& st : strategies()) {
+    if (std::find(st.family.begin(), st.family.end(), gathered) == st.family.end()) continue;
+    for (std::int32_t r : st.family) {
+      const Recipe& c = menu[std::size_t(r)];
+      if (c.table != g.table || c.bits <= g.bits || c.bits >= own_bits || rejected(r)) continue;
+      if (up < 0 || c.bits < menu[std::size_t(up)].bits) up = r;
+    }
+  }
+  return up;
 }
 
 std::vector<SearchPoint> pareto_front(const std::vector<SearchPoint>& pts) {
@@ -669,16 +693,18 @@ void search_step_cpu(KernelContext& ctx) {
       // under 0.1, RTN's 4-bit table with another family's int8 linears
       if (valid) {
         std::int64_t best = -1;
+        std::int32_t best_recipe = -1;
         double most = 0;
         for (std::size_t l = 0; l < L; ++l) {
-          if (gcfg[l] == cfg[l] || model->rejected(st.name, l, gcfg[l])) continue;
-          const double saved = model->layer_bytes()[l] *
-                               (recipes()[std::size_t(cfg[l])].bits - recipes()[std::size_t(gcfg[l])].bits) / 32;
-          if (saved > most) best = std::int64_t(l), most = saved;
+          const std::int32_t r = crossover_recipe(cfg[l], gcfg[l], [&](std::int32_t x) { return model->rejected(st.name, l, x); });
+          if (r < 0) continue;
+          const double saved =
+              model->layer_bytes()[l] * (recipes()[std::size_t(cfg[l])].bits - recipes()[std::size_t(r)].bits) / 32;
+          if (saved > most) best = std::int64_t(l), best_recipe = r, most = saved;
         }
         if (best >= 0) {
           const std::size_t l = std::size_t(best);
-          if (try_move(l, gcfg[l], "crossover", [&](const Evaluation& e) { return e.error <= bound && e.bytes < bytes; }))
+          if (try_move(l, best_recipe, "crossover", [&](const Evaluation& e) { return e.error <= bound && e.bytes < bytes; }))
             sens[l] = -1;  // its next recipe is not measured from there: probed again
           return;
         }

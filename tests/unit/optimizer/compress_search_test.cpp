@@ -522,10 +522,33 @@ TEST_F(Fixture, StepAdoptsADominatingGatheredConfigurationOnceItsOwnChainEnds) {
   ASSERT_GT(e8.error, both);
   State b = state(g0, e0.bytes);
   const auto tried = crossovers(chain(b, both, true));
-  ASSERT_EQ(tried.size(), 1u);
+  ASSERT_GE(tried.size(), 1u);
   EXPECT_EQ(tried[0], std::make_pair(0.0, 0.0));
-  EXPECT_EQ(b.cfg[0], own[0]);
+  // then the next recipe up a ladder that holds int8 (nm24, of nm24-int8), kept only within the bound
+  for (std::size_t i = 1; i < tried.size(); ++i) EXPECT_EQ(tried[i].first, 0.0);
+  EXPECT_NE(b.cfg[0], idx("int8"));
+  EXPECT_LE(b.err[0], both);
   EXPECT_EQ(b.done[0], 1.0);
+}
+
+TEST(CompressSearch, CrossoverRecipeFallsBackUpTheGatheredLadder) {
+  std::set<std::int32_t> no;
+  auto rej = [&](std::int32_t r) { return no.count(r) > 0; };
+  const std::int32_t f32 = idx("f32"), g4 = idx("gptq-int4-g128"), g8 = idx("gptq-int8"), i8 = idx("int8");
+  EXPECT_EQ(opt::crossover_recipe(f32, g4, rej), g4);
+  no = {g4};
+  EXPECT_EQ(opt::crossover_recipe(f32, g4, rej), g8);  // gptq's ladder, one up
+  no = {g4, g8};
+  EXPECT_EQ(opt::crossover_recipe(f32, g4, rej), -1);
+  no = {g4};
+  EXPECT_EQ(opt::crossover_recipe(i8, g4, rej), -1);  // gptq-int8 has as many bits as int8: no gain
+  no = {i8};
+  EXPECT_EQ(opt::crossover_recipe(f32, i8, rej), idx("nm24"));  // nm24-int8's ladder holds int8 too
+  no = {};
+  EXPECT_EQ(opt::crossover_recipe(i8, f32, rej), -1);                      // more bits
+  EXPECT_EQ(opt::crossover_recipe(f32, idx("emb-int8"), rej), -1);         // a table recipe
+  EXPECT_EQ(opt::crossover_recipe(i8, i8, rej), -1);                       // the same
+  EXPECT_EQ(opt::crossover_recipe(f32, 999, rej), -1);                     // not a recipe
 }
 
 TEST_F(Fixture, LateralMoveIsKeptOnlyWhenTheErrorDrops) {
