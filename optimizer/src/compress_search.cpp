@@ -108,14 +108,14 @@ std::int32_t lateral_recipe(const Strategy& s, std::int32_t current, bool table,
   return -1;
 }
 
-std::int32_t crossover_recipe(std::int32_t current, std::int32_t gathered,
+std::int32_t crossover_recipe(std::int32_t current, std::int32_t gathered, bool table,
                               const std::function<bool(std::int32_t)>& rejected) {
   const auto& menu = recipes();
   if (gathered < 0 || std::size_t(gathered) >= menu.size() || current < 0 || std::size_t(current) >= menu.size())
     return -1;
   const Recipe& g = menu[std::size_t(gathered)];
-  const double own_bits = menu[std::size_t(current)].bits;
-  if (gathered == current || g.bits >= own_bits || g.table != menu[std::size_t(current)].table) return -1;
+  const double own_bits = menu[std::size_t(current)].bits;  // 0, f32, serves both kinds
+  if (gathered == current || g.bits >= own_bits || g.table != table) return -1;
   if (!rejected(gathered)) return gathered;
   // the gathered recipe broke the bound here: the next one up the ladder of a family
   // that holds it (gptq-int4-g128 -> gptq-int8), still below this unit's bits
@@ -696,7 +696,8 @@ void search_step_cpu(KernelContext& ctx) {
         std::int32_t best_recipe = -1;
         double most = 0;
         for (std::size_t l = 0; l < L; ++l) {
-          const std::int32_t r = crossover_recipe(cfg[l], gcfg[l], [&](std::int32_t x) { return model->rejected(st.name, l, x); });
+          const std::int32_t r = crossover_recipe(cfg[l], gcfg[l], model->is_table(l),
+                                                  [&](std::int32_t x) { return model->rejected(st.name, l, x); });
           if (r < 0) continue;
           const double saved =
               model->layer_bytes()[l] * (recipes()[std::size_t(cfg[l])].bits - recipes()[std::size_t(r)].bits) / 32;

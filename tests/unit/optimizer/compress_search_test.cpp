@@ -534,21 +534,29 @@ TEST_F(Fixture, StepAdoptsADominatingGatheredConfigurationOnceItsOwnChainEnds) {
 TEST(CompressSearch, CrossoverRecipeFallsBackUpTheGatheredLadder) {
   std::set<std::int32_t> no;
   auto rej = [&](std::int32_t r) { return no.count(r) > 0; };
-  const std::int32_t f32 = idx("f32"), g4 = idx("gptq-int4-g128"), g8 = idx("gptq-int8"), i8 = idx("int8");
-  EXPECT_EQ(opt::crossover_recipe(f32, g4, rej), g4);
-  no = {g4};
-  EXPECT_EQ(opt::crossover_recipe(f32, g4, rej), g8);  // gptq's ladder, one up
-  no = {g4, g8};
-  EXPECT_EQ(opt::crossover_recipe(f32, g4, rej), -1);
-  no = {g4};
-  EXPECT_EQ(opt::crossover_recipe(i8, g4, rej), -1);  // gptq-int8 has as many bits as int8: no gain
-  no = {i8};
-  EXPECT_EQ(opt::crossover_recipe(f32, i8, rej), idx("nm24"));  // nm24-int8's ladder holds int8 too
+  auto x = [&](const char* current, const char* gathered, bool table = false) {
+    return opt::crossover_recipe(idx(current), gathered ? idx(gathered) : 999, table, rej);
+  };
+  EXPECT_EQ(x("f32", "gptq-int4-g128"), idx("gptq-int4-g128"));
+  no = {idx("gptq-int4-g128")};
+  EXPECT_EQ(x("f32", "gptq-int4-g128"), idx("gptq-int8"));  // gptq's ladder, one up
+  no = {idx("gptq-int4-g128"), idx("gptq-int8")};
+  EXPECT_EQ(x("f32", "gptq-int4-g128"), -1);
+  no = {idx("gptq-int4-g128")};
+  EXPECT_EQ(x("int8", "gptq-int4-g128"), -1);  // gptq-int8 has as many bits as int8: no gain
+  no = {idx("int8")};
+  EXPECT_EQ(x("f32", "int8"), idx("nm24"));  // nm24-int8's ladder holds int8 too
   no = {};
-  EXPECT_EQ(opt::crossover_recipe(i8, f32, rej), -1);                      // more bits
-  EXPECT_EQ(opt::crossover_recipe(f32, idx("emb-int8"), rej), -1);         // a table recipe
-  EXPECT_EQ(opt::crossover_recipe(i8, i8, rej), -1);                       // the same
-  EXPECT_EQ(opt::crossover_recipe(f32, 999, rej), -1);                     // not a recipe
+  EXPECT_EQ(x("int8", "f32"), -1);            // more bits
+  EXPECT_EQ(x("int8", "int8"), -1);           // the same
+  EXPECT_EQ(x("f32", nullptr), -1);           // not a recipe
+  EXPECT_EQ(x("f32", "emb-int8"), -1);        // a table recipe for a linear
+  // a table: f32 (recipe 0 serves both kinds) to the gathered 4-bit table; then int8 rows
+  EXPECT_EQ(x("f32", "emb-int4-g32a", true), idx("emb-int4-g32a"));
+  no = {idx("emb-int4-g32a")};
+  EXPECT_EQ(x("f32", "emb-int4-g32a", true), idx("emb-int8"));  // gptq's ladder holds both
+  EXPECT_EQ(x("emb-int8", "emb-int4-g32a", true), -1);
+  EXPECT_EQ(x("f32", "int8", true), -1);  // a linear recipe for a table
 }
 
 TEST_F(Fixture, LateralMoveIsKeptOnlyWhenTheErrorDrops) {

@@ -69,12 +69,13 @@ std::int32_t next_recipe(const Strategy& s, std::int32_t current, bool table = f
 /// the start); -1 when none.
 std::int32_t lateral_recipe(const Strategy& s, std::int32_t current, bool table = false, std::int32_t after = -1);
 
-/// The recipe a crossover tries on a unit now at `current` whose gathered configuration
-/// holds `gathered`: `gathered` when it has fewer bits (same kind) and is not rejected
-/// here; once rejected, the recipe with the fewest bits above it on the ladder of a
-/// family that holds it, still below `current`'s (gptq-int4-g128 -> gptq-int8); -1 when none.
-///   crossover_recipe(f32, gptq_int4, [](std::int32_t) { return false; })  // gptq-int4-g128
-std::int32_t crossover_recipe(std::int32_t current, std::int32_t gathered,
+/// The recipe a crossover tries on a unit (an embedding table when `table`) now at
+/// `current` whose gathered configuration holds `gathered`: `gathered` when it is a
+/// recipe of the unit's kind with fewer bits and is not rejected here; once rejected,
+/// the recipe with the fewest bits above it on the ladder of a family that holds it,
+/// still below `current`'s (gptq-int4-g128 -> gptq-int8); -1 when none.
+///   crossover_recipe(f32, gptq_int4, false, [](std::int32_t) { return false; })  // gptq-int4-g128
+std::int32_t crossover_recipe(std::int32_t current, std::int32_t gathered, bool table,
                               const std::function<bool(std::int32_t)>& rejected);
 
 /// Result of running one configuration.
