@@ -874,6 +874,8 @@ void register_search_components(Registry& reg) {
   const std::vector<ParamSpec> common = {
       {"model", ParamType::string_, "", true, "model workflow (io.save outputs are compared)"},
       {"sets", ParamType::string_, "", false, "calibration runs: ';'-separated, each 'NAME=VALUE ...'"},
+      {"eval_sets", ParamType::string_, "", false,
+       "evaluation runs, as sets: the error is measured on them (default: on the calibration runs)"},
       {"err_bound", ParamType::float_, "0.01", false, "largest relative output error accepted"},
   };
   ComponentSpec s;
@@ -888,9 +890,6 @@ void register_search_components(Registry& reg) {
   s.params.push_back({"exchange", ParamType::bool_, "true", false, "use the gathered configuration and sensitivities"});
   s.params.push_back({"cache", ParamType::bool_, "true", false,
                       "reuse (unit, recipe) results; false: run every recipe's passes at each evaluation (to measure the cache)"});
-  const ParamSpec eval_sets = {"eval_sets", ParamType::string_, "", false,
-                               "evaluation runs, as sets: the error is measured on them (default: on the calibration runs)"};
-  s.params.push_back(eval_sets);
   s.cpu = search_step_cpu;
   s.check = check_search;
   s.cost = [](const TaskShape&) { return Cost{}; };
@@ -904,7 +903,6 @@ void register_search_components(Registry& reg) {
   f.params = common;
   f.params.push_back({"dir", ParamType::string_, "compress", false, "output folder in the run directory"});
   f.params.push_back({"name", ParamType::string_, "model", false, "file names: NAME.opt.xml, NAME.opt.safetensors"});
-  f.params.push_back(eval_sets);
   f.cpu = finish_cpu;
   f.check = check_finish;
   f.cost = [](const TaskShape&) { return Cost{}; };

@@ -87,8 +87,8 @@ struct State {
 };
 
 std::vector<ArgValue> step_args(const std::string& strategy, double bound, bool exchange) {
-  // order of the ParamSpecs: model, sets, err_bound, strategy, exchange, cache, eval_sets
-  return {{0, kModel}, {0, tiny().set_line()}, {bound, ""}, {0, strategy}, {exchange ? 1.0 : 0.0, ""}, {1.0, "true"}, {0, ""}};
+  // order of the ParamSpecs: model, sets, eval_sets, err_bound, strategy, exchange, cache
+  return {{0, kModel}, {0, tiny().set_line()}, {0, ""}, {bound, ""}, {0, strategy}, {exchange ? 1.0 : 0.0, ""}, {1.0, "true"}};
 }
 
 struct Fixture : ::testing::Test {
