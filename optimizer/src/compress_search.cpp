@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <cstring>
 #include <filesystem>
 #include <functional>
@@ -15,6 +16,7 @@
 #include <optional>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <thread>
 #include <sstream>
 
 #include "register_builtin.hpp"
@@ -490,13 +492,15 @@ class Model final : public SearchModel {
     std::lock_guard<std::mutex> lock(mu_);
     return points_;
   }
-  bool rejected(const std::string& strategy, std::size_t layer, std::int32_t recipe) const override {
+  bool rejected(const std::string& strategy, std::size_t layer, std::int32_t recipe, double bound) const override {
     std::lock_guard<std::mutex> lock(mu_);
-    return rejected_.count({strategy, layer, recipe}) > 0;
+    const auto it = rejected_.find({strategy, layer, recipe});
+    return it != rejected_.end() && it->second > bound;
   }
-  void reject(const std::string& strategy, std::size_t layer, std::int32_t recipe) override {
+  void reject(const std::string& strategy, std::size_t layer, std::int32_t recipe, double below) override {
     std::lock_guard<std::mutex> lock(mu_);
-    rejected_.insert({strategy, layer, recipe});
+    double& b = rejected_[{strategy, layer, recipe}];
+    b = std::max(b, below);
   }
 
  private:
@@ -519,11 +523,82 @@ class Model final : public SearchModel {
   mutable CacheStats stats_;
   mutable std::mutex mu_;
   std::vector<SearchPoint> points_;
-  std::set<std::tuple<std::string, std::size_t, std::int32_t>> rejected_;
+  std::map<std::tuple<std::string, std::size_t, std::int32_t>, double> rejected_;  // -> the bounds below which
   mutable std::map<std::vector<std::int32_t>, Evaluation> memo_;
 };
 
 // ---- components ----
+
+// The co-methods of one run (keyed by its run directory) that search in this
+// process, and whether each is still working. A co-method with nothing left to
+// try stays (idle) while another is at work: what that one publishes next may give
+// it a crossover. It stops once no other is at work, after one more gather (so
+// it sees their last publishes). Co-methods on other MPI ranks are not seen here:
+// with none at work on its rank, a co-method stops as before.
+//
+// An idle step runs on a worker like any other, and sleeps there (up to `wait`,
+// woken when a co-method finishes) only while a worker is left for each co-method
+// at work: as many co-methods sleep as the threads that ran steps in this run,
+// less those at work. The others return at once and wait in the queue. (Sleeping
+// whenever idle took a quarter of the worker time of a USE-lite search on 2
+// cores and delayed GPTQ's steps behind the sleepers.)
+class Peers {
+ public:
+  static Peers& get() {
+    static Peers p;
+    return p;
+  }
+  // a step of `who` begins; `first`: its first step (a name seen before in this
+  // run directory means a new run there: the earlier run's entries go)
+  void enter(const std::string& run, const std::string& who, bool first) {
+    std::lock_guard<std::mutex> lock(mu_);
+    Run& r = runs_[run];
+    if (first && r.peers.count(who)) r.peers.clear(), r.threads.clear();
+    r.peers.try_emplace(who);
+    r.threads.insert(std::this_thread::get_id());
+  }
+  // `who` did something this step (a configuration tried)
+  void busy(const std::string& run, const std::string& who) {
+    std::lock_guard<std::mutex> lock(mu_);
+    runs_[run].peers[who] = State::busy;
+  }
+  void finish(const std::string& run, const std::string& who) {
+    std::lock_guard<std::mutex> lock(mu_);
+    runs_[run].peers[who] = State::finished;
+    cv_.notify_all();
+  }
+  // `who` has nothing to try: true to stay (an idle step), false to stop
+  bool idle(const std::string& run, const std::string& who, std::chrono::milliseconds wait) {
+    std::unique_lock<std::mutex> lock(mu_);
+    Run& r = runs_[run];
+    std::size_t busy = 0;
+    for (const auto& [name, state] : r.peers) busy += name != who && state == State::busy;
+    State& me = r.peers[who];
+    if (busy == 0) {
+      if (me == State::last_look) return false;
+      me = State::last_look;  // one more gather: their last publishes
+      return true;
+    }
+    me = State::idle;
+    if (r.sleeping + busy < r.threads.size()) {
+      ++r.sleeping;
+      cv_.wait_for(lock, wait);
+      --r.sleeping;
+    }
+    return true;
+  }
+
+ private:
+  enum class State { busy, idle, last_look, finished };
+  struct Run {
+    std::map<std::string, State> peers;
+    std::set<std::thread::id> threads;  // that ran steps: the workers
+    std::size_t sleeping = 0;
+  };
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::map<std::string, Run> runs_;
+};
 
 // 8 ports: StarPU's default STARPU_NMAXBUFS. The gathered error is not a port:
 // every published configuration is one a co-method accepted under the same bound.
@@ -564,8 +639,7 @@ std::string check_search(const TaskShape& t) {
 
 template <class T> T* ptr(const TensorView& v) { return static_cast<T*>(v.data); }
 
-void search_step_cpu(KernelContext& ctx) {
-  const Strategy& st = *find_strategy(ctx.arg_string("strategy"));
+void search_step(KernelContext& ctx, const Strategy& st, Peers& peers) {
   const double bound = ctx.arg_float("err_bound");
   auto model = search_model(ctx.arg_string("model"), ctx.arg_string("sets"), ctx.arg_string("eval_sets"));
   const std::size_t L = model->layers().size();
@@ -578,6 +652,8 @@ void search_step_cpu(KernelContext& ctx) {
   double& bytes = *ptr<double>(ctx.port(kBytes));
   double& err = *ptr<double>(ctx.port(kErr));
   double& done = *ptr<double>(ctx.port(kDone));
+  const std::string& run = ctx.run_dir();
+  peers.enter(run, st.name, bytes <= 0);
   std::vector<std::int32_t> cfg(cfg_p, cfg_p + L);
   const std::string scratch = ctx.run_dir() + "/compress/scratch-" + st.name;
   const bool cache = ctx.arg_bool("cache");
@@ -601,19 +677,22 @@ void search_step_cpu(KernelContext& ctx) {
     for (std::size_t l = 0; l < L; ++l)
       if (sens[l] == 0 && gs[l] > 0) sens[l] = gs[l];  // never measured here: take the others' estimate
   }
-  // 1. a lateral move (a unit another family compressed, to this family's recipe of
-  // as many bits, e.g. int8 -> gptq-int8): kept when the error drops at no more bytes
   // one step that tries `recipe` on unit l (a lateral move or a crossover, reported
   // under `kind`): kept when keep(evaluation), else rejected there for this strategy
-  auto try_move = [&](std::size_t l, std::int32_t recipe, const char* kind, auto keep) {
+  // under the bounds below below(evaluation)
+  constexpr double kEvery = std::numeric_limits<double>::infinity();
+  auto try_move = [&](std::size_t l, std::int32_t recipe, const char* kind, auto keep, auto below) {
     std::vector<std::int32_t> trial = cfg;
     trial[l] = recipe;
     Evaluation e;
     bool ok = false;
     std::string note = kind;
+    peers.busy(run, st.name);
+    double reject_below = kEvery;
     try {
       e = model->evaluate(trial, scratch, cache);
       ok = keep(e);
+      reject_below = below(e);
     } catch (const std::exception& ex) {
       note = ex.what();
     }
@@ -622,7 +701,7 @@ void search_step_cpu(KernelContext& ctx) {
       cfg = trial;
       bytes = e.bytes, err = e.error;
     } else {
-      model->reject(st.name, l, recipe);
+      model->reject(st.name, l, recipe, reject_below);
     }
     done = 0;
     ctx.report("layer", double(l));
@@ -631,11 +710,15 @@ void search_step_cpu(KernelContext& ctx) {
     flush();
     return ok;
   };
+  // 1. a lateral move (a unit another family compressed, to this family's recipe of
+  // as many bits, e.g. int8 -> gptq-int8): kept when the error drops at no more bytes
+  auto rejected_here = [&](std::size_t l, std::int32_t r) { return model->rejected(st.name, l, r, bound); };
   for (std::size_t l = 0; l < L; ++l) {
     std::int32_t lat = lateral_recipe(st, cfg[l], model->is_table(l));
-    while (lat >= 0 && model->rejected(st.name, l, lat)) lat = lateral_recipe(st, cfg[l], model->is_table(l), lat);
+    while (lat >= 0 && rejected_here(l, lat)) lat = lateral_recipe(st, cfg[l], model->is_table(l), lat);
     if (lat < 0) continue;
-    try_move(l, lat, "lateral", [&](const Evaluation& e) { return e.error < err && e.bytes <= bytes; });
+    try_move(l, lat, "lateral", [&](const Evaluation& e) { return e.error < err && e.bytes <= bytes; },
+             [&](const Evaluation&) { return kEvery; });
     return;
   }
   // 2. the most promising unit one recipe further: units not measured yet first
@@ -647,7 +730,7 @@ void search_step_cpu(KernelContext& ctx) {
     // the family's next recipe for this unit, skipping those that failed here before
     // (2:4 may break the bound where int8 does not)
     std::int32_t nx = next_recipe(st, cfg[l], model->is_table(l));
-    while (nx >= 0 && model->rejected(st.name, l, nx)) nx = next_recipe(st, nx, model->is_table(l));
+    while (nx >= 0 && rejected_here(l, nx)) nx = next_recipe(st, nx, model->is_table(l));
     if (nx < 0) continue;
     if (pick < 0) {
       pick = std::int64_t(l), to = nx;
@@ -679,6 +762,7 @@ void search_step_cpu(KernelContext& ctx) {
         if (ge.error > bound)
           throw KernelError("compress.search_step: a gathered configuration breaks the bound (different err_bound per co-method?)");
         if (ge.error <= err && (ge.bytes < bytes || ge.error < err)) {
+          peers.busy(run, st.name);
           cfg = gcfg;
           bytes = ge.bytes, err = ge.error;
           done = 0;
@@ -697,7 +781,7 @@ void search_step_cpu(KernelContext& ctx) {
         double most = 0;
         for (std::size_t l = 0; l < L; ++l) {
           const std::int32_t r = crossover_recipe(cfg[l], gcfg[l], model->is_table(l),
-                                                  [&](std::int32_t x) { return model->rejected(st.name, l, x); });
+                                                  [&](std::int32_t x) { return rejected_here(l, x); });
           if (r < 0) continue;
           const double saved =
               model->layer_bytes()[l] * (recipes()[std::size_t(cfg[l])].bits - recipes()[std::size_t(r)].bits) / 32;
@@ -705,18 +789,31 @@ void search_step_cpu(KernelContext& ctx) {
         }
         if (best >= 0) {
           const std::size_t l = std::size_t(best);
-          if (try_move(l, best_recipe, "crossover", [&](const Evaluation& e) { return e.error <= bound && e.bytes < bytes; }))
+          if (try_move(l, best_recipe, "crossover", [&](const Evaluation& e) { return e.error <= bound && e.bytes < bytes; },
+                       [&](const Evaluation& e) { return e.bytes < bytes ? e.error : kEvery; }))
             sens[l] = -1;  // its next recipe is not measured from there: probed again
           return;
         }
       }
     }
+    // nothing to try with what was gathered: stay while another co-method is at
+    // work (what it publishes next may give a crossover), sleeping on it so as to
+    // leave the workers to it; on USE-lite under 0.1 the int4-g128 co-method
+    // stopped before GPTQ published the int8 linears that complete the mix
+    if (exchange && peers.idle(run, st.name, std::chrono::milliseconds(200))) {
+      done = 0;
+      flush();
+      ctx.report("idle", 1);
+      return;
+    }
+    peers.finish(run, st.name);
     done = 1;
     flush();
     ctx.report("done", 1);
     return;
   }
   done = 0;
+  peers.busy(run, st.name);
   const std::size_t l = std::size_t(pick);
   const bool probe = !(sens[l] > 0);
   std::vector<std::int32_t> trial = cfg;
@@ -725,7 +822,7 @@ void search_step_cpu(KernelContext& ctx) {
   try {
     e = model->evaluate(trial, scratch, cache);  // after a probe of this very step: measured, not run again
   } catch (const std::exception& ex) {
-    model->reject(st.name, l, to);
+    model->reject(st.name, l, to);  // under every bound
     model->record({st.name, trial, 0, 0, 0, 0, false, ex.what()});
     ctx.report("layer", double(l));
     ctx.report("accepted", 0);
@@ -745,12 +842,23 @@ void search_step_cpu(KernelContext& ctx) {
     bytes = e.bytes, err = e.error;
     sens[l] = -1;  // its next recipe is not measured yet: probed again (not the others' estimate)
   } else if (!fits) {
-    model->reject(st.name, l, to);
+    model->reject(st.name, l, to, e.bytes < bytes ? e.error : kEvery);
   }
   ctx.report("layer", double(l));
   ctx.report("probe", probe ? 1 : 0);
   ctx.report("accepted", ok ? 1 : 0);
   flush();
+}
+
+void search_step_cpu(KernelContext& ctx) {
+  const Strategy& st = *find_strategy(ctx.arg_string("strategy"));
+  Peers& peers = Peers::get();
+  try {
+    search_step(ctx, st, peers);
+  } catch (...) {
+    peers.finish(ctx.run_dir(), st.name);  // a failed co-method publishes nothing more: none waits on it
+    throw;
+  }
 }
 
 std::string check_finish(const TaskShape& t) {

@@ -93,11 +93,13 @@ std::vector<ArgValue> step_args(const std::string& strategy, double bound, bool 
 
 struct Fixture : ::testing::Test {
   ComponentRegistry reg;
+  // one run directory per test: the co-methods of a run are those stepping in its directory
+  std::string run_dir = (tiny().dir / ("run-" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()))).string();
   void SetUp() override { opt::register_search_components(reg); }
   std::map<std::string, double> step(State& s, const std::string& strategy, double bound, bool exchange,
                                      bool gathered = false) {
     const ComponentSpec* spec = reg.find("compress.search_step");
-    Ctx ctx(*spec, s.views(gathered), step_args(strategy, bound, exchange), (tiny().dir / "run").string());
+    Ctx ctx(*spec, s.views(gathered), step_args(strategy, bound, exchange), run_dir);
     const std::string msg = spec->check(TaskShape{ctx.ports(), ctx.args()});
     if (!msg.empty()) throw std::runtime_error(msg);
     spec->cpu(ctx);
@@ -388,6 +390,17 @@ TEST_F(Fixture, StepProbesAcceptsWithinTheBoundRejectsBeyondAndStops) {
   EXPECT_EQ(t.done[0], 1.0);
   for (std::size_t l = 0; l < L; ++l) EXPECT_EQ(t.cfg[l], 0);
   EXPECT_EQ(t.err[0], 0.0);
+  for (std::size_t l = 0; l < L; ++l) {
+    EXPECT_TRUE(m->rejected("int8", l, want[l], 1e-12)) << l;
+    EXPECT_FALSE(m->rejected("int8", l, want[l], 0.5)) << l;  // rejected at the error it was measured at
+  }
+
+  // the same search under the loose bound again, in the same process: what the tight
+  // bound rejected is tried again, and it ends where the first one did
+  State u(L);
+  for (std::size_t i = 0; i < 4 * L && u.done[0] != 1.0; ++i) step(u, "int8", 0.5, false);
+  for (std::size_t l = 0; l < L; ++l) EXPECT_EQ(u.cfg[l], want[l]) << l;
+  EXPECT_EQ(u.bytes[0], all8.bytes);
 }
 
 TEST_F(Fixture, StepTakesTheLowestErrorPerByteFirst) {
@@ -529,6 +542,49 @@ TEST_F(Fixture, StepAdoptsADominatingGatheredConfigurationOnceItsOwnChainEnds) {
   EXPECT_NE(b.cfg[0], idx("int8"));
   EXPECT_LE(b.err[0], both);
   EXPECT_EQ(b.done[0], 1.0);
+}
+
+TEST_F(Fixture, AnIdleCoMethodStaysWhileAnotherIsAtWorkThenStops) {
+  auto m = opt::search_model(kModel, tiny().set_line());
+  const std::size_t L = m->layers().size();
+  const double f32 = m->evaluate(std::vector<std::int32_t>(L, 0)).bytes;
+  // B: a co-method at work (its first step measured its starting configuration and
+  // probed a unit). Rejections are kept per strategy in the process-wide model: B is a
+  // strategy no other test steps
+  State b(L);
+  step(b, "obs50-int4", 0.5, false);
+  ASSERT_EQ(b.done[0], 0.0);
+  // A: under this bound no recipe of its own fits, and what it gathered (f32
+  // everywhere, as its own) gives no crossover: nothing left to try
+  State a(L);
+  a.gbytes[0] = f32;
+  std::map<std::string, double> r;
+  for (std::size_t i = 0; i < 4 * L && !r.count("idle") && a.done[0] != 1.0; ++i) r = step(a, "int4-g128", 1e-12, true, true);
+  ASSERT_EQ(r.count("idle"), 1u) << "A stopped while B was at work";
+  EXPECT_EQ(a.done[0], 0.0);
+  for (std::size_t l = 0; l < L; ++l) EXPECT_EQ(a.cfg[l], 0) << l;
+  r = step(a, "int4-g128", 1e-12, true, true);  // B still at work: A stays
+  EXPECT_EQ(r.count("idle"), 1u);
+  EXPECT_EQ(a.done[0], 0.0);
+  // B ends its chain; it does not wait (exchange=false)
+  for (std::size_t i = 0; i < 8 * L && b.done[0] != 1.0; ++i) r = step(b, "obs50-int4", 0.5, false);
+  ASSERT_EQ(b.done[0], 1.0);
+  EXPECT_EQ(r.count("idle"), 0u);
+  // A: one more look (its next gather sees B's last publish), then it stops
+  r = step(a, "int4-g128", 1e-12, true, true);
+  EXPECT_EQ(r.count("idle"), 1u);
+  EXPECT_EQ(a.done[0], 0.0);
+  r = step(a, "int4-g128", 1e-12, true, true);
+  EXPECT_EQ(r.count("idle"), 0u);
+  EXPECT_EQ(a.done[0], 1.0);
+  // a co-method alone in its run takes the one look and stops
+  run_dir += "-alone";
+  State c(L);
+  c.gbytes[0] = f32;
+  std::size_t idle = 0, steps = 0;
+  for (; steps < 4 * L && c.done[0] != 1.0; ++steps) idle += step(c, "int4-g128", 1e-12, true, true).count("idle");
+  EXPECT_EQ(c.done[0], 1.0);
+  EXPECT_EQ(idle, 1u);
 }
 
 TEST(CompressSearch, CrossoverRecipeFallsBackUpTheGatheredLadder) {

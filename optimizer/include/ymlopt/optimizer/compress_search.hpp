@@ -29,6 +29,7 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -133,9 +134,14 @@ class SearchModel {
                      const std::string& out_weights) const = 0;
   virtual void record(SearchPoint p) = 0;
   virtual std::vector<SearchPoint> points() const = 0;
-  /// Is (strategy, layer, recipe) known to break the bound or to fail?
-  virtual bool rejected(const std::string& strategy, std::size_t layer, std::int32_t recipe) const = 0;
-  virtual void reject(const std::string& strategy, std::size_t layer, std::int32_t recipe) = 0;
+  /// Is (strategy, layer, recipe) known to break `bound` or to fail? A rejection
+  /// holds for the bounds below its `below`: the error it was measured at (a search
+  /// under a looser bound in the same process tries it again), or every bound
+  /// (infinity: it failed, saved no bytes, or a lateral move did not lower the error).
+  ///   m->reject("int8", 3, 2, 0.07);  m->rejected("int8", 3, 2, 0.05);  // true; at 0.1: false
+  virtual bool rejected(const std::string& strategy, std::size_t layer, std::int32_t recipe, double bound = 0) const = 0;
+  virtual void reject(const std::string& strategy, std::size_t layer, std::int32_t recipe,
+                      double below = std::numeric_limits<double>::infinity()) = 0;
 };
 
 /// The process-wide model for (workflow, calibration sets, evaluation sets), built on
