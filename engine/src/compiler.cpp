@@ -35,6 +35,35 @@ std::string Dag::ref_name(const DataRef& r) const {
   return d.name + "[" + std::to_string(tr) + "," + std::to_string(tc) + "]";
 }
 
+std::vector<TensorView> Dag::shape_views(const std::vector<Binding>& binds) const {
+  std::vector<TensorView> views(binds.size());
+  for (size_t k = 0; k < binds.size(); ++k) {
+    if (binds[k].ref.data < 0) continue;
+    const DataDecl& d = data[size_t(binds[k].ref.data)];
+    TensorView& v = views[k];
+    v.dtype = d.dtype;
+    v.shape = ref_shape(binds[k].ref);
+    if (binds[k].ref.tile < 0) v.rows = d.rows, v.cols = d.cols;
+    else v.rows = d.tile_nrows(binds[k].ref.tile / d.ntile_c), v.cols = d.tile_ncols(binds[k].ref.tile % d.ntile_c);
+    v.ld = v.cols;
+  }
+  return views;
+}
+
+Cost Dag::task_cost(const TaskNode& t) const {
+  const std::vector<TensorView> views = shape_views(t.bindings);
+  Cost c;
+  if (t.comp->cost) {
+    try {
+      c = t.comp->cost(TaskShape{views, t.args});
+    } catch (const std::exception&) {
+    }
+  } else {
+    for (const auto& v : views) c.bytes += double(v.rows * v.cols) * double(dtype_size(v.dtype));
+  }
+  return c;
+}
+
 std::size_t Dag::num_edges() const {
   std::size_t n = 0;
   for (const auto& t : tasks) n += t.preds.size();
@@ -1318,17 +1347,7 @@ class Compiler {
         }
       }
     // shape check and cost
-    std::vector<TensorView> views(binds.size());
-    for (size_t k = 0; k < binds.size(); ++k) {
-      if (binds[k].ref.data < 0) continue;
-      const DataDecl& d = dag_.data[size_t(binds[k].ref.data)];
-      TensorView& v = views[k];
-      v.dtype = d.dtype;
-      v.shape = dag_.ref_shape(binds[k].ref);
-      if (binds[k].ref.tile < 0) v.rows = d.rows, v.cols = d.cols;
-      else v.rows = d.tile_nrows(binds[k].ref.tile / d.ntile_c), v.cols = d.tile_ncols(binds[k].ref.tile % d.ntile_c);
-      v.ld = v.cols;
-    }
+    const std::vector<TensorView> views = dag_.shape_views(binds);
     const TaskShape ts{views, t.args};
     if (c->check) {
       std::string err;
@@ -1341,14 +1360,6 @@ class Compiler {
         diags_.error(loc, who() + " (" + c->name + "): " + err);
         return;
       }
-    }
-    if (c->cost) {
-      try {
-        t.cost = c->cost(ts);
-      } catch (const std::exception&) {
-      }
-    } else {
-      for (const auto& v : views) t.cost.bytes += double(v.rows * v.cols) * double(dtype_size(v.dtype));
     }
     // dependencies, in program order
     std::vector<std::int32_t> preds;
@@ -1365,6 +1376,7 @@ class Compiler {
     preds.erase(std::unique(preds.begin(), preds.end()), preds.end());
     t.preds = std::move(preds);
     t.bindings = std::move(binds);
+    t.cost = dag_.task_cost(t);
     t.comethod = comethod_;
     dag_.tasks.push_back(std::move(t));
   }

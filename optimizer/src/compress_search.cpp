@@ -24,6 +24,7 @@
 #include "ymlopt/engine/analysis.hpp"
 #include "ymlopt/engine/compiler.hpp"
 #include "ymlopt/engine/data_store.hpp"
+#include "ymlopt/engine/perf_model.hpp"
 #include "ymlopt/engine/registry.hpp"
 #include "ymlopt/engine/scratch_dir.hpp"
 #include "ymlopt/optimizer/model_editor.hpp"
@@ -133,14 +134,15 @@ std::int32_t crossover_recipe(std::int32_t current, std::int32_t gathered, bool 
   return up;
 }
 
-std::vector<SearchPoint> pareto_front(const std::vector<SearchPoint>& pts) {
+std::vector<SearchPoint> pareto_front(const std::vector<SearchPoint>& pts, bool time) {
   std::vector<SearchPoint> front;
   for (std::size_t a = 0; a < pts.size(); ++a) {
     bool dominated = false;
     for (std::size_t b = 0; b < pts.size() && !dominated; ++b) {
       if (a == b) continue;
-      const bool le = pts[b].bytes <= pts[a].bytes && pts[b].error <= pts[a].error;
-      const bool lt = pts[b].bytes < pts[a].bytes || pts[b].error < pts[a].error;
+      const SearchPoint &x = pts[b], &y = pts[a];
+      const bool le = x.bytes <= y.bytes && x.error <= y.error && (!time || x.predicted_s <= y.predicted_s);
+      const bool lt = x.bytes < y.bytes || x.error < y.error || (time && x.predicted_s < y.predicted_s);
       // of two equal points keep the first
       dominated = le && (lt || b < a);
     }
@@ -444,6 +446,10 @@ class Model final : public SearchModel {
       ModelEditor ed(copy_dag(dags_[r]), inner_registry());
       apply(ed, r, config, use_cache, nullptr);
       if (r == 0) ev.bytes = double(ed.weight_bytes());
+      Dag& dag = ed.dag();
+      for (TaskNode& t : dag.tasks) t.cost = dag.task_cost(t);  // the recipes rebound the units' tasks
+      const Prediction p = predict(dag, machine_, 1, "sequential");
+      ev.predicted_s += p.makespan_s - p.first_touch_s;
       const Outputs out = run_dag(ed.dag(), made_tensors(ed, dags_[r].data.size()), dir, nullptr);
       if (out.values.size() != refs_[r].values.size()) throw std::runtime_error("compress: the compressed model saves other outputs");
       for (std::size_t k = 0; k < out.values.size(); ++k) {
@@ -460,6 +466,8 @@ class Model final : public SearchModel {
     stats_.run_seconds += ev.seconds;
     return ev;
   }
+
+  bool time_calibrated() const override { return machine_.calibrated; }
 
   CacheStats cache_stats() const override {
     std::lock_guard<std::mutex> lock(cache_mu_);
@@ -486,6 +494,8 @@ class Model final : public SearchModel {
   void record(SearchPoint p) override {
     std::lock_guard<std::mutex> lock(mu_);
     p.time_s = std::chrono::duration<double>(Clock::now() - t0_).count();
+    const std::vector<std::int32_t> key(p.config.begin(), p.config.begin() + std::ptrdiff_t(std::min(p.config.size(), layers_.size())));
+    if (auto it = memo_.find(key); it != memo_.end()) p.predicted_s = it->second.predicted_s;
     points_.push_back(std::move(p));
   }
   std::vector<SearchPoint> points() const override {
@@ -509,6 +519,7 @@ class Model final : public SearchModel {
   std::vector<Outputs> refs_;
   double ref_sq_ = 0;
   Calibration calib_;
+  const ymlopt::Calibration machine_ = load_calibration().value_or(builtin_calibration());  // the perf model's rates
   std::vector<std::string> layers_;
   std::vector<double> bytes_;
   std::vector<bool> table_;
@@ -904,18 +915,17 @@ void finish_cpu(KernelContext& ctx) {
   // nothing compressed: no new tensors, the workflow reads the original weights
   const nlohmann::json weights_json = fs::exists(weights) ? nlohmann::json(weights) : nlohmann::json(nullptr);
   fs::remove_all(ctx.run_dir() + "/compress/scratch-finish");
-  const auto front = pareto_front(
-      [&] {
-        std::vector<SearchPoint> ok;
-        for (const auto& p : pts)
-          if (p.bytes > 0) ok.push_back(p);
-        return ok;
-      }());
+  std::vector<SearchPoint> measured;
+  for (const auto& p : pts)
+    if (p.bytes > 0) measured.push_back(p);
+  const auto front = pareto_front(measured);
+  const auto front_time = pareto_front(measured, true);
   double original = 0;
   for (double b : model->layer_bytes()) original += b;
   auto pj = [&](const SearchPoint& p) {
     return nlohmann::json{{"strategy", p.strategy}, {"bytes", p.bytes},     {"error", p.error},
-                          {"eval_seconds", p.seconds}, {"time_s", p.time_s}, {"within_bound", p.within_bound},
+                          {"predicted_s", p.predicted_s}, {"eval_seconds", p.seconds}, {"time_s", p.time_s},
+                          {"within_bound", p.within_bound},
                           {"config", point_json_config(p.config)}};
   };
   nlohmann::json j = {{"model", ctx.arg_string("model")},
@@ -927,6 +937,9 @@ void finish_cpu(KernelContext& ctx) {
                       {"recipes", nlohmann::json::array()},
                       {"points", pts.size()},
                       {"front", nlohmann::json::array()},
+                      {"front_time", nlohmann::json::array()},
+                      {"time_model", {{"what", "predicted seconds of the evaluation runs, sequential, warm"},
+                                      {"calibrated", model->time_calibrated()}}},
                       {"chosen", {{"config", point_json_config(cfg)}, {"bytes", e.bytes}, {"error", e.error}, {"from", from},
                                   {"workflow", dir + "/" + name + ".opt.xml"},
                                   {"weights", weights_json}}}};
@@ -938,6 +951,7 @@ void finish_cpu(KernelContext& ctx) {
     j["evaluations"] = {{"runs", cs.runs}, {"seconds", cs.run_seconds}};
   }
   for (const auto& p : front) j["front"].push_back(pj(p));
+  for (const auto& p : front_time) j["front_time"].push_back(pj(p));
   nlohmann::json all = nlohmann::json::array();
   for (const auto& p : pts) all.push_back(pj(p));
   j["all_points"] = all;
@@ -945,9 +959,18 @@ void finish_cpu(KernelContext& ctx) {
   std::ostringstream md;
   md << "# Compression search: Pareto front (weight bytes, relative output error)\n\n"
      << "err_bound " << ctx.arg_float("err_bound") << ", " << pts.size() << " configurations measured; chosen: "
-     << std::int64_t(e.bytes) << " bytes, error " << e.error << "\n\n| strategy | bytes | error | config |\n|---|---:|---:|---|\n";
-  for (const auto& p : front)
-    md << "| " << p.strategy << " | " << std::int64_t(p.bytes) << " | " << p.error << " | " << point_json_config(p.config) << " |\n";
+     << std::int64_t(e.bytes) << " bytes, error " << e.error << "\n\n"
+     << "predicted ms: the performance model's time of the evaluation runs (sequential, warm, "
+     << (model->time_calibrated() ? "this machine's calibration" : "built-in rates: run ymlopt calibrate") << ")\n\n";
+  auto table = [&](const std::vector<SearchPoint>& f) {
+    md << "| strategy | bytes | error | predicted ms | config |\n|---|---:|---:|---:|---|\n";
+    for (const auto& p : f)
+      md << "| " << p.strategy << " | " << std::int64_t(p.bytes) << " | " << p.error << " | " << p.predicted_s * 1e3 << " | "
+         << point_json_config(p.config) << " |\n";
+  };
+  table(front);
+  md << "\n## Front over (weight bytes, error, predicted time)\n\n";
+  table(front_time);
   std::ofstream(dir + "/pareto.md") << md.str();
   ctx.report("bytes", e.bytes);
   ctx.report("err", e.error);

@@ -47,6 +47,18 @@ need(all(a["bytes"] < b["bytes"] and a["error"] > b["error"] for a, b in zip(fro
 allp = [q for q in p["all_points"] if q["bytes"] > 0]
 need(not any(q["bytes"] <= f["bytes"] and q["error"] < f["error"] or q["bytes"] < f["bytes"] and q["error"] <= f["error"]
              for f in front for q in allp), "no measured point dominates a front point")
+# the third objective: every measured point has the performance model's time, and
+# front_time holds the points no other is as small, as close and as fast as
+need(all(q["predicted_s"] > 0 for q in allp), "predicted_s of every measured point")
+need(p["time_model"]["calibrated"] in (True, False), "time_model %s" % p.get("time_model"))
+def dom3(q, f):
+    le = q["bytes"] <= f["bytes"] and q["error"] <= f["error"] and q["predicted_s"] <= f["predicted_s"]
+    return le and (q["bytes"] < f["bytes"] or q["error"] < f["error"] or q["predicted_s"] < f["predicted_s"])
+ft = p["front_time"]
+need(len(ft) >= len(front) and not any(dom3(q, f) for f in ft for q in allp), "front over (bytes, error, time): %d points" % len(ft))
+same = lambda f, q: (f["bytes"], f["error"], f["predicted_s"]) == (q["bytes"], q["error"], q["predicted_s"])
+need(all(any(dom3(f, q) or same(f, q) for f in ft) for q in allp),
+     "every other measured point is dominated by one of front_time")
 ch = p["chosen"]
 # (unit, recipe) results computed once and reused; the reported error (cached results)
 # is checked below against the weights the passes wrote, run by the original workflow

@@ -14,6 +14,7 @@
 #include <fstream>
 #include <random>
 #include <set>
+#include <tuple>
 #include <sstream>
 #include <unistd.h>
 
@@ -23,6 +24,7 @@
 #include "sequential.hpp"
 #include "ymlopt/engine/compiler.hpp"
 #include "ymlopt/engine/data_store.hpp"
+#include "ymlopt/engine/perf_model.hpp"
 #include "ymlopt/engine/registry.hpp"
 #include "ymlopt/optimizer/compress_search.hpp"
 #include "ymlopt/scheduler/executor.hpp"
@@ -174,6 +176,23 @@ TEST(CompressRecipes, ParetoFrontMatchesBruteForce) {
   EXPECT_EQ(got, want);
   EXPECT_EQ(front.size(), want.size());
   for (std::size_t i = 1; i < front.size(); ++i) EXPECT_LT(front[i - 1].bytes, front[i].bytes);
+
+  // with the predicted time as a third objective
+  for (auto& p : pts) p.predicted_s = d(rng);
+  const auto front3 = opt::pareto_front(pts, true);
+  std::set<std::tuple<double, double, double>> want3, got3;
+  for (const auto& a : pts) {
+    bool dom = false;
+    for (const auto& b : pts)
+      dom = dom || (b.bytes <= a.bytes && b.error <= a.error && b.predicted_s <= a.predicted_s &&
+                    (b.bytes < a.bytes || b.error < a.error || b.predicted_s < a.predicted_s));
+    if (!dom) want3.insert({a.bytes, a.error, a.predicted_s});
+  }
+  for (const auto& p : front3) got3.insert({p.bytes, p.error, p.predicted_s});
+  EXPECT_EQ(got3, want3);
+  EXPECT_EQ(front3.size(), want3.size());
+  EXPECT_GT(front3.size(), want.size());  // a third objective keeps more points
+  for (std::size_t i = 1; i < front3.size(); ++i) EXPECT_LE(front3[i - 1].bytes, front3[i].bytes);
 }
 
 TEST_F(Fixture, EvaluateMatchesTheOriginalWorkflowOnTheWrittenWeights) {
@@ -204,7 +223,7 @@ TEST_F(Fixture, EvaluateMatchesTheOriginalWorkflowOnTheWrittenWeights) {
   m->write(cfg, (out / "m.opt.xml").string(), (out / "m.opt.safetensors").string());
   ComponentRegistry inner;
   register_builtin_components(inner);
-  auto outputs = [&](const std::string& weights) {
+  auto compiled = [&](const std::string& weights) {
     std::vector<std::pair<std::string, std::string>> sets;
     std::istringstream words(tiny().set_line());
     for (std::string w; words >> w;) {
@@ -215,6 +234,10 @@ TEST_F(Fixture, EvaluateMatchesTheOriginalWorkflowOnTheWrittenWeights) {
     Diagnostics diags;
     CompileResult cr = compile_workflow({kModel, sets}, inner, diags);
     EXPECT_TRUE(cr.ok) << diags.str();
+    return cr;
+  };
+  auto outputs = [&](const std::string& weights) {
+    CompileResult cr = compiled(weights);
     DataStore store(cr.dag);
     ExecOptions eo;
     eo.run_dir = (out / "run").string();
@@ -237,6 +260,20 @@ TEST_F(Fixture, EvaluateMatchesTheOriginalWorkflowOnTheWrittenWeights) {
   long double num = 0, den = 0;
   for (std::size_t i = 0; i < a.size(); ++i) num += (a[i] - b[i]) * (a[i] - b[i]), den += a[i] * a[i];
   EXPECT_NEAR(e.error, double(std::sqrt(num / den)), 1e-6 + 1e-4 * e.error);
+
+  // the predicted time: the performance model on the workflow compiled from the
+  // written weights (formats from their metadata), sequential, warm, same calibration
+  const Calibration cal = load_calibration().value_or(builtin_calibration());
+  EXPECT_EQ(m->time_calibrated(), cal.calibrated);
+  auto predicted = [&](const std::string& weights) {
+    const Prediction p = predict(compiled(weights).dag, cal, 1, "sequential");
+    return p.makespan_s - p.first_touch_s;
+  };
+  const double pe = predicted((out / "m.opt.safetensors").string()), pb = predicted("");
+  EXPECT_GT(pb, 0);
+  EXPECT_NEAR(base.predicted_s, pb, 1e-12 + 1e-9 * pb);
+  EXPECT_NEAR(e.predicted_s, pe, 1e-12 + 1e-9 * pe);
+  EXPECT_NE(e.predicted_s, base.predicted_s);  // int8/int4 linears are priced at their kernels' rates
 }
 
 TEST_F(Fixture, CacheHitsGiveTheSameModelAsThePassesRunAfresh) {

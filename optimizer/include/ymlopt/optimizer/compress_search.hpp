@@ -84,6 +84,9 @@ struct Evaluation {
   double bytes = 0;    // weight bytes of the compressed model (file-backed tensors the tasks use)
   double error = 0;    // ||y - y_ref|| / ||y_ref|| over every io.save output of every evaluation run
   double seconds = 0;  // wall time of the passes and the runs
+  // the performance model's time of the evaluation runs, warm (no first read of
+  // mapped weights), sequential, with this machine's calibration (built-in figures without one)
+  double predicted_s = 0;
 };
 
 /// A measured point, kept for the Pareto front.
@@ -93,6 +96,7 @@ struct SearchPoint {
   double bytes = 0, error = 0, seconds = 0, time_s = 0;  // time_s: since the model was loaded
   bool within_bound = false;  // error <= the bound it was searched under
   std::string note;  // why a recipe could not be applied, if so
+  double predicted_s = 0;  // Evaluation::predicted_s of the configuration (0: not measured)
 };
 
 /// Reuse of (unit, recipe) results: computed once (misses, taking `seconds`),
@@ -128,6 +132,8 @@ class SearchModel {
   virtual Evaluation measure(const std::vector<std::int32_t>& config, bool use_cache,
                              const std::string& scratch_dir = "") const = 0;
   virtual CacheStats cache_stats() const = 0;
+  /// Whether Evaluation::predicted_s comes from this machine's calibration (ymlopt calibrate).
+  virtual bool time_calibrated() const = 0;
   /// Writes the configuration's compressed weights (complete, with
   /// ymlopt.format metadata) and rewritten workflow, as `ymlopt optimize` does.
   virtual void write(const std::vector<std::int32_t>& config, const std::string& out_xml,
@@ -153,8 +159,10 @@ class SearchModel {
 std::shared_ptr<SearchModel> search_model(const std::string& workflow, const std::string& sets,
                                           const std::string& eval_sets = "");
 
-/// The non-dominated points (bytes, error both minimised), by increasing bytes.
-std::vector<SearchPoint> pareto_front(const std::vector<SearchPoint>& pts);
+/// The non-dominated points (bytes, error both minimised; with `time`, the
+/// predicted time too), by increasing bytes.
+///   auto f = pareto_front(model->points(), /*time=*/true);
+std::vector<SearchPoint> pareto_front(const std::vector<SearchPoint>& pts, bool time = false);
 
 /// Registers compress.search_step and compress.finish. Explicit (no static initialiser).
 void register_search_components(Registry& reg);
