@@ -169,7 +169,10 @@ struct Shipped {
 // they would alternate), a co-method also waits before a part while it has had
 // more worker time than a live one behind it (wait_turn). The least served
 // never waits, and time is added as parts end (a nested unite's parts to every
-// enclosing co-method), so the waits always end.
+// enclosing co-method), so the waits always end. A co-method whose last part
+// reported `idle` = 1 (it waits for the others' results: compress.search_step
+// with nothing left to try) holds no one back and gets the lowest priority
+// until a part of it reports otherwise.
 //
 //   FairShare f(3, 1);      // 3 co-methods on 1 worker
 //   f.wait_turn(i);         // before co-method i's part
@@ -177,13 +180,22 @@ struct Shipped {
 //   f.leave(i);             // when co-method i ends (or runs on another rank)
 class FairShare {
  public:
-  FairShare(size_t n, size_t workers) : served_us_(n, 0.0), live_(n, 1), workers_(workers) {}
+  FairShare(size_t n, size_t workers) : served_us_(n, 0.0), live_(n, 1), idle_(n, 0), workers_(workers) {}
   int priority(size_t i) {
     std::lock_guard<std::mutex> lock(mu_);
+    if (idle_[i]) return -5;
     int rank = 0;
     for (size_t j = 0; j < served_us_.size(); ++j)
-      if (j != i && live_[j] && (served_us_[j] < served_us_[i] || (served_us_[j] == served_us_[i] && j < i))) ++rank;
+      if (j != i && competes(j) && (served_us_[j] < served_us_[i] || (served_us_[j] == served_us_[i] && j < i))) ++rank;
     return -std::min(rank, 5);
+  }
+  void set_idle(size_t i, bool idle) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (idle_[i] == char(idle)) return;
+      idle_[i] = idle;
+    }
+    cv_.notify_all();
   }
   void wait_turn(size_t i) {
     std::unique_lock<std::mutex> lock(mu_);
@@ -206,12 +218,13 @@ class FairShare {
   }
 
  private:
+  bool competes(size_t j) const { return live_[j] && !idle_[j]; }
   bool may_go(size_t i) const {
     size_t live = 0;
-    bool behind = false;  // a live co-method has had less time
+    bool behind = false;  // a live co-method at work has had less time
     for (size_t j = 0; j < served_us_.size(); ++j) {
-      live += live_[j] != 0;
-      if (j != i && live_[j] && served_us_[j] < served_us_[i]) behind = true;
+      live += competes(j);
+      if (j != i && competes(j) && served_us_[j] < served_us_[i]) behind = true;
     }
     return live <= workers_ || !behind;
   }
@@ -219,7 +232,7 @@ class FairShare {
   std::mutex mu_;
   std::condition_variable cv_;
   std::vector<double> served_us_;
-  std::vector<char> live_;
+  std::vector<char> live_, idle_;
   size_t workers_;
 };
 
@@ -312,6 +325,11 @@ class ProgramRunner {
         // a nested co-method's time is its enclosing co-methods' too, as it accrues
         for (const Scope* p = &sc; p; p = p->parent)
           if (p->fair) p->fair->add(p->fair_slot, us);
+      }
+      if (sc.fair) {
+        bool idle = it.end > it.first;
+        for (std::int32_t t = it.first; t < it.end && idle; ++t) idle = s_.runner().result(t, "idle") == 1;
+        sc.fair->set_idle(sc.fair_slot, idle);
       }
       if (sc.comethod >= 0 && s_.runner().comethod_failed(sc.comethod)) {
         fail(sc, s_.runner().comethod_error(sc.comethod));

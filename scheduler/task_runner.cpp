@@ -1,5 +1,7 @@
 #include "ymlopt/scheduler/executor.hpp"
 
+#include <cmath>
+
 #include "ymlopt/scheduler/checkpoint.hpp"
 
 extern "C" void openblas_set_num_threads(int);
@@ -47,6 +49,12 @@ double TaskRunner::now_us() const {
 double TaskRunner::busy_us(std::int32_t task) const {
   const TaskRecord& r = records_[size_t(task)];
   return r.end_us > r.start_us ? r.end_us - r.start_us : 0.0;
+}
+
+double TaskRunner::result(std::int32_t task, std::string_view key) const {
+  for (const auto& [k, v] : records_[size_t(task)].results)
+    if (k == key) return v;
+  return std::nan("");
 }
 
 void TaskRunner::port_templates(const TaskNode& t, TensorView* out) const {

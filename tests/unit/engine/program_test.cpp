@@ -26,6 +26,7 @@ void busy_kernel(KernelContext& ctx) {
   while (std::chrono::steady_clock::now() < end) {
   }
   *static_cast<double*>(ctx.port(0).data) += 1;
+  if (ctx.arg_bool("idle")) ctx.report("idle", 1);
 }
 
 const ComponentRegistry& registry() {
@@ -42,7 +43,8 @@ const ComponentRegistry& registry() {
     s.cpu = throwing_kernel;
     r.add(s);
     s.name = "test.busy";
-    s.params = {{"us", ParamType::int_, "1000", false, "microseconds"}};
+    s.params = {{"us", ParamType::int_, "1000", false, "microseconds"},
+                {"idle", ParamType::bool_, "false", false, "report idle = 1 (a co-method waiting for the others)"}};
     s.cpu = busy_kernel;
     r.add(s);
     return r;
@@ -238,6 +240,48 @@ TEST(ProgramFair, EqualWorkerTimeWhateverTheTaskSizes) {
       EXPECT_GT(fa[0], 0.6 * fa[i]) << comethods << " fair: c1 " << fa[0] << " s, c" << i + 1 << " " << fa[i] << " s";
     }
   }
+}
+
+// mapping="fair" with a co-method that reports itself idle (it only waits for
+// the others' results): it holds no one back, so the other gets the worker as
+// if shared (the idle one's tasks are 8x shorter: ~8/9 of the time), not half.
+TEST(ProgramFair, AnIdleCoMethodHoldsNoOneBack) {
+  const std::string xml = R"(<workflow name="fair">
+  <param name="idle" type="bool" default="true"/>
+  <unite name="u" exit="budget" budget_s="0.6" mapping="fair">
+    <par var="k" values="1,2">
+      <comethod name="c${k}">
+        <data name="x${k}" dtype="f64" shape="1" init="zeros"/>
+        <until cond="x${k} ge 1000000" max="1000000">
+          <task component="test.busy"><inout port="x" data="x${k}"/>
+            <arg name="us" value="${k == 1 ? 4000 : 500}"/><arg name="idle" value="${k == 2 ? idle : false}"/></task>
+        </until>
+      </comethod>
+    </par>
+  </unite>
+</workflow>)";
+  std::map<std::string, std::vector<double>> share;  // idle -> worker time of c1, c2
+  for (const char* idle : {"false", "true"}) {
+    Diagnostics d;
+    CompileOptions co;
+    co.sets = {{"idle", idle}};
+    auto c = compile_workflow_text("fair.xml", xml, co, registry(), d);
+    ASSERT_TRUE(c.ok) << d.str();
+    DataStore store(c.dag);
+    ExecOptions o;
+    o.run_dir = testing::TempDir() + "/ymlopt-fair-idle";
+    std::filesystem::create_directories(o.run_dir);
+    o.sched = "eager";
+    o.ncpu = 1;
+    Progress p;
+    auto ex = make_starpu_executor();
+    const ExecResult r = run_program(*ex, c.dag, store, o, p);
+    ASSERT_TRUE(r.ok) << r.error;
+    for (const auto& cm : r.unites.at(0).comethods) share[idle].push_back(cm.worker_s);
+  }
+  const auto &busy = share["false"], &idle = share["true"];
+  EXPECT_LT(busy[0], 1.6 * busy[1]) << "fair, both at work: c1 " << busy[0] << " s, c2 " << busy[1] << " s";
+  EXPECT_GT(idle[0], 3 * idle[1]) << "fair, c2 idle: c1 " << idle[0] << " s, c2 " << idle[1] << " s";
 }
 
 // Publish/gather: 'b' gathers the lowest score published; it never waits

@@ -260,6 +260,8 @@ class KernelContext {
   }
   virtual const Args& args() const = 0;
   /// Record a named scalar result of this task (e.g. a norm or an error).
+  /// `idle` = 1 from a co-method's task says the co-method only waits for the
+  /// others' results: under <unite mapping="fair"> it then holds no one back.
   virtual void report(std::string key, double value) = 0;
   /// The run directory (relative paths of io components resolve against it).
   virtual const std::string& run_dir() const = 0;

@@ -8,6 +8,7 @@
 #include <mutex>
 #include <span>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -210,6 +211,8 @@ class TaskRunner {
   /// How long the task's latest run took, in µs (0 if it has not run).
   /// Call after the run that ran it returned.
   double busy_us(std::int32_t task) const;
+  /// The value the task's latest run reported under `key` (NaN if none).
+  double result(std::int32_t task, std::string_view key) const;
 
  private:
   const Dag& dag_;
