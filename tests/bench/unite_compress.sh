@@ -26,11 +26,12 @@
 # (default 300: the chosen configurations also embed that many further sentences,
 # neither calibration nor evaluation runs, error and cosine against f32; 0: skip).
 #
-# Measured (docs/BENCHMARKS.md, "United compression search"): CALIB=4, STRATEGIES="0 2 3",
-# BOUND=0.05, T=75 on 2 loaded cores: int8 alone 7,077,708 bytes (error 0.0301), int4-g128
-# alone nothing under the bound, gptq alone 4,962,124 (0.0461), united the same as gptq
-# alone: the target is missed (GPTQ dominates every unit). The (unit, recipe) cache: gptq
-# alone 0.201 -> 1.258 configurations run per second (6.3x).
+# Measured (docs/BENCHMARKS.md, "United compression search"): BOUND=0.1 CALIB=16 EVAL=16
+# STRATEGIES="0 2 3 4", T=60 on 2 cores: gptq alone 6,639,408 bytes (error 0.0949), united
+# 6,533,544 (0.0929) in 5 of 5 runs: 1.6% fewer, the target (10%) is missed. Under 0.05 all
+# end at int8 everywhere (7,077,680). The (unit, recipe) cache: 6.3x the configurations
+# run per second. With XDG_CACHE_HOME holding `ymlopt calibrate`'s rates, pareto.json's
+# predicted times use them.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 arg=${1:?usage: unite_compress.sh BUILD_DIR [T]}
