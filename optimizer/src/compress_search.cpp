@@ -943,7 +943,7 @@ void finish_cpu(KernelContext& ctx) {
                       {"front_time", nlohmann::json::array()},
                       {"time_model", {{"what", "predicted seconds of the evaluation runs, sequential, warm"},
                                       {"calibrated", model->time_calibrated()}}},
-                      {"chosen", {{"config", point_json_config(cfg)}, {"bytes", e.bytes}, {"error", e.error}, {"from", from},
+                      {"chosen", {{"config", point_json_config(cfg)}, {"bytes", e.bytes}, {"error", e.error}, {"predicted_s", e.predicted_s}, {"from", from},
                                   {"workflow", dir + "/" + name + ".opt.xml"},
                                   {"weights", weights_json}}}};
   for (const auto& r : recipes()) j["recipes"].push_back({{"name", r.name}, {"passes", r.passes}, {"table", r.table}});
@@ -979,6 +979,7 @@ void finish_cpu(KernelContext& ctx) {
   ctx.report("err", e.error);
   ctx.report("front", double(front.size()));
   ctx.report("points", double(pts.size()));
+  ctx.report("predicted_ms", e.predicted_s * 1e3);
 }
 
 }  // namespace

@@ -67,6 +67,8 @@ need(c["hits"] > 0 and c["misses"] > 0 and c["uncacheable"] == 0, "cache %s" % c
 need(c["misses"] <= len(p["layers"]) * len(p["recipes"]), "at most one miss per (unit, recipe): %s" % c)
 need(p["evaluations"]["runs"] >= 2, "evaluations %s" % p["evaluations"])
 need(ch["error"] <= 0.03, "chosen error %g within the bound" % ch["error"])
+need(any(q["config"] == ch["config"] and q["predicted_s"] == ch["predicted_s"] for q in allp),
+     "chosen predicted_s %g is its measured point's" % ch["predicted_s"])
 f32 = [q for q in allp if set(q["config"].split(",")) == {"f32"}][0]["bytes"]
 need(ch["bytes"] < 0.5 * f32, "chosen bytes %d vs f32 %d" % (ch["bytes"], f32))
 a = np.load(t + "/ref/logits.npy").astype(np.float64)
