@@ -189,6 +189,54 @@ TEST_P(Program, ExitFirstStopsTheOthersAndSavesTheWinnersData) {
   }
 }
 
+// Worker time of each co-method of a unite run for 0.6 s on one worker: c1's
+// tasks take 4 ms, the others' 0.5 ms; with `idle`, c2's tasks report idle = 1.
+static std::vector<double> worker_shares(const std::string& comethods, const std::string& mapping, bool idle) {
+  const std::string xml = R"(<workflow name="fair">
+  <param name="mapping" type="string" default="shared"/>
+  <param name="comethods" type="string" default="1,2"/>
+  <param name="idle" type="bool" default="false"/>
+  <unite name="u" exit="budget" budget_s="0.6" mapping="${mapping}">
+    <par var="k" values="${comethods}">
+      <comethod name="c${k}">
+        <data name="x${k}" dtype="f64" shape="1" init="zeros"/>
+        <until cond="x${k} ge 1000000" max="1000000">
+          <task component="test.busy"><inout port="x" data="x${k}"/>
+            <arg name="us" value="${k == 1 ? 4000 : 500}"/><arg name="idle" value="${k == 2 ? idle : false}"/></task>
+        </until>
+      </comethod>
+    </par>
+  </unite>
+</workflow>)";
+  Diagnostics d;
+  CompileOptions co;
+  co.sets = {{"mapping", mapping}, {"comethods", comethods}, {"idle", idle ? "true" : "false"}};
+  auto c = compile_workflow_text("fair.xml", xml, co, registry(), d);
+  if (!c.ok) {
+    ADD_FAILURE() << d.str();
+    return {};
+  }
+  DataStore store(c.dag);
+  ExecOptions o;
+  o.run_dir = testing::TempDir() + "/ymlopt-fair";
+  std::filesystem::create_directories(o.run_dir);
+  o.sched = "eager";
+  o.ncpu = 1;
+  Progress p;
+  auto ex = make_starpu_executor();
+  const ExecResult r = run_program(*ex, c.dag, store, o, p);
+  if (!r.ok || r.unites.size() != 1) {
+    ADD_FAILURE() << mapping << ": " << r.error;
+    return {};
+  }
+  std::vector<double> share;
+  for (const auto& cm : r.unites[0].comethods) {
+    EXPECT_GT(cm.worker_s, 0.0) << mapping << " " << cm.name;
+    share.push_back(cm.worker_s);
+  }
+  return share;
+}
+
 // mapping="fair": three, then two co-methods on one worker, one with tasks 8x
 // longer. Shared, the worker serves their tasks in turn, so the long one gets
 // most of its time; fair, each gets an equal share. With three, priorities
@@ -196,44 +244,10 @@ TEST_P(Program, ExitFirstStopsTheOthersAndSavesTheWinnersData) {
 // the one ahead in worker time holds its next part back (FairShare::wait_turn).
 TEST(ProgramFair, EqualWorkerTimeWhateverTheTaskSizes) {
   for (const char* comethods : {"1,2,3", "1,2"}) {
-    const std::string xml = std::string(R"(<workflow name="fair">
-  <param name="mapping" type="string" default="shared"/>
-  <unite name="u" exit="budget" budget_s="0.6" mapping="${mapping}">
-    <par var="k" values=")") + comethods + R"(">
-      <comethod name="c${k}">
-        <data name="x${k}" dtype="f64" shape="1" init="zeros"/>
-        <until cond="x${k} ge 1000000" max="1000000">
-          <task component="test.busy"><inout port="x" data="x${k}"/><arg name="us" value="${k == 1 ? 4000 : 500}"/></task>
-        </until>
-      </comethod>
-    </par>
-  </unite>
-</workflow>)";
-    std::map<std::string, std::vector<double>> share;  // mapping -> worker time of c1, c2 (, c3)
-    for (const char* mapping : {"shared", "fair"}) {
-      Diagnostics d;
-      CompileOptions co;
-      co.sets = {{"mapping", mapping}};
-      auto c = compile_workflow_text("fair.xml", xml, co, registry(), d);
-      ASSERT_TRUE(c.ok) << d.str();
-      DataStore store(c.dag);
-      ExecOptions o;
-      o.run_dir = testing::TempDir() + "/ymlopt-fair";
-      std::filesystem::create_directories(o.run_dir);
-      o.sched = "eager";
-      o.ncpu = 1;
-      Progress p;
-      auto ex = make_starpu_executor();
-      const ExecResult r = run_program(*ex, c.dag, store, o, p);
-      ASSERT_TRUE(r.ok) << r.error;
-      ASSERT_EQ(r.unites.size(), 1u);
-      for (const auto& cm : r.unites[0].comethods) {
-        EXPECT_GT(cm.worker_s, 0.0) << mapping << " " << cm.name;
-        share[mapping].push_back(cm.worker_s);
-      }
-    }
-    const auto& sh = share["shared"];
-    const auto& fa = share["fair"];
+    const std::vector<double> sh = worker_shares(comethods, "shared", false), fa = worker_shares(comethods, "fair", false);
+    const std::size_t n = std::string(comethods) == "1,2" ? 2 : 3;
+    ASSERT_EQ(sh.size(), n);
+    ASSERT_EQ(fa.size(), n);
     EXPECT_GT(sh[0], 3 * sh[1]) << comethods << " shared: c1 " << sh[0] << " s, c2 " << sh[1] << " s";
     for (size_t i = 1; i < fa.size(); ++i) {
       EXPECT_LT(fa[0], 1.6 * fa[i]) << comethods << " fair: c1 " << fa[0] << " s, c" << i + 1 << " " << fa[i] << " s";
@@ -246,40 +260,9 @@ TEST(ProgramFair, EqualWorkerTimeWhateverTheTaskSizes) {
 // the others' results): it holds no one back, so the other gets the worker as
 // if shared (the idle one's tasks are 8x shorter: ~8/9 of the time), not half.
 TEST(ProgramFair, AnIdleCoMethodHoldsNoOneBack) {
-  const std::string xml = R"(<workflow name="fair">
-  <param name="idle" type="bool" default="true"/>
-  <unite name="u" exit="budget" budget_s="0.6" mapping="fair">
-    <par var="k" values="1,2">
-      <comethod name="c${k}">
-        <data name="x${k}" dtype="f64" shape="1" init="zeros"/>
-        <until cond="x${k} ge 1000000" max="1000000">
-          <task component="test.busy"><inout port="x" data="x${k}"/>
-            <arg name="us" value="${k == 1 ? 4000 : 500}"/><arg name="idle" value="${k == 2 ? idle : false}"/></task>
-        </until>
-      </comethod>
-    </par>
-  </unite>
-</workflow>)";
-  std::map<std::string, std::vector<double>> share;  // idle -> worker time of c1, c2
-  for (const char* idle : {"false", "true"}) {
-    Diagnostics d;
-    CompileOptions co;
-    co.sets = {{"idle", idle}};
-    auto c = compile_workflow_text("fair.xml", xml, co, registry(), d);
-    ASSERT_TRUE(c.ok) << d.str();
-    DataStore store(c.dag);
-    ExecOptions o;
-    o.run_dir = testing::TempDir() + "/ymlopt-fair-idle";
-    std::filesystem::create_directories(o.run_dir);
-    o.sched = "eager";
-    o.ncpu = 1;
-    Progress p;
-    auto ex = make_starpu_executor();
-    const ExecResult r = run_program(*ex, c.dag, store, o, p);
-    ASSERT_TRUE(r.ok) << r.error;
-    for (const auto& cm : r.unites.at(0).comethods) share[idle].push_back(cm.worker_s);
-  }
-  const auto &busy = share["false"], &idle = share["true"];
+  const std::vector<double> busy = worker_shares("1,2", "fair", false), idle = worker_shares("1,2", "fair", true);
+  ASSERT_EQ(busy.size(), 2u);
+  ASSERT_EQ(idle.size(), 2u);
   EXPECT_LT(busy[0], 1.6 * busy[1]) << "fair, both at work: c1 " << busy[0] << " s, c2 " << busy[1] << " s";
   EXPECT_GT(idle[0], 3 * idle[1]) << "fair, c2 idle: c1 " << idle[0] << " s, c2 " << idle[1] << " s";
 }
