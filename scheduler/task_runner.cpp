@@ -63,16 +63,8 @@ void TaskRunner::port_templates(const TaskNode& t, TensorView* out) const {
     TensorView& v = out[k];
     v = TensorView{};
     if (b.ref.data < 0) continue;
-    const DataDecl& d = dag_.data[size_t(b.ref.data)];
-    v.dtype = d.dtype;
-    v.shape = dag_.ref_shape(b.ref);
-    if (b.ref.tile < 0) {
-      v.rows = d.rows, v.cols = d.cols;
-    } else {
-      v.rows = d.tile_nrows(b.ref.tile / d.ntile_c);
-      v.cols = d.tile_ncols(b.ref.tile % d.ntile_c);
-    }
-    v.ld = d.ld;
+    v = dag_.ref_view(b.ref);
+    v.ld = dag_.data[size_t(b.ref.data)].ld;  // a tile's rows stride over the whole tensor
     v.content_id = content_id(t.id, k);
   }
 }

@@ -35,23 +35,27 @@ std::string Dag::ref_name(const DataRef& r) const {
   return d.name + "[" + std::to_string(tr) + "," + std::to_string(tc) + "]";
 }
 
+TensorView Dag::ref_view(const DataRef& r) const {
+  const DataDecl& d = data[size_t(r.data)];
+  TensorView v;
+  v.dtype = d.dtype;
+  v.shape = ref_shape(r);
+  if (r.tile < 0) v.rows = d.rows, v.cols = d.cols;
+  else v.rows = d.tile_nrows(r.tile / d.ntile_c), v.cols = d.tile_ncols(r.tile % d.ntile_c);
+  v.ld = v.cols;
+  return v;
+}
+
 std::vector<TensorView> Dag::shape_views(const std::vector<Binding>& binds) const {
   std::vector<TensorView> views(binds.size());
-  for (size_t k = 0; k < binds.size(); ++k) {
-    if (binds[k].ref.data < 0) continue;
-    const DataDecl& d = data[size_t(binds[k].ref.data)];
-    TensorView& v = views[k];
-    v.dtype = d.dtype;
-    v.shape = ref_shape(binds[k].ref);
-    if (binds[k].ref.tile < 0) v.rows = d.rows, v.cols = d.cols;
-    else v.rows = d.tile_nrows(binds[k].ref.tile / d.ntile_c), v.cols = d.tile_ncols(binds[k].ref.tile % d.ntile_c);
-    v.ld = v.cols;
-  }
+  for (size_t k = 0; k < binds.size(); ++k)
+    if (binds[k].ref.data >= 0) views[k] = ref_view(binds[k].ref);
   return views;
 }
 
-Cost Dag::task_cost(const TaskNode& t) const {
-  const std::vector<TensorView> views = shape_views(t.bindings);
+Cost Dag::task_cost(const TaskNode& t) const { return task_cost(t, shape_views(t.bindings)); }
+
+Cost Dag::task_cost(const TaskNode& t, const std::vector<TensorView>& views) const {
   Cost c;
   if (t.comp->cost) {
     try {
@@ -1376,7 +1380,7 @@ class Compiler {
     preds.erase(std::unique(preds.begin(), preds.end()), preds.end());
     t.preds = std::move(preds);
     t.bindings = std::move(binds);
-    t.cost = dag_.task_cost(t);
+    t.cost = dag_.task_cost(t, views);
     t.comethod = comethod_;
     dag_.tasks.push_back(std::move(t));
   }

@@ -133,18 +133,6 @@ std::optional<Calibration> load_calibration(const std::string& path) {
 
 namespace {
 
-struct RefDims {
-  std::int64_t rows = 0, cols = 0;
-  DType dtype = DType::f32;
-};
-
-RefDims ref_dims(const Dag& dag, const DataRef& r) {
-  const DataDecl& d = dag.data[size_t(r.data)];
-  if (r.tile < 0) return {d.rows, d.cols, d.dtype};
-  const std::int64_t tr = r.tile / d.ntile_c, tc = r.tile % d.ntile_c;
-  return {d.tile_nrows(tr), d.tile_ncols(tc), d.dtype};
-}
-
 std::string arg_string_or(const TaskNode& t, const char* name) {
   for (const auto& p : t.comp->params)
     if (p.name == name) return t.args.get_string(name);
@@ -158,7 +146,7 @@ TaskRate task_rate(const TaskNode& t, const Dag& dag) {
   const std::string& comp = t.comp->name;
   auto bound = [&](size_t i) { return i < t.bindings.size() && t.bindings[i].ref.data >= 0; };
   if (comp == "nn.linear" && bound(0) && bound(3)) {  // ports x, w, b, y, ...
-    const RefDims x = ref_dims(dag, t.bindings[0].ref), y = ref_dims(dag, t.bindings[3].ref);
+    const TensorView x = dag.ref_view(t.bindings[0].ref), y = dag.ref_view(t.bindings[3].ref);
     r.m = y.rows;
     r.n = y.cols;
     r.k = x.cols;
@@ -176,13 +164,13 @@ TaskRate task_rate(const TaskNode& t, const Dag& dag) {
   }
   if (comp.rfind("blas.", 0) == 0 && bound(0)) {
     // gemm: A [m, k], B [k, n], C [m, n]; the other BLAS/LAPACK calls at the rate of a square GEMM of their size
-    const RefDims a = ref_dims(dag, t.bindings[0].ref);
+    const TensorView a = dag.ref_view(t.bindings[0].ref);
     r.kind = RateKind::gemm;
     r.name = a.dtype == DType::f64 ? "dgemm" : "sgemm";
     r.m = a.rows;
     r.k = a.cols;
     r.n = a.cols;
-    if (comp == "blas.gemm" && bound(2)) r.n = ref_dims(dag, t.bindings[2].ref).cols;
+    if (comp == "blas.gemm" && bound(2)) r.n = dag.ref_view(t.bindings[2].ref).cols;
     return r;
   }
   r.kind = RateKind::component;
@@ -399,7 +387,7 @@ Prediction predict(const Dag& dag, const Calibration& c, int workers, const std:
         const DataDecl& d = dag.data[size_t(b.ref.data)];
         if (d.init != InitKind::file || !d.format.empty() || seen.count({b.ref.data, b.ref.tile})) continue;
         if (b.ref.tile >= 0 && seen.count({b.ref.data, -1})) continue;  // the whole tensor was read already
-        const RefDims r = ref_dims(dag, b.ref);
+        const TensorView r = dag.ref_view(b.ref);
         const double bytes = double(r.rows * r.cols) * double(dtype_size(d.dtype));
         const double read = std::min(bytes, t.cost.bytes);
         if (read >= bytes) seen.insert({b.ref.data, b.ref.tile});
@@ -461,7 +449,7 @@ Prediction predict(const Dag& dag, const Calibration& c, int workers, const std:
       if (!(dag.tasks[i].cost.kept_ports >> b & 1u) || id == 0 || kept[id]) continue;
       kept[id] = true;
       const DataRef& r = dag.tasks[i].bindings[b].ref;
-      const RefDims rd = ref_dims(dag, r);
+      const TensorView rd = dag.ref_view(r);
       p.kept_bytes += rd.rows * rd.cols * std::int64_t(dtype_size(rd.dtype));
     }
   // memory exactly as DataStore allocates it

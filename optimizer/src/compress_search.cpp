@@ -423,7 +423,7 @@ class Model final : public SearchModel {
   }
 
   Evaluation evaluate(const std::vector<std::int32_t>& config, const std::string& scratch_dir, bool use_cache) const override {
-    const std::vector<std::int32_t> key(config.begin(), config.begin() + std::ptrdiff_t(std::min(config.size(), layers_.size())));
+    const std::vector<std::int32_t> key = memo_key(config);
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (auto it = memo_.find(key); it != memo_.end()) return it->second;  // measured before (by any co-method)
@@ -450,7 +450,7 @@ class Model final : public SearchModel {
       for (TaskNode& t : dag.tasks) t.cost = dag.task_cost(t);  // the recipes rebound the units' tasks
       const Prediction p = predict(dag, machine_, 1, "sequential");
       ev.predicted_s += p.makespan_s - p.first_touch_s;
-      const Outputs out = run_dag(ed.dag(), made_tensors(ed, dags_[r].data.size()), dir, nullptr);
+      const Outputs out = run_dag(dag, made_tensors(ed, dags_[r].data.size()), dir, nullptr);
       if (out.values.size() != refs_[r].values.size()) throw std::runtime_error("compress: the compressed model saves other outputs");
       for (std::size_t k = 0; k < out.values.size(); ++k) {
         const auto& a = refs_[r].values[k];
@@ -494,8 +494,7 @@ class Model final : public SearchModel {
   void record(SearchPoint p) override {
     std::lock_guard<std::mutex> lock(mu_);
     p.time_s = std::chrono::duration<double>(Clock::now() - t0_).count();
-    const std::vector<std::int32_t> key(p.config.begin(), p.config.begin() + std::ptrdiff_t(std::min(p.config.size(), layers_.size())));
-    if (auto it = memo_.find(key); it != memo_.end()) p.predicted_s = it->second.predicted_s;
+    if (auto it = memo_.find(memo_key(p.config)); it != memo_.end()) p.predicted_s = it->second.predicted_s;
     points_.push_back(std::move(p));
   }
   std::vector<SearchPoint> points() const override {
@@ -514,6 +513,10 @@ class Model final : public SearchModel {
   }
 
  private:
+  // a configuration's entries for this model's units (the ports hold max_layers)
+  std::vector<std::int32_t> memo_key(const std::vector<std::int32_t>& config) const {
+    return {config.begin(), config.begin() + std::ptrdiff_t(std::min(config.size(), layers_.size()))};
+  }
   Clock::time_point t0_;
   std::vector<Dag> dags_;
   std::vector<Outputs> refs_;

@@ -187,13 +187,18 @@ struct Dag {
   /// Logical shape of a reference (tile shape for a tile).
   Shape ref_shape(const DataRef& r) const;
   std::string ref_name(const DataRef& r) const;
-  /// Views without data of a task's bindings (what `check` and `cost` see).
+  /// A view without data of a reference: dtype, shape, rows and cols (a tile's
+  /// for a tile), ld = cols. What `check` and `cost` see of a port.
+  TensorView ref_view(const DataRef& r) const;
+  /// ref_view of each binding (unbound ports: an empty view).
   std::vector<TensorView> shape_views(const std::vector<Binding>& binds) const;
   /// The task's cost from its component's cost function on its current bindings
   /// and args (every port's bytes without one; {} when it throws): what the
   /// compiler sets. A pass that rebinds a task (ModelEditor) calls it again:
   ///   for (TaskNode& t : dag.tasks) t.cost = dag.task_cost(t);
   Cost task_cost(const TaskNode& t) const;
+  /// The same on views the caller already has (shape_views(t.bindings)).
+  Cost task_cost(const TaskNode& t, const std::vector<TensorView>& views) const;
   std::size_t num_edges() const;
   /// The workflow has runtime loops or unite blocks (run by run_program).
   bool dynamic() const { return root_region >= 0; }
