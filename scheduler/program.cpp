@@ -149,6 +149,22 @@ UniteRecord get_unite(WireIn& r) {
 
 enum class Message : std::uint8_t { publish = 1, stop = 2 };
 
+// A published entry on the wire: its publisher, scores and tensors.
+void put_entry(WireOut& w, const std::string& who, const Entry& e) {
+  w.put_string(who);
+  w.put(std::uint64_t(e.scores.size()));
+  for (double v : e.scores) w.put(v);
+  w.put(std::uint64_t(e.tensors.size()));
+  for (const auto& t : e.tensors) w.put_bytes(t.data(), t.size());
+}
+std::pair<std::string, Entry> get_entry(WireIn& in) {
+  std::pair<std::string, Entry> out;
+  out.first = in.get_string();
+  for (auto n = in.get<std::uint64_t>(); n > 0; --n) out.second.scores.push_back(in.get<double>());
+  for (auto n = in.get<std::uint64_t>(); n > 0; --n) out.second.tensors.push_back(in.get_bytes());
+  return out;
+}
+
 // What a co-method running on this rank leaves for the other ranks' records:
 // the loops it ran and the nested unites it held (they ran here only).
 struct Shipped {
@@ -255,6 +271,7 @@ struct Scope {
   double best = std::numeric_limits<double>::quiet_NaN();
   bool maximize = false;
   bool distributed = false;  // a co-method on a rank group: publishes go to every rank
+  std::int32_t top = -1;     // (distributed) the top-level co-method: its group runs this scope
   Shipped* ship = nullptr;   // (distributed) where its loops and nested unites are noted
 };
 
@@ -388,7 +405,7 @@ class ProgramRunner {
           break;
         }
         if (sc.distributed) pump();
-        if (stopped(sc)) {
+        if (agreed_stop(sc)) {
           out = Outcome::stopped;
           break;
         }
@@ -412,9 +429,19 @@ class ProgramRunner {
       std::lock_guard<std::mutex> lock(sc.ship->mu);
       sc.ship->loops.emplace_back(region, it);
     }
+    if (!s_.leads()) return out;  // another rank of the group leads: its record comes with the unite's end
     std::lock_guard<std::mutex> lock(mu_);
     r_.loop_iterations.emplace_back(region, it);
     return out;
+  }
+
+  // Whether a co-method stops here: on a group of several ranks, as its leader
+  // sees it (stop messages, the clock), so that every rank of it stops alike.
+  bool agreed_stop(const Scope& sc) {
+    const bool mine = stopped(sc);
+    if (!sc.distributed || s_.group_size() < 2) return mine;
+    const auto b = s_.share({std::byte(mine)});
+    return b.at(0) != std::byte{0};
   }
 
   void note_score(Scope& sc, double score) {
@@ -441,17 +468,14 @@ class ProgramRunner {
       }
     }
     const double score = payload.scores[0];
-    if (sc.distributed) {
+    if (sc.distributed && s_.leads()) {  // (the other ranks of a group get it from their leader too)
       WireOut w;
       w.put(Message::publish);
-      w.put_string(g.name), w.put_string(sc.who);
-      w.put(std::uint64_t(payload.scores.size()));
-      for (double v : payload.scores) w.put(v);
-      w.put(std::uint64_t(payload.tensors.size()));
-      for (const auto& t : payload.tensors) w.put_bytes(t.data(), t.size());
+      w.put_string(g.name);
+      put_entry(w, sc.who, payload);
       s_.post(w.take());
     }
-    board_.publish(g.name, sc.who, score, std::move(payload));
+    if (s_.leads()) board_.publish(g.name, sc.who, score, std::move(payload));
     note_score(sc, score);
     if (sc.rec) {
       ++sc.rec->publishes;
@@ -508,25 +532,41 @@ class ProgramRunner {
     if (sc.distributed) pump();
     auto e = g.pareto ? pareto_best(g.name)
                       : board_.gather_best(g.name, g.maximize ? unite::Better::max : unite::Better::min, sc.who);
+    std::string publisher = e ? e->publisher : "";
+    const Entry* payload = e ? &unite::payload_as<Entry>(*e) : nullptr;
+    std::pair<std::string, Entry> shared;
+    if (sc.distributed && s_.group_size() > 1) {  // every rank of the group takes its leader's pick
+      WireOut w;
+      w.put(std::uint8_t(payload != nullptr));
+      if (payload) put_entry(w, publisher, *payload);
+      const auto b = s_.share(w.take());
+      WireIn in(b);
+      if (in.get<std::uint8_t>() != 0) {
+        shared = get_entry(in);
+        publisher = shared.first, payload = &shared.second;
+      } else {
+        publisher.clear(), payload = nullptr;
+      }
+    }
+    const double score = payload ? payload->scores.at(0) : 0.0;
     if (sc.rec) {
       ++sc.rec->gathers;
-      sc.rec->exchanges.push_back({now_s(), false, g.name, e ? e->publisher : "", e ? e->score : 0.0});
+      sc.rec->exchanges.push_back({now_s(), false, g.name, publisher, score});
     }
-    if (!e) return Outcome::done;  // nothing published yet: `into` keeps what it holds
-    const auto& payload = unite::payload_as<Entry>(*e).tensors;
+    if (!payload) return Outcome::done;  // nothing published yet: `into` keeps what it holds
     for (size_t k = 0; k < g.data.size(); ++k) {
       const std::int32_t d = g.data[k];
       s_.acquire(d, true);
       const TensorView v = store_.view(DataRef{d, -1});
       const size_t row = size_t(v.cols) * dtype_size(v.dtype);
       for (std::int64_t i = 0; i < v.rows; ++i)
-        std::memcpy(static_cast<std::byte*>(v.data) + size_t(i * v.ld) * dtype_size(v.dtype), payload[k].data() + size_t(i) * row, row);
+        std::memcpy(static_cast<std::byte*>(v.data) + size_t(i * v.ld) * dtype_size(v.dtype),
+                    payload->tensors[k].data() + size_t(i) * row, row);
       s_.release(d);
     }
-    const auto& scores = unite::payload_as<Entry>(*e).scores;
-    for (size_t k = 0; k < g.scores.size(); ++k) set_scalar(g.scores[k], scores[k]);
-    note_score(sc, e->score);
-    if (sc.rec && e->publisher != sc.who) ++sc.rec->adopted;
+    for (size_t k = 0; k < g.scores.size(); ++k) set_scalar(g.scores[k], payload->scores[k]);
+    note_score(sc, score);
+    if (sc.rec && publisher != sc.who) ++sc.rec->adopted;
     return Outcome::done;
   }
 
@@ -537,10 +577,8 @@ class ProgramRunner {
       WireIn in(m);
       const auto kind = in.get<Message>();
       if (kind == Message::publish) {
-        const std::string channel = in.get_string(), who = in.get_string();
-        Entry e;
-        for (auto n = in.get<std::uint64_t>(); n > 0; --n) e.scores.push_back(in.get<double>());
-        for (auto n = in.get<std::uint64_t>(); n > 0; --n) e.tensors.push_back(in.get_bytes());
+        const std::string channel = in.get_string();
+        auto [who, e] = get_entry(in);
         const double score = e.scores.at(0);
         board_.publish(channel, who, score, std::move(e));
       } else if (kind == Message::stop) {
@@ -554,12 +592,12 @@ class ProgramRunner {
   // A unite on rank groups, once this rank's co-methods ended: every rank
   // learns how the others' co-methods ended, the loops they ran and the unites
   // nested in them (into `r_`), so that all choose the same winner.
-  void share_outcomes(std::int32_t uid, const std::vector<char>& mine, std::vector<Outcome>& outcomes,
+  void share_outcomes(std::int32_t uid, const std::vector<char>& lead, std::vector<Outcome>& outcomes,
                       std::vector<double>& finished_at, std::vector<Scope>& scopes, const std::vector<Shipped>& ships,
                       UniteRecord& ur) {
     WireOut w;
-    for (size_t i = 0; i < mine.size(); ++i) {
-      if (!mine[i]) continue;
+    for (size_t i = 0; i < lead.size(); ++i) {
+      if (!lead[i]) continue;  // (its group's leader ships it)
       w.put(std::int32_t(i)), w.put(std::int32_t(outcomes[i])), w.put(finished_at[i]);
       w.put(std::uint8_t(scopes[i].converged)), w.put(scopes[i].best);
       put_record(w, ur.comethods[i]);
@@ -603,8 +641,18 @@ class ProgramRunner {
     for (const auto& it : g.items)
       if (it.region >= 0) cms.push_back(it.region);
     ur.comethods.resize(cms.size());
-    std::vector<char> mine(cms.size());  // the co-methods this process runs
-    for (size_t i = 0; i < cms.size(); ++i) mine[i] = !distributed || place_.region_rank[size_t(cms[i])] == s_.rank();
+    // the co-methods this process runs (with the other ranks of their group),
+    // and those whose group it leads (its records count)
+    std::vector<char> mine(cms.size()), lead(cms.size());
+    for (size_t i = 0; i < cms.size(); ++i) {
+      if (!distributed) {
+        mine[i] = lead[i] = 1;
+        continue;
+      }
+      const auto& ranks = place_.groups[size_t(place_.region_group[size_t(cms[i])])];
+      mine[i] = std::find(ranks.begin(), ranks.end(), s_.rank()) != ranks.end();
+      lead[i] = ranks[0] == s_.rank();
+    }
     std::vector<Shipped> ships(distributed ? cms.size() : 0);
     std::atomic<bool> stop{false};
     std::vector<Scope> scopes(cms.size());
@@ -674,9 +722,10 @@ class ProgramRunner {
       sc.rec = &rec;
       sc.maximize = g.maximize;
       sc.distributed = distributed || outer.distributed;
+      sc.top = distributed ? cms[i] : outer.top;
       sc.ship = distributed ? &ships[i] : outer.ship;
       threads.emplace_back([&, i] {
-        if (scopes[i].distributed) s_.set_local(true);  // (nested: the enclosing co-method's rank)
+        if (scopes[i].distributed) s_.set_comethod(scopes[i].top);  // (nested: the enclosing co-method's group)
         scopes[i].rec->start_s = now_s();
         Outcome o;
         try {
@@ -685,13 +734,17 @@ class ProgramRunner {
           fail(scopes[i], e.what());
           o = Outcome::failed;
         }
+        if (distributed) {
+          s_.comethod_end();
+          scopes[i].rec->worker_s = s_.group_sum(scopes[i].rec->worker_s);  // (the ranks of its group)
+        }
         if (scopes[i].fair) scopes[i].fair->leave(i);
         std::lock_guard<std::mutex> lock(done_mu);
         outcomes[i] = o;
         scopes[i].rec->end_s = finished_at[i] = now_s();
         if (o == Outcome::done && scopes[i].converged && g.exit == Region::Exit::first) {
           stop = true;
-          if (distributed) {
+          if (distributed && lead[i]) {
             WireOut w;
             w.put(Message::stop);
             w.put(uid);
@@ -711,7 +764,7 @@ class ProgramRunner {
         std::lock_guard<std::mutex> lock(mu_);
         stops_.erase(uid);
       }
-      share_outcomes(uid, mine, outcomes, finished_at, scopes, ships, ur);
+      share_outcomes(uid, lead, outcomes, finished_at, scopes, ships, ur);
     }
     std::sort(contexts.begin(), contexts.end());
     contexts.erase(std::unique(contexts.begin(), contexts.end()), contexts.end());

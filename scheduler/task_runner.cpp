@@ -114,8 +114,7 @@ bool TaskRunner::run(const TaskNode& t, std::span<const TensorView> views, std::
                               std::to_string(t.loc.col) + ": error: task " + who + " (component " + t.comp->name +
                               ") failed: " + err;
   if (t.comethod >= 0) {  // the co-method fails; the others go on
-    std::lock_guard<std::mutex> lock(mu_);
-    if (!region_failed_[size_t(t.comethod)].exchange(true)) region_error_[size_t(t.comethod)] = message;
+    fail_comethod(t.comethod, message);
     return false;
   }
   std::int32_t expected = -1;
@@ -126,6 +125,11 @@ bool TaskRunner::run(const TaskNode& t, std::span<const TensorView> views, std::
 
 bool TaskRunner::comethod_failed(std::int32_t region) const {
   return region_failed_[size_t(region)].load(std::memory_order_relaxed);
+}
+
+void TaskRunner::fail_comethod(std::int32_t region, std::string message) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!region_failed_[size_t(region)].exchange(true)) region_error_[size_t(region)] = std::move(message);
 }
 
 std::string TaskRunner::comethod_error(std::int32_t region) const {

@@ -17,6 +17,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <functional>
 #include <filesystem>
 #include <limits>
 #include <map>
@@ -204,8 +205,11 @@ void copy_matrix(void* buffers[], void* /*cl_arg*/) {
   for (size_t i = 0; i < STARPU_MATRIX_GET_NY(buffers[0]); ++i) std::memcpy(to + i * lt, from + i * lf, row);
 }
 
-// Set in the threads of co-methods that run on this rank (Session::set_local).
+// Set in the threads of co-methods (Session::set_comethod): on a one-rank
+// group t_local, on a group of several t_group (its index in UnitePlacement::groups).
 thread_local bool t_local = false;
+thread_local std::int32_t t_group = -1;
+thread_local std::vector<std::int32_t> t_written;  // (t_group) acquired for writing, not released yet
 constexpr int kPostTag = 1, kDoneTag = 2;  // on the exchange communicator
 
 
@@ -223,6 +227,8 @@ class MpiSession final : public Session {
   ~MpiSession() override {
     if (ctrl_ != MPI_COMM_NULL) MPI_Comm_free(&ctrl_);
     if (xchg_ != MPI_COMM_NULL) MPI_Comm_free(&xchg_);
+    for (auto& c : group_comms_)
+      if (c != MPI_COMM_NULL) MPI_Comm_free(&c);
   }
 
   // starpu_mpi_init, codelets, handles, the running board; false with r.error set.
@@ -246,6 +252,15 @@ class MpiSession final : public Session {
       MPI_Comm_dup(MPI_COMM_WORLD, &ctrl_);
       MPI_Comm_dup(MPI_COMM_WORLD, &xchg_);
       place_ = unite_placement(dag_, world_.size);
+      // a communicator for each group of several ranks (its control flow's
+      // agreements), null on the ranks outside it
+      group_comms_.assign(place_.groups.size(), MPI_COMM_NULL);
+      for (size_t g = 0; g < place_.groups.size(); ++g) {
+        const auto& ranks = place_.groups[g];
+        if (ranks.size() < 2) continue;
+        const bool in = std::find(ranks.begin(), ranks.end(), world_.rank) != ranks.end();
+        MPI_Comm_split(MPI_COMM_WORLD, in ? 0 : MPI_UNDEFINED, world_.rank, &group_comms_[g]);
+      }
     }
     // one perf-model directory per rank (ranks must not share one); rank 0's in
     // the run directory, the others' in a temporary directory removed afterwards
@@ -415,7 +430,7 @@ class MpiSession final : public Session {
   }
 
   bool run(std::int32_t first, std::int32_t end, int context, int priority) override {
-    if (t_local) return run_local(first, end, context, priority);
+    if (t_local || t_group >= 0) return run_comethod(first, end, context, priority);
     const bool all = first == 0 && end == std::int32_t(dag_.tasks.size());
     std::vector<std::int32_t> ids;
     if (!all) {
@@ -439,24 +454,29 @@ class MpiSession final : public Session {
     return every != 0;
   }
 
-  // A part of a co-method on this rank: plain StarPU tasks in the co-method's
-  // scheduling context (mapping="contexts"/"fair") with its priority, waited
-  // for one by one (other co-methods of this rank submit beside it).
-  bool run_local(std::int32_t first, std::int32_t end, int context, int priority) {
+  // A part of a co-method, waited for task by task (other co-methods of this
+  // rank submit beside it), in the co-method's scheduling context
+  // (mapping="contexts"/"fair") with its priority. On a one-rank group plain
+  // StarPU tasks. On a group of several ranks, every rank of the group alike:
+  // StarPU-MPI tasks on the owners of their data (all in the group, or brought
+  // there by unite_begin); then the group agrees on the part: a task that
+  // failed on one rank fails the co-method on all of them, with its message.
+  bool run_comethod(std::int32_t first, std::int32_t end, int context, int priority) {
     std::vector<std::int32_t> ids;
     for (std::int32_t i = first; i < end; ++i) ids.push_back(i);
     std::sort(ids.begin(), ids.end(), [&](auto a, auto b) { return pos_[size_t(a)] < pos_[size_t(b)]; });
     std::string err;
     std::vector<starpu_task*> mine;
     for (auto id : ids) {
-      starpu_task* task = submit_local(id, context, priority, err);
-      if (!task) break;
-      mine.push_back(task);
+      starpu_task* task = t_group >= 0 ? submit_group(id, context, priority, err) : submit_local(id, context, priority, err);
+      if (!err.empty()) break;
+      if (task) mine.push_back(task);  // (none where another rank of the group runs it)
     }
     for (auto* task : mine)
       if (starpu_task_wait(task) != 0 && err.empty()) err = "rank " + std::to_string(world_.rank) + ": a co-method's task could not be waited for";
     for (auto id : ids)
       if (local_[size_t(id)]) starpu_task_destroy(local_[size_t(id)]), local_[size_t(id)] = nullptr;
+    if (t_group >= 0 && !ids.empty()) agree_part(dag_.tasks[size_t(ids[0])].comethod, err);
     if (!err.empty()) {
       std::lock_guard<std::mutex> lock(err_mu_);
       if (error_.empty()) error_ = err;
@@ -464,9 +484,67 @@ class MpiSession final : public Session {
     return err.empty() && !runner_->cancelled();
   }
 
+  // The group's verdict on a part of co-method `cm`: the first failing rank's
+  // message, on every rank of it (the co-method fails there too).
+  void agree_part(std::int32_t cm, std::string& err) {
+    std::string why = err;
+    if (why.empty() && cm >= 0 && runner_->comethod_failed(cm)) why = runner_->comethod_error(cm);
+    MPI_Comm comm = group_comms_[size_t(t_group)];
+    int ok = why.empty() ? 1 : 0, all = 0;
+    MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, comm);
+    if (all) return;
+    int len = int(why.size()), n = 0;
+    MPI_Comm_size(comm, &n);
+    std::vector<int> lens(static_cast<size_t>(n)), displs(static_cast<size_t>(n), 0);
+    MPI_Allgather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, comm);
+    for (size_t k = 1; k < lens.size(); ++k) displs[k] = displs[k - 1] + lens[k - 1];
+    std::string flat(size_t(displs.back() + lens.back()), '\0');
+    MPI_Allgatherv(why.data(), len, MPI_CHAR, flat.data(), lens.data(), displs.data(), MPI_CHAR, comm);
+    const auto& ranks = place_.groups[size_t(t_group)];
+    for (size_t k = 0; k < lens.size() && why.empty(); ++k)
+      if (lens[k] > 0) why = "rank " + std::to_string(ranks[k]) + ": " + flat.substr(size_t(displs[k]), size_t(lens[k]));
+    if (cm >= 0) runner_->fail_comethod(cm, why);
+    else if (err.empty()) err = why;
+  }
+
   int rank() const override { return world_.rank; }
   int ranks() const override { return world_.size; }
-  void set_local(bool local) override { t_local = local; }
+  void set_comethod(std::int32_t region) override {
+    t_local = false, t_group = -1;
+    if (region < 0) return;
+    const std::int32_t g = place_.region_group[size_t(region)];
+    if (place_.groups[size_t(g)].size() < 2) t_local = true;
+    else t_group = g;
+  }
+  bool leads() const override { return t_group < 0 || place_.groups[size_t(t_group)][0] == world_.rank; }
+  int group_size() const override { return t_group < 0 ? 1 : int(place_.groups[size_t(t_group)].size()); }
+  std::vector<std::byte> share(std::vector<std::byte> bytes) override {
+    if (t_group < 0) return bytes;
+    MPI_Comm comm = group_comms_[size_t(t_group)];
+    std::uint64_t n = bytes.size();
+    MPI_Bcast(&n, 1, MPI_UINT64_T, 0, comm);
+    if (n > std::uint64_t(std::numeric_limits<int>::max()))
+      throw std::runtime_error("a co-method's exchange of " + std::to_string(n) + " bytes is too large to share in its group");
+    bytes.resize(size_t(n));
+    MPI_Bcast(bytes.data(), int(n), MPI_BYTE, 0, comm);
+    return bytes;
+  }
+  double group_sum(double v) override {
+    if (t_group < 0) return v;
+    double all = 0;
+    MPI_Allreduce(&v, &all, 1, MPI_DOUBLE, MPI_SUM, group_comms_[size_t(t_group)]);
+    return all;
+  }
+  // The co-method's tiled data current in both views (tensor and tiles), on
+  // their owners in the group, as unite_end expects of a one-rank group.
+  void comethod_end() override {
+    if (t_group < 0) return;
+    for (size_t d = 0; d < whole_.size(); ++d) {
+      if (place_.data_group[d] != t_group || !whole_[d]) continue;
+      if (tiles_dirty_[d]) submit_sync(d, true), tiles_dirty_[d] = 0;
+      if (whole_dirty_[d]) submit_sync(d, false), whole_dirty_[d] = 0;
+    }
+  }
 
   // Every rank alike, in task order: what a co-method's tasks read and another
   // rank owns is sent to the co-method's rank (joined or split first where the
@@ -474,28 +552,49 @@ class MpiSession final : public Session {
   void unite_begin(std::int32_t region) override {
     const Region& g = dag_.regions[size_t(region)];
     std::vector<std::pair<starpu_data_handle_t, int>> moved;
-    for (std::int32_t t = g.first_task; t < g.end_task; ++t) {
-      const int rank = place_.task_rank[size_t(t)];
-      if (rank < 0) continue;
-      for (const Binding& b : dag_.tasks[size_t(t)].bindings) {
-        if (b.ref.data < 0) continue;
-        const size_t di = size_t(b.ref.data);
-        if (!whole_[di] || place_.data_rank[di] == rank) continue;  // the co-method's own data
-        starpu_data_handle_t h;
-        int owner;
-        if (b.ref.tile >= 0) {
-          if (whole_dirty_[di]) submit_sync(di, false), whole_dirty_[di] = 0;
-          h = tiles_[di][size_t(b.ref.tile)], owner = owners_[di][size_t(1 + b.ref.tile)];
-        } else {
-          if (tiles_dirty_[di]) submit_sync(di, true), tiles_dirty_[di] = 0;
-          h = whole_[di], owner = owners_[di][0];
-        }
-        if (owner == rank) continue;
-        const std::pair<starpu_data_handle_t, int> key{h, rank};
-        if (std::find(moved.begin(), moved.end(), key) != moved.end()) continue;
-        moved.push_back(key);
-        starpu_mpi_get_data_on_node_detached(MPI_COMM_WORLD, h, rank, nullptr, nullptr);
+    // data d (tile `tile`, -1 the tensor), owned outside `group`, to rank `to`
+    auto bring = [&](size_t di, std::int64_t tile, std::int32_t group, int to) {
+      if (!whole_[di] || place_.data_group[di] == group) return;  // the co-method's own data
+      starpu_data_handle_t h;
+      int owner;
+      if (tile >= 0) {
+        if (whole_dirty_[di]) submit_sync(di, false), whole_dirty_[di] = 0;
+        h = tiles_[di][size_t(tile)], owner = owners_[di][size_t(1 + tile)];
+      } else {
+        if (tiles_dirty_[di]) submit_sync(di, true), tiles_dirty_[di] = 0;
+        h = whole_[di], owner = owners_[di][0];
       }
+      if (owner == to) return;
+      const std::pair<starpu_data_handle_t, int> key{h, to};
+      if (std::find(moved.begin(), moved.end(), key) != moved.end()) return;
+      moved.push_back(key);
+      starpu_mpi_get_data_on_node_detached(MPI_COMM_WORLD, h, to, nullptr, nullptr);
+    };
+    for (std::int32_t t = g.first_task; t < g.end_task; ++t) {
+      const std::int32_t group = place_.task_group[size_t(t)];
+      if (group < 0) continue;
+      // on a group of several ranks, where StarPU-MPI will run the task
+      const int rank = place_.groups[size_t(group)].size() < 2 ? place_.task_rank[size_t(t)]
+                                                                : task_rank(dag_.tasks[size_t(t)], owners_);
+      for (const Binding& b : dag_.tasks[size_t(t)].bindings)
+        if (b.ref.data >= 0) bring(size_t(b.ref.data), b.ref.tile, group, rank);
+    }
+    // what the control flow of a co-method on several ranks reads (loop
+    // conditions, published data and scores): to every rank of its group
+    std::vector<std::int32_t> under;
+    std::function<void(std::int32_t)> walk = [&](std::int32_t r) {
+      for (const auto& it : dag_.regions[size_t(r)].items)
+        if (it.region >= 0) under.push_back(it.region), walk(it.region);
+    };
+    walk(region);
+    for (std::int32_t r : under) {
+      const std::int32_t group = place_.region_group[size_t(r)];
+      if (group < 0 || place_.groups[size_t(group)].size() < 2) continue;
+      const Region& c = dag_.regions[size_t(r)];
+      std::vector<std::int32_t> read(c.cond_data.begin(), c.cond_data.end());
+      if (c.kind == Region::Kind::publish) read.insert(read.end(), c.data.begin(), c.data.end()), read.insert(read.end(), c.scores.begin(), c.scores.end());
+      for (auto d : read)
+        for (int k : place_.groups[size_t(group)]) bring(size_t(d), -1, group, k);
     }
   }
 
@@ -584,7 +683,7 @@ class MpiSession final : public Session {
 
   bool copy(std::int32_t from, std::int32_t to) override {
     const size_t f = size_t(from), d = size_t(to);
-    if (t_local || !whole_[f] || !whole_[d]) return false;
+    if (t_local || t_group >= 0 || !whole_[f] || !whole_[d]) return false;
     if (tiles_dirty_[f]) submit_sync(f, true), tiles_dirty_[f] = 0;
     if (tiles_dirty_[d]) submit_sync(d, true), tiles_dirty_[d] = 0;  // orders the copy after the tiles' writes
     starpu_data_descr descr[2] = {{whole_[f], STARPU_R}, {whole_[d], STARPU_W}};
@@ -618,6 +717,14 @@ class MpiSession final : public Session {
       if (write && dag_.data[d].tiled()) whole_dirty_[d] = 1;
       return;
     }
+    if (t_group >= 0) {  // every rank of the group alike: the owner's value on each of them
+      if (tiles_dirty_[d]) submit_sync(d, true), tiles_dirty_[d] = 0;
+      for (int k : place_.groups[size_t(t_group)])  // (data of others came with unite_begin)
+        starpu_mpi_get_data_on_node_detached(MPI_COMM_WORLD, whole_[d], k, nullptr, nullptr);
+      starpu_data_acquire(whole_[d], write ? STARPU_RW : STARPU_R);
+      if (write) t_written.push_back(data);
+      return;
+    }
     if (tiles_dirty_[d]) submit_sync(d, true), tiles_dirty_[d] = 0;
     starpu_mpi_get_data_on_all_nodes_detached(MPI_COMM_WORLD, whole_[d]);
     starpu_data_acquire(whole_[d], write ? STARPU_RW : STARPU_R);
@@ -627,6 +734,14 @@ class MpiSession final : public Session {
     const size_t d = size_t(data);
     starpu_data_release(whole_[d]);
     if (t_local) return;
+    if (t_group >= 0) {
+      if (auto it = std::find(t_written.begin(), t_written.end(), data); it != t_written.end()) {
+        t_written.erase(it);  // as below, in the group
+        starpu_mpi_cache_flush(MPI_COMM_WORLD, whole_[d]);
+        if (dag_.data[d].tiled()) whole_dirty_[d] = 1;
+      }
+      return;
+    }
     if (auto it = std::find(written_.begin(), written_.end(), data); it != written_.end()) {
       // every rank wrote the same value (same control flow): the owner's copy is
       // current, the others' cached copies are dropped
@@ -745,8 +860,10 @@ class MpiSession final : public Session {
     const int on = owners_[di][0];
     starpu_task* task = starpu_mpi_task_build(MPI_COMM_WORLD, &sync_cl_, STARPU_EXECUTE_ON_NODE, on,
                                               STARPU_DATA_MODE_ARRAY, descr.data(), int(descr.size()), 0);
-    if (task && starpu_task_submit(task) != 0)
+    if (task && starpu_task_submit(task) != 0) {
+      std::lock_guard<std::mutex> lock(err_mu_);
       error_ = "rank " + std::to_string(world_.rank) + ": cannot submit a join/split task";
+    }
     starpu_mpi_task_post_build(MPI_COMM_WORLD, &sync_cl_, STARPU_EXECUTE_ON_NODE, on, STARPU_DATA_MODE_ARRAY,
                                descr.data(), int(descr.size()), 0);
   }
@@ -812,6 +929,33 @@ class MpiSession final : public Session {
       starpu_task_destroy(task);
       return nullptr;
     }
+    mark_written(t);
+    return task;
+  }
+
+  // A task of a co-method on a group of several ranks (every rank of the group
+  // submits it): a StarPU-MPI task on the owner of what it writes; the task on
+  // that rank, null elsewhere or with `err` set.
+  starpu_task* submit_group(std::int32_t id, int context, int priority, std::string& err) {
+    std::vector<starpu_data_descr> descr;
+    if (!operands(id, descr, false, err)) return nullptr;
+    const TaskNode& t = dag_.tasks[size_t(id)];
+    const int xrank = task_rank(t, owners_);
+    starpu_codelet* cl = &by_comp_[t.comp]->cl;
+    starpu_task* task = starpu_mpi_task_build(MPI_COMM_WORLD, cl, STARPU_EXECUTE_ON_NODE, xrank, STARPU_DATA_MODE_ARRAY,
+                                              descr.data(), int(descr.size()), 0);
+    if (task) {
+      task->detach = 0;  // waited for by the co-method's part
+      if (context > 0) task->sched_ctx = unsigned(context);
+      task->priority = priority;
+      if (err = submit_built(task, id); !err.empty()) {
+        local_[size_t(id)] = nullptr;
+        starpu_task_destroy(task);
+        task = nullptr;
+      }
+    }
+    starpu_mpi_task_post_build(MPI_COMM_WORLD, cl, STARPU_EXECUTE_ON_NODE, xrank, STARPU_DATA_MODE_ARRAY, descr.data(),
+                               int(descr.size()), 0);
     mark_written(t);
     return task;
   }
@@ -890,6 +1034,7 @@ class MpiSession final : public Session {
   std::vector<starpu_data_descr> descr_;
   // co-methods on rank groups (unite_placement)
   UnitePlacement place_;
+  std::vector<MPI_Comm> group_comms_;  // by group: this rank's communicator with the others of a group of several
   MPI_Comm xchg_ = MPI_COMM_NULL;  // their exchange messages
   std::mutex xmu_;                 // posts and polls
   struct Sent {

@@ -530,7 +530,7 @@ int cmd_run(const std::vector<std::string>& args) {
   std::unique_ptr<DataStore> store;
   try {
     // an MPI rank holds the data it owns (StarPU-MPI allocates what it receives)
-    store = use_mpi ? std::make_unique<DataStore>(dag, resident_data(dag, data_owners(dag, nranks), rank))
+    store = use_mpi ? std::make_unique<DataStore>(dag, resident_data(dag, data_owners(dag, nranks), rank, nranks))
                     : std::make_unique<DataStore>(dag);
   } catch (const std::exception& e) {
     std::cerr << "ymlopt: error: " << (use_mpi ? "rank " + std::to_string(rank) + ": " : "") << e.what() << "\n";

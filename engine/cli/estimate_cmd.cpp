@@ -49,7 +49,7 @@ RankMemory rank_memory(const Dag& dag, int ranks) {
   for (const DataDecl& d : dag.data)
     if (d.format.empty() && d.init == InitKind::file) m.mapped += d.bytes();
   for (int r = 0; r < ranks; ++r) {
-    const std::vector<char> resident = resident_data(dag, own, r);
+    const std::vector<char> resident = resident_data(dag, own, r, ranks);
     for (size_t d = 0; d < dag.data.size(); ++d)
       if (resident[d] && dag.data[d].init != InitKind::file)
         m.allocated[size_t(r)] += (dag.data[d].storage_bytes() + 63) / 64 * 64;  // DataStore's aligned blocks

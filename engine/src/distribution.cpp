@@ -12,7 +12,7 @@ namespace ymlopt {
 
 // ---------------------------------------------------------------- placement
 
-std::vector<char> resident_data(const Dag& dag, const DataOwners& own, int rank) {
+std::vector<char> resident_data(const Dag& dag, const DataOwners& own, int rank, int size) {
   std::vector<char> r(dag.data.size(), 0);
   for (size_t d = 0; d < dag.data.size(); ++d) {
     if (!dag.data[d].format.empty()) continue;  // stored compressed: no memory of its own
@@ -20,18 +20,50 @@ std::vector<char> resident_data(const Dag& dag, const DataOwners& own, int rank)
            std::find(own[d].begin(), own[d].end(), std::int32_t(rank)) != own[d].end();
   }
   // every rank evaluates the runtime loops' conditions: it holds their scalars;
-  // and every rank runs the publishes and gathers outside co-methods
-  const UnitePlacement up = unite_placement(dag, 1);
+  // every rank runs the publishes and gathers outside co-methods, and every
+  // rank of a co-method's group those of the co-method
+  const UnitePlacement up = unite_placement(dag, size);
   for (size_t i = 0; i < dag.regions.size(); ++i) {
     const Region& g = dag.regions[i];
     for (auto d : g.cond_data) r[size_t(d)] = 1;
-    if ((g.kind == Region::Kind::publish || g.kind == Region::Kind::gather) && up.region_rank[i] < 0) {
-      for (auto d : g.data) r[size_t(d)] = 1;
-      for (auto d : g.scores) r[size_t(d)] = 1;
-    }
+    if (g.kind != Region::Kind::publish && g.kind != Region::Kind::gather) continue;
+    const std::int32_t grp = up.region_group[i];
+    const auto& ranks = grp < 0 ? std::vector<std::int32_t>{} : up.groups[size_t(grp)];
+    if (grp >= 0 && (ranks.size() < 2 || std::find(ranks.begin(), ranks.end(), rank) == ranks.end())) continue;
+    for (auto d : g.data) r[size_t(d)] = 1;
+    for (auto d : g.scores) r[size_t(d)] = 1;
   }
   return r;
 }
+
+namespace {
+
+// Whether region r holds a <unite> (at any depth).
+bool holds_unite(const Dag& dag, std::int32_t r) {
+  for (const auto& it : dag.regions[size_t(r)].items)
+    if (it.region >= 0 && (dag.regions[size_t(it.region)].kind == Region::Kind::unite || holds_unite(dag, it.region)))
+      return true;
+  return false;
+}
+
+// Tile t's owner among `size` ranks (the rules of data_owners), p x q the grid.
+std::int64_t tile_slot(const DataDecl& d, std::int64_t t, int size, int p, int q) {
+  const std::int64_t tr = t / d.ntile_c, tc = t % d.ntile_c;
+  if (d.distribute == "rows") return tr % size;
+  if (d.distribute == "cols") return tc % size;
+  if (d.ntile_r == 1) return tc % size;  // one row of tiles (split=): 1-D cyclic
+  if (d.ntile_c == 1) return tr % size;
+  return (tr % p) * q + tc % q;          // 2-D block-cyclic
+}
+
+// p x q, p <= q, as square as `size` allows.
+std::pair<int, int> grid(int size) {
+  int p = int(std::sqrt(double(size)));
+  while (p > 1 && size % p) --p;
+  return {p, size / p};
+}
+
+}  // namespace
 
 UnitePlacement unite_placement(const Dag& dag, int size) {
   size = std::max(size, 1);
@@ -39,14 +71,23 @@ UnitePlacement unite_placement(const Dag& dag, int size) {
   p.task_rank.assign(dag.tasks.size(), -1);
   p.region_rank.assign(dag.regions.size(), -1);
   p.data_rank.assign(dag.data.size(), -1);
+  p.task_group.assign(dag.tasks.size(), -1);
+  p.region_group.assign(dag.regions.size(), -1);
+  p.data_group.assign(dag.data.size(), -1);
+  auto group_of = [&](std::vector<std::int32_t> ranks) {
+    auto it = std::find(p.groups.begin(), p.groups.end(), ranks);
+    if (it != p.groups.end()) return std::int32_t(it - p.groups.begin());
+    p.groups.push_back(std::move(ranks));
+    return std::int32_t(p.groups.size() - 1);
+  };
   // the unite and co-method that wrote each data first (for the conflict message)
   std::vector<std::int32_t> data_unite(dag.data.size(), -1), data_cm(dag.data.size(), -1);
-  auto claim = [&](std::int32_t d, std::int32_t rank, std::int32_t unite, std::int32_t cm) {
+  auto claim = [&](std::int32_t d, std::int32_t group, std::int32_t unite, std::int32_t cm) {
     if (d < 0) return;
     const size_t i = size_t(d);
-    if (p.data_rank[i] < 0) {
-      p.data_rank[i] = rank, data_unite[i] = unite, data_cm[i] = cm;
-    } else if (p.data_rank[i] != rank && p.conflict.empty()) {
+    if (p.data_group[i] < 0) {
+      p.data_group[i] = group, p.data_rank[i] = p.groups[size_t(group)][0], data_unite[i] = unite, data_cm[i] = cm;
+    } else if (p.data_group[i] != group && p.conflict.empty()) {
       auto who = [&](std::int32_t u, std::int32_t c) {
         return "unite '" + dag.regions[size_t(u)].name + "' co-method '" + dag.regions[size_t(c)].name + "'";
       };
@@ -54,33 +95,51 @@ UnitePlacement unite_placement(const Dag& dag, int size) {
       p.conflict_region = cm;
     }
   };
-  // rank, top-level unite and co-method of the region being visited (-1 outside)
+  // group, top-level unite and co-method of the region being visited (-1 outside)
   std::function<void(std::int32_t, std::int32_t, std::int32_t, std::int32_t)> visit =
-      [&](std::int32_t r, std::int32_t rank, std::int32_t unite, std::int32_t cm) {
+      [&](std::int32_t r, std::int32_t group, std::int32_t unite, std::int32_t cm) {
         const Region& g = dag.regions[size_t(r)];
-        p.region_rank[size_t(r)] = rank;
-        if (rank >= 0) {
+        p.region_group[size_t(r)] = group;
+        p.region_rank[size_t(r)] = group < 0 ? -1 : p.groups[size_t(group)][0];
+        if (group >= 0) {
           if (g.kind == Region::Kind::gather) {
-            for (auto d : g.data) claim(d, rank, unite, cm);
-            for (auto d : g.scores) claim(d, rank, unite, cm);
+            for (auto d : g.data) claim(d, group, unite, cm);
+            for (auto d : g.scores) claim(d, group, unite, cm);
           }
           if (g.kind == Region::Kind::unite)
-            for (auto d : g.save_exit) claim(d, rank, unite, cm);
+            for (auto d : g.save_exit) claim(d, group, unite, cm);
         }
+        // a top-level unite's co-methods: with at least as many co-methods as
+        // ranks, co-method i on rank i % size; with more ranks, each a block of
+        // consecutive ranks (unless one holds a nested unite: one rank each)
+        std::vector<std::int32_t> cms;
+        if (group < 0 && g.kind == Region::Kind::unite)
+          for (const auto& it : g.items)
+            if (it.region >= 0) cms.push_back(it.region);
+        const auto n = std::int32_t(cms.size());
+        bool spread = size > n;
+        for (auto c : cms) spread = spread && !holds_unite(dag, c);
         std::int32_t k = 0;
         for (const auto& it : g.items) {
           if (it.region >= 0) {
-            if (rank < 0 && g.kind == Region::Kind::unite)
-              visit(it.region, k++ % size, r, it.region);  // a top-level co-method
-            else
-              visit(it.region, rank, unite, cm);
+            if (group < 0 && g.kind == Region::Kind::unite) {  // a top-level co-method
+              std::vector<std::int32_t> ranks;
+              if (!spread) ranks.push_back(k % size);
+              else
+                for (std::int32_t q = k * size / n; q < (k + 1) * size / n; ++q) ranks.push_back(q);
+              ++k;
+              visit(it.region, group_of(std::move(ranks)), r, it.region);
+            } else {
+              visit(it.region, group, unite, cm);
+            }
             continue;
           }
-          if (rank < 0) continue;
+          if (group < 0) continue;
           for (std::int32_t t = it.first; t < it.end; ++t) {
-            p.task_rank[size_t(t)] = rank;
+            p.task_group[size_t(t)] = group;
+            p.task_rank[size_t(t)] = p.groups[size_t(group)][0];
             for (const Binding& b : dag.tasks[size_t(t)].bindings)
-              if (b.mode != Access::read) claim(b.ref.data, rank, unite, cm);
+              if (b.mode != Access::read) claim(b.ref.data, group, unite, cm);
           }
         }
       };
@@ -90,9 +149,7 @@ UnitePlacement unite_placement(const Dag& dag, int size) {
 
 DataOwners data_owners(const Dag& dag, int size) {
   size = std::max(size, 1);
-  int p = int(std::sqrt(double(size)));
-  while (p > 1 && size % p) --p;
-  const int q = size / p;  // p x q grid, p <= q, as square as size allows
+  const auto [p, q] = grid(size);
   DataOwners own(dag.data.size());
   // whole tensors without tiles: the largest first, each to the least loaded rank
   std::vector<size_t> untiled;
@@ -107,16 +164,7 @@ DataOwners data_owners(const Dag& dag, int size) {
       untiled.push_back(i);
       continue;
     }
-    for (std::int64_t t = 0; t < d.ntiles(); ++t) {
-      const std::int64_t tr = t / d.ntile_c, tc = t % d.ntile_c;
-      std::int64_t o;
-      if (d.distribute == "rows") o = tr % size;
-      else if (d.distribute == "cols") o = tc % size;
-      else if (d.ntile_r == 1) o = tc % size;  // one row of tiles (split=): 1-D cyclic
-      else if (d.ntile_c == 1) o = tr % size;
-      else o = (tr % p) * q + tc % q;          // 2-D block-cyclic
-      own[i][size_t(1 + t)] = std::int32_t(o);
-    }
+    for (std::int64_t t = 0; t < d.ntiles(); ++t) own[i][size_t(1 + t)] = std::int32_t(tile_slot(d, t, size, p, q));
     own[i][0] = own[i][1];  // the tensor itself lives with its first tile
   }
   std::stable_sort(untiled.begin(), untiled.end(),
@@ -128,9 +176,19 @@ DataOwners data_owners(const Dag& dag, int size) {
     own[i][0] = std::int32_t(r);
   }
   if (dag.root_region >= 0) {
+    // a co-method's data: on its rank group, tiles by the same rules over the
+    // group's ranks, the tensor (and an untiled one) with the group's first rank
     const UnitePlacement up = unite_placement(dag, size);
-    for (size_t i = 0; i < own.size(); ++i)
-      if (up.data_rank[i] >= 0) std::fill(own[i].begin(), own[i].end(), up.data_rank[i]);
+    for (size_t i = 0; i < own.size(); ++i) {
+      if (up.data_group[i] < 0) continue;
+      const auto& ranks = up.groups[size_t(up.data_group[i])];
+      const DataDecl& d = dag.data[i];
+      std::fill(own[i].begin(), own[i].end(), ranks[0]);
+      if (ranks.size() < 2 || !d.tiled()) continue;
+      const auto [gp, gq] = grid(int(ranks.size()));
+      for (std::int64_t t = 0; t < d.ntiles(); ++t)
+        own[i][size_t(1 + t)] = ranks[size_t(tile_slot(d, t, int(ranks.size()), gp, gq))];
+    }
   }
   return own;
 }

@@ -383,6 +383,97 @@ print("ok: X from c%d on ranks = X from c%d sequential, scaled (max relative dif
 PY
 done
 
+# co-methods on rank groups of several ranks (more ranks than co-methods): each
+# co-method's tiles on its group, its loop's tasks on the ranks that own them,
+# its loop conditions, stops (exit first, budget) and gathers agreed by the
+# group; a task failing on the second rank of a group fails the co-method
+# alone, with that rank's message; results = the sequential run's
+cat >"$tmp/groups.xml" <<'EOF'
+<workflow name="groups">
+  <param name="exit" type="string" default="all"/>
+  <param name="cond" type="float" default="1"/>
+  <param name="broken" type="bool" default="false"/>
+  <data name="A" dtype="f64" shape="64,64" tile="32,32" init="random" seed="1"/>
+  <data name="X" dtype="f64" shape="64,64" tile="32,32" init="zeros"/>
+  <unite name="u" exit="${exit}" budget_s="1.5" save_exit="X">
+    <par var="m" values="1,2">
+      <comethod name="c${m}" keep="C${m}">
+        <data name="C${m}" dtype="f64" shape="64,64" tile="32,32" init="zeros"/>
+        <data name="G${m}" dtype="f64" shape="64,64" init="zeros"/>
+        <data name="n${m}" dtype="f64" shape="1" init="value" value="1e30"/>
+        <data name="gn${m}" dtype="f64" shape="1" init="zeros"/>
+        <par var="i" from="0" to="2"><par var="j" from="0" to="2">
+          <task component="tensor.copy"><in port="x" data="A[${i},${j}]"/><out port="y" data="C${m}[${i},${j}]"/></task>
+        </par></par>
+        <until cond="n${m} le ${cond}" max="1000000">
+          <if cond="${broken}"><if cond="${m == 1}">
+            <task component="io.load" name="broken"><out port="y" data="C${m}[0,1]"/><arg name="path" value="/nonexistent/c.npy"/></task>
+          </if></if>
+          <par var="i" from="0" to="2"><par var="j" from="0" to="2">
+            <task component="tensor.scale" name="s${m}(${i},${j})"><inout port="x" data="C${m}[${i},${j}]"/>
+              <arg name="alpha" value="${cond > 0 ? 0.5 / m : 1}"/></task>
+          </par></par>
+          <task component="tensor.norm"><in port="x" data="C${m}"/><out port="out" data="n${m}"/></task>
+          <publish name="ch" data="C${m}" score="n${m}"/>
+          <gather name="ch" into="G${m}" score="gn${m}"/>
+        </until>
+      </comethod>
+    </par>
+  </unite>
+  <save data="X" to="X.npy"/>
+</workflow>
+EOF
+expect_rc 0 "co-methods on groups, sequential" -- "$y" run "$tmp/groups.xml" --quiet --backend sequential --out "$tmp/groups-seq"
+for n in 4 5; do
+  for run in all first broken budget; do
+    case $run in
+      all) set --;; first) set -- --set exit=first;; broken) set -- --set broken=true;;
+      budget) set -- --set exit=budget --set cond=-1;;
+    esac
+    start=$(date +%s)
+    expect_rc 0 "co-methods on groups of $n ranks, $run" -- mpi $n run "$tmp/groups.xml" --quiet --backend starpu-mpi --ncpu 1 "$@" --out "$tmp/groups-$n-$run"
+    python3 - "$tmp" "$n" "$run" "$(($(date +%s) - start))" <<'PY' || { echo "FAIL: co-methods on groups of $n ranks, $run"; fails=$((fails + 1)); }
+import json, struct, sys
+tmp, n, run, took = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4])
+def load(d):
+    raw = open(d + "/X.npy", "rb").read()
+    k = struct.unpack("<H", raw[8:10])[0]
+    data = raw[10 + k:]
+    return json.load(open(d + "/report.json")), struct.unpack("<%dd" % (len(data) // 8), data)
+r, x = load("%s/groups-%d-%s" % (tmp, n, run))
+_, xs = load(tmp + "/groups-seq")
+c = {c["name"]: c for c in r["unites"][0]["comethods"]}
+groups = {1: {0, 1}, 2: {2, 3} if n == 4 else {2, 3, 4}}
+# the scale tasks ran on two ranks of their co-method's group (the owners of
+# the tile columns: a 1 x 2 or 1 x 3 grid over the group)
+ran = {}
+for t in r["tasks"]:
+    if t["name"].startswith("s") and t.get("rank") is not None:
+        ran.setdefault(int(t["name"][1]), set()).add(t["rank"])
+for m, ranks in ran.items():  # (broken: c1's scales after the failure did not run on rank 1)
+    assert ranks <= groups[m] and (len(ranks) == 2 or (run, m) == ("broken", 1)), (m, ran)
+assert 2 in ran, ran
+status = [c["c1"]["status"], c["c2"]["status"]]
+if run == "all":
+    assert status == ["converged"] * 2, c
+    assert (c["c1"]["iterations"], c["c2"]["iterations"]) == (6, 3), c
+    assert (c["c1"]["gathers"], c["c2"]["publishes"]) == (6, 3), c
+    assert x == xs, "X differs from the sequential run's"
+elif run == "first":  # either winner gives A / 64; the other stopped (or converged before the stop came)
+    assert "converged" in status and set(status) <= {"converged", "stopped"}, c
+    assert x == xs, "X differs from the sequential run's"
+elif run == "broken":
+    assert c["c1"]["status"] == "failed" and c["c2"]["winner"] and c["c2"]["iterations"] == 3, c
+    assert c["c1"]["error"].startswith("rank 1: ") and "task 'broken' (component io.load) failed" in c["c1"]["error"], c["c1"]["error"]
+    assert x == xs
+else:  # budget: the loops never converge; the budget stops every rank of a group alike
+    assert status == ["stopped"] * 2 and min(c["c1"]["iterations"], c["c2"]["iterations"]) >= 1, c
+    assert took < 30, took
+print("ok: %d ranks, %s: %s" % (n, run, ", ".join("%s %s after %d" % (k, v["status"], v["iterations"]) for k, v in sorted(c.items()))))
+PY
+  done
+done
+
 # co-methods on two ranks writing the same data are refused, before anything runs
 cat >"$tmp/clash.xml" <<'EOF'
 <workflow name="clash">

@@ -275,7 +275,7 @@ TEST(Distribution, EveryRankHoldsWhatItOwnsAndTheLoopConditions) {
                      big = data_index(dag, "big");
   std::vector<int> holders_of_other;
   for (int rank = 0; rank < 2; ++rank) {
-    const std::vector<char> res = resident_data(dag, own, rank);
+    const std::vector<char> res = resident_data(dag, own, rank, 2);
     EXPECT_TRUE(res[size_t(r)]) << "rank " << rank;  // the condition's scalar: everywhere
     EXPECT_TRUE(res[size_t(a)]);                      // A's tiles are on both ranks (1 x 2 grid)
     EXPECT_EQ(bool(res[size_t(big)]), own[size_t(big)][0] == rank);
@@ -323,7 +323,7 @@ TEST(Distribution, CoMethodsRunOnTheirRankAndOwnWhatTheyWrite) {
   const auto a = own[size_t(data_index(dag, "A"))];
   EXPECT_NE(a[1], a[2]);  // A keeps its block-cyclic tiles
   for (int rank = 0; rank < 2; ++rank) {
-    const std::vector<char> res = resident_data(dag, own, rank);
+    const std::vector<char> res = resident_data(dag, own, rank, 2);
     EXPECT_TRUE(res[size_t(data_index(dag, "best"))]) << "rank " << rank;
     EXPECT_TRUE(res[size_t(data_index(dag, "score"))]);
     EXPECT_EQ(bool(res[size_t(data_index(dag, "v2"))]), rank == 1);
@@ -349,4 +349,83 @@ TEST(Distribution, CoMethodsOnTwoRanksWritingOneDataAreAConflict) {
   ASSERT_GE(p.conflict_region, 0);
   EXPECT_EQ(dag.regions[size_t(p.conflict_region)].name, "c");
   EXPECT_TRUE(unite_placement(dag, 1).conflict.empty());
+}
+
+TEST(Distribution, CoMethodsOnMoreRanksGetRankGroups) {
+  // two co-methods on 4 ranks: ranks {0, 1} and {2, 3}; a co-method's tiles
+  // spread over its group (1 x 2 grid: tile column modulo 2), its tensor and
+  // untiled data with the group's first rank; what its publishes and gathers
+  // touch is resident on every rank of its group and nowhere else
+  const char* xml = R"(<workflow name="groups">
+    <data name="A" shape="8,8" tile="4,4" init="random" seed="1"/>
+    <unite name="u" exit="all">
+      <par var="m" values="1,2">
+        <comethod name="c${m}">
+          <data name="C${m}" shape="8,8" tile="4,4" init="zeros"/>
+          <data name="n${m}" dtype="f64" shape="1" init="zeros"/>
+          <data name="g${m}" dtype="f64" shape="1" init="zeros"/>
+          <data name="gs${m}" dtype="f64" shape="1" init="zeros"/>
+          <par var="i" from="0" to="2"><par var="j" from="0" to="2">
+            <task component="tensor.copy"><in port="x" data="A[${i},${j}]"/><out port="y" data="C${m}[${i},${j}]"/></task>
+          </par></par>
+          <task component="tensor.norm"><in port="x" data="C${m}"/><out port="out" data="n${m}"/></task>
+          <publish name="ch" data="n${m}" score="n${m}"/>
+          <gather name="ch" into="g${m}" score="gs${m}"/>
+        </comethod>
+      </par>
+    </unite>
+  </workflow>)";
+  const Dag dag = compile_ok(xml);
+  const UnitePlacement p = unite_placement(dag, 4);
+  EXPECT_TRUE(p.conflict.empty()) << p.conflict;
+  ASSERT_EQ(p.groups.size(), 2u);
+  EXPECT_EQ(p.groups[0], (std::vector<std::int32_t>{0, 1}));
+  EXPECT_EQ(p.groups[1], (std::vector<std::int32_t>{2, 3}));
+  const DataOwners own = data_owners(dag, 4);
+  for (int m = 1; m <= 2; ++m) {
+    const std::int32_t first = 2 * (m - 1);
+    const auto c = size_t(data_index(dag, "C" + std::to_string(m)));
+    EXPECT_EQ(p.data_group[c], m - 1);
+    EXPECT_EQ(own[c], (std::vector<std::int32_t>{first, first, first + 1, first, first + 1})) << "C" << m;
+    EXPECT_EQ(own[size_t(data_index(dag, "g" + std::to_string(m)))][0], first);  // gathered into: the leader's
+    for (std::int32_t t = 0; t < 5; ++t) {  // the copies run where their tile lives, the norm on the leader
+      const TaskNode& task = dag.tasks[size_t(5 * (m - 1) + t)];
+      EXPECT_EQ(p.task_group[size_t(task.id)], m - 1);
+      EXPECT_EQ(task_rank(task, own), t < 4 ? own[c][size_t(1 + t)] : first);
+    }
+    for (int rank = 0; rank < 4; ++rank) {
+      const bool in = rank / 2 == m - 1;
+      const std::vector<char> res = resident_data(dag, own, rank, 4);
+      EXPECT_EQ(bool(res[size_t(data_index(dag, "n" + std::to_string(m)))]), in) << "rank " << rank << " c" << m;
+      EXPECT_EQ(bool(res[size_t(data_index(dag, "g" + std::to_string(m)))]), in);
+    }
+  }
+  // three co-methods on 4 ranks: {0}, {1}, {2, 3}; on 2 ranks one rank each
+  const Dag three = compile_ok(std::string(xml).replace(std::string(xml).find("1,2"), 3, "1,2,3"));
+  EXPECT_EQ(unite_placement(three, 4).groups,
+            (std::vector<std::vector<std::int32_t>>{{0}, {1}, {2, 3}}));
+  EXPECT_EQ(unite_placement(three, 2).groups, (std::vector<std::vector<std::int32_t>>{{0}, {1}}));
+}
+
+TEST(Distribution, ACoMethodHoldingANestedUniteKeepsOneRank) {
+  // nested unites run on one rank: with one, every co-method of the top-level
+  // unite keeps one rank (co-method i on rank i % size) and the others wait
+  const Dag dag = compile_ok(R"(<workflow name="nested">
+    <unite name="outer" exit="all">
+      <comethod name="a">
+        <data name="x" dtype="f64" shape="1" init="zeros"/>
+        <unite name="inner" exit="all">
+          <comethod name="a1"><task component="tensor.scale"><inout port="x" data="x"/><arg name="alpha" value="2"/></task></comethod>
+        </unite>
+      </comethod>
+      <comethod name="b">
+        <data name="y" dtype="f64" shape="1" init="zeros"/>
+        <task component="tensor.scale"><inout port="x" data="y"/><arg name="alpha" value="2"/></task>
+      </comethod>
+    </unite>
+  </workflow>)");
+  const UnitePlacement p = unite_placement(dag, 4);
+  EXPECT_EQ(p.groups, (std::vector<std::vector<std::int32_t>>{{0}, {1}}));
+  EXPECT_EQ(p.data_rank[size_t(data_index(dag, "x"))], 0);
+  EXPECT_EQ(p.data_rank[size_t(data_index(dag, "y"))], 1);
 }

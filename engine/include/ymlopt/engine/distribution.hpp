@@ -20,8 +20,10 @@ namespace ymlopt {
 /// own[d][1 + t] its tile t's.
 using DataOwners = std::vector<std::vector<std::int32_t>>;
 
-/// Owners on `size` ranks: data that a co-method writes belong, whole and
-/// every tile, to its rank (unite_placement); otherwise owner= pins a tensor and its tiles to one rank
+/// Owners on `size` ranks: data that a co-method writes belong to its rank
+/// group (unite_placement): to its one rank, or, on a group of several, the
+/// tiles by the rules below over the group's ranks and the tensor (and an
+/// untiled one) to its first rank; otherwise owner= pins a tensor and its tiles to one rank
 /// (modulo size); tiled tensors follow distribute= ("rows": tile row modulo size,
 /// "cols": tile column, else one row or column of tiles: 1-D cyclic, else 2-D
 /// block-cyclic on a p x q grid, p <= q as square as size allows; the tensor
@@ -32,34 +34,43 @@ using DataOwners = std::vector<std::vector<std::int32_t>>;
 ///   DataOwners own = data_owners(dag, 2);   // own[A][1 + t] == t % 2 for a 1 x n tiling
 DataOwners data_owners(const Dag& dag, int size);
 
-/// Where the co-methods of each top-level <unite> run on `size` ranks: co-method
-/// i of a unite on rank i % size (a rank group of one rank; with fewer ranks than
-/// co-methods a rank runs several, with more some ranks wait for the unite). A
-/// co-method's tasks, loops, exchanges and nested unites stay on its rank, and
-/// the data it writes (tasks' outputs, gather targets, nested unites' save_exit)
-/// belong to that rank. -1: outside co-methods (every rank, SPMD).
+/// Where the co-methods of each top-level <unite> run on `size` ranks: on a
+/// rank group each. With at least as many co-methods as ranks, co-method i runs
+/// on rank i % size (a rank may run several); with more ranks, co-method i of n
+/// gets ranks [i * size / n, (i + 1) * size / n), consecutive ranks being the
+/// ones of one node (unless a co-method holds a nested unite: then one rank
+/// each, and extra ranks wait). A co-method's tasks, loops, exchanges and
+/// nested unites stay on its group, and the data it writes (tasks' outputs,
+/// gather targets, nested unites' save_exit) belong to it; on a group of several
+/// ranks its tasks run where their data live (owner computes), and every rank of
+/// the group runs its control flow. -1: outside co-methods (every rank, SPMD).
 ///
-///   UnitePlacement p = unite_placement(dag, 2);
-///   if (p.task_rank[t] >= 0) ...   // task t runs on that rank only
+///   UnitePlacement p = unite_placement(dag, 4);   // 2 co-methods: ranks {0, 1} and {2, 3}
+///   if (p.task_group[t] >= 0) ...   // task t runs on p.groups[p.task_group[t]] only
 struct UnitePlacement {
-  std::vector<std::int32_t> task_rank;    // by task id
-  std::vector<std::int32_t> region_rank;  // by region id
-  std::vector<std::int32_t> data_rank;    // by data id: the rank whose co-method writes it, -1 none
-  /// A data written by co-methods on two ranks ("" if none): "'X': unite 'u' co-method 'a' and unite 'v' co-method 'b'".
+  std::vector<std::vector<std::int32_t>> groups;  // the rank groups, each in rank order
+  std::vector<std::int32_t> task_group;    // by task id: index in groups, -1 outside co-methods
+  std::vector<std::int32_t> region_group;  // by region id
+  std::vector<std::int32_t> data_group;    // by data id: the group whose co-method writes it, -1 none
+  std::vector<std::int32_t> task_rank;     // the first rank of task_group (-1 outside)
+  std::vector<std::int32_t> region_rank;
+  std::vector<std::int32_t> data_rank;
+  /// A data written by co-methods on two groups ("" if none): "'X': unite 'u' co-method 'a' and unite 'v' co-method 'b'".
   std::string conflict;
   std::int32_t conflict_region = -1;  // the second co-method
 };
 UnitePlacement unite_placement(const Dag& dag, int size);
 
-/// The data rank `rank` allocates and initialises (DataStore's `resident`):
-/// those it owns whole or a tile of (tiles alias their tensor's memory),
-/// distribute="replicate" data, the scalars runtime loop conditions read
-/// (every rank evaluates them), and the data of publishes and gathers outside
-/// co-methods (every rank runs them). The others get no memory up front: StarPU-MPI
-/// allocates a copy when a task of this rank receives them.
+/// The data rank `rank` of `size` allocates and initialises (DataStore's
+/// `resident`): those it owns whole or a tile of (tiles alias their tensor's
+/// memory), distribute="replicate" data, the scalars runtime loop conditions
+/// read (every rank evaluates them), the data of publishes and gathers outside
+/// co-methods (every rank runs them) and of those of a co-method on a group of
+/// several ranks (every rank of the group runs them). The others get no memory
+/// up front: StarPU-MPI allocates a copy when a task of this rank receives them.
 ///
-///   DataStore store(dag, resident_data(dag, data_owners(dag, 4), rank));
-std::vector<char> resident_data(const Dag& dag, const DataOwners& own, int rank);
+///   DataStore store(dag, resident_data(dag, data_owners(dag, 4), rank, 4));
+std::vector<char> resident_data(const Dag& dag, const DataOwners& own, int rank, int size);
 
 /// Owner of the tensor or tile a binding refers to (-1 for an unbound port).
 std::int32_t ref_owner(const DataOwners& own, const DataRef& ref);

@@ -135,16 +135,32 @@ class Session {
   virtual TaskRunner& runner() = 0;
 
   // Distributed sessions (StarPU-MPI, one process per rank). The co-methods of
-  // a top-level <unite> run one per rank (unite_placement); everything else
+  // a top-level <unite> run on rank groups (unite_placement); everything else
   // runs on every rank alike. The defaults are a single process's.
   virtual int rank() const { return 0; }
   virtual int ranks() const { return 1; }
   /// Every rank, before the co-methods of top-level unite `region` start: each
-  /// co-method's inputs are brought to its rank.
+  /// co-method's inputs are brought to the ranks of its group that read them.
   virtual void unite_begin(std::int32_t region) { (void)region; }
-  /// Called by a co-method's thread: its later run(), acquire() and release()
-  /// stay on this rank (the co-method's data are this rank's).
-  virtual void set_local(bool local) { (void)local; }
+  /// Called by a co-method's thread with the region of the top-level
+  /// co-method it runs in: its later run(), acquire() and release() stay on
+  /// that co-method's rank group (the co-method's data are the group's). On a
+  /// group of several ranks every rank of it calls them alike (SPMD).
+  virtual void set_comethod(std::int32_t region) { (void)region; }
+  /// Whether this thread's rank leads its co-method's group (its first rank;
+  /// true outside co-methods): the rank whose publishes, stops and records count.
+  virtual bool leads() const { return true; }
+  /// The number of ranks of this thread's co-method group (1 outside co-methods).
+  virtual int group_size() const { return 1; }
+  /// On a group of several ranks: the leader's `bytes` on every rank of this
+  /// thread's group (what the others pass is dropped); elsewhere `bytes`.
+  virtual std::vector<std::byte> share(std::vector<std::byte> bytes) { return bytes; }
+  /// `v` summed over the ranks of this thread's co-method group (a co-method's
+  /// worker time on several ranks); elsewhere `v`.
+  virtual double group_sum(double v) { return v; }
+  /// Every rank of a co-method's group, once its control flow has ended: what
+  /// it wrote is made current where the unite's end expects it.
+  virtual void comethod_end() {}
   /// Sends `msg` to every other rank, without waiting (thread-safe).
   virtual void post(std::vector<std::byte> msg) { (void)msg; }
   /// What other ranks posted that has arrived, oldest first (thread-safe).
@@ -206,6 +222,9 @@ class TaskRunner {
   /// The co-method (region) has a failed task; its error message.
   bool comethod_failed(std::int32_t region) const;
   std::string comethod_error(std::int32_t region) const;
+  /// Fails the co-method with `message` unless it has failed already (a task
+  /// of it failed on another rank of its group).
+  void fail_comethod(std::int32_t region, std::string message);
   void finish(ExecResult& r);
   double now_us() const;
   /// How long the task's latest run took, in µs (0 if it has not run).
