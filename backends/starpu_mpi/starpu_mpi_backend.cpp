@@ -1060,12 +1060,12 @@ ExecResult StarpuMpiExecutor::execute(const Dag& dag, DataStore& store, const Ex
 
 std::unique_ptr<Session> StarpuMpiExecutor::open(const Dag& dag, DataStore& store, const ExecOptions& opts,
                                                  Progress& progress, ExecResult& r) {
-  // a data written in co-methods lives on their rank: two ranks cannot both write it
+  // a data written in co-methods lives on their group: two groups cannot both write it
   if (const UnitePlacement up = unite_placement(dag, mpi_world_init().size); !up.conflict.empty()) {
     const SrcLoc& at = dag.regions[size_t(up.conflict_region)].loc;
     r.error = (at.file ? *at.file : dag.file) + ":" + std::to_string(at.line) + ":" + std::to_string(at.col) +
               ": error: data " + up.conflict +
-              " write it, and they run on different ranks under starpu-mpi (a co-method's data live on its rank): "
+              " write it, and they run on different rank groups under starpu-mpi (a co-method's data live on its group): "
               "give them data of their own, or use --backend starpu or sequential";
     return nullptr;
   }

@@ -491,7 +491,7 @@ cat >"$tmp/clash.xml" <<'EOF'
 EOF
 expect_rc 0 "the same unites run on --backend starpu" -- "$y" run "$tmp/clash.xml" --quiet --out "$tmp/clash-starpu"
 expect_rc 1 "co-methods on two ranks writing one data are refused" -- mpi 2 run "$tmp/clash.xml" --quiet --backend starpu-mpi --out "$tmp/clash-mpi"
-expect_in "$tmp/clash.xml:9:5: error: data 'y': unite 'u1' co-method 'b' and unite 'u2' co-method 'c' write it, and they run on different ranks under starpu-mpi" "the refusal names the data and both co-methods"
+expect_in "$tmp/clash.xml:9:5: error: data 'y': unite 'u1' co-method 'b' and unite 'u2' co-method 'c' write it, and they run on different rank groups under starpu-mpi" "the refusal names the data and both co-methods"
 
 # a co-method whose task throws on rank 1 fails alone; when every co-method fails, the job does (exit 1, no hang)
 cat >"$tmp/cmfail.xml" <<'EOF'
