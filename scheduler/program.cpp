@@ -147,7 +147,9 @@ UniteRecord get_unite(WireIn& r) {
   return u;
 }
 
-enum class Message : std::uint8_t { publish = 1, stop = 2 };
+enum class Message : std::uint8_t { publish = 1, stop = 2, state = 3 };
+// A co-method's state as the other ranks see it (Message::state).
+enum class PeerState : std::int8_t { busy = 0, idle = 1, finished = 2 };
 
 // A published entry on the wire: its publisher, scores and tensors.
 void put_entry(WireOut& w, const std::string& who, const Entry& e) {
@@ -272,6 +274,8 @@ struct Scope {
   bool maximize = false;
   bool distributed = false;  // a co-method on a rank group: publishes go to every rank
   std::int32_t top = -1;     // (distributed) the top-level co-method: its group runs this scope
+  std::int32_t unite = -1;   // (top-level co-method) its unite, for the state it posts
+  PeerState posted = PeerState::busy;  // (top-level co-method's leader) the state the other ranks know
   Shipped* ship = nullptr;   // (distributed) where its loops and nested unites are noted
 };
 
@@ -281,7 +285,17 @@ class ProgramRunner {
       : dag_(dag), store_(store), s_(s), r_(r), t0_(Clock::now()), conds_(dag.regions.size()) {
     for (size_t i = 0; i < dag.regions.size(); ++i)
       if (!dag.regions[i].cond.empty()) conds_[i] = Template::compile("${" + dag.regions[i].cond + "}");
-    if (s.ranks() > 1) place_ = unite_placement(dag, s.ranks());
+    if (s.ranks() > 1) {
+      place_ = unite_placement(dag, s.ranks());
+      // kernels of co-methods ask how many co-methods of their unite are at work on other ranks
+      for (size_t u = 0; u < dag.regions.size(); ++u) {
+        if (dag.regions[u].kind != Region::Kind::unite || place_.region_group[u] >= 0) continue;  // top-level only
+        std::int32_t k = 0;
+        for (const auto& it : dag.regions[u].items)
+          if (it.region >= 0) top_[it.region] = {std::int32_t(u), k++};
+      }
+      s.runner().set_remote_peers([this](std::int32_t c) { return remote_at_work(c); });
+    }
   }
 
   Outcome run() {
@@ -343,10 +357,12 @@ class ProgramRunner {
         for (const Scope* p = &sc; p; p = p->parent)
           if (p->fair) p->fair->add(p->fair_slot, us);
       }
-      if (sc.fair) {
+      const bool post = sc.unite >= 0 && s_.leads();  // a top-level co-method on ranks: its state for the others
+      if (sc.fair || post) {
         bool idle = it.end > it.first;
         for (std::int32_t t = it.first; t < it.end && idle; ++t) idle = s_.runner().result(t, "idle") == 1;
-        sc.fair->set_idle(sc.fair_slot, idle);
+        if (sc.fair) sc.fair->set_idle(sc.fair_slot, idle);
+        if (post) post_state(sc, idle ? PeerState::idle : PeerState::busy);
       }
       if (sc.comethod >= 0 && s_.runner().comethod_failed(sc.comethod)) {
         fail(sc, s_.runner().comethod_error(sc.comethod));
@@ -581,12 +597,54 @@ class ProgramRunner {
         auto [who, e] = get_entry(in);
         const double score = e.scores.at(0);
         board_.publish(channel, who, score, std::move(e));
+      } else if (kind == Message::state) {
+        const auto u = in.get<std::int32_t>();
+        const auto i = size_t(in.get<std::int32_t>());
+        const auto st = in.get<PeerState>();
+        std::lock_guard<std::mutex> lock(mu_);
+        if (auto it = states_.find(u); it != states_.end() && i < it->second.size()) it->second[i] = st;
       } else if (kind == Message::stop) {
         const auto u = in.get<std::int32_t>();
         std::lock_guard<std::mutex> lock(mu_);
         if (auto it = stops_.find(u); it != stops_.end()) *it->second = true;
       }
     }
+  }
+
+  // The other ranks learn when a top-level co-method's state changes (its
+  // leader posts it): what remote_peers_at_work answers there.
+  void post_state(Scope& sc, PeerState st) {
+    if (st == sc.posted) return;
+    sc.posted = st;
+    WireOut w;
+    w.put(Message::state);
+    w.put(sc.unite), w.put(std::int32_t(sc.fair_slot)), w.put(st);
+    s_.post(w.take());
+  }
+
+  // KernelContext::remote_peers_at_work for a task of co-method region `c`:
+  // the co-methods of its top-level unite at work on ranks outside its group.
+  int remote_at_work(std::int32_t c) {
+    while (c >= 0 && !top_.count(c)) c = dag_.regions[size_t(c)].parent_comethod;
+    if (c < 0) return -1;
+    const auto [u, me] = top_.at(c);
+    const Region& g = dag_.regions[size_t(u)];
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = states_.find(u);
+    if (it == states_.end()) return -1;
+    int n = 0, remote = 0;
+    std::int32_t k = 0;
+    for (const auto& item : g.items) {
+      if (item.region < 0) continue;
+      const auto& ranks = place_.groups[size_t(place_.region_group[size_t(item.region)])];
+      const bool here = std::find(ranks.begin(), ranks.end(), s_.rank()) != ranks.end();
+      if (k != me && !here) {
+        ++remote;
+        n += it->second[size_t(k)] == PeerState::busy;
+      }
+      ++k;
+    }
+    return remote > 0 ? n : -1;
   }
 
   // A unite on rank groups, once this rank's co-methods ended: every rank
@@ -697,6 +755,7 @@ class ProgramRunner {
       s_.unite_begin(uid);
       std::lock_guard<std::mutex> lock(mu_);
       stops_[uid] = &stop;
+      states_[uid].assign(cms.size(), PeerState::busy);
     }
     std::mutex done_mu;
     std::vector<std::thread> threads;
@@ -723,6 +782,7 @@ class ProgramRunner {
       sc.maximize = g.maximize;
       sc.distributed = distributed || outer.distributed;
       sc.top = distributed ? cms[i] : outer.top;
+      sc.unite = distributed ? uid : -1;
       sc.ship = distributed ? &ships[i] : outer.ship;
       threads.emplace_back([&, i] {
         if (scopes[i].distributed) s_.set_comethod(scopes[i].top);  // (nested: the enclosing co-method's group)
@@ -737,6 +797,7 @@ class ProgramRunner {
         if (distributed) {
           s_.comethod_end();
           scopes[i].rec->worker_s = s_.group_sum(scopes[i].rec->worker_s);  // (the ranks of its group)
+          if (lead[i]) post_state(scopes[i], PeerState::finished);
         }
         if (scopes[i].fair) scopes[i].fair->leave(i);
         std::lock_guard<std::mutex> lock(done_mu);
@@ -765,6 +826,8 @@ class ProgramRunner {
         stops_.erase(uid);
       }
       share_outcomes(uid, lead, outcomes, finished_at, scopes, ships, ur);
+      std::lock_guard<std::mutex> lock(mu_);
+      states_.erase(uid);
     }
     std::sort(contexts.begin(), contexts.end());
     contexts.erase(std::unique(contexts.begin(), contexts.end()), contexts.end());
@@ -839,6 +902,8 @@ class ProgramRunner {
   unite::UniteBoard board_{false};
   UnitePlacement place_;                          // several ranks: where co-methods run
   std::map<std::int32_t, std::atomic<bool>*> stops_;  // running distributed unites' stop flags (mu_)
+  std::map<std::int32_t, std::vector<PeerState>> states_;  // running distributed unites: their co-methods' states (mu_)
+  std::map<std::int32_t, std::pair<std::int32_t, std::int32_t>> top_;  // top-level co-method -> (unite, index)
   std::mutex mu_;
   std::string error_;
 };

@@ -11,18 +11,22 @@ namespace {
 
 class Context final : public KernelContext {
  public:
-  Context(std::span<const TensorView> v, const Args& a, TaskRecord& r, const std::string& dir)
-      : views_(v), args_(a), rec_(r), dir_(dir) {}
+  Context(std::span<const TensorView> v, const Args& a, TaskRecord& r, const std::string& dir,
+          const std::function<int(std::int32_t)>& peers, std::int32_t comethod)
+      : views_(v), args_(a), rec_(r), dir_(dir), peers_(peers), comethod_(comethod) {}
   std::span<const TensorView> ports() const override { return views_; }
   const Args& args() const override { return args_; }
   void report(std::string key, double value) override { rec_.results.emplace_back(std::move(key), value); }
   const std::string& run_dir() const override { return dir_; }
+  int remote_peers_at_work() const override { return peers_ && comethod_ >= 0 ? peers_(comethod_) : -1; }
 
  private:
   std::span<const TensorView> views_;
   const Args& args_;
   TaskRecord& rec_;
   const std::string& dir_;
+  const std::function<int(std::int32_t)>& peers_;
+  std::int32_t comethod_;
 };
 
 }  // namespace
@@ -91,7 +95,7 @@ bool TaskRunner::run(const TaskNode& t, std::span<const TensorView> views, std::
     return false;
   }
   rec.start_us = now_us();
-  Context ctx(views, t.args, rec, opts_.run_dir);
+  Context ctx(views, t.args, rec, opts_.run_dir, remote_peers_, t.comethod);
   Checkpoint* ck = opts_.checkpoint;
   const bool restore = ck && ck->restorable(t.id);
   std::string err;

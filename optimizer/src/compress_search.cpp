@@ -548,7 +548,8 @@ class Model final : public SearchModel {
 // try stays (idle) while another is at work: what that one publishes next may give
 // it a crossover. It stops once no other is at work, after one more gather (so
 // it sees their last publishes). Co-methods on other MPI ranks are not seen here:
-// with none at work on its rank, a co-method stops as before.
+// the engine counts those at work (KernelContext::remote_peers_at_work), and the
+// step passes that count in.
 //
 // An idle step runs on a worker like any other, and sleeps there (up to `wait`,
 // woken when a co-method finishes) only while a worker is left for each co-method
@@ -582,14 +583,15 @@ class Peers {
     runs_[run].peers[who] = State::finished;
     cv_.notify_all();
   }
-  // `who` has nothing to try: true to stay (an idle step), false to stop
-  bool idle(const std::string& run, const std::string& who, std::chrono::milliseconds wait) {
+  // `who` has nothing to try: true to stay (an idle step), false to stop;
+  // `remote`: co-methods of the run at work on other MPI ranks
+  bool idle(const std::string& run, const std::string& who, std::chrono::milliseconds wait, std::size_t remote = 0) {
     std::unique_lock<std::mutex> lock(mu_);
     Run& r = runs_[run];
     std::size_t busy = 0;
     for (const auto& [name, state] : r.peers) busy += name != who && state == State::busy;
     State& me = r.peers[who];
-    if (busy == 0) {
+    if (busy + remote == 0) {
       if (me == State::last_look) return false;
       me = State::last_look;  // one more gather: their last publishes
       return true;
@@ -817,7 +819,8 @@ void search_step(KernelContext& ctx, const Strategy& st, Peers& peers) {
     // work (what it publishes next may give a crossover), sleeping on it so as to
     // leave the workers to it; on USE-lite under 0.1 the int4-g128 co-method
     // stopped before GPTQ published the int8 linears that complete the mix
-    if (exchange && peers.idle(run, st.name, std::chrono::milliseconds(200))) {
+    if (exchange && peers.idle(run, st.name, std::chrono::milliseconds(200),
+                               std::size_t(std::max(ctx.remote_peers_at_work(), 0)))) {
       done = 0;
       flush();
       ctx.report("idle", 1);

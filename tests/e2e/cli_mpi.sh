@@ -474,6 +474,32 @@ PY
   done
 done
 
+# the united compression search on 2 ranks (int4-g128 on rank 0, GPTQ on rank
+# 1): int4-g128 alone breaks the bound on every unit of this model at once, and
+# with nothing left to try it waits while GPTQ, on the other rank, is at work
+# (KernelContext::remote_peers_at_work) and stops after a last look once GPTQ
+# is idle or done, having adopted GPTQ's configuration. Before, it stopped
+# within 0.1 s, first to converge, and the unite chose its uncompressed
+# configuration (1,619,072 bytes, error 0).
+"$y" model init --arch gpt2 --preset tiny --width 128 --heads 4 --seed 3 "$tmp/cg.safetensors" >/dev/null
+write_ids "$tmp/cids.npy" 32
+csets="weights=$tmp/cg.safetensors ids=$tmp/cids.npy batch=2 seq=16 layers=2 width=128 heads=4 ffn=384 vocab=512 context=64 tile_n=32"
+expect_rc 0 "united compression search on 2 ranks" -- mpi 2 run workflows/unite/compress.xml --set model=workflows/models/gpt2.xml \
+  --set "sets=$csets" --set budget=60 --set err_bound=0.03 --set strategies=2,3 --set max_layers=16 --quiet \
+  --backend starpu-mpi --ncpu 1 --out "$tmp/compress-2"
+python3 - "$tmp/compress-2" <<'PY' || { echo "FAIL: united compression search on 2 ranks"; fails=$((fails + 1)); }
+import json, sys
+r = json.load(open(sys.argv[1] + "/report.json"))
+c = {c["name"]: c for c in r["unites"][0]["comethods"]}
+fin = [t["results"] for t in r["tasks"] if t["name"] == "finish"][0]
+p = json.load(open(sys.argv[1] + "/compress/pareto.json"))
+f32 = max(q["bytes"] for q in p["all_points"])
+assert [c["strategy2"]["status"], c["strategy3"]["status"]] == ["converged"] * 2, c
+assert fin["bytes"] < f32 / 3 and 0 < fin["err"] <= 0.03, (fin, f32)
+print("ok: int4-g128 waited for GPTQ on the other rank (ended at %.2f s, GPTQ at %.2f s); chosen %d bytes of %d, error %.4f"
+      % (c["strategy2"]["end_s"], c["strategy3"]["end_s"], fin["bytes"], f32, fin["err"]))
+PY
+
 # co-methods on two ranks writing the same data are refused, before anything runs
 cat >"$tmp/clash.xml" <<'EOF'
 <workflow name="clash">

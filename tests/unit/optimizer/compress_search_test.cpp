@@ -50,7 +50,9 @@ class Ctx final : public KernelContext {
   const Args& args() const override { return args_; }
   void report(std::string key, double value) override { reports[std::move(key)] = value; }
   const std::string& run_dir() const override { return dir_; }
+  int remote_peers_at_work() const override { return remote; }
   std::map<std::string, double> reports;
+  int remote = -1;  // co-methods at work on other MPI ranks (-1: none runs elsewhere)
 
  private:
   std::vector<TensorView> ports_;
@@ -99,9 +101,10 @@ struct Fixture : ::testing::Test {
   std::string run_dir = (tiny().dir / ("run-" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()))).string();
   void SetUp() override { opt::register_search_components(reg); }
   std::map<std::string, double> step(State& s, const std::string& strategy, double bound, bool exchange,
-                                     bool gathered = false) {
+                                     bool gathered = false, int remote = -1) {
     const ComponentSpec* spec = reg.find("compress.search_step");
     Ctx ctx(*spec, s.views(gathered), step_args(strategy, bound, exchange), run_dir);
+    ctx.remote = remote;
     const std::string msg = spec->check(TaskShape{ctx.ports(), ctx.args()});
     if (!msg.empty()) throw std::runtime_error(msg);
     spec->cpu(ctx);
@@ -622,6 +625,24 @@ TEST_F(Fixture, AnIdleCoMethodStaysWhileAnotherIsAtWorkThenStops) {
   for (; steps < 4 * L && c.done[0] != 1.0; ++steps) idle += step(c, "int4-g128", 1e-12, true, true).count("idle");
   EXPECT_EQ(c.done[0], 1.0);
   EXPECT_EQ(idle, 1u);
+  // alone in its process, with a co-method at work on another MPI rank (the
+  // engine's count, KernelContext::remote_peers_at_work): it stays; once that
+  // one is idle or done, one more look and it stops
+  run_dir += "-remote";
+  State e(L);
+  e.gbytes[0] = f32;
+  r.clear();
+  for (std::size_t i = 0; i < 4 * L && !r.count("idle") && e.done[0] != 1.0; ++i) r = step(e, "int4-g128", 1e-12, true, true, 1);
+  ASSERT_EQ(r.count("idle"), 1u) << "it stopped while a co-method on another rank was at work";
+  r = step(e, "int4-g128", 1e-12, true, true, 1);
+  EXPECT_EQ(r.count("idle"), 1u);
+  EXPECT_EQ(e.done[0], 0.0);
+  r = step(e, "int4-g128", 1e-12, true, true, 0);  // the last look
+  EXPECT_EQ(r.count("idle"), 1u);
+  EXPECT_EQ(e.done[0], 0.0);
+  r = step(e, "int4-g128", 1e-12, true, true, 0);
+  EXPECT_EQ(r.count("idle"), 0u);
+  EXPECT_EQ(e.done[0], 1.0);
 }
 
 TEST(CompressSearch, CrossoverRecipeFallsBackUpTheGatheredLadder) {

@@ -270,6 +270,13 @@ class KernelContext {
   /// pointers. nullptr: the default stream (and always for CPU kernels).
   ///   ymlopt::nn::cuda::softmax_rows(x, y, rows, cols, ctx.cuda_stream());
   virtual void* cuda_stream() const { return nullptr; }
+  /// For a task of a co-method of a top-level <unite> under StarPU-MPI: how
+  /// many of that unite's co-methods that run on other ranks are at work (not
+  /// finished, and their last part not all `idle`); -1 when none runs
+  /// elsewhere (one process, or not a co-method's task). A co-method waiting
+  /// for the others' results sees those of its own process by itself.
+  ///   if (nothing_left && ctx.remote_peers_at_work() <= 0) stop();
+  virtual int remote_peers_at_work() const { return -1; }
 
   double arg_float(std::string_view n) const { return args().get_float(n); }
   std::int64_t arg_int(std::string_view n) const { return args().get_int(n); }

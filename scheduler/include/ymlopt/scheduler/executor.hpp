@@ -232,6 +232,9 @@ class TaskRunner {
   double busy_us(std::int32_t task) const;
   /// The value the task's latest run reported under `key` (NaN if none).
   double result(std::int32_t task, std::string_view key) const;
+  /// What KernelContext::remote_peers_at_work answers for a task of co-method
+  /// region `comethod` (run_program sets it under MPI, before any task runs).
+  void set_remote_peers(std::function<int(std::int32_t comethod)> fn) { remote_peers_ = std::move(fn); }
 
  private:
   const Dag& dag_;
@@ -240,6 +243,7 @@ class TaskRunner {
   std::chrono::steady_clock::time_point t0_;
   std::vector<TaskRecord> records_;
   std::vector<TaskRecord> repeats_;
+  std::function<int(std::int32_t)> remote_peers_;
   std::unique_ptr<std::atomic<bool>[]> region_failed_;
   std::vector<std::string> region_error_;
   mutable std::mutex mu_;  // repeats_, region_error_
