@@ -275,6 +275,7 @@ struct Scope {
   bool distributed = false;  // a co-method on a rank group: publishes go to every rank
   std::int32_t top = -1;     // (distributed) the top-level co-method: its group runs this scope
   std::int32_t unite = -1;   // (top-level co-method) its unite, for the state it posts
+  std::int32_t unite_run = 0;  // (top-level co-method) which run of that unite (a loop may run it again)
   PeerState posted = PeerState::busy;  // (top-level co-method's leader) the state the other ranks know
   Shipped* ship = nullptr;   // (distributed) where its loops and nested unites are noted
 };
@@ -598,11 +599,14 @@ class ProgramRunner {
         const double score = e.scores.at(0);
         board_.publish(channel, who, score, std::move(e));
       } else if (kind == Message::state) {
-        const auto u = in.get<std::int32_t>();
+        // (a rank ahead may post for the unite's next run before this one starts it)
+        const auto u = in.get<std::int32_t>(), run = in.get<std::int32_t>();
         const auto i = size_t(in.get<std::int32_t>());
         const auto st = in.get<PeerState>();
         std::lock_guard<std::mutex> lock(mu_);
-        if (auto it = states_.find(u); it != states_.end() && i < it->second.size()) it->second[i] = st;
+        auto& v = states_[{u, run}];
+        if (v.size() <= i) v.resize(i + 1, PeerState::busy);
+        v[i] = st;
       } else if (kind == Message::stop) {
         const auto u = in.get<std::int32_t>();
         std::lock_guard<std::mutex> lock(mu_);
@@ -618,7 +622,7 @@ class ProgramRunner {
     sc.posted = st;
     WireOut w;
     w.put(Message::state);
-    w.put(sc.unite), w.put(std::int32_t(sc.fair_slot)), w.put(st);
+    w.put(sc.unite), w.put(sc.unite_run), w.put(std::int32_t(sc.fair_slot)), w.put(st);
     s_.post(w.take());
   }
 
@@ -630,7 +634,7 @@ class ProgramRunner {
     const auto [u, me] = top_.at(c);
     const Region& g = dag_.regions[size_t(u)];
     std::lock_guard<std::mutex> lock(mu_);
-    auto it = states_.find(u);
+    auto it = states_.find({u, runs_[u]});
     if (it == states_.end()) return -1;
     int n = 0, remote = 0;
     std::int32_t k = 0;
@@ -640,7 +644,7 @@ class ProgramRunner {
       const bool here = std::find(ranks.begin(), ranks.end(), s_.rank()) != ranks.end();
       if (k != me && !here) {
         ++remote;
-        n += it->second[size_t(k)] == PeerState::busy;
+        n += size_t(k) >= it->second.size() || it->second[size_t(k)] == PeerState::busy;
       }
       ++k;
     }
@@ -755,7 +759,8 @@ class ProgramRunner {
       s_.unite_begin(uid);
       std::lock_guard<std::mutex> lock(mu_);
       stops_[uid] = &stop;
-      states_[uid].assign(cms.size(), PeerState::busy);
+      auto& v = states_[{uid, ++runs_[uid]}];
+      v.resize(std::max(v.size(), cms.size()), PeerState::busy);
     }
     std::mutex done_mu;
     std::vector<std::thread> threads;
@@ -783,6 +788,10 @@ class ProgramRunner {
       sc.distributed = distributed || outer.distributed;
       sc.top = distributed ? cms[i] : outer.top;
       sc.unite = distributed ? uid : -1;
+      if (distributed) {
+        std::lock_guard<std::mutex> lock(mu_);
+        sc.unite_run = runs_[uid];
+      }
       sc.ship = distributed ? &ships[i] : outer.ship;
       threads.emplace_back([&, i] {
         if (scopes[i].distributed) s_.set_comethod(scopes[i].top);  // (nested: the enclosing co-method's group)
@@ -827,7 +836,7 @@ class ProgramRunner {
       }
       share_outcomes(uid, lead, outcomes, finished_at, scopes, ships, ur);
       std::lock_guard<std::mutex> lock(mu_);
-      states_.erase(uid);
+      states_.erase({uid, runs_[uid]});  // (nothing of this run arrives after unite_end)
     }
     std::sort(contexts.begin(), contexts.end());
     contexts.erase(std::unique(contexts.begin(), contexts.end()), contexts.end());
@@ -902,7 +911,9 @@ class ProgramRunner {
   unite::UniteBoard board_{false};
   UnitePlacement place_;                          // several ranks: where co-methods run
   std::map<std::int32_t, std::atomic<bool>*> stops_;  // running distributed unites' stop flags (mu_)
-  std::map<std::int32_t, std::vector<PeerState>> states_;  // running distributed unites: their co-methods' states (mu_)
+  // distributed unites, by (unite, run): their co-methods' states, as posted (mu_)
+  std::map<std::pair<std::int32_t, std::int32_t>, std::vector<PeerState>> states_;
+  std::map<std::int32_t, std::int32_t> runs_;  // distributed unites: how many times each has started (mu_)
   std::map<std::int32_t, std::pair<std::int32_t, std::int32_t>> top_;  // top-level co-method -> (unite, index)
   std::mutex mu_;
   std::string error_;
