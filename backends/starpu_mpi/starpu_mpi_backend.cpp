@@ -440,7 +440,7 @@ class MpiSession final : public Session {
     const auto& order = all ? dag_.topo_order : ids;
     for (auto id : order) {
       if (!error_.empty()) break;
-      submit(id);
+      submit(id, descr_, error_);
     }
     // the part's tasks on this rank (not starpu_mpi_wait_for_all: see close())
     starpu_task_wait_for_all();
@@ -467,8 +467,9 @@ class MpiSession final : public Session {
     std::sort(ids.begin(), ids.end(), [&](auto a, auto b) { return pos_[size_t(a)] < pos_[size_t(b)]; });
     std::string err;
     std::vector<starpu_task*> mine;
+    std::vector<starpu_data_descr> descr;
     for (auto id : ids) {
-      starpu_task* task = t_group >= 0 ? submit_group(id, context, priority, err) : submit_local(id, context, priority, err);
+      starpu_task* task = t_group >= 0 ? submit(id, descr, err, true, context, priority) : submit_local(id, context, priority, err);
       if (!err.empty()) break;
       if (task) mine.push_back(task);  // (none where another rank of the group runs it)
     }
@@ -921,43 +922,23 @@ class MpiSession final : public Session {
       err = "rank " + std::to_string(world_.rank) + ": cannot build the task of component " + t.comp->name;
       return nullptr;
     }
-    task->detach = 0;  // waited for by the co-method's part
-    if (context > 0) task->sched_ctx = unsigned(context);
-    task->priority = priority;
-    if (err = submit_built(task, id); !err.empty()) {
-      local_[size_t(id)] = nullptr;
-      starpu_task_destroy(task);
-      return nullptr;
-    }
+    if (err = submit_waited(task, id, context, priority); !err.empty()) return nullptr;
     mark_written(t);
     return task;
   }
 
-  // A task of a co-method on a group of several ranks (every rank of the group
-  // submits it): a StarPU-MPI task on the owner of what it writes; the task on
-  // that rank, null elsewhere or with `err` set.
-  starpu_task* submit_group(std::int32_t id, int context, int priority, std::string& err) {
-    std::vector<starpu_data_descr> descr;
-    if (!operands(id, descr, false, err)) return nullptr;
-    const TaskNode& t = dag_.tasks[size_t(id)];
-    const int xrank = task_rank(t, owners_);
-    starpu_codelet* cl = &by_comp_[t.comp]->cl;
-    starpu_task* task = starpu_mpi_task_build(MPI_COMM_WORLD, cl, STARPU_EXECUTE_ON_NODE, xrank, STARPU_DATA_MODE_ARRAY,
-                                              descr.data(), int(descr.size()), 0);
-    if (task) {
-      task->detach = 0;  // waited for by the co-method's part
-      if (context > 0) task->sched_ctx = unsigned(context);
-      task->priority = priority;
-      if (err = submit_built(task, id); !err.empty()) {
-        local_[size_t(id)] = nullptr;
-        starpu_task_destroy(task);
-        task = nullptr;
-      }
+  // Submits a co-method's task, waited for by its part, in the co-method's
+  // `context` with its `priority`; on failure destroys it and says why ("": submitted).
+  std::string submit_waited(starpu_task* task, std::int32_t id, int context, int priority) {
+    task->detach = 0;
+    if (context > 0) task->sched_ctx = unsigned(context);
+    task->priority = priority;
+    std::string e = submit_built(task, id);
+    if (!e.empty()) {
+      local_[size_t(id)] = nullptr;
+      starpu_task_destroy(task);
     }
-    starpu_mpi_task_post_build(MPI_COMM_WORLD, cl, STARPU_EXECUTE_ON_NODE, xrank, STARPU_DATA_MODE_ARRAY, descr.data(),
-                               int(descr.size()), 0);
-    mark_written(t);
-    return task;
+    return e;
   }
 
   // Submits a task built for task `id` (kept after it ends: successors in the
@@ -988,21 +969,30 @@ class MpiSession final : public Session {
     }
   }
 
-  void submit(std::int32_t id) {
+  // The StarPU-MPI task of task `id`, submitted by every rank that runs the
+  // part: the task where it runs on this rank, else null (or with `err` set).
+  // `waited`: a co-method's task on a group of several ranks (submit_waited).
+  starpu_task* submit(std::int32_t id, std::vector<starpu_data_descr>& descr, std::string& err, bool waited = false,
+                      int context = 0, int priority = 0) {
     const TaskNode& t = dag_.tasks[size_t(id)];
-    auto& descr = descr_;
-    if (!operands(id, descr, false, error_)) return;
+    if (!operands(id, descr, false, err)) return nullptr;
     // owner computes; saving happens once, on rank 0 (outputs gathered there);
     // the join/split no-ops above are what ymlopt estimate replays
     const int xrank = task_rank(t, owners_);
     starpu_codelet* cl = &by_comp_[t.comp]->cl;
     starpu_task* task = starpu_mpi_task_build(MPI_COMM_WORLD, cl, STARPU_EXECUTE_ON_NODE, xrank, STARPU_DATA_MODE_ARRAY,
                                               descr.data(), int(descr.size()), 0);
-    if (task)
-      if (std::string e = submit_built(task, id); !e.empty()) error_ = std::move(e);
+    if (task) {
+      if (std::string e = waited ? submit_waited(task, id, context, priority) : submit_built(task, id); !e.empty()) {
+        err = std::move(e);
+        if (!waited) local_[size_t(id)] = nullptr, starpu_task_destroy(task);
+        task = nullptr;
+      }
+    }
     starpu_mpi_task_post_build(MPI_COMM_WORLD, cl, STARPU_EXECUTE_ON_NODE, xrank, STARPU_DATA_MODE_ARRAY, descr.data(),
                                int(descr.size()), 0);
     mark_written(t);
+    return task;
   }
 
   const Dag& dag_;
