@@ -8,6 +8,7 @@
 #include <lapacke.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <string>
@@ -190,12 +191,13 @@ const std::vector<PortSpec>& potrf_ports() {
   return p;
 }
 
-std::string potrf_check(const TaskShape& t) {
-  const auto& s = potrf_ports();
-  const auto& p = t.ports;
-  if (auto m = kutil::ports_present(s, p); !m.empty()) return m;
-  return first_error({kutil::float_dtype(s, p, 0), kutil::square(s, p, 0)});
+/// "" when the one port is a square f32/f64 matrix (potrf, getrf, getri).
+std::string square_check(const std::vector<PortSpec>& s, const TaskShape& t) {
+  if (auto m = kutil::ports_present(s, t.ports); !m.empty()) return m;
+  return first_error({kutil::float_dtype(s, t.ports, 0), kutil::square(s, t.ports, 0)});
 }
+
+std::string potrf_check(const TaskShape& t) { return square_check(potrf_ports(), t); }
 
 Cost potrf_cost(const TaskShape& t) {
   if (t.ports.size() != potrf_ports().size()) return {};
@@ -222,6 +224,111 @@ void potrf_cpu(KernelContext& ctx) {
     if (info > 0) throw KernelError("matrix is not positive definite (leading minor " + std::to_string(info) + ")");
     if (info < 0) throw KernelError("potrf: illegal argument " + std::to_string(-info));
     for (std::int64_t i = 0; i + 1 < n; ++i) std::fill(ap + i * a.ld + i + 1, ap + i * a.ld + n, T{0});
+  });
+}
+
+// ---------------------------------------------------------------- blas.getrf
+
+const std::vector<PortSpec>& getrf_ports() {
+  static const std::vector<PortSpec> p = {
+      {"a", Access::read_write, kFloat, false, 2,
+       "square matrix; replaced by L (strictly below the diagonal, unit diagonal implied) and U (the rest)"},
+  };
+  return p;
+}
+
+std::string getrf_check(const TaskShape& t) { return square_check(getrf_ports(), t); }
+
+Cost getrf_cost(const TaskShape& t) {
+  if (t.ports.size() != getrf_ports().size()) return {};
+  const double n = double(t.ports[0].rows);
+  return kutil::io_cost(getrf_ports(), t, 2.0 * n * n * n / 3.0);
+}
+
+/// Right-looking LU without pivoting of the row-major n x n matrix a (leading
+/// dimension ld), in panels of nb columns: each panel is factored column by
+/// column, then U12 = L11^-1 A12 (trsm) and A22 -= L21 U12 (gemm) update the rest.
+template <class T>
+void getrf_nopiv(std::int64_t n, T* a, std::int64_t ld) {
+  constexpr std::int64_t nb = 64;
+  for (std::int64_t k0 = 0; k0 < n; k0 += nb) {
+    const std::int64_t kb = std::min(nb, n - k0), k1 = k0 + kb;
+    for (std::int64_t k = k0; k < k1; ++k) {
+      const T p = a[k * ld + k];
+      if (p == T(0) || !std::isfinite(p))
+        throw KernelError("pivot U(" + std::to_string(k) + "," + std::to_string(k) + ") is " + std::to_string(double(p)) +
+                          ": blas.getrf does not pivot (the leading minors must be nonzero, as for a diagonally "
+                          "dominant matrix: init=\"dominant\")");
+      for (std::int64_t i = k + 1; i < n; ++i) {
+        T* ri = a + i * ld;
+        const T l = ri[k] /= p;
+        const T* rk = a + k * ld;
+        for (std::int64_t j = k + 1; j < k1; ++j) ri[j] -= l * rk[j];
+      }
+    }
+    if (k1 == n) break;
+    const blasint m2 = bi(n - k1), b = bi(kb);
+    if constexpr (std::is_same_v<T, float>) {
+      cblas_strsm(CblasRowMajor, CblasLeft, CblasLower, CblasNoTrans, CblasUnit, b, m2, 1.0f, a + k0 * ld + k0, bi(ld),
+                  a + k0 * ld + k1, bi(ld));
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m2, m2, b, -1.0f, a + k1 * ld + k0, bi(ld),
+                  a + k0 * ld + k1, bi(ld), 1.0f, a + k1 * ld + k1, bi(ld));
+    } else {
+      cblas_dtrsm(CblasRowMajor, CblasLeft, CblasLower, CblasNoTrans, CblasUnit, b, m2, 1.0, a + k0 * ld + k0, bi(ld),
+                  a + k0 * ld + k1, bi(ld));
+      cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m2, m2, b, -1.0, a + k1 * ld + k0, bi(ld),
+                  a + k0 * ld + k1, bi(ld), 1.0, a + k1 * ld + k1, bi(ld));
+    }
+  }
+}
+
+void getrf_cpu(KernelContext& ctx) {
+  kutil::validate(ctx, getrf_ports(), getrf_check);
+  const TensorView& a = ctx.port(0);
+  if (a.rows == 0) return;
+  kutil::dispatch_float(a.dtype, [&](auto tg) {
+    using T = typename decltype(tg)::type;
+    getrf_nopiv<T>(a.rows, a.ptr<T>(), std::max<std::int64_t>(a.ld, a.cols));
+  });
+}
+
+// ---------------------------------------------------------------- blas.getri
+
+const std::vector<PortSpec>& getri_ports() {
+  static const std::vector<PortSpec> p = {
+      {"a", Access::read_write, kFloat, false, 2, "square nonsingular matrix, replaced by its inverse"},
+  };
+  return p;
+}
+
+std::string getri_check(const TaskShape& t) { return square_check(getri_ports(), t); }
+
+Cost getri_cost(const TaskShape& t) {
+  if (t.ports.size() != getri_ports().size()) return {};
+  const double n = double(t.ports[0].rows);
+  return kutil::io_cost(getri_ports(), t, 2.0 * n * n * n);  // getrf 2n³/3 + getri 4n³/3
+}
+
+void getri_cpu(KernelContext& ctx) {
+  kutil::validate(ctx, getri_ports(), getri_check);
+  const TensorView& a = ctx.port(0);
+  const std::int64_t n = a.rows;
+  if (n == 0) return;
+  kutil::dispatch_float(a.dtype, [&](auto tg) {
+    using T = typename decltype(tg)::type;
+    // the row-major A is A^T in column-major order, and inv(A^T) = inv(A)^T: the
+    // column-major inverse in place is the row-major inverse, without a copy
+    std::vector<lapack_int> ipiv(static_cast<std::size_t>(n));
+    T* ap = a.ptr<T>();
+    const lapack_int ld = ld_of(a);
+    lapack_int info;
+    if constexpr (std::is_same_v<T, float>) info = LAPACKE_sgetrf(LAPACK_COL_MAJOR, bi(n), bi(n), ap, ld, ipiv.data());
+    else info = LAPACKE_dgetrf(LAPACK_COL_MAJOR, bi(n), bi(n), ap, ld, ipiv.data());
+    if (info > 0) throw KernelError("matrix is singular (U(" + std::to_string(info - 1) + "," + std::to_string(info - 1) + ") is 0 after partial pivoting)");
+    if (info < 0) throw KernelError("getrf: illegal argument " + std::to_string(-info));
+    if constexpr (std::is_same_v<T, float>) info = LAPACKE_sgetri(LAPACK_COL_MAJOR, bi(n), ap, ld, ipiv.data());
+    else info = LAPACKE_dgetri(LAPACK_COL_MAJOR, bi(n), ap, ld, ipiv.data());
+    if (info != 0) throw KernelError("getri: info " + std::to_string(info));
   });
 }
 
@@ -378,6 +485,28 @@ void register_blas(Registry& reg) {
     s.cpu = potrf_cpu;
     s.check = potrf_check;
     s.cost = potrf_cost;
+    reg.add(std::move(s));
+  }
+  {
+    ComponentSpec s;
+    s.name = "blas.getrf";
+    s.doc = "in-place LU factorization A = L*U without pivoting (tiled LU, Gauss-Jordan): L unit lower below the "
+            "diagonal, U on and above it; a zero pivot is an error";
+    s.ports = getrf_ports();
+    s.cpu = getrf_cpu;
+    s.check = getrf_check;
+    s.cost = getrf_cost;
+    reg.add(std::move(s));
+  }
+  {
+    ComponentSpec s;
+    s.name = "blas.getri";
+    s.doc = "in-place inverse of a square tile (LAPACK getrf with partial pivoting inside the tile, then getri); "
+            "a singular matrix is an error";
+    s.ports = getri_ports();
+    s.cpu = getri_cpu;
+    s.check = getri_check;
+    s.cost = getri_cost;
     reg.add(std::move(s));
   }
   {

@@ -733,7 +733,8 @@ class Compiler {
     if (init) {
       static const std::vector<std::pair<std::string, InitKind>> kinds = {
           {"zeros", InitKind::zeros},   {"ones", InitKind::ones}, {"identity", InitKind::identity},
-          {"random", InitKind::random}, {"spd", InitKind::spd},   {"value", InitKind::value}};
+          {"random", InitKind::random}, {"spd", InitKind::spd},   {"dominant", InitKind::dominant},
+          {"value", InitKind::value}};
       std::vector<std::string> names;
       for (auto& [k, v] : kinds) {
         names.push_back(k);
@@ -741,8 +742,8 @@ class Compiler {
       }
       if (d.init == InitKind::none)
         diags_.error(init->loc, "unknown init '" + init->value + "'" + did_you_mean(init->value, names) +
-                                    " (expected zeros, ones, identity, random, spd or value)");
-      if ((d.init == InitKind::identity || d.init == InitKind::spd) &&
+                                    " (expected zeros, ones, identity, random, spd, dominant or value)");
+      if ((d.init == InitKind::identity || d.init == InitKind::spd || d.init == InitKind::dominant) &&
           (d.shape.size() != 2 || d.shape[0] != d.shape[1]))
         diags_.error(init->loc, "init=\"" + init->value + "\" needs a square 2-D shape, not " + shape_str(d.shape));
       if (d.init == InitKind::value && !e.find("value"))

@@ -75,6 +75,13 @@ void initialise(const DataDecl& d, void* p) {
       });
       break;
     }
+    case InitKind::dominant: {  // random, plus n on the diagonal: LU and Gauss-Jordan need no pivoting
+      each([&](std::int64_t r, std::int64_t c) {
+        const double v = random_value(d.seed, std::uint64_t(r * d.cols + c));
+        return r == c ? double(d.rows) + v : v;
+      });
+      break;
+    }
   }
 }
 

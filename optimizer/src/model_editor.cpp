@@ -72,6 +72,7 @@ const char* init_name(InitKind k) {
     case InitKind::identity: return "identity";
     case InitKind::random: return "random";
     case InitKind::spd: return "spd";
+    case InitKind::dominant: return "dominant";
     case InitKind::value: return "value";
     default: return nullptr;
   }
@@ -164,7 +165,7 @@ std::string emit_workflow(const Dag& dag, const std::string& out_xml_dir) {
       if (d.reshape) o << " reshape=\"true\"";
     } else if (const char* in = init_name(d.init)) {
       o << " init=\"" << in << "\"";
-      if (d.init == InitKind::random || d.init == InitKind::spd) o << " seed=\"" << d.seed << "\"";
+      if (d.init == InitKind::random || d.init == InitKind::spd || d.init == InitKind::dominant) o << " seed=\"" << d.seed << "\"";
       if (d.init == InitKind::value) {
         std::ostringstream v;
         v.precision(17);

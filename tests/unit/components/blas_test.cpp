@@ -1,7 +1,10 @@
 // blas.* components against naive long-double references.
 #include "blas/blas.hpp"
 
+#include <lapacke.h>
+
 #include <cmath>
+#include <type_traits>
 #include <limits>
 
 #include "test_context.hpp"
@@ -130,6 +133,106 @@ TYPED_TEST(BlasTyped, PotrfNotPositiveDefiniteThrows) {
   }
 }
 
+/// A random n x n matrix with n added to its diagonal: dominant by rows and
+/// columns, so LU needs no pivot and LAPACK's partial pivoting takes none.
+template <class T> Mat<T> dominant(std::int64_t n, std::int64_t pad, std::uint32_t seed) {
+  Mat<T> a(n, n, pad);
+  a.random(seed);
+  for (std::int64_t i = 0; i < n; ++i) a(i, i) += T(n);
+  return a;
+}
+
+TYPED_TEST(BlasTyped, GetrfReproducesAAndMatchesLapack) {
+  using T = TypeParam;
+  // 64 and 150 take more than one panel of the blocked factorisation
+  for (std::int64_t n : {1, 2, 7, 64, 150}) {
+    for (std::int64_t pad : {0, 5}) {
+      Mat<T> a = dominant<T>(n, pad, std::uint32_t(n + pad));
+      const Mat<T> a0 = a;
+      run(this->reg, "blas.getrf", {a.view()});
+      SCOPED_TRACE(::testing::Message() << "n=" << n << " pad=" << pad);
+      // L U (L unit lower) against the input, in long double
+      std::vector<long double> lu;
+      for (std::int64_t i = 0; i < n; ++i)
+        for (std::int64_t j = 0; j < n; ++j) {
+          long double s = 0;
+          for (std::int64_t p = 0; p <= std::min(i, j); ++p)
+            s += (p == i ? 1.0L : static_cast<long double>(a(i, p))) * a(p, j);
+          lu.push_back(s);
+        }
+      EXPECT_LT(max_rel_err(a0, lu), 10 * n * eps<T>());
+      EXPECT_TRUE(padding_intact(a));
+      // LAPACK's getrf (column-major on the transpose: A^T = U^T L^T, so its unit
+      // diagonal is on the other factor) takes no pivot on this matrix and gives the same factors
+      Mat<T> t(n, n);
+      for (std::int64_t i = 0; i < n; ++i)
+        for (std::int64_t j = 0; j < n; ++j) t(i, j) = a0(i, j);
+      std::vector<lapack_int> ipiv(static_cast<std::size_t>(n));
+      lapack_int info;
+      if constexpr (std::is_same_v<T, float>) info = LAPACKE_sgetrf(LAPACK_ROW_MAJOR, n, n, t.buf.data(), n, ipiv.data());
+      else info = LAPACKE_dgetrf(LAPACK_ROW_MAJOR, n, n, t.buf.data(), n, ipiv.data());
+      ASSERT_EQ(info, 0);
+      for (std::int64_t i = 0; i < n; ++i) ASSERT_EQ(ipiv[std::size_t(i)], i + 1) << "LAPACK pivoted";
+      std::vector<long double> ref(t.buf.begin(), t.buf.begin() + n * n);
+      EXPECT_LT(max_rel_err(a, ref), 20 * n * eps<T>());
+    }
+  }
+}
+
+TYPED_TEST(BlasTyped, GetrfZeroPivotThrows) {
+  using T = TypeParam;
+  Mat<T> a(3, 3);
+  const T v[9] = {2, 1, 0, 4, 2, 1, 1, 1, 1};  // the leading 2x2 minor is 2*2 - 1*4 = 0
+  for (int i = 0; i < 9; ++i) a.buf[std::size_t(i)] = v[i];
+  try {
+    run(this->reg, "blas.getrf", {a.view()});
+    FAIL() << "expected KernelError";
+  } catch (const KernelError& e) {
+    EXPECT_STREQ(e.what(),
+                 "pivot U(1,1) is 0.000000: blas.getrf does not pivot (the leading minors must be nonzero, as for a "
+                 "diagonally dominant matrix: init=\"dominant\")");
+  }
+}
+
+TYPED_TEST(BlasTyped, GetriGivesTheInverse) {
+  using T = TypeParam;
+  for (std::int64_t n : {1, 3, 40}) {
+    for (std::int64_t pad : {0, 3}) {
+      // a matrix that needs row exchanges: partial pivoting inside the tile
+      Mat<T> a(n, n, pad);
+      a.random(std::uint32_t(7 * n + pad));
+      for (std::int64_t i = 0; i < n; ++i) a(i, (i + 1) % n) += T(n);
+      const Mat<T> a0 = a;
+      run(this->reg, "blas.getri", {a.view()});
+      SCOPED_TRACE(::testing::Message() << "n=" << n << " pad=" << pad);
+      std::vector<long double> eye;
+      Mat<T> prod(n, n);
+      for (std::int64_t i = 0; i < n; ++i)
+        for (std::int64_t j = 0; j < n; ++j) {
+          long double s = 0;
+          for (std::int64_t p = 0; p < n; ++p) s += static_cast<long double>(a0(i, p)) * a(p, j);
+          prod(i, j) = static_cast<T>(s);
+          eye.push_back(i == j ? 1.0L : 0.0L);
+        }
+      EXPECT_LT(max_rel_err(prod, eye), 50 * n * eps<T>());
+      EXPECT_TRUE(padding_intact(a));
+    }
+  }
+}
+
+TYPED_TEST(BlasTyped, GetriSingularThrows) {
+  using T = TypeParam;
+  Mat<T> a(2, 2);
+  const T v[4] = {1, 2, 2, 4};
+  for (int i = 0; i < 4; ++i) a.buf[std::size_t(i)] = v[i];
+  try {
+    run(this->reg, "blas.getri", {a.view()});
+    FAIL() << "expected KernelError";
+  } catch (const KernelError& e) {
+    EXPECT_STREQ(e.what(), "matrix is singular (U(1,1) is 0 after partial pivoting)");
+  }
+}
+
 TYPED_TEST(BlasTyped, TrsmRightLowerTransSolvesXLt) {
   using T = TypeParam;
   for (auto [m, n] : {std::pair<std::int64_t, std::int64_t>{1, 1}, {6, 4}, {13, 29}}) {
@@ -248,6 +351,8 @@ TEST_F(Blas, GemmCheckMessages) {
 TEST_F(Blas, OtherCheckMessages) {
   const DType d = DType::f64;
   EXPECT_EQ(check(reg, "blas.potrf", {shape_view(d, 4, 3)}), "port 'a' is 4x3: a square matrix is required");
+  EXPECT_EQ(check(reg, "blas.getrf", {shape_view(d, 4, 3)}), "port 'a' is 4x3: a square matrix is required");
+  EXPECT_EQ(check(reg, "blas.getri", {shape_view(DType::i8, 4, 4)}), "port 'a' has dtype i8: only f32 and f64 are supported");
   EXPECT_EQ(check(reg, "blas.trsm", {shape_view(d, 4, 4), shape_view(d, 6, 4)}), "");
   EXPECT_EQ(check(reg, "blas.trsm", {shape_view(d, 4, 4), shape_view(d, 4, 6)}),
             "port 'a' is 4x4 but port 'b' is 4x6: with side='right' 'a' must be 6x6 (the number of columns of 'b')");
@@ -281,6 +386,10 @@ TEST_F(Blas, Costs) {
   std::vector<TensorView> q = {shape_view(DType::f64, 30, 30)};
   Args pa = make_args(po, {});
   EXPECT_DOUBLE_EQ(po.cost(TaskShape{q, pa}).flops, 30.0 * 30 * 30 / 3);
+  const ComponentSpec& lu = reg.get("blas.getrf");
+  EXPECT_DOUBLE_EQ(lu.cost(TaskShape{q, make_args(lu, {})}).flops, 2.0 * 30 * 30 * 30 / 3);
+  const ComponentSpec& inv = reg.get("blas.getri");
+  EXPECT_DOUBLE_EQ(inv.cost(TaskShape{q, make_args(inv, {})}).flops, 2.0 * 30 * 30 * 30);
 }
 
 }  // namespace

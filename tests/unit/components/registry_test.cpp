@@ -24,7 +24,7 @@ TEST(ComponentRegistry, NamesAreRegistered) {
   std::set<std::string> names;
   for (const auto& [name, spec] : reg.specs) names.insert(name);
   const std::set<std::string> expected = {
-      "blas.gemm",   "blas.axpy",   "blas.potrf",  "blas.trsm",        "blas.syrk",     "tensor.fill",
+      "blas.gemm",   "blas.axpy",   "blas.potrf",  "blas.getrf",  "blas.getri",  "blas.trsm",        "blas.syrk",     "tensor.fill",
       "tensor.copy", "tensor.add",  "tensor.scale", "tensor.transpose", "tensor.norm",   "tensor.compare",
       "nn.relu",     "nn.gelu",     "nn.silu",     "nn.softmax",       "nn.embedding",  "nn.layernorm",
       "nn.rmsnorm",  "nn.linear",   "nn.attention", "nn.rope",         "nn.sinusoidal_positions",
@@ -81,6 +81,8 @@ TEST(ComponentRegistry, ValidShapesPassCheckAndCostIsPositive) {
       {"blas.gemm", {shape_view(d, 4, 3), shape_view(d, 3, 5), shape_view(d, 4, 5)}},
       {"blas.axpy", {shape_view(d, 4, 3), shape_view(d, 4, 3)}},
       {"blas.potrf", {shape_view(d, 4, 4)}},
+      {"blas.getrf", {shape_view(d, 4, 4)}},
+      {"blas.getri", {shape_view(d, 4, 4)}},
       {"blas.trsm", {shape_view(d, 4, 4), shape_view(d, 6, 4)}},
       {"blas.syrk", {shape_view(d, 4, 3), shape_view(d, 4, 4)}},
       {"tensor.fill", {shape_view(DType::bf16, 4, 3)}},

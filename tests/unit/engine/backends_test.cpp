@@ -88,6 +88,10 @@ INSTANTIATE_TEST_SUITE_P(
                     Case{"cholesky_f64_padded", "workflows/linalg/cholesky.xml", {{"n", "512"}, {"bs", "192"}}},
                     Case{"cholesky_f64_ragged", "workflows/linalg/cholesky.xml", {{"n", "300"}, {"bs", "64"}}},
                     Case{"cholesky_f32", "workflows/linalg/cholesky.xml", {{"n", "256"}, {"bs", "64"}, {"dtype", "f32"}}},
+                    Case{"lu_f64_ragged", "workflows/linalg/lu.xml", {{"n", "300"}, {"bs", "64"}}},
+                    Case{"lu_yml_f32", "workflows/yml/lu.xml", {{"n", "256"}, {"bs", "64"}, {"dtype", "f32"}}},
+                    Case{"gauss_jordan_f64_ragged", "workflows/linalg/gauss_jordan.xml", {{"n", "300"}, {"bs", "64"}}},
+                    Case{"gauss_jordan_yml_f32", "workflows/yml/gauss_jordan.xml", {{"n", "256"}, {"bs", "64"}, {"dtype", "f32"}}},
                     Case{"mlp2_ragged", "workflows/models/mlp2.xml", {{"batch", "70"}, {"d_in", "96"}, {"hidden", "130"}, {"d_out", "40"}, {"bs", "32"}}},
                     Case{"quickstart", "examples/quickstart.xml", {{"n", "256"}, {"bs", "64"}}}),
     [](const testing::TestParamInfo<Case>& i) { return i.param.name; });

@@ -50,19 +50,27 @@ CompileResult compile_app(const std::string& graph, Diagnostics& d, const std::s
 
 }  // namespace
 
-TEST(YvetteML, CholeskyGivesTheSameDagAsTheXmlWorkflow) {
-  for (const char* nt : {"1024", "1000"}) {
-    const std::vector<std::pair<std::string, std::string>> sets = {{"n", nt}, {"bs", "256"}};
-    const Dag xml = compile_file("workflows/linalg/cholesky.xml", sets);
-    const Dag yml = compile_file("workflows/yml/cholesky.xml", sets);
+// The classic YML applications shipped in both syntaxes: Cholesky, block LU
+// (an event before the check) and block Gauss-Jordan (an event per step).
+class ShippedYmlApplication : public testing::TestWithParam<const char*> {};
+
+TEST_P(ShippedYmlApplication, GivesTheSameDagAsTheXmlWorkflow) {
+  const std::string name = GetParam();
+  for (const char* n : {"1024", "1000"}) {
+    const std::vector<std::pair<std::string, std::string>> sets = {{"n", n}, {"bs", "256"}};
+    const Dag xml = compile_file("workflows/linalg/" + name + ".xml", sets);
+    const Dag yml = compile_file("workflows/yml/" + name + ".xml", sets);
     ASSERT_EQ(xml.tasks.size(), yml.tasks.size());
     ASSERT_GT(xml.tasks.size(), 20u);
     for (std::size_t i = 0; i < xml.tasks.size(); ++i)
       EXPECT_EQ(describe(xml, xml.tasks[i]), describe(yml, yml.tasks[i])) << "task " << i;
     EXPECT_EQ(xml.num_edges(), yml.num_edges());
-    EXPECT_EQ(yml.name, "cholesky");
+    EXPECT_EQ(yml.name, name);
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Classic, ShippedYmlApplication, testing::Values("cholesky", "lu", "gauss_jordan"),
+                         [](const testing::TestParamInfo<const char*>& i) { return std::string(i.param); });
 
 TEST(YvetteML, LoopsAreInclusiveAndNestSeveralIndices) {
   Diagnostics d;

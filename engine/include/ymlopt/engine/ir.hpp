@@ -10,7 +10,7 @@
 
 namespace ymlopt {
 
-enum class InitKind : std::uint8_t { none, zeros, ones, identity, random, spd, value, file };
+enum class InitKind : std::uint8_t { none, zeros, ones, identity, random, spd, dominant, value, file };
 
 /// A named tensor of the compiled workflow, optionally tiled into blocks.
 /// Rank <= 2 tensors can be tiled; a tile is addressed (tile_row, tile_col).
