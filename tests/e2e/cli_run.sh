@@ -52,6 +52,13 @@ expect_in "blas.potrf" "tasks labelled with their component"
 if command -v dot >/dev/null; then
   "$y" graph workflows/linalg/cholesky.xml --set n=256 --set bs=128 | dot -Tsvg >/dev/null || { echo "FAIL: graph output is not valid DOT"; fails=$((fails + 1)); }
 fi
+# YML's classic applications through the CLI, both syntaxes: each checks its own result
+for app in lu gauss_jordan; do
+  for form in linalg yml; do
+    expect_rc 0 "$form/$app" -- "$y" run workflows/$form/$app.xml --set n=300 --set bs=64 --out "$tmp/$form-$app"
+    expect_in "max_rel=" "$form/$app reports its check"
+  done
+done
 expect_rc 0 "check" -- "$y" check workflows/models/mlp2.xml
 expect_in "ok: workflow 'mlp2'" "check summary"
 expect_rc 0 "components" -- "$y" components
