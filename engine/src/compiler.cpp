@@ -166,7 +166,15 @@ struct Frame {
 
 struct Context {  // a sequential context: workflow body, par branch, seq loop
   std::int32_t start_task = 0;
-  std::vector<int> waits;  // events waited for in this context so far
+  std::vector<int> waits;   // events waited for in this context so far
+  std::vector<int> ranges;  // their WaitRanges (closed when the context ends)
+};
+
+/// The tasks one <wait> holds back: those emitted after it until its context
+/// ends, a contiguous range of task ids (nested contexts included).
+struct WaitRange {
+  int event = -1;
+  std::int32_t first = 0, end = -1;
 };
 
 struct EventInfo {
@@ -206,9 +214,9 @@ class Compiler {
     check_attrs(root->root);
     declare_params(root->root, opts_.sets, true, {});
     if (res.usage_error = usage_error_; usage_error_) return res;
-    contexts_.push_back(Context{0, {}});
+    contexts_.push_back(Context{0, {}, {}});
     body(root->root.children);
-    contexts_.pop_back();
+    pop_context();
     if (!dag_.regions.empty()) finish_regions();
     if (!diags_.has_errors()) finish_events();
     if (!diags_.has_errors()) order();
@@ -494,9 +502,9 @@ class Compiler {
         return;
       }
       for (const auto& c : e.children) {
-        contexts_.push_back(Context{std::int32_t(dag_.tasks.size()), {}});
+        contexts_.push_back(Context{std::int32_t(dag_.tasks.size()), {}, {}});
         statement(c);
-        contexts_.pop_back();
+        pop_context();
       }
       return;
     }
@@ -566,18 +574,18 @@ class Compiler {
   // The body of loop `e` once per value `next` yields (false: no more), bound
   // to `var`; each iteration of a par is a branch of its own.
   void iterate(const Element& e, bool parallel, const std::string& var, const std::function<bool(std::int64_t&)>& next) {
-    if (!parallel) contexts_.push_back(Context{std::int32_t(dag_.tasks.size()), {}});
+    if (!parallel) contexts_.push_back(Context{std::int32_t(dag_.tasks.size()), {}, {}});
     vars_.emplace_back(var, Value::of_int(0));
     const size_t slot = vars_.size() - 1;
     for (std::int64_t v = 0; next(v);) {
       vars_[slot].second = Value::of_int(v);
-      if (parallel) contexts_.push_back(Context{std::int32_t(dag_.tasks.size()), {}});
+      if (parallel) contexts_.push_back(Context{std::int32_t(dag_.tasks.size()), {}, {}});
       body(e.children);
-      if (parallel) contexts_.pop_back();
+      if (parallel) pop_context();
       if (diags_.full() || too_many()) break;
     }
     vars_.pop_back();
-    if (!parallel) contexts_.pop_back();
+    if (!parallel) pop_context();
   }
 
   bool too_many() {
@@ -1374,9 +1382,6 @@ class Compiler {
       ok &= access(t.id, binds[k], preds, loc, who, c->ports[k].name);
     }
     if (!ok) return;
-    // waits of every enclosing context
-    for (const auto& ctx : contexts_)
-      for (int ev : ctx.waits) waiters_.emplace_back(t.id, ev);
     std::sort(preds.begin(), preds.end());
     preds.erase(std::unique(preds.begin(), preds.end()), preds.end());
     t.preds = std::move(preds);
@@ -1968,9 +1973,9 @@ class Compiler {
     call_stack_.push_back(canon);
     check_attrs(doc->root);
     declare_params(doc->root, sets, false, set_locs);
-    contexts_.push_back(Context{std::int32_t(dag_.tasks.size()), {}});
+    contexts_.push_back(Context{std::int32_t(dag_.tasks.size()), {}, {}});
     body(doc->root.children);
-    contexts_.pop_back();
+    pop_context();
     call_stack_.pop_back();
     vars_.resize(frames_.back().var_base);
     frames_.pop_back();
@@ -2016,6 +2021,13 @@ class Compiler {
     if (events_[size_t(ev)].first_wait.line == 0) events_[size_t(ev)].first_wait = e.find("event")->loc;
     wait_locs_.push_back({ev, e.loc});
     contexts_.back().waits.push_back(ev);
+    contexts_.back().ranges.push_back(int(wait_ranges_.size()));
+    wait_ranges_.push_back({ev, std::int32_t(dag_.tasks.size()), -1});
+  }
+
+  void pop_context() {
+    for (int r : contexts_.back().ranges) wait_ranges_[size_t(r)].end = std::int32_t(dag_.tasks.size());
+    contexts_.pop_back();
   }
 
   void finish_events() {
@@ -2025,12 +2037,34 @@ class Compiler {
                               "' that no notify can satisfy (no <notify event=\"" + events_[size_t(ev)].name +
                               "\"/> in the workflow)");
     if (diags_.has_errors()) return;
-    // close sources over notify-after-wait chains
-    std::vector<std::vector<std::int32_t>> closed(events_.size());
+    // close sources over notify-after-wait chains; each event's set is kept
+    // reduced to its sinks (every task of the full set reaches one of them), so
+    // sets stay small however long the chains are
+    const std::size_t nt = dag_.tasks.size();
+    std::vector<std::int32_t> stamp(nt, -1);  // event whose set is being built
     std::vector<int> state(events_.size(), 0);
     std::vector<int> stack;
     std::string cycle;
     int cycle_at = -1;
+    closed_.assign(events_.size(), {});
+    // events each event's waiters follow through its notify (after_events, transitively),
+    // as bitsets while they stay small: an event another one already implies is skipped
+    const bool bits = events_.size() <= 16384;
+    const std::size_t words = (events_.size() + 63) / 64;
+    std::vector<std::vector<std::uint64_t>> implied(bits ? events_.size() : 0);
+    auto implies = [&](int a, int b) {  // (an event not closed yet, inside a cycle, implies nothing)
+      return bits && !implied[size_t(a)].empty() && (implied[size_t(a)][size_t(b) / 64] >> (size_t(b) % 64) & 1);
+    };
+    // of `evs` (waits in program order), those no other one implies: the latest first
+    auto prune = [&](const std::vector<int>& evs) {
+      std::vector<int> keep;
+      for (auto it = evs.rbegin(); it != evs.rend(); ++it) {
+        bool covered = false;
+        for (int k : keep) covered = covered || k == *it || implies(k, *it);
+        if (!covered) keep.push_back(*it);
+      }
+      return keep;
+    };
     std::function<void(int)> close = [&](int ev) {
       if (state[size_t(ev)] == 2) return;
       if (state[size_t(ev)] == 1) {
@@ -2044,14 +2078,30 @@ class Compiler {
       }
       state[size_t(ev)] = 1;
       stack.push_back(ev);
-      auto& out = closed[size_t(ev)];
-      out = events_[size_t(ev)].sources;
-      for (int a : events_[size_t(ev)].after_events) {
-        close(a);
-        out.insert(out.end(), closed[size_t(a)].begin(), closed[size_t(a)].end());
-      }
+      for (int a : events_[size_t(ev)].after_events) close(a);
       stack.pop_back();
       state[size_t(ev)] = 2;
+      const std::vector<int> after = prune(events_[size_t(ev)].after_events);
+      if (bits) {
+        auto& mine = implied[size_t(ev)];
+        mine.assign(words, 0);
+        for (int a : after) {
+          mine[size_t(a) / 64] |= std::uint64_t(1) << (size_t(a) % 64);
+          for (std::size_t i = 0; i < implied[size_t(a)].size(); ++i) mine[i] |= implied[size_t(a)][i];
+        }
+      }
+      std::vector<std::int32_t> all = events_[size_t(ev)].sources;
+      for (int a : after) all.insert(all.end(), closed_[size_t(a)].begin(), closed_[size_t(a)].end());
+      std::sort(all.begin(), all.end());
+      all.erase(std::unique(all.begin(), all.end()), all.end());
+      for (auto t : all) stamp[size_t(t)] = ev;
+      std::vector<std::uint8_t> inner(all.size(), 0);  // feeds another member by data
+      for (std::size_t i = 0; i < all.size(); ++i)
+        for (auto q : dag_.tasks[size_t(all[i])].preds)
+          if (stamp[size_t(q)] == ev) inner[size_t(std::lower_bound(all.begin(), all.end(), q) - all.begin())] = 1;
+      auto& out = closed_[size_t(ev)];
+      for (std::size_t i = 0; i < all.size(); ++i)
+        if (!inner[i]) out.push_back(all[i]);
     };
     for (size_t ev = 0; ev < events_.size(); ++ev) close(int(ev));
     if (!cycle.empty()) {
@@ -2060,34 +2110,53 @@ class Compiler {
                        " (each is notified only after a wait for the next); these waits can never be satisfied");
       return;
     }
-    for (const auto& [t, ev] : waiters_) {
-      TaskNode& task = dag_.tasks[size_t(t)];
-      for (auto src : closed[size_t(ev)]) {
-        if (src == t) {
-          diags_.error(events_[size_t(ev)].first_wait,
-                       "dependency cycle through event '" + events_[size_t(ev)].name + "': task '" +
-                           (task.label.empty() ? task.comp->name : task.label) + "' (line " +
-                           std::to_string(task.loc.line) +
-                           ") waits for it but is itself before the notify; this wait can never be satisfied");
-          return;
-        }
-        task.preds.push_back(src);
-        task.event_preds.push_back(src);
-      }
+    // a wait holds back a range of tasks; those with a data predecessor in the
+    // range follow it through that one, so only the range's heads get the edges
+    // (preds are data dependencies only until the edges are added below)
+    std::vector<std::int32_t> last_pred(nt, -1);
+    for (std::size_t t = 0; t < nt; ++t)
+      for (auto q : dag_.tasks[t].preds) last_pred[t] = std::max(last_pred[t], q);
+    std::vector<std::vector<int>> head_of(nt);  // by task: the wait ranges it heads
+    for (std::size_t r = 0; r < wait_ranges_.size(); ++r) {
+      WaitRange& w = wait_ranges_[r];
+      if (w.end < 0) w.end = std::int32_t(nt);
+      for (std::int32_t t = w.first; t < w.end; ++t)
+        if (last_pred[size_t(t)] < w.first) head_of[size_t(t)].push_back(int(r));
     }
-    for (auto& task : dag_.tasks) {
-      if (task.event_preds.empty()) continue;
-      for (auto* v : {&task.preds, &task.event_preds}) {
-        std::sort(v->begin(), v->end());
-        v->erase(std::unique(v->begin(), v->end()), v->end());
+    // each head: the union of its ranges' sets, without duplicates (a task after
+    // many waits of one branch heads each of their ranges)
+    std::fill(stamp.begin(), stamp.end(), -1);
+    for (std::size_t t = 0; t < nt; ++t) {
+      if (head_of[t].empty()) continue;
+      TaskNode& task = dag_.tasks[t];
+      std::vector<std::int32_t> add;
+      std::vector<int> evs;
+      for (int r : head_of[t]) evs.push_back(wait_ranges_[size_t(r)].event);
+      for (int ev : prune(evs)) {
+        for (auto s : closed_[size_t(ev)]) {
+          if (s == std::int32_t(t)) {
+            diags_.error(events_[size_t(ev)].first_wait,
+                         "dependency cycle through event '" + events_[size_t(ev)].name + "': task '" +
+                             (task.label.empty() ? task.comp->name : task.label) + "' (line " +
+                             std::to_string(task.loc.line) +
+                             ") waits for it but is itself before the notify; this wait can never be satisfied");
+            return;
+          }
+          if (stamp[size_t(s)] != std::int32_t(t)) stamp[size_t(s)] = std::int32_t(t), add.push_back(s);
+        }
       }
+      std::sort(add.begin(), add.end());
+      task.event_preds = add;
+      task.preds.insert(task.preds.end(), add.begin(), add.end());
+      std::sort(task.preds.begin(), task.preds.end());
+      task.preds.erase(std::unique(task.preds.begin(), task.preds.end()), task.preds.end());
     }
   }
 
   void order() {
     const size_t n = dag_.tasks.size();
     dag_.topo_order.resize(n);
-    if (waiters_.empty()) {  // data dependencies always point backwards
+    if (wait_ranges_.empty()) {  // data dependencies always point backwards
       for (size_t i = 0; i < n; ++i) dag_.topo_order[i] = std::int32_t(i);
       return;
     }
@@ -2135,8 +2204,9 @@ class Compiler {
       path += "'" + (t.label.empty() ? t.comp->name : t.label) + "' (line " + std::to_string(t.loc.line) + ") <- ";
       const std::int32_t nx = next[size_t(cur)];
       if (std::binary_search(t.event_preds.begin(), t.event_preds.end(), nx))
-        for (const auto& [tw, ev] : waiters_)
-          if (tw == cur) ev_name = events_[size_t(ev)].name, where = events_[size_t(ev)].first_wait;
+        for (const WaitRange& w : wait_ranges_)
+          if (cur >= w.first && cur < w.end && std::binary_search(closed_[size_t(w.event)].begin(), closed_[size_t(w.event)].end(), nx))
+            ev_name = events_[size_t(w.event)].name, where = events_[size_t(w.event)].first_wait;
       cur = nx;
     } while (cur != first);
     const TaskNode& t = dag_.tasks[size_t(first)];
@@ -2165,7 +2235,8 @@ class Compiler {
   std::vector<std::string> call_stack_;
   std::vector<EventInfo> events_;
   std::unordered_map<std::string, int> event_ids_;
-  std::vector<std::pair<std::int32_t, int>> waiters_;
+  std::vector<WaitRange> wait_ranges_;
+  std::vector<std::vector<std::int32_t>> closed_;  // by event: the tasks its waiters follow (sinks)
   std::vector<std::pair<int, SrcLoc>> wait_locs_;
   // runtime control flow (Region): open regions, each region's sub-regions,
   // the top-level ones, the innermost open comethod, and exchange channels
