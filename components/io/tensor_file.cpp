@@ -290,6 +290,8 @@ StHeader parse_safetensors(const std::string& path, const MappedFile& f) {
     h = json::parse(text, text + n);
   } catch (const json::parse_error& e) {
     fail(path, "invalid JSON header (syntax error at byte " + std::to_string(e.byte) + ")");
+  } catch (const json::exception& e) {  // a number out of range: "88E8888"
+    fail(path, std::string("invalid JSON header (") + e.what() + ")");
   }
   if (!h.is_object()) fail(path, "header is not a JSON object");
 

@@ -119,7 +119,7 @@ Run load_run(const std::string& arg) {
   nlohmann::json r;
   try {
     r = nlohmann::json::parse(text.str());
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // a syntax error, or a number out of range
     throw ReportError(run.report + ": not valid JSON: " + e.what());
   }
   if (!r.is_object()) throw ReportError(run.report + ": expected a JSON object");

@@ -376,6 +376,9 @@ TEST_F(TensorFileTest, MalformedSafetensors) {
   const std::vector<Case> cases = {
       {"not_json", R"({"a": )", "", "invalid JSON header (syntax error at byte 7)"},
       {"garbage", "\x01\x02zz", "", "invalid JSON header (syntax error at byte 1)"},
+      // a number JSON cannot hold (found by tests/fuzz: it used to end the process)
+      {"number_overflow", R"({"a": 88E8888})", "",
+       "invalid JSON header ([json.exception.out_of_range.406] number overflow parsing '88E8888')"},
       {"array", "[1, 2]", "", "header is not a JSON object"},
       {"entry_number", R"({"a": 3})", "", "tensor 'a': entry is not an object"},
       {"no_dtype", R"({"a": {"shape":[2],"data_offsets":[0,8]}})", "12345678",
