@@ -477,38 +477,28 @@ void register_blas(Registry& reg) {
     s.cost = axpy_cost;
     reg.add(std::move(s));
   }
-  {
+  // the in-place factorisations of one square tile, without parameters
+  auto one_tile = [&](const char* name, const char* doc, const std::vector<PortSpec>& ports, KernelFn cpu,
+                      std::string (*check)(const TaskShape&), Cost (*cost)(const TaskShape&)) {
     ComponentSpec s;
-    s.name = "blas.potrf";
-    s.doc = "in-place lower Cholesky factorization A = L*L^T; the tile holds exactly L afterwards";
-    s.ports = potrf_ports();
-    s.cpu = potrf_cpu;
-    s.check = potrf_check;
-    s.cost = potrf_cost;
+    s.name = name;
+    s.doc = doc;
+    s.ports = ports;
+    s.cpu = cpu;
+    s.check = check;
+    s.cost = cost;
     reg.add(std::move(s));
-  }
-  {
-    ComponentSpec s;
-    s.name = "blas.getrf";
-    s.doc = "in-place LU factorization A = L*U without pivoting (tiled LU, Gauss-Jordan): L unit lower below the "
-            "diagonal, U on and above it; a zero pivot is an error";
-    s.ports = getrf_ports();
-    s.cpu = getrf_cpu;
-    s.check = getrf_check;
-    s.cost = getrf_cost;
-    reg.add(std::move(s));
-  }
-  {
-    ComponentSpec s;
-    s.name = "blas.getri";
-    s.doc = "in-place inverse of a square tile (LAPACK getrf with partial pivoting inside the tile, then getri); "
-            "a singular matrix is an error";
-    s.ports = getri_ports();
-    s.cpu = getri_cpu;
-    s.check = getri_check;
-    s.cost = getri_cost;
-    reg.add(std::move(s));
-  }
+  };
+  one_tile("blas.potrf", "in-place lower Cholesky factorization A = L*L^T; the tile holds exactly L afterwards",
+           potrf_ports(), potrf_cpu, potrf_check, potrf_cost);
+  one_tile("blas.getrf",
+           "in-place LU factorization A = L*U without pivoting (tiled LU, Gauss-Jordan): L unit lower below the "
+           "diagonal, U on and above it; a zero pivot is an error",
+           getrf_ports(), getrf_cpu, getrf_check, getrf_cost);
+  one_tile("blas.getri",
+           "in-place inverse of a square tile (LAPACK getrf with partial pivoting inside the tile, then getri); a "
+           "singular matrix is an error",
+           getri_ports(), getri_cpu, getri_check, getri_cost);
   {
     ComponentSpec s;
     s.name = "blas.trsm";
