@@ -17,6 +17,20 @@
 
 namespace fs = std::filesystem;
 
+namespace {
+/// fs::exists and fs::weakly_canonical without throwing: a name the system
+/// refuses (too long, a loop of links) is a file that is not there.
+bool path_exists(const fs::path& p) {
+  std::error_code ec;
+  return fs::exists(p, ec);
+}
+std::string canonical_path(const fs::path& p) {
+  std::error_code ec;
+  fs::path c = fs::weakly_canonical(p, ec);
+  return ec ? p.lexically_normal().string() : c.string();
+}
+}  // namespace
+
 namespace ymlopt {
 
 Shape Dag::ref_shape(const DataRef& r) const {
@@ -197,7 +211,7 @@ class Compiler {
     const xml::Document* root = doc.get();
     dag_.file = *doc->path;
     dag_.docs.push_back(std::move(doc));
-    call_stack_.push_back(fs::weakly_canonical(dag_.file).string());
+    call_stack_.push_back(canonical_path(dag_.file));
     if (root->root.name != "workflow") {
       diags_.error(root->root.loc, "root element must be <workflow> (or a YML <application>), not <" + root->root.name + ">");
       return res;
@@ -686,8 +700,8 @@ class Compiler {
         }
       if (t->size() == 1) d.tile_rows = 1, d.tile_cols = (*t)[0];
       else d.tile_rows = (*t)[0], d.tile_cols = (*t)[1];
-      d.ntile_r = (d.rows + d.tile_rows - 1) / d.tile_rows;
-      d.ntile_c = (d.cols + d.tile_cols - 1) / d.tile_cols;
+      d.ntile_r = d.rows / d.tile_rows + (d.rows % d.tile_rows != 0);  // (no overflow with a huge tile)
+      d.ntile_c = d.cols / d.tile_cols + (d.cols % d.tile_cols != 0);
       if (static_cast<long double>(d.ntile_r) * d.ntile_c > static_cast<long double>(opts_.max_tasks)) {
         diags_.error(ta->loc, "tile " + shape_str(*t) + " cuts '" + name + "' " + shape_str(d.shape) + " into " +
                                   std::to_string(d.ntile_r) + " x " + std::to_string(d.ntile_c) +
@@ -773,7 +787,7 @@ class Compiler {
       // relative to the workflow's folder, else to the current directory
       // (where a path given with --set usually is)
       fs::path p(*path);
-      if (p.is_relative() && (fs::exists(fr.dir / p) || !fs::exists(p))) p = fr.dir / p;
+      if (p.is_relative() && (path_exists(fr.dir / p) || !path_exists(p))) p = fr.dir / p;
       d.src = p.string();
       d.init = InitKind::file;
       if (const Attr* k = e.find("key")) {
@@ -786,7 +800,7 @@ class Compiler {
       }
       if (!opts_.check_files) {
         // dry run: the declaration alone sizes the tensor
-      } else if (!fs::exists(p)) {
+      } else if (!path_exists(p)) {
         if (missing_files_.insert(d.src).second)
           diags_.error(src->loc, "cannot open '" + d.src + "' (nor '" + *path + "' from the current directory)");
       } else if (broken_files_.count(d.src)) {
@@ -927,8 +941,8 @@ class Compiler {
           }
           if (c.shape.size() == 1) c.tile_rows = 1, c.tile_cols = tile_n;
           else c.tile_rows = tile_n, c.tile_cols = c.cols;
-          c.ntile_r = (c.rows + c.tile_rows - 1) / c.tile_rows;
-          c.ntile_c = (c.cols + c.tile_cols - 1) / c.tile_cols;
+          c.ntile_r = c.rows / c.tile_rows + (c.rows % c.tile_rows != 0);
+          c.ntile_c = c.cols / c.tile_cols + (c.cols % c.tile_cols != 0);
         }
         pending_companions_.emplace_back(role, std::move(c));
       }
@@ -1895,8 +1909,8 @@ class Compiler {
     if (!rel) return;
     fs::path p(*rel);
     if (p.is_relative()) p = frames_.back().dir / p;
-    const std::string canon = fs::weakly_canonical(p).string();
-    if (!fs::exists(p)) {
+    const std::string canon = canonical_path(p);
+    if (!path_exists(p)) {
       diags_.error(e.find("workflow")->loc, "cannot open called workflow '" + p.string() + "'");
       return;
     }

@@ -241,14 +241,27 @@ std::shared_ptr<const Template> Template::compile(std::string_view text) {
 }
 
 namespace {
-Value num_result(const Value& a, const Value& b, std::int64_t iv, double fv) {
-  if (a.kind == Value::Kind::float_ || b.kind == Value::Kind::float_) return Value::of_float(fv);
-  return Value::of_int(iv);
+bool ints(const Value& a, const Value& b) { return a.kind != Value::Kind::float_ && b.kind != Value::Kind::float_; }
+/// An integer result, or an error at `offset` when it does not fit 64 bits.
+std::int64_t fits(bool overflow, long long v, std::size_t offset) {
+  if (overflow) throw ExprError{"integer overflow (beyond 64 bits)", offset};
+  return std::int64_t(v);
 }
-std::int64_t floordiv(std::int64_t a, std::int64_t b) {
+std::int64_t floordiv(std::int64_t a, std::int64_t b, std::size_t offset) {
+  if (b == -1) return fits(a == INT64_MIN, -a, offset);
   std::int64_t q = a / b;
   if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
   return q;
+}
+/// floor, ceil or int of a float: an error when it is NaN or out of the 64-bit range.
+std::int64_t to_int(double v, std::size_t offset) {
+  if (!(v >= -9223372036854775808.0 && v < 9223372036854775808.0))
+  {
+    char text[32];
+    std::snprintf(text, sizeof text, "%g", v);
+    throw ExprError{std::string("value ") + text + " is not an integer within 64 bits", offset};
+  }
+  return std::int64_t(v);
 }
 }  // namespace
 
@@ -269,28 +282,46 @@ Value Template::eval(int idx, const Lookup& lookup) const {
     }
     case Op::neg: {
       Value a = arg(0);
-      return a.kind == Value::Kind::float_ ? Value::of_float(-a.f) : Value::of_int(-a.i);
+      return a.kind == Value::Kind::float_ ? Value::of_float(-a.f) : Value::of_int(fits(a.i == INT64_MIN, -a.i, n.offset));
     }
     case Op::not_: return Value::of_bool(arg(0).number() == 0);
-    case Op::add: { Value a = arg(0), b = arg(1); return num_result(a, b, a.i + b.i, a.number() + b.number()); }
-    case Op::sub: { Value a = arg(0), b = arg(1); return num_result(a, b, a.i - b.i, a.number() - b.number()); }
-    case Op::mul: { Value a = arg(0), b = arg(1); return num_result(a, b, a.i * b.i, a.number() * b.number()); }
+    case Op::add:
+    case Op::sub:
+    case Op::mul: {
+      Value a = arg(0), b = arg(1);
+      if (!ints(a, b))
+        return Value::of_float(n.op == Op::add   ? a.number() + b.number()
+                               : n.op == Op::sub ? a.number() - b.number()
+                                                 : a.number() * b.number());
+      long long r = 0;
+      const bool over = n.op == Op::add   ? __builtin_add_overflow(a.i, b.i, &r)
+                        : n.op == Op::sub ? __builtin_sub_overflow(a.i, b.i, &r)
+                                          : __builtin_mul_overflow(a.i, b.i, &r);
+      return Value::of_int(fits(over, r, n.offset));
+    }
     case Op::div:
     case Op::mod: {
       Value a = arg(0), b = arg(1);
-      const bool ints = a.kind != Value::Kind::float_ && b.kind != Value::Kind::float_;
-      if (ints && b.i == 0) throw ExprError{"division by zero", n.offset};
+      const bool in = ints(a, b);
+      if (in && b.i == 0) throw ExprError{"division by zero", n.offset};
       if (n.op == Op::div)
-        return ints ? Value::of_int(floordiv(a.i, b.i)) : Value::of_float(a.number() / b.number());
-      return ints ? Value::of_int(a.i - floordiv(a.i, b.i) * b.i)
-                  : Value::of_float(std::fmod(a.number(), b.number()));
+        return in ? Value::of_int(floordiv(a.i, b.i, n.offset)) : Value::of_float(a.number() / b.number());
+      if (in && b.i == -1) return Value::of_int(0);  // (INT64_MIN / -1 does not fit, its remainder does)
+      return in ? Value::of_int(a.i - floordiv(a.i, b.i, n.offset) * b.i)
+                : Value::of_float(std::fmod(a.number(), b.number()));
     }
     case Op::pow: {
       Value a = arg(0), b = arg(1);
-      if (a.kind != Value::Kind::float_ && b.kind != Value::Kind::float_ && b.i >= 0) {
-        std::int64_t r = 1;
-        for (std::int64_t k = 0; k < b.i; ++k) r *= a.i;
-        return Value::of_int(r);
+      if (ints(a, b) && b.i >= 0) {
+        // |a| <= 1 in closed form; otherwise at most 63 products before an overflow
+        if (a.i == 0 || a.i == 1) return Value::of_int(b.i == 0 ? 1 : a.i);
+        if (a.i == -1) return Value::of_int(b.i % 2 ? -1 : 1);
+        long long r = 1;
+        for (std::int64_t k = 0; k < b.i; ++k) {
+          const bool over = __builtin_mul_overflow(r, a.i, &r);
+          fits(over, r, n.offset);
+        }
+        return Value::of_int(std::int64_t(r));
       }
       return Value::of_float(std::pow(a.number(), b.number()));
     }
@@ -323,16 +354,19 @@ Value Template::eval(int idx, const Lookup& lookup) const {
           if ((f == "min") ? x.number() < best.number() : x.number() > best.number()) best = x;
         return best;
       }
-      if (f == "abs") return v[0].kind == Value::Kind::float_ ? Value::of_float(std::fabs(v[0].f)) : Value::of_int(v[0].i < 0 ? -v[0].i : v[0].i);
-      if (f == "floor") return Value::of_int(std::int64_t(std::floor(v[0].number())));
-      if (f == "ceil") return Value::of_int(std::int64_t(std::ceil(v[0].number())));
-      if (f == "int") return Value::of_int(std::int64_t(v[0].number()));
+      if (f == "abs")
+        return v[0].kind == Value::Kind::float_ ? Value::of_float(std::fabs(v[0].f))
+                                                : Value::of_int(v[0].i < 0 ? fits(v[0].i == INT64_MIN, -v[0].i, n.offset) : v[0].i);
+      if (f == "floor") return Value::of_int(to_int(std::floor(v[0].number()), n.offset));
+      if (f == "ceil") return Value::of_int(to_int(std::ceil(v[0].number()), n.offset));
+      if (f == "int") return Value::of_int(v[0].kind == Value::Kind::float_ ? to_int(v[0].f, n.offset) : v[0].i);
       if (f == "float") return Value::of_float(v[0].number());
       if (f == "sqrt") return Value::of_float(std::sqrt(v[0].number()));
       if (f == "log2") return Value::of_float(std::log2(v[0].number()));
       if (f == "ceildiv") {
         if (v[1].i == 0) throw ExprError{"division by zero", n.offset};
-        return Value::of_int(-floordiv(-v[0].i, v[1].i));
+        const std::int64_t q = floordiv(fits(v[0].i == INT64_MIN, -v[0].i, n.offset), v[1].i, n.offset);
+        return Value::of_int(fits(q == INT64_MIN, -q, n.offset));
       }
       break;
     }

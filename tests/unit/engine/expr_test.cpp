@@ -69,4 +69,16 @@ TEST(Expr, ReportsErrorsWithOffsets) {
   EXPECT_EQ(err("${foo(1)}"), "unknown function 'foo'@2");
   EXPECT_EQ(err("${min()}"), "wrong number of arguments to 'min'@2");
   EXPECT_EQ(err("${s + 1}"), "string 'f64' used in arithmetic@2");
+  // integers beyond 64 bits and floats that are no integer are errors, not
+  // undefined behaviour (found by tests/fuzz under UBSan)
+  EXPECT_EQ(err("${9223372036854775807 + n}"), "integer overflow (beyond 64 bits)@22");
+  EXPECT_EQ(err("${-9223372036854775807 - 2}"), "integer overflow (beyond 64 bits)@23");
+  EXPECT_EQ(err("${4294967296 * 4294967296}"), "integer overflow (beyond 64 bits)@13");
+  EXPECT_EQ(err("${3 ** 40}"), "integer overflow (beyond 64 bits)@3");
+  EXPECT_EQ(err("${int(1e300)}"), "value 1e+300 is not an integer within 64 bits@2");
+  EXPECT_EQ(err("${floor(sqrt(-1))}"), "value -nan is not an integer within 64 bits@2");
+  EXPECT_EQ(eval("${2 ** 62}").i, std::int64_t(1) << 62);
+  EXPECT_EQ(eval("${(-1) ** 1000000000000000001}").i, -1);  // closed form, no loop
+  EXPECT_EQ(eval("${7 % -1}").i, 0);
+  EXPECT_EQ(eval("${ceildiv(n, 3)}").i, 4);
 }

@@ -17,7 +17,14 @@ struct Value {
   std::string s;
 
   static Value of_int(std::int64_t v) { Value x; x.kind = Kind::int_; x.i = v; x.f = double(v); return x; }
-  static Value of_float(double v) { Value x; x.kind = Kind::float_; x.f = v; x.i = std::int64_t(v); return x; }
+  /// (i: v truncated, saturated at the 64-bit range; 0 for NaN)
+  static Value of_float(double v) {
+    Value x;
+    x.kind = Kind::float_;
+    x.f = v;
+    x.i = v != v ? 0 : v >= 9223372036854775807.0 ? INT64_MAX : v <= -9223372036854775808.0 ? INT64_MIN : std::int64_t(v);
+    return x;
+  }
   static Value of_bool(bool v) { Value x; x.kind = Kind::bool_; x.i = v; x.f = v; return x; }
   static Value of_string(std::string v) { Value x; x.kind = Kind::string_; x.s = std::move(v); return x; }
   bool numeric() const { return kind != Kind::string_; }
