@@ -247,8 +247,14 @@ std::int64_t fits(bool overflow, long long v, std::size_t offset) {
   if (overflow) throw ExprError{"integer overflow (beyond 64 bits)", offset};
   return std::int64_t(v);
 }
+/// -v, or an error when it does not fit (v = INT64_MIN)
+std::int64_t neg(std::int64_t v, std::size_t offset) {
+  long long r = 0;
+  const bool over = __builtin_sub_overflow(0LL, v, &r);
+  return fits(over, r, offset);
+}
 std::int64_t floordiv(std::int64_t a, std::int64_t b, std::size_t offset) {
-  if (b == -1) return fits(a == INT64_MIN, -a, offset);
+  if (b == -1) return neg(a, offset);
   std::int64_t q = a / b;
   if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
   return q;
@@ -282,7 +288,7 @@ Value Template::eval(int idx, const Lookup& lookup) const {
     }
     case Op::neg: {
       Value a = arg(0);
-      return a.kind == Value::Kind::float_ ? Value::of_float(-a.f) : Value::of_int(fits(a.i == INT64_MIN, -a.i, n.offset));
+      return a.kind == Value::Kind::float_ ? Value::of_float(-a.f) : Value::of_int(neg(a.i, n.offset));
     }
     case Op::not_: return Value::of_bool(arg(0).number() == 0);
     case Op::add:
@@ -306,9 +312,11 @@ Value Template::eval(int idx, const Lookup& lookup) const {
       if (in && b.i == 0) throw ExprError{"division by zero", n.offset};
       if (n.op == Op::div)
         return in ? Value::of_int(floordiv(a.i, b.i, n.offset)) : Value::of_float(a.number() / b.number());
-      if (in && b.i == -1) return Value::of_int(0);  // (INT64_MIN / -1 does not fit, its remainder does)
-      return in ? Value::of_int(a.i - floordiv(a.i, b.i, n.offset) * b.i)
-                : Value::of_float(std::fmod(a.number(), b.number()));
+      if (!in) return Value::of_float(std::fmod(a.number(), b.number()));
+      if (b.i == -1) return Value::of_int(0);  // (INT64_MIN % -1 traps)
+      std::int64_t r = a.i % b.i;               // the floor division's remainder: the divisor's sign
+      if (r != 0 && ((r < 0) != (b.i < 0))) r += b.i;
+      return Value::of_int(r);
     }
     case Op::pow: {
       Value a = arg(0), b = arg(1);
@@ -356,7 +364,7 @@ Value Template::eval(int idx, const Lookup& lookup) const {
       }
       if (f == "abs")
         return v[0].kind == Value::Kind::float_ ? Value::of_float(std::fabs(v[0].f))
-                                                : Value::of_int(v[0].i < 0 ? fits(v[0].i == INT64_MIN, -v[0].i, n.offset) : v[0].i);
+                                                : Value::of_int(v[0].i < 0 ? neg(v[0].i, n.offset) : v[0].i);
       if (f == "floor") return Value::of_int(to_int(std::floor(v[0].number()), n.offset));
       if (f == "ceil") return Value::of_int(to_int(std::ceil(v[0].number()), n.offset));
       if (f == "int") return Value::of_int(v[0].kind == Value::Kind::float_ ? to_int(v[0].f, n.offset) : v[0].i);
@@ -365,8 +373,7 @@ Value Template::eval(int idx, const Lookup& lookup) const {
       if (f == "log2") return Value::of_float(std::log2(v[0].number()));
       if (f == "ceildiv") {
         if (v[1].i == 0) throw ExprError{"division by zero", n.offset};
-        const std::int64_t q = floordiv(fits(v[0].i == INT64_MIN, -v[0].i, n.offset), v[1].i, n.offset);
-        return Value::of_int(fits(q == INT64_MIN, -q, n.offset));
+        return Value::of_int(neg(floordiv(neg(v[0].i, n.offset), v[1].i, n.offset), n.offset));
       }
       break;
     }

@@ -80,5 +80,7 @@ TEST(Expr, ReportsErrorsWithOffsets) {
   EXPECT_EQ(eval("${2 ** 62}").i, std::int64_t(1) << 62);
   EXPECT_EQ(eval("${(-1) ** 1000000000000000001}").i, -1);  // closed form, no loop
   EXPECT_EQ(eval("${7 % -1}").i, 0);
+  EXPECT_EQ(eval("${7 % -2}").i, -1);                              // the divisor's sign
+  EXPECT_EQ(eval("${(-9223372036854775807 - 1) % 3}").i, 1);      // q * b would not fit
   EXPECT_EQ(eval("${ceildiv(n, 3)}").i, 4);
 }
