@@ -29,6 +29,8 @@ std::string canonical_path(const fs::path& p) {
   fs::path c = fs::weakly_canonical(p, ec);
   return ec ? p.lexically_normal().string() : c.string();
 }
+/// ceil(a / b) for a >= 0, b > 0, without the overflow of (a + b - 1) / b for a huge b.
+std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return a / b + (a % b != 0); }
 }  // namespace
 
 namespace ymlopt {
@@ -180,8 +182,7 @@ struct Frame {
 
 struct Context {  // a sequential context: workflow body, par branch, seq loop
   std::int32_t start_task = 0;
-  std::vector<int> waits;   // events waited for in this context so far
-  std::vector<int> ranges;  // their WaitRanges (closed when the context ends)
+  std::vector<int> ranges;  // its waits so far: indices of WaitRanges (closed when it ends)
 };
 
 /// The tasks one <wait> holds back: those emitted after it until its context
@@ -228,7 +229,7 @@ class Compiler {
     check_attrs(root->root);
     declare_params(root->root, opts_.sets, true, {});
     if (res.usage_error = usage_error_; usage_error_) return res;
-    contexts_.push_back(Context{0, {}, {}});
+    contexts_.push_back(Context{0, {}});
     body(root->root.children);
     pop_context();
     if (!dag_.regions.empty()) finish_regions();
@@ -516,7 +517,7 @@ class Compiler {
         return;
       }
       for (const auto& c : e.children) {
-        contexts_.push_back(Context{std::int32_t(dag_.tasks.size()), {}, {}});
+        contexts_.push_back(Context{std::int32_t(dag_.tasks.size()), {}});
         statement(c);
         pop_context();
       }
@@ -588,12 +589,12 @@ class Compiler {
   // The body of loop `e` once per value `next` yields (false: no more), bound
   // to `var`; each iteration of a par is a branch of its own.
   void iterate(const Element& e, bool parallel, const std::string& var, const std::function<bool(std::int64_t&)>& next) {
-    if (!parallel) contexts_.push_back(Context{std::int32_t(dag_.tasks.size()), {}, {}});
+    if (!parallel) contexts_.push_back(Context{std::int32_t(dag_.tasks.size()), {}});
     vars_.emplace_back(var, Value::of_int(0));
     const size_t slot = vars_.size() - 1;
     for (std::int64_t v = 0; next(v);) {
       vars_[slot].second = Value::of_int(v);
-      if (parallel) contexts_.push_back(Context{std::int32_t(dag_.tasks.size()), {}, {}});
+      if (parallel) contexts_.push_back(Context{std::int32_t(dag_.tasks.size()), {}});
       body(e.children);
       if (parallel) pop_context();
       if (diags_.full() || too_many()) break;
@@ -700,8 +701,8 @@ class Compiler {
         }
       if (t->size() == 1) d.tile_rows = 1, d.tile_cols = (*t)[0];
       else d.tile_rows = (*t)[0], d.tile_cols = (*t)[1];
-      d.ntile_r = d.rows / d.tile_rows + (d.rows % d.tile_rows != 0);  // (no overflow with a huge tile)
-      d.ntile_c = d.cols / d.tile_cols + (d.cols % d.tile_cols != 0);
+      d.ntile_r = ceil_div(d.rows, d.tile_rows);
+      d.ntile_c = ceil_div(d.cols, d.tile_cols);
       if (static_cast<long double>(d.ntile_r) * d.ntile_c > static_cast<long double>(opts_.max_tasks)) {
         diags_.error(ta->loc, "tile " + shape_str(*t) + " cuts '" + name + "' " + shape_str(d.shape) + " into " +
                                   std::to_string(d.ntile_r) + " x " + std::to_string(d.ntile_c) +
@@ -941,8 +942,8 @@ class Compiler {
           }
           if (c.shape.size() == 1) c.tile_rows = 1, c.tile_cols = tile_n;
           else c.tile_rows = tile_n, c.tile_cols = c.cols;
-          c.ntile_r = c.rows / c.tile_rows + (c.rows % c.tile_rows != 0);
-          c.ntile_c = c.cols / c.tile_cols + (c.cols % c.tile_cols != 0);
+          c.ntile_r = ceil_div(c.rows, c.tile_rows);
+          c.ntile_c = ceil_div(c.cols, c.tile_cols);
         }
         pending_companions_.emplace_back(role, std::move(c));
       }
@@ -1987,7 +1988,7 @@ class Compiler {
     call_stack_.push_back(canon);
     check_attrs(doc->root);
     declare_params(doc->root, sets, false, set_locs);
-    contexts_.push_back(Context{std::int32_t(dag_.tasks.size()), {}, {}});
+    contexts_.push_back(Context{std::int32_t(dag_.tasks.size()), {}});
     body(doc->root.children);
     pop_context();
     call_stack_.pop_back();
@@ -2025,7 +2026,7 @@ class Compiler {
     for (std::int32_t t = lo; t < hi; ++t)
       if (!has_succ[size_t(t - lo)]) info.sources.push_back(t);
     for (const auto& c : contexts_)
-      for (int w : c.waits) info.after_events.push_back(w);
+      for (int r : c.ranges) info.after_events.push_back(wait_ranges_[size_t(r)].event);
   }
 
   void wait(const Element& e) {
@@ -2034,7 +2035,6 @@ class Compiler {
     const int ev = event_id(*name);
     if (events_[size_t(ev)].first_wait.line == 0) events_[size_t(ev)].first_wait = e.find("event")->loc;
     wait_locs_.push_back({ev, e.loc});
-    contexts_.back().waits.push_back(ev);
     contexts_.back().ranges.push_back(int(wait_ranges_.size()));
     wait_ranges_.push_back({ev, std::int32_t(dag_.tasks.size()), -1});
   }

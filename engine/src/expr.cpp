@@ -261,8 +261,7 @@ std::int64_t floordiv(std::int64_t a, std::int64_t b, std::size_t offset) {
 }
 /// floor, ceil or int of a float: an error when it is NaN or out of the 64-bit range.
 std::int64_t to_int(double v, std::size_t offset) {
-  if (!(v >= -9223372036854775808.0 && v < 9223372036854775808.0))
-  {
+  if (!(v >= -9223372036854775808.0 && v < 9223372036854775808.0)) {
     char text[32];
     std::snprintf(text, sizeof text, "%g", v);
     throw ExprError{std::string("value ") + text + " is not an integer within 64 bits", offset};
@@ -325,10 +324,8 @@ Value Template::eval(int idx, const Lookup& lookup) const {
         if (a.i == 0 || a.i == 1) return Value::of_int(b.i == 0 ? 1 : a.i);
         if (a.i == -1) return Value::of_int(b.i % 2 ? -1 : 1);
         long long r = 1;
-        for (std::int64_t k = 0; k < b.i; ++k) {
-          const bool over = __builtin_mul_overflow(r, a.i, &r);
-          fits(over, r, n.offset);
-        }
+        for (std::int64_t k = 0; k < b.i; ++k)
+          if (__builtin_mul_overflow(r, a.i, &r)) fits(true, r, n.offset);
         return Value::of_int(std::int64_t(r));
       }
       return Value::of_float(std::pow(a.number(), b.number()));
