@@ -56,6 +56,19 @@ std::string check_compressed_table(const std::vector<PortSpec>& s, std::span<con
   if (!sc.bound()) return "port 'table_scale' is not bound: " + f + " needs it";
   const int64_t g = group > 0 ? d / group : 1;
   const std::string per = group > 0 ? "one scale per row and group of " + to_string(group) : "one scale per row";
+  const TensorView &hot = p[kEmbHot], &hs = p[kEmbHotScale];
+  if (hs.bound() && !hot.bound()) return "port 'table_hot_scale' is bound but table_hot is not";
+  if (hot.bound()) {
+    if (hot.dtype != DType::i8)
+      return "port 'table_hot' has dtype " + std::string(dtype_name(hot.dtype)) + " but hot rows are int8 codes (i8)";
+    if (hot.cols != d)
+      return "port 'table_hot' is " + kutil::dims(hot) + " but y has " + to_string(d) +
+             " columns: hot rows are [hot, d] int8 codes";
+    if (!hs.bound()) return "port 'table_hot_scale' is not bound: hot rows need one scale each";
+    if (hs.dtype != DType::f32 && hs.dtype != DType::f16)
+      return "port 'table_hot_scale' has dtype " + std::string(dtype_name(hs.dtype)) + ": expected f32 or f16";
+    if (auto m = want_shape(s, p, kEmbHotScale, hot.rows, 1, "one scale per hot row"); !m.empty()) return m;
+  }
   return kutil::first_error(
       {(sc.dtype == DType::f32 || sc.dtype == DType::f16)
            ? std::string()
@@ -68,14 +81,20 @@ std::string check_compressed_table(const std::vector<PortSpec>& s, std::span<con
 }
 
 double compressed_row_bytes(std::span<const TensorView> p) {
-  double b = 0;
-  for (std::size_t i : {kEmbTable, kEmbScale, kEmbZero}) {
-    const TensorView& v = p[i];
-    if (!v.bound() || v.rows * v.cols == 0) continue;
-    const double rows = v.rows == 1 && i != kEmbTable ? double(v.cols) : double(v.rows);  // [vocab] vectors
-    b += kutil::bytes_of(v) / std::max(rows, 1.0);
-  }
-  return b;
+  auto row = [&](std::initializer_list<std::size_t> ports) {
+    double b = 0;
+    for (std::size_t i : ports) {
+      if (i >= p.size()) continue;
+      const TensorView& v = p[i];
+      if (!v.bound() || v.rows * v.cols == 0) continue;
+      const bool table = i == kEmbTable || i == kEmbHot;
+      const double rows = v.rows == 1 && !table ? double(v.cols) : double(v.rows);  // [vocab] vectors
+      b += kutil::bytes_of(v) / std::max(rows, 1.0);
+    }
+    return b;
+  };
+  const bool hot = p.size() > kEmbHot && p[kEmbHot].bound() && p[kEmbHot].rows > 0;
+  return hot ? row({kEmbHot, kEmbHotScale}) : row({kEmbTable, kEmbScale, kEmbZero});
 }
 
 void gather_compressed(std::span<const TensorView> p, const Args& a, int bits, const std::int32_t* ids, int64_t n,
@@ -83,14 +102,23 @@ void gather_compressed(std::span<const TensorView> p, const Args& a, int bits, c
   const quant::QWeight w = table_weight(p, a, bits);
   if (const std::string e = quant::validate(w); !e.empty()) throw KernelError("nn.embedding: " + e);
   const TensorView& y = p[kEmbY];
+  // the hot rows (ids below their count) apart in int8, one scale per row
+  const int64_t hot = p[kEmbHot].bound() ? p[kEmbHot].rows : 0;
+  quant::QWeight h;
+  if (hot > 0) {
+    h = quant::QWeight::of(8, p[kEmbHot], p[kEmbHotScale], TensorView{}, hot, y.cols, 0);
+    if (const std::string e = quant::validate(h); !e.empty()) throw KernelError("nn.embedding: hot rows: " + e);
+  }
   auto* out = static_cast<float*>(y.data);
-  const int64_t vocab = w.n, cols = std::max<int64_t>(ids_cols, 1);
+  const int64_t vocab = hot + w.n, cols = std::max<int64_t>(ids_cols, 1);
   for (int64_t i = 0; i < n; ++i) {
     const int64_t v = ids[(i / cols) * ids_ld + i % cols];
     if (v < 0 || v >= vocab)
       throw KernelError("id " + to_string(v) + " at position " + to_string(i) + " is out of range: table has " +
                         to_string(vocab) + " rows (ids must be in [0, " + to_string(vocab) + "))");
-    if (w.k > 0) quant::dequantize(w.rows(v, v + 1), out + i * y.ld, y.ld);
+    if (w.k == 0) continue;
+    if (v < hot) quant::dequantize(h.rows(v, v + 1), out + i * y.ld, y.ld);
+    else quant::dequantize(w.rows(v - hot, v - hot + 1), out + i * y.ld, y.ld);
   }
 }
 

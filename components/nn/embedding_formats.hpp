@@ -12,6 +12,12 @@
 //   int4    table i8 [vocab, d/2] (two codes per byte, element 2j  same
 //           in the low nibble), table_scale, table_zero
 //
+// Hot rows (either format, quant.embedding hot_rows=H): the first H rows, the
+// pieces a tokenizer that numbers them by frequency gives most often, are held
+// apart in int8: table_hot i8 [H, d] with one scale per row in table_hot_scale
+// f32|f16 [H]; table, table_scale and table_zero then hold rows H..vocab-1 only
+// (vocab = H + table rows), and id v >= H reads their row v - H.
+//
 //   <task component="nn.embedding">
 //     <in port="ids" data="ids"/><in port="table" data="E.q"/><in port="table_scale" data="E.scale"/>
 //     <out port="y" data="x0"/><arg name="format" value="int4"/><arg name="group" value="64"/>
@@ -27,15 +33,25 @@
 namespace ymlopt::nn {
 
 /// nn.embedding's port indices.
-enum EmbeddingPort : std::size_t { kEmbIds, kEmbTable, kEmbY, kEmbScale, kEmbZero, kNumEmbeddingPorts };
+enum EmbeddingPort : std::size_t {
+  kEmbIds,
+  kEmbTable,
+  kEmbY,
+  kEmbScale,
+  kEmbZero,
+  kEmbHot,
+  kEmbHotScale,
+  kNumEmbeddingPorts
+};
 
 /// "" when the ports describe a compressed table of format "int8" or "int4" (arg
-/// `group`) gathered into y [tokens, d] f32; d is y's width.
+/// `group`), with or without int8 hot rows, gathered into y [tokens, d] f32; d is y's width.
 ///   check_compressed_table(specs, ports, args, 4)  // "port 'table_scale' is not bound: format=int4 needs it"
 std::string check_compressed_table(const std::vector<PortSpec>& specs, std::span<const TensorView> p, const Args& a,
                                    int bits);
 
-/// Bytes of one compressed table row (codes, scales, zeros): what a gather reads per id.
+/// Bytes of one compressed table row (codes, scales, zeros): what a gather reads per id
+/// (a hot row's when there are hot rows: the ids read most).
 double compressed_row_bytes(std::span<const TensorView> p);
 
 /// y[i, :] = dequant(table)[ids[i], :] for the n ids (ids[i] read at id(i)), dequantizing only

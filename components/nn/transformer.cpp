@@ -183,6 +183,10 @@ const std::vector<PortSpec>& embedding_ports() {
        "format int8/int4: scales [vocab] (per row) or [vocab, d/group]"},
       {"table_zero", Access::read, {DType::f32, DType::f16}, true, 2,
        "format int8/int4: zero points like table_scale (asymmetric)"},
+      {"table_hot", Access::read, {DType::i8}, true, 2,
+       "format int8/int4, hot rows: ids below H read int8 codes [H, d] here (one scale per row); table, "
+       "table_scale and table_zero then hold rows H.. only"},
+      {"table_hot_scale", Access::read, {DType::f32, DType::f16}, true, 2, "hot rows: one scale per row [H]"},
   };
   return p;
 }
@@ -214,7 +218,7 @@ std::string embedding_check(const TaskShape& t) {
   }
   if (p[1].dtype == DType::i8)
     return "port 'table' has dtype i8: format=dense needs a float table (set format=int8 or int4 for codes)";
-  for (std::size_t i : {nn::kEmbScale, nn::kEmbZero})
+  for (std::size_t i : {nn::kEmbScale, nn::kEmbZero, nn::kEmbHot, nn::kEmbHotScale})
     if (p[i].bound()) return "port '" + s[i].name + "' is bound but format=dense does not use it";
   if (auto m = kutil::same_dtype(s, p, 2, 1); !m.empty()) return m;
   return expect_shape(s, p, 2, n, p[1].cols, to_string(n) + " ids x table width " + to_string(p[1].cols));

@@ -903,7 +903,7 @@ class Compiler {
         }
         tile_n = nk ? d.tile_rows : d.tile_cols;
       }
-      for (const char* role : {"w", "w_scale", "w_zero", "w_index", "w_ptr"}) {
+      for (const char* role : {"w", "w_scale", "w_zero", "w_index", "w_ptr", "w_hot", "w_hot_scale"}) {
         const std::string ck = d.key + "." + role;
         const io::TensorInfo* hit = nullptr;
         for (const auto& t : infos)
@@ -982,6 +982,12 @@ class Compiler {
                                 "int8/int4 table)");
         return false;
       }
+      for (const auto& [role, idx] : d.companions)
+        if (role == "w_hot") {
+          diags_.error(e.loc, who() + ": '" + d.name + "' is stored " + d.format + " with int8 hot rows in " + d.src +
+                                  ": only nn.embedding's port 'table' can read it");
+          return false;
+        }
       auto param = [&](const char* n) {
         size_t i = 0;
         while (i < c->params.size() && c->params[i].name != n) ++i;
@@ -1054,10 +1060,9 @@ class Compiler {
       diags_.error(e.loc, who() + ": " + what + ": nn.embedding reads the whole compressed table, not a tile");
       return false;
     }
-    static const std::map<std::string, std::string> kPort = {
-        {"w", "table"}, {"w_scale", "table_scale"}, {"w_zero", "table_zero"}};
+    const auto& kPort = table_companion_ports();
     for (const auto& [role, idx] : d.companions) {
-      auto it = kPort.find(role);
+      auto it = std::find_if(kPort.begin(), kPort.end(), [&](const auto& rp) { return rp.first == role; });
       if (it == kPort.end()) {
         diags_.error(e.loc, who() + ": " + what + " with a '" + role + "' tensor nn.embedding cannot read");
         return false;

@@ -625,6 +625,9 @@ ModelEditor::EmbeddingUse ModelEditor::replace_embedding(const EmbeddingUse& u, 
     auto it = args.find(k);
     return it == args.end() ? def : it->second;
   };
+  const bool hot = std::any_of(tensors.begin(), tensors.end(), [](const NewTensor& t) { return t.role == "w_hot"; });
+  if (hot && !u.linear_tasks.empty())
+    throw std::invalid_argument("table '" + u.name + "': hot rows are read by nn.embedding only, not by its tied linears");
   Final& f = final_[u.name];
   if (f.src.empty()) {
     f.src = old.src;
@@ -637,10 +640,9 @@ ModelEditor::EmbeddingUse ModelEditor::replace_embedding(const EmbeddingUse& u, 
   f.block = 0;
   const std::map<std::string, DataRef> made = add_replacement(u.name, std::move(tensors), old.tiled() ? u.tile_n : 0);
   origin_name_[made.at("w").data] = u.name;
-  const std::map<std::string, std::string> emb_port = {{"w", "table"}, {"w_scale", "table_scale"}, {"w_zero", "table_zero"}};
   for (std::size_t i : u.tasks) {
     TaskNode& t = dag_.tasks[i];
-    for (const auto& [role, port] : emb_port) {
+    for (const auto& [role, port] : table_companion_ports()) {
       auto it = made.find(role);
       if (it == made.end()) unbind(t, port);
       else bind(t, port, DataRef{it->second.data, -1});

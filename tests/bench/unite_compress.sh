@@ -27,9 +27,9 @@
 # neither calibration nor evaluation runs, error and cosine against f32; 0: skip).
 #
 # Measured (docs/BENCHMARKS.md, "United compression search"): BOUND=0.1 CALIB=16 EVAL=16
-# STRATEGIES="0 2 3 4", T=60 on 2 cores, f16 group scales: gptq alone and united both
-# 6,277,480 bytes (error 0.0947 and 0.0934): the target (10% fewer) is missed. Under 0.05
-# all end at int8 everywhere (7,077,680). The (unit, recipe) cache: 6.3x the configurations
+# STRATEGIES="0 2 3 4", T=60 on 2 cores, f16 group scales, tables with hot rows: gptq alone
+# and united both 5,988,408 bytes (error 0.0896 and 0.0886): the target (10% fewer) is
+# missed. Under 0.05 both 6,669,578 (0.0423 and 0.0394). The (unit, recipe) cache: 6.3x the configurations
 # run per second. With XDG_CACHE_HOME holding `ymlopt calibrate`'s rates, pareto.json's
 # predicted times use them.
 set -euo pipefail

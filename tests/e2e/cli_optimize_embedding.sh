@@ -22,6 +22,7 @@ cases=(
   "gi8:G:gpt2:g:quant.int8:0.05"
   "l4:L:llama:l:quant.embedding:bits=4:group=32,quant.int8:0.3"
   "l8:L:llama:l:quant.int8,quant.embedding:bits=8:group=32:symmetric=false:0.05"
+  "l4h:L:llama:l:quant.embedding:bits=4:group=32:hot_rows=128,quant.int8:0.3"
 )
 for c in "${cases[@]}"; do
   IFS=: read -r name arr model f _ <<<"$c"
@@ -70,6 +71,13 @@ check(g8["weight_bytes_before"] == vocab * width * 4 and g8["weight_bytes_after"
 g4 = rep["g4"]["pass_log"][0]
 check(g4["weight_bytes_after"] == vocab * width // 2 + 2 * vocab * (width // 32) * 4,
       "gpt2 int4 g32 asymmetric table: nibbles + scales + zeros")
+# hot rows: ids below 128 in int8 (a scale per row), the other 384 rows in 4 bits
+l4h, l4 = rep["l4h"]["pass_log"][0], rep["l4"]["pass_log"][0]
+check(l4h["weight_bytes_after"] == 128 * (width + 4) + 384 * (width // 2 + (width // 32) * 4),
+      f"llama hot rows: 128 int8 rows + 384 4-bit rows = {l4h['weight_bytes_after']} bytes")
+check("ids below 128 int8 per row" in l4h["formats"]["model.embed_tokens.weight"], f"hot rows in the log ({l4h['formats']})")
+e4h, e4 = (rep[n]["quality"]["logits.npy:logits"]["relative_error"] for n in ("l4h", "l4"))
+check(e4h < e4, f"llama: the logits' error with hot rows {e4h:.4f} < {e4:.4f} without (a quarter of the ids are hot)")
 done()
 PY
 
@@ -113,11 +121,41 @@ python3 -c "
 import json,sys; p=json.load(open('$tmp/none/report.json'))['pass_log'][0]
 sys.exit(0 if p['tables'] == 0 else 1)" && echo "ok: match selects no table" || { echo "FAIL: match"; fails=$((fails + 1)); }
 
+# hot rows and a tied table: GPT-2's wte is left alone (the lm_head has no hot-row layout)
+expect_rc 0 "gpt2 hot rows" -- "$y" optimize "${G[@]}" --set weights="$tmp/g.safetensors" \
+  --passes quant.embedding:bits=4:group=32:hot_fraction=0.25 -o "$tmp/gh"
+python3 -c "
+import json,sys; p=json.load(open('$tmp/gh/report.json'))['pass_log'][0]
+sys.exit(0 if p['tables'] == 0 and p['skipped'] == [\"wte.weight: tied to nn.linear 'lm_head(0)', which cannot read hot rows\"] else 1)" \
+  && echo "ok: gpt2: the tied table is skipped with hot rows" || { echo "FAIL: gpt2 hot rows skip"; fails=$((fails + 1)); }
+# a table with hot rows read by nn.linear: a compile error, not the 4-bit rows alone
+cat > "$tmp/hotlin.xml" <<X
+<workflow name="hotlin">
+  <data name="t" shape="512,96" src="$tmp/l4h/llama.opt.safetensors" key="model.embed_tokens.weight"/>
+  <data name="x" shape="4,96" init="random"/><data name="h" shape="4,512"/>
+  <task component="nn.linear"><in port="x" data="x"/><in port="w" data="t"/><out port="y" data="h"/></task>
+</workflow>
+X
+expect_rc 1 "nn.linear on a table with hot rows" -- "$y" check "$tmp/hotlin.xml"
+expect_in "hotlin.xml:4:3: error: task 'nn.linear': 't' is stored int4 with int8 hot rows in $tmp/l4h/llama.opt.safetensors: only nn.embedding's port 'table' can read it" "hot rows message"
+
 # bad option values (usage errors, exit 2)
 expect_rc 2 "bits=5" -- "$y" optimize "$tmp/mini.xml" --passes quant.embedding:bits=5 -o "$tmp/bad"
 expect_in "option 'bits' of quant.embedding must be 8 or 4" "bits message"
 expect_rc 2 "bits=4 per row" -- "$y" optimize "$tmp/mini.xml" --passes quant.embedding:bits=4:group=0 -o "$tmp/bad"
 expect_in "quant.embedding with bits=4 needs group=32, 64 or 128" "group message"
+expect_rc 2 "hot rows with bits=8" -- "$y" optimize "$tmp/mini.xml" --passes quant.embedding:bits=8:hot_rows=10 -o "$tmp/bad"
+expect_in "quant.embedding: hot rows (int8) go with bits=4 for the others" "hot rows bits message"
+expect_rc 2 "hot_fraction=1" -- "$y" optimize "$tmp/mini.xml" --passes quant.embedding:bits=4:hot_fraction=1 -o "$tmp/bad"
+expect_in "option 'hot_fraction' of quant.embedding is '1': expected a number in (0, 1)" "hot_fraction message"
+expect_rc 2 "hot_rows and hot_fraction" -- "$y" optimize "$tmp/mini.xml" \
+  --passes quant.embedding:bits=4:hot_rows=3:hot_fraction=0.5 -o "$tmp/bad"
+expect_in "quant.embedding: give hot_rows or hot_fraction, not both" "hot rows twice message"
+expect_rc 0 "hot_rows beyond a table" -- "$y" optimize "$tmp/mini.xml" --passes quant.embedding:bits=4:group=32:hot_rows=100 -o "$tmp/hot100"
+python3 -c "
+import json,sys; p=json.load(open('$tmp/hot100/report.json'))['pass_log'][0]
+sys.exit(0 if p['tables'] == 0 and 'e: hot_rows=100 leaves none of its 100 rows to the 4-bit table' in p['skipped'] else 1)" \
+  && echo "ok: hot_rows=vocab skips the table" || { echo "FAIL: hot_rows=vocab"; fails=$((fails + 1)); }
 expect_rc 2 "unknown option" -- "$y" optimize "$tmp/mini.xml" --passes quant.embedding:grop=32 -o "$tmp/bad"
 expect_in "pass quant.embedding has no option 'grop' (did you mean 'group'?)" "closest option"
 
@@ -146,6 +184,12 @@ if [ -f "$dist/use_lite.safetensors" ]; then
   expect_rc 0 "use_lite original workflow on the compressed file" -- "$y" run "${U[@]}" \
     --set weights="$tmp/u/use_lite.opt.safetensors" -q -o "$tmp/u/sub"
   same_file "use_lite: same embedding" "$tmp/u/flat/embedding.npy" "$tmp/u/sub/embedding.npy"
+  expect_rc 0 "use_lite hot rows" -- "$y" optimize "${U[@]}" --set weights="$dist/use_lite.safetensors" \
+    --passes quant.embedding:bits=4:group=32:symmetric=false:scale_dtype=f16:hot_fraction=0.25 -o "$tmp/uh"
+  expect_rc 0 "use_lite hot rows: rewritten workflow runs" -- "$y" run "$tmp/uh/use_lite.opt.xml" -q -o "$tmp/uh/flat"
+  expect_rc 0 "use_lite hot rows: original workflow on the compressed file" -- "$y" run "${U[@]}" \
+    --set weights="$tmp/uh/use_lite.opt.safetensors" -q -o "$tmp/uh/sub"
+  same_file "use_lite hot rows: same embedding" "$tmp/uh/flat/embedding.npy" "$tmp/uh/sub/embedding.npy"
   python3 - "$tmp/u/report.json" <<'PY' || fails=$((fails + 1))
 import json, sys
 r = json.load(open(sys.argv[1]))

@@ -86,8 +86,10 @@ struct Fixture {
   TestRegistry reg;
   Fixture() { register_nn(reg); }
 
-  /// Runs nn.embedding on t for `ids` into a padded y; returns y.
-  Mat<float> gather(const Table& t, const std::vector<std::int32_t>& ids, bool ids_column = false) {
+  /// Runs nn.embedding on t for `ids` into a padded y; returns y. With `hot` (int8
+  /// per row), ids below hot->vocab read it and the others row id - hot->vocab of t.
+  Mat<float> gather(const Table& t, const std::vector<std::int32_t>& ids, bool ids_column = false,
+                    const Table* hot = nullptr) {
     const int64_t n = int64_t(ids.size());
     Mat<float> y(n, t.d, 3);
     const bool per_row = t.group == 0;
@@ -100,8 +102,13 @@ struct Fixture {
     const DType zd = z16 ? DType::f16 : DType::f32;
     if (!t.zero.empty()) zv = per_row ? view(zp, zd, 1, t.vocab, true) : view(zp, zd, t.vocab, t.groups());
     TensorView iv = ids_column ? view(ids.data(), DType::i32, n, 1) : view(ids.data(), DType::i32, 1, n, true);
-    run(reg, "nn.embedding",
-        {iv, view(t.q.data(), DType::i8, t.vocab, t.code_cols()), y.view(), sv, zv},
+    std::vector<TensorView> ports = {iv, view(t.q.data(), DType::i8, t.vocab, t.code_cols()), y.view(), sv, zv};
+    if (hot) {
+      const void* hp = hot->f16 ? static_cast<const void*>(hot->scale16.data()) : static_cast<const void*>(hot->scale.data());
+      ports.push_back(view(hot->q.data(), DType::i8, hot->vocab, hot->d));
+      ports.push_back(view(hp, hot->f16 ? DType::f16 : DType::f32, 1, hot->vocab, true));
+    }
+    run(reg, "nn.embedding", std::move(ports),
         {{"format", t.bits == 4 ? "int4" : "int8"}, {"group", std::to_string(t.group)}});
     return y;
   }
@@ -242,6 +249,37 @@ TEST(EmbeddingFormats, QuantizerOutputRoundTrips) {
   }
 }
 
+/// Hot rows: ids below H read the int8 rows (one scale each, f32 or f16), the
+/// others row id - H of the int4 (or int8) table; both against the long-double reference.
+TEST(EmbeddingFormats, HotRowsReadTheirOwnCodesTheOthersTheTableBelowThem) {
+  Fixture f;
+  const int64_t hot_rows = 11, cold_rows = 26, d = 128;
+  for (const bool f16 : {false, true})
+    for (const int cold_bits : {4, 8}) {
+      const Table hot = random_table(8, hot_rows, d, 0, false, f16, std::uint32_t(500 + f16));
+      const Table cold = random_table(cold_bits, cold_rows, d, 32, true, f16, std::uint32_t(600 + cold_bits + f16));
+      const std::vector<std::int32_t> ids = {0, 10, 11, 36, 5, 12, 10, 11, 0, 30};  // both sides of the edge, repeats
+      const Mat<float> y = f.gather(cold, ids, false, &hot);
+      const std::string what = std::string(f16 ? "f16" : "f32") + " scales, cold int" + std::to_string(cold_bits);
+      for (int64_t i = 0; i < int64_t(ids.size()); ++i) {
+        const std::int32_t v = ids[std::size_t(i)];
+        for (int64_t c = 0; c < d; ++c) {
+          const long double ref = v < hot_rows ? reference(hot, v, c) : reference(cold, v - hot_rows, c);
+          ASSERT_NEAR(double(y(i, c)), double(ref), 3e-7 * std::fabs(double(ref)) + 1e-30) << what << " id " << v;
+        }
+        for (int64_t c = d; c < y.ld; ++c) ASSERT_EQ(y(i, c), 77.0f) << what << ": padding written";
+      }
+    }
+  // the vocabulary is the hot rows and the table's together
+  const Table hot = random_table(8, 4, 32, 0, false, false, 7), cold = random_table(4, 6, 32, 32, false, false, 8);
+  try {
+    f.gather(cold, {0, 9, 10}, false, &hot);
+    FAIL() << "no error for id 10";
+  } catch (const KernelError& e) {
+    EXPECT_EQ(std::string(e.what()), "id 10 at position 2 is out of range: table has 10 rows (ids must be in [0, 10))");
+  }
+}
+
 TEST(EmbeddingFormats, BadIdNamesItsPosition) {
   Fixture f;
   const Table t = random_table(8, 10, 32, 0, false, false, 3);
@@ -302,6 +340,22 @@ TEST(EmbeddingFormats, CheckMessages) {
             "port 'table' has dtype i8: format=dense needs a float table (set format=int8 or int4 for codes)");
   EXPECT_EQ(chk({ids, sv(DType::f32, V, D), y, vec(DType::f32, V)}, {}),
             "port 'table_scale' is bound but format=dense does not use it");
+  // hot rows: 8 of them beside the 50 of the table
+  const TensorView cold = sv(DType::i8, V, D / 2), cs = sv(DType::f16, V, 2);
+  EXPECT_EQ(chk({ids, cold, y, cs, none, sv(DType::i8, 8, D), vec(DType::f16, 8)}, i4g), "");
+  EXPECT_EQ(chk({ids, cold, y, cs, none, sv(DType::i8, 8, D), vec(DType::f32, 8)}, i4g), "");
+  EXPECT_EQ(chk({ids, cold, y, cs, none, sv(DType::i8, 8, D)}, i4g),
+            "port 'table_hot_scale' is not bound: hot rows need one scale each");
+  EXPECT_EQ(chk({ids, cold, y, cs, none, none, vec(DType::f32, 8)}, i4g),
+            "port 'table_hot_scale' is bound but table_hot is not");
+  EXPECT_EQ(chk({ids, cold, y, cs, none, sv(DType::i8, 8, D / 2), vec(DType::f32, 8)}, i4g),
+            "port 'table_hot' is 8x32 but y has 64 columns: hot rows are [hot, d] int8 codes");
+  EXPECT_EQ(chk({ids, cold, y, cs, none, sv(DType::i8, 8, D), vec(DType::f32, 7)}, i4g),
+            "port 'table_hot_scale' is 1x7 (shape 7) but expected 8x1 (one scale per hot row)");
+  EXPECT_EQ(chk({ids, cold, y, cs, none, sv(DType::i8, 8, D), vec(DType::i32, 8)}, i4g),
+            "port 'table_hot_scale' has dtype i32: expected f32 or f16");
+  EXPECT_EQ(chk({ids, sv(DType::f32, V, D), y, none, none, sv(DType::i8, 8, D), vec(DType::f32, 8)}, {}),
+            "port 'table_hot' is bound but format=dense does not use it");
 }
 
 TEST(EmbeddingFormats, CostCountsTheRowsRead) {
@@ -310,11 +364,19 @@ TEST(EmbeddingFormats, CostCountsTheRowsRead) {
   TensorView ids = shape_view(DType::i32, 1, 10);
   ids.shape = {10};
   TensorView scale = shape_view(DType::f32, 1000, 4);
-  const std::vector<TensorView> p = {ids, shape_view(DType::i8, 1000, 64), shape_view(DType::f32, 10, 128), scale, TensorView{}};
+  const std::vector<TensorView> p = {ids, shape_view(DType::i8, 1000, 64), shape_view(DType::f32, 10, 128), scale, TensorView{},
+                                     TensorView{}, TensorView{}};
   const Cost c = s.cost(TaskShape{p, make_args(s, {{"format", "int4"}, {"group", "32"}})});
   // ids 40 B + 10 rows x (64 code bytes + 4 scales x 4 B) + y 10 x 128 x 4 B: the vocab does not count
   EXPECT_DOUBLE_EQ(c.bytes, 40 + 10 * (64 + 16) + 10 * 128 * 4);
   EXPECT_DOUBLE_EQ(c.flops, 2 * 10 * 128);
+  // with hot rows the ids are taken to read hot rows (the frequent ones): 128 codes + an f16 scale
+  TensorView hs = shape_view(DType::f16, 1, 300);
+  hs.shape = {300};
+  const std::vector<TensorView> ph = {ids, shape_view(DType::i8, 700, 64), shape_view(DType::f32, 10, 128),
+                                      shape_view(DType::f32, 700, 4), TensorView{}, shape_view(DType::i8, 300, 128), hs};
+  const Cost h = s.cost(TaskShape{ph, make_args(s, {{"format", "int4"}, {"group", "32"}})});
+  EXPECT_DOUBLE_EQ(h.bytes, 40 + 10 * (128 + 2) + 10 * 128 * 4);
 }
 
 }  // namespace

@@ -96,7 +96,7 @@ TEST(ComponentRegistry, ValidShapesPassCheckAndCostIsPositive) {
       {"nn.gelu", {shape_view(d, 4, 3), shape_view(d, 4, 3)}},
       {"nn.silu", {shape_view(d, 4, 3), shape_view(d, 4, 3)}},
       {"nn.softmax", {shape_view(d, 4, 3), shape_view(d, 4, 3)}},
-      {"nn.embedding", {ids, shape_view(d, 10, 3), shape_view(d, 4, 3), {}, {}}},  // table_scale, table_zero unbound
+      {"nn.embedding", {ids, shape_view(d, 10, 3), shape_view(d, 4, 3), {}, {}, {}, {}}},  // compressed-table ports unbound
       {"nn.layernorm", {shape_view(d, 4, 3), vec3, vec3, shape_view(d, 4, 3)}},
       {"nn.rmsnorm", {shape_view(d, 4, 3), vec3, shape_view(d, 4, 3)}},
       {"nn.linear", {shape_view(d, 4, 5), shape_view(d, 5, 3), vec3, shape_view(d, 4, 3), shape_view(d, 4, 3), {}, {}, {}, {}}},

@@ -176,10 +176,10 @@ std::vector<Case> cases() {
                {f32(15, 9, 31, 0, 3.f), f32(15, 9, 32, 0, 3.f), f32(15, 9, 33), out_f32(15, 9)},
                {{"heads", "3"}, {"seq", "5"}}, 1e-4});
   // embedding: a gather, bit-exact
-  c.push_back({"nn.embedding", "[9] ids vocab 50 d 33", {ids(9, 50, 34, false), f32(50, 33, 35), out_f32(9, 33), HostPort{}, HostPort{}},
+  c.push_back({"nn.embedding", "[9] ids vocab 50 d 33", {ids(9, 50, 34, false), f32(50, 33, 35), out_f32(9, 33), HostPort{}, HostPort{}, HostPort{}, HostPort{}},
                {}, 0});
   c.push_back({"nn.embedding", "[300,1] ids vocab 7 d 1000 strided y",
-               {ids(300, 7, 36, true), f32(7, 1000, 37, 4), out_f32(300, 1000, 3), HostPort{}, HostPort{}}, {}, 0});
+               {ids(300, 7, 36, true), f32(7, 1000, 37, 4), out_f32(300, 1000, 3), HostPort{}, HostPort{}, HostPort{}, HostPort{}}, {}, 0});
   // rope: cos/sin in double on both sides, then two f32 products and a sum (an FMA on the GPU)
   c.push_back({"nn.rope", "half h4 d16 seq 6 offset 3", {f32(12, 64, 38, 0, 2.f)},
                {{"heads", "4"}, {"seq", "6"}, {"offset", "3"}}, 1e-6});
@@ -399,7 +399,7 @@ TEST(CudaBackendOps, CudaChecksSendUnsupportedTasksToTheCpu) {
   {
     HostPort table = codes(10, 8, 3), scale = positive_f32(1, 10, 4, 0.1f, 0.2f);
     scale.shape = {10};
-    reject("nn.embedding", {ids(4, 10, 5, false), table, out_f32(4, 8), scale, HostPort{}}, {{"format", "int8"}},
+    reject("nn.embedding", {ids(4, 10, 5, false), table, out_f32(4, 8), scale, HostPort{}, HostPort{}, HostPort{}}, {{"format", "int8"}},
            "format=dense only");
   }
   {

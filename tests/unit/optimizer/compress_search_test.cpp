@@ -148,10 +148,18 @@ TEST(CompressRecipes, LaddersFollowNominalBits) {
   // tables: only table recipes, the family's own
   EXPECT_EQ(opt::next_recipe(*opt::find_strategy("int8"), idx("f32"), true), idx("emb-int8"));
   EXPECT_EQ(opt::next_recipe(*opt::find_strategy("int8"), idx("emb-int8"), true), -1);
-  EXPECT_EQ(opt::next_recipe(*opt::find_strategy("int4-g128"), idx("f32"), true), idx("emb-int4-g32a"));
+  // the 4-bit table: first with a half, a quarter, then an eighth of its rows in int8, then none
+  const auto& i4 = *opt::find_strategy("int4-g128");
+  EXPECT_EQ(opt::next_recipe(i4, idx("f32"), true), idx("emb-int4-g32a-hot50"));
+  EXPECT_EQ(opt::next_recipe(i4, idx("emb-int4-g32a-hot50"), true), idx("emb-int4-g32a-hot25"));
+  EXPECT_EQ(opt::next_recipe(i4, idx("emb-int4-g32a-hot25"), true), idx("emb-int4-g32a-hot12"));
+  EXPECT_EQ(opt::next_recipe(i4, idx("emb-int4-g32a-hot12"), true), idx("emb-int4-g32a"));
+  EXPECT_EQ(opt::next_recipe(i4, idx("emb-int4-g32a"), true), -1);
   EXPECT_EQ(opt::next_recipe(g, idx("f32"), true), idx("emb-int8"));
-  EXPECT_EQ(opt::next_recipe(g, idx("emb-int8"), true), idx("emb-int4-g32a"));
-  for (std::int32_t r : g.family) EXPECT_EQ(opt::recipes()[std::size_t(r)].table, r == idx("emb-int8") || r == idx("emb-int4-g32a"));
+  EXPECT_EQ(opt::next_recipe(g, idx("emb-int8"), true), idx("emb-int4-g32a-hot50"));
+  const std::set<std::int32_t> tables = {idx("emb-int8"), idx("emb-int4-g32a"), idx("emb-int4-g32a-hot50"),
+                                         idx("emb-int4-g32a-hot25"), idx("emb-int4-g32a-hot12")};
+  for (std::int32_t r : g.family) EXPECT_EQ(opt::recipes()[std::size_t(r)].table, tables.count(r) > 0);
   // lateral: as many bits, another recipe of the family
   EXPECT_EQ(opt::lateral_recipe(g, idx("int8")), idx("gptq-int8"));
   EXPECT_EQ(opt::lateral_recipe(*opt::find_strategy("int8"), idx("gptq-int8")), idx("int8"));
@@ -668,7 +676,10 @@ TEST(CompressSearch, CrossoverRecipeFallsBackUpTheGatheredLadder) {
   // a table: f32 (recipe 0 serves both kinds) to the gathered 4-bit table; then int8 rows
   EXPECT_EQ(x("f32", "emb-int4-g32a", true), idx("emb-int4-g32a"));
   no = {idx("emb-int4-g32a")};
-  EXPECT_EQ(x("f32", "emb-int4-g32a", true), idx("emb-int8"));  // gptq's ladder holds both
+  EXPECT_EQ(x("f32", "emb-int4-g32a", true), idx("emb-int4-g32a-hot12"));  // one up: an eighth of the rows in int8
+  EXPECT_EQ(x("emb-int8", "emb-int4-g32a", true), idx("emb-int4-g32a-hot12"));
+  no = {idx("emb-int4-g32a"), idx("emb-int4-g32a-hot12"), idx("emb-int4-g32a-hot25"), idx("emb-int4-g32a-hot50")};
+  EXPECT_EQ(x("f32", "emb-int4-g32a", true), idx("emb-int8"));  // gptq's ladder holds them all
   EXPECT_EQ(x("emb-int8", "emb-int4-g32a", true), -1);
   EXPECT_EQ(x("f32", "int8", true), -1);  // a linear recipe for a table
 }

@@ -2,6 +2,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <ymlopt/sdk.hpp>
@@ -77,6 +78,19 @@ struct DataDecl {
     return tiled() ? tc * tile_cols : 0;
   }
 };
+
+/// The companion tensors of a compressed embedding table (DataDecl::companions
+/// roles, "<key>.<role>" in the weights file) and the nn.embedding ports that read
+/// them: codes and scales, zero points, and the int8 hot rows (quant.embedding hot_rows).
+///   for (const auto& [role, port] : table_companion_ports()) ...  // {"w", "table"}, ...
+inline const std::vector<std::pair<std::string, std::string>>& table_companion_ports() {
+  static const std::vector<std::pair<std::string, std::string>> r = {{"w", "table"},
+                                                                      {"w_scale", "table_scale"},
+                                                                      {"w_zero", "table_zero"},
+                                                                      {"w_hot", "table_hot"},
+                                                                      {"w_hot_scale", "table_hot_scale"}};
+  return r;
+}
 
 /// The row stride the engine allocates for a rows x cols tensor: cols, plus a
 /// cache line when a row is a multiple of 4 KiB (power-of-two strides make the
