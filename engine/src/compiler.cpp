@@ -196,6 +196,9 @@ struct EventInfo {
   std::string name;
   std::vector<std::int32_t> sources;  // tasks a waiter must follow
   std::vector<int> after_events;      // events that a notify followed (transitive)
+  // events a source of one of its notifies already follows: a task of the notify's
+  // context emitted inside that wait's range (so a waiter follows them through it)
+  std::vector<int> covered_events;
   bool notified = false;
   SrcLoc first_wait;
 };
@@ -2011,7 +2014,7 @@ class Compiler {
   int event_id(const std::string& name) {
     auto it = event_ids_.find(name);
     if (it != event_ids_.end()) return it->second;
-    events_.push_back(EventInfo{name, {}, {}, false, {}});
+    events_.push_back(EventInfo{name, {}, {}, {}, false, {}});
     return event_ids_[name] = int(events_.size() - 1);
   }
 
@@ -2031,7 +2034,13 @@ class Compiler {
     for (std::int32_t t = lo; t < hi; ++t)
       if (!has_succ[size_t(t - lo)]) info.sources.push_back(t);
     for (const auto& c : contexts_)
-      for (int r : c.ranges) info.after_events.push_back(wait_ranges_[size_t(r)].event);
+      for (int r : c.ranges) {
+        const WaitRange& w = wait_ranges_[size_t(r)];
+        info.after_events.push_back(w.event);
+        // the context's last task is a source; emitted after the wait (whose range is
+        // still open), it follows the wait's event
+        if (hi > lo && hi - 1 >= w.first) info.covered_events.push_back(w.event);
+      }
   }
 
   void wait(const Element& e) {
@@ -2109,8 +2118,15 @@ class Compiler {
           for (std::size_t i = 0; i < implied[size_t(a)].size(); ++i) mine[i] |= implied[size_t(a)][i];
         }
       }
+      // an event a source already follows adds nothing: a waiter follows it through that
+      // source (transitive reduction through the event edges; without it, two branches
+      // handing events back and forth gave every task an edge from each earlier one)
+      std::vector<int> covered = events_[size_t(ev)].covered_events;
+      std::sort(covered.begin(), covered.end());
       std::vector<std::int32_t> all = events_[size_t(ev)].sources;
-      for (int a : after) all.insert(all.end(), closed_[size_t(a)].begin(), closed_[size_t(a)].end());
+      for (int a : after)
+        if (!std::binary_search(covered.begin(), covered.end(), a))
+          all.insert(all.end(), closed_[size_t(a)].begin(), closed_[size_t(a)].end());
       std::sort(all.begin(), all.end());
       all.erase(std::unique(all.begin(), all.end()), all.end());
       for (auto t : all) stamp[size_t(t)] = ev;

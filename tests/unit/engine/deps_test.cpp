@@ -1,6 +1,9 @@
 // Dependency inference: RAW, WAR, WAW on whole tensors and tiles, events.
 #include <gtest/gtest.h>
 
+#include <random>
+#include <set>
+
 #include "test_util.hpp"
 #include "ymlopt/engine/analysis.hpp"
 
@@ -120,6 +123,107 @@ TEST(Deps, EventsAlternatingBetweenBranchesOrderEveryTask) {
   }
 }
 
+TEST(Deps, AnEventANotifyAlreadyFollowsAddsNoEdges) {
+  // B's task comes after the wait for a, so a waiter of b follows X through it: the
+  // task after wait(b) gets one edge (from Y), not one from X as well
+  Dag g = compile_ok(R"(<data name="X" shape="4" init="ones"/><data name="Y" shape="4" init="ones"/>
+    <data name="Z" shape="4" init="ones"/>
+    <par>
+      <seq var="i" from="0" to="1">)" + scale("X") + R"(<notify event="a"/></seq>
+      <seq var="i" from="0" to="1"><wait event="a"/>)" + scale("Y") + R"(<notify event="b"/></seq>
+      <seq var="i" from="0" to="1"><wait event="b"/>)" + scale("Z") + R"(</seq>
+    </par>)");
+  ASSERT_EQ(g.tasks.size(), 3u);
+  EXPECT_EQ(g.tasks[1].event_preds, Preds{0});
+  EXPECT_EQ(g.tasks[2].event_preds, Preds{1});
+  EXPECT_TRUE(reaches(g, 0, 2));
+  // with nothing between the wait and the notify, b's waiters get a's set themselves
+  Dag h = compile_ok(R"(<data name="X" shape="4" init="ones"/><data name="Z" shape="4" init="ones"/>
+    <par>
+      <seq var="i" from="0" to="1">)" + scale("X") + R"(<notify event="a"/></seq>
+      <seq var="i" from="0" to="1"><wait event="a"/><notify event="b"/></seq>
+      <seq var="i" from="0" to="1"><wait event="b"/>)" + scale("Z") + R"(</seq>
+    </par>)");
+  ASSERT_EQ(h.tasks.size(), 2u);
+  EXPECT_EQ(h.tasks[1].event_preds, Preds{0});
+}
+
+TEST(Deps, RandomEventWorkflowsOrderWhatTheWaitsRequire) {
+  // Random <par> branches of tasks, notifies and waits (a wait names an event notified
+  // at an earlier step of the interleaving, so every wait can be satisfied). What the
+  // DAG must order, by YML's rules simulated directly: a wait makes every later task
+  // of its branch follow what its event requires; a notify requires what its branch
+  // follows so far and every task the branch emitted before it.
+  for (std::uint32_t seed = 1; seed <= 40; ++seed) {
+    std::mt19937 rng(seed);
+    const int branches = 2 + int(seed % 3), steps = 14;
+    struct Step {
+      int kind;  // 0 task, 1 notify, 2 wait
+      int event;
+      bool chain;  // a task on the branch's own tensor (data after its previous one)
+    };
+    const auto nb = static_cast<std::size_t>(branches);
+    std::vector<std::vector<Step>> prog(nb);
+    std::vector<int> notified;  // events notified so far in the interleaving
+    int events = 0;
+    for (int j = 0; j < steps; ++j)
+      for (int b = 0; b < branches; ++b) {
+        const int r = int(rng() % 10);
+        if (r < 5 || (r >= 8 && notified.empty())) prog[size_t(b)].push_back({0, -1, rng() % 3 == 0});
+        else if (r < 8) prog[size_t(b)].push_back({1, events, false}), notified.push_back(events++);
+        else prog[size_t(b)].push_back({2, notified[rng() % notified.size()], false});
+      }
+    std::string body;
+    for (int b = 0; b < branches; ++b)
+      body += "<data name=\"C" + std::to_string(b) + "\" shape=\"4\" init=\"ones\"/><data name=\"T" +
+              std::to_string(b) + "\" shape=\"" + std::to_string(steps) + "\" tile=\"1\" init=\"ones\"/>";
+    body += "<par>";
+    for (int b = 0; b < branches; ++b) {
+      body += "<seq var=\"i\" from=\"0\" to=\"1\">";
+      for (int j = 0; j < steps; ++j) {
+        const Step& st = prog[size_t(b)][size_t(j)];
+        if (st.kind == 0) {
+          std::string x = st.chain ? "C" : "T";  // (appends: GCC 12 warns on "T" + to_string(), bug 105329)
+          x += std::to_string(b);
+          if (!st.chain) x += "[" + std::to_string(j) + "]";
+          body += scale(x);
+          continue;
+        }
+        body += st.kind == 1 ? "<notify event=\"e" : "<wait event=\"e";
+        body += std::to_string(st.event);
+        body += "\"/>";
+      }
+      body += "</seq>";
+    }
+    Dag g = compile_ok(body + "</par>");
+    // the simulation: tasks are numbered in program order (branch after branch)
+    std::vector<std::set<std::int32_t>> req(static_cast<std::size_t>(events));  // what each event's waiters follow
+    std::vector<std::vector<std::int32_t>> task_id(nb);
+    std::int32_t id = 0;
+    for (int b = 0; b < branches; ++b)
+      for (const Step& st : prog[size_t(b)]) task_id[size_t(b)].push_back(st.kind == 0 ? id++ : -1);
+    ASSERT_EQ(g.tasks.size(), size_t(id)) << seed;
+    std::vector<std::set<std::int32_t>> follows(nb), emitted(nb);
+    std::vector<std::pair<std::int32_t, std::int32_t>> must;  // (before, after)
+    for (int j = 0; j < steps; ++j)
+      for (int b = 0; b < branches; ++b) {
+        const Step& st = prog[size_t(b)][size_t(j)];
+        auto& f = follows[size_t(b)];
+        if (st.kind == 2) {
+          f.insert(req[size_t(st.event)].begin(), req[size_t(st.event)].end());
+        } else if (st.kind == 1) {
+          req[size_t(st.event)] = f;
+          req[size_t(st.event)].insert(emitted[size_t(b)].begin(), emitted[size_t(b)].end());
+        } else {
+          const std::int32_t t = task_id[size_t(b)][size_t(j)];
+          for (auto s : f) must.emplace_back(s, t);
+          emitted[size_t(b)].insert(t);
+        }
+      }
+    for (const auto& [a, t] : must) EXPECT_TRUE(reaches(g, a, t)) << "seed " << seed << ": task " << t << " must follow " << a;
+  }
+}
+
 TEST(Deps, AnEventPerStepOfALoopKeepsTheEdgesFew) {
   // YML's block Gauss-Jordan: step k waits for step k-1's event, the check for the
   // last one. Each wait used to add an edge from every task before the notify to
@@ -133,7 +237,7 @@ TEST(Deps, AnEventPerStepOfALoopKeepsTheEdgesFew) {
     auto r = compile_workflow(o, test::builtins(), d);
     ASSERT_TRUE(r.ok) << d.str();
     EXPECT_EQ(r.dag.tasks.size(), 8673u);
-    EXPECT_LT(r.dag.num_edges(), 100000u) << file;
+    EXPECT_LT(r.dag.num_edges(), 40000u) << file;  // 32,341: a notify after a wait adds no set it follows
     // the check (the last task) still follows the last step's inverse of its pivot
     std::int32_t last_inv = -1;
     for (const auto& t : r.dag.tasks)
