@@ -1065,7 +1065,8 @@ class Compiler {
     }
     const auto& kPort = table_companion_ports();
     for (const auto& [role, idx] : d.companions) {
-      auto it = std::find_if(kPort.begin(), kPort.end(), [&](const auto& rp) { return rp.first == role; });
+      auto it = kPort.begin();
+      while (it != kPort.end() && it->first != role) ++it;
       if (it == kPort.end()) {
         diags_.error(e.loc, who() + ": " + what + " with a '" + role + "' tensor nn.embedding cannot read");
         return false;
