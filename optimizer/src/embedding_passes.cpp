@@ -73,18 +73,10 @@ void pass_quant_embedding(PassContext& ctx, const PassSpec& s) {
   const bool has_rows = s.options.count("hot_rows") > 0, has_fraction = s.options.count("hot_fraction") > 0;
   if (has_rows && has_fraction) throw PassError("quant.embedding: give hot_rows or hot_fraction, not both");
   const int64_t hot_rows = opt_int(s, "hot_rows", 0);
-  double hot_fraction = 0;
-  if (has_fraction) {
-    const std::string v = s.options.at("hot_fraction");
-    std::size_t used = 0;
-    try {
-      hot_fraction = std::stod(v, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used != v.size() || !(hot_fraction > 0 && hot_fraction < 1))
-      throw PassError("option 'hot_fraction' of quant.embedding is '" + v + "': expected a number in (0, 1)");
-  }
+  const double hot_fraction = detail::opt_num(s, "hot_fraction", 0);
+  if (has_fraction && !(hot_fraction > 0 && hot_fraction < 1))
+    throw PassError("option 'hot_fraction' of quant.embedding is '" + s.options.at("hot_fraction") +
+                    "': expected a number in (0, 1)");
   if (hot_rows < 0) throw PassError("option 'hot_rows' of quant.embedding must be >= 0");
   if ((hot_rows > 0 || has_fraction) && bits != 4)
     throw PassError("quant.embedding: hot rows (int8) go with bits=4 for the others");
