@@ -183,23 +183,35 @@ struct Frame {
 struct Context {  // a sequential context: workflow body, par branch, seq loop
   std::int32_t start_task = 0;
   std::vector<int> ranges;  // its waits so far: indices of WaitRanges (closed when it ends)
+  int last_wait = -1;       // the latest WaitRange open here (its own or an enclosing context's)
+  int last_notify = -1;              // event of its latest notify, or -1
+  std::int32_t last_notify_end = 0;  // tasks emitted before that notify: [start_task, this)
 };
 
 /// The tasks one <wait> holds back: those emitted after it until its context
-/// ends, a contiguous range of task ids (nested contexts included).
+/// ends, a contiguous range of task ids (nested contexts included). The waits
+/// open at a point of the program are a list through `parent`, latest first
+/// (shared, not copied, by every task and notify there).
 struct WaitRange {
   int event = -1;
   std::int32_t first = 0, end = -1;
+  int parent = -1;  // the wait open before this one, or -1
+};
+
+/// One <notify>: its context's tasks [lo, hi) (their sinks are its sources) and
+/// the waits open there (`waits`: the head of their list). `prev`: the event its
+/// context notified before it, with `since` its tasks then ([lo, since)).
+struct NotifyAt {
+  int waits = -1;
+  std::int32_t lo = 0, hi = 0;
+  int prev = -1;
+  std::int32_t since = 0;
 };
 
 struct EventInfo {
   std::string name;
   std::vector<std::int32_t> sources;  // tasks a waiter must follow
-  std::vector<int> after_events;      // events that a notify followed (transitive)
-  // events a source of one of its notifies already follows: a task of the notify's
-  // context emitted inside that wait's range (so a waiter follows them through it)
-  std::vector<int> covered_events;
-  bool notified = false;
+  std::vector<NotifyAt> notifies;
   SrcLoc first_wait;
 };
 
@@ -232,7 +244,7 @@ class Compiler {
     check_attrs(root->root);
     declare_params(root->root, opts_.sets, true, {});
     if (res.usage_error = usage_error_; usage_error_) return res;
-    contexts_.push_back(Context{0, {}});
+    push_context();
     body(root->root.children);
     pop_context();
     if (!dag_.regions.empty()) finish_regions();
@@ -520,7 +532,7 @@ class Compiler {
         return;
       }
       for (const auto& c : e.children) {
-        contexts_.push_back(Context{std::int32_t(dag_.tasks.size()), {}});
+        push_context();
         statement(c);
         pop_context();
       }
@@ -592,12 +604,12 @@ class Compiler {
   // The body of loop `e` once per value `next` yields (false: no more), bound
   // to `var`; each iteration of a par is a branch of its own.
   void iterate(const Element& e, bool parallel, const std::string& var, const std::function<bool(std::int64_t&)>& next) {
-    if (!parallel) contexts_.push_back(Context{std::int32_t(dag_.tasks.size()), {}});
+    if (!parallel) push_context();
     vars_.emplace_back(var, Value::of_int(0));
     const size_t slot = vars_.size() - 1;
     for (std::int64_t v = 0; next(v);) {
       vars_[slot].second = Value::of_int(v);
-      if (parallel) contexts_.push_back(Context{std::int32_t(dag_.tasks.size()), {}});
+      if (parallel) push_context();
       body(e.children);
       if (parallel) pop_context();
       if (diags_.full() || too_many()) break;
@@ -1412,6 +1424,7 @@ class Compiler {
     t.bindings = std::move(binds);
     t.cost = dag_.task_cost(t, views);
     t.comethod = comethod_;
+    task_waits_.push_back(contexts_.back().last_wait);
     dag_.tasks.push_back(std::move(t));
   }
 
@@ -1997,7 +2010,7 @@ class Compiler {
     call_stack_.push_back(canon);
     check_attrs(doc->root);
     declare_params(doc->root, sets, false, set_locs);
-    contexts_.push_back(Context{std::int32_t(dag_.tasks.size()), {}});
+    push_context();
     body(doc->root.children);
     pop_context();
     call_stack_.pop_back();
@@ -2015,7 +2028,7 @@ class Compiler {
   int event_id(const std::string& name) {
     auto it = event_ids_.find(name);
     if (it != event_ids_.end()) return it->second;
-    events_.push_back(EventInfo{name, {}, {}, {}, false, {}});
+    events_.push_back(EventInfo{name, {}, {}, {}});
     return event_ids_[name] = int(events_.size() - 1);
   }
 
@@ -2024,8 +2037,7 @@ class Compiler {
     if (!name) return;
     const int ev = event_id(*name);
     EventInfo& info = events_[size_t(ev)];
-    info.notified = true;
-    const Context& ctx = contexts_.back();
+    Context& ctx = contexts_.back();
     // sinks of the tasks emitted so far in this context
     const std::int32_t lo = ctx.start_task, hi = std::int32_t(dag_.tasks.size());
     std::vector<std::uint8_t> has_succ(size_t(hi - lo), 0);
@@ -2034,14 +2046,9 @@ class Compiler {
         if (p >= lo) has_succ[size_t(p - lo)] = 1;
     for (std::int32_t t = lo; t < hi; ++t)
       if (!has_succ[size_t(t - lo)]) info.sources.push_back(t);
-    for (const auto& c : contexts_)
-      for (int r : c.ranges) {
-        const WaitRange& w = wait_ranges_[size_t(r)];
-        info.after_events.push_back(w.event);
-        // the context's last task is a source; emitted after the wait (whose range is
-        // still open), it follows the wait's event
-        if (hi > lo && hi - 1 >= w.first) info.covered_events.push_back(w.event);
-      }
+    info.notifies.push_back({ctx.last_wait, lo, hi, ctx.last_notify, ctx.last_notify_end});
+    ctx.last_notify = ev;
+    ctx.last_notify_end = hi;
   }
 
   void wait(const Element& e) {
@@ -2050,8 +2057,14 @@ class Compiler {
     const int ev = event_id(*name);
     if (events_[size_t(ev)].first_wait.line == 0) events_[size_t(ev)].first_wait = e.find("event")->loc;
     wait_locs_.push_back({ev, e.loc});
-    contexts_.back().ranges.push_back(int(wait_ranges_.size()));
-    wait_ranges_.push_back({ev, std::int32_t(dag_.tasks.size()), -1});
+    Context& ctx = contexts_.back();
+    ctx.ranges.push_back(int(wait_ranges_.size()));
+    wait_ranges_.push_back({ev, std::int32_t(dag_.tasks.size()), -1, ctx.last_wait});
+    ctx.last_wait = int(wait_ranges_.size() - 1);
+  }
+
+  void push_context() {
+    contexts_.push_back(Context{std::int32_t(dag_.tasks.size()), {}, contexts_.empty() ? -1 : contexts_.back().last_wait});
   }
 
   void pop_context() {
@@ -2061,7 +2074,7 @@ class Compiler {
 
   void finish_events() {
     for (const auto& [ev, loc] : wait_locs_)
-      if (!events_[size_t(ev)].notified)
+      if (events_[size_t(ev)].notifies.empty())
         diags_.error(loc, "wait for event '" + events_[size_t(ev)].name +
                               "' that no notify can satisfy (no <notify event=\"" + events_[size_t(ev)].name +
                               "\"/> in the workflow)");
@@ -2072,11 +2085,12 @@ class Compiler {
     const std::size_t nt = dag_.tasks.size();
     std::vector<std::int32_t> stamp(nt, -1);  // event whose set is being built
     std::vector<int> state(events_.size(), 0);
+    std::vector<int> covered(events_.size(), -1);  // by event: the event whose set it adds nothing to
     std::vector<int> stack;
     std::string cycle;
     int cycle_at = -1;
     closed_.assign(events_.size(), {});
-    // events each event's waiters follow through its notify (after_events, transitively),
+    // events each event's waiters follow through its notifies (the waits open there, transitively),
     // as bitsets while they stay small: an event another one already implies is skipped
     const bool bits = events_.size() <= 16384;
     const std::size_t words = (events_.size() + 63) / 64;
@@ -2085,13 +2099,30 @@ class Compiler {
       return bits && !implied[size_t(a)].empty() && (implied[size_t(a)][size_t(b) / 64] >> (size_t(b) % 64) & 1);
     };
     // of `evs` (waits in program order), those no other one implies: the latest first
+    // (the union of what the kept ones imply, so that a head after thousands of waits
+    // that imply nothing, a consumer of a producer's events, costs no more than their number)
+    std::vector<std::uint8_t> implies_some(events_.size(), 0);
+    std::vector<std::uint64_t> kept_imply(bits ? words : 0);
+    std::vector<std::size_t> kept_words;  // the words of kept_imply set, cleared after each prune
+    std::vector<int> kept_in(events_.size(), -1);
+    int prunes = 0;
     auto prune = [&](const std::vector<int>& evs) {
       std::vector<int> keep;
+      ++prunes;
       for (auto it = evs.rbegin(); it != evs.rend(); ++it) {
-        bool covered = false;
-        for (int k : keep) covered = covered || k == *it || implies(k, *it);
-        if (!covered) keep.push_back(*it);
+        const auto e = size_t(*it);
+        if (kept_in[e] == prunes || (bits && (kept_imply[e / 64] >> (e % 64) & 1))) continue;
+        keep.push_back(*it);
+        kept_in[e] = prunes;
+        if (bits && implies_some[e])
+          for (std::size_t i = 0; i < words; ++i)
+            if (implied[e][i]) {
+              if (!kept_imply[i]) kept_words.push_back(i);
+              kept_imply[i] |= implied[e][i];
+            }
       }
+      for (auto i : kept_words) kept_imply[i] = 0;
+      kept_words.clear();
       return keep;
     };
     std::function<void(int)> close = [&](int ev) {
@@ -2107,10 +2138,37 @@ class Compiler {
       }
       state[size_t(ev)] = 1;
       stack.push_back(ev);
-      for (int a : events_[size_t(ev)].after_events) close(a);
+      const EventInfo& info = events_[size_t(ev)];
+      for (const NotifyAt& n : info.notifies)
+        for (int r = n.waits; r >= 0; r = wait_ranges_[size_t(r)].parent) close(wait_ranges_[size_t(r)].event);
       stack.pop_back();
       state[size_t(ev)] = 2;
-      const std::vector<int> after = prune(events_[size_t(ev)].after_events);
+      // the waits open at its notifies, in program order; those a source already follows
+      // (`covered`: the notify's last task, a source, was emitted after it) add nothing, as
+      // a waiter follows them through that source (without it, two branches handing events
+      // back and forth gave every task an edge from each earlier one)
+      std::vector<int> waits;
+      std::vector<std::pair<std::int32_t, std::int32_t>> followed;  // task ranges a waiter follows anyway
+      for (const NotifyAt& n : info.notifies) {
+        const std::size_t from = waits.size();
+        // what its context emitted before its previous notify, when one of the waits between
+        // the two, open before its last task, follows that notify: the last task follows
+        // that task range (each one is a source of the previous notify or feeds one). (A
+        // wait before the previous notify cannot follow it without a cycle.)
+        bool follows_prev = false;
+        for (int r = n.waits; r >= 0; r = wait_ranges_[size_t(r)].parent) {
+          const WaitRange& w = wait_ranges_[size_t(r)];
+          waits.push_back(w.event);
+          if (n.hi > n.lo && n.hi - 1 >= w.first) {
+            covered[size_t(w.event)] = ev;
+            if (n.prev >= 0 && n.prev != ev && w.first >= n.since)
+              follows_prev = follows_prev || w.event == n.prev || implies(w.event, n.prev);
+          }
+        }
+        std::reverse(waits.begin() + std::ptrdiff_t(from), waits.end());
+        if (follows_prev) followed.emplace_back(n.lo, n.since);
+      }
+      const std::vector<int> after = prune(waits);
       if (bits) {
         auto& mine = implied[size_t(ev)];
         mine.assign(words, 0);
@@ -2118,16 +2176,23 @@ class Compiler {
           mine[size_t(a) / 64] |= std::uint64_t(1) << (size_t(a) % 64);
           for (std::size_t i = 0; i < implied[size_t(a)].size(); ++i) mine[i] |= implied[size_t(a)][i];
         }
+        // and what its context notified before (closed already, and notified there only):
+        // its waiters follow all that the earlier notify's did (the waits open then, the
+        // tasks before it), so a consumer's waits for a producer's events all but the
+        // last are skipped
+        for (const NotifyAt& n : info.notifies)
+          if (n.prev >= 0 && n.prev != ev && state[size_t(n.prev)] == 2 && events_[size_t(n.prev)].notifies.size() == 1) {
+            mine[size_t(n.prev) / 64] |= std::uint64_t(1) << (size_t(n.prev) % 64);
+            for (std::size_t i = 0; i < words; ++i) mine[i] |= implied[size_t(n.prev)][i];
+          }
+        for (std::size_t i = 0; i < words && !implies_some[size_t(ev)]; ++i) implies_some[size_t(ev)] = mine[i] != 0;
       }
-      // an event a source already follows adds nothing: a waiter follows it through that
-      // source (transitive reduction through the event edges; without it, two branches
-      // handing events back and forth gave every task an edge from each earlier one)
-      std::vector<int> covered = events_[size_t(ev)].covered_events;
-      std::sort(covered.begin(), covered.end());
-      std::vector<std::int32_t> all = events_[size_t(ev)].sources;
+      std::vector<std::int32_t> all = info.sources;
       for (int a : after)
-        if (!std::binary_search(covered.begin(), covered.end(), a))
+        if (covered[size_t(a)] != ev)
           all.insert(all.end(), closed_[size_t(a)].begin(), closed_[size_t(a)].end());
+      for (const auto& [lo, since] : followed)
+        all.erase(std::remove_if(all.begin(), all.end(), [&](std::int32_t t) { return t >= lo && t < since; }), all.end());
       std::sort(all.begin(), all.end());
       all.erase(std::unique(all.begin(), all.end()), all.end());
       for (auto t : all) stamp[size_t(t)] = ev;
@@ -2152,22 +2217,22 @@ class Compiler {
     std::vector<std::int32_t> last_pred(nt, -1);
     for (std::size_t t = 0; t < nt; ++t)
       for (auto q : dag_.tasks[t].preds) last_pred[t] = std::max(last_pred[t], q);
-    std::vector<std::vector<int>> head_of(nt);  // by task: the wait ranges it heads
-    for (std::size_t r = 0; r < wait_ranges_.size(); ++r) {
-      WaitRange& w = wait_ranges_[r];
-      if (w.end < 0) w.end = std::int32_t(nt);
-      for (std::int32_t t = w.first; t < w.end; ++t)
-        if (last_pred[size_t(t)] < w.first) head_of[size_t(t)].push_back(int(r));
-    }
     // each head: the union of its ranges' sets, without duplicates (a task after
-    // many waits of one branch heads each of their ranges)
+    // many waits of one branch heads each of their ranges). The ranges a task is in
+    // are the waits open where it was emitted, latest (largest first) first; it
+    // heads those that begin after its last data predecessor.
+    for (WaitRange& w : wait_ranges_)
+      if (w.end < 0) w.end = std::int32_t(nt);
     std::fill(stamp.begin(), stamp.end(), -1);
+    std::vector<int> evs;
     for (std::size_t t = 0; t < nt; ++t) {
-      if (head_of[t].empty()) continue;
+      evs.clear();
+      for (int r = task_waits_[t]; r >= 0 && wait_ranges_[size_t(r)].first > last_pred[t]; r = wait_ranges_[size_t(r)].parent)
+        evs.push_back(wait_ranges_[size_t(r)].event);
+      if (evs.empty()) continue;
+      std::reverse(evs.begin(), evs.end());
       TaskNode& task = dag_.tasks[t];
       std::vector<std::int32_t> add;
-      std::vector<int> evs;
-      for (int r : head_of[t]) evs.push_back(wait_ranges_[size_t(r)].event);
       for (int ev : prune(evs)) {
         for (auto s : closed_[size_t(ev)]) {
           if (s == std::int32_t(t)) {
@@ -2272,6 +2337,7 @@ class Compiler {
   std::vector<EventInfo> events_;
   std::unordered_map<std::string, int> event_ids_;
   std::vector<WaitRange> wait_ranges_;
+  std::vector<int> task_waits_;  // by task: the waits open where it was emitted (their list's head)
   std::vector<std::vector<std::int32_t>> closed_;  // by event: the tasks its waiters follow (sinks)
   std::vector<std::pair<int, SrcLoc>> wait_locs_;
   // runtime control flow (Region): open regions, each region's sub-regions,
