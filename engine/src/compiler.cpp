@@ -2191,8 +2191,10 @@ class Compiler {
       for (int a : after)
         if (covered[size_t(a)] != ev)
           all.insert(all.end(), closed_[size_t(a)].begin(), closed_[size_t(a)].end());
-      for (const auto& [lo, since] : followed)
-        all.erase(std::remove_if(all.begin(), all.end(), [&](std::int32_t t) { return t >= lo && t < since; }), all.end());
+      for (const auto& range : followed)
+        all.erase(std::remove_if(all.begin(), all.end(),
+                                 [&](std::int32_t t) { return t >= range.first && t < range.second; }),
+                  all.end());
       std::sort(all.begin(), all.end());
       all.erase(std::unique(all.begin(), all.end()), all.end());
       for (auto t : all) stamp[size_t(t)] = ev;
