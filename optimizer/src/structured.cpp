@@ -6,7 +6,9 @@
 // linear layers that make it (q/k/v, gate/up: the "leaves"). Every tensor on
 // the way becomes a narrower split= tensor, every leaf keeps the weight rows of
 // the kept units, the consumer keeps their weight columns, attention and rope
-// get the new head counts. The scores come from the prune.heads and
+// get the new head counts. Under grouped-query attention a unit is a kv head
+// with the query heads it serves (their columns of k/v and of q/y are mapped
+// to the consumer's by ColMap). The scores come from the prune.heads and
 // prune.neurons components (magnitude, or activations from calibration).
 #include <algorithm>
 #include <cmath>
@@ -29,24 +31,43 @@ const std::vector<std::string>* column_ports(const std::string& comp) {
 
 bool per_head(const std::string& comp) { return comp == "nn.rope" || comp == "nn.attention"; }
 
+/// Which columns of the consumer's input x a tensor's columns stand for: column
+/// i is x's h0 + (i / blk) * step + i % blk. Contiguous (blk = step = 1) but for
+/// the keys and values of grouped-query attention, whose kv head g (blk = dh
+/// columns) serves the `group` query heads at step = group * dh.
+struct ColMap {
+  int64_t h0 = 0, w = 0, blk = 1, step = 1;
+  int64_t col(int64_t i) const { return h0 + (i / blk) * step + i % blk; }
+  int64_t span() const { return w / blk * step; }  // x's columns it covers: [h0, h0 + span)
+  bool contiguous() const { return blk == step; }
+  bool operator==(const ColMap& o) const {
+    return h0 == o.h0 && w == o.w && (contiguous() ? o.contiguous() : blk == o.blk && step == o.step);
+  }
+  bool operator!=(const ColMap& o) const { return !(*this == o); }
+};
+
 /// What feeds a consumer's input: every binding on the way, with the input
-/// columns it carries ([h0, h0 + width) of the consumer's x).
+/// columns it carries.
 struct Closure {
-  std::map<std::pair<std::size_t, std::size_t>, std::pair<int64_t, int64_t>> bindings;  // (task, port) -> (h0, w)
+  std::map<std::pair<std::size_t, std::size_t>, ColMap> bindings;  // (task, port) -> its columns
   std::vector<std::size_t> leaves;  // nn.linear tasks making units, in the order found
   std::map<std::size_t, std::vector<int64_t>> leaf_cols;  // leaf -> per output column: consumer column, or -1
   std::set<std::size_t> tasks;
-  int64_t unit = 0;  // head size when attention is on the way, else 0
-  std::string why;   // why it cannot be pruned
+  int64_t dh = 0;     // head size when attention is on the way, else 0
+  int64_t group = 1;  // query heads per key/value head (grouped-query attention)
+  std::string why;    // why it cannot be pruned
+  /// Columns of x per unit: a head, or under grouped-query attention a kv head's
+  /// whole group of query heads (the kv head goes with them).
+  int64_t unit() const { return dh * group; }
 };
 
 class Tracer {
  public:
   Tracer(const ModelEditor& ed, Closure& c) : ed_(ed), dag_(ed.dag()), c_(c) {}
 
-  bool add(std::size_t task, std::size_t port, int64_t h0, int64_t w) {
-    auto [it, fresh] = c_.bindings.try_emplace({task, port}, h0, w);
-    if (!fresh && it->second != std::make_pair(h0, w)) return fail("a tensor carries two different column ranges");
+  bool add(std::size_t task, std::size_t port, const ColMap& m) {
+    auto [it, fresh] = c_.bindings.try_emplace({task, port}, m);
+    if (!fresh && it->second != m) return fail("a tensor carries two different column ranges");
     c_.tasks.insert(task);
     return true;
   }
@@ -55,9 +76,11 @@ class Tracer {
     return false;
   }
 
-  /// Follows the value task `before` reads at r (columns h0.. of the consumer's input).
-  bool trace(const DataRef& r, std::size_t before, int64_t h0) {
+  /// Follows the value task `before` reads at r (standing for the consumer's input
+  /// columns `m` maps it to; m.w is set here).
+  bool trace(const DataRef& r, std::size_t before, ColMap m) {
     const int64_t w = dag_.ref_shape(r).back();
+    m.w = w;
     for (std::size_t j = before; j-- > 0;) {
       const TaskNode& t = dag_.tasks[j];
       if (t.comp->name == "nn.linear") {
@@ -77,8 +100,8 @@ class Tracer {
         }
         for (int64_t i = 0; i < w; ++i) {
           int64_t& col = it->second[std::size_t(c0 + i)];
-          if (col != -1 && col != h0 + i) return fail("a tensor carries two different column ranges");
-          col = h0 + i;
+          if (col != -1 && col != m.col(i)) return fail("a tensor carries two different column ranges");
+          col = m.col(i);
         }
         c_.tasks.insert(j);
         return true;
@@ -99,22 +122,38 @@ class Tracer {
       const auto* ports = column_ports(comp);
       if (!ports) return fail(ModelEditor::task_key(t) + " (" + comp + ") mixes columns");
       c_.tasks.insert(j);
+      int64_t group = 1;  // of this attention: its k and v are narrower than q and y
       if (comp == "nn.attention") {
         const int64_t heads = t.args.get_int("heads"), kv = t.args.get_int("kv_heads");
-        if ((kv != 0 && kv != heads) || t.args.get_int("head_begin") != 0 || t.args.get_int("head_end") != 0)
-          return fail(ModelEditor::task_key(t) + ": grouped-query attention or a head range");
+        if (t.args.get_int("head_begin") != 0 || t.args.get_int("head_end") != 0)
+          return fail(ModelEditor::task_key(t) + ": a head range");
+        if (kv != 0 && kv != heads) {
+          if (kv <= 0 || heads % kv != 0) return fail(ModelEditor::task_key(t) + ": heads not a multiple of kv_heads");
+          group = heads / kv;
+          if (!m.contiguous()) return fail(ModelEditor::task_key(t) + ": grouped-query attention on keys or values");
+        }
+        if (c_.dh != 0 && c_.group != group) return fail("two query groupings");
+        c_.group = group;
       }
       if (per_head(comp)) {
         const int64_t dh = w / t.args.get_int("heads");
-        if (c_.unit != 0 && c_.unit != dh) return fail("two head sizes");
-        c_.unit = dh;
+        if (c_.dh != 0 && c_.dh != dh) return fail("two head sizes");
+        c_.dh = dh;
       }
       for (const std::string& pn : *ports) {
         const std::size_t p = ed_.port_index(t, pn);
         const Binding& b = t.bindings[p];
-        if (dag_.ref_shape(b.ref).back() != w) return fail(ModelEditor::task_key(t) + ": ports of different widths");
-        if (!add(j, p, h0, w)) return false;
-        if (b.mode == Access::read && !trace(b.ref, j, h0)) return false;
+        ColMap pm = m;
+        int64_t pw = w;
+        if (group > 1 && (pn == "k" || pn == "v")) {  // kv head g stands for query heads [g * group, (g + 1) * group)
+          pm.blk = c_.dh;
+          pm.step = c_.dh * group;
+          pw = w / group;
+        }
+        if (dag_.ref_shape(b.ref).back() != pw) return fail(ModelEditor::task_key(t) + ": ports of different widths");
+        pm.w = pw;
+        if (!add(j, p, pm)) return false;
+        if (b.mode == Access::read && !trace(b.ref, j, pm)) return false;
       }
       if (writes) return true;  // a plain write: the value starts here
       // an in-place update: the value before it comes from further up
@@ -197,11 +236,12 @@ void pass_prune_units(PassContext& ctx, const PassSpec& s, bool heads) {
     Tracer tr(ed, cl);
     const std::size_t first = u.tasks.front();
     if (xd.tiled()) {
-      for (int64_t c = 0; c < xd.ntile_c && ok; ++c) ok = tr.trace(DataRef{x.data, std::int32_t(c)}, first, xd.tile_col0(c));
+      for (int64_t c = 0; c < xd.ntile_c && ok; ++c)
+        ok = tr.trace(DataRef{x.data, std::int32_t(c)}, first, ColMap{xd.tile_col0(c)});
     } else {
-      ok = tr.trace(x, first, 0);
+      ok = tr.trace(x, first, ColMap{});
     }
-    const bool has_attention = cl.unit > 0;
+    const bool has_attention = cl.dh > 0;
     if (!ok || has_attention != heads || cl.leaves.empty()) {
       // say why for the layers that looked like candidates (something column-wise on the way)
       const bool candidate = !cl.tasks.empty() && (ok ? has_attention == heads : true);
@@ -212,7 +252,7 @@ void pass_prune_units(PassContext& ctx, const PassSpec& s, bool heads) {
       if (skipped.size() < 64) skipped.push_back(u.name + ": a value on the way is read elsewhere");
       continue;
     }
-    const int64_t unit = heads ? cl.unit : 1;
+    const int64_t unit = heads ? cl.unit() : 1;
     const int64_t F = u.k, nunits = F / unit;
     if (F % unit != 0) continue;
     // leaves: their weight rows, by consumer column
@@ -292,6 +332,9 @@ void pass_prune_units(PassContext& ctx, const PassSpec& s, bool heads) {
       for (int64_t i = h0 / unit; i < (h0 + w) / unit; ++i) n += kept[std::size_t(i)];
       return n;
     };
+    // of a tensor on the way: the units it carries that are kept, and its columns per unit
+    auto kept_units = [&](const ColMap& m) { return kept_in(m.h0, m.span()); };
+    auto cols_per_unit = [&](const ColMap& m) { return unit * m.blk / m.step; };
     const int64_t nkept = kept_in(0, F);
     if (nkept == nunits) continue;
 
@@ -300,7 +343,7 @@ void pass_prune_units(PassContext& ctx, const PassSpec& s, bool heads) {
     std::size_t last_use = *std::max_element(u.tasks.begin(), u.tasks.end()), first_use = last_use;
     for (const auto& [tp, range] : cl.bindings) {
       const DataRef r = dag.tasks[tp.first].bindings[tp.second].ref;
-      widths[r.data][r.tile] = kept_in(range.first, range.second) * unit;
+      widths[r.data][r.tile] = kept_units(range) * cols_per_unit(range);
       first_use = std::min(first_use, tp.first);
     }
     widths[x.data][-1] = nkept * unit;
@@ -390,17 +433,20 @@ void pass_prune_units(PassContext& ctx, const PassSpec& s, bool heads) {
     for (const auto& [tp, range] : cl.bindings) {
       TaskNode& t = dag.tasks[tp.first];
       Binding& b = t.bindings[tp.second];
-      if (kept_in(range.first, range.second) == 0) {
+      const int64_t units = kept_units(range);
+      if (units == 0) {
         gone.insert(tp.first);
         continue;
       }
       DataRef nr = renamed.at(b.ref.data);
       nr.tile = b.ref.tile < 0 ? -1 : new_tile.at(b.ref.data).at(b.ref.tile);
       b.ref = nr;
-      if (per_head(t.comp->name)) {
-        const std::string h = std::to_string(kept_in(range.first, range.second));
-        ed.set_arg(t, "heads", h);
-        if (t.comp->name == "nn.attention" && t.args.get_int("kv_heads") != 0) ed.set_arg(t, "kv_heads", h);
+      if (t.comp->name == "nn.rope") {
+        ed.set_arg(t, "heads", std::to_string(units * cols_per_unit(range) / cl.dh));
+      } else if (t.comp->name == "nn.attention" && tp.second == ed.port_index(t, "y")) {
+        // a kept unit is one query head, or a kv head with its group of query heads
+        ed.set_arg(t, "heads", std::to_string(units * cl.group));
+        if (t.args.get_int("kv_heads") != 0) ed.set_arg(t, "kv_heads", std::to_string(units));
       }
     }
     // the consumer keeps the columns of the kept units
@@ -423,6 +469,7 @@ void pass_prune_units(PassContext& ctx, const PassSpec& s, bool heads) {
     const std::vector<int64_t> shape = u.nk ? std::vector<int64_t>{u.n, u.k} : std::vector<int64_t>{u.k, u.n};
     layers.push_back({{"consumer", u.name}, {"layout", u.nk ? "nk" : "kn"}, {"shape", shape}, {kind, nunits},
                       {"kept", nkept}, {"leaves", leaves.size()}, {"tasks_removed", gone.size()}, {"mask", mask_out}});
+    if (heads) layers.back()["query_heads_per_unit"] = cl.group;  // > 1: a unit is a kv head and its query heads
     before_total += nunits;
     after_total += nkept;
   }

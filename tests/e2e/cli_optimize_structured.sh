@@ -28,7 +28,8 @@ prune() {
   local A=("$@")
   expect_rc 0 "$model $passes" -- "$y" optimize "${A[@]}" --set weights="$weights" --passes "$passes" \
     --eval --reps 1 -o "$tmp/$model"
-  expect_rc 0 "$model pruned workflow runs" -- "$y" run "$tmp/$model/$model.opt.xml" -q -o "$tmp/$model/flat"
+  local opt=("$tmp/$model"/*.opt.xml)  # named after the workflow
+  expect_rc 0 "$model pruned workflow runs" -- "$y" run "${opt[0]}" -q -o "$tmp/$model/flat"
   # the reference: original weights with the removed units' consumer columns zeroed
   expect_rc 0 "$model reference weights" -- "$py" tests/reference/zero_pruned_units.py "$tmp/$model/report.json" \
     "$weights" "$tmp/$model/zeroed.safetensors"
@@ -69,13 +70,19 @@ else
   echo "skip: USE-lite not fetched (scripts/fetch_use_lite.sh): its whole-tensor q/k/v case is not checked"
 fi
 
-# grouped-query attention: heads are not removed (a kv head serves several), and the log says why
-expect_rc 0 "llama GQA prune.heads" -- "$y" optimize "${L[@]}" --set kv_heads=2 --set weights="$tmp/gqa.safetensors" \
-  --passes prune.heads -o "$tmp/gqa"
+# grouped-query attention (6 query heads, 2 kv heads): a unit is a kv head with the 3 query
+# heads it serves, removed together; one attention task for all heads, then one per kv head
+# (head_groups=2: the task of a removed kv head goes)
+prune gqa "$tmp/gqa.safetensors" logits prune.heads:sparsity=0.5,prune.neurons:sparsity=0.3 "${L[@]}" --set kv_heads=2
+prune gqa_split "$tmp/gqa.safetensors" logits prune.heads:sparsity=0.5:criterion=activation "${L[@]}" \
+  --set kv_heads=2 --set head_groups=2
 "$py" -c "
-import json,sys; p=json.load(open('$tmp/gqa/report.json'))['pass_log'][0]
-ok = p['layers'] == [] and any('grouped-query attention' in s for s in p['skipped'])
-print(p['skipped'][:1]); sys.exit(0 if ok else 1)" || { echo "FAIL: GQA heads kept with a reason"; fails=$((fails + 1)); }
+import json,sys; r=json.load(open('$tmp/gqa_split/report.json')); p=r['pass_log'][0]
+ok = all(l['heads'] == 2 and l['kept'] == 1 and l['query_heads_per_unit'] == 3 and l['tasks_removed'] > 0 for l in p['layers'])
+import re; wf=open('$tmp/gqa_split/llama.opt.xml').read()
+att=re.findall(r'component=\"nn.attention\"', wf)
+print(len(p['layers']), 'layers,', len(att), 'attention tasks left'); sys.exit(0 if ok and len(att) == 2 else 1)" \
+  || { echo "FAIL: GQA units (a kv head and its query heads) removed with their attention task"; fails=$((fails + 1)); }
 expect_rc 2 "bad criterion" -- "$y" optimize "${G[@]}" --set weights="$tmp/gpt2.safetensors" --passes prune.heads:criterion=fisher
 expect_in "option 'criterion' of prune.heads is 'fisher': magnitude or activation" "message"
 
