@@ -34,14 +34,17 @@ using Kernel = int (*)(long m, long n, long k, double alpha, double* sa, double*
 using Copy = int (*)(long m, long n, double* a, long lda, double* out);
 
 // Blocking of the loop (col-major: C[M,N] += A[M,K] B[K,N]): a P x Q block of
-// A (576 KiB) stays in L2 while the kernel sweeps a Q x R block of B.
-constexpr long kP = 192, kQ = 384, kR = 2048;
+// A stays in L2 while the kernel sweeps a Q x R block of B. Q, the depth of a
+// block, is the core's (OpenBlas::q): some kernels hold a panel of B in a stack
+// buffer sized for their own GEMM_Q.
+constexpr long kP = 192, kR = 2048;
 constexpr long kMinDim = 64;  // below this the packing saved is not worth the bookkeeping
 
 struct OpenBlas {
   Kernel kernel = nullptr;
   Copy itcopy = nullptr, incopy = nullptr, oncopy = nullptr, otcopy = nullptr;
   std::string core;     // "SKYLAKEX"
+  long q = 0;           // K per block: at most the kernel's GEMM_Q
   std::string why_not;  // non-empty: reuse off
 };
 
@@ -59,8 +62,8 @@ Buffer alloc(size_t doubles) {
   return Buffer(p, free_aligned);
 }
 
-// One operand as the kernel reads it: A (rows = M, blocks of kP x kQ) or B
-// (rows = N, blocks of kQ x kR), every block 64-byte aligned in one buffer.
+// One operand as the kernel reads it: A (rows = M, blocks of kP x q) or B
+// (rows = N, blocks of q x kR), every block 64-byte aligned in one buffer.
 struct Panels {
   Buffer data{nullptr, free_aligned};
   std::vector<size_t> offset;  // block (k block, row block) at offset[kb * nrb + rb]
@@ -69,12 +72,12 @@ struct Panels {
 
 long ceil_div(long a, long b) { return (a + b - 1) / b; }
 
-// Packs block (kb, rb) of an operand: A side (`a_side`) blocks kP rows x kQ
-// of K, B side kR columns x kQ of K. `trans`: the operand is stored
+// Packs block (kb, rb) of an operand: A side (`a_side`) blocks kP rows x q
+// of K, B side kR columns x q of K. `trans`: the operand is stored
 // transposed (col-major), as in OpenBLAS's level-3 driver.
 void pack_block(const OpenBlas& o, bool a_side, bool trans, const double* x, long ldx, long kb, long rb, long kext,
                 long rext, double* out) {
-  const long ls = kb * kQ, ml = std::min(kQ, kext - ls);
+  const long ls = kb * o.q, ml = std::min(o.q, kext - ls);
   const long rs = rb * (a_side ? kP : kR), rl = std::min(a_side ? kP : kR, rext - rs);
   double* p = const_cast<double*>(x);
   if (a_side) {
@@ -90,8 +93,8 @@ void pack_block(const OpenBlas& o, bool a_side, bool trans, const double* x, lon
   }
 }
 
-size_t block_doubles(bool a_side, long kb, long rb, long kext, long rext) {
-  const long ml = std::min(kQ, kext - kb * kQ);
+size_t block_doubles(long q, bool a_side, long kb, long rb, long kext, long rext) {
+  const long ml = std::min(q, kext - kb * q);
   const long step = a_side ? kP : kR;
   const long rl = std::min(step, rext - rb * step);
   return (size_t(ml * rl) + 7) / 8 * 8;
@@ -99,14 +102,14 @@ size_t block_doubles(bool a_side, long kb, long rb, long kext, long rext) {
 
 void pack_all(const OpenBlas& o, bool a_side, bool trans, const double* x, long ldx, long kext, long rext,
               Panels& out) {
-  const long nkb = ceil_div(kext, kQ);
+  const long nkb = ceil_div(kext, o.q);
   out.nrb = ceil_div(rext, a_side ? kP : kR);
   out.offset.assign(size_t(nkb * out.nrb), 0);
   size_t total = 0;
   for (long kb = 0; kb < nkb; ++kb)
     for (long rb = 0; rb < out.nrb; ++rb) {
       out.offset[size_t(kb * out.nrb + rb)] = total;
-      total += block_doubles(a_side, kb, rb, kext, rext);
+      total += block_doubles(o.q, a_side, kb, rb, kext, rext);
     }
   out.data = alloc(total);
   for (long kb = 0; kb < nkb; ++kb)
@@ -139,10 +142,10 @@ class PackCache {
   std::int64_t budget() const { return cache_.budget(); }
   std::shared_ptr<const Panels> get(const OpenBlas& o, const Key& key, const double* x, long ldx) {
     auto size = [&] {
-      const long nkb = ceil_div(key.k, kQ), nrb = ceil_div(key.rows, key.a_side ? kP : kR);
+      const long nkb = ceil_div(key.k, o.q), nrb = ceil_div(key.rows, key.a_side ? kP : kR);
       std::int64_t doubles = 0;
       for (long kb = 0; kb < nkb; ++kb)
-        for (long rb = 0; rb < nrb; ++rb) doubles += std::int64_t(block_doubles(key.a_side, kb, rb, key.k, key.rows));
+        for (long rb = 0; rb < nrb; ++rb) doubles += std::int64_t(block_doubles(o.q, key.a_side, kb, rb, key.k, key.rows));
       return doubles * std::int64_t(sizeof(double));
     };
     return cache_.get(key, key.id >> 32, size,
@@ -178,13 +181,13 @@ void run_loop(const OpenBlas& o, long M, long N, long K, double alpha, bool ta, 
         for (long i = 0; i < M; ++i) col[i] *= beta;
     }
   thread_local Buffer sa_own{nullptr, free_aligned}, sb_own{nullptr, free_aligned};
-  if (!pa && !sa_own) sa_own = alloc(size_t(kP * kQ));
-  if (!pb && !sb_own) sb_own = alloc(size_t(kQ * kR));
-  const long nkb = ceil_div(K, kQ), nib = ceil_div(M, kP), njb = ceil_div(N, kR);
+  if (!pa && !sa_own) sa_own = alloc(size_t(kP * o.q));
+  if (!pb && !sb_own) sb_own = alloc(size_t(o.q * kR));
+  const long nkb = ceil_div(K, o.q), nib = ceil_div(M, kP), njb = ceil_div(N, kR);
   for (long jb = 0; jb < njb; ++jb) {
     const long js = jb * kR, nj = std::min(kR, N - js);
     for (long kb = 0; kb < nkb; ++kb) {
-      const long ml = std::min(kQ, K - kb * kQ);
+      const long ml = std::min(o.q, K - kb * o.q);
       double* sb;
       if (pb) {
         sb = pb->data.get() + pb->offset[size_t(kb * pb->nrb + jb)];
@@ -232,6 +235,17 @@ OpenBlas probe() {
     return o;
   }
   for (const char* ch = corename(); ch && *ch; ++ch) o.core += char(std::toupper(static_cast<unsigned char>(*ch)));
+  // the cores whose kernels this loop has run on, and their GEMM_Q: a kernel
+  // called with a deeper block than it was built for writes past its stack
+  // buffer (Haswell's and Zen's do), which no check after the call can catch
+  if (o.core == "SKYLAKEX" || o.core == "COOPERLAKE") {
+    o.q = 384;
+  } else if (o.core == "HASWELL" || o.core == "ZEN") {
+    o.q = 256;
+  } else {
+    o.why_not = "the " + o.core + " kernel's block depth is not known here";
+    return o;
+  }
   auto find = [&](const char* base, auto& fn) {
     void* s = dlsym(lib, (std::string(base) + "_" + o.core).c_str());
     if (!s) s = dlsym(lib, base);  // an OpenBLAS built for one CPU
@@ -245,7 +259,7 @@ OpenBlas probe() {
   find("dgemm_otcopy", o.otcopy);
   if (!o.why_not.empty()) return o;
   // every transposition, across block edges, against cblas_dgemm
-  const long M = kP + 13, N = 70, K = kQ + 17;
+  const long M = kP + 13, N = 70, K = o.q + 17;
   std::vector<double> a(size_t(K * (K + M))), b(size_t(K * (K + N))), c0(size_t(M * N)), c1;
   std::uint64_t s = 42;
   auto rnd = [&] {
