@@ -17,8 +17,8 @@
 #   RESULTS   also write the table as TSV to this file
 #   KEEP      keep the embeddings in this folder (ref.npy, <sequence>.npy)
 #   FETCH=0   do not fetch: use only the caches (exit 77 when they are missing)
-#   OPENBLAS_CORETYPE  default SkylakeX (this machine's AVX-512 sgemm; OpenBLAS 0.3.21
-#             mis-detects it as Prescott); the f32 reference runs with it
+#   OPENBLAS_CORETYPE  default SkylakeX on an AVX-512 CPU (OpenBLAS 0.3.21 mis-detects
+#             these as Prescott), else unset; the f32 reference runs with it
 #   CALIB     calibration sentences for the passes that need calibration (prune.obs,
 #             quant.gptq), default 30: evenly spaced Austen sentences of
 #             sentences-POOL.txt that are not in the sample, one `ids=… L=…` run each
@@ -37,7 +37,7 @@ n=${2:-300}
 if [ -f "$arg" ] && [ -x "$arg" ]; then y=$(cd "$(dirname "$arg")" && pwd)/$(basename "$arg"); else y=$arg/bin/ymlopt; fi
 [ -x "$y" ] || { echo "compress_use_lite: no ymlopt binary at $y" >&2; exit 2; }
 py=/usr/bin/python3
-export OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-SkylakeX}
+source "$here/tests/bench/openblas_core.sh"
 export STARPU_SILENT=1
 cd "$here"
 
@@ -171,7 +171,7 @@ PY
 fi
 
 echo "USE-lite compression quality: N=$n sentences ($(basename "$text")), calibration/optimize input L=$L ids," \
-  "$calib_note, OPENBLAS_CORETYPE=$OPENBLAS_CORETYPE, $(nproc) cores, f32 embed ${ref_s} s"
+  "$calib_note, OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-unset}, $(nproc) cores, f32 embed ${ref_s} s"
 printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' sequence passes file_bytes weight_bytes orig_weight_bytes \
   ratio mean_cos min_cos nn_agree flip_gap embed_s optimize_s >"$work/table.tsv"
 for s in $seqs; do

@@ -10,7 +10,7 @@ T=${2:-$(mktemp -d)}
 mkdir -p "$T"
 cd "$(dirname "$0")/../.."
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl=self,vader OPENBLAS_NUM_THREADS=1
-export OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-SkylakeX}
+source tests/bench/openblas_core.sh
 "$y" model init --arch gpt2 --preset tiny --seed 3 --layers 1 "$T/w.safetensors" >/dev/null
 python3 - "$T/ids.npy" 14 <<'PY'
 import struct, sys

@@ -19,7 +19,7 @@
 # default "0 1 2 3"), NOCACHE=S (also run strategy S alone with cache=false, the
 # passes at every evaluation as before the (unit, recipe) cache, to compare
 # evaluations/s; default 3, empty: skip), FETCH=0 (caches only; exit 77 when
-# missing), OPENBLAS_CORETYPE (default SkylakeX), KEEP=DIR (keep the run
+# missing), OPENBLAS_CORETYPE (default SkylakeX on an AVX-512 CPU), KEEP=DIR (keep the run
 # directories there), MAPPING (the unite's mapping: shared (default), fair, contexts),
 # EVAL (default 16: that many other Austen sentences are the evaluation runs, the
 # error the bound applies to; 0: the calibration sentences, as before), HELDOUT
@@ -39,7 +39,7 @@ T=${2:-120}
 if [ -f "$arg" ] && [ -x "$arg" ]; then y=$(cd "$(dirname "$arg")" && pwd)/$(basename "$arg"); else y=$(cd "$arg" && pwd)/bin/ymlopt; fi
 [ -x "$y" ] || { echo "unite_compress: no ymlopt binary at $y" >&2; exit 2; }
 py=/usr/bin/python3
-export OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-SkylakeX}
+source "$here/tests/bench/openblas_core.sh"
 export STARPU_SILENT=1
 bound=${BOUND:-0.05}
 ncal=${CALIB:-8}
@@ -91,7 +91,7 @@ evalsets=""
 [ "$neval" -eq 0 ] || evalsets=$(run_sets "$work/eval.txt" eval)
 echo "USE-lite, $(grep -c . "$work/calib.txt") calibration sentences, error bound $bound (relative L2 of the embeddings)" \
   "on $( [ "$neval" -eq 0 ] && echo "the calibration sentences" || echo "$(grep -c . "$work/eval.txt") other sentences")," \
-  "budget ${T} s per run, OPENBLAS_CORETYPE=$OPENBLAS_CORETYPE, $(nproc) cores"
+  "budget ${T} s per run, OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-unset}, $(nproc) cores"
 
 run() {  # NAME STRATEGY-LIST [CACHE]
   local t0 t1
