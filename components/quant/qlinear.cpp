@@ -1,7 +1,8 @@
-// Quantized linear kernels (see qlinear.hpp for the arithmetic). Two code paths
+// Quantized linear kernels (see qlinear.hpp for the arithmetic). Three code paths
 // share every floating-point step: the AVX-512 VNNI one (vpdpbusd on 64-byte
-// chunks of k, int4 nibbles unpacked in registers) and a portable scalar one
-// that emulates the 16 int32 lanes. The family is built with -ffp-contract=off
+// chunks of k, int4 nibbles unpacked in registers), an AVX2 one (vpmaddubsw on
+// the two halves of each chunk) and a portable scalar one that emulates the 16
+// int32 lanes. The family is built with -ffp-contract=off
 // so that no compiler-made FMA makes the two paths differ.
 #include "quant/qlinear.hpp"
 
@@ -69,6 +70,11 @@ QWeight QWeight::rows(int64_t n0, int64_t n1) const {
 bool cpu_has_avx512_vnni() {
   static const bool has = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
+  return has;
+}
+
+bool cpu_has_avx2() {
+  static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
   return has;
 }
 
@@ -144,7 +150,7 @@ struct Acts {
 
 /// Quantizes one row: returns a = max|x| / 127 and writes xq (natural k order).
 /// (prepare_row_avx512 applies the same IEEE steps on 16 lanes.)
-float quantize_row_generic(const float* x, int64_t k, int8_t* out) {
+__attribute__((always_inline)) inline float quantize_row_body(const float* x, int64_t k, int8_t* out) {
   float amax = 0;
   for (int64_t c = 0; c < k; ++c) amax = std::max(amax, std::fabs(x[c]));
   if (!(amax > 0) || !std::isfinite(amax)) {
@@ -158,6 +164,11 @@ float quantize_row_generic(const float* x, int64_t k, int8_t* out) {
     out[c] = static_cast<int8_t>(v);
   }
   return amax / 127.0f;
+}
+float quantize_row_generic(const float* x, int64_t k, int8_t* out) { return quantize_row_body(x, k, out); }
+// The same loops compiled for AVX2 (the compiler vectorizes them 8 wide; same values).
+__attribute__((target("avx2,fma"))) float quantize_row_avx2(const float* x, int64_t k, int8_t* out) {
+  return quantize_row_body(x, k, out);
 }
 
 /// 16 floats -> 16 int8 codes: the rule of quantize_row_generic on 16 lanes.
@@ -220,7 +231,7 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) float prepare_row_avx512(co
   return amax / 127.0f;
 }
 
-Acts prepare_acts(const float* x, int64_t m, int64_t ldx, const QWeight& w, bool need_xsum, bool fast) {
+Acts prepare_acts(const float* x, int64_t m, int64_t ldx, const QWeight& w, bool need_xsum, bool fast, bool avx2) {
   Acts A;
   A.m = m;
   A.k = w.k;
@@ -244,7 +255,8 @@ Acts prepare_acts(const float* x, int64_t m, int64_t ldx, const QWeight& w, bool
                                                             need_xsum ? A.xsum.data() + i * A.groups : nullptr, gsize);
       continue;
     }
-    A.a[static_cast<std::size_t>(i)] = quantize_row_generic(xr, w.k, row.data());
+    A.a[static_cast<std::size_t>(i)] =
+        avx2 ? quantize_row_avx2(xr, w.k, row.data()) : quantize_row_generic(xr, w.k, row.data());
     uint8_t* dst = A.q.data() + i * A.kp;
     if (A.w4) {
       for (int64_t c0 = 0; c0 < A.kp; c0 += kChunk)
@@ -272,8 +284,8 @@ struct WPrep {
   std::vector<float> sz_t;    // [G, n] (asymmetric)
 };
 
-/// Σ of codes per (row, group) for int8 weights; scalar and AVX-512 give the same integers.
-void code_sums_scalar(const QWeight& w, int32_t* out) {
+/// Σ of codes per (row, group) for int8 weights; every path gives the same integers.
+__attribute__((always_inline)) inline void code_sums_body(const QWeight& w, int32_t* out) {
   const int64_t G = w.groups(), gs = w.group > 0 ? w.group : w.k;
   for (int64_t r = 0; r < w.n; ++r) {
     const int8_t* row = w.q + r * w.q_ld;
@@ -284,6 +296,8 @@ void code_sums_scalar(const QWeight& w, int32_t* out) {
     }
   }
 }
+void code_sums_scalar(const QWeight& w, int32_t* out) { code_sums_body(w, out); }
+__attribute__((target("avx2,fma"))) void code_sums_avx2(const QWeight& w, int32_t* out) { code_sums_body(w, out); }
 
 /// Sum of the 16 int32 lanes (exact; order irrelevant).
 __attribute__((target("avx512f"))) inline int32_t reduce_epi32(__m512i v) {
@@ -330,7 +344,9 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni"))) void code_sums_a
   }
 }
 
-WPrep prepare_weights(const QWeight& w, bool fast) {
+/// `code_sums`: whether int8 weights need their code sums (not on the AVX2 path per
+/// channel, which forms Σ xq · c directly).
+WPrep prepare_weights(const QWeight& w, bool fast, bool avx2, bool code_sums) {
   WPrep P;
   P.n = w.n;
   P.groups = w.groups();
@@ -338,13 +354,15 @@ WPrep prepare_weights(const QWeight& w, bool fast) {
   P.s.resize(static_cast<std::size_t>(w.n * G));
   for (int64_t r = 0; r < w.n; ++r)
     for (int64_t g = 0; g < G; ++g) P.s[static_cast<std::size_t>(r * G + g)] = scale_at(w, r, g);
-  if (w.bits == 8) {
+  if (w.bits == 8 && code_sums) {
     P.csum.resize(static_cast<std::size_t>(w.n * G));
     if (w.code_sum) {
       for (int64_t r = 0; r < w.n; ++r)
         for (int64_t g = 0; g < G; ++g) P.csum[static_cast<std::size_t>(r * G + g)] = w.code_sum[r * w.code_sum_ld + g];
     } else if (fast) {
       code_sums_avx512(w, P.csum.data());
+    } else if (avx2) {
+      code_sums_avx2(w, P.csum.data());
     } else {
       code_sums_scalar(w, P.csum.data());
     }
@@ -796,6 +814,224 @@ void grp_dispatch(bool tail, int64_t chunks, const Acts& A, const QWeight& w, co
     grp_avx512<W4, false, 0>(A, w, P, fin, y, ldy);
 }
 
+// ---- AVX2 path (CPUs without AVX-512 VNNI: Zen 2/3, Haswell to Alder Lake) ------
+//
+// The integers and f32 steps of the other paths on the two 256-bit halves of each
+// 64-byte chunk (half h holds lanes 8h..8h+7). vpmaddubsw multiplies u8 by s8 and
+// adds pairs in saturating int16, so int8 weights meet the activation codes
+// xq = act - 128 as |c| x sign(xq, c) (a pair is at most 2 * 128 * 127 < 2^15) and
+// int4 codes (u8 <= 15) meet xq directly; vpmaddwd then adds pairs into int32 lanes.
+// Per channel the exact dot product Σ xq·c is what the VNNI path has after
+// subtracting 128·Σc, so that correction is left out; grouped, the 128·Σc of each
+// lane is added back before the lanes are converted, as VNNI's u8 operand has it.
+
+#define YMLOPT_AVX2 __attribute__((target("avx2,fma")))
+
+YMLOPT_AVX2 inline __m256i ones16_avx2() { return _mm256_set1_epi16(1); }
+
+/// 16 code bytes -> 32 unsigned bytes [low nibbles, high nibbles] (k_of order of a half).
+YMLOPT_AVX2 inline __m256i unpack4_avx2(__m128i b) {
+  return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(b, 4), b), _mm256_set1_epi8(0x0f));
+}
+
+/// Half h of chunk c of a weight row as 32 bytes (int8 codes, or int4 nibbles
+/// unpacked); in the last chunk of a row whose k is not a multiple of 64 the
+/// missing codes read as 0 (`rem_bytes`: the stored bytes of that chunk).
+template <bool W4, bool Tail>
+YMLOPT_AVX2 inline __m256i load_w_avx2(const int8_t* row, int64_t c, int h, int64_t nch, int64_t rem_bytes) {
+  constexpr int64_t half = W4 ? 16 : 32;
+  const int8_t* p = row + c * 2 * half + h * half;
+  if constexpr (Tail) {
+    if (c + 1 == nch) {
+      alignas(32) int8_t buf[32] = {};
+      const int64_t have = std::min(half, rem_bytes - h * half);
+      if (have > 0) std::memcpy(buf, p, static_cast<std::size_t>(have));
+      if constexpr (W4) return unpack4_avx2(_mm_load_si128(reinterpret_cast<const __m128i*>(buf)));
+      return _mm256_load_si256(reinterpret_cast<const __m256i*>(buf));
+    }
+  }
+  if constexpr (W4) return unpack4_avx2(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+}
+
+/// The activation codes of half h of chunk c as s8 xq (int8 weights store xq + 128).
+template <bool W4>
+YMLOPT_AVX2 inline __m256i load_x_avx2(const uint8_t* act, int64_t c, int h) {
+  const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(act + c * kChunk + h * 32));
+  if constexpr (W4) return v;
+  return _mm256_xor_si256(v, _mm256_set1_epi8(-128));
+}
+
+/// acc + the int32 lane sums of xq · code over 4 bytes each (exact).
+template <bool W4>
+YMLOPT_AVX2 inline __m256i dp_avx2(__m256i acc, __m256i xq, __m256i w, __m256i w_abs) {
+  __m256i p;
+  if constexpr (W4)
+    p = _mm256_maddubs_epi16(w, xq);
+  else
+    p = _mm256_maddubs_epi16(w_abs, _mm256_sign_epi8(xq, w));
+  return _mm256_add_epi32(acc, _mm256_madd_epi16(p, ones16_avx2()));
+}
+
+YMLOPT_AVX2 inline int32_t reduce8_epi32(__m256i v) {
+  alignas(32) int32_t e[8];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(e), v);
+  int32_t s = 0;
+  for (int l = 0; l < 8; ++l) s += e[l];
+  return s;
+}
+
+/// Per channel: MR activation rows x NR weight rows, the exact Σ xq · c over all of k.
+template <int MR, int NR, bool W4, bool Tail>
+YMLOPT_AVX2 __attribute__((noinline)) void pc_tile_avx2(const uint8_t* act, int64_t kp, int64_t nch, const int8_t* wq,
+                                                          int64_t q_ld, int64_t rem_bytes, const Fin& fin, int64_t i0,
+                                                          int64_t j0, float* y, int64_t ldy) {
+  __m256i acc[MR][NR];
+#pragma GCC unroll 16
+  for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 16
+    for (int j = 0; j < NR; ++j) acc[i][j] = _mm256_setzero_si256();
+  for (int64_t c = 0; c < nch; ++c)
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; ++h) {
+      __m256i wv[NR], wa[NR];
+#pragma GCC unroll 16
+      for (int j = 0; j < NR; ++j) {
+        wv[j] = load_w_avx2<W4, Tail>(wq + j * q_ld, c, h, nch, rem_bytes);
+        wa[j] = W4 ? wv[j] : _mm256_abs_epi8(wv[j]);
+      }
+#pragma GCC unroll 16
+      for (int i = 0; i < MR; ++i) {
+        const __m256i xv = load_x_avx2<W4>(act + i * kp, c, h);
+#pragma GCC unroll 16
+        for (int j = 0; j < NR; ++j) acc[i][j] = dp_avx2<W4>(acc[i][j], xv, wv[j], wa[j]);
+      }
+    }
+  for (int i = 0; i < MR; ++i)
+    for (int j = 0; j < NR; ++j) y[i * ldy + j] = finish_pc(fin, i0 + i, j0 + j, reduce8_epi32(acc[i][j]));
+}
+
+/// Grouped: the 16 f32 lane partials of each output, half by half (lanes 8h..8h+7
+/// see only half h of every chunk), then tree16 as on the other paths.
+template <int MR, int NR, bool W4, bool Tail>
+YMLOPT_AVX2 __attribute__((noinline)) void grp_tile_avx2(const uint8_t* act, int64_t kp, int64_t nch, const int8_t* wq,
+                                                           int64_t q_ld, int64_t rem_bytes, const float* s, int64_t G,
+                                                           Blocks B, const int32_t* zl, const Fin& fin, int64_t i0,
+                                                           int64_t j0, float* y, int64_t ldy) {
+  alignas(32) float lanes[MR][NR][16];
+  for (int h = 0; h < 2; ++h) {
+    __m256 facc[MR][NR];
+#pragma GCC unroll 16
+    for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 16
+      for (int j = 0; j < NR; ++j) facc[i][j] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < B.count; ++b) {
+      __m256 sv[NR];
+#pragma GCC unroll 16
+      for (int j = 0; j < NR; ++j) sv[j] = _mm256_set1_ps(lane_scale(B, s + j * G, G, b, 8 * h));
+      __m256i acc[MR][NR], cs[NR];
+#pragma GCC unroll 16
+      for (int i = 0; i < MR; ++i) {
+        // int4 symmetric: lanes start at -8 · Σ xq of the block (precomputed per row)
+        const __m256i init = zl ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(zl + (i * B.count + b) * 16 + 8 * h))
+                                : _mm256_setzero_si256();
+#pragma GCC unroll 16
+        for (int j = 0; j < NR; ++j) acc[i][j] = init;
+      }
+#pragma GCC unroll 16
+      for (int j = 0; j < NR; ++j) cs[j] = _mm256_setzero_si256();
+      for (int64_t c = b * B.chunks; c < (b + 1) * B.chunks && c < nch; ++c) {
+        __m256i wv[NR], wa[NR];
+#pragma GCC unroll 16
+        for (int j = 0; j < NR; ++j) {
+          wv[j] = load_w_avx2<W4, Tail>(wq + j * q_ld, c, h, nch, rem_bytes);
+          if constexpr (W4) {
+            wa[j] = wv[j];
+          } else {
+            wa[j] = _mm256_abs_epi8(wv[j]);
+            cs[j] = _mm256_add_epi32(
+                cs[j], _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), wv[j]), ones16_avx2()));
+          }
+        }
+#pragma GCC unroll 16
+        for (int i = 0; i < MR; ++i) {
+          const __m256i xv = load_x_avx2<W4>(act + i * kp, c, h);
+#pragma GCC unroll 16
+          for (int j = 0; j < NR; ++j) acc[i][j] = dp_avx2<W4>(acc[i][j], xv, wv[j], wa[j]);
+        }
+      }
+#pragma GCC unroll 16
+      for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 16
+        for (int j = 0; j < NR; ++j) {
+          const __m256i lane = W4 ? acc[i][j] : _mm256_add_epi32(acc[i][j], _mm256_slli_epi32(cs[j], 7));
+          facc[i][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(lane), sv[j], facc[i][j]);
+        }
+    }
+    for (int i = 0; i < MR; ++i)
+      for (int j = 0; j < NR; ++j) _mm256_store_ps(lanes[i][j] + 8 * h, facc[i][j]);
+  }
+  for (int i = 0; i < MR; ++i)
+    for (int j = 0; j < NR; ++j) y[i * ldy + j] = finish_grp(fin, i0 + i, j0 + j, tree16(lanes[i][j]));
+}
+
+int64_t rem_bytes_of(const QWeight& w, int64_t nch) {
+  const int64_t rem = w.k - (nch - 1) * kChunk;
+  return w.bits == 4 ? rem / 2 : rem;
+}
+
+template <bool W4, bool Tail>
+void pc_avx2(const Acts& A, const QWeight& w, const Fin& fin, float* y, int64_t ldy) {
+  const int64_t rb = rem_bytes_of(w, A.nch);
+  auto at = [&](int64_t i) { return A.q.data() + i * A.kp; };
+  auto wr = [&](int64_t j) { return w.q + j * w.q_ld; };
+  constexpr int MR = 4, NR = 2;  // 8 int32 accumulators, 2 + 2 weight registers
+  drive<MR, NR>(
+      A.m, w.n, A.kp,
+      [&](int64_t i, int64_t j) {
+        pc_tile_avx2<MR, NR, W4, Tail>(at(i), A.kp, A.nch, wr(j), w.q_ld, rb, fin, i, j, y + i * ldy + j, ldy);
+      },
+      [&](int64_t i, int64_t j) {
+        pc_tile_avx2<MR, 1, W4, Tail>(at(i), A.kp, A.nch, wr(j), w.q_ld, rb, fin, i, j, y + i * ldy + j, ldy);
+      },
+      [&](int64_t i, int64_t j) {
+        pc_tile_avx2<1, NR, W4, Tail>(at(i), A.kp, A.nch, wr(j), w.q_ld, rb, fin, i, j, y + i * ldy + j, ldy);
+      },
+      [&](int64_t i, int64_t j) {
+        pc_tile_avx2<1, 1, W4, Tail>(at(i), A.kp, A.nch, wr(j), w.q_ld, rb, fin, i, j, y + i * ldy + j, ldy);
+      });
+}
+
+template <bool W4, bool Tail>
+void grp_avx2(const Acts& A, const QWeight& w, const WPrep& P, const Fin& fin, float* y, int64_t ldy) {
+  const int64_t rb = rem_bytes_of(w, A.nch);
+  const Blocks B = blocks_of(w, A.nch);
+  const int64_t G = P.groups;
+  auto zr = [&](int64_t i) { return A.zl.empty() ? nullptr : A.zl.data() + i * B.count * 16; };
+  auto at = [&](int64_t i) { return A.q.data() + i * A.kp; };
+  auto wr = [&](int64_t j) { return w.q + j * w.q_ld; };
+  auto sr = [&](int64_t j) { return P.s.data() + j * G; };
+  constexpr int MR = 2, NR = 2;  // 4 int32 + 4 f32 accumulators
+  drive<MR, NR>(
+      A.m, w.n, A.kp,
+      [&](int64_t i, int64_t j) {
+        grp_tile_avx2<MR, NR, W4, Tail>(at(i), A.kp, A.nch, wr(j), w.q_ld, rb, sr(j), G, B, zr(i), fin, i, j,
+                                        y + i * ldy + j, ldy);
+      },
+      [&](int64_t i, int64_t j) {
+        grp_tile_avx2<MR, 1, W4, Tail>(at(i), A.kp, A.nch, wr(j), w.q_ld, rb, sr(j), G, B, zr(i), fin, i, j,
+                                       y + i * ldy + j, ldy);
+      },
+      [&](int64_t i, int64_t j) {
+        grp_tile_avx2<1, NR, W4, Tail>(at(i), A.kp, A.nch, wr(j), w.q_ld, rb, sr(j), G, B, zr(i), fin, i, j,
+                                       y + i * ldy + j, ldy);
+      },
+      [&](int64_t i, int64_t j) {
+        grp_tile_avx2<1, 1, W4, Tail>(at(i), A.kp, A.nch, wr(j), w.q_ld, rb, sr(j), G, B, zr(i), fin, i, j,
+                                      y + i * ldy + j, ldy);
+      });
+}
+
 }  // namespace
 
 void linear(const float* x, int64_t m, int64_t ldx, const QWeight& w, float* y, int64_t ldy) {
@@ -828,19 +1064,21 @@ void linear(const float* x, int64_t m, int64_t ldx, const QWeight& w, float* y, 
   }
   if (isa == Isa::avx512_vnni && !cpu_has_avx512_vnni())
     throw KernelError("quant::linear: this CPU has no AVX-512 VNNI");
+  if (isa == Isa::avx2 && !cpu_has_avx2()) throw KernelError("quant::linear: this CPU has no AVX2 and FMA");
   const bool fast = isa == Isa::avx512_vnni || (isa == Isa::best && cpu_has_avx512_vnni());
+  const bool avx2 = isa == Isa::avx2 || (isa == Isa::best && !fast && cpu_has_avx2());
   const bool w4 = w.bits == 4;
   const bool per_channel = w.group == 0;
   const int64_t G = w.groups(), n = w.n;
   const bool need_xsum = w.zero != nullptr || (w4 && per_channel);
-  Acts A = prepare_acts(x, m, ldx, w, need_xsum, fast);
+  Acts A = prepare_acts(x, m, ldx, w, need_xsum, fast, avx2);
   if (w4 && !w.zero && !per_channel) {
     if (fast)
       lane_zero_init_avx512(A, blocks_of(w, A.nch));
     else
       lane_zero_init(A, blocks_of(w, A.nch));
   }
-  const WPrep P = prepare_weights(w, fast);
+  const WPrep P = prepare_weights(w, fast, avx2, !(avx2 && per_channel));
 
   const bool tail = w.k % kChunk != 0;
   Fin fin;
@@ -854,12 +1092,17 @@ void linear(const float* x, int64_t m, int64_t ldx, const QWeight& w, float* y, 
       for (int64_t i = 0; i < m; ++i) ci[static_cast<std::size_t>(i)] = 8 * A.xsum[static_cast<std::size_t>(i)];
       fin.ci = ci.data();
     }
-    if (!w4) {
+    if (!w4 && !avx2) {  // the AVX2 path forms Σ xq · c directly: no 128 Σc to take off
       cj.resize(static_cast<std::size_t>(n));
       for (int64_t j = 0; j < n; ++j) cj[static_cast<std::size_t>(j)] = 128 * P.csum[static_cast<std::size_t>(j)];
       fin.cj = cj.data();
     }
-    if (!fast)
+    if (avx2) {
+      if (w4)
+        (tail ? pc_avx2<true, true> : pc_avx2<true, false>)(A, w, fin, y, ldy);
+      else
+        (tail ? pc_avx2<false, true> : pc_avx2<false, false>)(A, w, fin, y, ldy);
+    } else if (!fast)
       pc_scalar(A, w, fin, y, ldy);
     else if (w4)
       (tail ? pc_avx512<true, true> : pc_avx512<true, false>)(A, w, fin, y, ldy);
@@ -867,7 +1110,12 @@ void linear(const float* x, int64_t m, int64_t ldx, const QWeight& w, float* y, 
       (tail ? pc_avx512<false, true> : pc_avx512<false, false>)(A, w, fin, y, ldy);
   } else {
     fin.b = P.bterm.empty() ? nullptr : P.bterm.data();
-    if (!fast)
+    if (avx2) {
+      if (w4)
+        (tail ? grp_avx2<true, true> : grp_avx2<true, false>)(A, w, P, fin, y, ldy);
+      else
+        (tail ? grp_avx2<false, true> : grp_avx2<false, false>)(A, w, P, fin, y, ldy);
+    } else if (!fast)
       grp_scalar(A, w, P, fin, y, ldy);
     else if (w4)
       grp_dispatch<true>(tail, blocks_of(w, A.nch).chunks, A, w, P, fin, y, ldy);
@@ -929,6 +1177,11 @@ void dequantize_rows_generic(const QWeight& w, int64_t r0, int64_t rows, float* 
 __attribute__((target("avx512f,avx512bw,avx512vl"))) void dequantize_rows_avx512(const QWeight& w, int64_t r0,
                                                                                   int64_t rows, float* out,
                                                                                   int64_t ldo) {
+  dequantize_rows_body(w, r0, rows, out, ldo);
+}
+// And 8 floats wide, for CPUs with AVX2 but not AVX-512.
+__attribute__((target("avx2,fma"))) void dequantize_rows_avx2(const QWeight& w, int64_t r0, int64_t rows, float* out,
+                                                             int64_t ldo) {
   dequantize_rows_body(w, r0, rows, out, ldo);
 }
 /// The sums of x over each of G groups of gs elements (the zero points' term).
@@ -1006,10 +1259,81 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void gemv_int4_avx512(const
   }
 }
 
+YMLOPT_AVX2 inline float hsum8_ps_avx2(__m256 v) {
+  const __m128 q = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  const __m128 d = _mm_add_ps(q, _mm_movehl_ps(q, q));
+  return _mm_cvtss_f32(_mm_add_ss(d, _mm_movehdup_ps(d)));
+}
+
+/// 8 int8 codes as floats.
+YMLOPT_AVX2 inline __m256 codes8_ps(const int8_t* c) {
+  return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(c))));
+}
+
+/// One token, int8 codes, 8 lanes: gemv_int8_avx512's loop for AVX2 CPUs.
+YMLOPT_AVX2 void gemv_int8_avx2(const float* x, const QWeight& w, float* y) {
+  const int64_t k = w.k, gs = w.group > 0 ? w.group : k, G = w.groups();
+  const std::vector<float> xsum = group_sums(x, gs, G);
+  for (int64_t r = 0; r < w.n; ++r) {
+    const auto* c = reinterpret_cast<const int8_t*>(w.q) + r * w.q_ld;
+    float yr = 0;
+    for (int64_t g = 0; g < G; ++g) {
+      const int8_t* cg = c + g * gs;
+      const float* xg = x + g * gs;
+      __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+      int64_t j = 0;
+      for (; j + 32 <= gs; j += 32) {
+        a0 = _mm256_fmadd_ps(_mm256_loadu_ps(xg + j), codes8_ps(cg + j), a0);
+        a1 = _mm256_fmadd_ps(_mm256_loadu_ps(xg + j + 8), codes8_ps(cg + j + 8), a1);
+        a2 = _mm256_fmadd_ps(_mm256_loadu_ps(xg + j + 16), codes8_ps(cg + j + 16), a2);
+        a3 = _mm256_fmadd_ps(_mm256_loadu_ps(xg + j + 24), codes8_ps(cg + j + 24), a3);
+      }
+      for (; j + 8 <= gs; j += 8) a0 = _mm256_fmadd_ps(_mm256_loadu_ps(xg + j), codes8_ps(cg + j), a0);
+      float d = hsum8_ps_avx2(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
+      for (; j < gs; ++j) d += xg[j] * static_cast<float>(cg[j]);
+      yr += scale_at(w, r, g) * (d - zero_of(w, r, g) * xsum[static_cast<std::size_t>(g)]);
+    }
+    y[r] = yr;
+  }
+}
+
+/// One token, int4 codes, 8 lanes: gemv_int4_avx512's loop (x split into even and odd elements).
+YMLOPT_AVX2 void gemv_int4_avx2(const float* x, const QWeight& w, float* y) {
+  const int64_t k = w.k, gs = w.group > 0 ? w.group : k, G = w.groups(), half = gs / 2;
+  thread_local std::vector<float> xe, xo;
+  xe.resize(static_cast<std::size_t>(k / 2));
+  xo.resize(static_cast<std::size_t>(k / 2));
+  for (int64_t j = 0; j < k / 2; ++j) xe[static_cast<std::size_t>(j)] = x[2 * j], xo[static_cast<std::size_t>(j)] = x[2 * j + 1];
+  const std::vector<float> xsum = group_sums(x, gs, G);
+  const __m256i low = _mm256_set1_epi32(15);
+  for (int64_t r = 0; r < w.n; ++r) {
+    const auto* b = reinterpret_cast<const uint8_t*>(w.q) + r * w.q_ld;
+    float yr = 0;
+    for (int64_t g = 0; g < G; ++g) {
+      const uint8_t* bg = b + g * half;
+      const float* e = xe.data() + g * half;
+      const float* o = xo.data() + g * half;
+      __m256 a0 = _mm256_setzero_ps(), a1 = a0;
+      int64_t j = 0;
+      for (; j + 8 <= half; j += 8) {
+        const __m256i v = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(bg + j)));
+        a0 = _mm256_fmadd_ps(_mm256_loadu_ps(e + j), _mm256_cvtepi32_ps(_mm256_and_si256(v, low)), a0);
+        a1 = _mm256_fmadd_ps(_mm256_loadu_ps(o + j), _mm256_cvtepi32_ps(_mm256_srli_epi32(v, 4)), a1);
+      }
+      float d = hsum8_ps_avx2(_mm256_add_ps(a0, a1));
+      for (; j < half; ++j) d += e[j] * static_cast<float>(bg[j] & 15) + o[j] * static_cast<float>(bg[j] >> 4);
+      yr += scale_at(w, r, g) * (d - zero_of(w, r, g) * xsum[static_cast<std::size_t>(g)]);
+    }
+    y[r] = yr;
+  }
+}
+
 void dequantize_rows(const QWeight& w, int64_t r0, int64_t rows, float* out, int64_t ldo) {
-  static const bool wide = cpu_has_avx512_vnni();
+  static const bool wide = cpu_has_avx512_vnni(), avx2 = cpu_has_avx2();
   if (wide)
     dequantize_rows_avx512(w, r0, rows, out, ldo);
+  else if (avx2)
+    dequantize_rows_avx2(w, r0, rows, out, ldo);
   else
     dequantize_rows_generic(w, r0, rows, out, ldo);
 }
@@ -1024,6 +1348,7 @@ void dequantize(const QWeight& w, float* out, int64_t ldw) {
 void linear_weight_only(const float* x, int64_t m, int64_t ldx, const QWeight& w, float* y, int64_t ldy) {
   if (!check_call("linear_weight_only", x, m, ldx, w, y, ldy)) return;
   if (m == 1 && cpu_has_avx512_vnni()) return w.bits == 8 ? gemv_int8_avx512(x, w, y) : gemv_int4_avx512(x, w, y);
+  if (m == 1 && cpu_has_avx2()) return w.bits == 8 ? gemv_int8_avx2(x, w, y) : gemv_int4_avx2(x, w, y);
   // blocks of f32 rows: ~128 KiB (L2) for a few tokens, where the product streams
   // through them once; ~2 MiB for many, each block then one well-shaped GEMM that
   // reuses it m times (small blocks made OpenBLAS repack x for every one)

@@ -18,11 +18,13 @@
 //   each row (token) i of x gets a_i = max|x_i| / 127 and codes xq = round(x / a_i)
 //   in [-127, 127] (ties to even); int8 weights meet u8 activations xq + 128 in
 //   AVX-512 VNNI vpdpbusd (the 128 · Σc term is subtracted), int4 codes are the
-//   unsigned operand against s8 activations (nibbles unpacked in registers).
+//   unsigned operand against s8 activations (nibbles unpacked in registers); on
+//   AVX2, vpmaddubsw gives the same exact int32 lane sums (|c| x sign(xq, c) for
+//   int8, so no int16 pair saturates).
 //   Per channel the dot product is one exact int32; per group each int32 block
 //   sum is converted and multiply-added with its scale in f32 (16 lane partials,
-//   a fixed reduction tree). The scalar fallback reproduces the same operations,
-//   so both paths give bit-identical y.
+//   a fixed reduction tree). The AVX2 and scalar paths reproduce the same
+//   operations, so every path gives bit-identical y.
 #pragma once
 #include <ymlopt/sdk.hpp>
 
@@ -60,18 +62,21 @@ struct QWeight {
                     std::int64_t n, std::int64_t k, std::int64_t group);
 };
 
-/// Which kernel linear uses: the best the CPU supports, or a forced one (tests, benchmarks).
-enum class Isa { best, scalar, avx512_vnni };
+/// Which kernel linear uses: the best the CPU supports (AVX-512 VNNI, else AVX2,
+/// else scalar), or a forced one (tests, benchmarks). All give bit-identical y.
+enum class Isa { best, scalar, avx2, avx512_vnni };
 
 /// True when the CPU has AVX-512 F/BW/VL and VNNI (the fast path).
 bool cpu_has_avx512_vnni();
+/// True when the CPU has AVX2 and FMA (the path of CPUs without AVX-512 VNNI).
+bool cpu_has_avx2();
 
 /// y[m, n] = x[m, k] · dequant(W)ᵀ, overwriting y. Activations are quantized to
 /// int8 per token inside. Single-threaded (the engine runs column blocks as tasks).
 /// Throws KernelError on an invalid weight description.
 void linear(const float* x, std::int64_t m, std::int64_t ldx, const QWeight& w, float* y, std::int64_t ldy);
 
-/// Same, with the kernel chosen explicitly (Isa::avx512_vnni on a CPU without it throws).
+/// Same, with the kernel chosen explicitly (Isa::avx512_vnni or Isa::avx2 on a CPU without it throws).
 ///   quant::linear(x, m, k, w, y, n, quant::Isa::scalar);  // portable reference path
 void linear(const float* x, std::int64_t m, std::int64_t ldx, const QWeight& w, float* y, std::int64_t ldy, Isa isa);
 
@@ -79,7 +84,7 @@ void linear(const float* x, std::int64_t m, std::int64_t ldx, const QWeight& w, 
 /// int8/int4, "W8A32"): W is dequantized a block of rows at a time into an f32
 /// buffer that stays in cache (never the whole matrix: ~128 KiB for up to 16
 /// tokens, ~2 MiB for more) and each block is one f32 GEMM with x, so only the
-/// int8/int4 codes are read from memory; one token on an AVX-512 CPU is a fused
+/// int8/int4 codes are read from memory; one token on an AVX-512 or AVX2 CPU is a fused
 /// GEMV instead (codes converted in registers, no buffer). Higher accuracy
 /// than linear() (no activation rounding), at f32 GEMM speed for many rows and
 /// below an f32 GEMV's memory traffic for one. Single-threaded.

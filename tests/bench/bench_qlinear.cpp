@@ -1,7 +1,7 @@
 // Quantized linear (quant::linear) against OpenBLAS f32 sgemm on GPT-2 124M layer shapes.
 //
 //   ymlopt_bench_qlinear [--m 1,16,128,512] [--shapes 768x2304,768x768,768x3072,3072x768]
-//                        [--threads 1,2] [--reps 21] [--isa best|scalar]
+//                        [--threads 1,2] [--reps 21] [--isa best|scalar|avx2|avx512]
 //
 // For each shape (k x n: x is [m, k], W is [n, k] as torch Linear) and M: sgemm
 // (cblas_sgemm, B transposed; at M = 1 also sgemv) with openblas_set_num_threads(t),
@@ -131,7 +131,11 @@ int main(int argc, char** argv) {
   bench::Args args(argc, argv);
   const int reps = static_cast<int>(args.num("--reps", 21));
   const std::string formats = args.str("--formats", "0123");  // 0 int8, 1 int4-g128, 2 q4_0, 3 int8 weight-only
-  const Isa isa = args.str("--isa", "best") == "scalar" ? Isa::scalar : Isa::best;
+  const std::string isa_name = args.str("--isa", "best");  // best, scalar, avx2, avx512
+  const Isa isa = isa_name == "scalar" ? Isa::scalar
+                  : isa_name == "avx2" ? Isa::avx2
+                  : isa_name == "avx512" ? Isa::avx512_vnni
+                                         : Isa::best;
   std::vector<long> ms, threads;
   for (const auto& s : args.list("--m", "1,16,128,512")) ms.push_back(std::stol(s));
   for (const auto& s : args.list("--threads", "1,2")) threads.push_back(std::stol(s));
@@ -142,7 +146,12 @@ int main(int argc, char** argv) {
   }
   const char* coretype = std::getenv("OPENBLAS_CORETYPE");
   std::printf("ymlopt_bench_qlinear: reps=%d (median), isa=%s, cpu: %s\n", reps,
-              isa == Isa::scalar ? "scalar" : (ymlopt::quant::cpu_has_avx512_vnni() ? "avx512-vnni" : "scalar"),
+              isa == Isa::scalar                  ? "scalar"
+              : isa == Isa::avx2                  ? "avx2"
+              : isa == Isa::avx512_vnni           ? "avx512-vnni"
+              : ymlopt::quant::cpu_has_avx512_vnni() ? "avx512-vnni"
+              : ymlopt::quant::cpu_has_avx2()        ? "avx2"
+                                                     : "scalar",
               bench::cpu_model().c_str());
   std::printf("openblas: corename=%s OPENBLAS_CORETYPE=%s\n", openblas_get_corename(), coretype ? coretype : "(unset)");
   std::printf("task f32 column: blas.gemm's f32 GEMM at 1 thread, %s (nn.linear's dense f32 path is the sgemm column)\n",

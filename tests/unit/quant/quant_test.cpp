@@ -598,14 +598,66 @@ TEST(QLinearTest, HandBuiltGroupOf256) {
   }
 }
 
-TEST(QLinearTest, VnniPathIsBitIdenticalToScalarPath) {
-  if (!quant::cpu_has_avx512_vnni()) GTEST_SKIP() << "no AVX-512 VNNI on this CPU";
+/// Every scheme and shape (tails, groups of 32 to 128, edge tiles) on a vector path
+/// gives the scalar path's y bit for bit.
+void expect_bit_identical_to_scalar(quant::Isa isa) {
   for (const Scheme& s : every_scheme())
     for (const Case& c : cases_for(s)) {
       SCOPED_TRACE(s.name + " m=" + std::to_string(c.m) + " k=" + std::to_string(c.k) + " n=" + std::to_string(c.n));
-      const std::vector<float> fast = check_linear(s, c, quant::Isa::avx512_vnni, true, tol_for(s));
+      const std::vector<float> fast = check_linear(s, c, isa, true, tol_for(s));
       const std::vector<float> slow = check_linear(s, c, quant::Isa::scalar, true, tol_for(s));
       for (std::size_t i = 0; i < fast.size(); ++i) ASSERT_EQ(fast[i], slow[i]) << "element " << i;
+    }
+}
+
+TEST(QLinearTest, VnniPathIsBitIdenticalToScalarPath) {
+  if (!quant::cpu_has_avx512_vnni()) GTEST_SKIP() << "no AVX-512 VNNI on this CPU";
+  expect_bit_identical_to_scalar(quant::Isa::avx512_vnni);
+}
+
+TEST(QLinearTest, Avx2PathIsBitIdenticalToScalarPath) {
+  if (!quant::cpu_has_avx2()) GTEST_SKIP() << "no AVX2 on this CPU";
+  expect_bit_identical_to_scalar(quant::Isa::avx2);
+}
+
+/// int8 codes at both ends (-128, 127) against activation codes at +-127: the
+/// largest int16 pairs the AVX2 path forms (2 * 128 * 127) must not saturate.
+TEST(QLinearTest, ExtremeCodesDoNotSaturate) {
+  const std::int64_t m = 5, k = 192, n = 7;
+  std::vector<float> x(static_cast<std::size_t>(m * k));
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = (i / 2) % 3 == 0 ? -1.0f : 1.0f;  // codes +-127
+  std::vector<std::int8_t> q(static_cast<std::size_t>(n * k));
+  for (std::size_t i = 0; i < q.size(); ++i) q[i] = (i / 2) % 3 == 0 ? std::int8_t(-128) : std::int8_t(127);
+  std::vector<float> s(static_cast<std::size_t>(n * (k / 64)), 0.5f), z(s.size(), 0.25f);
+  for (std::int64_t group : {std::int64_t(0), std::int64_t(64)})
+    for (bool asym : {false, true}) {
+      SCOPED_TRACE("group " + std::to_string(group) + (asym ? " asymmetric" : ""));
+      QWeight w;
+      w.bits = 8;
+      w.q = q.data();
+      w.q_ld = k;
+      w.n = n;
+      w.k = k;
+      w.group = group;
+      w.scale = s.data();
+      w.scale_ld = group ? k / group : 1;
+      if (asym) {
+        w.zero = z.data();
+        w.zero_ld = w.scale_ld;
+      }
+      std::vector<float> deq(static_cast<std::size_t>(n * k)), y(static_cast<std::size_t>(m * n)), y2(y.size());
+      quant::dequantize(w, deq.data(), k);
+      quant::linear(x.data(), m, k, w, y.data(), n);
+      quant::linear(x.data(), m, k, w, y2.data(), n, quant::Isa::scalar);
+      for (std::int64_t i = 0; i < m; ++i)
+        for (std::int64_t j = 0; j < n; ++j) {
+          LD ref = 0;
+          for (std::int64_t c = 0; c < k; ++c)
+            ref += LD(x[static_cast<std::size_t>(i * k + c)]) * LD(deq[static_cast<std::size_t>(j * k + c)]);
+          const float got = y[static_cast<std::size_t>(i * n + j)];
+          EXPECT_NEAR(double(got), double(ref), 1e-5 * std::fabs(double(ref)) + 1e-3) << "(" << i << ", " << j << ")";
+          EXPECT_EQ(got, y2[static_cast<std::size_t>(i * n + j)]);
+        }
     }
 }
 
