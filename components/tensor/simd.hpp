@@ -1,9 +1,10 @@
 // The widest x86 vector instruction set for a kernel's plain C++ loops. The
 // build targets baseline x86-64 (SSE2: 4 float lanes) so that the binary runs
-// on any x86-64; run_widest compiles the loops it is given a second time for
-// AVX-512 (16 lanes) and picks that copy when the CPU has it. `flatten` inlines
-// the loop body (and what it calls: vexp, the activations) into the AVX-512
-// copy, so the compiler vectorizes it there with the wider registers.
+// on any x86-64; run_widest compiles the loops it is given twice more, for
+// AVX-512 (16 lanes) and for AVX2 + FMA (8 lanes), and picks the widest copy
+// the CPU runs. `flatten` inlines the loop body (and what it calls: vexp, the
+// activations) into those copies, so the compiler vectorizes it there with the
+// wider registers.
 //
 //   kutil::run_widest([&] { for (int64_t j = 0; j < n; ++j) y[j] = act(y[j] + b[j]); });
 //
@@ -29,16 +30,31 @@ inline bool has_avx512() {
   return has;
 }
 
+/// Does the CPU run AVX2 and FMA (tested once)?
+inline bool has_avx2() {
+  static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  return has;
+}
+
 template <class F>
 __attribute__((target("avx512f,avx512dq,avx2,fma"), flatten)) void run_avx512(F& f) {
   f();
 }
 
-/// Runs f() compiled for AVX-512 when the CPU has it, else as built.
+template <class F>
+__attribute__((target("avx2,fma"), flatten)) void run_avx2(F& f) {
+  f();
+}
+
+/// Runs f() compiled for AVX-512 when the CPU has it, else for AVX2, else as built.
 template <class F>
 void run_widest(F&& f) {
-  if (has_avx512() && widest_loops_enabled().load(std::memory_order_relaxed))
+  if (!widest_loops_enabled().load(std::memory_order_relaxed))
+    f();
+  else if (has_avx512())
     run_avx512(f);
+  else if (has_avx2())
+    run_avx2(f);
   else
     f();
 }
