@@ -78,6 +78,10 @@ bool cpu_has_avx2() {
   return has;
 }
 
+const char* best_isa_name() {
+  return cpu_has_avx512_vnni() ? "AVX-512 VNNI" : cpu_has_avx2() ? "AVX2" : "scalar";
+}
+
 std::string validate(const QWeight& w) {
   const std::string wd = "quantized weight " + std::to_string(w.n) + "x" + std::to_string(w.k);
   if (w.bits != 8 && w.bits != 4) return wd + ": bits is " + std::to_string(w.bits) + ", expected 4 or 8";

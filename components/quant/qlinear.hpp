@@ -70,6 +70,8 @@ enum class Isa { best, scalar, avx2, avx512_vnni };
 bool cpu_has_avx512_vnni();
 /// True when the CPU has AVX2 and FMA (the path of CPUs without AVX-512 VNNI).
 bool cpu_has_avx2();
+/// The kernel Isa::best runs on this CPU: "AVX-512 VNNI", "AVX2" or "scalar" (ymlopt info).
+const char* best_isa_name();
 
 /// y[m, n] = x[m, k] · dequant(W)ᵀ, overwriting y. Activations are quantized to
 /// int8 per token inside. Single-threaded (the engine runs column blocks as tasks).

@@ -14,6 +14,7 @@
 #include "gemm/gemm.hpp"
 #include "io/tensor_file.hpp"
 #include "nn/linear_formats.hpp"
+#include "quant/qlinear.hpp"
 #include "io/tfjs.hpp"
 #include "blas_peak.hpp"
 #include "calibrate_cmd.hpp"
@@ -276,6 +277,7 @@ int cmd_info(const std::vector<std::string>& args) {
                         {"gemm", {{"blas.gemm f32", gemm::sgemm_library()}, {"model kernels f32", "OpenBLAS sgemm"},
                                   {"f64", gemm::dgemm_library()}}},
                         {"sparse", {{"csr below 8 tokens", nn::csr_gemv_description()}}},
+                        {"quant", {{"int8/int4 linear", quant::best_isa_name()}}},
                         {"bind", bind_plan_json(bind)}};
     std::cout << j.dump(2) << "\n";
     return 0;
@@ -284,6 +286,7 @@ int cmd_info(const std::vector<std::string>& args) {
   std::cout << "GEMM in tasks (1 thread each): blas.gemm f32 " << gemm::sgemm_library()
             << ", nn.linear/attention f32 OpenBLAS sgemm, f64 " << gemm::dgemm_library() << "\n";
   std::cout << "Sparse nn.linear: CSR below 8 tokens on " << nn::csr_gemv_description() << "\n";
+  std::cout << "Quantized nn.linear: int8/int4 kernels for " << quant::best_isa_name() << "\n";
   std::cout << "StarPU: " << sb.version << ", CUDA " << (sb.cuda ? "yes" : "no") << ", MPI " << (sb.mpi ? "yes" : "no")
             << ", FxT " << (sb.fxt ? "yes" : "no") << ", max CPU workers " << sb.max_cpus << "\n";
   std::cout << "CUDA kernels: " << cuda_kernels << "; devices: " << cuda_devices << "\n";

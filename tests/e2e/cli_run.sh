@@ -95,6 +95,11 @@ expect_in "ymlopt: warning: YMLOPT_GEMM_PACK_CACHE_MB='lots' is not a size in Mi
 # CSR products of fewer than 8 tokens run on GEMV plans kept per weight (sparse::plan_gemv)
 expect_rc 0 "info" -- "$y" info
 expect_in "Sparse nn.linear: CSR below 8 tokens on GEMV plans kept per weight (cache 256 MiB)" "info names the CSR plans"
+# the quantized kernels are the widest this CPU runs (its flags read here from /proc/cpuinfo)
+if grep -qw avx512_vnni /proc/cpuinfo && grep -qw avx512bw /proc/cpuinfo && grep -qw avx512vl /proc/cpuinfo; then
+  isa="AVX-512 VNNI"
+elif grep -qw avx2 /proc/cpuinfo && grep -qw fma /proc/cpuinfo; then isa=AVX2; else isa=scalar; fi
+expect_in "Quantized nn.linear: int8/int4 kernels for $isa" "info names the quantized kernels"
 YMLOPT_SPARSE_PLAN_CACHE_MB=0 expect_rc 0 "info with CSR plans off" -- "$y" info --json
 python3 -c 'import json, sys; g = json.load(sys.stdin)["sparse"]["csr below 8 tokens"]; assert g == "gathering GEMV (plans off: YMLOPT_SPARSE_PLAN_CACHE_MB=0)", g' <<<"$out" ||
   { echo "FAIL: info --json sparse does not say the plans are off"; fails=$((fails + 1)); }
