@@ -235,7 +235,9 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) float prepare_row_avx512(co
   return amax / 127.0f;
 }
 
-Acts prepare_acts(const float* x, int64_t m, int64_t ldx, const QWeight& w, bool need_xsum, bool fast, bool avx2) {
+/// `path`: the kernel path that runs (Isa::best resolved).
+Acts prepare_acts(const float* x, int64_t m, int64_t ldx, const QWeight& w, bool need_xsum, Isa path) {
+  const bool fast = path == Isa::avx512_vnni;
   Acts A;
   A.m = m;
   A.k = w.k;
@@ -260,7 +262,7 @@ Acts prepare_acts(const float* x, int64_t m, int64_t ldx, const QWeight& w, bool
       continue;
     }
     A.a[static_cast<std::size_t>(i)] =
-        avx2 ? quantize_row_avx2(xr, w.k, row.data()) : quantize_row_generic(xr, w.k, row.data());
+        path == Isa::avx2 ? quantize_row_avx2(xr, w.k, row.data()) : quantize_row_generic(xr, w.k, row.data());
     uint8_t* dst = A.q.data() + i * A.kp;
     if (A.w4) {
       for (int64_t c0 = 0; c0 < A.kp; c0 += kChunk)
@@ -350,7 +352,7 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni"))) void code_sums_a
 
 /// `code_sums`: whether int8 weights need their code sums (not on the AVX2 path per
 /// channel, which forms Σ xq · c directly).
-WPrep prepare_weights(const QWeight& w, bool fast, bool avx2, bool code_sums) {
+WPrep prepare_weights(const QWeight& w, Isa path, bool code_sums) {
   WPrep P;
   P.n = w.n;
   P.groups = w.groups();
@@ -363,9 +365,9 @@ WPrep prepare_weights(const QWeight& w, bool fast, bool avx2, bool code_sums) {
     if (w.code_sum) {
       for (int64_t r = 0; r < w.n; ++r)
         for (int64_t g = 0; g < G; ++g) P.csum[static_cast<std::size_t>(r * G + g)] = w.code_sum[r * w.code_sum_ld + g];
-    } else if (fast) {
+    } else if (path == Isa::avx512_vnni) {
       code_sums_avx512(w, P.csum.data());
-    } else if (avx2) {
+    } else if (path == Isa::avx2) {
       code_sums_avx2(w, P.csum.data());
     } else {
       code_sums_scalar(w, P.csum.data());
@@ -725,6 +727,12 @@ YMLOPT_AVX512 __attribute__((noinline)) void grp_tile(const uint8_t* act, int64_
   }
 }
 
+/// The stored bytes of the last chunk of a weight row (k need not be a multiple of 64).
+int64_t rem_bytes_of(const QWeight& w, int64_t nch) {
+  const int64_t rem = w.k - (nch - 1) * kChunk;
+  return w.bits == 4 ? rem / 2 : rem;
+}
+
 /// Runs tile function `tile(i0, j0, mr_tag, nr_tag)` over [m, n] in cache blocks of
 /// weight rows; edges use 1-row / 1-column tiles.
 template <int MR, int NR, class F4, class F1N, class FM1, class F11>
@@ -750,8 +758,7 @@ void drive(int64_t m, int64_t n, int64_t act_bytes, F4&& full, FM1&& rows_x1, F1
 
 template <bool W4, bool Tail>
 void pc_avx512(const Acts& A, const QWeight& w, const Fin& fin, float* y, int64_t ldy) {
-  const int64_t rem = w.k - (A.nch - 1) * kChunk;
-  const int64_t rem_bytes = W4 ? rem / 2 : rem;
+  const int64_t rem_bytes = rem_bytes_of(w, A.nch);
   const __mmask64 tail = rem_bytes == 64 ? ~__mmask64{0} : ((__mmask64{1} << rem_bytes) - 1);
   const int64_t n = w.n;
   auto at = [&](int64_t i) { return A.q.data() + i * A.kp; };
@@ -775,8 +782,7 @@ void pc_avx512(const Acts& A, const QWeight& w, const Fin& fin, float* y, int64_
 
 template <bool W4, bool Tail, int CPB>
 void grp_avx512(const Acts& A, const QWeight& w, const WPrep& P, const Fin& fin, float* y, int64_t ldy) {
-  const int64_t rem = w.k - (A.nch - 1) * kChunk;
-  const int64_t rem_bytes = W4 ? rem / 2 : rem;
+  const int64_t rem_bytes = rem_bytes_of(w, A.nch);
   const __mmask64 tail = rem_bytes == 64 ? ~__mmask64{0} : ((__mmask64{1} << rem_bytes) - 1);
   const Blocks B = blocks_of(w, A.nch);
   const int64_t G = P.groups;
@@ -979,11 +985,6 @@ YMLOPT_AVX2 __attribute__((noinline)) void grp_tile_avx2(const uint8_t* act, int
     for (int j = 0; j < NR; ++j) y[i * ldy + j] = finish_grp(fin, i0 + i, j0 + j, tree16(lanes[i][j]));
 }
 
-int64_t rem_bytes_of(const QWeight& w, int64_t nch) {
-  const int64_t rem = w.k - (nch - 1) * kChunk;
-  return w.bits == 4 ? rem / 2 : rem;
-}
-
 template <bool W4, bool Tail>
 void pc_avx2(const Acts& A, const QWeight& w, const Fin& fin, float* y, int64_t ldy) {
   const int64_t rb = rem_bytes_of(w, A.nch);
@@ -1069,20 +1070,22 @@ void linear(const float* x, int64_t m, int64_t ldx, const QWeight& w, float* y, 
   if (isa == Isa::avx512_vnni && !cpu_has_avx512_vnni())
     throw KernelError("quant::linear: this CPU has no AVX-512 VNNI");
   if (isa == Isa::avx2 && !cpu_has_avx2()) throw KernelError("quant::linear: this CPU has no AVX2 and FMA");
-  const bool fast = isa == Isa::avx512_vnni || (isa == Isa::best && cpu_has_avx512_vnni());
-  const bool avx2 = isa == Isa::avx2 || (isa == Isa::best && !fast && cpu_has_avx2());
+  const Isa path = isa != Isa::best      ? isa
+                   : cpu_has_avx512_vnni() ? Isa::avx512_vnni
+                   : cpu_has_avx2()        ? Isa::avx2
+                                           : Isa::scalar;
   const bool w4 = w.bits == 4;
   const bool per_channel = w.group == 0;
   const int64_t G = w.groups(), n = w.n;
   const bool need_xsum = w.zero != nullptr || (w4 && per_channel);
-  Acts A = prepare_acts(x, m, ldx, w, need_xsum, fast, avx2);
+  Acts A = prepare_acts(x, m, ldx, w, need_xsum, path);
   if (w4 && !w.zero && !per_channel) {
-    if (fast)
+    if (path == Isa::avx512_vnni)
       lane_zero_init_avx512(A, blocks_of(w, A.nch));
     else
       lane_zero_init(A, blocks_of(w, A.nch));
   }
-  const WPrep P = prepare_weights(w, fast, avx2, !(avx2 && per_channel));
+  const WPrep P = prepare_weights(w, path, !(path == Isa::avx2 && per_channel));
 
   const bool tail = w.k % kChunk != 0;
   Fin fin;
@@ -1096,17 +1099,17 @@ void linear(const float* x, int64_t m, int64_t ldx, const QWeight& w, float* y, 
       for (int64_t i = 0; i < m; ++i) ci[static_cast<std::size_t>(i)] = 8 * A.xsum[static_cast<std::size_t>(i)];
       fin.ci = ci.data();
     }
-    if (!w4 && !avx2) {  // the AVX2 path forms Σ xq · c directly: no 128 Σc to take off
+    if (!w4 && path != Isa::avx2) {  // the AVX2 path forms Σ xq · c directly: no 128 Σc to take off
       cj.resize(static_cast<std::size_t>(n));
       for (int64_t j = 0; j < n; ++j) cj[static_cast<std::size_t>(j)] = 128 * P.csum[static_cast<std::size_t>(j)];
       fin.cj = cj.data();
     }
-    if (avx2) {
+    if (path == Isa::avx2) {
       if (w4)
         (tail ? pc_avx2<true, true> : pc_avx2<true, false>)(A, w, fin, y, ldy);
       else
         (tail ? pc_avx2<false, true> : pc_avx2<false, false>)(A, w, fin, y, ldy);
-    } else if (!fast)
+    } else if (path == Isa::scalar)
       pc_scalar(A, w, fin, y, ldy);
     else if (w4)
       (tail ? pc_avx512<true, true> : pc_avx512<true, false>)(A, w, fin, y, ldy);
@@ -1114,12 +1117,12 @@ void linear(const float* x, int64_t m, int64_t ldx, const QWeight& w, float* y, 
       (tail ? pc_avx512<false, true> : pc_avx512<false, false>)(A, w, fin, y, ldy);
   } else {
     fin.b = P.bterm.empty() ? nullptr : P.bterm.data();
-    if (avx2) {
+    if (path == Isa::avx2) {
       if (w4)
         (tail ? grp_avx2<true, true> : grp_avx2<true, false>)(A, w, P, fin, y, ldy);
       else
         (tail ? grp_avx2<false, true> : grp_avx2<false, false>)(A, w, P, fin, y, ldy);
-    } else if (!fast)
+    } else if (path == Isa::scalar)
       grp_scalar(A, w, P, fin, y, ldy);
     else if (w4)
       grp_dispatch<true>(tail, blocks_of(w, A.nch).chunks, A, w, P, fin, y, ldy);

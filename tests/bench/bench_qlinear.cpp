@@ -146,12 +146,7 @@ int main(int argc, char** argv) {
   }
   const char* coretype = std::getenv("OPENBLAS_CORETYPE");
   std::printf("ymlopt_bench_qlinear: reps=%d (median), isa=%s, cpu: %s\n", reps,
-              isa == Isa::scalar                  ? "scalar"
-              : isa == Isa::avx2                  ? "avx2"
-              : isa == Isa::avx512_vnni           ? "avx512-vnni"
-              : ymlopt::quant::cpu_has_avx512_vnni() ? "avx512-vnni"
-              : ymlopt::quant::cpu_has_avx2()        ? "avx2"
-                                                     : "scalar",
+              isa == Isa::best ? ymlopt::quant::best_isa_name() : isa_name.c_str(),
               bench::cpu_model().c_str());
   std::printf("openblas: corename=%s OPENBLAS_CORETYPE=%s\n", openblas_get_corename(), coretype ? coretype : "(unset)");
   std::printf("task f32 column: blas.gemm's f32 GEMM at 1 thread, %s (nn.linear's dense f32 path is the sgemm column)\n",
