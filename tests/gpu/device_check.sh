@@ -115,8 +115,8 @@ run() {
     echo "== host: $(uname -srm); $(ldd --version 2>&1 | head -1)"
     echo "== LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
     echo "== nvidia-smi"
-    timeout 30 nvidia-smi -L || echo "(nvidia-smi failed: $?)"
-    timeout 30 nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap --format=csv,noheader |
+    timeout 20 nvidia-smi -L || echo "(nvidia-smi failed: $?)"
+    timeout 20 nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap --format=csv,noheader |
       sed 's/^/gpu: /' || true
     echo "== ldd"
     check_ldd || echo "LDD CHECK FAILED"
@@ -129,15 +129,15 @@ run() {
   grep -E 'CUDA|cuda' "$OUT/ymlopt_info.txt" | head -20 || true
 
   echo "== ymlopt_test_cuda"
-  timeout 240 "$x/bin/ymlopt_test_cuda" --gtest_output="json:$OUT/cuda_tests.json" >"$OUT/cuda_tests.log" 2>&1 || status=1
+  timeout 180 "$x/bin/ymlopt_test_cuda" --gtest_output="json:$OUT/cuda_tests.json" >"$OUT/cuda_tests.log" 2>&1 || status=1
   tail -5 "$OUT/cuda_tests.log"
   echo "== ymlopt_test_components --gtest_filter='NnCuda.*'"
-  timeout 90 "$x/bin/ymlopt_test_components" --gtest_filter='NnCuda.*' \
+  timeout 60 "$x/bin/ymlopt_test_components" --gtest_filter='NnCuda.*' \
     --gtest_output="json:$OUT/nn_cuda_tests.json" >"$OUT/nn_cuda_tests.log" 2>&1 || status=1
   tail -5 "$OUT/nn_cuda_tests.log"
 
   # the report; it fails on any failure, missing result or unexpected skip
-  timeout 60 "$py" "$root/tests/gpu/report.py" "$OUT" "$log" "$OUT/ymlopt_info.txt" \
+  timeout 30 "$py" "$root/tests/gpu/report.py" "$OUT" "$log" "$OUT/ymlopt_info.txt" \
     cuda_tests nn_cuda_tests || status=1
   echo "== device_check: $([[ $status == 0 ]] && echo PASS || echo FAIL) (report: $OUT/device_report.md)"
   return $status
