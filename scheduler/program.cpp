@@ -7,6 +7,7 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <condition_variable>
 #include <cstring>
 #include <limits>
@@ -852,6 +853,10 @@ class ProgramRunner {
       if (rec.converged && (win < 0 || finished_at[i] < finished_at[size_t(win)])) win = std::int32_t(i);
     }
     auto better = [&](double a, double b) { return std::isnan(b) || (g.maximize ? a > b : a < b); };
+    // exit first/all: a co-method that converged is the answer; when none did
+    // (each ran out of loop iterations) the run cannot tell and fails below
+    bool unconverged = win < 0 && g.exit != Region::Exit::budget && !stopped(outer);
+    for (size_t i = 0; i < cms.size() && unconverged; ++i) unconverged = !ur.comethods[i].stopped;
     if (win < 0)
       for (size_t i = 0; i < cms.size(); ++i)
         if (!ur.comethods[i].failed && !std::isnan(scopes[i].best) &&
@@ -866,6 +871,17 @@ class ProgramRunner {
       std::string why;
       for (const auto& c : ur.comethods) why += "\n  co-method '" + c.name + "': " + c.error;
       fail(outer, where(g) + "every co-method of unite '" + g.name + "' failed:" + why);
+      out = Outcome::failed;
+    } else if (unconverged && !outer.rec) {
+      const CoMethodRecord& best = ur.comethods[size_t(win)];
+      std::string score;
+      if (!std::isnan(scopes[size_t(win)].best)) {
+        char buf[32];
+        std::snprintf(buf, sizeof buf, "%.3g", scopes[size_t(win)].best);
+        score = ", best score " + std::string(buf);
+      }
+      fail(outer, where(g) + "unite '" + g.name + "': no co-method converged (each ran out of loop iterations; closest: '" +
+                      best.name + "'" + score + "): its answer is not saved");
       out = Outcome::failed;
     } else {
       CoMethodRecord& w = ur.comethods[size_t(win)];

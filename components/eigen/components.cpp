@@ -96,6 +96,7 @@ void require_symmetric(const double* a, int64_t n, int64_t ld, DType dt) {
 
 void report_result(KernelContext& ctx, const eigen::EigenResult& r) {
   ctx.report("matvecs", static_cast<double>(r.matvecs));
+  ctx.report("check_matvecs", static_cast<double>(r.check_matvecs));
   ctx.report("restarts", static_cast<double>(r.restarts));
   ctx.report("residual", r.max_residual());
 }

@@ -16,7 +16,11 @@
 //                    a dense test matrix (workflow_components.hpp)
 // Each reports "matvecs", "restarts" and "residual" (largest wanted residual
 // norm ||A x - λ x||, x of unit norm) and raises a KernelError naming the
-// residual reached when it does not converge within its budget.
+// residual reached when it does not converge within its budget. The Arnoldi
+// solvers accept converged pairs only after check_wanted() (verify.cpp) found
+// no more wanted eigenvalue outside them ("check_matvecs" counts that work):
+// a residual under tol alone does not tell the k most wanted eigenvalues from
+// a less wanted one of nearly the same modulus.
 //
 // Solver API, for reuse by other methods (MERAM co-methods, pruning):
 //
@@ -96,6 +100,7 @@ struct EigenResult {
   std::vector<double> vectors_re, vectors_im;  // vectors_im empty for symmetric solvers
   std::vector<double> residuals;
   std::int64_t matvecs = 0;
+  std::int64_t check_matvecs = 0;  // of matvecs, those of check_wanted() (arnoldi(), meram())
   std::int64_t restarts = 0;
   bool converged = false;
   double max_residual() const;
@@ -174,6 +179,10 @@ struct ArnoldiOptions {
   /// callback's stop; a co-method whose callback decides). tol still drives IRAM's
   /// k' adjustment and EigenResult::converged.
   bool stop_when_converged = true;
+  /// true: converged pairs are accepted only once check_wanted() finds no more
+  /// wanted eigenvalue outside them; one it finds replaces the least wanted
+  /// pair and the solver restarts from the set (explicitly under IRAM).
+  bool verify = true;
   RestartCallback on_restart;
 };
 
@@ -187,6 +196,42 @@ struct ArnoldiOptions {
 /// values, not only the residuals). A conjugate pair is ordered +im first; if the k-th wanted
 /// value is the first of a pair, only it is returned.
 EigenResult arnoldi(const LinearOperator& op, const ArnoldiOptions& opt);
+
+/// What check_wanted() concluded about a converged set.
+struct WantedCheck {
+  enum class Verdict {
+    settled,       // the most wanted value outside the set is less wanted than all of the set's
+    missed,        // a value outside the set is more wanted than the set's least wanted one
+    inconclusive,  // the check's budget ran out between the two (no evidence either way)
+  };
+  Verdict verdict = Verdict::settled;
+  double re = 0, im = 0, residual = 0;  // the most wanted Ritz value outside the set, its residual
+  std::vector<double> x_re, x_im;       // missed: its unit vector (re + i im), orthogonal to the set
+  std::int64_t matvecs = 0;
+};
+
+/// Whether a converged set of k Ritz pairs (vectors n x k, as EigenResult) holds
+/// the k most wanted eigenvalues: a short IRAM on the operator deflated by the
+/// set (P A P, P the projector onto the complement of the set's real and
+/// imaginary vector parts) from a random start, compared with the set's least
+/// wanted value L. A deflated Ritz value θ with residual r decides it once
+/// key(θ) - 10 r > L (missed) or key(θ) + 10 r < L (settled); otherwise it
+/// restarts, at most 15 times (inconclusive). Explicit restarts can converge to
+/// a less wanted eigenvalue with a small residual (a sign competitor of nearly
+/// the same modulus); this is the test that catches it.
+///
+///   WantedCheck c = check_wanted(op, r, Which::largest_magnitude, 7);
+///   if (c.verdict == WantedCheck::Verdict::missed) r = with_missed(op, r, c, Which::largest_magnitude);
+WantedCheck check_wanted(const LinearOperator& op, const EigenResult& set, Which which, std::uint64_t seed);
+
+/// The seed of check_wanted()'s start vector for a solver seeded `seed` (every
+/// solver and cycle component uses it, so a cycle loop repeats arnoldi()).
+inline std::uint64_t check_seed(std::uint64_t seed) { return seed * 7919u + 17u; }
+
+/// `set` with its least wanted pair replaced by the missed one check_wanted()
+/// found (residual measured against op: 1 or 2 matvecs), in wanted order,
+/// converged = false: the set to restart from.
+EigenResult with_missed(const LinearOperator& op, const EigenResult& set, const WantedCheck& c, Which which);
 
 /// One Arnoldi cycle from a start vector: the Ritz pairs of its factorisation
 /// (the building block of arnoldi(), usable by co-methods that drive restarts

@@ -1,6 +1,9 @@
 // Test matrix generators (see generators.hpp).
 #include "eigen/generators.hpp"
 
+#include <cblas.h>
+#include <lapacke.h>
+
 #include <algorithm>
 #include <cmath>
 #include <numbers>
@@ -108,7 +111,13 @@ std::vector<std::complex<double>> random_spectrum(const std::vector<std::complex
     // Uniform in the disc: r = R sqrt(U), angle uniform.
     const double r = radius * std::sqrt(u(g)), th = 2 * std::numbers::pi * u(g);
     if (left >= 2 && u(g) < complex_fraction) {
-      e.emplace_back(r * std::cos(th), std::abs(r * std::sin(th)) + 1e-12 * radius);
+      const double im = std::abs(r * std::sin(th)) + 1e-12 * radius;
+      if (im > 0) {
+        e.emplace_back(r * std::cos(th), im);
+      } else {  // radius 0: two real values at the origin, not a pair
+        e.emplace_back(0.0, 0.0);
+        e.emplace_back(0.0, 0.0);
+      }
       left -= 2;
     } else {
       e.emplace_back(r * std::cos(th), 0.0);
@@ -204,6 +213,48 @@ std::vector<double> to_dense(const CsrMatrix& a) {
     for (int64_t p = a.row_ptr[sz(r)]; p < a.row_ptr[sz(r + 1)]; ++p)
       d[sz(r * a.cols + a.col[sz(p)])] += a.val[sz(p)];
   return d;
+}
+
+std::vector<double> schur_matrix(const std::vector<std::complex<double>>& eigs, double coupling, std::uint64_t seed) {
+  const int64_t n = spectrum_dims(eigs);
+  if (n < 1 || !(coupling >= 0) || !std::isfinite(coupling))
+    throw KernelError("schur_matrix: need a non-empty spectrum and a finite coupling >= 0");
+  for (const auto& e : eigs)
+    if (e.imag() < 0) throw KernelError("schur_matrix: give each conjugate pair once, with b > 0");
+  std::mt19937_64 g(seed);
+  std::normal_distribution<double> normal(0.0, 1.0);
+  // T, row-major: the blocks on the diagonal, Gaussian couplings above them.
+  std::vector<double> t(sz(n * n), 0.0);
+  std::vector<int64_t> block_end(sz(n));
+  int64_t i = 0;
+  for (const auto& e : eigs) {
+    if (e.imag() == 0) {
+      t[sz(i * n + i)] = e.real();
+      block_end[sz(i)] = i + 1;
+      ++i;
+    } else {
+      t[sz(i * n + i)] = t[sz((i + 1) * n + i + 1)] = e.real();
+      t[sz(i * n + i + 1)] = e.imag();
+      t[sz((i + 1) * n + i)] = -e.imag();
+      block_end[sz(i)] = block_end[sz(i + 1)] = i + 2;
+      i += 2;
+    }
+  }
+  const double c = coupling / std::sqrt(double(n));
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t col = block_end[sz(r)]; col < n; ++col) t[sz(r * n + col)] = c * normal(g);
+  // Q: the orthogonal factor of a Gaussian matrix.
+  std::vector<double> q(sz(n * n)), tau(sz(n));
+  for (double& x : q) x = normal(g);
+  const auto bn = static_cast<lapack_int>(n);
+  if (LAPACKE_dgeqrf(LAPACK_ROW_MAJOR, bn, bn, q.data(), bn, tau.data()) != 0 ||
+      LAPACKE_dorgqr(LAPACK_ROW_MAJOR, bn, bn, bn, q.data(), bn, tau.data()) != 0)
+    throw KernelError("schur_matrix: the QR factorisation of the random matrix failed");
+  std::vector<double> w(sz(n * n)), a(sz(n * n));
+  const auto bb = static_cast<blasint>(n);
+  cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, bb, bb, bb, 1.0, q.data(), bb, t.data(), bb, 0.0, w.data(), bb);
+  cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, bb, bb, bb, 1.0, w.data(), bb, q.data(), bb, 0.0, a.data(), bb);
+  return a;
 }
 
 }  // namespace ymlopt::eigen

@@ -75,6 +75,16 @@ std::vector<std::complex<double>> convection_diffusion_2d_eigenvalues(std::int64
 /// ask for the largest real part.
 CsrMatrix markov_random_walk(std::int64_t m);
 
+/// A dense row-major A = Q T Qᵀ whose eigenvalues are exactly `eigs` (a pair a
+/// ± ib given once, b > 0): T upper quasi-triangular (λ on the diagonal, a pair
+/// as the block [[a, b], [-b, a]]) with Gaussian entries times
+/// coupling / sqrt(n) above its diagonal blocks, so a value given twice is
+/// generically defective (one eigenvector); Q the orthogonal factor of a
+/// Gaussian matrix. n = spectrum_dims(eigs); O(n³) work, for tests.
+///
+///   auto a = schur_matrix(random_spectrum({{1, 0}, {0.99, 0}, {-0.985, 0}}, 397, 0.96, 0.3, 1), 1.0, 2);
+std::vector<double> schur_matrix(const std::vector<std::complex<double>>& eigs, double coupling, std::uint64_t seed);
+
 /// The dense row-major copy of a CSR matrix (for LAPACK references on small sizes).
 std::vector<double> to_dense(const CsrMatrix& a);
 

@@ -207,11 +207,11 @@ bool vetoed(const std::vector<Chosen>& set, const std::vector<unite::BoardEntry>
 /// converged to less wanted values never displaces one still approaching the
 /// wanted ones. The own set when none qualifies.
 std::vector<Chosen> best_set(const RitzSet& own, double own_score, const std::vector<unite::BoardEntry>& sets,
-                             const std::string& self, Which which) {
+                             const std::string& self, Which which, double factor) {
   auto key = [&](const RitzPair& p) { return which == Which::largest_real ? p.re : std::hypot(p.re, p.im); };
   const unite::BoardEntry* pick = nullptr;
   for (const auto& e : sets) {
-    if (e.publisher == self || e.score >= own_score || (pick && e.score >= pick->score)) continue;
+    if (e.publisher == self || e.score >= own_score * factor || (pick && e.score >= pick->score)) continue;
     const RitzSet& other = unite::payload_as<RitzSet>(e);
     bool wanted = other.size() == own.size();
     for (size_t j = 0; j < own.size() && wanted; ++j) wanted = key(other[j]) >= key(own[j]) - own[j].residual;
@@ -328,7 +328,7 @@ void run_comethod(Shared& s, size_t i, CoMethodReport& rep) {
       });
     }
     std::vector<Chosen> slots = opt.policy == MeramPolicy::best_set
-                                    ? best_set(*own, pt.own_residual, sets, rep.name, opt.which)
+                                    ? best_set(*own, pt.own_residual, sets, rep.name, opt.which, opt.adopt_factor)
                                     : improve_slots(*own, sets, rep.name, opt.which);
     bool force = false;
     if (opt.policy == MeramPolicy::best_set && vetoed(slots, all, opt.which)) {
@@ -342,7 +342,11 @@ void run_comethod(Shared& s, size_t i, CoMethodReport& rep) {
     // A converged set wins only once every co-method has been heard from (a
     // small co-method converged to less wanted values in its first cycles must
     // first see the others' sets; until then it keeps restarting, never
-    // waiting), and if no set holds a clearly more wanted value.
+    // waiting) and once check_wanted() finds nothing more wanted outside it.
+    // (Another co-method's Ritz value does not block it: small subspaces of a
+    // non-normal operator publish values beyond the spectrum with small
+    // residuals, and such a veto kept MIRAM from ever converging on clustered
+    // spectra.)
     // Nor a set holding one eigenpair twice (a ghost copy): k distinct eigenvalues are asked for.
     auto distinct = [&] {
       for (size_t a = 0; a < slots.size(); ++a)
@@ -350,13 +354,26 @@ void run_comethod(Shared& s, size_t i, CoMethodReport& rep) {
           if (same_eigenvalue(*slots[a].pair, *slots[b].pair)) return false;
       return true;
     };
-    if (pt.best_residual <= opt.tol && s.heard.load() == opt.subspaces.size() && !vetoed(slots, all, opt.which) &&
+    if (pt.best_residual <= opt.tol && s.heard.load() == opt.subspaces.size() &&
         distinct()) {
       EigenResult r = from_pairs(slots, n);
-      r.converged = true;
-      rep.converged = true;
-      s.win(rep.name, std::move(r), pt.foreign > 0);
-      return true;
+      // Every co-method may have converged to the same less wanted value: the
+      // set wins only if nothing outside it is more wanted (check_wanted).
+      const WantedCheck c = check_wanted(s.op, r, opt.which, check_seed(opt.seed + i));
+      rep.verify_matvecs += c.matvecs;
+      if (c.verdict != WantedCheck::Verdict::missed) {
+        r.converged = true;
+        rep.converged = true;
+        s.win(rep.name, std::move(r), pt.foreign > 0);
+        return true;
+      }
+      ++rep.missed;
+      if (restart_vector) {  // restart from the set with the missed pair in it
+        const EigenResult fixed = with_missed(s.op, r, c, opt.which);
+        *restart_vector = ritz_restart_vector(fixed, n, false);  // every pair at full weight
+        rep.verify_matvecs += fixed.matvecs - r.matvecs;
+      }
+      return false;
     }
     if (pt.foreign > 0 && restart_vector && (force || stalled(pt.own_residual))) {
       for (const auto& e : sets)
@@ -397,8 +414,8 @@ void run_comethod(Shared& s, size_t i, CoMethodReport& rep) {
     pt.matvecs = st.matvecs;
     st.stop = exchange(to_set(n, k, st.values_re, st.values_im, st.residuals, st.vectors_re, st.vectors_im), pt,
                        &st.restart_vector);
-    // Implicit: the next exchange comes after p' matvecs, or m after an adoption (explicit restart).
-    if (opt.restart == Restart::implicit && !pt.adopted) turn.m = st.next_cost;
+    // Implicit: the next exchange comes after p' matvecs, or m after an explicit restart (an adopted or corrected set).
+    if (opt.restart == Restart::implicit && st.restart_vector.empty()) turn.m = st.next_cost;
     stopped = st.stop;
     pt.time_s = s.now();
     rep.history.push_back(pt);
@@ -521,8 +538,8 @@ MeramResult meram(const LinearOperator& op, const MeramOptions& opt) {
   std::string failures;
   size_t failed = 0;
   for (const auto& c : out.comethods) {
-    out.total_matvecs += c.matvecs;
-    out.critical_matvecs = std::max(out.critical_matvecs, c.matvecs);
+    out.total_matvecs += c.matvecs + c.verify_matvecs;
+    out.critical_matvecs = std::max(out.critical_matvecs, c.matvecs + c.verify_matvecs);
     if (c.failed) {
       ++failed;
       failures += (failures.empty() ? "" : "; ") + c.name + ": " + c.error;
@@ -543,6 +560,8 @@ MeramResult meram(const LinearOperator& op, const MeramOptions& opt) {
     out.result.converged = false;
   }
   out.result.matvecs = out.total_matvecs;
+  out.result.check_matvecs = 0;
+  for (const auto& c : out.comethods) out.result.check_matvecs += c.verify_matvecs;
   int64_t restarts = 0;
   for (const auto& c : out.comethods) restarts += c.restarts;
   out.result.restarts = restarts;

@@ -20,9 +20,11 @@
 //      replaces it, a pair more wanted than the least wanted own one even at
 //      its pessimistic end (key - residual) replaces that one;
 //   3. stops everyone when these k pairs have all converged (|r_j| <= tol |θ_j|,
-//      with ARPACK's eps^(2/3) floor), every co-method has published once, and
-//      no published pair is clearly more wanted than their least wanted one
-//      (else, under best_set, it takes such pairs pair by pair and restarts);
+//      with ARPACK's eps^(2/3) floor), every co-method has published once, the
+//      set holds k distinct eigenvalues, and check_wanted() finds no more wanted
+//      eigenvalue outside it (one it finds replaces the least wanted pair and the
+//      co-method restarts from the set); a published pair clearly more wanted
+//      than the set's least wanted one makes it take such pairs (best_set);
 //      else, if a pair came from another co-method (and, with stall_window > 0,
 //      it is stalled), restarts from their residual-weighted sum (arnoldi()'s
 //      weighting), otherwise from its own pairs as ERAM does.
@@ -90,6 +92,12 @@ struct MeramOptions {
   /// the Markov walk (27 restarts alone, no convergence in 3000 within MERAM).
   /// A converged gathered set wins in any case.
   std::int64_t stall_window = 0;
+  /// best_set: a gathered set is taken only when its score is below the own
+  /// one times this factor (1: any lower score). An adoption restarts from one
+  /// vector and drops the own Krylov progress: with 1, MIRAM(9,12,16) thrashed on
+  /// four clustered eigenvalues (3000 restarts each) where IRAM(10) alone converged.
+  /// 0.5 is meram.xml's adopt_factor 2.
+  double adopt_factor = 0.5;
   /// true: the exchanges take turns in the order they would have on dedicated,
   /// equally fast cores with time counted in matvecs (co-method i's c-th restart
   /// at c m_i; a co-method waits for its turn, the Arnoldi cycles still overlap):
@@ -122,6 +130,8 @@ struct CoMethodReport {
   std::int64_t restarts = 0, matvecs = 0;
   std::int64_t publishes = 0, gathers = 0;  // restarts at which it published / gathered
   std::int64_t adopted = 0;                 // restarts from an improved set holding foreign pairs
+  std::int64_t missed = 0;                  // converged sets check_wanted() found a more wanted value outside of
+  std::int64_t verify_matvecs = 0;          // matvecs of those checks (not in matvecs)
   bool converged = false;                   // its restart set converged (it is the winner)
   bool failed = false;
   std::string error;  // the exception's message when failed

@@ -798,12 +798,29 @@ void check_implicit(int64_t n, int64_t k, int64_t m, const char* what) {
                       std::to_string(k) + ", subspace = " + std::to_string(m));
 }
 
+/// Converged pairs in `res` meet check_wanted(): true when it found a more
+/// wanted eigenvalue, which then replaces the least wanted pair (res.converged
+/// false). Counts the check's matvecs in matvecs and `checked`.
+bool verify_or_swap(const LinearOperator& op, const ArnoldiOptions& opt, EigenResult& res, int64_t& matvecs,
+                    int64_t& checked) {
+  const WantedCheck c = check_wanted(op, res, opt.which, check_seed(opt.seed));
+  checked += c.matvecs;
+  res.matvecs = matvecs += c.matvecs;
+  if (c.verdict == WantedCheck::Verdict::missed) {
+    res = with_missed(op, res, c, opt.which);
+    checked += res.matvecs - matvecs;
+    matvecs = res.matvecs;
+  }
+  res.check_matvecs = checked;
+  return c.verdict == WantedCheck::Verdict::missed;
+}
+
 /// IRAM: see Restart. m is the checked subspace size.
 EigenResult iram(const LinearOperator& op, const ArnoldiOptions& opt, int64_t m) {
   const int64_t n = op.n, k = opt.k;
   check_implicit(n, k, m, "arnoldi");
   IramFactor fac(n, m, opt.seed + 1);
-  int64_t matvecs = 0, restarts = 0;
+  int64_t matvecs = 0, restarts = 0, checked = 0;
   iram_fresh(op, fac, start_vector(n, opt.start, opt.seed), matvecs);
   EigenResult res;
   while (true) {
@@ -813,12 +830,20 @@ EigenResult iram(const LinearOperator& op, const ArnoldiOptions& opt, int64_t m)
     const int64_t nconv = count_converged(res, k, anorm, opt.tol);
     res.converged = nconv == k;
     res.matvecs = matvecs;
+    res.check_matvecs = checked;
     res.restarts = restarts;
     if ((res.converged && opt.stop_when_converged) || restarts >= opt.max_restarts || m == n) {
       ritz_pairs(fac.basis, fac.beta, k, opt.which, res, &anorm, true);
       res.converged = nconv == k;
       res.matvecs = matvecs;
+      res.check_matvecs = checked;
       res.restarts = restarts;
+      if (res.converged && opt.stop_when_converged && opt.verify && m < n &&
+          verify_or_swap(op, opt, res, matvecs, checked) && restarts < opt.max_restarts) {
+        ++restarts;
+        iram_fresh(op, fac, ritz_restart_vector(res, n, false), matvecs);  // explicit, from the corrected set, every pair at full weight
+        continue;
+      }
       return res;
     }
     const AllRitz all = all_ritz(fac.basis, fac.beta, opt.which);
@@ -941,7 +966,7 @@ EigenResult arnoldi(const LinearOperator& op, const ArnoldiOptions& opt) {
   ArnoldiBasis w(n, m);
   std::vector<double> v = start_vector(n, opt.start, opt.seed);
   EigenResult res;
-  int64_t matvecs = 0, restarts = 0;
+  int64_t matvecs = 0, restarts = 0, checked = 0;
   while (true) {
     const double h = arnoldi_factor(op, w, v, opt.seed + static_cast<std::uint64_t>(restarts), matvecs);
     double anorm = 0;
@@ -949,9 +974,13 @@ EigenResult arnoldi(const LinearOperator& op, const ArnoldiOptions& opt) {
     const int64_t nconv = count_converged(res, k, anorm, opt.tol);
     res.converged = nconv == k;
     res.matvecs = matvecs;
+    res.check_matvecs = checked;
     res.restarts = restarts;
+    // a corrected set restarts with every pair at full weight (the converged ones too)
+    const bool swapped = res.converged && opt.stop_when_converged && opt.verify && m < n &&
+                         verify_or_swap(op, opt, res, matvecs, checked);
     if ((res.converged && opt.stop_when_converged) || restarts >= opt.max_restarts || m == n) return res;
-    v = ritz_restart_vector(res, n, opt.weight_by_residual);
+    v = ritz_restart_vector(res, n, opt.weight_by_residual && !swapped);
     ++restarts;
     if (opt.on_restart) {
       RestartState st{restarts, matvecs, res.values_re, res.values_im, res.residuals, res.vectors_re, res.vectors_im,

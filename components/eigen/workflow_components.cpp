@@ -108,7 +108,14 @@ std::vector<ParamSpec> cycle_params(const char* subspace_doc) {
   return {{"k", ParamType::int_, "4", false, "number of Ritz pairs (the columns of vectors, the rows of values)"},
           {"subspace", ParamType::int_, "0", false, subspace_doc},
           {"which", ParamType::string_, "magnitude", false, "magnitude (largest |λ|) or real (largest Re λ)"},
-          {"seed", ParamType::int_, "1", false, "seed of the random start vector (first cycle)"}};
+          {"seed", ParamType::int_, "1", false, "seed of the random start vector (first cycle)"},
+          {"tol", ParamType::float_, "1e-8", false,
+           "the convergence tolerance of the loop: a set whose largest relative residual is under it is checked "
+           "(verify) before the residual port says so; eigen.iram_cycle: pairs under it also count as converged in "
+           "k' (ARPACK's anti-stagnation)"},
+          {"verify", ParamType::bool_, "true", false,
+           "check a converged set against the operator deflated by it (eigen::check_wanted): a more wanted "
+           "eigenvalue outside the set replaces its least wanted pair and the residual port says 1 (not converged)"}};
 }
 
 /// The checks eigen.eram_cycle and eigen.iram_cycle share: their first four
@@ -121,6 +128,7 @@ std::string pairs_check(const std::vector<PortSpec>& s, std::span<const TensorVi
                             eigen_util::int_at_least(a, "seed", 0)});
       !m.empty())
     return m;
+  if (!(a.get_float("tol") > 0)) return "param 'tol' must be > 0";
   const int64_t n = p[0].rows, k = a.get_int("k");
   if (n < 1) return "port 'a' is " + dims(p[0]) + ": the operator is empty";
   return first_error({eigen_util::k_and_subspace(a, n), expect_shape(s, p, 1, n, k, "n x k Ritz vectors"),
@@ -217,6 +225,31 @@ double write_pairs(const eigen::EigenResult& c, double ritz_norm, int64_t n, int
   return worst;
 }
 
+/// A cycle whose k pairs converged (residual `worst` <= tol) meets
+/// eigen::check_wanted() when the task's verify is on: a more wanted
+/// eigenvalue outside the set replaces its least wanted pair in the ports and
+/// the residual port says 1, so the loop goes on from the corrected set.
+/// Reports verify_matvecs and missed. Returns the residual written.
+double verify_pairs(KernelContext& ctx, const eigen::LinearOperator& op, const eigen::EigenResult& c, double worst,
+                    eigen::Which which, const TensorView& vectors, const TensorView& values,
+                    const TensorView& residual) {
+  const int64_t n = op.n, k = ctx.arg_int("k");
+  if (!ctx.arg_bool("verify") || !(worst <= ctx.arg_float("tol")) || n <= k) return worst;
+  const eigen::WantedCheck w =
+      eigen::check_wanted(op, c, which, eigen::check_seed(static_cast<std::uint64_t>(ctx.arg_int("seed"))));
+  const bool missed = w.verdict == eigen::WantedCheck::Verdict::missed;
+  ctx.report("missed", missed ? 1.0 : 0.0);
+  if (!missed) {
+    ctx.report("verify_matvecs", static_cast<double>(w.matvecs));
+    return worst;
+  }
+  const eigen::EigenResult fixed = eigen::with_missed(op, c, w, which);
+  ctx.report("verify_matvecs", static_cast<double>(w.matvecs + fixed.matvecs - c.matvecs));
+  pack_pairs(fixed, n, k, vectors, values);
+  residual.at<double>(0, 0) = 1.0;
+  return 1.0;
+}
+
 void cycle_cpu(KernelContext& ctx) {
   kutil::validate(ctx, cycle_ports(), cycle_check);
   const TensorView &a = ctx.port(0), &vectors = ctx.port(1), &values = ctx.port(2), &residual = ctx.port(3);
@@ -249,9 +282,11 @@ void cycle_cpu(KernelContext& ctx) {
   }
   const DoubleMatrix d(a);
   double ritz_norm = 0;
-  const eigen::EigenResult c = eigen::arnoldi_cycle(eigen::dense_operator(d.data, n, d.ld), start, k,
-                                                    ctx.arg_int("subspace"), which, seed, &ritz_norm);
-  const double worst = write_pairs(c, ritz_norm, n, k, vectors, values, residual);
+  const eigen::LinearOperator op = eigen::dense_operator(d.data, n, d.ld);
+  const eigen::EigenResult c = eigen::arnoldi_cycle(op, start, k, ctx.arg_int("subspace"), which, seed, &ritz_norm);
+  const double worst =
+      verify_pairs(ctx, op, c, write_pairs(c, ritz_norm, n, k, vectors, values, residual), which, vectors, values,
+                   residual);
   ctx.report("matvecs", static_cast<double>(c.matvecs));
   ctx.report("restarts", fresh ? 0.0 : 1.0);
   ctx.report("residual", worst);
@@ -352,7 +387,7 @@ std::string generate_check(const TaskShape& t) {
   const Args& a = t.args;
   if (auto m = kutil::ports_present(s, p); !m.empty()) return m;
   if (auto m = first_error({kutil::float_dtype(s, p, 0), kutil::square(s, p, 0),
-                            kutil::one_of(a, "kind", {"disc", "box", "convection_diffusion", "markov"})});
+                            kutil::one_of(a, "kind", {"disc", "box", "schur", "convection_diffusion", "markov"})});
       !m.empty())
     return m;
   const int64_t n = p[0].rows;
@@ -381,7 +416,7 @@ std::string generate_check(const TaskShape& t) {
                             eigen_util::int_at_least(a, "seed", 0), eigen_util::int_at_least(a, "matrix_seed", 0)});
       !m.empty())
     return m;
-  if (kind == "disc") return float_in(a, "radius", 0, HUGE_VAL);
+  if (kind == "disc" || kind == "schur") return float_in(a, "radius", 0, HUGE_VAL);
   if (!(a.get_float("re_lo") <= a.get_float("re_hi")))
     return "param 're_lo' is " + std::to_string(a.get_float("re_lo")) + ": must be <= re_hi = " +
            std::to_string(a.get_float("re_hi"));
@@ -391,7 +426,8 @@ std::string generate_check(const TaskShape& t) {
 Cost generate_cost(const TaskShape& t) {
   if (t.ports.size() != generate_ports().size() || generate_check(t) != "") return {};
   const double n = double(t.ports[0].rows);
-  Cost c = kutil::io_cost(generate_ports(), t, 20.0 * n);
+  // schur: a QR and two n³ products; the others build a sparse matrix
+  Cost c = kutil::io_cost(generate_ports(), t, t.args.get_string("kind") == "schur" ? 6.0 * n * n * n : 20.0 * n);
   c.extra_bytes = 8.0 * n * n + 64.0 * n;  // the dense copy of the CSR matrix
   return c;
 }
@@ -402,6 +438,21 @@ void generate_cpu(KernelContext& ctx) {
   const int64_t n = a.rows;
   const std::string& kind = ctx.arg_string("kind");
   eigen::CsrMatrix m;
+  if (kind == "schur") {
+    const auto top = eigen::parse_spectrum(ctx.arg_string("top"));
+    const auto eigs = eigen::random_spectrum(top, n - eigen::spectrum_dims(top), ctx.arg_float("radius"),
+                                             ctx.arg_float("complex_fraction"),
+                                             static_cast<std::uint64_t>(ctx.arg_int("seed")));
+    const std::vector<double> d =
+        eigen::schur_matrix(eigs, ctx.arg_float("upper_scale"), static_cast<std::uint64_t>(ctx.arg_int("matrix_seed")));
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        if (a.dtype == DType::f64) a.at<double>(i, j) = d[sz(i * n + j)];
+        else a.at<float>(i, j) = static_cast<float>(d[sz(i * n + j)]);
+      }
+    ctx.report("nnz", static_cast<double>(n * n));
+    return;
+  }
   if (kind == "convection_diffusion") {
     m = eigen::convection_diffusion_2d(grid_side(n), ctx.arg_float("rho"));
   } else if (kind == "markov") {
@@ -512,7 +563,6 @@ std::string iram_check(const TaskShape& t) {
   if (m < n && k >= m - 1)
     return "param 'k' is " + to_string(k) + ": an implicit restart needs k < subspace - 1 = " + to_string(m - 1) +
            " (at least 2 shifts)";
-  if (!(a.get_float("tol") > 0)) return "param 'tol' must be > 0";
   return first_error({expect_shape(s, p, kIbasis, n, m + 1, "n x (subspace + 1): V_m and f"),
                       expect_shape(s, p, kIhess, m + 1, m, "(subspace + 1) x subspace"),
                       expect_shape(s, p, kIstate, k + 1, 3, "(k + 1) x 3")});
@@ -574,9 +624,9 @@ void iram_cpu(KernelContext& ctx) {
   if (given) restart = eigen::ritz_restart_vector(unpack_pairs(vectors, values, n, k), n, true);
   const DoubleMatrix d(a);
   double ritz_norm = 0;
-  const eigen::EigenResult c = eigen::iram_cycle(eigen::dense_operator(d.data, n, d.ld), fac, restart, k, which,
-                                                 ctx.arg_float("tol"), &ritz_norm);
-  const double worst = write_pairs(c, ritz_norm, n, k, vectors, values, residual);
+  const eigen::LinearOperator op = eigen::dense_operator(d.data, n, d.ld);
+  const eigen::EigenResult c = eigen::iram_cycle(op, fac, restart, k, which, ctx.arg_float("tol"), &ritz_norm);
+  double worst = write_pairs(c, ritz_norm, n, k, vectors, values, residual);
   for (int64_t j = 0; j < m; ++j)
     for (int64_t i = 0; i < n; ++i) basis.at<double>(i, j) = fac.basis.V[sz(j * n + i)];
   for (int64_t i = 0; i < n; ++i) basis.at<double>(i, m) = fac.f[sz(i)];
@@ -587,6 +637,8 @@ void iram_cpu(KernelContext& ctx) {
   state.at<double>(0, 2) = static_cast<double>(fac.seed);
   for (int64_t j = 0; j < k; ++j)
     for (int64_t col = 0; col < 3; ++col) state.at<double>(j + 1, col) = values.at<double>(j, col);
+  // After the state: corrected pairs differ from its rows, so the next cycle restarts explicitly from them.
+  worst = verify_pairs(ctx, op, c, worst, which, vectors, values, residual);
   ctx.report("matvecs", static_cast<double>(c.matvecs));
   ctx.report("restarts", started ? 1.0 : 0.0);
   ctx.report("explicit", given ? 1.0 : 0.0);
@@ -611,13 +663,8 @@ void register_eigen_workflow(Registry& reg) {
       "ones restart implicitly with exact shifts (m - k' matvecs, as eigen.arnoldi restart=implicit), and Ritz pairs "
       "this cycle did not write (a set eigen.ritz_select adopted) restart it explicitly from their residual-weighted "
       "sum; writes the pairs like eigen.eram_cycle and the largest relative residual [1] (MIRAM's co-method step)",
-      iram_ports(), [] {
-        auto p = cycle_params(
-            "Arnoldi factorisation size m (> k + 1); 0: min(n, max(2k+1, k+20)); sizes basis and hessenberg");
-        p.push_back({"tol", ParamType::float_, "1e-8", false,
-                     "the convergence tolerance: pairs under it count as converged in k' (ARPACK's anti-stagnation)"});
-        return p;
-      }(),
+      iram_ports(),
+      cycle_params("Arnoldi factorisation size m (> k + 1); 0: min(n, max(2k+1, k+20)); sizes basis and hessenberg"),
       iram_cpu, iram_check, iram_cost);
   kutil::add_component(
       reg, "eigen.ritz_select",
@@ -634,21 +681,24 @@ void register_eigen_workflow(Registry& reg) {
   kutil::add_component(
       reg, "eigen.generate",
       "a dense test matrix A [n,n] (n from the port): kind disc or box (a sparse non-normal matrix with the exact "
-      "spectrum 'top' plus a random bulk in a disc or box, eigen::matrix_with_spectrum), convection_diffusion "
+      "spectrum 'top' plus a random bulk in a disc or box, eigen::matrix_with_spectrum), schur (dense Q T Qᵀ, Q "
+      "random orthogonal, T upper triangular with that spectrum, disc bulk, couplings upper_scale: "
+      "eigen::schur_matrix; a value given twice is defective), convection_diffusion "
       "(ARPACK's dndrv1 operator, n = nx²) or markov (Saad's random walk, n = (m+1)(m+2)/2)",
       generate_ports(),
-      {{"kind", ParamType::string_, "disc", false, "disc, box, convection_diffusion or markov"},
+      {{"kind", ParamType::string_, "disc", false, "disc, box, schur, convection_diffusion or markov"},
        {"top", ParamType::string_, "1", false,
-        "disc/box: the prescribed eigenvalues, e.g. \"3, 2.6+0.5i, 2.2\" (a pair a±bi given once as a+bi)"},
-       {"radius", ParamType::float_, "0.9", false, "disc: the bulk is uniform in |z| <= radius"},
+        "disc/box/schur: the prescribed eigenvalues, e.g. \"3, 2.6+0.5i, 2.2\" (a pair a±bi given once as a+bi)"},
+       {"radius", ParamType::float_, "0.9", false, "disc/schur: the bulk is uniform in |z| <= radius"},
        {"re_lo", ParamType::float_, "-1", false, "box: the bulk's real parts are in [re_lo, re_hi]"},
        {"re_hi", ParamType::float_, "0.9", false, "box: upper end of the bulk's real parts"},
        {"im_max", ParamType::float_, "0.5", false, "box: the bulk's |imaginary parts| are <= im_max"},
-       {"complex_fraction", ParamType::float_, "0.3", false, "disc/box: share of the bulk drawn as conjugate pairs"},
-       {"seed", ParamType::int_, "1", false, "disc/box: seed of the bulk eigenvalues"},
-       {"matrix_seed", ParamType::int_, "2", false, "disc/box: seed of the couplings, scaling and permutation"},
+       {"complex_fraction", ParamType::float_, "0.3", false, "disc/box/schur: share of the bulk drawn as conjugate pairs"},
+       {"seed", ParamType::int_, "1", false, "disc/box/schur: seed of the bulk eigenvalues"},
+       {"matrix_seed", ParamType::int_, "2", false,
+        "disc/box/schur: seed of the couplings, scaling and permutation (schur: of T and Q)"},
        {"upper_per_row", ParamType::int_, "3", false, "disc/box: non-normal couplings per first-level row"},
-       {"upper_scale", ParamType::float_, "0.5", false, "disc/box: size of the couplings"},
+       {"upper_scale", ParamType::float_, "0.5", false, "disc/box/schur: size of the couplings"},
        {"permute", ParamType::bool_, "true", false, "disc/box: hide the block triangular structure"},
        {"rho", ParamType::float_, "10", false, "convection_diffusion: the convection coefficient"}},
       generate_cpu, generate_check, generate_cost);

@@ -38,7 +38,7 @@ for c in "${all_cases[@]}"; do
 done
 mappings=${MAPPINGS:-fair shared}
 implicit=${IMPLICIT:-0}
-[ "$implicit" = 1 ] && alg=IRAM united=MIRAM impl="--set implicit=true" || alg=ERAM united=MERAM impl=""
+[ "$implicit" = 1 ] && alg=IRAM united=MIRAM impl="--set implicit=true" || alg=ERAM united=MERAM impl="--set implicit=false"
 subspaces=${SUBSPACES:-$([ "$implicit" = 1 ] && echo "6 8 10" || echo "5 7 10")}
 summary() {  # RUN_DIR LABEL
   "$py" - "$1" "$2" <<'PY'
