@@ -218,9 +218,7 @@ int cmd_components(const std::vector<std::string>& args) {
   nlohmann::json all = nlohmann::json::array();
   for (const ComponentSpec* c : reg.all()) {
     std::string devices = "cpu";
-#ifdef YMLOPT_WITH_CUDA
-    if (c->cuda) devices += ",cuda";
-#endif
+    if (c->cuda) devices += ",cuda";  // (set only where the kernels were built: YMLOPT_HAVE_CUDA)
     if (json) {
       nlohmann::json ports = nlohmann::json::array(), params = nlohmann::json::array();
       for (const auto& p : c->ports) {

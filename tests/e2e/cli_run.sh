@@ -74,6 +74,17 @@ expect_in "StarPU workers" "workers"
 # what CUDA kernels were built (wherever nvcc was found) and which devices they see
 grep -qE "^CUDA kernels: (built for sm_[0-9]+|not built \(no nvcc when ymlopt was configured\)); devices: " <<<"$out" ||
   { echo "FAIL: info has no 'CUDA kernels: ...; devices: ...' line"; fails=$((fails + 1)); }
+# where they were built, `components` lists the components that have one (eleven), else none
+cuda_built=$(grep -cE "^CUDA kernels: built for" <<<"$out")
+info_out=$out
+expect_rc 0 "components" -- "$y" components
+with_cuda=$(grep -c "cpu,cuda" <<<"$out")
+if { [ "$cuda_built" = 1 ] && [ "$with_cuda" -ge 11 ]; } || { [ "$cuda_built" = 0 ] && [ "$with_cuda" = 0 ]; }; then
+  echo "ok: components lists $with_cuda with a CUDA kernel (kernels built: $cuda_built)"
+else
+  echo "FAIL: components lists $with_cuda with a CUDA kernel, kernels built: $cuda_built"; fails=$((fails + 1))
+fi
+out=$info_out
 # f64 tiles: OpenBLAS's dgemm kernel on panels packed once per tile (info names it, or why
 # not); the tiled product equals one untiled dgemm (verify=true: tensor.compare, tol 1e-12)
 # on both backends, with the reuse on and off; a bad cache size is warned about
