@@ -45,6 +45,7 @@ LAYERS = [
         "starpu": ["ymlopt_backend_starpu"],
         "starpu_mpi": ["ymlopt_backend_starpu_mpi"],
     }),
+    ("backend factory", {"backends": ["ymlopt_backends"]}),  # make_executor: a backend by name
     ("optimizer", {"optimizer": ["ymlopt_optimizer"]}),
     ("cli", {"cli": ["ymlopt_cli", "ymlopt"]}),
 ]
