@@ -5,7 +5,7 @@
 #include <span>
 #include <stdexcept>
 
-#include "sequential.hpp"
+#include "backends.hpp"
 #include "ymlopt/engine/data_store.hpp"
 #include "ymlopt/scheduler/executor.hpp"
 
@@ -63,7 +63,7 @@ Outputs run_dag(const Dag& in, const std::map<std::int32_t, const std::vector<st
     };
   Progress progress;
   progress.total = std::int64_t(dag.tasks.size());
-  const ExecResult res = make_sequential_executor()->execute(dag, store, eo, progress);
+  const ExecResult res = make_executor("sequential")->execute(dag, store, eo, progress);
   if (!res.ok) throw std::runtime_error("running '" + dag.file + "' failed: " + res.error);
   Outputs o;
   for (const TaskNode& t : dag.tasks)

@@ -128,7 +128,7 @@ struct TaskNode {
   std::int32_t comethod = -1;             // innermost <comethod> region holding the task, or -1
 };
 
-/// Control flow decided at run time (DESIGN.md, unite and conquer): a runtime
+/// Control flow decided at run time (unite and conquer; docs/ARCHITECTURE.md): a runtime
 /// loop (`<until>`, `<while>` on 1-element data written by tasks), a `<unite>`
 /// of concurrent `<comethod>`s, and their `<publish>`/`<gather>` exchanges.
 /// A loop body is compiled once: its tasks sit in Dag::tasks in program order

@@ -16,6 +16,7 @@
 #include "nn/linear_formats.hpp"
 #include "quant/qlinear.hpp"
 #include "io/tfjs.hpp"
+#include "backends.hpp"
 #include "blas_peak.hpp"
 #include "calibrate_cmd.hpp"
 #include "compare_cmd.hpp"
@@ -26,7 +27,6 @@
 #include "register_builtin.hpp"
 #include "report.hpp"
 #include "run_checkpoint.hpp"
-#include "sequential.hpp"
 #include "starpu_backend.hpp"
 #include "starpu_bind.hpp"
 #include "starpu_info.hpp"
@@ -591,11 +591,7 @@ int cmd_run(const std::vector<std::string>& args) {
   // before running: the run must not inform it (the history holds earlier runs only)
   History history = no_history || rank != 0 ? History{} : load_history();
   const Prediction prediction = predict_run(dag, backend, ncpu, &history);
-  std::unique_ptr<Executor> exec;
-#ifdef YMLOPT_WITH_STARPU_MPI
-  if (use_mpi) exec = std::make_unique<StarpuMpiExecutor>();
-#endif
-  if (!exec) exec = backend == "starpu" ? make_starpu_executor() : make_sequential_executor();
+  const std::unique_ptr<Executor> exec = make_executor(backend);
   ExecResult res;
   {
     ProgressLine line(progress, !quiet && isatty(2) && !use_mpi);

@@ -20,11 +20,11 @@
 #include <sstream>
 #include <thread>
 
+#include "backends.hpp"
 #include "quant/qlinear.hpp"
 #include "ymlopt/engine/topology.hpp"
 #include "register_builtin.hpp"
 #include "report.hpp"
-#include "sequential.hpp"
 #include "sparse/sparse_linear.hpp"
 #include "starpu_backend.hpp"
 #include "gemm/gemm.hpp"
@@ -344,7 +344,7 @@ ExecResult execute(const Dag& dag, const std::string& backend, const std::string
   eo.run_dir = run_dir;
   Progress p;
   p.total = std::int64_t(dag.tasks.size());
-  auto ex = backend == "starpu" ? make_starpu_executor() : make_sequential_executor();
+  auto ex = make_executor(backend);
   ExecResult r = ex->execute(dag, store, eo, p);
   if (!r.ok) throw std::runtime_error("calibration run (" + backend + ") failed: " + r.error);
   return r;

@@ -10,11 +10,10 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "backends.hpp"
 #include "io/tensor_file.hpp"
 #include "io/tfjs.hpp"
 #include "register_builtin.hpp"
-#include "sequential.hpp"
-#include "starpu_backend.hpp"
 #include "text/tokenizer.hpp"
 #include "usage_error.hpp"
 #include "ymlopt/engine/compiler.hpp"
@@ -51,7 +50,7 @@ std::vector<float> embed_one(const Dag& dag, const std::string& backend, const s
   ExecOptions eo;
   eo.run_dir = dir;
   Progress progress;
-  auto ex = backend == "sequential" ? make_sequential_executor() : make_starpu_executor();
+  auto ex = make_executor(backend);
   const ExecResult r = ex->execute(dag, store, eo, progress);
   if (!r.ok) throw std::runtime_error(r.error);
   const io::TensorData t = io::load_tensor(dir + "/embedding.npy");

@@ -10,10 +10,9 @@
 #include <iostream>
 #include <sstream>
 
+#include "backends.hpp"
 #include "calibrate_cmd.hpp"
 #include "report.hpp"
-#include "sequential.hpp"
-#include "starpu_backend.hpp"
 #include "usage_error.hpp"
 #include "workflow_args.hpp"
 #include "ymlopt/engine/analysis.hpp"
@@ -115,7 +114,7 @@ RunOutcome run_model(const Dag& dag, const std::string& backend, int reps, const
     eo.run_dir = run_dir;
     Progress progress;
     progress.total = std::int64_t(dag.tasks.size());
-    auto exec = backend == "starpu" ? make_starpu_executor() : make_sequential_executor();
+    auto exec = make_executor(backend);
     const ExecResult res = exec->execute(dag, store, eo, progress);
     if (!res.ok) throw std::runtime_error("running '" + dag.file + "' failed: " + res.error);
     o.times_us.push_back(res.makespan_us);
