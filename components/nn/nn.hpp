@@ -4,7 +4,7 @@
 //   nn.silu     y = x * sigmoid(x)
 //   nn.softmax  row-wise, numerically stable (the row max is subtracted)
 // y may be bound to the same data as x (element-wise, row by row).
-// Transformer building blocks (transformer.cpp, registered by register_nn):
+// Transformer building blocks (transformer*.cpp, registered by register_nn):
 //   nn.embedding, nn.layernorm, nn.rmsnorm, nn.linear, nn.attention, nn.rope,
 //   nn.sinusoidal_positions, nn.swiglu, nn.tanh, nn.l2normalize, nn.pool
 #pragma once

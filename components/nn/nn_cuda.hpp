@@ -1,6 +1,6 @@
 // CUDA implementations of the nn family's row-wise and element-wise kernels
 // and of the f32 GEMM (cuBLAS), beside their CPU versions (nn.cpp,
-// transformer.cpp). Pointers are device pointers; `stream` is a cudaStream_t
+// transformer_*.cpp). Pointers are device pointers; `stream` is a cudaStream_t
 // (StarPU's starpu_cuda_get_local_stream() inside a task), nullptr for the
 // default stream. Calls are asynchronous on that stream; every CUDA and cuBLAS
 // status is checked and a failure throws std::runtime_error naming the call.

@@ -1,4 +1,4 @@
-// CUDA kernels of nn.attention, nn.embedding and nn.rope (transformer.cpp),
+// CUDA kernels of nn.attention, nn.embedding and nn.rope (transformer_cuda_kernels.cpp),
 // f32. Pointers are device pointers, row-major with a leading dimension in
 // elements; `stream` is a cudaStream_t (nullptr: the default stream). Every
 // CUDA call is checked and a failure throws std::runtime_error naming it; bad

@@ -1,4 +1,4 @@
-// Transformer building blocks (components/nn/transformer.cpp) against naive
+// Transformer building blocks (components/nn/transformer*.cpp) against naive
 // long-double formulas written here, on odd shapes and strided views.
 #include <algorithm>
 #include <cmath>

@@ -280,7 +280,7 @@ TEST(CudaKernels, EmbeddingGathersAndReportsTheFirstBadId) {
   EXPECT_EQ(bad, 11);
 }
 
-/// The CPU's per-token rule (quantize_row_generic in qlinear.cpp).
+/// The CPU's per-token rule (quantize_row_generic in qlinear_prepare.cpp).
 float quantize_ref(const float* x, std::int64_t k, std::int8_t* q) {
   float amax = 0;
   for (std::int64_t c = 0; c < k; ++c) amax = std::max(amax, std::fabs(x[c]));

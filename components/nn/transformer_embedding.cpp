@@ -1,0 +1,103 @@
+// nn.embedding: y[i, :] = table[ids[i], :] (transformer_internal.hpp).
+#include "nn/transformer_internal.hpp"
+
+#include <cstring>
+
+#include "nn/embedding_formats.hpp"
+#include "nn/nn.hpp"
+
+namespace ymlopt::transformer {
+
+// ============================================================ nn.embedding
+// format dense: a row copy in the table's dtype; int8/int4: the rows requested are
+// dequantized from codes + scales (nn/embedding_formats.hpp) into f32.
+
+const std::vector<PortSpec>& embedding_ports() {
+  static const std::vector<PortSpec> p = {
+      {"ids", Access::read, {DType::i32}, false, 2, "token ids, shape [tokens] or [tokens, 1]"},
+      {"table", Access::read, {DType::f32, DType::f64, DType::f16, DType::bf16, DType::i8}, false, 2,
+       "embedding table [vocab, d]; format int8: i8 codes [vocab, d], int4: i8 [vocab, d/2] (two codes per byte)"},
+      {"y", Access::write, {DType::f32, DType::f64, DType::f16, DType::bf16}, false, 2,
+       "embeddings [tokens, d], dtype of table (f32 for int8/int4)"},
+      {"table_scale", Access::read, {DType::f32, DType::f16}, true, 2,
+       "format int8/int4: scales [vocab] (per row) or [vocab, d/group]"},
+      {"table_zero", Access::read, {DType::f32, DType::f16}, true, 2,
+       "format int8/int4: zero points like table_scale (asymmetric)"},
+      {"table_hot", Access::read, {DType::i8}, true, 2,
+       "format int8/int4, hot rows: ids below H read int8 codes [H, d] here (one scale per row); table, "
+       "table_scale and table_zero then hold rows H.. only"},
+      {"table_hot_scale", Access::read, {DType::f32, DType::f16}, true, 2, "hot rows: one scale per row [H]"},
+  };
+  return p;
+}
+
+int64_t num_ids(const TensorView& ids) {
+  if (ids.shape.size() <= 1) return ids.rows * ids.cols;
+  if (ids.cols == 1) return ids.rows;
+  return -1;
+}
+
+int embedding_bits(const Args& a) {
+  const std::string& f = a.get_string("format");
+  return f == "int8" ? 8 : f == "int4" ? 4 : 0;
+}
+
+std::string embedding_check(const TaskShape& t) {
+  const auto& s = embedding_ports();
+  const auto& p = t.ports;
+  if (auto m = kutil::ports_present(s, p); !m.empty()) return m;
+  if (auto m = kutil::one_of(t.args, "format", {"dense", "int8", "int4"}); !m.empty()) return m;
+  const int64_t n = num_ids(p[0]);
+  if (n < 0) return "port 'ids' is " + dims(p[0]) + ": expected shape [tokens] or [tokens, 1]";
+  if (const int bits = embedding_bits(t.args); bits != 0) {
+    if (p[2].rows != n)
+      return "port 'y' is " + dims(p[2]) + " but there are " + to_string(n) + " ids (one row per id)";
+    return nn::check_compressed_table(s, p, t.args, bits);
+  }
+  if (p[1].dtype == DType::i8)
+    return "port 'table' has dtype i8: format=dense needs a float table (set format=int8 or int4 for codes)";
+  for (std::size_t i : {nn::kEmbScale, nn::kEmbZero, nn::kEmbHot, nn::kEmbHotScale})
+    if (p[i].bound()) return "port '" + s[i].name + "' is bound but format=dense does not use it";
+  if (auto m = kutil::same_dtype(s, p, 2, 1); !m.empty()) return m;
+  return expect_shape(s, p, 2, n, p[1].cols, to_string(n) + " ids x table width " + to_string(p[1].cols));
+}
+
+Cost embedding_cost(const TaskShape& t) {
+  if (t.ports.size() != embedding_ports().size()) return {};
+  Cost c;
+  const double n = double(std::max<int64_t>(num_ids(t.ports[0]), 0));
+  if (embedding_bits(t.args) != 0) {  // ids, the compressed rows read, y; one multiply-add per element
+    c.bytes = kutil::bytes_of(t.ports[0]) + n * nn::compressed_row_bytes(t.ports) + kutil::bytes_of(t.ports[2]);
+    c.flops = 2 * rows_cols(t.ports[2]);
+    return c;
+  }
+  c.bytes = kutil::bytes_of(t.ports[0]) + 2 * kutil::bytes_of(t.ports[2]);  // ids, gathered rows, y
+  return c;
+}
+
+void embedding_cpu(KernelContext& ctx) {
+  kutil::validate(ctx, embedding_ports(), embedding_check);
+  const TensorView &ids = ctx.port(0), &table = ctx.port(1), &y = ctx.port(2);
+  const int64_t n = num_ids(ids), vocab = table.rows, d = table.cols;
+  const auto* id = static_cast<const std::int32_t*>(ids.data);
+  const int64_t icols = std::max<int64_t>(ids.cols, 1);
+  if (const int bits = embedding_bits(ctx.args()); bits != 0) {
+    nn::gather_compressed(ctx.ports(), ctx.args(), bits, id, n, ids.ld, ids.cols);
+    return;
+  }
+  const std::size_t row_bytes = static_cast<std::size_t>(d) * dtype_size(table.dtype);
+  const auto* tab = static_cast<const unsigned char*>(table.data);
+  auto* out = static_cast<unsigned char*>(y.data);
+  const std::size_t es = dtype_size(table.dtype);
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t v = id[(i / icols) * ids.ld + i % icols];
+    if (v < 0 || v >= vocab)
+      throw KernelError("id " + to_string(v) + " at position " + to_string(i) + " is out of range: table has " +
+                        to_string(vocab) + " rows (ids must be in [0, " + to_string(vocab) + "))");
+    if (row_bytes)
+      std::memcpy(out + static_cast<std::size_t>(i * y.ld) * es, tab + static_cast<std::size_t>(v * table.ld) * es,
+                  row_bytes);
+  }
+}
+
+}  // namespace ymlopt::transformer

@@ -1,0 +1,290 @@
+// The AVX-512 VNNI path of quant::linear: vpdpbusd on 64-byte chunks of k, int4
+// nibbles unpacked in registers, register-blocked micro-kernels (per channel 4 x 4
+// int32 accumulators, grouped 4 x 2 f32 + int32) run over cache blocks by drive().
+#include "quant/qlinear_internal.hpp"
+
+#include <immintrin.h>
+
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+namespace ymlopt::quant::linear_impl {
+
+namespace {
+
+/// 32 bytes of int4 codes -> 64 unsigned bytes in k_of order (see k_of).
+YMLOPT_AVX512 inline __m512i unpack4(__m256i v) {
+  const __m512i vz = _mm512_zextsi256_si512(v);
+  const __m512i t = _mm512_shuffle_i64x2(vz, vz, 0x50);  // 128-bit lanes [0, 0, 1, 1]
+  // lanes 1 and 3 (16-bit elements 8-15 and 24-31) take the high nibbles
+  return _mm512_and_si512(_mm512_mask_srli_epi16(t, 0xff00ff00u, t, 4), _mm512_set1_epi8(0x0f));
+}
+
+/// Loads chunk c of a weight row (masked at the tail: missing codes read as 0).
+/// Tail = false: k is a multiple of 64, every load is a plain full-width load.
+template <bool W4, bool Tail>
+YMLOPT_AVX512 inline __m512i load_w(const int8_t* row, int64_t c, int64_t nch, __mmask64 tail) {
+  if constexpr (!Tail) {
+    if constexpr (W4)
+      return unpack4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + c * (kChunk / 2))));
+    else
+      return _mm512_loadu_si512(row + c * kChunk);
+  } else if constexpr (W4) {
+    const __m256i v =
+        _mm256_maskz_loadu_epi8(c + 1 == nch ? static_cast<__mmask32>(tail) : ~__mmask32{0}, row + c * (kChunk / 2));
+    return unpack4(v);
+  } else {
+    return _mm512_maskz_loadu_epi8(c + 1 == nch ? tail : ~__mmask64{0}, row + c * kChunk);
+  }
+}
+
+template <bool W4>
+YMLOPT_AVX512 inline __m512i dp(__m512i acc, __m512i x, __m512i w) {
+  if constexpr (W4)
+    return _mm512_dpbusd_epi32(acc, w, x);  // u8 codes x s8 activations
+  else
+    return _mm512_dpbusd_epi32(acc, x, w);  // u8 activations x s8 codes
+}
+
+/// 16 int32 vectors -> one vector whose element e is the sum of the lanes of v[e].
+YMLOPT_AVX512 inline __m512i hsum16_epi32(const __m512i* v) {
+  __m512i a[8], b[4], c[2];
+  for (int p = 0; p < 8; ++p)
+    a[p] =
+        _mm512_add_epi32(_mm512_unpacklo_epi32(v[2 * p], v[2 * p + 1]), _mm512_unpackhi_epi32(v[2 * p], v[2 * p + 1]));
+  for (int p = 0; p < 4; ++p)
+    b[p] =
+        _mm512_add_epi32(_mm512_unpacklo_epi64(a[2 * p], a[2 * p + 1]), _mm512_unpackhi_epi64(a[2 * p], a[2 * p + 1]));
+  for (int p = 0; p < 2; ++p)
+    c[p] = _mm512_add_epi32(_mm512_shuffle_i32x4(b[2 * p], b[2 * p + 1], 0x88),
+                            _mm512_shuffle_i32x4(b[2 * p], b[2 * p + 1], 0xdd));
+  return _mm512_add_epi32(_mm512_shuffle_i32x4(c[0], c[1], 0x88), _mm512_shuffle_i32x4(c[0], c[1], 0xdd));
+}
+
+/// 8 float vectors -> 8 floats (element e = tree16(lanes of v[e])), the tree of hsum16_epi32 on floats.
+YMLOPT_AVX512 inline __m256 hsum8_ps(const __m512* v) {
+  __m512 a[4], b[2];
+  for (int p = 0; p < 4; ++p)
+    a[p] = _mm512_add_ps(_mm512_unpacklo_ps(v[2 * p], v[2 * p + 1]), _mm512_unpackhi_ps(v[2 * p], v[2 * p + 1]));
+  for (int p = 0; p < 2; ++p) {
+    const __m512d lo = _mm512_unpacklo_pd(_mm512_castps_pd(a[2 * p]), _mm512_castps_pd(a[2 * p + 1]));
+    const __m512d hi = _mm512_unpackhi_pd(_mm512_castps_pd(a[2 * p]), _mm512_castps_pd(a[2 * p + 1]));
+    b[p] = _mm512_add_ps(_mm512_castpd_ps(lo), _mm512_castpd_ps(hi));
+  }
+  const __m512 c = _mm512_add_ps(_mm512_shuffle_f32x4(b[0], b[1], 0x88), _mm512_shuffle_f32x4(b[0], b[1], 0xdd));
+  const __m512 d = _mm512_add_ps(_mm512_shuffle_f32x4(c, c, 0x88), _mm512_shuffle_f32x4(c, c, 0xdd));
+  return _mm512_castps512_ps256(d);
+}
+
+/// Per-channel micro-kernel: MR activation rows x NR weight rows, int32 over all of k.
+/// Accumulators are fully unrolled locals of a non-inlined function (kept in registers).
+template <int MR, int NR, bool W4, bool Tail>
+YMLOPT_AVX512 __attribute__((noinline)) void pc_tile(const uint8_t* act, int64_t kp, int64_t nch, const int8_t* wq,
+                                                     int64_t q_ld, __mmask64 tail, const Fin& fin, int64_t i0,
+                                                     int64_t j0, float* y, int64_t ldy) {
+  __m512i acc[MR][NR];
+#pragma GCC unroll 16
+  for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 16
+    for (int j = 0; j < NR; ++j) acc[i][j] = _mm512_setzero_si512();
+  for (int64_t c = 0; c < nch; ++c) {
+    __m512i wv[NR];
+#pragma GCC unroll 16
+    for (int j = 0; j < NR; ++j) wv[j] = load_w<W4, Tail>(wq + j * q_ld, c, nch, tail);
+#pragma GCC unroll 16
+    for (int i = 0; i < MR; ++i) {
+      const __m512i xv = _mm512_loadu_si512(act + i * kp + c * kChunk);
+#pragma GCC unroll 16
+      for (int j = 0; j < NR; ++j) acc[i][j] = dp<W4>(acc[i][j], xv, wv[j]);
+    }
+  }
+  if constexpr (MR == 4 && NR == 4) {
+    const __m512i v[16] = {acc[0][0], acc[0][1], acc[0][2], acc[0][3], acc[1][0], acc[1][1], acc[1][2], acc[1][3],
+                           acc[2][0], acc[2][1], acc[2][2], acc[2][3], acc[3][0], acc[3][1], acc[3][2], acc[3][3]};
+    // finish_pc on 16 lanes (element 4i + j): the same integer and f32 operations
+    __m512i t = hsum16_epi32(v);
+    const __m512i rows = _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
+    if (fin.ci)
+      t = _mm512_sub_epi32(
+          t, _mm512_permutexvar_epi32(
+                 rows, _mm512_zextsi128_si512(_mm_loadu_si128(reinterpret_cast<const __m128i*>(fin.ci + i0)))));
+    if (fin.cj)
+      t = _mm512_sub_epi32(t, _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(fin.cj + j0))));
+    __m512 f = _mm512_mul_ps(_mm512_cvtepi32_ps(t), _mm512_broadcast_f32x4(_mm_loadu_ps(fin.s + j0)));
+    if (fin.fold_a) f = _mm512_mul_ps(_mm512_permutexvar_ps(rows, _mm512_zextps128_ps512(_mm_loadu_ps(fin.a + i0))), f);
+    _mm_storeu_ps(y, _mm512_extractf32x4_ps(f, 0));
+    _mm_storeu_ps(y + ldy, _mm512_extractf32x4_ps(f, 1));
+    _mm_storeu_ps(y + 2 * ldy, _mm512_extractf32x4_ps(f, 2));
+    _mm_storeu_ps(y + 3 * ldy, _mm512_extractf32x4_ps(f, 3));
+  } else {
+    for (int i = 0; i < MR; ++i)
+      for (int j = 0; j < NR; ++j) y[i * ldy + j] = finish_pc(fin, i0 + i, j0 + j, reduce_epi32(acc[i][j]));
+  }
+}
+
+/// Grouped micro-kernel: per block, int32 lanes -> fma with the lane scales into f32 lanes.
+template <int MR, int NR, bool W4, bool Tail, int CPB>
+YMLOPT_AVX512 __attribute__((noinline)) void grp_tile(const uint8_t* act, int64_t kp, int64_t nch, const int8_t* wq,
+                                                      int64_t q_ld, __mmask64 tail, const float* s, int64_t G, Blocks B,
+                                                      const int32_t* zl, const Fin& fin, int64_t i0, int64_t j0,
+                                                      float* y, int64_t ldy) {
+  __m512 facc[MR][NR];
+#pragma GCC unroll 16
+  for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 16
+    for (int j = 0; j < NR; ++j) facc[i][j] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < B.count; ++b) {
+    __m512 sv[NR];
+#pragma GCC unroll 16
+    for (int j = 0; j < NR; ++j) {
+      const float* sr = s + j * G;
+      if (B.g32) {
+        const float hi = 2 * b + 1 < G ? sr[2 * b + 1] : 0.0f;
+        sv[j] = _mm512_mask_blend_ps(0xff00, _mm512_set1_ps(sr[2 * b]), _mm512_set1_ps(hi));
+      } else {
+        sv[j] = _mm512_set1_ps(sr[b]);
+      }
+    }
+    __m512i acc[MR][NR];
+#pragma GCC unroll 16
+    for (int i = 0; i < MR; ++i) {
+      // int4 symmetric: lanes start at -8 · Σ xq of the block (precomputed per row)
+      const __m512i init = zl ? _mm512_loadu_si512(zl + (i * B.count + b) * 16) : _mm512_setzero_si512();
+#pragma GCC unroll 16
+      for (int j = 0; j < NR; ++j) acc[i][j] = init;
+    }
+    // CPB > 0: chunks per block known at compile time (fully unrolled: the int32
+    // accumulators then stay in place instead of being copied every chunk)
+    const int64_t cpb = CPB > 0 ? CPB : B.chunks;
+#pragma GCC unroll 4
+    for (int64_t cc = 0; cc < cpb; ++cc) {
+      const int64_t c = b * cpb + cc;
+      if constexpr (CPB == 0) {  // with CPB > 0 every block is whole (k is a multiple of the group)
+        if (c >= nch) break;
+      }
+      __m512i wv[NR];
+#pragma GCC unroll 16
+      for (int j = 0; j < NR; ++j) wv[j] = load_w<W4, Tail>(wq + j * q_ld, c, nch, tail);
+#pragma GCC unroll 16
+      for (int i = 0; i < MR; ++i) {
+        const __m512i xv = _mm512_loadu_si512(act + i * kp + c * kChunk);
+#pragma GCC unroll 16
+        for (int j = 0; j < NR; ++j) acc[i][j] = dp<W4>(acc[i][j], xv, wv[j]);
+      }
+    }
+#pragma GCC unroll 16
+    for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 16
+      for (int j = 0; j < NR; ++j) facc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc[i][j]), sv[j], facc[i][j]);
+  }
+  if constexpr (MR == 4 && NR == 2) {
+    const __m512 v[8] = {facc[0][0], facc[0][1], facc[1][0], facc[1][1],
+                         facc[2][0], facc[2][1], facc[3][0], facc[3][1]};
+    // finish_grp on 8 lanes (element 2i + j)
+    __m256 f = hsum8_ps(v);
+    if (fin.b) {
+      const __m256 b2 = _mm256_castps128_ps256(_mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(fin.b + j0))));
+      f = _mm256_sub_ps(f, _mm256_permutexvar_ps(_mm256_set_epi32(1, 0, 1, 0, 1, 0, 1, 0), b2));
+    }
+    if (fin.fold_a)
+      f = _mm256_mul_ps(_mm256_permutexvar_ps(_mm256_set_epi32(3, 3, 2, 2, 1, 1, 0, 0),
+                                              _mm256_castps128_ps256(_mm_loadu_ps(fin.a + i0))),
+                        f);
+    const __m128 lo = _mm256_castps256_ps128(f), hi = _mm256_extractf128_ps(f, 1);
+    _mm_storel_pi(reinterpret_cast<__m64*>(y), lo);
+    _mm_storeh_pi(reinterpret_cast<__m64*>(y + ldy), lo);
+    _mm_storel_pi(reinterpret_cast<__m64*>(y + 2 * ldy), hi);
+    _mm_storeh_pi(reinterpret_cast<__m64*>(y + 3 * ldy), hi);
+  } else {
+    for (int i = 0; i < MR; ++i)
+      for (int j = 0; j < NR; ++j) {
+        alignas(64) float e[16];
+        _mm512_store_ps(e, facc[i][j]);
+        y[i * ldy + j] = finish_grp(fin, i0 + i, j0 + j, tree16(e));
+      }
+  }
+}
+
+template <bool W4, bool Tail, int CPB>
+void grp_avx512(const Acts& A, const QWeight& w, const WPrep& P, const Fin& fin, float* y, int64_t ldy) {
+  const int64_t rem_bytes = rem_bytes_of(w, A.nch);
+  const __mmask64 tail = rem_bytes == 64 ? ~__mmask64{0} : ((__mmask64{1} << rem_bytes) - 1);
+  const Blocks B = blocks_of(w, A.nch);
+  const int64_t G = P.groups;
+  auto zr = [&](int64_t i) { return A.zl.empty() ? nullptr : A.zl.data() + i * B.count * 16; };
+  auto at = [&](int64_t i) { return A.q.data() + i * A.kp; };
+  auto wr = [&](int64_t j) { return w.q + j * w.q_ld; };
+  auto sr = [&](int64_t j) { return P.s.data() + j * G; };
+  constexpr int MR = 4, NR = 2;  // 8 f32 + 8 int32 accumulators stay in registers
+  drive<MR, NR>(
+      A.m, w.n, A.kp,
+      [&](int64_t i, int64_t j) {
+        grp_tile<MR, NR, W4, Tail, CPB>(at(i), A.kp, A.nch, wr(j), w.q_ld, tail, sr(j), G, B, zr(i), fin, i, j,
+                                        y + i * ldy + j, ldy);
+      },
+      [&](int64_t i, int64_t j) {
+        grp_tile<MR, 1, W4, Tail, CPB>(at(i), A.kp, A.nch, wr(j), w.q_ld, tail, sr(j), G, B, zr(i), fin, i, j,
+                                       y + i * ldy + j, ldy);
+      },
+      [&](int64_t i, int64_t j) {
+        grp_tile<1, NR, W4, Tail, CPB>(at(i), A.kp, A.nch, wr(j), w.q_ld, tail, sr(j), G, B, zr(i), fin, i, j,
+                                       y + i * ldy + j, ldy);
+      },
+      [&](int64_t i, int64_t j) {
+        grp_tile<1, 1, W4, Tail, CPB>(at(i), A.kp, A.nch, wr(j), w.q_ld, tail, sr(j), G, B, zr(i), fin, i, j,
+                                      y + i * ldy + j, ldy);
+      });
+}
+
+}  // namespace
+
+template <bool W4, bool Tail>
+void pc_avx512(const Acts& A, const QWeight& w, const Fin& fin, float* y, int64_t ldy) {
+  const int64_t rem_bytes = rem_bytes_of(w, A.nch);
+  const __mmask64 tail = rem_bytes == 64 ? ~__mmask64{0} : ((__mmask64{1} << rem_bytes) - 1);
+  const int64_t n = w.n;
+  auto at = [&](int64_t i) { return A.q.data() + i * A.kp; };
+  auto wr = [&](int64_t j) { return w.q + j * w.q_ld; };
+  constexpr int MR = 4, NR = 4;
+  drive<MR, NR>(
+      A.m, n, A.kp,
+      [&](int64_t i, int64_t j) {
+        pc_tile<MR, NR, W4, Tail>(at(i), A.kp, A.nch, wr(j), w.q_ld, tail, fin, i, j, y + i * ldy + j, ldy);
+      },
+      [&](int64_t i, int64_t j) {
+        pc_tile<MR, 1, W4, Tail>(at(i), A.kp, A.nch, wr(j), w.q_ld, tail, fin, i, j, y + i * ldy + j, ldy);
+      },
+      [&](int64_t i, int64_t j) {
+        pc_tile<1, NR, W4, Tail>(at(i), A.kp, A.nch, wr(j), w.q_ld, tail, fin, i, j, y + i * ldy + j, ldy);
+      },
+      [&](int64_t i, int64_t j) {
+        pc_tile<1, 1, W4, Tail>(at(i), A.kp, A.nch, wr(j), w.q_ld, tail, fin, i, j, y + i * ldy + j, ldy);
+      });
+}
+
+template <bool W4>
+void grp_dispatch(bool tail, int64_t chunks, const Acts& A, const QWeight& w, const WPrep& P, const Fin& fin, float* y,
+                  int64_t ldy) {
+  if (tail)
+    grp_avx512<W4, true, 1>(A, w, P, fin, y, ldy);  // only group 32 leaves a half chunk
+  else if (chunks == 1)
+    grp_avx512<W4, false, 1>(A, w, P, fin, y, ldy);
+  else if (chunks == 2)
+    grp_avx512<W4, false, 2>(A, w, P, fin, y, ldy);
+  else
+    grp_avx512<W4, false, 0>(A, w, P, fin, y, ldy);
+}
+
+template void pc_avx512<false, false>(const Acts&, const QWeight&, const Fin&, float*, int64_t);
+template void pc_avx512<false, true>(const Acts&, const QWeight&, const Fin&, float*, int64_t);
+template void pc_avx512<true, false>(const Acts&, const QWeight&, const Fin&, float*, int64_t);
+template void pc_avx512<true, true>(const Acts&, const QWeight&, const Fin&, float*, int64_t);
+template void grp_dispatch<false>(bool, int64_t, const Acts&, const QWeight&, const WPrep&, const Fin&, float*,
+                                  int64_t);
+template void grp_dispatch<true>(bool, int64_t, const Acts&, const QWeight&, const WPrep&, const Fin&, float*,
+                                 int64_t);
+
+}  // namespace ymlopt::quant::linear_impl
+
+#pragma GCC diagnostic pop
