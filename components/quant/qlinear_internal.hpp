@@ -154,6 +154,8 @@ inline int64_t rem_bytes_of(const QWeight& w, int64_t nch) {
   return w.bits == 4 ? rem / 2 : rem;
 }
 
+namespace {  // internal linkage: each path's instantiations stay local to its file (and inlined there)
+
 /// Runs tile function `tile(i0, j0, mr_tag, nr_tag)` over [m, n] in cache blocks of
 /// weight rows; edges use 1-row / 1-column tiles.
 template <int MR, int NR, class F4, class F1N, class FM1, class F11>
@@ -176,6 +178,8 @@ void drive(int64_t m, int64_t n, int64_t act_bytes, F4&& full, FM1&& rows_x1, F1
     }
   }
 }
+
+}  // namespace
 
 // ---- preparation (qlinear_prepare.cpp) -------------------------------------------
 
