@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "gemm/gemm.hpp"
-#include "tensor/kernel_util.hpp"
+#include <ymlopt/kernel_util.hpp>
 
 #if YMLOPT_HAVE_CUDA
 #include "nn/nn_cuda.hpp"
@@ -28,7 +28,7 @@ namespace {
 using kutil::dims;
 using kutil::tag;
 
-const std::vector<DType> kFloat = {DType::f32, DType::f64};
+using kutil::kFloat;
 
 /// A BLAS integer argument; throws when the dimension does not fit.
 blasint bi(std::int64_t v) {
@@ -448,88 +448,55 @@ void syrk_cpu(KernelContext& ctx) {
 }  // namespace
 
 void register_blas(Registry& reg) {
-  {
-    ComponentSpec s;
-    s.name = "blas.gemm";
-    s.doc = "C = alpha*op(A)*op(B) + beta*C (BLAS semantics: beta defaults to 0; set beta=1 to accumulate tiles)";
-    s.ports = gemm_ports();
-    s.params = {{"alpha", ParamType::float_, "1", false, "scale of op(A)*op(B)"},
-                {"beta", ParamType::float_, "0", false, "scale of the previous C (0: C is overwritten)"},
-                {"transa", ParamType::bool_, "false", false, "use A^T"},
-                {"transb", ParamType::bool_, "false", false, "use B^T"}};
-    s.cpu = gemm_cpu;
-    s.check = gemm_check;
-    s.cost = gemm_cost;
 #if YMLOPT_HAVE_CUDA
-    s.cuda = gemm_cuda;
-    s.cuda_check = gemm_cuda_check;
+  const KernelFn gemm_gpu = gemm_cuda;
+  std::string (*const gemm_gpu_check)(const TaskShape&) = gemm_cuda_check;
+#else
+  const KernelFn gemm_gpu = nullptr;
+  std::string (*const gemm_gpu_check)(const TaskShape&) = nullptr;
 #endif
-    reg.add(std::move(s));
-  }
-  {
-    ComponentSpec s;
-    s.name = "blas.axpy";
-    s.doc = "y += alpha*x";
-    s.ports = axpy_ports();
-    s.params = {{"alpha", ParamType::float_, "1", false, "scale of x"}};
-    s.cpu = axpy_cpu;
-    s.check = axpy_check;
-    s.cost = axpy_cost;
-    reg.add(std::move(s));
-  }
+  kutil::add_component(
+      reg, "blas.gemm",
+      "C = alpha*op(A)*op(B) + beta*C (BLAS semantics: beta defaults to 0; set beta=1 to accumulate tiles)",
+      gemm_ports(),
+      {{"alpha", ParamType::float_, "1", false, "scale of op(A)*op(B)"},
+       {"beta", ParamType::float_, "0", false, "scale of the previous C (0: C is overwritten)"},
+       {"transa", ParamType::bool_, "false", false, "use A^T"},
+       {"transb", ParamType::bool_, "false", false, "use B^T"}},
+      gemm_cpu, gemm_check, gemm_cost, gemm_gpu, gemm_gpu_check);
+  kutil::add_component(reg, "blas.axpy", "y += alpha*x", axpy_ports(),
+                       {{"alpha", ParamType::float_, "1", false, "scale of x"}}, axpy_cpu, axpy_check, axpy_cost);
   // the in-place factorisations of one square tile, without parameters
-  auto one_tile = [&](const char* name, const char* doc, const std::vector<PortSpec>& ports, KernelFn cpu,
-                      std::string (*check)(const TaskShape&), Cost (*cost)(const TaskShape&)) {
-    ComponentSpec s;
-    s.name = name;
-    s.doc = doc;
-    s.ports = ports;
-    s.cpu = cpu;
-    s.check = check;
-    s.cost = cost;
-    reg.add(std::move(s));
-  };
-  one_tile("blas.potrf", "in-place lower Cholesky factorization A = L*L^T; the tile holds exactly L afterwards",
-           potrf_ports(), potrf_cpu, potrf_check, potrf_cost);
-  one_tile("blas.getrf",
-           "in-place LU factorization A = L*U without pivoting (tiled LU, Gauss-Jordan): L unit lower below the "
-           "diagonal, U on and above it; a zero pivot is an error",
-           getrf_ports(), getrf_cpu, getrf_check, getrf_cost);
-  one_tile("blas.getri",
-           "in-place inverse of a square tile (LAPACK getrf with partial pivoting inside the tile, then getri); a "
-           "singular matrix is an error",
-           getri_ports(), getri_cpu, getri_check, getri_cost);
-  {
-    ComponentSpec s;
-    s.name = "blas.trsm";
-    s.doc = "triangular solve: op(A)*X = alpha*B (side=left) or X*op(A) = alpha*B (side=right); "
-            "the defaults solve X*L^T = B (right-looking tiled Cholesky)";
-    s.ports = trsm_ports();
-    s.params = {{"side", ParamType::string_, "right", false, "'left' or 'right'"},
-                {"uplo", ParamType::string_, "lower", false, "'lower' or 'upper' triangle of a"},
-                {"trans", ParamType::string_, "trans", false, "'notrans' or 'trans'"},
-                {"diag", ParamType::string_, "nonunit", false, "'nonunit' or 'unit' diagonal"},
-                {"alpha", ParamType::float_, "1", false, "scale of b"}};
-    s.cpu = trsm_cpu;
-    s.check = trsm_check;
-    s.cost = trsm_cost;
-    reg.add(std::move(s));
-  }
-  {
-    ComponentSpec s;
-    s.name = "blas.syrk";
-    s.doc = "C = alpha*A*A^T + beta*C (trans=notrans) or alpha*A^T*A + beta*C, one triangle only; "
-            "defaults alpha=1, beta=1 (tiled Cholesky uses alpha=-1)";
-    s.ports = syrk_ports();
-    s.params = {{"alpha", ParamType::float_, "1", false, "scale of A*A^T"},
-                {"beta", ParamType::float_, "1", false, "scale of the previous C"},
-                {"uplo", ParamType::string_, "lower", false, "'lower' or 'upper': the triangle updated"},
-                {"trans", ParamType::string_, "notrans", false, "'notrans' (A*A^T) or 'trans' (A^T*A)"}};
-    s.cpu = syrk_cpu;
-    s.check = syrk_check;
-    s.cost = syrk_cost;
-    reg.add(std::move(s));
-  }
+  kutil::add_component(reg, "blas.potrf",
+                       "in-place lower Cholesky factorization A = L*L^T; the tile holds exactly L afterwards",
+                       potrf_ports(), {}, potrf_cpu, potrf_check, potrf_cost);
+  kutil::add_component(reg, "blas.getrf",
+                       "in-place LU factorization A = L*U without pivoting (tiled LU, Gauss-Jordan): L unit lower "
+                       "below the diagonal, U on and above it; a zero pivot is an error",
+                       getrf_ports(), {}, getrf_cpu, getrf_check, getrf_cost);
+  kutil::add_component(reg, "blas.getri",
+                       "in-place inverse of a square tile (LAPACK getrf with partial pivoting inside the tile, then "
+                       "getri); a singular matrix is an error",
+                       getri_ports(), {}, getri_cpu, getri_check, getri_cost);
+  kutil::add_component(reg, "blas.trsm",
+                       "triangular solve: op(A)*X = alpha*B (side=left) or X*op(A) = alpha*B (side=right); "
+                       "the defaults solve X*L^T = B (right-looking tiled Cholesky)",
+                       trsm_ports(),
+                       {{"side", ParamType::string_, "right", false, "'left' or 'right'"},
+                        {"uplo", ParamType::string_, "lower", false, "'lower' or 'upper' triangle of a"},
+                        {"trans", ParamType::string_, "trans", false, "'notrans' or 'trans'"},
+                        {"diag", ParamType::string_, "nonunit", false, "'nonunit' or 'unit' diagonal"},
+                        {"alpha", ParamType::float_, "1", false, "scale of b"}},
+                       trsm_cpu, trsm_check, trsm_cost);
+  kutil::add_component(reg, "blas.syrk",
+                       "C = alpha*A*A^T + beta*C (trans=notrans) or alpha*A^T*A + beta*C, one triangle only; "
+                       "defaults alpha=1, beta=1 (tiled Cholesky uses alpha=-1)",
+                       syrk_ports(),
+                       {{"alpha", ParamType::float_, "1", false, "scale of A*A^T"},
+                        {"beta", ParamType::float_, "1", false, "scale of the previous C"},
+                        {"uplo", ParamType::string_, "lower", false, "'lower' or 'upper': the triangle updated"},
+                        {"trans", ParamType::string_, "notrans", false, "'notrans' (A*A^T) or 'trans' (A^T*A)"}},
+                       syrk_cpu, syrk_check, syrk_cost);
 }
 
 }  // namespace ymlopt

@@ -11,7 +11,7 @@
 #include "eigen/eigen.hpp"
 #include "eigen/meram.hpp"
 #include "eigen/workflow_components.hpp"
-#include "tensor/kernel_util.hpp"
+#include <ymlopt/kernel_util.hpp>
 
 namespace ymlopt {
 namespace {
@@ -20,7 +20,7 @@ using kutil::dims;
 using std::int64_t;
 using std::to_string;
 
-const std::vector<DType> kFloat = {DType::f32, DType::f64};
+using kutil::kFloat;
 
 using kutil::first_error;
 using eigen_util::auto_subspace;

@@ -15,7 +15,7 @@
 #include "eigen/component_util.hpp"
 #include "eigen/generators.hpp"
 #include "eigen/matrix_market.hpp"
-#include "tensor/kernel_util.hpp"
+#include <ymlopt/kernel_util.hpp>
 
 namespace ymlopt::eigen {
 
@@ -67,7 +67,7 @@ using std::int64_t;
 using std::size_t;
 using std::to_string;
 
-const std::vector<DType> kFloat = {DType::f32, DType::f64};
+using kutil::kFloat;
 
 size_t sz(int64_t v) { return static_cast<size_t>(v); }
 

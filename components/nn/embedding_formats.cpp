@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "quant/qlinear.hpp"
-#include "tensor/kernel_util.hpp"
+#include <ymlopt/kernel_util.hpp>
 
 namespace ymlopt::nn {
 namespace {

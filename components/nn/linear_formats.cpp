@@ -5,7 +5,7 @@
 
 #include "quant/qlinear.hpp"
 #include "sparse/sparse_linear.hpp"
-#include "tensor/kernel_util.hpp"
+#include <ymlopt/kernel_util.hpp>
 
 namespace ymlopt::nn {
 namespace {

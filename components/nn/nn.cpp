@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "tensor/kernel_util.hpp"
+#include <ymlopt/kernel_util.hpp>
 
 #if YMLOPT_HAVE_CUDA
 #include "nn/nn_cuda.hpp"
@@ -17,7 +17,7 @@
 namespace ymlopt {
 namespace {
 
-const std::vector<DType> kFloat = {DType::f32, DType::f64};
+using kutil::kFloat;
 
 const std::vector<PortSpec>& unary_ports() {
   static const std::vector<PortSpec> p = {
@@ -162,21 +162,12 @@ void softmax_cuda(KernelContext& ctx) {
 void register_nn(Registry& reg) {
   auto add = [&](const char* name, const char* doc, std::vector<ParamSpec> params, KernelFn cpu,
                  std::string (*check)(const TaskShape&), Cost (*cost)(const TaskShape&), KernelFn cuda = nullptr) {
-    ComponentSpec s;
-    s.name = name;
-    s.doc = doc;
-    s.ports = unary_ports();
-    s.params = std::move(params);
-    s.cpu = cpu;
-    s.check = check;
-    s.cost = cost;
 #if YMLOPT_HAVE_CUDA
-    s.cuda = cuda;
-    if (cuda) s.cuda_check = unary_cuda_check;
+    std::string (*const cuda_check)(const TaskShape&) = cuda ? unary_cuda_check : nullptr;
 #else
-    (void)cuda;
+    std::string (*const cuda_check)(const TaskShape&) = nullptr;
 #endif
-    reg.add(std::move(s));
+    kutil::add_component(reg, name, doc, unary_ports(), std::move(params), cpu, check, cost, cuda, cuda_check);
   };
 #if YMLOPT_HAVE_CUDA
   const KernelFn gelu_gpu = gelu_cuda, silu_gpu = silu_cuda, softmax_gpu = softmax_cuda;

@@ -25,7 +25,7 @@
 
 #include "nn/nn.hpp"
 #include "nn/transformer_internal.hpp"
-#include "tensor/kernel_util.hpp"
+#include <ymlopt/kernel_util.hpp>
 
 namespace ymlopt {
 namespace {
@@ -38,23 +38,7 @@ using namespace transformer;
 #define YMLOPT_CUDA_KERNEL(op) nullptr, nullptr
 #endif
 
-/// kutil::add_component plus the CUDA kernel and its cuda_check (both nullptr
-/// without nvcc: YMLOPT_CUDA_KERNEL).
-void add_component(Registry& reg, const char* name, const char* doc, const std::vector<PortSpec>& ports,
-                   std::vector<ParamSpec> params, KernelFn cpu, std::string (*check)(const TaskShape&),
-                   Cost (*cost)(const TaskShape&), KernelFn cuda, std::string (*cuda_check)(const TaskShape&)) {
-  ComponentSpec s;
-  s.name = name;
-  s.doc = doc;
-  s.ports = ports;
-  s.params = std::move(params);
-  s.cpu = cpu;
-  s.check = check;
-  s.cost = cost;
-  s.cuda = cuda;
-  if (cuda_check) s.cuda_check = cuda_check;
-  reg.add(std::move(s));
-}
+using kutil::add_component;  // with the CUDA kernel and its cuda_check (both nullptr without nvcc)
 
 }  // namespace
 

@@ -24,7 +24,7 @@
 
 #include "gemm/gemm.hpp"
 #include "nn/linear_formats.hpp"
-#include "tensor/kernel_util.hpp"
+#include <ymlopt/kernel_util.hpp>
 
 namespace ymlopt::transformer {
 
@@ -32,7 +32,7 @@ using kutil::dims;
 using std::int64_t;
 using std::to_string;
 
-inline const std::vector<DType> kFloat = {DType::f32, DType::f64};
+using kutil::kFloat;
 
 using kutil::first_error;
 inline std::string rc(int64_t r, int64_t c) { return to_string(r) + "x" + to_string(c); }

@@ -126,7 +126,7 @@ namespace {
 namespace pu = prune_util;
 using std::int64_t;
 
-const std::vector<DType> kFloat = {DType::f32, DType::f64};
+using kutil::kFloat;
 
 enum Port : std::size_t { kX, kY, kW, kA, kB, kWFit, kAFit, kBFit };
 

@@ -119,7 +119,7 @@ namespace {
 namespace pu = prune_util;
 using std::int64_t;
 
-const std::vector<DType> kFloat = {DType::f32, DType::f64};
+using kutil::kFloat;
 
 const std::vector<PortSpec>& lowrank_ports() {
   static const std::vector<PortSpec> p = {

@@ -175,7 +175,7 @@ namespace {
 namespace pu = prune_util;
 using std::int64_t;
 
-const std::vector<DType> kFloat = {DType::f32, DType::f64};
+using kutil::kFloat;
 
 // ============================================================ prune.hessian
 

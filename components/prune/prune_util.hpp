@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "tensor/kernel_util.hpp"
+#include <ymlopt/kernel_util.hpp>
 
 namespace ymlopt::prune_util {
 

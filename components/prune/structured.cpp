@@ -206,7 +206,7 @@ namespace {
 namespace pu = prune_util;
 using std::int64_t;
 
-const std::vector<DType> kFloat = {DType::f32, DType::f64};
+using kutil::kFloat;
 
 /// Number of units to keep from args keep (count) / ratio, or -1 when unset or out of range.
 int64_t keep_count(const Args& a, int64_t units) {

@@ -29,7 +29,7 @@
 #include <vector>
 
 #include "prune/prune.hpp"
-#include "tensor/kernel_util.hpp"
+#include <ymlopt/kernel_util.hpp>
 
 namespace ymlopt {
 namespace {
@@ -38,7 +38,7 @@ using kutil::dims;
 using std::int64_t;
 using std::to_string;
 
-const std::vector<DType> kFloat = {DType::f32, DType::f64};
+using kutil::kFloat;
 
 /// Number of weights to prune out of `count` for sparsity s.
 int64_t prune_count(double s, int64_t count) {

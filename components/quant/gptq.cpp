@@ -60,7 +60,7 @@
 #include <ymlopt/half.hpp>
 
 #include "quant/quant.hpp"
-#include "tensor/kernel_util.hpp"
+#include <ymlopt/kernel_util.hpp>
 
 namespace ymlopt::quant {
 

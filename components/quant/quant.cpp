@@ -8,7 +8,7 @@
 
 #include <ymlopt/half.hpp>
 
-#include "tensor/kernel_util.hpp"
+#include <ymlopt/kernel_util.hpp>
 
 #if YMLOPT_HAVE_CUDA
 #include "quant/quant_cuda.hpp"
@@ -522,22 +522,20 @@ void register_quant(Registry& reg) {
                        "llama.cpp Q4_0 values: 4-bit codes, groups of 32, f16 scale d = max/-8, value = (q - 8) d; "
                        "pairs (2j, 2j+1) low nibble first",
                        three, {kLayout}, quantizer_cpu<3>, quantizer_check<3>, quantizer_cost);
-  {
-    ComponentSpec s;
-    s.name = "quant.dequant";
-    s.doc = "w = (q - zero) * scale (zero absent: 0 for 8 bits, 8 for 4 bits); the inverse of the quantizers";
-    s.ports = dequant_ports();
-    s.params = {{"bits", ParamType::int_, "8", false, "4 or 8"},
-                {"group", ParamType::int_, "0", false, "weights per scale along k; 0: one scale per row"}};
-    s.cpu = dequant_cpu;
-    s.check = dequant_check;
-    s.cost = dequant_cost;
 #if YMLOPT_HAVE_CUDA
-    s.cuda = dequant_cuda;
-    s.cuda_check = dequant_cuda_check;
+  const KernelFn dequant_gpu = dequant_cuda;
+  std::string (*const dequant_gpu_check)(const TaskShape&) = dequant_cuda_check;
+#else
+  const KernelFn dequant_gpu = nullptr;
+  std::string (*const dequant_gpu_check)(const TaskShape&) = nullptr;
 #endif
-    reg.add(std::move(s));
-  }
+  kutil::add_component(
+      reg, "quant.dequant",
+      "w = (q - zero) * scale (zero absent: 0 for 8 bits, 8 for 4 bits); the inverse of the quantizers",
+      dequant_ports(),
+      {{"bits", ParamType::int_, "8", false, "4 or 8"},
+       {"group", ParamType::int_, "0", false, "weights per scale along k; 0: one scale per row"}},
+      dequant_cpu, dequant_check, dequant_cost, dequant_gpu, dequant_gpu_check);
   register_quant_gptq(reg);
 }
 

@@ -15,7 +15,7 @@
 
 #include "sparse/sparse.hpp"
 #include "sparse/sparse_linear.hpp"
-#include "tensor/kernel_util.hpp"
+#include <ymlopt/kernel_util.hpp>
 
 namespace ymlopt {
 namespace {

@@ -11,7 +11,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "tensor/kernel_util.hpp"
+#include <ymlopt/kernel_util.hpp>
 
 namespace ymlopt {
 namespace {
@@ -19,7 +19,7 @@ namespace {
 using kutil::dims;
 using kutil::tag;
 
-const std::vector<DType> kFloat = {DType::f32, DType::f64};
+using kutil::kFloat;
 const std::vector<DType> kAny = {};  // every dtype
 
 using kutil::first_error;

@@ -9,8 +9,10 @@
 // kernels only see strided 2-D views (a whole tensor or one tile of it), so
 // they walk rows with `ld` and never assume contiguity.
 //
-// Only <ymlopt/sdk.hpp> is needed; it is header-only, and the library is
-// loaded with `ymlopt run wf.xml --plugin libymlopt_example_ops.so`.
+// Only the SDK's headers are needed (<ymlopt/sdk.hpp> and its kernel helpers,
+// <ymlopt/kernel_util.hpp>); they are header-only, and the library is loaded
+// with `ymlopt run wf.xml --plugin libymlopt_example_ops.so`.
+#include <ymlopt/kernel_util.hpp>
 #include <ymlopt/sdk.hpp>
 
 #include <algorithm>
@@ -28,16 +30,9 @@ using ymlopt::KernelError;
 using ymlopt::TaskShape;
 using ymlopt::TensorView;
 
-std::string dims(const TensorView& v) { return std::to_string(v.rows) + "x" + std::to_string(v.cols); }
-
-double bytes_of(const TensorView& v) { return double(v.rows) * double(v.cols) * double(ymlopt::dtype_size(v.dtype)); }
-
-/// Calls f(float{}) or f(double{}) according to the dtype.
-template <class F> void dispatch(DType t, F&& f) {
-  if (t == DType::f32) return f(float{});
-  if (t == DType::f64) return f(double{});
-  throw KernelError(std::string("unsupported dtype ") + ymlopt::dtype_name(t) + " (expected f32 or f64)");
-}
+namespace kutil = ymlopt::kutil;
+using kutil::bytes_of;
+using kutil::dims;
 
 // ------------------------------------------------------------ example.clip
 
@@ -61,8 +56,8 @@ void clip_cpu(KernelContext& ctx) {
   const TensorView& x = ctx.port(0);
   const double lo = ctx.arg_float("lo"), hi = ctx.arg_float("hi");
   if (!(lo <= hi)) throw KernelError("example.clip: need lo <= hi");
-  dispatch(x.dtype, [&](auto zero) {
-    using T = decltype(zero);
+  kutil::dispatch_float(x.dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
     const T l = static_cast<T>(lo), h = static_cast<T>(hi);
     T* base = x.ptr<T>();
     for (std::int64_t r = 0; r < x.rows; ++r) {
@@ -101,8 +96,8 @@ void rownorm_cpu(KernelContext& ctx) {
     throw KernelError("example.rownorm: x is " + dims(x) + " " + ymlopt::dtype_name(x.dtype) + ", y is " + dims(y) +
                       " " + ymlopt::dtype_name(y.dtype));
   const double eps = ctx.arg_float("eps");
-  dispatch(x.dtype, [&](auto zero) {
-    using T = decltype(zero);
+  kutil::dispatch_float(x.dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
     const T* xb = x.ptr<T>();
     T* yb = y.ptr<T>();
     for (std::int64_t r = 0; r < x.rows; ++r) {
@@ -122,29 +117,17 @@ void rownorm_cpu(KernelContext& ctx) {
 
 YMLOPT_PLUGIN(reg) {
   using ymlopt::ParamType;
-  {
-    ymlopt::ComponentSpec s;
-    s.name = "example.clip";
-    s.doc = "x := min(max(x, lo), hi), element-wise and in place (f32/f64; NaN is kept)";
-    s.ports = {{"x", Access::read_write, {DType::f32, DType::f64}, false, 8, "tensor clipped in place"}};
-    s.params = {{"lo", ParamType::float_, "-1", false, "lower bound"},
-                {"hi", ParamType::float_, "1", false, "upper bound (>= lo)"}};
-    s.cpu = clip_cpu;
-    s.check = clip_check;
-    s.cost = clip_cost;
-    reg.add(std::move(s));
-  }
-  {
-    ymlopt::ComponentSpec s;
-    s.name = "example.rownorm";
-    s.doc = "y[r,:] := x[r,:] / ||x[r,:]||_2 for each row of the (2-D view of the) tensor; rows with norm <= eps "
-            "become 0. On a tile, rows are the tile's rows.";
-    s.ports = {{"x", Access::read, {DType::f32, DType::f64}, false, 8, "input"},
-               {"y", Access::write, {DType::f32, DType::f64}, false, 8, "output, same shape and dtype as x"}};
-    s.params = {{"eps", ParamType::float_, "0", false, "rows with an L2 norm <= eps are set to 0"}};
-    s.cpu = rownorm_cpu;
-    s.check = rownorm_check;
-    s.cost = rownorm_cost;
-    reg.add(std::move(s));
-  }
+  kutil::add_component(reg, "example.clip",
+                       "x := min(max(x, lo), hi), element-wise and in place (f32/f64; NaN is kept)",
+                       {{"x", Access::read_write, kutil::kFloat, false, 8, "tensor clipped in place"}},
+                       {{"lo", ParamType::float_, "-1", false, "lower bound"},
+                        {"hi", ParamType::float_, "1", false, "upper bound (>= lo)"}},
+                       clip_cpu, clip_check, clip_cost);
+  kutil::add_component(reg, "example.rownorm",
+                       "y[r,:] := x[r,:] / ||x[r,:]||_2 for each row of the (2-D view of the) tensor; rows with norm "
+                       "<= eps become 0. On a tile, rows are the tile's rows.",
+                       {{"x", Access::read, kutil::kFloat, false, 8, "input"},
+                        {"y", Access::write, kutil::kFloat, false, 8, "output, same shape and dtype as x"}},
+                       {{"eps", ParamType::float_, "0", false, "rows with an L2 norm <= eps are set to 0"}},
+                       rownorm_cpu, rownorm_check, rownorm_cost);
 }

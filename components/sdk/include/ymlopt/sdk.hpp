@@ -299,7 +299,11 @@ struct ComponentSpec {
   std::vector<PortSpec> ports;
   std::vector<ParamSpec> params;
   KernelFn cpu = nullptr;   // required
-  KernelFn cuda = nullptr;  // optional; used when the engine is built with CUDA
+  /// Optional CUDA kernel (ports then hold device pointers; KernelContext::cuda_stream).
+  /// Today no backend runs it: the StarPU codelets are built with the CPU kernel
+  /// only, so every task runs on a CPU worker. `ymlopt components` lists it, and
+  /// the CUDA tests call it directly to compare it with the CPU kernel.
+  KernelFn cuda = nullptr;
   /// With `cuda`: "" when the CUDA kernel handles this task (dtypes, strides,
   /// args), else why not, and the task must run on a CPU. Empty: it handles
   /// every task `check` accepts.

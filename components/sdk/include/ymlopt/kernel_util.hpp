@@ -1,6 +1,19 @@
-// Header-only helpers shared by the built-in component families (tensor, blas,
-// nn): dtype dispatch, scalar conversions between storage types, shape
-// descriptions for `check` messages, and runtime validation of bound views.
+// Kernel helpers for component authors (installed with the SDK; the built-in
+// families and examples/plugin use them alike): dtype sets and dispatch, scalar
+// conversions between storage types, shape descriptions and checks for `check`
+// messages, a default cost, runtime validation of bound views, and one way to
+// register a component.
+//
+//   #include <ymlopt/kernel_util.hpp>
+//   using namespace ymlopt;
+//   std::string scale_check(const TaskShape& t) {
+//     return kutil::first_error({kutil::float_dtype(ports, t.ports, 0), kutil::same_shape(ports, t.ports, 0, 1)});
+//   }
+//   void scale_cpu(KernelContext& ctx) {
+//     kutil::validate(ctx, ports, scale_check);
+//     kutil::dispatch_float(ctx.port(0).dtype, [&](auto tag) { using T = typename decltype(tag)::type; ... });
+//   }
+//   kutil::add_component(reg, "my.scale", "y = a x", ports, params, scale_cpu, scale_check, scale_cost);
 #pragma once
 
 #include <ymlopt/sdk.hpp>
@@ -28,6 +41,9 @@ template <> struct storage<DType::f16> { using type = f16_t; };
 template <> struct storage<DType::bf16> { using type = bf16_t; };
 template <> struct storage<DType::i8> { using type = std::int8_t; };
 template <> struct storage<DType::i32> { using type = std::int32_t; };
+
+/// The floating-point dtypes most kernels accept (PortSpec::dtypes).
+inline const std::vector<DType> kFloat = {DType::f32, DType::f64};
 
 template <class T> struct tag {
   using type = T;
@@ -216,10 +232,12 @@ void validate(KernelContext& ctx, const std::vector<PortSpec>& specs, Check&& ch
   if (!msg.empty()) throw KernelError(msg);
 }
 
-/// Registers a component from its parts (the common shape of every family's list).
+/// Registers a component from its parts (the common shape of every family's
+/// list); `cuda` and `cuda_check` are optional (ComponentSpec::cuda).
 inline void add_component(Registry& reg, const char* name, const char* doc, const std::vector<PortSpec>& ports,
                           std::vector<ParamSpec> params, KernelFn cpu, std::string (*check)(const TaskShape&),
-                          Cost (*cost)(const TaskShape&)) {
+                          Cost (*cost)(const TaskShape&), KernelFn cuda = nullptr,
+                          std::string (*cuda_check)(const TaskShape&) = nullptr) {
   ComponentSpec s;
   s.name = name;
   s.doc = doc;
@@ -228,6 +246,8 @@ inline void add_component(Registry& reg, const char* name, const char* doc, cons
   s.cpu = cpu;
   s.check = check;
   s.cost = cost;
+  s.cuda = cuda;
+  if (cuda_check) s.cuda_check = cuda_check;
   reg.add(std::move(s));
 }
 
