@@ -94,225 +94,272 @@ LinearOperator csr_operator(const CsrMatrix& s) {
 
 // ---------------------------------------------------------------- Lanczos
 
-EigenResult lanczos(const LinearOperator& op, const LanczosOptions& opt) {
-  const int64_t n = op.n, k = opt.k;
-  int64_t m = opt.subspace;
-  check_sizes(op, k, m, "lanczos");
-  if (opt.which != Which::largest_algebraic && opt.which != Which::largest_magnitude)
-    throw KernelError("lanczos: which must be largest_algebraic or largest_magnitude");
+namespace {
 
-  std::vector<double> V(sz(n * (m + 1)));  // basis, plus the residual direction at column m
-  std::vector<double> T(sz(m * m), 0.0);   // projected matrix, column-major
-  std::vector<double> Y(sz(m * m)), theta(sz(m)), h(sz(m + 1)), tmp(sz(m + 1));
-  std::vector<double> start = start_vector(n, opt.start, opt.seed);
-  std::copy(start.begin(), start.end(), V.begin());
+/// One thick-restarted Lanczos run: the basis V (plus the residual direction
+/// at column m), the projected matrix T and its Ritz pairs, cycle after cycle.
+class LanczosRun {
+ public:
+  LanczosRun(const LinearOperator& op, const LanczosOptions& opt)
+      : op_(op), opt_(opt), n_(op.n), k_(opt.k), m_(checked_subspace(op, opt)) {
+    if (opt.which != Which::largest_algebraic && opt.which != Which::largest_magnitude)
+      throw KernelError("lanczos: which must be largest_algebraic or largest_magnitude");
+    V_.resize(sz(n_ * (m_ + 1)));
+    T_.assign(sz(m_ * m_), 0.0);
+    Y_.resize(sz(m_ * m_));
+    theta_.resize(sz(m_));
+    h_.resize(sz(m_ + 1));
+    tmp_.resize(sz(m_ + 1));
+    idx_.resize(sz(m_));
+    std::vector<double> start = start_vector(n_, opt.start, opt.seed);
+    std::copy(start.begin(), start.end(), V_.begin());
+    extra_seed_ = opt.seed + 1;
+  }
 
-  EigenResult res;
-  int64_t l = 0;  // kept (locked-in) Ritz vectors at the start of a cycle
-  double beta_m = 0, anorm_est = 0;
-  std::vector<int64_t> idx(sz(m));
-  std::vector<double> empty_restart;
-  std::uint64_t extra_seed = opt.seed + 1;
+  EigenResult run() {
+    while (true) {
+      extend();
+      const double anorm = ritz_pairs();
+      if (opt_.full_reorth ? thick_restart(anorm) : ghost_free_restart(anorm)) return std::move(res_);
+    }
+  }
 
-  while (true) {
-    // Extend the factorisation from column l to m.
-    for (int64_t j = l; j < m; ++j) {
-      double* w = col(V, n, j + 1);
-      op.apply(col(V, n, j), w);
-      ++res.matvecs;
-      anorm_est = std::max(anorm_est, nrm2(n, w));
-      std::fill(h.begin(), h.end(), 0.0);
-      if (opt.full_reorth) {
-        cgs2(n, j + 1, V.data(), w, h.data(), tmp.data());
+ private:
+  static int64_t checked_subspace(const LinearOperator& op, const LanczosOptions& opt) {
+    int64_t m = opt.subspace;
+    check_sizes(op, opt.k, m, "lanczos");
+    return m;
+  }
+
+  /// Extends the factorisation from column l to m.
+  void extend() {
+    for (int64_t j = l_; j < m_; ++j) {
+      double* w = col(V_, n_, j + 1);
+      op_.apply(col(V_, n_, j), w);
+      ++res_.matvecs;
+      anorm_est_ = std::max(anorm_est_, nrm2(n_, w));
+      std::fill(h_.begin(), h_.end(), 0.0);
+      if (opt_.full_reorth) {
+        cgs2(n_, j + 1, V_.data(), w, h_.data(), tmp_.data());
       } else {
         // Three-term recurrence, plus the kept Ritz vectors of a thick restart
         // (their coupling in the first column after it; kept orthogonal after).
         for (int64_t i = 0; i <= j; ++i) {
-          if (i >= l && i < j - 1) continue;
-          const double c = cblas_ddot(bi(n), col(V, n, i), 1, w, 1);
-          cblas_daxpy(bi(n), -c, col(V, n, i), 1, w, 1);
-          h[sz(i)] = c;
+          if (i >= l_ && i < j - 1) continue;
+          const double c = cblas_ddot(bi(n_), col(V_, n_, i), 1, w, 1);
+          cblas_daxpy(bi(n_), -c, col(V_, n_, i), 1, w, 1);
+          h_[sz(i)] = c;
         }
       }
       for (int64_t i = 0; i <= j; ++i) {
-        if (!opt.full_reorth && i >= l && i < j - 1) continue;
-        T[sz(i + j * m)] = h[sz(i)];
-        T[sz(j + i * m)] = h[sz(i)];
+        if (!opt_.full_reorth && i >= l_ && i < j - 1) continue;
+        T_[sz(i + j * m_)] = h_[sz(i)];
+        T_[sz(j + i * m_)] = h_[sz(i)];
       }
-      double beta = nrm2(n, w);
-      if (beta <= 1e-13 * anorm_est) {  // invariant subspace
+      double beta = nrm2(n_, w);
+      if (beta <= 1e-13 * anorm_est_) {  // invariant subspace
         beta = 0;
-        if (j + 1 < m) random_orthogonal(n, j + 1, V.data(), w, extra_seed++);
-        else std::fill(w, w + n, 0.0);
+        if (j + 1 < m_) random_orthogonal(n_, j + 1, V_.data(), w, extra_seed_++);
+        else std::fill(w, w + n_, 0.0);
       } else {
-        cblas_dscal(bi(n), 1.0 / beta, w, 1);
+        cblas_dscal(bi(n_), 1.0 / beta, w, 1);
       }
-      if (j + 1 < m) {
-        T[sz(j + 1 + j * m)] = beta;
-        T[sz(j + (j + 1) * m)] = beta;
+      if (j + 1 < m_) {
+        T_[sz(j + 1 + j * m_)] = beta;
+        T_[sz(j + (j + 1) * m_)] = beta;
       } else {
-        beta_m = beta;
+        beta_m_ = beta;
       }
     }
-
-    // Ritz pairs of T.
-    std::copy(T.begin(), T.end(), Y.begin());
-    if (LAPACKE_dsyevd(LAPACK_COL_MAJOR, 'V', 'U', bi(m), Y.data(), bi(m), theta.data()) != 0)
-      throw KernelError("lanczos: dsyevd failed on the projected matrix");
-    std::iota(idx.begin(), idx.end(), 0);
-    if (opt.which == Which::largest_algebraic)
-      std::sort(idx.begin(), idx.end(), [&](int64_t a, int64_t b) { return theta[sz(a)] > theta[sz(b)]; });
-    else
-      std::stable_sort(idx.begin(), idx.end(),
-                       [&](int64_t a, int64_t b) { return std::abs(theta[sz(a)]) > std::abs(theta[sz(b)]); });
-    double anorm = 0;
-    for (double t : theta) anorm = std::max(anorm, std::abs(t));
-    if (!opt.full_reorth) {
-      // Without reorthogonalisation the basis loses orthogonality and copies
-      // ("ghosts") of converged Ritz vectors appear, so each cycle ends with a
-      // Rayleigh-Ritz step on an orthonormalised, ghost-free set of the wanted
-      // Ritz vectors (`keep` more matvecs), judged by true residuals.
-      const int64_t keep = std::max(k, std::min(m - 1, k + (m - k) / 2));
-      const int64_t cand = std::min(m, 2 * keep);
-      std::vector<double> Yc(sz(m * cand)), Xc(sz(n * cand)), Q(sz(n * keep)), hq(sz(keep)), tq(sz(keep));
-      for (int64_t i = 0; i < cand; ++i)
-        std::copy_n(Y.begin() + static_cast<std::ptrdiff_t>(idx[sz(i)] * m), m,
-                    Yc.begin() + static_cast<std::ptrdiff_t>(i * m));
-      cblas_dgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, bi(n), bi(cand), bi(m), 1.0, V.data(), bi(n), Yc.data(),
-                  bi(m), 0.0, Xc.data(), bi(n));
-      int64_t q = 0;
-      for (int64_t i = 0; i < cand && q < keep; ++i) {
-        double* x = Xc.data() + i * n;
-        const double before = nrm2(n, x);
-        std::fill(hq.begin(), hq.end(), 0.0);
-        cgs2(n, q, Q.data(), x, hq.data(), tq.data());
-        const double after = nrm2(n, x);
-        if (after > 0.5 * before && after > 0) {
-          cblas_dscal(bi(n), 1.0 / after, x, 1);
-          std::copy_n(x, n, Q.begin() + static_cast<std::ptrdiff_t>(q * n));
-          ++q;
-        }
-      }
-      if (q < k) throw KernelError("lanczos (reorth=none): the basis lost orthogonality; use reorth=full");
-      std::vector<double> W(sz(n * q)), G(sz(q * q)), th(sz(q)), Xn(sz(n * q)), AXn(sz(n * q));
-      for (int64_t i = 0; i < q; ++i) op.apply(Q.data() + i * n, W.data() + i * n);
-      res.matvecs += q;
-      cblas_dgemm(CblasColMajor, CblasTrans, CblasNoTrans, bi(q), bi(q), bi(n), 1.0, Q.data(), bi(n), W.data(), bi(n),
-                  0.0, G.data(), bi(q));
-      for (int64_t i = 0; i < q; ++i)
-        for (int64_t j = 0; j < i; ++j) G[sz(i + j * q)] = G[sz(j + i * q)] = 0.5 * (G[sz(i + j * q)] + G[sz(j + i * q)]);
-      if (LAPACKE_dsyevd(LAPACK_COL_MAJOR, 'V', 'U', bi(q), G.data(), bi(q), th.data()) != 0)
-        throw KernelError("lanczos: dsyevd failed on the Rayleigh-Ritz matrix");
-      std::vector<int64_t> ord(sz(q));
-      std::iota(ord.begin(), ord.end(), 0);
-      if (opt.which == Which::largest_algebraic)
-        std::sort(ord.begin(), ord.end(), [&](int64_t a, int64_t b) { return th[sz(a)] > th[sz(b)]; });
-      else
-        std::stable_sort(ord.begin(), ord.end(),
-                         [&](int64_t a, int64_t b) { return std::abs(th[sz(a)]) > std::abs(th[sz(b)]); });
-      std::vector<double> Z(sz(q * q)), thz(sz(q));
-      for (int64_t i = 0; i < q; ++i) {
-        std::copy_n(G.begin() + static_cast<std::ptrdiff_t>(ord[sz(i)] * q), q, Z.begin() + static_cast<std::ptrdiff_t>(i * q));
-        thz[sz(i)] = th[sz(ord[sz(i)])];
-      }
-      cblas_dgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, bi(n), bi(q), bi(q), 1.0, Q.data(), bi(n), Z.data(), bi(q),
-                  0.0, Xn.data(), bi(n));
-      cblas_dgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, bi(n), bi(q), bi(q), 1.0, W.data(), bi(n), Z.data(), bi(q),
-                  0.0, AXn.data(), bi(n));
-      // AXn becomes the residual vectors A x - θ x.
-      for (int64_t i = 0; i < q; ++i) cblas_daxpy(bi(n), -thz[sz(i)], Xn.data() + i * n, 1, AXn.data() + i * n, 1);
-      res.values_re.assign(thz.begin(), thz.begin() + static_cast<std::ptrdiff_t>(k));
-      res.residuals.assign(sz(k), 0.0);
-      int64_t nconv = 0;
-      std::vector<double> next(sz(n), 0.0);
-      for (int64_t i = 0; i < k; ++i) {
-        res.residuals[sz(i)] = nrm2(n, AXn.data() + i * n);
-        const bool ok = is_converged(res.residuals[sz(i)], std::abs(thz[sz(i)]), anorm, opt.tol);
-        nconv += ok ? 1 : 0;
-        if (!ok) cblas_daxpy(bi(n), 1.0, AXn.data() + i * n, 1, next.data(), 1);
-      }
-      res.converged = nconv == k;
-      if (res.converged || res.restarts >= opt.max_restarts || m == n) {
-        res.vectors_re.assign(Xn.begin(), Xn.begin() + static_cast<std::ptrdiff_t>(n * k));
-        res.values_im.assign(sz(k), 0.0);
-        return res;
-      }
-      ++res.restarts;
-      if (opt.on_restart) {
-        std::vector<double> im0(sz(k), 0.0);
-        RestartState st{res.restarts, res.matvecs, res.values_re, im0, res.residuals,
-                        std::span<const double>(Xn.data(), sz(n * k)), {}, empty_restart, false};
-        opt.on_restart(st);
-        if (st.stop) {
-          res.vectors_re.assign(Xn.begin(), Xn.begin() + static_cast<std::ptrdiff_t>(n * k));
-          res.values_im.assign(sz(k), 0.0);
-          return res;
-        }
-      }
-      // Restart from [Xn, r]: r the unconverged residuals' sum, orthogonal to Xn.
-      std::copy(Xn.begin(), Xn.end(), V.begin());
-      double* v = col(V, n, q);
-      std::copy(next.begin(), next.end(), v);
-      std::vector<double> hh(sz(q)), tt(sz(q));
-      cgs2(n, q, V.data(), v, hh.data(), tt.data());
-      const double nv = nrm2(n, v);
-      if (nv > 1e-10 * nrm2(n, next.data()) && nv > 0) cblas_dscal(bi(n), 1.0 / nv, v, 1);
-      else random_orthogonal(n, q, V.data(), v, extra_seed++);
-      std::fill(T.begin(), T.end(), 0.0);
-      for (int64_t i = 0; i < q; ++i) T[sz(i + i * m)] = thz[sz(i)];
-      l = q;
-      continue;
-    }
-    res.values_re.assign(sz(k), 0.0);
-    res.residuals.assign(sz(k), 0.0);
-    int64_t nconv = 0;
-    for (int64_t i = 0; i < k; ++i) {
-      const int64_t c = idx[sz(i)];
-      res.values_re[sz(i)] = theta[sz(c)];
-      res.residuals[sz(i)] = std::abs(beta_m * Y[sz(m - 1 + c * m)]);
-      nconv += is_converged(res.residuals[sz(i)], std::abs(theta[sz(c)]), anorm, opt.tol) ? 1 : 0;
-    }
-    res.converged = nconv == k;
-    const bool last = res.converged || res.restarts >= opt.max_restarts || m == n;
-
-    // Ritz vectors of the kept set (k at the end, l_new on a restart).
-    const int64_t keep = last ? k : std::min(m - 1, std::max(k, k + (m - k) / 2));
-    std::vector<double> Yk(sz(m * keep)), X(sz(n * keep));
-    for (int64_t i = 0; i < keep; ++i)
-      std::copy_n(Y.begin() + static_cast<std::ptrdiff_t>(idx[sz(i)] * m), m, Yk.begin() + static_cast<std::ptrdiff_t>(i * m));
-    cblas_dgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, bi(n), bi(keep), bi(m), 1.0, V.data(), bi(n), Yk.data(),
-                bi(m), 0.0, X.data(), bi(n));
-    if (last) {
-      res.vectors_re = std::move(X);
-      res.values_im.assign(sz(k), 0.0);
-      return res;
-    }
-    ++res.restarts;
-    if (opt.on_restart) {
-      std::vector<double> im0(sz(k), 0.0);
-      RestartState st{res.restarts, res.matvecs, res.values_re, im0, res.residuals,
-                      std::span<const double>(X.data(), sz(n * k)), {}, empty_restart, false};
-      opt.on_restart(st);
-      if (st.stop) {
-        res.vectors_re.assign(X.begin(), X.begin() + static_cast<std::ptrdiff_t>(n * k));
-        res.values_im.assign(sz(k), 0.0);
-        return res;
-      }
-    }
-    // Thick restart: [X, f] with T = [diag(θ) s; sᵀ .], s_i = beta_m * y_i(m-1).
-    std::copy(X.begin(), X.end(), V.begin());
-    std::copy_n(col(V, n, m), n, col(V, n, keep));
-    std::fill(T.begin(), T.end(), 0.0);
-    for (int64_t i = 0; i < keep; ++i) {
-      const int64_t c = idx[sz(i)];
-      T[sz(i + i * m)] = theta[sz(c)];
-      const double s = beta_m * Y[sz(m - 1 + c * m)];
-      T[sz(keep + i * m)] = s;
-      T[sz(i + keep * m)] = s;
-    }
-    l = keep;
   }
-}
+
+  /// Orders `order` (indices into values) most wanted first.
+  void sort_wanted(std::vector<int64_t>& order, const std::vector<double>& values) const {
+    std::iota(order.begin(), order.end(), 0);
+    if (opt_.which == Which::largest_algebraic)
+      std::sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return values[sz(a)] > values[sz(b)]; });
+    else
+      std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+        return std::abs(values[sz(a)]) > std::abs(values[sz(b)]);
+      });
+  }
+
+  /// Ritz pairs of T, most wanted first (idx_); returns the largest |θ|.
+  double ritz_pairs() {
+    std::copy(T_.begin(), T_.end(), Y_.begin());
+    if (LAPACKE_dsyevd(LAPACK_COL_MAJOR, 'V', 'U', bi(m_), Y_.data(), bi(m_), theta_.data()) != 0)
+      throw KernelError("lanczos: dsyevd failed on the projected matrix");
+    sort_wanted(idx_, theta_);
+    double anorm = 0;
+    for (double t : theta_) anorm = std::max(anorm, std::abs(t));
+    return anorm;
+  }
+
+  /// The result with the first k columns of X (n x >= k) as its vectors.
+  void finish(const std::vector<double>& X) {
+    res_.vectors_re.assign(X.begin(), X.begin() + static_cast<std::ptrdiff_t>(n_ * k_));
+    res_.values_im.assign(sz(k_), 0.0);
+  }
+
+  /// Counts the restart and calls on_restart with the Ritz vectors X; true
+  /// when it asks to stop (the result is then finished).
+  bool restart_stops(const std::vector<double>& X) {
+    ++res_.restarts;
+    if (!opt_.on_restart) return false;
+    std::vector<double> im0(sz(k_), 0.0), no_restart_vector;
+    RestartState st{res_.restarts, res_.matvecs, res_.values_re, im0, res_.residuals,
+                    std::span<const double>(X.data(), sz(n_ * k_)), {}, no_restart_vector, false};
+    opt_.on_restart(st);
+    if (st.stop) finish(X);
+    return st.stop;
+  }
+
+  /// Without reorthogonalisation the basis loses orthogonality and copies
+  /// ("ghosts") of converged Ritz vectors appear, so each cycle ends with a
+  /// Rayleigh-Ritz step on an orthonormalised, ghost-free set of the wanted
+  /// Ritz vectors (`keep` more matvecs), judged by true residuals. Returns the
+  /// q orthonormal ghost-free vectors.
+  std::vector<double> ghost_free_vectors(int64_t& q) const {
+    const int64_t keep = std::max(k_, std::min(m_ - 1, k_ + (m_ - k_) / 2));
+    const int64_t cand = std::min(m_, 2 * keep);
+    std::vector<double> Yc(sz(m_ * cand)), Xc(sz(n_ * cand)), Q(sz(n_ * keep)), hq(sz(keep)), tq(sz(keep));
+    for (int64_t i = 0; i < cand; ++i)
+      std::copy_n(Y_.begin() + static_cast<std::ptrdiff_t>(idx_[sz(i)] * m_), m_,
+                  Yc.begin() + static_cast<std::ptrdiff_t>(i * m_));
+    cblas_dgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, bi(n_), bi(cand), bi(m_), 1.0, V_.data(), bi(n_),
+                Yc.data(), bi(m_), 0.0, Xc.data(), bi(n_));
+    q = 0;
+    for (int64_t i = 0; i < cand && q < keep; ++i) {
+      double* x = Xc.data() + i * n_;
+      const double before = nrm2(n_, x);
+      std::fill(hq.begin(), hq.end(), 0.0);
+      cgs2(n_, q, Q.data(), x, hq.data(), tq.data());
+      const double after = nrm2(n_, x);
+      if (after > 0.5 * before && after > 0) {
+        cblas_dscal(bi(n_), 1.0 / after, x, 1);
+        std::copy_n(x, n_, Q.begin() + static_cast<std::ptrdiff_t>(q * n_));
+        ++q;
+      }
+    }
+    if (q < k_) throw KernelError("lanczos (reorth=none): the basis lost orthogonality; use reorth=full");
+    return Q;
+  }
+
+  /// The reorth=none cycle's end: Rayleigh-Ritz on the ghost-free vectors,
+  /// then a restart from them and their unconverged residuals. True when done.
+  bool ghost_free_restart(double anorm) {
+    int64_t q = 0;
+    const std::vector<double> Q = ghost_free_vectors(q);
+    std::vector<double> W(sz(n_ * q)), G(sz(q * q)), th(sz(q)), Xn(sz(n_ * q)), AXn(sz(n_ * q));
+    for (int64_t i = 0; i < q; ++i) op_.apply(Q.data() + i * n_, W.data() + i * n_);
+    res_.matvecs += q;
+    cblas_dgemm(CblasColMajor, CblasTrans, CblasNoTrans, bi(q), bi(q), bi(n_), 1.0, Q.data(), bi(n_), W.data(),
+                bi(n_), 0.0, G.data(), bi(q));
+    for (int64_t i = 0; i < q; ++i)
+      for (int64_t j = 0; j < i; ++j) G[sz(i + j * q)] = G[sz(j + i * q)] = 0.5 * (G[sz(i + j * q)] + G[sz(j + i * q)]);
+    if (LAPACKE_dsyevd(LAPACK_COL_MAJOR, 'V', 'U', bi(q), G.data(), bi(q), th.data()) != 0)
+      throw KernelError("lanczos: dsyevd failed on the Rayleigh-Ritz matrix");
+    std::vector<int64_t> ord(sz(q));
+    sort_wanted(ord, th);
+    std::vector<double> Z(sz(q * q)), thz(sz(q));
+    for (int64_t i = 0; i < q; ++i) {
+      std::copy_n(G.begin() + static_cast<std::ptrdiff_t>(ord[sz(i)] * q), q, Z.begin() + static_cast<std::ptrdiff_t>(i * q));
+      thz[sz(i)] = th[sz(ord[sz(i)])];
+    }
+    cblas_dgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, bi(n_), bi(q), bi(q), 1.0, Q.data(), bi(n_), Z.data(),
+                bi(q), 0.0, Xn.data(), bi(n_));
+    cblas_dgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, bi(n_), bi(q), bi(q), 1.0, W.data(), bi(n_), Z.data(),
+                bi(q), 0.0, AXn.data(), bi(n_));
+    // AXn becomes the residual vectors A x - θ x.
+    for (int64_t i = 0; i < q; ++i) cblas_daxpy(bi(n_), -thz[sz(i)], Xn.data() + i * n_, 1, AXn.data() + i * n_, 1);
+    res_.values_re.assign(thz.begin(), thz.begin() + static_cast<std::ptrdiff_t>(k_));
+    res_.residuals.assign(sz(k_), 0.0);
+    int64_t nconv = 0;
+    std::vector<double> next(sz(n_), 0.0);
+    for (int64_t i = 0; i < k_; ++i) {
+      res_.residuals[sz(i)] = nrm2(n_, AXn.data() + i * n_);
+      const bool ok = is_converged(res_.residuals[sz(i)], std::abs(thz[sz(i)]), anorm, opt_.tol);
+      nconv += ok ? 1 : 0;
+      if (!ok) cblas_daxpy(bi(n_), 1.0, AXn.data() + i * n_, 1, next.data(), 1);
+    }
+    res_.converged = nconv == k_;
+    if (res_.converged || res_.restarts >= opt_.max_restarts || m_ == n_) {
+      finish(Xn);
+      return true;
+    }
+    if (restart_stops(Xn)) return true;
+    // Restart from [Xn, r]: r the unconverged residuals' sum, orthogonal to Xn.
+    std::copy(Xn.begin(), Xn.end(), V_.begin());
+    double* v = col(V_, n_, q);
+    std::copy(next.begin(), next.end(), v);
+    std::vector<double> hh(sz(q)), tt(sz(q));
+    cgs2(n_, q, V_.data(), v, hh.data(), tt.data());
+    const double nv = nrm2(n_, v);
+    if (nv > 1e-10 * nrm2(n_, next.data()) && nv > 0) cblas_dscal(bi(n_), 1.0 / nv, v, 1);
+    else random_orthogonal(n_, q, V_.data(), v, extra_seed_++);
+    std::fill(T_.begin(), T_.end(), 0.0);
+    for (int64_t i = 0; i < q; ++i) T_[sz(i + i * m_)] = thz[sz(i)];
+    l_ = q;
+    return false;
+  }
+
+  /// The reorth=full cycle's end: the wanted Ritz values and their residuals
+  /// from T, then a thick restart [X, f] with T = [diag(θ) s; sᵀ .],
+  /// s_i = beta_m * y_i(m-1). True when done.
+  bool thick_restart(double anorm) {
+    res_.values_re.assign(sz(k_), 0.0);
+    res_.residuals.assign(sz(k_), 0.0);
+    int64_t nconv = 0;
+    for (int64_t i = 0; i < k_; ++i) {
+      const int64_t c = idx_[sz(i)];
+      res_.values_re[sz(i)] = theta_[sz(c)];
+      res_.residuals[sz(i)] = std::abs(beta_m_ * Y_[sz(m_ - 1 + c * m_)]);
+      nconv += is_converged(res_.residuals[sz(i)], std::abs(theta_[sz(c)]), anorm, opt_.tol) ? 1 : 0;
+    }
+    res_.converged = nconv == k_;
+    const bool last = res_.converged || res_.restarts >= opt_.max_restarts || m_ == n_;
+
+    // Ritz vectors of the kept set (k at the end, more on a restart).
+    const int64_t keep = last ? k_ : std::min(m_ - 1, std::max(k_, k_ + (m_ - k_) / 2));
+    std::vector<double> Yk(sz(m_ * keep)), X(sz(n_ * keep));
+    for (int64_t i = 0; i < keep; ++i)
+      std::copy_n(Y_.begin() + static_cast<std::ptrdiff_t>(idx_[sz(i)] * m_), m_,
+                  Yk.begin() + static_cast<std::ptrdiff_t>(i * m_));
+    cblas_dgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, bi(n_), bi(keep), bi(m_), 1.0, V_.data(), bi(n_),
+                Yk.data(), bi(m_), 0.0, X.data(), bi(n_));
+    if (last) {
+      finish(X);
+      return true;
+    }
+    if (restart_stops(X)) return true;
+    std::copy(X.begin(), X.end(), V_.begin());
+    std::copy_n(col(V_, n_, m_), n_, col(V_, n_, keep));
+    std::fill(T_.begin(), T_.end(), 0.0);
+    for (int64_t i = 0; i < keep; ++i) {
+      const int64_t c = idx_[sz(i)];
+      T_[sz(i + i * m_)] = theta_[sz(c)];
+      const double s = beta_m_ * Y_[sz(m_ - 1 + c * m_)];
+      T_[sz(keep + i * m_)] = s;
+      T_[sz(i + keep * m_)] = s;
+    }
+    l_ = keep;
+    return false;
+  }
+
+  const LinearOperator& op_;
+  const LanczosOptions& opt_;
+  const int64_t n_, k_, m_;
+  std::vector<double> V_, T_, Y_, theta_, h_, tmp_;
+  std::vector<int64_t> idx_;
+  EigenResult res_;
+  int64_t l_ = 0;  // kept (locked-in) Ritz vectors at the start of a cycle
+  double beta_m_ = 0, anorm_est_ = 0;
+  std::uint64_t extra_seed_ = 0;
+};
+
+}  // namespace
+
+EigenResult lanczos(const LinearOperator& op, const LanczosOptions& opt) { return LanczosRun(op, opt).run(); }
 
 // ---------------------------------------------------------------- Arnoldi
 
