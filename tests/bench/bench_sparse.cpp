@@ -222,10 +222,141 @@ void dense_ref(const std::vector<float>& x, int64_t m, const std::vector<float>&
               int(k), 0.0f, y.data(), int(n));
 }
 
-}  // namespace
+/// The command line's settings.
+struct Config {
+  bool cold = false;
+  std::vector<std::string> shapes, ms, threads, sparsities;
+  double min_time = 0.3, bsr_zero = 0.9;
+  int64_t bsr_bs = 16;
+  std::size_t near90 = 0;  // the sparsity nearest 90%: its CSR kernel without a plan gets a column at M < 8
+};
 
-int main(int argc, char** argv) {
+/// Every weight format of one k x n shape, and the CSR GEMV plans: whole, and
+/// the two row slices [0, h) and [h, n) of the 2-thread runs.
+struct Weights {
+  int64_t k = 0, n = 0, h = 0;
+  std::vector<float> wd, wbsr, w24;
+  std::vector<std::vector<float>> wcsr;
+  std::vector<ymlopt::sparse::Csr> csr;
+  ymlopt::sparse::Bsr bsr;
+  ymlopt::sparse::Nm24 nm;
+  std::vector<ymlopt::sparse::CsrPlan> plan, plan0, plan1;
+};
+
+/// Builds the formats of one shape; appends the plans' build-time lines to notes.
+Weights make_weights(int64_t k, int64_t n, const Config& c, std::mt19937& gen, std::string& notes) {
   using namespace ymlopt;
+  Weights w;
+  w.k = k;
+  w.n = n;
+  w.wd = unstructured(n, k, 0.0, gen);
+  for (const auto& s : c.sparsities) {
+    w.wcsr.push_back(unstructured(n, k, std::atof(s.c_str()), gen));
+    w.csr.push_back(sparse::to_csr(w.wcsr.back().data(), n, k, k));
+  }
+  w.wbsr = blocky(n, k, c.bsr_bs, c.bsr_zero, gen);
+  w.bsr = sparse::to_bsr(w.wbsr.data(), n, k, k, c.bsr_bs);
+  w.w24 = two_four(n, k, gen);
+  w.nm = sparse::to_nm24(w.w24.data(), n, k, k);
+  const int64_t al = std::max<int64_t>(16, c.bsr_bs);  // whole BSR blocks, 4-row kernel groups
+  w.h = n / 2 / al * al;
+  for (std::size_t i = 0; i < w.csr.size(); ++i) {
+    std::vector<double> build;
+    for (int r = 0; r < 5; ++r) {
+      const double t0 = now_s();
+      w.plan.push_back(sparse::plan_gemv(w.csr[i].view()));
+      build.push_back(now_s() - t0);
+      if (r < 4) w.plan.pop_back();
+    }
+    w.plan0.push_back(sparse::plan_gemv(w.csr[i].view().rows(0, w.h)));
+    w.plan1.push_back(sparse::plan_gemv(w.csr[i].view().rows(w.h, n)));
+    const double csr_bytes = 8.0 * static_cast<double>(w.csr[i].values.size()) + 4.0 * static_cast<double>(n + 1);
+    char line[200];
+    std::snprintf(line, sizeof line, "| %ldx%ld | CSR %.0f%% | %.3f | %.2f | %.2f |\n", static_cast<long>(k),
+                  static_cast<long>(n), std::atof(c.sparsities[i].c_str()) * 100, median(build) * 1e3,
+                  static_cast<double>(w.plan.back().bytes()) / csr_bytes,
+                  static_cast<double>(w.plan.back().nnz) /
+                      static_cast<double>(std::max<std::size_t>(w.plan.back().values.size(), 1)));
+    notes += line;
+  }
+  return w;
+}
+
+/// Times dense and every sparse format on M tokens for each thread count, one
+/// table row each, after checking every format against sgemm (1 thread).
+void bench_m(const Config& c, const Weights& w, int64_t m, Pair& pair, std::mt19937& gen) {
+  using namespace ymlopt;
+  const int64_t k = w.k, n = w.n, h = w.h;
+  std::vector<float> x(static_cast<std::size_t>(m * k)), y(static_cast<std::size_t>(m * n)), ref(y.size());
+  std::uniform_real_distribution<float> xv(-1, 1);
+  for (float& v : x) v = xv(gen);
+
+  double err = 0;
+  auto check = [&](const std::vector<float>& wf, auto&& run) {
+    dense_ref(x, m, wf, n, k, ref);
+    run();
+    err = std::max(err, rel_err(y, ref));
+  };
+  const bool planned = m < sparse::kCsrPlanMaxM;  // sparse::linear runs a given plan below 8 tokens
+  for (std::size_t i = 0; i < w.csr.size(); ++i) {
+    check(w.wcsr[i], [&] { sparse::linear(x.data(), m, k, w.csr[i].view(), y.data(), n); });
+    if (planned) check(w.wcsr[i], [&] { sparse::linear(x.data(), m, k, w.csr[i].view(), y.data(), n, &w.plan[i]); });
+  }
+  check(w.wbsr, [&] { sparse::linear(x.data(), m, k, w.bsr.view(), y.data(), n); });
+  check(w.w24, [&] { sparse::linear(x.data(), m, k, w.nm.view(), y.data(), n); });
+
+  for (const auto& tstr : c.threads) {
+    const int nt = std::atoi(tstr.c_str());
+    std::vector<std::function<void()>> fs;
+    fs.push_back([&] {
+      openblas_set_num_threads(nt);
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(m), int(n), int(k), 1.0f, x.data(), int(k),
+                  w.wd.data(), int(k), 0.0f, y.data(), int(n));
+    });
+    if (m == 1)
+      fs.push_back([&] {
+        openblas_set_num_threads(nt);
+        cblas_sgemv(CblasRowMajor, CblasNoTrans, int(n), int(k), 1.0f, w.wd.data(), int(k), x.data(), 1, 0.0f,
+                    y.data(), 1);
+      });
+    const std::size_t first_sparse = fs.size();
+    // Ours: one call, or two row slices [0, h) and [h, n) on two threads.
+    auto ours = [&](std::function<void(int64_t, int64_t)> slice) {
+      if (nt == 1)
+        fs.push_back([slice, n] { slice(0, n); });
+      else
+        fs.push_back([slice, h, n, &pair] { pair.run([&] { slice(0, h); }, [&] { slice(h, n); }); });
+    };
+    for (std::size_t i = 0; i < w.csr.size(); ++i)
+      ours([&, i](int64_t a, int64_t b) {
+        const sparse::CsrPlan* p = !planned           ? nullptr
+                                   : a == 0 && b == n ? &w.plan[i]
+                                   : a == 0           ? &w.plan0[i]
+                                                      : &w.plan1[i];
+        sparse::linear(x.data(), m, k, w.csr[i].view().rows(a, b), y.data() + a, n, p);
+      });
+    ours([&](int64_t a, int64_t b) {
+      sparse::linear(x.data(), m, k, w.bsr.view().block_rows(a / c.bsr_bs, b / c.bsr_bs), y.data() + a, n);
+    });
+    ours([&](int64_t a, int64_t b) { sparse::linear(x.data(), m, k, w.nm.view().rows(a, b), y.data() + a, n); });
+    if (planned && !w.csr.empty())
+      ours([&](int64_t a, int64_t b) {
+        sparse::linear(x.data(), m, k, w.csr[c.near90].view().rows(a, b), y.data() + a, n);
+      });
+    const std::vector<double> t = time_all(fs, c.min_time, c.cold, [&pair] { pair.run([] {}, [] {}); });
+    double dense = t[0];
+    for (std::size_t i = 1; i < first_sparse; ++i) dense = std::min(dense, t[i]);
+    std::printf("| %ldx%ld | %ld | %d | %.4f |", static_cast<long>(k), static_cast<long>(n), static_cast<long>(m), nt,
+                dense * 1e3);
+    for (std::size_t i = first_sparse; i < t.size(); ++i) std::printf(" %.4f (%.2fx) |", t[i] * 1e3, dense / t[i]);
+    if (!planned) std::printf(" - |");
+    std::printf(" %.1e |\n", err);
+    std::fflush(stdout);
+  }
+}
+
+/// The command line's settings; exits 0 on --help and 2 on a bad option.
+Config parse_args(int argc, char** argv) {
   Opts o{std::vector<std::string>(argv + 1, argv + argc)};
   for (std::size_t i = 0; i < o.a.size(); ++i) {
     const std::string& a = o.a[i];
@@ -239,149 +370,50 @@ int main(int argc, char** argv) {
       std::fprintf(help ? stdout : stderr,
                    "usage: ymlopt_bench_sparse [--shapes KxN,...] [--m M,...] [--threads 1,2] [--csr F,...]\n"
                    "                           [--bs B] [--min-time S] [--cold]\n");
-      return help ? 0 : 2;
+      std::exit(help ? 0 : 2);
     }
   }
-  const bool cold = std::find(o.a.begin(), o.a.end(), "--cold") != o.a.end();
-  const auto shapes = o.list("--shapes", "768x2304,768x768,768x3072,3072x768");
-  const auto ms = o.list("--m", "1,16,128,512");
-  const auto threads = o.list("--threads", "1,2");
-  const auto sparsities = o.list("--csr", "0.5,0.7,0.9,0.95");
-  const double min_time = std::atof(o.str("--min-time", "0.3").c_str());
-  const double bsr_zero = 0.9;
-  const int64_t bsr_bs = std::atol(o.str("--bs", "16").c_str());
+  Config c;
+  c.cold = std::find(o.a.begin(), o.a.end(), "--cold") != o.a.end();
+  c.shapes = o.list("--shapes", "768x2304,768x768,768x3072,3072x768");
+  c.ms = o.list("--m", "1,16,128,512");
+  c.threads = o.list("--threads", "1,2");
+  c.sparsities = o.list("--csr", "0.5,0.7,0.9,0.95");
+  c.min_time = std::atof(o.str("--min-time", "0.3").c_str());
+  c.bsr_bs = std::atol(o.str("--bs", "16").c_str());
+  for (std::size_t i = 0; i < c.sparsities.size(); ++i)
+    if (std::abs(std::atof(c.sparsities[i].c_str()) - 0.9) < std::abs(std::atof(c.sparsities[c.near90].c_str()) - 0.9))
+      c.near90 = i;
+  return c;
+}
 
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace ymlopt;
+  const Config c = parse_args(argc, argv);
   std::printf("# sparse linear kernels vs OpenBLAS (core %s), AVX-512 path: %s\n", openblas_get_corename(),
               sparse::avx512_available() ? "yes" : "no (portable)");
   std::printf("# y[M,n] = x[M,k] W^T, W [n,k]; ms = median; (r) = dense ms / sparse ms; dense = sgemm "
               "(M=1: min of sgemm, sgemv)\n");
   std::printf("# BSR: bs %ld, %.0f%% of blocks zero; CSR: fraction of zeros; layout conversion included\n",
-              static_cast<long>(bsr_bs), bsr_zero * 100);
-  std::printf("# weights %s\n\n", cold ? "cold (caches flushed before every timed call)" : "in cache (warm call before every timed call)");
+              static_cast<long>(c.bsr_bs), c.bsr_zero * 100);
+  std::printf("# weights %s\n\n", c.cold ? "cold (caches flushed before every timed call)" : "in cache (warm call before every timed call)");
   std::printf("| k x n | M | thr | dense ms |");
-  for (const auto& s : sparsities) std::printf(" CSR %.0f%% |", std::atof(s.c_str()) * 100);
-  // The sparsity nearest 90%: its CSR kernel without a plan gets a column at M < 8.
-  std::size_t near90 = 0;
-  for (std::size_t i = 0; i < sparsities.size(); ++i)
-    if (std::abs(std::atof(sparsities[i].c_str()) - 0.9) < std::abs(std::atof(sparsities[near90].c_str()) - 0.9))
-      near90 = i;
-  const double near90_f = sparsities.empty() ? 0.9 : std::atof(sparsities[near90].c_str());
-  std::printf(" BSR%ld 90%% | 2:4 | CSR %.0f%% no plan | max rel err |\n|---|---|---|---|", static_cast<long>(bsr_bs),
+  for (const auto& s : c.sparsities) std::printf(" CSR %.0f%% |", std::atof(s.c_str()) * 100);
+  const double near90_f = c.sparsities.empty() ? 0.9 : std::atof(c.sparsities[c.near90].c_str());
+  std::printf(" BSR%ld 90%% | 2:4 | CSR %.0f%% no plan | max rel err |\n|---|---|---|---|", static_cast<long>(c.bsr_bs),
               near90_f * 100);
-  for (std::size_t i = 0; i < sparsities.size() + 4; ++i) std::printf("---|");
+  for (std::size_t i = 0; i < c.sparsities.size() + 4; ++i) std::printf("---|");
   std::printf("\n");
 
   Pair pair;
   std::mt19937 gen(42);
   std::string plan_notes;  // printed after the table
-  for (const auto& sh : shapes) {
+  for (const auto& sh : c.shapes) {
     const int64_t k = std::atol(sh.c_str()), n = std::atol(sh.c_str() + sh.find('x') + 1);
-    // Formats (built once per shape).
-    const auto wd = unstructured(n, k, 0.0, gen);
-    std::vector<std::vector<float>> wcsr;
-    std::vector<sparse::Csr> csr;
-    for (const auto& s : sparsities) {
-      wcsr.push_back(unstructured(n, k, std::atof(s.c_str()), gen));
-      csr.push_back(sparse::to_csr(wcsr.back().data(), n, k, k));
-    }
-    const auto wbsr = blocky(n, k, bsr_bs, bsr_zero, gen);
-    const sparse::Bsr bsr = sparse::to_bsr(wbsr.data(), n, k, k, bsr_bs);
-    const auto w24 = two_four(n, k, gen);
-    const sparse::Nm24 nm = sparse::to_nm24(w24.data(), n, k, k);
-    // GEMV plans of every CSR: whole, and the two row slices of the 2-thread runs.
-    const int64_t al = std::max<int64_t>(16, bsr_bs);  // whole BSR blocks, 4-row kernel groups
-    const int64_t h = n / 2 / al * al;
-    std::vector<sparse::CsrPlan> plan, plan0, plan1;
-    for (std::size_t i = 0; i < csr.size(); ++i) {
-      std::vector<double> build;
-      for (int r = 0; r < 5; ++r) {
-        const double t0 = now_s();
-        plan.push_back(sparse::plan_gemv(csr[i].view()));
-        build.push_back(now_s() - t0);
-        if (r < 4) plan.pop_back();
-      }
-      plan0.push_back(sparse::plan_gemv(csr[i].view().rows(0, h)));
-      plan1.push_back(sparse::plan_gemv(csr[i].view().rows(h, n)));
-      const double csr_bytes = 8.0 * static_cast<double>(csr[i].values.size()) + 4.0 * static_cast<double>(n + 1);
-      char line[200];
-      std::snprintf(line, sizeof line, "| %ldx%ld | CSR %.0f%% | %.3f | %.2f | %.2f |\n", static_cast<long>(k),
-                    static_cast<long>(n), std::atof(sparsities[i].c_str()) * 100, median(build) * 1e3,
-                    static_cast<double>(plan.back().bytes()) / csr_bytes,
-                    static_cast<double>(plan.back().nnz) /
-                        static_cast<double>(std::max<std::size_t>(plan.back().values.size(), 1)));
-      plan_notes += line;
-    }
-
-    for (const auto& mstr : ms) {
-      const int64_t m = std::atol(mstr.c_str());
-      std::vector<float> x(static_cast<std::size_t>(m * k)), y(static_cast<std::size_t>(m * n)), ref(y.size());
-      std::uniform_real_distribution<float> xv(-1, 1);
-      for (float& v : x) v = xv(gen);
-
-      // Correctness of this configuration (1 thread) against sgemm on the same W.
-      double err = 0;
-      auto check = [&](const std::vector<float>& w, auto&& run) {
-        dense_ref(x, m, w, n, k, ref);
-        run();
-        err = std::max(err, rel_err(y, ref));
-      };
-      const bool planned = m < sparse::kCsrPlanMaxM;  // sparse::linear runs a given plan below 8 tokens
-      for (std::size_t i = 0; i < csr.size(); ++i) {
-        check(wcsr[i], [&] { sparse::linear(x.data(), m, k, csr[i].view(), y.data(), n); });
-        if (planned) check(wcsr[i], [&] { sparse::linear(x.data(), m, k, csr[i].view(), y.data(), n, &plan[i]); });
-      }
-      check(wbsr, [&] { sparse::linear(x.data(), m, k, bsr.view(), y.data(), n); });
-      check(w24, [&] { sparse::linear(x.data(), m, k, nm.view(), y.data(), n); });
-
-      for (const auto& tstr : threads) {
-        const int nt = std::atoi(tstr.c_str());
-        std::vector<std::function<void()>> fs;
-        fs.push_back([&] {
-          openblas_set_num_threads(nt);
-          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(m), int(n), int(k), 1.0f, x.data(), int(k),
-                      wd.data(), int(k), 0.0f, y.data(), int(n));
-        });
-        if (m == 1)
-          fs.push_back([&] {
-            openblas_set_num_threads(nt);
-            cblas_sgemv(CblasRowMajor, CblasNoTrans, int(n), int(k), 1.0f, wd.data(), int(k), x.data(), 1, 0.0f,
-                        y.data(), 1);
-          });
-        const std::size_t first_sparse = fs.size();
-        // Ours: one call, or two row slices [0, h) and [h, n) on two threads.
-        auto ours = [&](std::function<void(int64_t, int64_t)> slice) {
-          if (nt == 1)
-            fs.push_back([slice, n] { slice(0, n); });
-          else
-            fs.push_back([slice, h, n, &pair] { pair.run([&] { slice(0, h); }, [&] { slice(h, n); }); });
-        };
-        for (std::size_t i = 0; i < csr.size(); ++i)
-          ours([&, i](int64_t a, int64_t b) {
-            const sparse::CsrPlan* p = !planned           ? nullptr
-                                       : a == 0 && b == n ? &plan[i]
-                                       : a == 0           ? &plan0[i]
-                                                          : &plan1[i];
-            sparse::linear(x.data(), m, k, csr[i].view().rows(a, b), y.data() + a, n, p);
-          });
-        ours([&](int64_t a, int64_t b) {
-          sparse::linear(x.data(), m, k, bsr.view().block_rows(a / bsr_bs, b / bsr_bs), y.data() + a, n);
-        });
-        ours([&](int64_t a, int64_t b) { sparse::linear(x.data(), m, k, nm.view().rows(a, b), y.data() + a, n); });
-        if (planned && !csr.empty())
-          ours([&](int64_t a, int64_t b) {
-            sparse::linear(x.data(), m, k, csr[near90].view().rows(a, b), y.data() + a, n);
-          });
-        const std::vector<double> t = time_all(fs, min_time, cold, [&pair] { pair.run([] {}, [] {}); });
-        double dense = t[0];
-        for (std::size_t i = 1; i < first_sparse; ++i) dense = std::min(dense, t[i]);
-        std::printf("| %ldx%ld | %ld | %d | %.4f |", static_cast<long>(k), static_cast<long>(n), static_cast<long>(m),
-                    nt, dense * 1e3);
-        for (std::size_t i = first_sparse; i < t.size(); ++i) std::printf(" %.4f (%.2fx) |", t[i] * 1e3, dense / t[i]);
-        if (!planned) std::printf(" - |");
-        std::printf(" %.1e |\n", err);
-        std::fflush(stdout);
-      }
-    }
+    const Weights w = make_weights(k, n, c, gen, plan_notes);
+    for (const auto& mstr : c.ms) bench_m(c, w, std::atol(mstr.c_str()), pair, gen);
   }
   std::printf(
       "\n# CSR plans (M < 8): median build ms of 5, plan bytes / CSR bytes, nonzeros / slots\n"
