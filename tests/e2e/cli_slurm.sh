@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Batch submission: `ymlopt submit` / `ymlopt status`. The option and workflow checks and
 # --dry-run need no cluster; then a single-node Slurm cluster is started on localhost (munged,
-# slurmctld, slurmd in a temporary directory, recipe in ../shared/REFERENCES.md), a tiled GEMM
+# slurmctld, slurmd in a temporary directory, set up below), a tiled GEMM
 # is submitted, waited for and compared with a local sequential run, and the daemons started
 # here are stopped by PID at exit. Without Slurm and munge (slurm-wlm munge) or as non-root,
 # the cluster part is skipped (exit 77).
