@@ -10,10 +10,10 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
-#include "backends.hpp"
 #include "io/tensor_file.hpp"
 #include "io/tfjs.hpp"
 #include "register_builtin.hpp"
+#include "run_workflow.hpp"
 #include "text/tokenizer.hpp"
 #include "usage_error.hpp"
 #include "ymlopt/engine/compiler.hpp"
@@ -47,11 +47,10 @@ std::string model_dir(const std::string& given) {
 
 std::vector<float> embed_one(const Dag& dag, const std::string& backend, const std::string& dir) {
   DataStore store(dag);
-  ExecOptions eo;
-  eo.run_dir = dir;
-  Progress progress;
-  auto ex = make_executor(backend);
-  const ExecResult r = ex->execute(dag, store, eo, progress);
+  RunOptions o;
+  o.backend = backend;
+  o.exec.run_dir = dir;
+  const ExecResult r = run_workflow(dag, store, o).result;
   if (!r.ok) throw std::runtime_error(r.error);
   const io::TensorData t = io::load_tensor(dir + "/embedding.npy");
   std::vector<float> v(t.bytes.size() / sizeof(float));

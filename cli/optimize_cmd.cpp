@@ -10,7 +10,7 @@
 #include <iostream>
 #include <sstream>
 
-#include "backends.hpp"
+#include "run_workflow.hpp"
 #include "calibrate_cmd.hpp"
 #include "report.hpp"
 #include "usage_error.hpp"
@@ -110,12 +110,10 @@ RunOutcome run_model(const Dag& dag, const std::string& backend, int reps, const
     DataStore store(dag);
     o.allocated = std::int64_t(store.total_bytes());
     o.mapped = std::int64_t(store.mapped_bytes());
-    ExecOptions eo;
-    eo.run_dir = run_dir;
-    Progress progress;
-    progress.total = std::int64_t(dag.tasks.size());
-    auto exec = make_executor(backend);
-    const ExecResult res = exec->execute(dag, store, eo, progress);
+    RunOptions ro;
+    ro.backend = backend;
+    ro.exec.run_dir = run_dir;
+    const ExecResult res = run_workflow(dag, store, ro).result;
     if (!res.ok) throw std::runtime_error("running '" + dag.file + "' failed: " + res.error);
     o.times_us.push_back(res.makespan_us);
     if (history) record_history(*history, dag, task_seconds(res));

@@ -5,7 +5,7 @@
 #include <span>
 #include <stdexcept>
 
-#include "backends.hpp"
+#include "run_workflow.hpp"
 #include "ymlopt/engine/data_store.hpp"
 #include "ymlopt/scheduler/executor.hpp"
 
@@ -48,10 +48,10 @@ Outputs run_dag(const Dag& in, const std::map<std::int32_t, const std::vector<st
       std::memcpy(static_cast<std::byte*>(v.data) + std::size_t(r * v.ld) * dtype_size(v.dtype),
                   bytes->data() + std::size_t(r) * row, row);
   }
-  ExecOptions eo;
-  eo.run_dir = dir;
+  RunOptions ro;  // the sequential backend: the one that calls before_task
+  ro.exec.run_dir = dir;
   if (capture)
-    eo.before_task = [&](const TaskNode& t, std::span<const TensorView> views) {
+    ro.exec.before_task = [&](const TaskNode& t, std::span<const TensorView> views) {
       if (t.comp->name != "nn.linear" || views.empty() || views[0].dtype != DType::f32) return;
       const TensorView& x = views[0];
       Calibration::Input& in = capture->inputs[ModelEditor::task_key(t)];
@@ -61,9 +61,7 @@ Outputs run_dag(const Dag& in, const std::map<std::int32_t, const std::vector<st
         in.x.insert(in.x.end(), static_cast<const float*>(x.data) + r * x.ld, static_cast<const float*>(x.data) + r * x.ld + x.cols);
       in.m += x.rows;
     };
-  Progress progress;
-  progress.total = std::int64_t(dag.tasks.size());
-  const ExecResult res = make_executor("sequential")->execute(dag, store, eo, progress);
+  const ExecResult res = run_workflow(dag, store, ro).result;
   if (!res.ok) throw std::runtime_error("running '" + dag.file + "' failed: " + res.error);
   Outputs o;
   for (const TaskNode& t : dag.tasks)
