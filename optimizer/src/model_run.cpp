@@ -8,6 +8,7 @@
 #include "run_workflow.hpp"
 #include "ymlopt/engine/data_store.hpp"
 #include "ymlopt/scheduler/executor.hpp"
+#include "component_names.hpp"
 
 namespace ymlopt::opt {
 
@@ -52,7 +53,7 @@ Outputs run_dag(const Dag& in, const std::map<std::int32_t, const std::vector<st
   ro.exec.run_dir = dir;
   if (capture)
     ro.exec.before_task = [&](const TaskNode& t, std::span<const TensorView> views) {
-      if (t.comp->name != "nn.linear" || views.empty() || views[0].dtype != DType::f32) return;
+      if (t.comp->name != components::kLinear || views.empty() || views[0].dtype != DType::f32) return;
       const TensorView& x = views[0];
       Calibration::Input& in = capture->inputs[ModelEditor::task_key(t)];
       if (in.m > 0 && in.k != x.cols) throw std::runtime_error("task '" + ModelEditor::task_key(t) + "' changes width");
@@ -65,7 +66,7 @@ Outputs run_dag(const Dag& in, const std::map<std::int32_t, const std::vector<st
   if (!res.ok) throw std::runtime_error("running '" + dag.file + "' failed: " + res.error);
   Outputs o;
   for (const TaskNode& t : dag.tasks)
-    if (t.comp->name == "io.save") o.values.push_back(output_values(store.view(t.bindings[0].ref)));
+    if (t.comp->name == components::kSave) o.values.push_back(output_values(store.view(t.bindings[0].ref)));
   return o;
 }
 

@@ -22,6 +22,7 @@
 
 #include "pass_util.hpp"
 #include "smooth_pass.hpp"
+#include "component_names.hpp"
 
 namespace ymlopt::opt {
 
@@ -148,7 +149,7 @@ Group group_of(const ModelEditor& ed, std::size_t p, const DataRef& x) {
   for (std::size_t j = p + 1; j < dag.tasks.size(); ++j) {
     const TaskNode& t = dag.tasks[j];
     if (!touches(t, x.data)) continue;
-    if (t.comp->name == "nn.linear") {
+    if (t.comp->name == components::kLinear) {
       const std::size_t px = ed.port_index(t, "x");
       if (t.bindings[px].ref == x && reads_only(t, x.data, ed, px)) {
         g.consumers.push_back(j);
@@ -214,13 +215,13 @@ void replace_vector(ModelEditor& ed, std::size_t task, const std::string& port, 
 std::string producer_ok(const ModelEditor& ed, std::size_t p, std::int64_t k) {
   const TaskNode& t = ed.dag().tasks[p];
   const std::string key = ModelEditor::task_key(t);
-  if (t.comp->name == "nn.layernorm") {
+  if (t.comp->name == components::kLayerNorm) {
     if (t.bindings[ed.port_index(t, "gamma")].ref.data < 0) return key + " has no gamma to fold into";
     for (const char* port : {"gamma", "beta"})
       if (auto w = vector_ok(ed, p, port, k); !w.empty()) return w;
     return "";
   }
-  if (t.comp->name == "nn.linear") {
+  if (t.comp->name == components::kLinear) {
     const std::string act = t.args.get_string("activation");
     if (act != "none" && act != "relu") return key + " has activation " + act + " (only none and relu commute with 1/s)";
     if (t.bindings[ed.port_index(t, "r")].ref.data >= 0) return key + " adds a residual";
@@ -341,7 +342,7 @@ void pass_smooth(PassContext& ctx, const PassSpec& s) {
   std::set<std::string> done;  // consumer weights scaled
   for (std::size_t p = 0; p < ed.dag().tasks.size(); ++p) {
     const TaskNode& pt = ed.dag().tasks[p];
-    if (pt.comp->name != "nn.layernorm" && pt.comp->name != "nn.linear") continue;
+    if (pt.comp->name != components::kLayerNorm && pt.comp->name != components::kLinear) continue;
     const Binding& yb = pt.bindings[ed.port_index(pt, "y")];
     if (yb.mode != Access::write || yb.ref.tile >= 0) continue;
     const Group g = group_of(ed, p, yb.ref);
@@ -446,7 +447,7 @@ void pass_smooth(PassContext& ctx, const PassSpec& s) {
     rec["scale_min"] = smin;
     rec["scale_max"] = smax;
     // fold 1/s into the producer
-    if (pt.comp->name == "nn.layernorm") {
+    if (pt.comp->name == components::kLayerNorm) {
       for (const char* port : {"gamma", "beta"}) {
         const DataRef r = pt.bindings[ed.port_index(pt, port)].ref;
         if (r.data < 0) continue;

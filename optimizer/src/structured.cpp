@@ -15,6 +15,7 @@
 #include <set>
 
 #include "pass_util.hpp"
+#include "component_names.hpp"
 
 namespace ymlopt::opt::detail {
 namespace {
@@ -22,14 +23,14 @@ namespace {
 /// Ports of the column-wise components whose columns correspond one to one.
 const std::vector<std::string>* column_ports(const std::string& comp) {
   static const std::map<std::string, std::vector<std::string>> m = {
-      {"nn.swiglu", {"gate", "up", "y"}}, {"nn.gelu", {"x", "y"}},  {"nn.relu", {"x", "y"}},
-      {"nn.silu", {"x", "y"}},            {"nn.tanh", {"x", "y"}},  {"nn.rope", {"x"}},
-      {"nn.attention", {"q", "k", "v", "y"}}};
+      {components::kSwiglu, {"gate", "up", "y"}}, {components::kGelu, {"x", "y"}},  {components::kRelu, {"x", "y"}},
+      {components::kSilu, {"x", "y"}},            {components::kTanh, {"x", "y"}},  {components::kRope, {"x"}},
+      {components::kAttention, {"q", "k", "v", "y"}}};
   auto it = m.find(comp);
   return it == m.end() ? nullptr : &it->second;
 }
 
-bool per_head(const std::string& comp) { return comp == "nn.rope" || comp == "nn.attention"; }
+bool per_head(const std::string& comp) { return comp == components::kRope || comp == components::kAttention; }
 
 /// Which columns of the consumer's input x a tensor's columns stand for: column
 /// i is x's h0 + (i / blk) * step + i % blk. Contiguous (blk = step = 1) but for
@@ -83,7 +84,7 @@ class Tracer {
     m.w = w;
     for (std::size_t j = before; j-- > 0;) {
       const TaskNode& t = dag_.tasks[j];
-      if (t.comp->name == "nn.linear") {
+      if (t.comp->name == components::kLinear) {
         // a leaf: it writes exactly r, or the whole tensor r is a tile of
         const Binding& yb = t.bindings[ed_.port_index(t, "y")];
         if (!overlaps(yb.ref, r)) continue;  // it only reads r, if anything
@@ -123,7 +124,7 @@ class Tracer {
       if (!ports) return fail(ModelEditor::task_key(t) + " (" + comp + ") mixes columns");
       c_.tasks.insert(j);
       int64_t group = 1;  // of this attention: its k and v are narrower than q and y
-      if (comp == "nn.attention") {
+      if (comp == components::kAttention) {
         const int64_t heads = t.args.get_int("heads"), kv = t.args.get_int("kv_heads");
         if (t.args.get_int("head_begin") != 0 || t.args.get_int("head_end") != 0)
           return fail(ModelEditor::task_key(t) + ": a head range");
@@ -323,7 +324,7 @@ void pass_prune_units(PassContext& ctx, const PassSpec& s, bool heads) {
     const int64_t keep = std::max<int64_t>(1, nunits - int64_t(std::llround(sparsity * double(nunits))));
     std::map<std::string, std::string> args = {{"keep", std::to_string(keep)}, {"criterion", criterion}, {"layout", "nk"}};
     if (heads) args["heads"] = std::to_string(nunits);
-    run_component(ed.registry(), heads ? "prune.heads" : "prune.neurons", ports, args);
+    run_component(ed.registry(), heads ? components::kPruneHeads : components::kPruneNeurons, ports, args);
     const auto* m = reinterpret_cast<const std::int32_t*>(mask.bytes.data());
     std::vector<char> kept(static_cast<std::size_t>(nunits));
     for (int64_t i = 0; i < nunits; ++i) kept[std::size_t(i)] = m[i] != 0;
@@ -441,9 +442,9 @@ void pass_prune_units(PassContext& ctx, const PassSpec& s, bool heads) {
       DataRef nr = renamed.at(b.ref.data);
       nr.tile = b.ref.tile < 0 ? -1 : new_tile.at(b.ref.data).at(b.ref.tile);
       b.ref = nr;
-      if (t.comp->name == "nn.rope") {
+      if (t.comp->name == components::kRope) {
         ed.set_arg(t, "heads", std::to_string(units * cols_per_unit(range) / cl.dh));
-      } else if (t.comp->name == "nn.attention" && tp.second == ed.port_index(t, "y")) {
+      } else if (t.comp->name == components::kAttention && tp.second == ed.port_index(t, "y")) {
         // a kept unit is one query head, or a kv head with its group of query heads
         ed.set_arg(t, "heads", std::to_string(units * cl.group));
         if (t.args.get_int("kv_heads") != 0) ed.set_arg(t, "kv_heads", std::to_string(units));
