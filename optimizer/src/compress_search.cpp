@@ -5,32 +5,17 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cmath>
 #include <condition_variable>
-#include <cstring>
 #include <filesystem>
-#include <functional>
 #include <fstream>
-#include <future>
 #include <map>
 #include <mutex>
-#include <optional>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <thread>
 #include <sstream>
 
-#include "register_builtin.hpp"
-#include "model_run.hpp"
-#include "ymlopt/engine/analysis.hpp"
-#include "ymlopt/engine/compiler.hpp"
-#include "ymlopt/engine/data_store.hpp"
-#include "ymlopt/engine/perf_model.hpp"
 #include "ymlopt/engine/registry.hpp"
-#include "ymlopt/engine/scratch_dir.hpp"
-#include "ymlopt/optimizer/model_editor.hpp"
-#include "ymlopt/optimizer/passes.hpp"
-#include "ymlopt/scheduler/executor.hpp"
 
 namespace ymlopt::opt {
 namespace fs = std::filesystem;
