@@ -20,7 +20,7 @@
 #include <sstream>
 #include <thread>
 
-#include "backends.hpp"
+#include "run_workflow.hpp"
 #include "quant/qlinear.hpp"
 #include "ymlopt/engine/topology.hpp"
 #include "register_builtin.hpp"
@@ -340,12 +340,10 @@ Dag compile_text(const std::string& text, const ComponentRegistry& reg,
 
 ExecResult execute(const Dag& dag, const std::string& backend, const std::string& run_dir) {
   DataStore store(dag);
-  ExecOptions eo;
-  eo.run_dir = run_dir;
-  Progress p;
-  p.total = std::int64_t(dag.tasks.size());
-  auto ex = make_executor(backend);
-  ExecResult r = ex->execute(dag, store, eo, p);
+  RunOptions o;
+  o.backend = backend;
+  o.exec.run_dir = run_dir;
+  ExecResult r = run_workflow(dag, store, o).result;
   if (!r.ok) throw std::runtime_error("calibration run (" + backend + ") failed: " + r.error);
   return r;
 }

@@ -8,6 +8,7 @@
 #include <ctime>
 #include <filesystem>
 #include <iostream>
+#include <optional>
 #include <sstream>
 #include <thread>
 
@@ -16,7 +17,6 @@
 #include "nn/linear_formats.hpp"
 #include "quant/qlinear.hpp"
 #include "io/tfjs.hpp"
-#include "backends.hpp"
 #include "blas_peak.hpp"
 #include "calibrate_cmd.hpp"
 #include "compare_cmd.hpp"
@@ -27,6 +27,7 @@
 #include "register_builtin.hpp"
 #include "report.hpp"
 #include "run_checkpoint.hpp"
+#include "run_workflow.hpp"
 #include "starpu_backend.hpp"
 #include "starpu_bind.hpp"
 #include "starpu_info.hpp"
@@ -409,281 +410,357 @@ class ProgressLine {
   std::thread th_;
 };
 
-int cmd_run(const std::vector<std::string>& args) {
+// The options of `ymlopt run`.
+struct RunArgs {
   WorkflowArgs wf;
   std::string out, backend = "starpu", sched = "lws", starpu_home, checkpoint_mode, resume;
   int ncpu = 0;
   std::string bind;  // --bind
   bool quiet = false, verbose = false, dry_run = false, no_history = false;
+};
+
+// Parses and checks the options of `ymlopt run` (--resume: completed from the
+// run directory's recorded invocation); false on --help.
+bool parse_run_args(const std::vector<std::string>& args, RunArgs& a) {
   po::options_description d("ymlopt run WF.xml [options]");
-  d.add_options()("help,h", "show this help")("out,o", po::value(&out), "run directory (default runs/<workflow>-<time>)")(
-      "backend,b", po::value(&backend), "starpu (default), sequential, or starpu-mpi (one process per rank under mpirun/srun)")(
-      "sched", po::value(&sched), "StarPU policy: lws, eager, ws, dmda, dmdas, prio, random, heteroprio")(
-      "ncpu", po::value(&ncpu), "number of CPU workers (default: all)")(
-      "bind", po::value(&bind), "worker placement: auto (default: one per PU of this process's cpuset), cores, none, or PUs 0,2,4-7")(
-      "starpu-home", po::value(&starpu_home), "directory for StarPU perf models (default RUN_DIR/starpu)")(
-      "dry-run", po::bool_switch(&dry_run), "compile and print memory and flops, allocate and run nothing")(
-      "quiet,q", po::bool_switch(&quiet), "no progress line or summary")("verbose,v", po::bool_switch(&verbose),
-                                                                         "show StarPU's own messages")(
-      "no-history", po::bool_switch(&no_history),
+  d.add_options()("help,h", "show this help")("out,o", po::value(&a.out), "run directory (default runs/<workflow>-<time>)")(
+      "backend,b", po::value(&a.backend), "starpu (default), sequential, or starpu-mpi (one process per rank under mpirun/srun)")(
+      "sched", po::value(&a.sched), "StarPU policy: lws, eager, ws, dmda, dmdas, prio, random, heteroprio")(
+      "ncpu", po::value(&a.ncpu), "number of CPU workers (default: all)")(
+      "bind", po::value(&a.bind), "worker placement: auto (default: one per PU of this process's cpuset), cores, none, or PUs 0,2,4-7")(
+      "starpu-home", po::value(&a.starpu_home), "directory for StarPU perf models (default RUN_DIR/starpu)")(
+      "dry-run", po::bool_switch(&a.dry_run), "compile and print memory and flops, allocate and run nothing")(
+      "quiet,q", po::bool_switch(&a.quiet), "no progress line or summary")("verbose,v", po::bool_switch(&a.verbose),
+                                                                           "show StarPU's own messages")(
+      "no-history", po::bool_switch(&a.no_history),
       "predict from the calibrated rates only, and leave this run out of the machine's task history")(
-      "checkpoint", po::value(&checkpoint_mode),
+      "checkpoint", po::value(&a.checkpoint_mode),
       "tasks: persist every finished task's outputs in RUN_DIR/checkpoint (for --resume); none (default: the "
       "workflow's checkpoint= attribute, else none)")(
-      "resume", po::value(&resume),
+      "resume", po::value(&a.resume),
       "RUN_DIR: resume an interrupted checkpointed run (same workflow and --set, plus any new --set): restore what "
       "its checkpoint holds, run what is missing or stale");
-  add_workflow_options(d, wf);
-  if (parse_or_help(args, d, &wf, true)) return 0;
-  if (wf.file.empty() && resume.empty()) throw UsageError("missing workflow file");
-  if (!checkpoint_mode.empty() && checkpoint_mode != "tasks" && checkpoint_mode != "none")
-    throw UsageError("--checkpoint expects tasks or none, not '" + checkpoint_mode + "'");
-  if (!resume.empty()) {
-    if (checkpoint_mode == "none") throw UsageError("--resume restores from the checkpoint: it cannot be combined with --checkpoint none");
-    if (!out.empty() && fs::weakly_canonical(out) != fs::weakly_canonical(resume))
-      throw UsageError("--resume " + resume + " continues that run directory; --out names another ('" + out + "')");
-    if (backend == "starpu-mpi") throw UsageError("--resume is not supported with --backend starpu-mpi");
-    const WorkflowArgs recorded = load_invocation(resume);
-    if (wf.file.empty()) wf.file = recorded.file;
-    wf.sets = merge_sets(recorded.sets, wf.sets);
-    if (wf.plugins.empty()) wf.plugins = recorded.plugins;
-    out = resume;
+  add_workflow_options(d, a.wf);
+  if (parse_or_help(args, d, &a.wf, true)) return false;
+  if (a.wf.file.empty() && a.resume.empty()) throw UsageError("missing workflow file");
+  if (!a.checkpoint_mode.empty() && a.checkpoint_mode != "tasks" && a.checkpoint_mode != "none")
+    throw UsageError("--checkpoint expects tasks or none, not '" + a.checkpoint_mode + "'");
+  if (!a.resume.empty()) {
+    if (a.checkpoint_mode == "none") throw UsageError("--resume restores from the checkpoint: it cannot be combined with --checkpoint none");
+    if (!a.out.empty() && fs::weakly_canonical(a.out) != fs::weakly_canonical(a.resume))
+      throw UsageError("--resume " + a.resume + " continues that run directory; --out names another ('" + a.out + "')");
+    if (a.backend == "starpu-mpi") throw UsageError("--resume is not supported with --backend starpu-mpi");
+    const WorkflowArgs recorded = load_invocation(a.resume);
+    if (a.wf.file.empty()) a.wf.file = recorded.file;
+    a.wf.sets = merge_sets(recorded.sets, a.wf.sets);
+    if (a.wf.plugins.empty()) a.wf.plugins = recorded.plugins;
+    a.out = a.resume;
   }
-  if (backend == "starpu-mpi" && checkpoint_mode == "tasks")
+  if (a.backend == "starpu-mpi" && a.checkpoint_mode == "tasks")
     throw UsageError("--checkpoint tasks is not supported with --backend starpu-mpi");
-  if (backend != "starpu" && backend != "sequential" && backend != "starpu-mpi")
-    throw UsageError("unknown backend '" + backend + "' (expected starpu, sequential or starpu-mpi)");
+  if (a.backend != "starpu" && a.backend != "sequential" && a.backend != "starpu-mpi")
+    throw UsageError("unknown backend '" + a.backend + "' (expected starpu, sequential or starpu-mpi)");
 #ifndef YMLOPT_WITH_STARPU_MPI
-  if (backend == "starpu-mpi")
+  if (a.backend == "starpu-mpi")
     throw UsageError("this ymlopt was built without StarPU-MPI (install libopenmpi-dev and rebuild) : no backend starpu-mpi");
 #endif
   const auto& pol = starpu_policies();
-  if (std::find(pol.begin(), pol.end(), sched) == pol.end())
-    throw UsageError("unknown scheduler '" + sched + "'" + did_you_mean(sched, pol));
-  if (ncpu < 0) throw UsageError("--ncpu must be >= 0");
-  // the machine, probed once (hwloc's I/O discovery costs tens of ms): --bind
-  // is checked against it, and it goes into the report
-  const Topology topo = probe_topology();
+  if (std::find(pol.begin(), pol.end(), a.sched) == pol.end())
+    throw UsageError("unknown scheduler '" + a.sched + "'" + did_you_mean(a.sched, pol));
+  if (a.ncpu < 0) throw UsageError("--ncpu must be >= 0");
+  return true;
+}
+
+// The machine, probed once (hwloc's I/O discovery costs tens of ms): --bind is
+// checked against it, and it goes into the report.
+Topology probe_and_check_binding(const RunArgs& a) {
+  Topology topo = probe_topology();
   try {  // --bind names PUs this process may use (an MPI rank checks its own cpuset again)
-    plan_binding(topo, bind, ncpu, 0);
+    plan_binding(topo, a.bind, a.ncpu, 0);
   } catch (const BindError& e) {
     throw UsageError(e.what());
   }
+  return topo;
+}
 
-  // --backend starpu-mpi: every rank runs this command and compiles the same
-  // DAG; rank 0 alone writes the run directory (report merged from all ranks)
+// --backend starpu-mpi: every rank runs `ymlopt run` and compiles the same DAG;
+// rank 0 alone writes the run directory (report merged from all ranks). The
+// MPI world lives as long as this object.
+struct RankWorld {
+  bool use_mpi = false;
   int rank = 0, nranks = 1;
+  explicit RankWorld(bool mpi) : use_mpi(mpi) {
 #ifdef YMLOPT_WITH_STARPU_MPI
-  const bool use_mpi = backend == "starpu-mpi" && !dry_run;
-  if (use_mpi) {
-    const MpiWorld world = mpi_world_init();
-    rank = world.rank, nranks = world.size;
-  }
-  struct Finalize {
-    bool on;
-    ~Finalize() {
-      if (on) mpi_world_finalize();
+    if (use_mpi) {
+      const MpiWorld world = mpi_world_init();
+      rank = world.rank, nranks = world.size;
     }
-  } finalize{use_mpi};
-#else
-  const bool use_mpi = false;
 #endif
-  ComponentRegistry reg;
-  CompileResult cr;
-  std::string diagnostics;
-  const int compiled = prepare(wf, reg, cr, !dry_run, use_mpi ? &diagnostics : nullptr);
+  }
+  ~RankWorld() {
 #ifdef YMLOPT_WITH_STARPU_MPI
-  if (use_mpi) {
-    // every rank compiled the same workflow: rank 0 prints its diagnostics once,
-    // and another rank's only where they differ (a file that rank's node lacks)
+    if (use_mpi) mpi_world_finalize();
+#endif
+  }
+  RankWorld(const RankWorld&) = delete;
+  RankWorld& operator=(const RankWorld&) = delete;
+  // Whether `ok` holds on every rank (a step failing on some ranks only stops every rank).
+  bool all_ok(bool ok) const {
+#ifdef YMLOPT_WITH_STARPU_MPI
+    if (use_mpi) return mpi_all_ok(ok);
+#endif
+    return ok;
+  }
+};
+
+// Loads the components and compiles; under MPI rank 0 prints its diagnostics
+// once, and another rank its own only where they differ (a file that rank's
+// node lacks). The exit code (0: `cr` holds the DAG).
+int compile_run(const RunArgs& a, const RankWorld& w, ComponentRegistry& reg, CompileResult& cr) {
+  std::string diagnostics;
+  const int compiled = prepare(a.wf, reg, cr, !a.dry_run, w.use_mpi ? &diagnostics : nullptr);
+#ifdef YMLOPT_WITH_STARPU_MPI
+  if (w.use_mpi) {
     const auto all = mpi_gather_strings(diagnostics);
     for (size_t k = 0; k < all.size(); ++k)
       if (k == 0) std::cerr << all[0];
       else if (all[k] != all[0]) std::cerr << "rank " << k << ": " << all[k];
-    // a step failing on some ranks only stops every rank
-    if (!mpi_all_ok(compiled == 0)) return compiled ? compiled : 1;
+    if (!w.all_ok(compiled == 0)) return compiled ? compiled : 1;
   }
 #endif
-  if (compiled) return compiled;
-  const Dag& dag = cr.dag;
-  const DagFootprint foot = analyze(dag);
-  if (dry_run) {
-    std::cout << format_footprint(dag, foot);
-    return 0;
-  }
+  return compiled;
+}
 
-  if (out.empty() && rank == 0) out = default_run_dir(dag.name);
+// Rank 0 creates the run directory (default runs/<workflow>-<time>) and every
+// rank learns its name; false (on every rank) if it could not be created.
+bool open_run_dir(std::string& out, const Dag& dag, const RankWorld& w) {
+  if (out.empty() && w.rank == 0) out = default_run_dir(dag.name);
   std::error_code ec;
-  if (rank == 0) fs::create_directories(out, ec);
+  if (w.rank == 0) fs::create_directories(out, ec);
   if (ec) std::cerr << "ymlopt: error: cannot create run directory '" << out << "': " << ec.message() << "\n";
 #ifdef YMLOPT_WITH_STARPU_MPI
-  if (use_mpi) {
+  if (w.use_mpi) {
     out = mpi_broadcast_string(out);
-    if (!mpi_broadcast_flag(!ec)) return 1;
+    return mpi_broadcast_flag(!ec);
   }
 #endif
-  if (ec) return 1;
-  std::ostringstream log;
-  log << "ymlopt " << kVersion << " run " << wf.file;
-  for (const auto& s : wf.sets) log << " --set " << s;
-  log << " --backend " << backend << " --sched " << sched << "\n";
+  return !ec;
+}
 
+// The run's data; an MPI rank holds the data it owns (StarPU-MPI allocates
+// what it receives). Null (on every rank) if one could not allocate.
+std::unique_ptr<DataStore> make_run_store(const Dag& dag, const RankWorld& w) {
   std::unique_ptr<DataStore> store;
   try {
-    // an MPI rank holds the data it owns (StarPU-MPI allocates what it receives)
-    store = use_mpi ? std::make_unique<DataStore>(dag, resident_data(dag, data_owners(dag, nranks), rank, nranks))
-                    : std::make_unique<DataStore>(dag);
+    store = w.use_mpi ? std::make_unique<DataStore>(dag, resident_data(dag, data_owners(dag, w.nranks), w.rank, w.nranks))
+                      : std::make_unique<DataStore>(dag);
   } catch (const std::exception& e) {
-    std::cerr << "ymlopt: error: " << (use_mpi ? "rank " + std::to_string(rank) + ": " : "") << e.what() << "\n";
+    std::cerr << "ymlopt: error: " << (w.use_mpi ? "rank " + std::to_string(w.rank) + ": " : "") << e.what() << "\n";
   }
-#ifdef YMLOPT_WITH_STARPU_MPI
-  if (use_mpi && !mpi_all_ok(store != nullptr)) return 1;
-#endif
-  if (!store) return 1;
-  if (rank == 0) write_file_atomic(out + "/dag.dot", dag_to_dot(dag));
+  if (!w.all_ok(store != nullptr)) return nullptr;
+  return store;
+}
 
-  // the machine the run saw goes into the report; its warnings (e.g. OpenBLAS
-  // running generic kernels on an AVX-512 CPU) explain slow runs
-  for (const auto& w : topo.warnings) {
-    if (!quiet && rank == 0) std::cerr << "ymlopt: warning: " << w << "\n";
-    log << "warning: " << w << "\n";
-  }
-  ExecOptions eo;
-  eo.run_dir = out;
-  eo.sched = sched;
-  eo.ncpu = ncpu;
-  eo.bind = bind;
-  eo.starpu_home = starpu_home;
-  eo.verbose = verbose;
-  // --checkpoint tasks / checkpoint="tasks": persist finished tasks' outputs;
-  // --resume: restore those the run directory holds
-  const std::string mode = !checkpoint_mode.empty() ? checkpoint_mode
-                           : !resume.empty()        ? "tasks"
-                           : dag.checkpoint.empty() ? "none"
-                                                    : dag.checkpoint;
-  std::unique_ptr<Checkpoint> checkpoint;
-  if (mode == "tasks" && (dag.dynamic() || use_mpi)) {
+// --checkpoint tasks / checkpoint="tasks": persist finished tasks' outputs;
+// --resume: restore those the run directory holds. Sets `checkpoint` (null:
+// none); false on an error, already printed.
+bool open_checkpoint(const RunArgs& a, const Dag& dag, DataStore& store, const RankWorld& w, std::ostringstream& log,
+                     std::unique_ptr<Checkpoint>& checkpoint) {
+  const std::string mode = !a.checkpoint_mode.empty() ? a.checkpoint_mode
+                           : !a.resume.empty()        ? "tasks"
+                           : dag.checkpoint.empty()   ? "none"
+                                                      : dag.checkpoint;
+  if (mode != "tasks") return true;
+  if (dag.dynamic() || w.use_mpi) {
     const std::string why = dag.dynamic() ? "workflow '" + dag.name +
                                                 "' has runtime loops or <unite> blocks, whose tasks run a data-dependent "
                                                 "number of times"
                                           : "the starpu-mpi backend does not checkpoint";
-    if (!resume.empty()) {
+    if (!a.resume.empty()) {
       std::cerr << "ymlopt: error: cannot resume: " << why << "\n";
-      return 1;
+      return false;
     }
-    if (!quiet && rank == 0) std::cerr << "ymlopt: warning: not checkpointing: " << why << "\n";
+    if (!a.quiet && w.rank == 0) std::cerr << "ymlopt: warning: not checkpointing: " << why << "\n";
     log << "warning: not checkpointing: " << why << "\n";
-  } else if (mode == "tasks") {
-    try {
-      save_invocation(out, wf);
-      checkpoint = std::make_unique<Checkpoint>(dag, *store, out + "/checkpoint", !resume.empty());
-    } catch (const std::exception& e) {
-      std::cerr << "ymlopt: error: " << e.what() << "\n";
-      return 1;
-    }
-    eo.checkpoint = checkpoint.get();
-    if (!resume.empty() && !quiet)
-      std::cout << "resuming " << out << ": " << checkpoint->planned_reruns() << " of " << dag.tasks.size()
-                << " tasks to run, the others restored from the checkpoint\n";
+    return true;
   }
+  try {
+    save_invocation(a.out, a.wf);
+    checkpoint = std::make_unique<Checkpoint>(dag, store, a.out + "/checkpoint", !a.resume.empty());
+  } catch (const std::exception& e) {
+    std::cerr << "ymlopt: error: " << e.what() << "\n";
+    return false;
+  }
+  if (!a.resume.empty() && !a.quiet)
+    std::cout << "resuming " << a.out << ": " << checkpoint->planned_reruns() << " of " << dag.tasks.size()
+              << " tasks to run, the others restored from the checkpoint\n";
+  return true;
+}
+
+// What one rank of a run holds once the workflow has run.
+struct RunState {
+  WorkflowRun run;
+  std::vector<std::int32_t> task_ranks;  // StarPU-MPI: the rank of each task
+  nlohmann::json mpi_info;               // StarPU-MPI: ranks and bytes moved
+};
+
+// --backend starpu-mpi: rank 0 merges every rank's records into one result;
+// the other ranks stop here, with the exit code returned.
+std::optional<int> merge_ranks(const Dag& dag, RunState& s, const RankWorld& w) {
+#ifdef YMLOPT_WITH_STARPU_MPI
+  if (!w.use_mpi) return std::nullopt;
+  ExecResult& res = s.run.result;
+  const auto& st = static_cast<const StarpuMpiExecutor&>(*s.run.executor).stats();
+  const auto all = mpi_gather_strings(rank_result_json(res, st).dump());
+  bool ok = res.ok;
+  if (w.rank == 0) {
+    MergedRun m = merge_rank_results(dag, all);
+    m.result.unites = std::move(res.unites);  // every rank has every co-method's record (exchanged at each unite's end)
+    res = std::move(m.result);
+    s.task_ranks = std::move(m.task_ranks);
+    s.mpi_info = {{"ranks", st.size}, {"bytes_moved", m.bytes_moved}, {"per_rank", m.ranks}};
+    ok = res.ok;
+  }
+  ok = mpi_broadcast_flag(ok);
+  if (w.rank != 0) return ok ? 0 : 1;
+#else
+  (void)dag, (void)s, (void)w;
+#endif
+  return std::nullopt;
+}
+
+// The run's description in report.json: workflow, backend, parameters,
+// machine and placement, memory, checkpoint, prediction against measurement.
+nlohmann::json run_info(const RunArgs& a, const Dag& dag, const DataStore& store, const Topology& topo,
+                        const DagFootprint& foot, const RunState& s) {
+  nlohmann::json info = {{"workflow", dag.name}, {"file", dag.file},   {"backend", s.run.executor->name()},
+                         {"ymlopt_version", kVersion}, {"run_dir", a.out}, {"data_bytes", store.total_bytes()}};
+  nlohmann::json params = nlohmann::json::object();
+  for (const auto& p : parse_sets(a.wf.sets)) params[p.first] = p.second;
+  info["set"] = params;
+  info["machine"] = topology_json(topo);
+  // the placement the run got: bind mode, each worker's PU and core
+  if (a.backend != "sequential") info["machine"].update(placement_json(last_starpu_placement()));
+  if (!s.mpi_info.is_null()) info["mpi"] = s.mpi_info;
+  info["memory"] = {{"parameter_bytes", foot.parameter_bytes},
+                    {"parameter_total", foot.parameter_total},
+                    {"activation_total", foot.activation_total},
+                    {"activation_peak", foot.activation_peak},
+                    {"allocated", store.total_bytes()},
+                    {"mapped", store.mapped_bytes()}};
+  return info;
+}
+
+// Writes report.json, trace.json and run.log and prints the summary; the exit code.
+int report_run(const RunArgs& a, const Dag& dag, const DataStore& store, const Topology& topo, const DagFootprint& foot,
+               const Prediction& prediction, Checkpoint* checkpoint, RunState& s, std::ostringstream& log) {
+  ExecResult& res = s.run.result;
+  RunTotals totals = compute_totals(dag, res);
+  totals.blas_peak_gflops = blas_peak_gflops(totals.makespan_us > 0 ? totals.flops / totals.makespan_us / 1e3 : 0);
+  nlohmann::json info = run_info(a, dag, store, topo, foot, s);
+  std::string checkpoint_summary;
+  if (checkpoint) {
+    const Checkpoint::Stats cs = checkpoint->stats();
+    info["checkpoint"] = checkpoint_json(cs, !a.resume.empty(), totals.tasks_run);
+    checkpoint_summary = checkpoint_line(cs, !a.resume.empty(), totals.tasks_run);
+    if (!cs.error.empty()) res.warnings.push_back("checkpoint: persisting stopped: " + cs.error);
+  }
+  info["prediction"] = prediction_report(prediction, totals.makespan_us,
+                                         double(store.total_bytes() + store.mapped_bytes()), double(totals.peak_rss_bytes));
+  const auto* ranks = s.task_ranks.empty() ? nullptr : &s.task_ranks;
+  write_file_atomic(a.out + "/report.json", make_report(dag, res, totals, info, ranks).dump(1) + "\n");
+  write_file_atomic(a.out + "/trace.json", make_trace(dag, res, ranks).dump() + "\n");
+  for (const auto& w : res.warnings) {
+    std::cerr << "ymlopt: warning: " << w << "\n";
+    log << "warning: " << w << "\n";
+  }
+  const std::string table = summary_table(dag, res, totals);
+  if (!s.mpi_info.is_null()) {
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "%d MPI ranks, %.1f MiB moved between them\n", s.mpi_info["ranks"].get<int>(),
+                  double(s.mpi_info["bytes_moved"].get<std::uint64_t>()) / (1 << 20));
+    log << buf;
+    if (!a.quiet && res.ok) std::cout << buf;
+  }
+  log << table << checkpoint_summary;
+  if (!res.ok) {
+    std::cerr << res.error << "\n";
+    log << res.error << "\n";
+    write_file_atomic(a.out + "/run.log", log.str());
+    std::cerr << "run failed; partial report in " << a.out << "/report.json\n";
+    return 1;
+  }
+  write_file_atomic(a.out + "/run.log", log.str());
+  if (!a.quiet) {
+    std::cout << "workflow '" << dag.name << "': " << dag.tasks.size() << " tasks on " << res.workers.size()
+              << " worker" << (res.workers.size() == 1 ? "" : "s") << " (" << res.runtime << ", " << res.scheduler
+              << ")\n"
+              << table << checkpoint_summary << (totals.tasks_restored ? "" : prediction_line(info["prediction"]))
+              << "run directory: " << a.out << "\n";
+  }
+  return 0;
+}
+
+int cmd_run(const std::vector<std::string>& args) {
+  RunArgs a;
+  if (!parse_run_args(args, a)) return 0;
+  const Topology topo = probe_and_check_binding(a);
+  const RankWorld world(a.backend == "starpu-mpi" && !a.dry_run);
+  ComponentRegistry reg;
+  CompileResult cr;
+  if (int rc = compile_run(a, world, reg, cr)) return rc;
+  const Dag& dag = cr.dag;
+  const DagFootprint foot = analyze(dag);
+  if (a.dry_run) {
+    std::cout << format_footprint(dag, foot);
+    return 0;
+  }
+  if (!open_run_dir(a.out, dag, world)) return 1;
+  std::ostringstream log;
+  log << "ymlopt " << kVersion << " run " << a.wf.file;
+  for (const auto& s : a.wf.sets) log << " --set " << s;
+  log << " --backend " << a.backend << " --sched " << a.sched << "\n";
+  const std::unique_ptr<DataStore> store = make_run_store(dag, world);
+  if (!store) return 1;
+  if (world.rank == 0) write_file_atomic(a.out + "/dag.dot", dag_to_dot(dag));
+  // the machine the run saw goes into the report; its warnings (e.g. OpenBLAS
+  // running generic kernels on an AVX-512 CPU) explain slow runs
+  for (const auto& w : topo.warnings) {
+    if (!a.quiet && world.rank == 0) std::cerr << "ymlopt: warning: " << w << "\n";
+    log << "warning: " << w << "\n";
+  }
+  std::unique_ptr<Checkpoint> checkpoint;
+  if (!open_checkpoint(a, dag, *store, world, log, checkpoint)) return 1;
+  RunOptions ro;
+  ro.backend = a.backend;
+  ro.exec.run_dir = a.out;
+  ro.exec.sched = a.sched;
+  ro.exec.ncpu = a.ncpu;
+  ro.exec.bind = a.bind;
+  ro.exec.starpu_home = a.starpu_home;
+  ro.exec.verbose = a.verbose;
+  ro.exec.checkpoint = checkpoint.get();
   Progress progress;
-  progress.total = dag.dynamic() ? 0 : std::int64_t(dag.tasks.size());
+  ro.progress = &progress;
   // before running: the run must not inform it (the history holds earlier runs only)
-  History history = no_history || rank != 0 ? History{} : load_history();
-  const Prediction prediction = predict_run(dag, backend, ncpu, &history);
-  const std::unique_ptr<Executor> exec = make_executor(backend);
-  ExecResult res;
+  History history = a.no_history || world.rank != 0 ? History{} : load_history();
+  const Prediction prediction = predict_run(dag, a.backend, a.ncpu, &history);
+  RunState s;
   {
-    ProgressLine line(progress, !quiet && isatty(2) && !use_mpi);
-    res = run_program(*exec, dag, *store, eo, progress);
+    ProgressLine line(progress, !a.quiet && isatty(2) && !world.use_mpi);
+    s.run = run_workflow(dag, *store, ro);
   }
   if (checkpoint) checkpoint->finish();  // everything persisted before the report says so
-  std::vector<std::int32_t> task_ranks;
-  nlohmann::json mpi_info;
-#ifdef YMLOPT_WITH_STARPU_MPI
-  if (use_mpi) {
-    // rank 0 merges every rank's records into one result; the others stop here
-    const auto& st = static_cast<const StarpuMpiExecutor&>(*exec).stats();
-    const auto all = mpi_gather_strings(rank_result_json(res, st).dump());
-    bool ok = res.ok;
-    if (rank == 0) {
-      MergedRun m = merge_rank_results(dag, all);
-      m.result.unites = std::move(res.unites);  // every rank has every co-method's record (exchanged at each unite's end)
-      res = std::move(m.result);
-      task_ranks = std::move(m.task_ranks);
-      mpi_info = {{"ranks", st.size}, {"bytes_moved", m.bytes_moved}, {"per_rank", m.ranks}};
-      ok = res.ok;
-    }
-    ok = mpi_broadcast_flag(ok);
-    if (rank != 0) return ok ? 0 : 1;
-  }
-#endif
-  if (res.ok && !no_history && !use_mpi) {
-    record_history(history, dag, task_seconds(res));
+  if (const std::optional<int> rc = merge_ranks(dag, s, world)) return *rc;
+  if (s.run.result.ok && !a.no_history && !world.use_mpi) {
+    record_history(history, dag, task_seconds(s.run.result));
     try {
       save_history(history);
     } catch (const std::exception& e) {
       std::cerr << "ymlopt: warning: " << e.what() << "\n";
     }
   }
-  RunTotals totals = compute_totals(dag, res);
-  totals.blas_peak_gflops = blas_peak_gflops(totals.makespan_us > 0 ? totals.flops / totals.makespan_us / 1e3 : 0);
-  nlohmann::json info = {{"workflow", dag.name}, {"file", dag.file},   {"backend", exec->name()},
-                         {"ymlopt_version", kVersion}, {"run_dir", out}, {"data_bytes", store->total_bytes()}};
-  nlohmann::json params = nlohmann::json::object();
-  for (const auto& s : parse_sets(wf.sets)) params[s.first] = s.second;
-  info["set"] = params;
-  info["machine"] = topology_json(topo);
-  // the placement the run got: bind mode, each worker's PU and core
-  if (backend != "sequential") info["machine"].update(placement_json(last_starpu_placement()));
-  if (!mpi_info.is_null()) info["mpi"] = mpi_info;
-  info["memory"] = {{"parameter_bytes", foot.parameter_bytes},
-                    {"parameter_total", foot.parameter_total},
-                    {"activation_total", foot.activation_total},
-                    {"activation_peak", foot.activation_peak},
-                    {"allocated", store->total_bytes()},
-                    {"mapped", store->mapped_bytes()}};
-  std::string checkpoint_summary;
-  if (checkpoint) {
-    const Checkpoint::Stats cs = checkpoint->stats();
-    info["checkpoint"] = checkpoint_json(cs, !resume.empty(), totals.tasks_run);
-    checkpoint_summary = checkpoint_line(cs, !resume.empty(), totals.tasks_run);
-    if (!cs.error.empty()) res.warnings.push_back("checkpoint: persisting stopped: " + cs.error);
-  }
-  info["prediction"] = prediction_report(prediction, totals.makespan_us,
-                                         double(store->total_bytes() + store->mapped_bytes()), double(totals.peak_rss_bytes));
-  const auto* ranks = task_ranks.empty() ? nullptr : &task_ranks;
-  write_file_atomic(out + "/report.json", make_report(dag, res, totals, info, ranks).dump(1) + "\n");
-  write_file_atomic(out + "/trace.json", make_trace(dag, res, ranks).dump() + "\n");
-  for (const auto& w : res.warnings) {
-    std::cerr << "ymlopt: warning: " << w << "\n";
-    log << "warning: " << w << "\n";
-  }
-  const std::string table = summary_table(dag, res, totals);
-  if (!mpi_info.is_null()) {
-    char buf[160];
-    std::snprintf(buf, sizeof buf, "%d MPI ranks, %.1f MiB moved between them\n", mpi_info["ranks"].get<int>(),
-                  double(mpi_info["bytes_moved"].get<std::uint64_t>()) / (1 << 20));
-    log << buf;
-    if (!quiet && res.ok) std::cout << buf;
-  }
-  log << table << checkpoint_summary;
-  if (!res.ok) {
-    std::cerr << res.error << "\n";
-    log << res.error << "\n";
-    write_file_atomic(out + "/run.log", log.str());
-    std::cerr << "run failed; partial report in " << out << "/report.json\n";
-    return 1;
-  }
-  write_file_atomic(out + "/run.log", log.str());
-  if (!quiet) {
-    std::cout << "workflow '" << dag.name << "': " << dag.tasks.size() << " tasks on " << res.workers.size()
-              << " worker" << (res.workers.size() == 1 ? "" : "s") << " (" << res.runtime << ", " << res.scheduler
-              << ")\n"
-              << table << checkpoint_summary << (totals.tasks_restored ? "" : prediction_line(info["prediction"]))
-              << "run directory: " << out << "\n";
-  }
-  return 0;
+  return report_run(a, dag, *store, topo, foot, prediction, checkpoint.get(), s, log);
 }
 
 }  // namespace

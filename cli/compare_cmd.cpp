@@ -423,100 +423,118 @@ double tick_step(double hi) {
   return std::pow(10.0, std::ceil(std::log10(hi / 10)));
 }
 
-std::string svg_plot(const std::vector<Run>& runs) {
-  constexpr double kW = 840, kH = 520, kL = 90, kR = 560, kT = 56, kB = 440;
-  constexpr double kExactY = kB - 14;   // where relative error 0 is drawn
-  constexpr double kLogBottom = kB - 48;  // the log axis' lowest decade
-  std::vector<const Run*> pts;
-  double xmax = 1.0, emin = 0, emax = 0;
-  for (const auto& r : runs) {
-    if (!plotted(r)) continue;
-    pts.push_back(&r);
-    xmax = std::max(xmax, ratio(r.weight_optimized, r.weight_original));
-    const double e = r.quality->relative_error;
-    if (e > 0) {
-      emin = emin > 0 ? std::min(emin, e) : e;
-      emax = std::max(emax, e);
+// The plot of `ymlopt compare`: weight bytes (linear x) against relative error
+// (log y), points coloured by time ratio, the Pareto front, labels that dodge
+// each other, a legend. One method per layer of the drawing.
+class SvgPlot {
+ public:
+  explicit SvgPlot(const std::vector<Run>& runs) : runs_(runs) {
+    double emin = 0, emax = 0;
+    for (const auto& r : runs) {
+      if (!plotted(r)) continue;
+      pts_.push_back(&r);
+      xmax_ = std::max(xmax_, ratio(r.weight_optimized, r.weight_original));
+      const double e = r.quality->relative_error;
+      if (e > 0) {
+        emin = emin > 0 ? std::min(emin, e) : e;
+        emax = std::max(emax, e);
+      }
     }
-  }
-  xmax *= 1.08;
-  int dlo = -6, dhi = 0;
-  if (emin > 0) {
-    dlo = int(std::floor(std::log10(emin)));
-    dhi = int(std::ceil(std::log10(emax)));
-    if (dhi <= dlo) dhi = dlo + 1;
-  }
-  auto sx = [&](double x) { return kL + (kR - kL) * x / xmax; };
-  auto sy = [&](double e) {
-    if (!(e > 0)) return kExactY;
-    return kLogBottom - (kLogBottom - kT) * (std::log10(e) - dlo) / double(dhi - dlo);
-  };
-  std::string output;
-  for (const auto* r : pts)
-    if (output.empty()) output = r->quality->output;
-    else if (output != r->quality->output) output = "first output";
-
-  std::ostringstream s;
-  auto num = [](double v) { return fmt("%.1f", v); };
-  s << "<?xml version=\"1.0\" encoding=\"UTF-8\" standalone=\"yes\"?>\n"
-    << "<svg xmlns=\"http://www.w3.org/2000/svg\" version=\"1.1\" width=\"" << kW << "\" height=\"" << kH
-    << "\" viewBox=\"0 0 " << kW << " " << kH << "\">\n"
-    << "<title>ymlopt compare: output quality vs weight bytes vs time</title>\n"
-    << "<rect x=\"0\" y=\"0\" width=\"" << kW << "\" height=\"" << kH << "\" fill=\"white\"/>\n"
-    << "<g font-family=\"sans-serif\" font-size=\"12\" fill=\"black\">\n"
-    << "<text x=\"" << kW / 2 << "\" y=\"24\" text-anchor=\"middle\" font-size=\"15\">Output quality vs weight bytes "
-    << "(colour: time ratio)</text>\n";
-  // frame and grid
-  s << "<rect x=\"" << kL << "\" y=\"" << kT << "\" width=\"" << kR - kL << "\" height=\"" << kB - kT
-    << "\" fill=\"none\" stroke=\"black\"/>\n";
-  const double step = tick_step(xmax);
-  for (int k = 0; k * step <= xmax + 1e-12; ++k) {
-    const double x = sx(k * step);
-    s << "<line x1=\"" << num(x) << "\" y1=\"" << kT << "\" x2=\"" << num(x) << "\" y2=\"" << kB
-      << "\" stroke=\"#dddddd\"/>\n"
-      << "<text x=\"" << num(x) << "\" y=\"" << kB + 16 << "\" text-anchor=\"middle\">" << fmt("%g", k * step)
-      << "</text>\n";
-  }
-  for (int d = dlo; d <= dhi; ++d) {
-    const double y = sy(std::pow(10.0, d));
-    s << "<line x1=\"" << kL << "\" y1=\"" << num(y) << "\" x2=\"" << kR << "\" y2=\"" << num(y)
-      << "\" stroke=\"#dddddd\"/>\n"
-      << "<text x=\"" << kL - 6 << "\" y=\"" << num(y + 4) << "\" text-anchor=\"end\">1e" << d << "</text>\n";
-  }
-  s << "<line x1=\"" << kL << "\" y1=\"" << kExactY << "\" x2=\"" << kR << "\" y2=\"" << kExactY
-    << "\" stroke=\"#bbbbbb\" stroke-dasharray=\"4 3\"/>\n"
-    << "<text x=\"" << kL - 6 << "\" y=\"" << kExactY + 4 << "\" text-anchor=\"end\">0 (exact)</text>\n";
-  s << "<line x1=\"" << num(sx(1)) << "\" y1=\"" << kT << "\" x2=\"" << num(sx(1)) << "\" y2=\"" << kB
-    << "\" stroke=\"#888888\" stroke-dasharray=\"2 3\"/>\n";
-  s << "<text x=\"" << (kL + kR) / 2 << "\" y=\"" << kB + 36
-    << "\" text-anchor=\"middle\">weight bytes / original (linear axis; left is smaller)</text>\n"
-    << "<text transform=\"translate(22 " << (kT + kB) / 2 << ") rotate(-90)\" text-anchor=\"middle\">relative error of "
-    << xml_escape(output.empty() ? "the first output" : output) << " (log axis; lower is better)</text>\n";
-
-  // the Pareto front, original included, by increasing bytes
-  std::vector<std::pair<double, double>> front;
-  if (original_on_front(runs)) front.emplace_back(sx(1.0), kExactY);
-  for (const auto* r : pts)
-    if (r->pareto) front.emplace_back(sx(ratio(r->weight_optimized, r->weight_original)), sy(r->quality->relative_error));
-  std::sort(front.begin(), front.end());
-  if (front.size() > 1) {
-    s << "<polyline fill=\"none\" stroke=\"#444444\" stroke-width=\"1.5\" points=\"";
-    for (const auto& [x, y] : front) s << num(x) << "," << num(y) << " ";
-    s << "\"/>\n";
+    xmax_ *= 1.08;
+    if (emin > 0) {
+      dlo_ = int(std::floor(std::log10(emin)));
+      dhi_ = int(std::ceil(std::log10(emax)));
+      if (dhi_ <= dlo_) dhi_ = dlo_ + 1;
+    }
+    for (const auto* r : pts_)
+      if (output_.empty()) output_ = r->quality->output;
+      else if (output_ != r->quality->output) output_ = "first output";
   }
 
-  // points and labels; labels dodge each other and the points
+  std::string draw() {
+    s_ << "<?xml version=\"1.0\" encoding=\"UTF-8\" standalone=\"yes\"?>\n"
+       << "<svg xmlns=\"http://www.w3.org/2000/svg\" version=\"1.1\" width=\"" << kW << "\" height=\"" << kH
+       << "\" viewBox=\"0 0 " << kW << " " << kH << "\">\n"
+       << "<title>ymlopt compare: output quality vs weight bytes vs time</title>\n"
+       << "<rect x=\"0\" y=\"0\" width=\"" << kW << "\" height=\"" << kH << "\" fill=\"white\"/>\n"
+       << "<g font-family=\"sans-serif\" font-size=\"12\" fill=\"black\">\n"
+       << "<text x=\"" << kW / 2 << "\" y=\"24\" text-anchor=\"middle\" font-size=\"15\">Output quality vs weight bytes "
+       << "(colour: time ratio)</text>\n";
+    axes();
+    pareto_front();
+    points();
+    legend();
+    s_ << "</g>\n</svg>\n";
+    return s_.str();
+  }
+
+ private:
+  static constexpr double kW = 840, kH = 520, kL = 90, kR = 560, kT = 56, kB = 440;
+  static constexpr double kExactY = kB - 14;      // where relative error 0 is drawn
+  static constexpr double kLogBottom = kB - 48;   // the log axis' lowest decade
   struct Box {
     double x0, y0, x1, y1;
   };
-  std::vector<Box> taken;
-  auto overlaps = [&](const Box& b) {
+
+  static std::string num(double v) { return fmt("%.1f", v); }
+  double sx(double x) const { return kL + (kR - kL) * x / xmax_; }
+  double sy(double e) const {
+    if (!(e > 0)) return kExactY;
+    return kLogBottom - (kLogBottom - kT) * (std::log10(e) - dlo_) / double(dhi_ - dlo_);
+  }
+
+  // frame, grid, tick labels, the exact-error line, the 1x line, axis titles
+  void axes() {
+    s_ << "<rect x=\"" << kL << "\" y=\"" << kT << "\" width=\"" << kR - kL << "\" height=\"" << kB - kT
+       << "\" fill=\"none\" stroke=\"black\"/>\n";
+    const double step = tick_step(xmax_);
+    for (int k = 0; k * step <= xmax_ + 1e-12; ++k) {
+      const double x = sx(k * step);
+      s_ << "<line x1=\"" << num(x) << "\" y1=\"" << kT << "\" x2=\"" << num(x) << "\" y2=\"" << kB
+         << "\" stroke=\"#dddddd\"/>\n"
+         << "<text x=\"" << num(x) << "\" y=\"" << kB + 16 << "\" text-anchor=\"middle\">" << fmt("%g", k * step)
+         << "</text>\n";
+    }
+    for (int d = dlo_; d <= dhi_; ++d) {
+      const double y = sy(std::pow(10.0, d));
+      s_ << "<line x1=\"" << kL << "\" y1=\"" << num(y) << "\" x2=\"" << kR << "\" y2=\"" << num(y)
+         << "\" stroke=\"#dddddd\"/>\n"
+         << "<text x=\"" << kL - 6 << "\" y=\"" << num(y + 4) << "\" text-anchor=\"end\">1e" << d << "</text>\n";
+    }
+    s_ << "<line x1=\"" << kL << "\" y1=\"" << kExactY << "\" x2=\"" << kR << "\" y2=\"" << kExactY
+       << "\" stroke=\"#bbbbbb\" stroke-dasharray=\"4 3\"/>\n"
+       << "<text x=\"" << kL - 6 << "\" y=\"" << kExactY + 4 << "\" text-anchor=\"end\">0 (exact)</text>\n";
+    s_ << "<line x1=\"" << num(sx(1)) << "\" y1=\"" << kT << "\" x2=\"" << num(sx(1)) << "\" y2=\"" << kB
+       << "\" stroke=\"#888888\" stroke-dasharray=\"2 3\"/>\n";
+    s_ << "<text x=\"" << (kL + kR) / 2 << "\" y=\"" << kB + 36
+       << "\" text-anchor=\"middle\">weight bytes / original (linear axis; left is smaller)</text>\n"
+       << "<text transform=\"translate(22 " << (kT + kB) / 2 << ") rotate(-90)\" text-anchor=\"middle\">relative error of "
+       << xml_escape(output_.empty() ? "the first output" : output_) << " (log axis; lower is better)</text>\n";
+  }
+
+  // the Pareto front, original included, by increasing bytes
+  void pareto_front() {
+    std::vector<std::pair<double, double>> front;
+    if (original_on_front(runs_)) front.emplace_back(sx(1.0), kExactY);
+    for (const auto* r : pts_)
+      if (r->pareto) front.emplace_back(sx(ratio(r->weight_optimized, r->weight_original)), sy(r->quality->relative_error));
+    std::sort(front.begin(), front.end());
+    if (front.size() > 1) {
+      s_ << "<polyline fill=\"none\" stroke=\"#444444\" stroke-width=\"1.5\" points=\"";
+      for (const auto& [x, y] : front) s_ << num(x) << "," << num(y) << " ";
+      s_ << "\"/>\n";
+    }
+  }
+
+  bool overlaps(const Box& b) const {
     if (b.x0 < kL || b.x1 > kR || b.y0 < kT || b.y1 > kB) return true;
-    for (const auto& t : taken)
+    for (const auto& t : taken_)
       if (b.x0 < t.x1 && t.x0 < b.x1 && b.y0 < t.y1 && t.y0 < b.y1) return true;
     return false;
-  };
-  auto place_label = [&](double x, double y, const std::string& text, const char* extra) {
+  }
+
+  // a label beside the point (x, y), at the first place that overlaps nothing drawn
+  void place_label(double x, double y, const std::string& text, const char* extra) {
     const double w = 6.6 * double(text.size()), h = 12;
     struct Cand {
       double dx, dy;
@@ -541,66 +559,80 @@ std::string svg_plot(const std::vector<Run>& runs) {
       const double tx = x + pick.dx, ty = y + pick.dy;
       box = pick.left ? Box{tx - w, ty - h + 2, tx, ty + 2} : Box{tx, ty - h + 2, tx + w, ty + 2};
     }
-    taken.push_back(box);
-    s << "<text x=\"" << num(x + pick.dx) << "\" y=\"" << num(y + pick.dy) << "\""
-      << (pick.left ? " text-anchor=\"end\"" : "") << extra << ">" << xml_escape(text) << "</text>\n";
-  };
-  // reserve the markers first so labels avoid all of them
-  taken.push_back({sx(1) - 6, kExactY - 6, sx(1) + 6, kExactY + 6});
-  for (const auto* r : pts) {
-    const double x = sx(ratio(r->weight_optimized, r->weight_original)), y = sy(r->quality->relative_error);
-    taken.push_back({x - 6, y - 6, x + 6, y + 6});
-  }
-  s << "<g><title>original: weight bytes 1x, relative error 0</title><path d=\"M " << num(sx(1)) << " "
-    << num(kExactY - 7) << " l 7 7 l -7 7 l -7 -7 z\" fill=\"black\"/></g>\n";
-  place_label(sx(1), kExactY, "original", " font-weight=\"bold\"");
-  for (const auto* r : pts) {
-    const double bx = ratio(r->weight_optimized, r->weight_original);
-    const double tr = ratio(r->optimized.time_median_us, r->original.time_median_us);
-    const double x = sx(bx), y = sy(r->quality->relative_error);
-    s << "<g><title>" << xml_escape(r->label) << ": weight bytes " << fmt("%.3fx", bx) << ", relative error "
-      << fmt("%.4g", r->quality->relative_error) << ", mean cosine " << fmt("%.6f", r->quality->mean_cosine)
-      << ", time " << (tr > 0 ? fmt("%.3fx", tr) : std::string("not measured")) << "</title><circle cx=\"" << num(x)
-      << "\" cy=\"" << num(y) << "\" r=\"6\" fill=\"" << time_colour(tr) << "\" stroke=\""
-      << (r->pareto ? "black" : "white") << "\" stroke-width=\"1.5\"/></g>\n";
-    place_label(x, y, r->label, "");
+    taken_.push_back(box);
+    s_ << "<text x=\"" << num(x + pick.dx) << "\" y=\"" << num(y + pick.dy) << "\""
+       << (pick.left ? " text-anchor=\"end\"" : "") << extra << ">" << xml_escape(text) << "</text>\n";
   }
 
-  // legend
-  double ly = kT + 4;
-  const double lx = kR + 24;
-  s << "<text x=\"" << lx << "\" y=\"" << ly + 8 << "\" font-weight=\"bold\">time ratio (optimized / original)</text>\n";
-  ly += 24;
-  for (const auto& b : kTimeBins) {
-    s << "<circle cx=\"" << lx + 6 << "\" cy=\"" << ly << "\" r=\"6\" fill=\"" << b.colour << "\"/>\n"
-      << "<text x=\"" << lx + 18 << "\" y=\"" << ly + 4 << "\">" << xml_escape(b.text) << "</text>\n";
-    ly += 20;
-  }
-  s << "<circle cx=\"" << lx + 6 << "\" cy=\"" << ly << "\" r=\"6\" fill=\"" << kNoTimeColour << "\"/>\n"
-    << "<text x=\"" << lx + 18 << "\" y=\"" << ly + 4 << "\">not measured</text>\n";
-  ly += 28;
-  s << "<path d=\"M " << lx + 6 << " " << ly - 7 << " l 7 7 l -7 7 l -7 -7 z\" fill=\"black\"/>\n"
-    << "<text x=\"" << lx + 18 << "\" y=\"" << ly + 4 << "\">original (1x bytes, exact)</text>\n";
-  ly += 22;
-  s << "<line x1=\"" << lx << "\" y1=\"" << ly << "\" x2=\"" << lx + 14 << "\" y2=\"" << ly
-    << "\" stroke=\"#444444\" stroke-width=\"1.5\"/>\n"
-    << "<text x=\"" << lx + 18 << "\" y=\"" << ly + 4 << "\">Pareto front (fewer bytes and</text>\n"
-    << "<text x=\"" << lx + 18 << "\" y=\"" << ly + 18 << "\">lower error; black outline)</text>\n";
-  ly += 40;
-  std::vector<const Run*> missing;
-  for (const auto& r : runs)
-    if (!plotted(r)) missing.push_back(&r);
-  if (!missing.empty()) {
-    s << "<text x=\"" << lx << "\" y=\"" << ly << "\" font-weight=\"bold\">not plotted (no --eval quality):</text>\n";
-    for (const auto* r : missing) {
-      ly += 16;
-      s << "<text x=\"" << lx << "\" y=\"" << ly << "\">" << xml_escape(r->label) << " ("
-        << fmt("%.3fx", ratio(r->weight_optimized, r->weight_original)) << " bytes)</text>\n";
+  // points and labels; labels dodge each other and the points
+  void points() {
+    // reserve the markers first so labels avoid all of them
+    taken_.push_back({sx(1) - 6, kExactY - 6, sx(1) + 6, kExactY + 6});
+    for (const auto* r : pts_) {
+      const double x = sx(ratio(r->weight_optimized, r->weight_original)), y = sy(r->quality->relative_error);
+      taken_.push_back({x - 6, y - 6, x + 6, y + 6});
+    }
+    s_ << "<g><title>original: weight bytes 1x, relative error 0</title><path d=\"M " << num(sx(1)) << " "
+       << num(kExactY - 7) << " l 7 7 l -7 7 l -7 -7 z\" fill=\"black\"/></g>\n";
+    place_label(sx(1), kExactY, "original", " font-weight=\"bold\"");
+    for (const auto* r : pts_) {
+      const double bx = ratio(r->weight_optimized, r->weight_original);
+      const double tr = ratio(r->optimized.time_median_us, r->original.time_median_us);
+      const double x = sx(bx), y = sy(r->quality->relative_error);
+      s_ << "<g><title>" << xml_escape(r->label) << ": weight bytes " << fmt("%.3fx", bx) << ", relative error "
+         << fmt("%.4g", r->quality->relative_error) << ", mean cosine " << fmt("%.6f", r->quality->mean_cosine)
+         << ", time " << (tr > 0 ? fmt("%.3fx", tr) : std::string("not measured")) << "</title><circle cx=\"" << num(x)
+         << "\" cy=\"" << num(y) << "\" r=\"6\" fill=\"" << time_colour(tr) << "\" stroke=\""
+         << (r->pareto ? "black" : "white") << "\" stroke-width=\"1.5\"/></g>\n";
+      place_label(x, y, r->label, "");
     }
   }
-  s << "</g>\n</svg>\n";
-  return s.str();
-}
+
+  // the colours, the original's marker, the front, and the runs not plotted
+  void legend() {
+    double ly = kT + 4;
+    const double lx = kR + 24;
+    s_ << "<text x=\"" << lx << "\" y=\"" << ly + 8 << "\" font-weight=\"bold\">time ratio (optimized / original)</text>\n";
+    ly += 24;
+    for (const auto& b : kTimeBins) {
+      s_ << "<circle cx=\"" << lx + 6 << "\" cy=\"" << ly << "\" r=\"6\" fill=\"" << b.colour << "\"/>\n"
+         << "<text x=\"" << lx + 18 << "\" y=\"" << ly + 4 << "\">" << xml_escape(b.text) << "</text>\n";
+      ly += 20;
+    }
+    s_ << "<circle cx=\"" << lx + 6 << "\" cy=\"" << ly << "\" r=\"6\" fill=\"" << kNoTimeColour << "\"/>\n"
+       << "<text x=\"" << lx + 18 << "\" y=\"" << ly + 4 << "\">not measured</text>\n";
+    ly += 28;
+    s_ << "<path d=\"M " << lx + 6 << " " << ly - 7 << " l 7 7 l -7 7 l -7 -7 z\" fill=\"black\"/>\n"
+       << "<text x=\"" << lx + 18 << "\" y=\"" << ly + 4 << "\">original (1x bytes, exact)</text>\n";
+    ly += 22;
+    s_ << "<line x1=\"" << lx << "\" y1=\"" << ly << "\" x2=\"" << lx + 14 << "\" y2=\"" << ly
+       << "\" stroke=\"#444444\" stroke-width=\"1.5\"/>\n"
+       << "<text x=\"" << lx + 18 << "\" y=\"" << ly + 4 << "\">Pareto front (fewer bytes and</text>\n"
+       << "<text x=\"" << lx + 18 << "\" y=\"" << ly + 18 << "\">lower error; black outline)</text>\n";
+    ly += 40;
+    std::vector<const Run*> missing;
+    for (const auto& r : runs_)
+      if (!plotted(r)) missing.push_back(&r);
+    if (!missing.empty()) {
+      s_ << "<text x=\"" << lx << "\" y=\"" << ly << "\" font-weight=\"bold\">not plotted (no --eval quality):</text>\n";
+      for (const auto* r : missing) {
+        ly += 16;
+        s_ << "<text x=\"" << lx << "\" y=\"" << ly << "\">" << xml_escape(r->label) << " ("
+           << fmt("%.3fx", ratio(r->weight_optimized, r->weight_original)) << " bytes)</text>\n";
+      }
+    }
+  }
+
+  const std::vector<Run>& runs_;
+  std::vector<const Run*> pts_;
+  double xmax_ = 1.0;
+  int dlo_ = -6, dhi_ = 0;
+  std::string output_;  // the output the errors are of
+  std::vector<Box> taken_;
+  std::ostringstream s_;
+};
+
+std::string svg_plot(const std::vector<Run>& runs) { return SvgPlot(runs).draw(); }
 
 }  // namespace
 

@@ -8,9 +8,10 @@
 #include <fstream>
 #include <iomanip>
 #include <iostream>
+#include <optional>
 #include <sstream>
 
-#include "backends.hpp"
+#include "run_workflow.hpp"
 #include "calibrate_cmd.hpp"
 #include "report.hpp"
 #include "usage_error.hpp"
@@ -110,12 +111,10 @@ RunOutcome run_model(const Dag& dag, const std::string& backend, int reps, const
     DataStore store(dag);
     o.allocated = std::int64_t(store.total_bytes());
     o.mapped = std::int64_t(store.mapped_bytes());
-    ExecOptions eo;
-    eo.run_dir = run_dir;
-    Progress progress;
-    progress.total = std::int64_t(dag.tasks.size());
-    auto exec = make_executor(backend);
-    const ExecResult res = exec->execute(dag, store, eo, progress);
+    RunOptions ro;
+    ro.backend = backend;
+    ro.exec.run_dir = run_dir;
+    const ExecResult res = run_workflow(dag, store, ro).result;
     if (!res.ok) throw std::runtime_error("running '" + dag.file + "' failed: " + res.error);
     o.times_us.push_back(res.makespan_us);
     if (history) record_history(*history, dag, task_seconds(res));
@@ -227,9 +226,8 @@ std::string markdown_report(const nlohmann::json& r) {
   return o.str();
 }
 
-}  // namespace
-
-int cmd_optimize(const std::vector<std::string>& args) {
+// The options of `ymlopt optimize`.
+struct OptimizeArgs {
   WorkflowArgs wf;
   std::string passes_text, sequence_file, out_dir, backend = "sequential";
   std::vector<std::string> calib_sets;
@@ -237,143 +235,130 @@ int cmd_optimize(const std::vector<std::string>& args) {
   std::string run_name;
   bool eval = false, list = false, no_history = false;
   int reps = 3;
+};
+
+// Parses and checks the options; an exit code when the command ends here
+// (--help, --list-passes).
+std::optional<int> parse_optimize_args(const std::vector<std::string>& args, OptimizeArgs& a) {
   po::options_description d("ymlopt optimize MODEL.xml (--passes LIST | --sequence SEQ.xml) [options]");
-  d.add_options()("help,h", "show this help")("passes,p", po::value(&passes_text),
+  d.add_options()("help,h", "show this help")("passes,p", po::value(&a.passes_text),
                                                "comma-separated passes, options after colons: "
                                                "quant.group:bits=4:group=128,prune.nm")(
-      "sequence", po::value(&sequence_file), "a <sequence> file listing the passes (workflows/sequences/)")(
-      "out,o", po::value(&out_dir), "output directory (default runs/<model>-<sequence>-<time>)")(
-      "name", po::value(&run_name), "name of this sequence in reports (default: the sequence's, or 'passes')")(
-      "eval", po::bool_switch(&eval), "run the original and the optimized model and compare them")(
-      "backend,b", po::value(&backend), "backend for --eval: sequential (default) or starpu")(
-      "reps", po::value(&reps), "timed runs of each model for --eval (median reported; default 3)")(
-      "no-history", po::bool_switch(&no_history),
+      "sequence", po::value(&a.sequence_file), "a <sequence> file listing the passes (workflows/sequences/)")(
+      "out,o", po::value(&a.out_dir), "output directory (default runs/<model>-<sequence>-<time>)")(
+      "name", po::value(&a.run_name), "name of this sequence in reports (default: the sequence's, or 'passes')")(
+      "eval", po::bool_switch(&a.eval), "run the original and the optimized model and compare them")(
+      "backend,b", po::value(&a.backend), "backend for --eval: sequential (default) or starpu")(
+      "reps", po::value(&a.reps), "timed runs of each model for --eval (median reported; default 3)")(
+      "no-history", po::bool_switch(&a.no_history),
       "--eval: predict from the calibrated rates only, and record nothing in the machine's task history")(
-      "calib-set", po::value(&calib_sets)->composing(),
+      "calib-set", po::value(&a.calib_sets)->composing(),
       "NAME=VALUE for the calibration runs only (e.g. other input ids; default: the model's own inputs)")(
-      "calib-sets", po::value(&calib_file),
+      "calib-sets", po::value(&a.calib_file),
       "a file with one calibration run per line (NAME=VALUE ...); their layer inputs are stacked")(
-      "list-passes", po::bool_switch(&list), "list the passes and their options");
-  add_workflow_options(d, wf);
-  {
-    // --list-passes needs no model
-    bool only_list = std::find(args.begin(), args.end(), "--list-passes") != args.end();
-    if (only_list) {
-      for (const auto& p : opt::all_passes()) {
-        std::cout << p.name << "\n    " << p.doc << "\n";
-        for (const auto& [o, doc] : p.options) std::cout << "    " << o << ": " << doc << "\n";
-      }
-      return 0;
+      "list-passes", po::bool_switch(&a.list), "list the passes and their options");
+  add_workflow_options(d, a.wf);
+  // --list-passes needs no model
+  if (std::find(args.begin(), args.end(), "--list-passes") != args.end()) {
+    for (const auto& p : opt::all_passes()) {
+      std::cout << p.name << "\n    " << p.doc << "\n";
+      for (const auto& [o, doc] : p.options) std::cout << "    " << o << ": " << doc << "\n";
     }
+    return 0;
   }
-  if (parse_or_help(args, d, &wf)) return 0;
-  if (passes_text.empty() == sequence_file.empty())
-    throw UsageError("give exactly one of --passes and --sequence");
-  if (backend != "starpu" && backend != "sequential")
-    throw UsageError("unknown backend '" + backend + "' (expected starpu or sequential)");
-  if (reps < 1) throw UsageError("--reps must be >= 1");
+  if (parse_or_help(args, d, &a.wf)) return 0;
+  if (a.passes_text.empty() == a.sequence_file.empty()) throw UsageError("give exactly one of --passes and --sequence");
+  if (a.backend != "starpu" && a.backend != "sequential")
+    throw UsageError("unknown backend '" + a.backend + "' (expected starpu or sequential)");
+  if (a.reps < 1) throw UsageError("--reps must be >= 1");
+  return std::nullopt;
+}
 
-  Sequence seq;
-  if (!sequence_file.empty()) {
-    if (!fs::exists(sequence_file)) throw UsageError(sequence_file + ": no such file");
+// The passes, from --sequence or --passes; false (errors printed) when the sequence file has errors.
+bool load_sequence(const OptimizeArgs& a, Sequence& seq) {
+  if (!a.sequence_file.empty()) {
+    if (!fs::exists(a.sequence_file)) throw UsageError(a.sequence_file + ": no such file");
     Diagnostics diags;
-    if (!parse_sequence(sequence_file, seq, diags)) {
+    if (!parse_sequence(a.sequence_file, seq, diags)) {
       std::cerr << diags.str() << diags.error_count() << " error" << (diags.error_count() == 1 ? "" : "s") << " in "
-                << sequence_file << "\n";
-      return 1;
+                << a.sequence_file << "\n";
+      return false;
     }
   } else {
     try {
-      seq.passes = opt::parse_pass_list(passes_text);
+      seq.passes = opt::parse_pass_list(a.passes_text);
     } catch (const opt::PassError& e) {
       throw UsageError(e.what());
     }
     seq.name = "passes";
   }
-  if (!run_name.empty()) seq.name = run_name;
-  std::string pass_text;
-  for (const auto& p : seq.passes) pass_text += (pass_text.empty() ? "" : ",") + p.text();
+  if (!a.run_name.empty()) seq.name = a.run_name;
+  return true;
+}
 
-  ComponentRegistry reg;
-  CompileResult cr;
-  if (int rc = prepare(wf, reg, cr)) return rc;
-  if (out_dir.empty()) {
-    const std::time_t now = std::time(nullptr);
-    char stamp[32];
-    std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", std::localtime(&now));
-    out_dir = "runs/" + cr.dag.name + "-" + seq.name + "-" + stamp;
+// The calibration runs' --set lists: one empty run (the model's own inputs), or
+// one per line of --calib-sets FILE.
+std::vector<std::vector<std::string>> calibration_run_sets(const std::string& calib_file) {
+  std::vector<std::vector<std::string>> runs;
+  if (calib_file.empty()) {
+    runs.push_back({});
+    return runs;
   }
-  std::error_code ec;
-  fs::create_directories(out_dir, ec);
-  if (ec) {
-    std::cerr << "ymlopt: error: cannot create '" << out_dir << "': " << ec.message() << "\n";
-    return 1;
+  std::ifstream in(calib_file);
+  if (!in) throw UsageError("--calib-sets: cannot read '" + calib_file + "'");
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream words(line);
+    std::vector<std::string> sets;
+    for (std::string w; words >> w;) sets.push_back(w);
+    if (!sets.empty()) runs.push_back(std::move(sets));
   }
-  const std::string out_xml = out_dir + "/" + cr.dag.name + ".opt.xml";
-  const std::string out_weights = out_dir + "/" + cr.dag.name + ".opt.safetensors";
+  if (runs.empty()) throw UsageError("--calib-sets: '" + calib_file + "' lists no run");
+  return runs;
+}
 
-  nlohmann::json report = {{"sequence", seq.name}, {"passes", pass_text},
-                           {"model", {{"workflow", wf.file}, {"set", wf.sets}}}};
-  const std::int64_t original_weight_bytes = analyze(cr.dag).parameter_total;
-  // calibration: the linear layers' inputs on the model's own inputs (--calib-set overrides
-  // for every calibration run; --calib-sets FILE: one run per line, the inputs stacked)
-  opt::Calibration calib;
-  const bool keep_runs = opt::needs_calibration_runs(seq.passes);
-  std::vector<Dag> run_dags;  // kept for passes that capture again on compressed layers
-  if (opt::needs_calibration(seq.passes)) {
-    std::vector<std::vector<std::string>> runs;
-    if (calib_file.empty()) {
-      runs.push_back({});
-    } else {
-      std::ifstream in(calib_file);
-      if (!in) throw UsageError("--calib-sets: cannot read '" + calib_file + "'");
-      std::string line;
-      while (std::getline(in, line)) {
-        std::istringstream words(line);
-        std::vector<std::string> sets;
-        for (std::string w; words >> w;) sets.push_back(w);
-        if (!sets.empty()) runs.push_back(std::move(sets));
+// Calibration: the linear layers' inputs on the model's own inputs (--calib-set
+// overrides for every calibration run; --calib-sets FILE: one run per line, the
+// inputs stacked). The compiled runs go to `run_dags` when `keep_runs`. The exit
+// code (0: done).
+int capture_calibration(const OptimizeArgs& a, const ComponentRegistry& reg, bool keep_runs, opt::Calibration& calib,
+                        std::vector<Dag>& run_dags, nlohmann::json& report) {
+  const std::vector<std::vector<std::string>> runs = calibration_run_sets(a.calib_file);
+  for (std::size_t r = 0; r < runs.size(); ++r) {
+    WorkflowArgs cwf = a.wf;
+    for (const auto& c : a.calib_sets) cwf.sets.push_back(c);
+    for (const auto& c : runs[r]) cwf.sets.push_back(c);
+    CompileResult ccr;
+    if (int rc = compile(cwf, reg, ccr)) return rc;
+    try {
+      opt::Calibration one = opt::capture_linear_inputs(ccr.dag, a.out_dir + "/calibration");
+      for (auto& [key, in] : one.inputs) {
+        auto [it, fresh] = calib.inputs.try_emplace(key, std::move(in));
+        if (fresh) continue;
+        if (it->second.k != in.k) throw std::runtime_error("task '" + key + "' changes width between calibration runs");
+        it->second.x.insert(it->second.x.end(), in.x.begin(), in.x.end());
+        it->second.m += in.m;
       }
-      if (runs.empty()) throw UsageError("--calib-sets: '" + calib_file + "' lists no run");
+    } catch (const std::exception& e) {
+      std::cerr << "ymlopt: error: calibration run " << r + 1 << " failed: " << e.what() << "\n";
+      return 1;
     }
-    for (std::size_t r = 0; r < runs.size(); ++r) {
-      WorkflowArgs cwf = wf;
-      for (const auto& c : calib_sets) cwf.sets.push_back(c);
-      for (const auto& c : runs[r]) cwf.sets.push_back(c);
-      CompileResult ccr;
-      if (int rc = compile(cwf, reg, ccr)) return rc;
-      try {
-        opt::Calibration one = opt::capture_linear_inputs(ccr.dag, out_dir + "/calibration");
-        for (auto& [key, in] : one.inputs) {
-          auto [it, fresh] = calib.inputs.try_emplace(key, std::move(in));
-          if (fresh) continue;
-          if (it->second.k != in.k) throw std::runtime_error("task '" + key + "' changes width between calibration runs");
-          it->second.x.insert(it->second.x.end(), in.x.begin(), in.x.end());
-          it->second.m += in.m;
-        }
-      } catch (const std::exception& e) {
-        std::cerr << "ymlopt: error: calibration run " << r + 1 << " failed: " << e.what() << "\n";
-        return 1;
-      }
-      if (keep_runs) run_dags.push_back(std::move(ccr.dag));
-    }
-    std::int64_t rows = 0;
-    for (const auto& [key, in] : calib.inputs) rows = std::max(rows, in.m);
-    report["calibration"] = {{"set", calib_sets}, {"runs", runs.size()}, {"layers", calib.inputs.size()},
-                             {"max_rows", rows}};
+    if (keep_runs) run_dags.push_back(std::move(ccr.dag));
   }
-  opt::ModelEditor ed(std::move(cr.dag), reg);
-  opt::PassContext ctx{ed, calib.inputs.empty() ? nullptr : &calib};
-  std::unique_ptr<opt::CalibrationRuns> runs;
-  if (keep_runs) {
-    runs = std::make_unique<opt::CalibrationRuns>(std::move(run_dags), reg, out_dir + "/calibration");
-    ctx.runs = runs.get();
-  }
-  const auto t0 = std::chrono::steady_clock::now();
+  std::int64_t rows = 0;
+  for (const auto& [key, in] : calib.inputs) rows = std::max(rows, in.m);
+  report["calibration"] = {{"set", a.calib_sets}, {"runs", runs.size()}, {"layers", calib.inputs.size()},
+                           {"max_rows", rows}};
+  return 0;
+}
+
+// Runs the passes in order; the exit code (0: all ran; 2: an option value only
+// a run can judge; 1: a pass failed).
+int run_passes(opt::PassContext& ctx, const Sequence& seq) {
   for (const auto& p : seq.passes) {
     try {
       opt::run_pass(ctx, p);
-    } catch (const opt::PassError& e) {  // an option value only a run can judge
+    } catch (const opt::PassError& e) {
       std::cerr << "ymlopt: error: pass " << p.text() << ": " << e.what() << "\n";
       return 2;
     } catch (const std::exception& e) {
@@ -381,6 +366,96 @@ int cmd_optimize(const std::vector<std::string>& args) {
       return 1;
     }
   }
+  return 0;
+}
+
+// --eval: runs the original and the optimized model `reps` times each and adds
+// their figures, the predictions and the output quality to `report`; the exit code.
+int evaluate_models(const OptimizeArgs& a, const ComponentRegistry& reg, const Dag& optimized, nlohmann::json& report) {
+  CompileResult ocr0;
+  if (int rc = compile(a.wf, reg, ocr0)) return rc;
+  // each model is predicted before it runs, from the history of the runs before
+  // it (the original's included, for the optimized model) and the rates
+  History history = a.no_history ? History{} : load_history();
+  RunOutcome ra, rb;
+  Prediction pa, pb;
+  try {
+    pa = predict_run(ocr0.dag, a.backend, 0, &history);
+    ra = run_model(ocr0.dag, a.backend, a.reps, a.out_dir + "/eval-original", a.no_history ? nullptr : &history);
+    pb = predict_run(optimized, a.backend, 0, &history);
+    rb = run_model(optimized, a.backend, a.reps, a.out_dir + "/eval-optimized", a.no_history ? nullptr : &history);
+    if (!a.no_history) save_history(history);
+  } catch (const std::exception& e) {
+    std::cerr << "ymlopt: error: " << e.what() << "\n";
+    return 1;
+  }
+  auto side = [](const RunOutcome& o) {
+    return nlohmann::json{{"weight_bytes", o.weight_bytes}, {"allocated", o.allocated},   {"mapped", o.mapped},
+                          {"activation_peak", o.activation_peak}, {"flops", o.flops},   {"times_us", o.times_us},
+                          {"time_median_us", o.median_us}};
+  };
+  report["original"] = side(ra);
+  report["optimized"] = side(rb);
+  // the performance model's figures beside the measured ones (ratios: predicted / measured)
+  report["original"]["predicted"] = prediction_report(pa, ra.median_us, double(ra.allocated + ra.mapped), 0);
+  report["optimized"]["predicted"] = prediction_report(pb, rb.median_us, double(rb.allocated + rb.mapped), 0);
+  report["backend"] = a.backend;
+  nlohmann::json quality = nlohmann::json::object();
+  for (const auto& [k, va] : ra.outputs) {
+    auto it = rb.outputs.find(k);
+    if (it == rb.outputs.end() || it->second.size() != va.size()) continue;
+    const auto [rows, cols] = ra.output_shape[k];
+    quality[k] = compare_outputs(va, it->second, rows, cols);
+  }
+  report["quality"] = quality;
+  return 0;
+}
+
+}  // namespace
+
+int cmd_optimize(const std::vector<std::string>& args) {
+  OptimizeArgs a;
+  if (const std::optional<int> rc = parse_optimize_args(args, a)) return *rc;
+  Sequence seq;
+  if (!load_sequence(a, seq)) return 1;
+  std::string pass_text;
+  for (const auto& p : seq.passes) pass_text += (pass_text.empty() ? "" : ",") + p.text();
+
+  ComponentRegistry reg;
+  CompileResult cr;
+  if (int rc = prepare(a.wf, reg, cr)) return rc;
+  if (a.out_dir.empty()) {
+    const std::time_t now = std::time(nullptr);
+    char stamp[32];
+    std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", std::localtime(&now));
+    a.out_dir = "runs/" + cr.dag.name + "-" + seq.name + "-" + stamp;
+  }
+  std::error_code ec;
+  fs::create_directories(a.out_dir, ec);
+  if (ec) {
+    std::cerr << "ymlopt: error: cannot create '" << a.out_dir << "': " << ec.message() << "\n";
+    return 1;
+  }
+  const std::string out_xml = a.out_dir + "/" + cr.dag.name + ".opt.xml";
+  const std::string out_weights = a.out_dir + "/" + cr.dag.name + ".opt.safetensors";
+
+  nlohmann::json report = {{"sequence", seq.name}, {"passes", pass_text},
+                           {"model", {{"workflow", a.wf.file}, {"set", a.wf.sets}}}};
+  const std::int64_t original_weight_bytes = analyze(cr.dag).parameter_total;
+  opt::Calibration calib;
+  const bool keep_runs = opt::needs_calibration_runs(seq.passes);
+  std::vector<Dag> run_dags;  // kept for passes that capture again on compressed layers
+  if (opt::needs_calibration(seq.passes))
+    if (int rc = capture_calibration(a, reg, keep_runs, calib, run_dags, report)) return rc;
+  opt::ModelEditor ed(std::move(cr.dag), reg);
+  opt::PassContext ctx{ed, calib.inputs.empty() ? nullptr : &calib};
+  std::unique_ptr<opt::CalibrationRuns> runs;
+  if (keep_runs) {
+    runs = std::make_unique<opt::CalibrationRuns>(std::move(run_dags), reg, a.out_dir + "/calibration");
+    ctx.runs = runs.get();
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  if (int rc = run_passes(ctx, seq)) return rc;
   std::map<std::string, std::string> meta = {{"ymlopt.sequence", seq.name}, {"ymlopt.passes", pass_text}};
   for (const auto& rec : ctx.log)
     if (rec.contains("formats"))
@@ -394,57 +469,20 @@ int cmd_optimize(const std::vector<std::string>& args) {
   // the written workflow must compile (it is what users run)
   WorkflowArgs owf;
   owf.file = out_xml;
-  owf.plugins = wf.plugins;
+  owf.plugins = a.wf.plugins;
   CompileResult ocr;
   if (int rc = compile(owf, reg, ocr)) {
     std::cerr << "ymlopt: error: the rewritten workflow does not compile (a bug in a pass)\n";
     return rc == 2 ? 1 : rc;
   }
   report["weight_bytes"] = {{"original", original_weight_bytes}, {"optimized", analyze(ocr.dag).parameter_total}};
-
-  if (eval) {
-    CompileResult ocr0;
-    if (int rc = compile(wf, reg, ocr0)) return rc;
-    // each model is predicted before it runs, from the history of the runs before
-    // it (the original's included, for the optimized model) and the rates
-    History history = no_history ? History{} : load_history();
-    RunOutcome a, b;
-    Prediction pa, pb;
-    try {
-      pa = predict_run(ocr0.dag, backend, 0, &history);
-      a = run_model(ocr0.dag, backend, reps, out_dir + "/eval-original", no_history ? nullptr : &history);
-      pb = predict_run(ocr.dag, backend, 0, &history);
-      b = run_model(ocr.dag, backend, reps, out_dir + "/eval-optimized", no_history ? nullptr : &history);
-      if (!no_history) save_history(history);
-    } catch (const std::exception& e) {
-      std::cerr << "ymlopt: error: " << e.what() << "\n";
-      return 1;
-    }
-    auto side = [](const RunOutcome& o) {
-      return nlohmann::json{{"weight_bytes", o.weight_bytes}, {"allocated", o.allocated},   {"mapped", o.mapped},
-                            {"activation_peak", o.activation_peak}, {"flops", o.flops},   {"times_us", o.times_us},
-                            {"time_median_us", o.median_us}};
-    };
-    report["original"] = side(a);
-    report["optimized"] = side(b);
-    // the performance model's figures beside the measured ones (ratios: predicted / measured)
-    report["original"]["predicted"] = prediction_report(pa, a.median_us, double(a.allocated + a.mapped), 0);
-    report["optimized"]["predicted"] = prediction_report(pb, b.median_us, double(b.allocated + b.mapped), 0);
-    report["backend"] = backend;
-    nlohmann::json quality = nlohmann::json::object();
-    for (const auto& [k, va] : a.outputs) {
-      auto it = b.outputs.find(k);
-      if (it == b.outputs.end() || it->second.size() != va.size()) continue;
-      const auto [rows, cols] = a.output_shape[k];
-      quality[k] = compare_outputs(va, it->second, rows, cols);
-    }
-    report["quality"] = quality;
-  }
-  write_file_atomic(out_dir + "/report.json", report.dump(1) + "\n");
+  if (a.eval)
+    if (int rc = evaluate_models(a, reg, ocr.dag, report)) return rc;
+  write_file_atomic(a.out_dir + "/report.json", report.dump(1) + "\n");
   const std::string md = markdown_report(report);
-  write_file_atomic(out_dir + "/report.md", md);
+  write_file_atomic(a.out_dir + "/report.md", md);
   std::cout << md << "\nwritten: " << out_xml << (fs::exists(out_weights) ? ", " + out_weights : std::string()) << ", "
-            << out_dir << "/report.json\n";
+            << a.out_dir << "/report.json\n";
   return 0;
 }
 

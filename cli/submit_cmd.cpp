@@ -201,97 +201,105 @@ std::string batch_script(const SlurmJob& j) {
   return s.str();
 }
 
-int cmd_submit(const std::vector<std::string>& args) {
+namespace {
+
+// The options of `ymlopt submit`.
+struct SubmitArgs {
+  static constexpr int kUnset = std::numeric_limits<int>::min();  // a required option not given
   WorkflowArgs wf;
   std::string out, backend, time, partition;
-  constexpr int kUnset = std::numeric_limits<int>::min();  // a required option not given
   int nodes = kUnset, ntasks_per_node = kUnset, cpus_per_task = kUnset, gpus_per_node = 0;
   bool dry_run = false, checkpoint = false;
+  int ranks() const { return nodes * ntasks_per_node; }
+};
+
+// Parses the options and refuses now everything Slurm would refuse later; false on --help.
+bool parse_submit_args(const std::vector<std::string>& args, SubmitArgs& a) {
   po::options_description d(
       "ymlopt submit WF.xml --nodes N --ntasks-per-node T --cpus-per-task C --time HH:MM:SS [options]");
-  d.add_options()("help,h", "show this help")("nodes,N", po::value(&nodes), "number of nodes (required)")(
-      "ntasks-per-node", po::value(&ntasks_per_node), "MPI ranks per node (required)")(
-      "cpus-per-task,c", po::value(&cpus_per_task), "CPU cores per rank (required)")(
-      "time,t", po::value(&time), "time limit, [D-]HH:MM:SS (required)")(
-      "partition,p", po::value(&partition), "Slurm partition (default: the cluster's default)")(
-      "gpus-per-node", po::value(&gpus_per_node), "GPUs per node (default 0)")(
-      "out,o", po::value(&out), "run directory (default runs/<workflow>-<time>)")(
-      "backend,b", po::value(&backend),
+  d.add_options()("help,h", "show this help")("nodes,N", po::value(&a.nodes), "number of nodes (required)")(
+      "ntasks-per-node", po::value(&a.ntasks_per_node), "MPI ranks per node (required)")(
+      "cpus-per-task,c", po::value(&a.cpus_per_task), "CPU cores per rank (required)")(
+      "time,t", po::value(&a.time), "time limit, [D-]HH:MM:SS (required)")(
+      "partition,p", po::value(&a.partition), "Slurm partition (default: the cluster's default)")(
+      "gpus-per-node", po::value(&a.gpus_per_node), "GPUs per node (default 0)")(
+      "out,o", po::value(&a.out), "run directory (default runs/<workflow>-<time>)")(
+      "backend,b", po::value(&a.backend),
       "backend of `ymlopt run` (default: starpu for one rank, starpu-mpi for several)")(
-      "dry-run", po::bool_switch(&dry_run), "print the batch script; write and submit nothing")(
-      "checkpoint", po::bool_switch(&checkpoint),
+      "dry-run", po::bool_switch(&a.dry_run), "print the batch script; write and submit nothing")(
+      "checkpoint", po::bool_switch(&a.checkpoint),
       "run with --checkpoint tasks and mark the job requeueable: a requeued job (preemption, node failure, "
       "scontrol requeue) resumes from the checkpoint (one rank only)");
-  add_workflow_options(d, wf);
-  if (parse_or_help(args, d, &wf)) return 0;
+  add_workflow_options(d, a.wf);
+  if (parse_or_help(args, d, &a.wf)) return false;
 
-  // the options: everything Slurm would refuse later, refused now
   std::vector<std::string> missing;
-  if (nodes == kUnset) missing.push_back("--nodes");
-  if (ntasks_per_node == kUnset) missing.push_back("--ntasks-per-node");
-  if (cpus_per_task == kUnset) missing.push_back("--cpus-per-task");
-  if (time.empty()) missing.push_back("--time");
+  if (a.nodes == SubmitArgs::kUnset) missing.push_back("--nodes");
+  if (a.ntasks_per_node == SubmitArgs::kUnset) missing.push_back("--ntasks-per-node");
+  if (a.cpus_per_task == SubmitArgs::kUnset) missing.push_back("--cpus-per-task");
+  if (a.time.empty()) missing.push_back("--time");
   if (!missing.empty()) {
     std::string m;
     for (const auto& x : missing) m += (m.empty() ? "" : ", ") + x;
     throw UsageError("submit: missing " + m);
   }
-  if (nodes < 1) throw UsageError("submit: --nodes must be >= 1, got " + std::to_string(nodes));
-  if (ntasks_per_node < 1)
-    throw UsageError("submit: --ntasks-per-node must be >= 1, got " + std::to_string(ntasks_per_node));
-  if (cpus_per_task < 1) throw UsageError("submit: --cpus-per-task must be >= 1, got " + std::to_string(cpus_per_task));
-  if (gpus_per_node < 0) throw UsageError("submit: --gpus-per-node must be >= 0, got " + std::to_string(gpus_per_node));
-  const long seconds = parse_slurm_time(time);
+  if (a.nodes < 1) throw UsageError("submit: --nodes must be >= 1, got " + std::to_string(a.nodes));
+  if (a.ntasks_per_node < 1)
+    throw UsageError("submit: --ntasks-per-node must be >= 1, got " + std::to_string(a.ntasks_per_node));
+  if (a.cpus_per_task < 1) throw UsageError("submit: --cpus-per-task must be >= 1, got " + std::to_string(a.cpus_per_task));
+  if (a.gpus_per_node < 0) throw UsageError("submit: --gpus-per-node must be >= 0, got " + std::to_string(a.gpus_per_node));
+  const long seconds = parse_slurm_time(a.time);
   if (seconds < 0)
-    throw UsageError("submit: --time '" + time + "' is not HH:MM:SS or D-HH:MM:SS (minutes and seconds below 60)");
+    throw UsageError("submit: --time '" + a.time + "' is not HH:MM:SS or D-HH:MM:SS (minutes and seconds below 60)");
   if (seconds == 0) throw UsageError("submit: --time must be longer than 00:00:00");
-  if (!partition.empty()) check_sbatch_word("--partition", partition);
-  const int ranks = nodes * ntasks_per_node;
-  if (backend.empty()) backend = ranks > 1 ? "starpu-mpi" : "starpu";
+  if (!a.partition.empty()) check_sbatch_word("--partition", a.partition);
+  const int ranks = a.ranks();
+  if (a.backend.empty()) a.backend = ranks > 1 ? "starpu-mpi" : "starpu";
   const std::vector<std::string> backends{"starpu", "sequential", "starpu-mpi"};
-  if (std::find(backends.begin(), backends.end(), backend) == backends.end())
-    throw UsageError("submit: unknown backend '" + backend + "' (expected starpu, sequential or starpu-mpi)");
-  if (ranks > 1 && backend != "starpu-mpi")
-    throw UsageError("submit: " + std::to_string(ranks) + " ranks need --backend starpu-mpi (backend '" + backend +
+  if (std::find(backends.begin(), backends.end(), a.backend) == backends.end())
+    throw UsageError("submit: unknown backend '" + a.backend + "' (expected starpu, sequential or starpu-mpi)");
+  if (ranks > 1 && a.backend != "starpu-mpi")
+    throw UsageError("submit: " + std::to_string(ranks) + " ranks need --backend starpu-mpi (backend '" + a.backend +
                      "' runs the whole workflow in every rank)");
-  if (checkpoint && backend == "starpu-mpi")
+  if (a.checkpoint && a.backend == "starpu-mpi")
     throw UsageError("submit: --checkpoint needs one rank (the starpu-mpi backend does not checkpoint)");
-  parse_sets(wf.sets);  // NAME=VALUE, or a usage error
+  parse_sets(a.wf.sets);  // NAME=VALUE, or a usage error
+  return true;
+}
 
-  // the workflow: the same compile as `ymlopt check`
-  ComponentRegistry reg;
-  CompileResult cr;
-  if (int rc = prepare(wf, reg, cr)) return rc;
-
+// The job for workflow `dag_name`: absolute paths, resources, the run's options.
+SlurmJob make_job(const SubmitArgs& a, const std::string& dag_name) {
   SlurmJob job;
-  job.name = job_name(cr.dag.name);
-  job.workflow = fs::absolute(wf.file).lexically_normal().string();
+  job.name = job_name(dag_name);
+  job.workflow = fs::absolute(a.wf.file).lexically_normal().string();
   job.workdir = fs::current_path().string();
   std::error_code ec;
   const fs::path self = fs::read_symlink("/proc/self/exe", ec);
   job.ymlopt = ec ? std::string("ymlopt") : self.string();
-  job.run_dir = fs::absolute(out.empty() ? default_run_dir(cr.dag.name) : out).lexically_normal().string();
+  job.run_dir = fs::absolute(a.out.empty() ? default_run_dir(dag_name) : a.out).lexically_normal().string();
   while (job.run_dir.size() > 1 && job.run_dir.back() == '/') job.run_dir.pop_back();
-  job.nodes = nodes;
-  job.ntasks_per_node = ntasks_per_node;
-  job.cpus_per_task = cpus_per_task;
-  job.gpus_per_node = gpus_per_node;
-  job.time = time;
-  job.partition = partition;
-  job.backend = backend;
-  job.sets = wf.sets;
-  job.checkpoint = checkpoint;
-  for (const auto& p : wf.plugins) job.plugins.push_back(fs::absolute(p).string());
+  job.nodes = a.nodes;
+  job.ntasks_per_node = a.ntasks_per_node;
+  job.cpus_per_task = a.cpus_per_task;
+  job.gpus_per_node = a.gpus_per_node;
+  job.time = a.time;
+  job.partition = a.partition;
+  job.backend = a.backend;
+  job.sets = a.wf.sets;
+  job.checkpoint = a.checkpoint;
+  for (const auto& p : a.wf.plugins) job.plugins.push_back(fs::absolute(p).string());
   check_sbatch_word("run directory", job.run_dir);
   check_sbatch_word("working directory", job.workdir);
   if (fs::exists(job.run_dir + "/submit.json"))
     throw UsageError("submit: " + job.run_dir + " already holds a submitted run (submit.json); choose another --out");
+  return job;
+}
 
-  const std::string sbatch = find_on_path("sbatch");
-  if (sbatch.empty() && !dry_run) throw UsageError("sbatch not found (install slurm-client or use --dry-run)");
-  // the MPI plugin: what this cluster's srun offers, else pmix (Open MPI and StarPU-MPI speak it)
+// The MPI plugin of a starpu-mpi job: what this cluster's srun offers, else pmix
+// (Open MPI and StarPU-MPI speak it). A note for the user ("" if none).
+std::string choose_job_mpi(SlurmJob& job, const std::string& sbatch, bool dry_run) {
   std::string mpi_note;
-  if (backend == "starpu-mpi") {
+  if (job.backend == "starpu-mpi") {
     job.mpi = "pmix";
     const std::string srun = find_on_path("srun");
     if (!sbatch.empty() && !srun.empty()) {
@@ -305,29 +313,25 @@ int cmd_submit(const std::vector<std::string>& args) {
   }
 #ifndef YMLOPT_WITH_STARPU_MPI
   // the job runs this very executable: refuse now what its ranks would refuse later
-  if (backend == "starpu-mpi") {
+  if (job.backend == "starpu-mpi") {
     const std::string m = "this ymlopt was built without StarPU-MPI (no backend starpu-mpi); submit one rank "
                           "(--nodes 1 --ntasks-per-node 1) or rebuild with libopenmpi-dev and StarPU-MPI";
     if (!dry_run) throw UsageError("submit: " + m);
     mpi_note += (mpi_note.empty() ? "" : "; ") + m;
   }
+#else
+  (void)dry_run;
 #endif
-  job.submitted_at = utc_now();
-  const std::string script = batch_script(job);
-  if (dry_run) {
-    if (!mpi_note.empty()) std::cerr << "ymlopt: warning: " << mpi_note << "\n";
-    std::cout << script;
-    return 0;
-  }
+  return mpi_note;
+}
 
-  fs::create_directories(job.run_dir, ec);
-  if (ec) {
-    std::cerr << "ymlopt: error: cannot create run directory '" << job.run_dir << "': " << ec.message() << "\n";
-    return 1;
-  }
-  if (!mpi_note.empty()) std::cerr << "ymlopt: warning: " << mpi_note << "\n";
-  const std::string script_path = job.run_dir + "/job.sbatch";
+// Writes the script into the run directory and submits it with sbatch; the job
+// id ("" when sbatch failed, its output printed).
+std::string sbatch_submit(const SlurmJob& job, const std::string& sbatch, const std::string& script,
+                          std::string& script_path) {
+  script_path = job.run_dir + "/job.sbatch";
   write_file_atomic(script_path, script);
+  std::error_code ec;
   fs::permissions(script_path, fs::perms::owner_exec | fs::perms::group_exec | fs::perms::others_exec,
                   fs::perm_options::add, ec);
   const Captured sub = capture(sh_quote(sbatch) + " --parsable " + sh_quote(script_path));
@@ -342,8 +346,41 @@ int cmd_submit(const std::vector<std::string>& args) {
   if (sub.rc != 0 || job_id.empty()) {
     std::cerr << sub.out << "ymlopt: error: sbatch failed (exit " << sub.rc << "); the script is " << script_path
               << "\n";
+    return "";
+  }
+  return job_id;
+}
+
+}  // namespace
+
+int cmd_submit(const std::vector<std::string>& args) {
+  SubmitArgs a;
+  if (!parse_submit_args(args, a)) return 0;
+  // the workflow: the same compile as `ymlopt check`
+  ComponentRegistry reg;
+  CompileResult cr;
+  if (int rc = prepare(a.wf, reg, cr)) return rc;
+  SlurmJob job = make_job(a, cr.dag.name);
+  const std::string sbatch = find_on_path("sbatch");
+  if (sbatch.empty() && !a.dry_run) throw UsageError("sbatch not found (install slurm-client or use --dry-run)");
+  const std::string mpi_note = choose_job_mpi(job, sbatch, a.dry_run);
+  job.submitted_at = utc_now();
+  const std::string script = batch_script(job);
+  if (a.dry_run) {
+    if (!mpi_note.empty()) std::cerr << "ymlopt: warning: " << mpi_note << "\n";
+    std::cout << script;
+    return 0;
+  }
+  std::error_code ec;
+  fs::create_directories(job.run_dir, ec);
+  if (ec) {
+    std::cerr << "ymlopt: error: cannot create run directory '" << job.run_dir << "': " << ec.message() << "\n";
     return 1;
   }
+  if (!mpi_note.empty()) std::cerr << "ymlopt: warning: " << mpi_note << "\n";
+  std::string script_path;
+  const std::string job_id = sbatch_submit(job, sbatch, script, script_path);
+  if (job_id.empty()) return 1;
   nlohmann::json rec = {{"job_id", job_id},
                         {"script", script_path},
                         {"submitted_at", job.submitted_at},
@@ -352,19 +389,20 @@ int cmd_submit(const std::vector<std::string>& args) {
                         {"run_dir", job.run_dir},
                         {"output", job.run_dir + "/slurm-" + job_id + ".out"},
                         {"error", job.run_dir + "/slurm-" + job_id + ".err"},
-                        {"nodes", nodes},
-                        {"ntasks_per_node", ntasks_per_node},
-                        {"cpus_per_task", cpus_per_task},
-                        {"gpus_per_node", gpus_per_node},
-                        {"time", time},
-                        {"partition", partition},
-                        {"backend", backend},
+                        {"nodes", a.nodes},
+                        {"ntasks_per_node", a.ntasks_per_node},
+                        {"cpus_per_task", a.cpus_per_task},
+                        {"gpus_per_node", a.gpus_per_node},
+                        {"time", a.time},
+                        {"partition", a.partition},
+                        {"backend", a.backend},
                         {"mpi", job.mpi},
-                        {"checkpoint", checkpoint},
-                        {"set", wf.sets}};
+                        {"checkpoint", a.checkpoint},
+                        {"set", a.wf.sets}};
   write_file_atomic(job.run_dir + "/submit.json", rec.dump(1) + "\n");
+  const int ranks = a.ranks();
   std::cout << "submitted job " << job_id << ": workflow '" << cr.dag.name << "', " << ranks << " rank"
-            << (ranks == 1 ? "" : "s") << ", backend " << backend << "\n"
+            << (ranks == 1 ? "" : "s") << ", backend " << a.backend << "\n"
             << "script: " << script_path << "\n"
             << "run directory: " << job.run_dir << "\n"
             << "follow it with: ymlopt status " << job.run_dir << "\n";

@@ -17,6 +17,7 @@
 #include <regex>
 
 #include "pass_util.hpp"
+#include "component_names.hpp"
 
 namespace ymlopt::opt {
 namespace {
@@ -81,7 +82,7 @@ void pass_quant_embedding(PassContext& ctx, const PassSpec& s) {
   if ((hot_rows > 0 || has_fraction) && bits != 4)
     throw PassError("quant.embedding: hot rows (int8) go with bits=4 for the others");
   // per-row symmetric int8 is quant.int8 (as the linear pass); everything else quant.group
-  const std::string component = group == 0 ? "quant.int8" : "quant.group";
+  const std::string component = group == 0 ? components::kQuantInt8 : components::kQuantGroup;
   const std::string format = bits == 4 ? "int4" : "int8";
 
   std::vector<std::string> skipped;
@@ -123,7 +124,7 @@ void pass_quant_embedding(PassContext& ctx, const PassSpec& s) {
       Buf hw(DType::f32, hot, u.d), hq(DType::i8, hot, u.d), hs(sd, 1, hot);
       std::memcpy(hw.bytes.data(), t.w.data(), hw.bytes.size());
       std::map<std::string, Buf*> hp = {{"w", &hw}, {"q", &hq}, {"scale", &hs}};
-      run_component(ctx.ed.registry(), "quant.int8", hp, {});
+      run_component(ctx.ed.registry(), components::kQuantInt8, hp, {});
       hot_bytes = int64_t(hq.bytes.size() + hs.bytes.size());
       ts.push_back(detail::tensor("w_hot", hq));
       ts.push_back(detail::tensor("w_hot_scale", hs));

@@ -12,6 +12,7 @@
 #include <ymlopt/half.hpp>
 
 #include "io/tensor_file.hpp"
+#include "component_names.hpp"
 
 namespace fs = std::filesystem;
 
@@ -218,7 +219,7 @@ std::vector<WeightUse> ModelEditor::linear_weights() const {
     for (std::size_t p = 0; p < t.bindings.size(); ++p) {
       const std::int32_t d = t.bindings[p].ref.data;
       if (d < 0) continue;
-      const bool is_w = t.comp->name == "nn.linear" && t.comp->ports[p].name == "w";
+      const bool is_w = t.comp->name == components::kLinear && t.comp->ports[p].name == "w";
       if (!is_w) {
         rejected.insert(d);  // shared with another component (e.g. a tied embedding)
         continue;
@@ -551,7 +552,7 @@ std::vector<ModelEditor::EmbeddingUse> ModelEditor::embedding_tables(std::vector
   // the tables: data bound to nn.embedding's port 'table'
   for (std::size_t i = 0; i < dag_.tasks.size(); ++i) {
     const TaskNode& t = dag_.tasks[i];
-    if (t.comp->name != "nn.embedding") continue;
+    if (t.comp->name != components::kEmbedding) continue;
     const DataRef r = t.bindings[port_index(t, "table")].ref;
     if (r.data < 0) continue;
     auto [it, fresh] = uses.try_emplace(r.data);
@@ -585,8 +586,8 @@ std::vector<ModelEditor::EmbeddingUse> ModelEditor::embedding_tables(std::vector
       auto it = uses.find(d);
       if (d < 0 || it == uses.end()) continue;
       const std::string& port = t.comp->ports[p].name;
-      if (t.comp->name == "nn.embedding" && port == "table") continue;
-      if (t.comp->name == "nn.linear" && port == "w") {
+      if (t.comp->name == components::kEmbedding && port == "table") continue;
+      if (t.comp->name == components::kLinear && port == "w") {
         if (t.args.get_string("format") != "dense")
           why.emplace(d, "the tied nn.linear '" + task_key(t) + "' reads it with format=" + t.args.get_string("format"));
         else if (!t.args.get_bool("transpose_w"))

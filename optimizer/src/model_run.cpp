@@ -5,9 +5,10 @@
 #include <span>
 #include <stdexcept>
 
-#include "backends.hpp"
+#include "run_workflow.hpp"
 #include "ymlopt/engine/data_store.hpp"
 #include "ymlopt/scheduler/executor.hpp"
+#include "component_names.hpp"
 
 namespace ymlopt::opt {
 
@@ -48,11 +49,11 @@ Outputs run_dag(const Dag& in, const std::map<std::int32_t, const std::vector<st
       std::memcpy(static_cast<std::byte*>(v.data) + std::size_t(r * v.ld) * dtype_size(v.dtype),
                   bytes->data() + std::size_t(r) * row, row);
   }
-  ExecOptions eo;
-  eo.run_dir = dir;
+  RunOptions ro;  // the sequential backend: the one that calls before_task
+  ro.exec.run_dir = dir;
   if (capture)
-    eo.before_task = [&](const TaskNode& t, std::span<const TensorView> views) {
-      if (t.comp->name != "nn.linear" || views.empty() || views[0].dtype != DType::f32) return;
+    ro.exec.before_task = [&](const TaskNode& t, std::span<const TensorView> views) {
+      if (t.comp->name != components::kLinear || views.empty() || views[0].dtype != DType::f32) return;
       const TensorView& x = views[0];
       Calibration::Input& in = capture->inputs[ModelEditor::task_key(t)];
       if (in.m > 0 && in.k != x.cols) throw std::runtime_error("task '" + ModelEditor::task_key(t) + "' changes width");
@@ -61,13 +62,11 @@ Outputs run_dag(const Dag& in, const std::map<std::int32_t, const std::vector<st
         in.x.insert(in.x.end(), static_cast<const float*>(x.data) + r * x.ld, static_cast<const float*>(x.data) + r * x.ld + x.cols);
       in.m += x.rows;
     };
-  Progress progress;
-  progress.total = std::int64_t(dag.tasks.size());
-  const ExecResult res = make_executor("sequential")->execute(dag, store, eo, progress);
+  const ExecResult res = run_workflow(dag, store, ro).result;
   if (!res.ok) throw std::runtime_error("running '" + dag.file + "' failed: " + res.error);
   Outputs o;
   for (const TaskNode& t : dag.tasks)
-    if (t.comp->name == "io.save") o.values.push_back(output_values(store.view(t.bindings[0].ref)));
+    if (t.comp->name == components::kSave) o.values.push_back(output_values(store.view(t.bindings[0].ref)));
   return o;
 }
 

@@ -18,6 +18,7 @@
 #include "smooth_pass.hpp"
 #include "sparse/sparse_linear.hpp"
 #include "ymlopt/xml/diagnostic.hpp"
+#include "component_names.hpp"
 
 namespace ymlopt::opt {
 namespace {
@@ -84,13 +85,13 @@ void quantize(PassContext& ctx, const PassSpec& s, const std::string& component,
     const int64_t g = group > 0 ? u.k / group : 1;
     Buf w = Buf::of(dw.w, u.n, u.k);
     Buf q(DType::i8, u.n, bits == 4 ? u.k / 2 : u.k);
-    const DType sd = component == "quant.q8_0" || component == "quant.q4_0" ? DType::f16 : scale_dtype;
+    const DType sd = component == components::kQuantQ8_0 || component == components::kQuantQ4_0 ? DType::f16 : scale_dtype;
     Buf scale = group > 0 ? Buf(sd, u.n, g) : Buf(sd, 1, u.n);
     Buf zero = group > 0 ? Buf(sd, u.n, g) : Buf(sd, 1, u.n);
     std::map<std::string, Buf*> ports = {{"w", &w}, {"q", &q}, {"scale", &scale}};
     if (!symmetric) ports["zero"] = &zero;
     Buf eye;  // quant.group:clip_search=true runs quant.gptq with H = I: round-to-nearest with an MSE clip search
-    if (component == "quant.gptq") {
+    if (component == components::kQuantGptq) {
       eye = Buf(DType::f64, u.k, u.k);
       for (int64_t j = 0; j < u.k; ++j) reinterpret_cast<double*>(eye.bytes.data())[j * u.k + j] = 1.0;
       ports["h"] = &eye;
@@ -102,7 +103,7 @@ void quantize(PassContext& ctx, const PassSpec& s, const std::string& component,
     formats[u.name] = std::string(bits == 4 ? "int4" : "int8") + " group=" + std::to_string(group) +
                       (symmetric ? " symmetric" : " asymmetric") + " scale=" + dtype_name(sd) +
                       mode + " (" +
-                      (component == "quant.gptq" ? "quant.group clip_search: quant.gptq with H = I" : component) + ")";
+                      (component == components::kQuantGptq ? "quant.group clip_search: quant.gptq with H = I" : component) + ")";
     tally.add(u, int64_t(q.bytes.size() + scale.bytes.size() + (symmetric ? 0 : zero.bytes.size())), count_zeros(dw.w));
   }
   auto j = tally.json(s.text());
@@ -110,7 +111,7 @@ void quantize(PassContext& ctx, const PassSpec& s, const std::string& component,
   ctx.log.push_back(j);
 }
 
-void pass_int8(PassContext& ctx, const PassSpec& s) { quantize(ctx, s, "quant.int8", 8, 0, true, {}); }
+void pass_int8(PassContext& ctx, const PassSpec& s) { quantize(ctx, s, components::kQuantInt8, 8, 0, true, {}); }
 
 /// The clip_search / clip_min options of quant.group and quant.gptq, checked: whether clip search is on.
 bool clip_search_option(const PassSpec& s, const std::string& pass) {
@@ -131,11 +132,11 @@ void pass_group(PassContext& ctx, const PassSpec& s) {
   const bool clip = clip_search_option(s, "quant.group");
   std::map<std::string, std::string> args = {{"bits", std::to_string(bits)}, {"group", std::to_string(group)}, {"symmetric", sym}};
   if (clip) args.insert({{"clip_search", "true"}, {"clip_min", opt_str(s, "clip_min", "0.75")}, {"damp", "0"}});
-  quantize(ctx, s, clip ? "quant.gptq" : "quant.group", bits, group, sym == "true", args, scale_dtype_option(s));
+  quantize(ctx, s, clip ? components::kQuantGptq : components::kQuantGroup, bits, group, sym == "true", args, scale_dtype_option(s));
 }
 
-void pass_q8_0(PassContext& ctx, const PassSpec& s) { quantize(ctx, s, "quant.q8_0", 8, 32, true, {}); }
-void pass_q4_0(PassContext& ctx, const PassSpec& s) { quantize(ctx, s, "quant.q4_0", 4, 32, true, {}); }
+void pass_q8_0(PassContext& ctx, const PassSpec& s) { quantize(ctx, s, components::kQuantQ8_0, 8, 32, true, {}); }
+void pass_q4_0(PassContext& ctx, const PassSpec& s) { quantize(ctx, s, components::kQuantQ4_0, 4, 32, true, {}); }
 
 // ---------------------------------------------------------------- pruning
 
@@ -170,7 +171,7 @@ void pass_magnitude(PassContext& ctx, const PassSpec& s) {
     std::map<std::string, std::string> args = {{"layout", "nk"}};
     if (scope == "global") args["threshold"] = threshold;
     else args["sparsity"] = std::to_string(sparsity), args["scope"] = scope;
-    run_component(ctx.ed.registry(), "prune.magnitude", {{"w", &w}, {"y", &y}}, args);
+    run_component(ctx.ed.registry(), components::kPruneMagnitude, {{"w", &w}, {"y", &y}}, args);
     const auto pruned = y.floats();
     replace_dense(ctx, u, pruned);
     tally.add(u, u.n * u.k * 4, count_zeros(pruned));
@@ -190,7 +191,7 @@ void pass_nm(PassContext& ctx, const PassSpec& s) {
     }
     const DenseWeight dw = ctx.ed.load(u);
     Buf w = Buf::of(dw.w, u.n, u.k), y(DType::f32, u.n, u.k);
-    run_component(ctx.ed.registry(), "prune.nm", {{"w", &w}, {"y", &y}},
+    run_component(ctx.ed.registry(), components::kPruneNm, {{"w", &w}, {"y", &y}},
                   {{"n", std::to_string(n)}, {"m", std::to_string(m)}, {"layout", "nk"}});
     const auto pruned = y.floats();
     replace_dense(ctx, u, pruned);
@@ -240,9 +241,9 @@ std::vector<float> corrected_weight(PassContext& ctx, const Calibration::Input& 
   std::vector<float> d(x.x.size());
   for (std::size_t i = 0; i < d.size(); ++i) d[i] = x.x[i] - xq.x[i];
   Buf dx = Buf::of(d, x.m, x.k), wb = Buf::of(w.w, w.n, w.k), r(DType::f32, x.m, w.n);
-  run_component(ctx.ed.registry(), "blas.gemm", {{"a", &dx}, {"b", &wb}, {"c", &r}}, {{"transb", "true"}});
+  run_component(ctx.ed.registry(), components::kGemm, {{"a", &dx}, {"b", &wb}, {"c", &r}}, {{"transb", "true"}});
   Buf xb = Buf::of(xq.x, xq.m, xq.k), delta(DType::f32, w.n, w.k);
-  run_component(ctx.ed.registry(), "distill.layerwise", {{"x", &xb}, {"y_target", &r}, {"w", &wb}, {"w_fit", &delta}},
+  run_component(ctx.ed.registry(), components::kDistillLayerwise, {{"x", &xb}, {"y_target", &r}, {"w", &wb}, {"w_fit", &delta}},
                 {{"mode", "dense"}, {"ridge", ridge}});
   std::vector<float> out = delta.floats();
   for (std::size_t i = 0; i < out.size(); ++i) out[i] += w.w[i];
@@ -339,9 +340,9 @@ void pass_obs(PassContext& ctx, const PassSpec& s) {
     std::vector<float> target;
     const Calibration::Input in = li.inputs(u, ctx.ed.load(u), target);
     Buf x = Buf::of(in.x, in.m, in.k), h(DType::f32, u.k, u.k);
-    run_component(ctx.ed.registry(), "prune.hessian", {{"x", &x}, {"h", &h}}, {});
+    run_component(ctx.ed.registry(), components::kPruneHessian, {{"x", &x}, {"h", &h}}, {});
     Buf w = Buf::of(target, u.n, u.k), wp(DType::f32, u.n, u.k);
-    run_component(ctx.ed.registry(), "prune.obs", {{"w", &w}, {"h", &h}, {"w_pruned", &wp}},
+    run_component(ctx.ed.registry(), components::kPruneObs, {{"w", &w}, {"h", &h}, {"w_pruned", &wp}},
                   {{"sparsity", std::to_string(sparsity)}, {"pattern", pattern},
                    {"block", opt_str(s, "block", "128")}, {"damp", opt_str(s, "damp", "0.01")}});
     const auto pruned = wp.floats();
@@ -384,14 +385,14 @@ void pass_gptq(PassContext& ctx, const PassSpec& s) {
     std::vector<float> target;  // what GPTQ rounds
     const Calibration::Input in = li.inputs(u, dw, target);
     Buf x = Buf::of(in.x, in.m, in.k), h(DType::f64, u.k, u.k);
-    run_component(ctx.ed.registry(), "prune.hessian", {{"x", &x}, {"h", &h}}, {});
+    run_component(ctx.ed.registry(), components::kPruneHessian, {{"x", &x}, {"h", &h}}, {});
     const int64_t g = group > 0 ? u.k / group : 1;
     Buf w = Buf::of(target, u.n, u.k), q(DType::i8, u.n, bits == 4 ? u.k / 2 : u.k);
     Buf scale = group > 0 ? Buf(sd, u.n, g) : Buf(sd, 1, u.n);
     Buf zero = group > 0 ? Buf(sd, u.n, g) : Buf(sd, 1, u.n);
     std::map<std::string, Buf*> ports = {{"w", &w}, {"h", &h}, {"q", &q}, {"scale", &scale}};
     if (!symmetric) ports["zero"] = &zero;
-    const auto rep = run_component(ctx.ed.registry(), "quant.gptq", ports,
+    const auto rep = run_component(ctx.ed.registry(), components::kQuantGptq, ports,
                                    {{"bits", std::to_string(bits)}, {"group", std::to_string(group)}, {"symmetric", sym},
                                     {"damp", opt_str(s, "damp", "0.01")}, {"block", opt_str(s, "block", "128")},
                                     {"act_order", act}, {"clip_search", clip ? "true" : "false"}, {"clip_min", opt_str(s, "clip_min", "0.75")}});
@@ -452,7 +453,7 @@ void pass_distill(PassContext& ctx, const PassSpec& s) {
     };
     Buf x = Buf::of(in.x, in.m, in.k), y = Buf::of(yt, in.m, p.n), a = Buf::of(floats(p.a), p.n, p.r),
         b = Buf::of(floats(p.b), p.r, p.k), af(DType::f32, p.n, p.r), bf(DType::f32, p.r, p.k);
-    run_component(ctx.ed.registry(), "distill.layerwise",
+    run_component(ctx.ed.registry(), components::kDistillLayerwise,
                   {{"x", &x}, {"y_target", &y}, {"a", &a}, {"b", &b}, {"a_fit", &af}, {"b_fit", &bf}},
                   {{"mode", "lowrank"}, {"ridge", ridge}, {"iters", opt_str(s, "iters", "2")}});
     ctx.ed.tensor_bytes(p.a) = af.bytes;
@@ -470,7 +471,7 @@ void pass_distill(PassContext& ctx, const PassSpec& s) {
     const DenseWeight dw = ctx.ed.load(u);
     Buf x = Buf::of(in.x, in.m, in.k), y = Buf::of(yt, in.m, u.n), w = Buf::of(dw.w, u.n, u.k),
         wf(DType::f32, u.n, u.k);
-    run_component(ctx.ed.registry(), "distill.layerwise", {{"x", &x}, {"y_target", &y}, {"w", &w}, {"w_fit", &wf}},
+    run_component(ctx.ed.registry(), components::kDistillLayerwise, {{"x", &x}, {"y_target", &y}, {"w", &w}, {"w_fit", &wf}},
                   {{"mode", "mask"}, {"ridge", ridge}});
     const auto fit = wf.floats();
     replace_dense(ctx, u, fit);
@@ -543,7 +544,7 @@ void pass_nm24(PassContext& ctx, const PassSpec& s) {
       continue;
     }
     Buf w = Buf::of(dw.w, u.n, u.k), values(DType::f32, u.n, u.k / 2), index(DType::i8, u.n, u.k / 8);
-    run_component(ctx.ed.registry(), "sparse.pack_nm24", {{"w", &w}, {"values", &values}, {"index", &index}}, {});
+    run_component(ctx.ed.registry(), components::kSparsePackNm24, {{"w", &w}, {"values", &values}, {"index", &index}}, {});
     ctx.ed.replace(u, {tensor("w", values), tensor("w_index", index)}, {{"format", "nm24"}, {"transpose_w", "false"}});
     tally.add(u, int64_t(values.bytes.size() + index.bytes.size()), count_zeros(dw.w));
   }
@@ -574,7 +575,7 @@ void pass_lowrank(PassContext& ctx, const PassSpec& s) {
     if (energy > 0) {
       // sigma_i^2 = ||a[:, i]||^2 with the left split (b has orthonormal rows)
       Buf a(DType::f32, u.n, full), b(DType::f32, full, u.k);
-      run_component(ctx.ed.registry(), "prune.lowrank", {{"w", &w}, {"a", &a}, {"b", &b}}, {{"rank", std::to_string(full)}});
+      run_component(ctx.ed.registry(), components::kPruneLowrank, {{"w", &w}, {"a", &a}, {"b", &b}}, {{"rank", std::to_string(full)}});
       std::vector<double> s2(std::size_t(full), 0.0);
       double total = 0;
       const float* ap = reinterpret_cast<const float*>(a.bytes.data());
@@ -596,7 +597,7 @@ void pass_lowrank(PassContext& ctx, const PassSpec& s) {
       continue;
     }
     Buf a(DType::f32, u.n, r), b(DType::f32, r, u.k);
-    run_component(ctx.ed.registry(), "prune.lowrank", {{"w", &w}, {"a", &a}, {"b", &b}},
+    run_component(ctx.ed.registry(), components::kPruneLowrank, {{"w", &w}, {"a", &a}, {"b", &b}},
                   {{"rank", std::to_string(r)}, {"split", "balanced"}});
     Dag& dag = ctx.ed.dag();
     // the first task computes h = x Bᵀ for all (the tiles share their input x)
@@ -638,12 +639,12 @@ void pass_lowrank(PassContext& ctx, const PassSpec& s) {
 /// fuse.activation: nn.linear followed by an element-wise activation task on its
 /// output becomes one nn.linear with the activation fused in its epilogue.
 void pass_fuse_activation(PassContext& ctx, const PassSpec& s) {
-  static const std::map<std::string, std::string> acts = {{"nn.relu", "relu"}, {"nn.silu", "silu"}, {"nn.gelu", ""}};
+  static const std::map<std::string, std::string> acts = {{components::kRelu, "relu"}, {components::kSilu, "silu"}, {components::kGelu, ""}};
   Dag& dag = ctx.ed.dag();
   int64_t fused = 0;
   for (std::size_t i = 0; i < dag.tasks.size(); ++i) {
     TaskNode& lin = dag.tasks[i];
-    if (lin.comp->name != "nn.linear" || lin.args.get_string("activation") != "none") continue;
+    if (lin.comp->name != components::kLinear || lin.args.get_string("activation") != "none") continue;
     if (lin.bindings[ctx.ed.port_index(lin, "r")].ref.data >= 0) continue;  // act(z) + r != act(z + r)
     const DataRef y = lin.bindings[ctx.ed.port_index(lin, "y")].ref;
     // the next task touching y's data must be the activation reading exactly y
@@ -654,7 +655,7 @@ void pass_fuse_activation(PassContext& ctx, const PassSpec& s) {
     auto it = acts.find(act.comp->name);
     if (it == acts.end() || act.bindings.size() < 2 || !(act.bindings[0].ref == y)) continue;
     std::string a = it->second;
-    if (act.comp->name == "nn.gelu") a = act.args.get_string("approximate") == "tanh" ? "gelu_tanh" : "gelu";
+    if (act.comp->name == components::kGelu) a = act.args.get_string("approximate") == "tanh" ? "gelu_tanh" : "gelu";
     const DataRef z = act.bindings[1].ref;
     // y itself must not be needed afterwards unless the activation wrote it in place
     if (!(z == y) && read_later(dag, j, y.data)) continue;
@@ -679,8 +680,8 @@ void pass_fuse_ln_affine(PassContext& ctx, const PassSpec& s) {
   int64_t folded = 0, layers = 0;
   for (std::size_t i = 0; i < dag.tasks.size(); ++i) {
     const TaskNode& ln = dag.tasks[i];
-    if (ln.comp->name != "nn.layernorm" && ln.comp->name != "nn.rmsnorm") continue;
-    const bool has_beta = ln.comp->name == "nn.layernorm";
+    if (ln.comp->name != components::kLayerNorm && ln.comp->name != components::kRmsNorm) continue;
+    const bool has_beta = ln.comp->name == components::kLayerNorm;
     const std::size_t pg = ctx.ed.port_index(ln, has_beta ? "gamma" : "weight");
     const std::size_t pb = has_beta ? ctx.ed.port_index(ln, "beta") : pg;
     const DataRef g = ln.bindings[pg].ref, b = has_beta ? ln.bindings[pb].ref : DataRef{};
@@ -696,7 +697,7 @@ void pass_fuse_ln_affine(PassContext& ctx, const PassSpec& s) {
       for (std::size_t p = 0; p < t.bindings.size(); ++p) {
         if (t.bindings[p].ref.data != y.data) continue;
         if (t.bindings[p].mode == Access::write && t.bindings[p].ref.tile < 0) overwrites = true;
-        else if (t.comp->name == "nn.linear" && t.comp->ports[p].name == "x" && t.bindings[p].ref == y) reads = true;
+        else if (t.comp->name == components::kLinear && t.comp->ports[p].name == "x" && t.bindings[p].ref == y) reads = true;
         else ok = false;
       }
       if (!ok) break;

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "pass_util.hpp"
+#include "component_names.hpp"
 
 namespace ymlopt::opt::detail {
 namespace {
@@ -29,7 +30,7 @@ std::optional<std::size_t> producer_of(const Dag& dag, std::size_t before, const
     }
     if (clash) return std::nullopt;
     if (writes) {
-      if (updates || t.comp->name != "nn.linear") return std::nullopt;
+      if (updates || t.comp->name != components::kLinear) return std::nullopt;
       return j;
     }
   }
@@ -306,7 +307,7 @@ void pass_fuse_compose(PassContext& ctx, const PassSpec& s) {
       auto* bp = reinterpret_cast<double*>(b.bytes.data());
       for (std::size_t i = 0; i < w2.w.size(); ++i) ap[i] = w2.w[i];
       for (std::size_t i = 0; i < w1.w.size(); ++i) bp[i] = w1.w[i];
-      run_component(ed.registry(), "blas.gemm", {{"a", &a}, {"b", &b}, {"c", &c}}, {});
+      run_component(ed.registry(), components::kGemm, {{"a", &a}, {"b", &b}, {"c", &c}}, {});
       const auto* cp = reinterpret_cast<const double*>(c.bytes.data());
       std::vector<float> w(std::size_t(n2 * k1)), bias(std::size_t(n2), 0.0f);
       for (std::size_t i = 0; i < w.size(); ++i) w[i] = float(cp[i]);

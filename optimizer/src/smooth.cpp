@@ -22,6 +22,7 @@
 
 #include "pass_util.hpp"
 #include "smooth_pass.hpp"
+#include "component_names.hpp"
 
 namespace ymlopt::opt {
 
@@ -148,7 +149,7 @@ Group group_of(const ModelEditor& ed, std::size_t p, const DataRef& x) {
   for (std::size_t j = p + 1; j < dag.tasks.size(); ++j) {
     const TaskNode& t = dag.tasks[j];
     if (!touches(t, x.data)) continue;
-    if (t.comp->name == "nn.linear") {
+    if (t.comp->name == components::kLinear) {
       const std::size_t px = ed.port_index(t, "x");
       if (t.bindings[px].ref == x && reads_only(t, x.data, ed, px)) {
         g.consumers.push_back(j);
@@ -214,13 +215,13 @@ void replace_vector(ModelEditor& ed, std::size_t task, const std::string& port, 
 std::string producer_ok(const ModelEditor& ed, std::size_t p, std::int64_t k) {
   const TaskNode& t = ed.dag().tasks[p];
   const std::string key = ModelEditor::task_key(t);
-  if (t.comp->name == "nn.layernorm") {
+  if (t.comp->name == components::kLayerNorm) {
     if (t.bindings[ed.port_index(t, "gamma")].ref.data < 0) return key + " has no gamma to fold into";
     for (const char* port : {"gamma", "beta"})
       if (auto w = vector_ok(ed, p, port, k); !w.empty()) return w;
     return "";
   }
-  if (t.comp->name == "nn.linear") {
+  if (t.comp->name == components::kLinear) {
     const std::string act = t.args.get_string("activation");
     if (act != "none" && act != "relu") return key + " has activation " + act + " (only none and relu commute with 1/s)";
     if (t.bindings[ed.port_index(t, "r")].ref.data >= 0) return key + " adds a residual";
@@ -328,6 +329,163 @@ struct W8A8Objective {
 
 void check_smooth(const PassSpec& s) { (void)options(s); }
 
+namespace {
+
+// The consumers' weights of group `g` (into `uses`, each once): all dense, each
+// read by consumers of the group only; why not, else "".
+std::string group_uses(const ModelEditor& ed, const Group& g, std::vector<WeightUse>& uses) {
+  std::string why = g.why;
+  for (std::size_t c : g.consumers) {
+    if (!why.empty()) break;
+    WeightUse u = use_of(ed, c);
+    if (u.data < 0 || ed.dag().tasks[c].args.get_string("format") != "dense") {
+      why = ModelEditor::task_key(ed.dag().tasks[c]) + "'s weight cannot be changed (not a dense stored weight of linears only)";
+      break;
+    }
+    for (std::size_t t : u.tasks)
+      if (std::find(g.consumers.begin(), g.consumers.end(), t) == g.consumers.end())
+        why = u.name + " is also read by " + ModelEditor::task_key(ed.dag().tasks[t]) + " on another input";
+    if (std::none_of(uses.begin(), uses.end(), [&](const WeightUse& v) { return v.data == u.data; })) uses.push_back(u);
+  }
+  return why;
+}
+
+// mode=smooth: SmoothQuant's s = max|X|^alpha / max|W|^(1-alpha), alpha given or
+// searched on the grid (and s = 1) for the least W8A8 output error
+std::vector<double> smoothquant_scales(const Options& o, const Calibration::Input& in, const std::vector<DenseWeight>& ws,
+                                       std::int64_t k, nlohmann::json& rec) {
+  std::vector<double> sc;
+  std::vector<double> wmax(std::size_t(k), 0.0);
+  for (const DenseWeight& w : ws)
+    for (std::int64_t r = 0; r < w.n; ++r)
+      for (std::int64_t j = 0; j < k; ++j)
+        wmax[std::size_t(j)] = std::max(wmax[std::size_t(j)], double(std::fabs(w.w[std::size_t(r * k + j)])));
+  const std::vector<double> amax = act_absmax(in);
+  if (o.alpha >= 0) {
+    sc = smooth_scales(amax, wmax, o.alpha);
+    rec["alpha"] = o.alpha;
+    return sc;
+  }
+  // the grid's alpha with the least W8A8 output error on the calibration rows
+  const W8A8Objective f(in, ws);
+  double best = 0, best_alpha = 0;
+  for (int i = 0; i <= o.grid; ++i) {
+    const double a = double(i) / o.grid;
+    std::vector<double> si = smooth_scales(amax, wmax, a);
+    const double l = f(si);
+    if (i == 0) rec["loss_alpha0"] = l;  // s = (max|W|)^-1 per channel, no activation term
+    if (i == 0 || l < best) best = l, best_alpha = a, sc = std::move(si);
+  }
+  // s = 1 is not in the family (alpha 0 gives 1 / max|W|): a candidate of its own, so the
+  // search never leaves a layer worse than without smoothing on the calibration rows
+  const double unscaled = f(std::vector<double>(std::size_t(k), 1.0));
+  rec["loss_unscaled"] = unscaled;
+  rec["kept_unscaled"] = unscaled <= best;
+  if (unscaled <= best) best = unscaled, sc.assign(std::size_t(k), 1.0);
+  rec["alpha"] = best_alpha;
+  rec["loss"] = best;
+  return sc;
+}
+
+// mode=awq: s = mean|X|^alpha, alpha given or the grid's with the least
+// quantized output error (H = XᵀX / m)
+std::vector<double> awq_mode_scales(const Options& o, const Calibration::Input& in, const std::vector<DenseWeight>& ws,
+                                    std::int64_t k, nlohmann::json& rec) {
+  std::vector<double> sc;
+  const std::vector<double> mean = act_absmean(in);
+  std::vector<double> xd(in.x.begin(), in.x.end()), h(std::size_t(k * k), 0.0);
+  cblas_dsyrk(CblasRowMajor, CblasUpper, CblasTrans, int(k), int(in.m), 1.0 / double(std::max<std::int64_t>(in.m, 1)),
+              xd.data(), int(k), 0.0, h.data(), int(k));
+  std::vector<double> alphas;
+  if (o.alpha >= 0) alphas = {o.alpha};
+  else
+    for (int i = 0; i <= o.grid; ++i) alphas.push_back(double(i) / o.grid);
+  double best = 0, base = 0, best_alpha = 0;
+  for (std::size_t i = 0; i < alphas.size(); ++i) {
+    std::vector<double> si = awq_scales(mean, alphas[i]);
+    const double l = awq_loss(ws, h, si, o);
+    if (alphas[i] == 0) base = l;
+    if (i == 0 || l < best) best = l, best_alpha = alphas[i], sc = std::move(si);
+  }
+  rec["alpha"] = best_alpha;
+  rec["loss"] = best;
+  if (o.alpha < 0) rec["loss_alpha0"] = base;  // plain round-to-nearest (s = 1)
+  return sc;
+}
+
+// Folds 1/s into producer task p: a LayerNorm's gamma and beta, or a linear's
+// weight rows and bias.
+void fold_into_producer(ModelEditor& ed, std::size_t p, const std::vector<double>& sc, std::int64_t k) {
+  const TaskNode& pt = ed.dag().tasks[p];
+  if (pt.comp->name == components::kLayerNorm) {
+    for (const char* port : {"gamma", "beta"}) {
+      const DataRef r = pt.bindings[ed.port_index(pt, port)].ref;
+      if (r.data < 0) continue;
+      std::vector<float> v = ed.load_values(r.data);
+      for (std::int64_t j = 0; j < k; ++j) v[std::size_t(j)] = float(double(v[std::size_t(j)]) / sc[std::size_t(j)]);
+      replace_vector(ed, p, port, v);
+    }
+    return;
+  }
+  const WeightUse pu = use_of(ed, p);
+  DenseWeight pw = ed.load(pu);
+  for (std::int64_t r = 0; r < pw.n; ++r)
+    for (std::int64_t j = 0; j < pw.k; ++j) {
+      float& v = pw.w[std::size_t(r * pw.k + j)];
+      v = float(double(v) / sc[std::size_t(r)]);
+    }
+  Buf b = Buf::of(pw.w, pw.n, pw.k);
+  NewTensor t = tensor("w", b);
+  t.shape = {pw.n, pw.k};
+  ed.replace(pu, {std::move(t)}, {{"transpose_w", "true"}});
+  const DataRef br = ed.dag().tasks[p].bindings[ed.port_index(ed.dag().tasks[p], "b")].ref;
+  if (br.data >= 0) {
+    std::vector<float> v = ed.load_values(br.data);
+    for (std::int64_t j = 0; j < k; ++j) v[std::size_t(j)] = float(double(v[std::size_t(j)]) / sc[std::size_t(j)]);
+    replace_vector(ed, p, "b", v);
+  }
+  // the producer's own calibration input is unchanged; its output (our x) is scaled by scale_inputs
+}
+
+// W diag(s) for every consumer weight; their names go to `done`.
+void scale_consumers(ModelEditor& ed, const std::vector<WeightUse>& uses, std::vector<DenseWeight>& ws,
+                     const std::vector<double>& sc, std::int64_t k, std::set<std::string>& done) {
+  for (std::size_t i = 0; i < uses.size(); ++i) {
+    DenseWeight& w = ws[i];
+    for (std::int64_t r = 0; r < w.n; ++r)
+      for (std::int64_t j = 0; j < k; ++j) {
+        float& v = w.w[std::size_t(r * k + j)];
+        v = float(double(v) * sc[std::size_t(j)]);
+      }
+    WeightUse u = uses[i];
+    for (const WeightUse& c : ed.linear_weights())  // data indices may have moved with the producer's replacement
+      if (c.name == u.name) u = c;
+    Buf b = Buf::of(w.w, w.n, w.k);
+    NewTensor t = tensor("w", b);
+    t.shape = {w.n, w.k};
+    ed.replace(u, {std::move(t)}, {{"transpose_w", "true"}});
+    done.insert(u.name);
+  }
+}
+
+// The consumers' calibration inputs divided by s, each input once, so that
+// later passes see the scaled model's inputs.
+void scale_inputs(Calibration& calib, const ModelEditor& ed, const Group& g, const std::vector<double>& sc, std::int64_t k) {
+  std::set<std::string> scaled_inputs;
+  for (std::size_t c : g.consumers) {
+    auto it = calib.inputs.find(ModelEditor::task_key(ed.dag().tasks[c]));
+    if (it == calib.inputs.end() || !scaled_inputs.insert(it->first).second) continue;
+    Calibration::Input& ci = it->second;
+    for (std::int64_t r = 0; r < ci.m; ++r)
+      for (std::int64_t j = 0; j < k; ++j) {
+        float& v = ci.x[std::size_t(r * k + j)];
+        v = float(double(v) / sc[std::size_t(j)]);
+      }
+  }
+}
+
+}  // namespace
+
 void pass_smooth(PassContext& ctx, const PassSpec& s) {
   const Options o = options(s);
   if (!ctx.calib) throw PassError("smooth needs calibration activations");
@@ -341,26 +499,14 @@ void pass_smooth(PassContext& ctx, const PassSpec& s) {
   std::set<std::string> done;  // consumer weights scaled
   for (std::size_t p = 0; p < ed.dag().tasks.size(); ++p) {
     const TaskNode& pt = ed.dag().tasks[p];
-    if (pt.comp->name != "nn.layernorm" && pt.comp->name != "nn.linear") continue;
+    if (pt.comp->name != components::kLayerNorm && pt.comp->name != components::kLinear) continue;
     const Binding& yb = pt.bindings[ed.port_index(pt, "y")];
     if (yb.mode != Access::write || yb.ref.tile >= 0) continue;
     const Group g = group_of(ed, p, yb.ref);
     if (g.consumers.empty()) continue;
     // the consumers' weights, all selected, dense, each read by consumers of this group only
     std::vector<WeightUse> uses;
-    std::string why = g.why;
-    for (std::size_t c : g.consumers) {
-      if (!why.empty()) break;
-      WeightUse u = use_of(ed, c);
-      if (u.data < 0 || ed.dag().tasks[c].args.get_string("format") != "dense") {
-        why = ModelEditor::task_key(ed.dag().tasks[c]) + "'s weight cannot be changed (not a dense stored weight of linears only)";
-        break;
-      }
-      for (std::size_t t : u.tasks)
-        if (std::find(g.consumers.begin(), g.consumers.end(), t) == g.consumers.end())
-          why = u.name + " is also read by " + ModelEditor::task_key(ed.dag().tasks[t]) + " on another input";
-      if (std::none_of(uses.begin(), uses.end(), [&](const WeightUse& v) { return v.data == u.data; })) uses.push_back(u);
-    }
+    std::string why = group_uses(ed, g, uses);
     bool any_chosen = false, all_chosen = true;
     for (const WeightUse& u : uses) {
       if (chosen.count(u.name)) any_chosen = true;
@@ -387,121 +533,18 @@ void pass_smooth(PassContext& ctx, const PassSpec& s) {
     const Calibration::Input& in = cit->second;
     std::vector<DenseWeight> ws;
     for (const WeightUse& u : uses) ws.push_back(ed.load(u));
-    std::vector<double> sc;
     nlohmann::json rec = {{"producer", ModelEditor::task_key(pt)}, {"input", ed.dag().ref_name(g.x)}};
     std::vector<std::string> names;
     for (const WeightUse& u : uses) names.push_back(u.name);
     rec["layers"] = names;
-    if (o.mode == "smooth") {
-      std::vector<double> wmax(std::size_t(k), 0.0);
-      for (const DenseWeight& w : ws)
-        for (std::int64_t r = 0; r < w.n; ++r)
-          for (std::int64_t j = 0; j < k; ++j)
-            wmax[std::size_t(j)] = std::max(wmax[std::size_t(j)], double(std::fabs(w.w[std::size_t(r * k + j)])));
-      const std::vector<double> amax = act_absmax(in);
-      if (o.alpha >= 0) {
-        sc = smooth_scales(amax, wmax, o.alpha);
-        rec["alpha"] = o.alpha;
-      } else {  // the grid's alpha with the least W8A8 output error on the calibration rows
-        const W8A8Objective f(in, ws);
-        double best = 0, best_alpha = 0;
-        for (int i = 0; i <= o.grid; ++i) {
-          const double a = double(i) / o.grid;
-          std::vector<double> si = smooth_scales(amax, wmax, a);
-          const double l = f(si);
-          if (i == 0) rec["loss_alpha0"] = l;  // s = (max|W|)^-1 per channel, no activation term
-          if (i == 0 || l < best) best = l, best_alpha = a, sc = std::move(si);
-        }
-        // s = 1 is not in the family (alpha 0 gives 1 / max|W|): a candidate of its own, so the
-        // search never leaves a layer worse than without smoothing on the calibration rows
-        const double unscaled = f(std::vector<double>(std::size_t(k), 1.0));
-        rec["loss_unscaled"] = unscaled;
-        rec["kept_unscaled"] = unscaled <= best;
-        if (unscaled <= best) best = unscaled, sc.assign(std::size_t(k), 1.0);
-        rec["alpha"] = best_alpha;
-        rec["loss"] = best;
-      }
-    } else {
-      const std::vector<double> mean = act_absmean(in);
-      std::vector<double> xd(in.x.begin(), in.x.end()), h(std::size_t(k * k), 0.0);
-      cblas_dsyrk(CblasRowMajor, CblasUpper, CblasTrans, int(k), int(in.m), 1.0 / double(std::max<std::int64_t>(in.m, 1)),
-                  xd.data(), int(k), 0.0, h.data(), int(k));
-      std::vector<double> alphas;
-      if (o.alpha >= 0) alphas = {o.alpha};
-      else
-        for (int i = 0; i <= o.grid; ++i) alphas.push_back(double(i) / o.grid);
-      double best = 0, base = 0, best_alpha = 0;
-      for (std::size_t i = 0; i < alphas.size(); ++i) {
-        std::vector<double> si = awq_scales(mean, alphas[i]);
-        const double l = awq_loss(ws, h, si, o);
-        if (alphas[i] == 0) base = l;
-        if (i == 0 || l < best) best = l, best_alpha = alphas[i], sc = std::move(si);
-      }
-      rec["alpha"] = best_alpha;
-      rec["loss"] = best;
-      if (o.alpha < 0) rec["loss_alpha0"] = base;  // plain round-to-nearest (s = 1)
-    }
+    const std::vector<double> sc = o.mode == "smooth" ? smoothquant_scales(o, in, ws, k, rec) : awq_mode_scales(o, in, ws, k, rec);
     double smin = sc.front(), smax = sc.front();
     for (double v : sc) smin = std::min(smin, v), smax = std::max(smax, v);
     rec["scale_min"] = smin;
     rec["scale_max"] = smax;
-    // fold 1/s into the producer
-    if (pt.comp->name == "nn.layernorm") {
-      for (const char* port : {"gamma", "beta"}) {
-        const DataRef r = pt.bindings[ed.port_index(pt, port)].ref;
-        if (r.data < 0) continue;
-        std::vector<float> v = ed.load_values(r.data);
-        for (std::int64_t j = 0; j < k; ++j) v[std::size_t(j)] = float(double(v[std::size_t(j)]) / sc[std::size_t(j)]);
-        replace_vector(ed, p, port, v);
-      }
-    } else {
-      const WeightUse pu = use_of(ed, p);
-      DenseWeight pw = ed.load(pu);
-      for (std::int64_t r = 0; r < pw.n; ++r)
-        for (std::int64_t j = 0; j < pw.k; ++j) {
-          float& v = pw.w[std::size_t(r * pw.k + j)];
-          v = float(double(v) / sc[std::size_t(r)]);
-        }
-      Buf b = Buf::of(pw.w, pw.n, pw.k);
-      NewTensor t = tensor("w", b);
-      t.shape = {pw.n, pw.k};
-      ed.replace(pu, {std::move(t)}, {{"transpose_w", "true"}});
-      const DataRef br = ed.dag().tasks[p].bindings[ed.port_index(ed.dag().tasks[p], "b")].ref;
-      if (br.data >= 0) {
-        std::vector<float> v = ed.load_values(br.data);
-        for (std::int64_t j = 0; j < k; ++j) v[std::size_t(j)] = float(double(v[std::size_t(j)]) / sc[std::size_t(j)]);
-        replace_vector(ed, p, "b", v);
-      }
-      // the producer's own calibration input is unchanged; its output (our x) is scaled below
-    }
-    // W diag(s) for every consumer
-    for (std::size_t i = 0; i < uses.size(); ++i) {
-      DenseWeight& w = ws[i];
-      for (std::int64_t r = 0; r < w.n; ++r)
-        for (std::int64_t j = 0; j < k; ++j) {
-          float& v = w.w[std::size_t(r * k + j)];
-          v = float(double(v) * sc[std::size_t(j)]);
-        }
-      WeightUse u = uses[i];
-      for (const WeightUse& c : ed.linear_weights())  // data indices may have moved with the producer's replacement
-        if (c.name == u.name) u = c;
-      Buf b = Buf::of(w.w, w.n, w.k);
-      NewTensor t = tensor("w", b);
-      t.shape = {w.n, w.k};
-      ed.replace(u, {std::move(t)}, {{"transpose_w", "true"}});
-      done.insert(u.name);
-    }
-    std::set<std::string> scaled_inputs;
-    for (std::size_t c : g.consumers) {
-      auto it = calib.inputs.find(ModelEditor::task_key(ed.dag().tasks[c]));
-      if (it == calib.inputs.end() || !scaled_inputs.insert(it->first).second) continue;
-      Calibration::Input& ci = it->second;
-      for (std::int64_t r = 0; r < ci.m; ++r)
-        for (std::int64_t j = 0; j < k; ++j) {
-          float& v = ci.x[std::size_t(r * k + j)];
-          v = float(double(v) / sc[std::size_t(j)]);
-        }
-    }
+    fold_into_producer(ed, p, sc, k);
+    scale_consumers(ed, uses, ws, sc, k, done);
+    scale_inputs(calib, ed, g, sc, k);
     layers.push_back(rec);
   }
   for (const WeightUse& u : selected(ctx, s))

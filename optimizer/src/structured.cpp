@@ -15,6 +15,7 @@
 #include <set>
 
 #include "pass_util.hpp"
+#include "component_names.hpp"
 
 namespace ymlopt::opt::detail {
 namespace {
@@ -22,14 +23,14 @@ namespace {
 /// Ports of the column-wise components whose columns correspond one to one.
 const std::vector<std::string>* column_ports(const std::string& comp) {
   static const std::map<std::string, std::vector<std::string>> m = {
-      {"nn.swiglu", {"gate", "up", "y"}}, {"nn.gelu", {"x", "y"}},  {"nn.relu", {"x", "y"}},
-      {"nn.silu", {"x", "y"}},            {"nn.tanh", {"x", "y"}},  {"nn.rope", {"x"}},
-      {"nn.attention", {"q", "k", "v", "y"}}};
+      {components::kSwiglu, {"gate", "up", "y"}}, {components::kGelu, {"x", "y"}},  {components::kRelu, {"x", "y"}},
+      {components::kSilu, {"x", "y"}},            {components::kTanh, {"x", "y"}},  {components::kRope, {"x"}},
+      {components::kAttention, {"q", "k", "v", "y"}}};
   auto it = m.find(comp);
   return it == m.end() ? nullptr : &it->second;
 }
 
-bool per_head(const std::string& comp) { return comp == "nn.rope" || comp == "nn.attention"; }
+bool per_head(const std::string& comp) { return comp == components::kRope || comp == components::kAttention; }
 
 /// Which columns of the consumer's input x a tensor's columns stand for: column
 /// i is x's h0 + (i / blk) * step + i % blk. Contiguous (blk = step = 1) but for
@@ -83,7 +84,7 @@ class Tracer {
     m.w = w;
     for (std::size_t j = before; j-- > 0;) {
       const TaskNode& t = dag_.tasks[j];
-      if (t.comp->name == "nn.linear") {
+      if (t.comp->name == components::kLinear) {
         // a leaf: it writes exactly r, or the whole tensor r is a tile of
         const Binding& yb = t.bindings[ed_.port_index(t, "y")];
         if (!overlaps(yb.ref, r)) continue;  // it only reads r, if anything
@@ -123,7 +124,7 @@ class Tracer {
       if (!ports) return fail(ModelEditor::task_key(t) + " (" + comp + ") mixes columns");
       c_.tasks.insert(j);
       int64_t group = 1;  // of this attention: its k and v are narrower than q and y
-      if (comp == "nn.attention") {
+      if (comp == components::kAttention) {
         const int64_t heads = t.args.get_int("heads"), kv = t.args.get_int("kv_heads");
         if (t.args.get_int("head_begin") != 0 || t.args.get_int("head_end") != 0)
           return fail(ModelEditor::task_key(t) + ": a head range");
@@ -204,36 +205,89 @@ void check_prune_units(const PassSpec& s) {
 }
 
 /// prune.heads / prune.neurons: see the file comment.
-void pass_prune_units(PassContext& ctx, const PassSpec& s, bool heads) {
-  ModelEditor& ed = ctx.ed;
-  Dag& dag = ed.dag();
-  check_prune_units(s);
-  const double sparsity = opt_num(s, "sparsity", heads ? 0.25 : 0.5);
-  const std::string criterion = opt_str(s, "criterion", "magnitude");
-  if (criterion == "activation" && !ctx.calib) throw PassError(s.name + ":criterion=activation needs calibration inputs");
-  const char* kind = heads ? "heads" : "neurons";
-  nlohmann::json layers = nlohmann::json::array(), skipped = nlohmann::json::array();
-  int64_t before_total = 0, after_total = 0;
+namespace {
+
+/// One prune.heads / prune.neurons pass over the selected consumers: for each,
+/// find() traces the units back to their leaves, score() asks the component
+/// which units stay, and narrow() / rewrite() build the narrower graph.
+class UnitPruner {
+ public:
+  UnitPruner(PassContext& ctx, const PassSpec& s, bool heads)
+      : ctx_(ctx), ed_(ctx.ed), dag_(ctx.ed.dag()), s_(s), heads_(heads), kind_(heads ? "heads" : "neurons") {
+    check_prune_units(s);
+    sparsity_ = opt_num(s, "sparsity", heads ? 0.25 : 0.5);
+    criterion_ = opt_str(s, "criterion", "magnitude");
+    if (criterion_ == "activation" && !ctx.calib) throw PassError(s.name + ":criterion=activation needs calibration inputs");
+  }
+
+  void run() {
+    for (const WeightUse& sel : selected(ctx_, s_)) {
+      Layer l;
+      if (find(sel, l) && score(l) && narrow(l)) rewrite(l);
+    }
+    ctx_.log.push_back({{"pass", s_.text()}, {"layers", layers_}, {std::string(kind_) + "_before", before_total_},
+                        {std::string(kind_) + "_after", after_total_}, {"skipped", skipped_}});
+  }
+
+ private:
+  struct Leaf {
+    std::size_t task;
+    WeightUse use;
+    int64_t r0 = 0;                 // first weight row (of [n, k]) the task uses
+    const std::vector<int64_t>* hcol = nullptr;  // per output column: consumer column or -1
+  };
+  // One consumer and what its pruning builds.
+  struct Layer {
+    WeightUse u;        // the consumer: a linear reading one whole input x [m, F] (its weight [n, F])
+    DataRef x;
+    Closure cl;         // what feeds x (Leaf::hcol points into it)
+    int64_t unit = 1, F = 0, nunits = 0, nkept = 0;
+    std::vector<Leaf> leaves;
+    DenseWeight wd;     // the consumer's weight
+    std::vector<char> kept;  // per unit
+    std::map<std::int32_t, DataRef> renamed;  // data -> its narrower tensor
+    std::map<std::int32_t, std::map<std::int32_t, std::int32_t>> new_tile;  // data -> old tile -> new tile
+    int64_t kept_in(int64_t h0, int64_t w) const {
+      int64_t n = 0;
+      for (int64_t i = h0 / unit; i < (h0 + w) / unit; ++i) n += kept[std::size_t(i)];
+      return n;
+    }
+    // of a tensor on the way: the units it carries that are kept, and its columns per unit
+    int64_t kept_units(const ColMap& m) const { return kept_in(m.h0, m.span()); }
+    int64_t cols_per_unit(const ColMap& m) const { return unit * m.blk / m.step; }
+    // a binding's data, renamed to its narrower tensor
+    DataRef narrowed(const DataRef& r) const {
+      DataRef nr = renamed.at(r.data);
+      nr.tile = r.tile < 0 ? -1 : new_tile.at(r.data).at(r.tile);
+      return nr;
+    }
+  };
   struct Slot {
     DataRef data;
     std::size_t free_after = 0;
   };
-  std::map<std::string, std::vector<Slot>> slots;
-  for (const WeightUse& sel : selected(ctx, s)) {
-    // the consumer: a linear reading one whole input x [m, F] (its weight [n, F])
-    WeightUse u;
-    for (const WeightUse& c : ed.linear_weights())
-      if (c.name == sel.name) u = c;
-    if (u.data < 0) continue;
-    const TaskNode& c0 = dag.tasks[u.tasks.front()];
-    const DataRef x = c0.bindings[ed.port_index(c0, "x")].ref;
-    bool ok = x.tile < 0 && dag.data[std::size_t(x.data)].shape.size() == 2;
-    for (std::size_t t : u.tasks) ok = ok && dag.tasks[t].bindings[ed.port_index(dag.tasks[t], "x")].ref == x;
-    if (!ok) continue;
-    const DataDecl& xd = dag.data[std::size_t(x.data)];
-    if (xd.ntile_r != 1) continue;
-    Closure cl;
-    Tracer tr(ed, cl);
+
+  void skip(const std::string& why) {
+    if (skipped_.size() < 64) skipped_.push_back(why);
+  }
+
+  // The consumer `sel` names, the closure of its input and its leaves; false
+  // when it cannot be pruned (said in skipped when it looked like a candidate).
+  bool find(const WeightUse& sel, Layer& l) {
+    for (const WeightUse& c : ed_.linear_weights())
+      if (c.name == sel.name) l.u = c;
+    const WeightUse& u = l.u;
+    if (u.data < 0) return false;
+    const TaskNode& c0 = dag_.tasks[u.tasks.front()];
+    l.x = c0.bindings[ed_.port_index(c0, "x")].ref;
+    const DataRef x = l.x;
+    bool ok = x.tile < 0 && dag_.data[std::size_t(x.data)].shape.size() == 2;
+    for (std::size_t t : u.tasks) ok = ok && dag_.tasks[t].bindings[ed_.port_index(dag_.tasks[t], "x")].ref == x;
+    if (!ok) return false;
+    const DataDecl& xd = dag_.data[std::size_t(x.data)];
+    if (xd.ntile_r != 1) return false;
+    Closure& cl = l.cl;
+    Tracer tr(ed_, cl);
     const std::size_t first = u.tasks.front();
     if (xd.tiled()) {
       for (int64_t c = 0; c < xd.ntile_c && ok; ++c)
@@ -242,138 +296,133 @@ void pass_prune_units(PassContext& ctx, const PassSpec& s, bool heads) {
       ok = tr.trace(x, first, ColMap{});
     }
     const bool has_attention = cl.dh > 0;
-    if (!ok || has_attention != heads || cl.leaves.empty()) {
+    if (!ok || has_attention != heads_ || cl.leaves.empty()) {
       // say why for the layers that looked like candidates (something column-wise on the way)
-      const bool candidate = !cl.tasks.empty() && (ok ? has_attention == heads : true);
-      if (candidate && !cl.why.empty() && skipped.size() < 64) skipped.push_back(u.name + ": " + cl.why);
-      continue;
+      const bool candidate = !cl.tasks.empty() && (ok ? has_attention == heads_ : true);
+      if (candidate && !cl.why.empty()) skip(u.name + ": " + cl.why);
+      return false;
     }
-    if (!closed(ed, cl, u.tasks, x)) {
-      if (skipped.size() < 64) skipped.push_back(u.name + ": a value on the way is read elsewhere");
-      continue;
+    if (!closed(ed_, cl, u.tasks, x)) {
+      skip(u.name + ": a value on the way is read elsewhere");
+      return false;
     }
-    const int64_t unit = heads ? cl.unit() : 1;
-    const int64_t F = u.k, nunits = F / unit;
-    if (F % unit != 0) continue;
+    l.unit = heads_ ? cl.unit() : 1;
+    l.F = u.k, l.nunits = l.F / l.unit;
+    if (l.F % l.unit != 0) return false;
     // leaves: their weight rows, by consumer column
-    const std::vector<WeightUse> weights = ed.linear_weights();
-    struct Leaf {
-      std::size_t task;
-      WeightUse use;
-      int64_t r0 = 0;                 // first weight row (of [n, k]) the task uses
-      const std::vector<int64_t>* hcol = nullptr;  // per output column: consumer column or -1
-    };
-    std::vector<Leaf> leaves;
+    const std::vector<WeightUse> weights = ed_.linear_weights();
     for (std::size_t lt : cl.leaves) {
-      const TaskNode& t = dag.tasks[lt];
-      const DataRef wref = t.bindings[ed.port_index(t, "w")].ref;
+      const TaskNode& t = dag_.tasks[lt];
+      const DataRef wref = t.bindings[ed_.port_index(t, "w")].ref;
       Leaf lf{lt, {}, 0, &cl.leaf_cols.at(lt)};
       for (const WeightUse& c : weights)
         if (c.data == wref.data) lf.use = c;
-      if (lf.use.data < 0 || t.args.get_string("format") != "dense") ok = false;
-      if (!ok) break;
+      if (lf.use.data < 0 || t.args.get_string("format") != "dense") {
+        skip(u.name + ": a layer on the way is not a dense weight from a file");
+        return false;
+      }
       if (wref.tile >= 0) {
-        const DataDecl& wd = dag.data[std::size_t(wref.data)];
+        const DataDecl& wd = dag_.data[std::size_t(wref.data)];
         lf.r0 = (lf.use.nk ? wref.tile / wd.ntile_c : wref.tile % wd.ntile_c) * lf.use.tile_n;
       }
-      leaves.push_back(lf);
+      l.leaves.push_back(lf);
     }
-    if (!ok) {
-      if (skipped.size() < 64) skipped.push_back(u.name + ": a layer on the way is not a dense weight from a file");
-      continue;
+    return true;
+  }
+
+  // w1 [F, k] of prune.neurons: per neuron, the rows of every leaf making it (gate
+  // and up) combined elementwise in quadrature, so that ||w1 row|| is the norm of
+  // the rows side by side; false when the leaves differ in width or neurons.
+  bool neuron_rows(const Layer& l, Buf& w1) {
+    const int64_t k = l.leaves.front().use.k, F = l.F;
+    std::vector<double> sq(std::size_t(F * k), 0.0);
+    std::vector<int> count(std::size_t(F), 0);
+    for (const Leaf& lf : l.leaves) {
+      if (lf.use.k != k) return false;
+      const DenseWeight lw = ed_.load(lf.use);
+      for (std::size_t i = 0; i < lf.hcol->size(); ++i) {
+        const int64_t h = (*lf.hcol)[i];
+        if (h < 0) continue;
+        ++count[std::size_t(h)];
+        for (int64_t c = 0; c < k; ++c) {
+          const double v = lw.w[std::size_t((lf.r0 + int64_t(i)) * k + c)];
+          sq[std::size_t(h * k + c)] += v * v;
+        }
+      }
     }
-    // scores and the mask, from the components
-    const DenseWeight wd = ed.load(u);
-    Buf w2 = Buf::of(wd.w, u.n, F), mask(DType::i32, 1, nunits), act;
-    std::map<std::string, Buf*> ports = {{heads ? "w_o" : "w2", &w2}, {"mask", &mask}};
-    if (criterion == "activation") {
-      auto it = ctx.calib->inputs.find(ModelEditor::task_key(c0));
-      if (it == ctx.calib->inputs.end()) throw std::runtime_error(s.name + ": no calibration input for " + ModelEditor::task_key(c0));
+    for (int n : count)
+      if (n != count.front()) return false;
+    std::vector<float> flat(sq.size());
+    for (std::size_t i = 0; i < sq.size(); ++i) flat[i] = float(std::sqrt(sq[i]));
+    w1 = Buf::of(flat, F, k);
+    return true;
+  }
+
+  // The units kept, from the prune.heads / prune.neurons component's mask;
+  // false when none goes (or the neurons cannot be scored).
+  bool score(Layer& l) {
+    const WeightUse& u = l.u;
+    l.wd = ed_.load(u);
+    Buf w2 = Buf::of(l.wd.w, u.n, l.F), mask(DType::i32, 1, l.nunits), act;
+    std::map<std::string, Buf*> ports = {{heads_ ? "w_o" : "w2", &w2}, {"mask", &mask}};
+    if (criterion_ == "activation") {
+      const std::string key = ModelEditor::task_key(dag_.tasks[u.tasks.front()]);
+      auto it = ctx_.calib->inputs.find(key);
+      if (it == ctx_.calib->inputs.end()) throw std::runtime_error(s_.name + ": no calibration input for " + key);
       act = Buf::of(it->second.x, it->second.m, it->second.k);
       ports["act"] = &act;
     }
     Buf w1;
-    if (!heads) {
-      // w1 [F, k]: per neuron, the rows of every leaf making it (gate and up) combined
-      // elementwise in quadrature, so that ||w1 row|| is the norm of the rows side by side
-      const int64_t k = leaves.front().use.k;
-      std::vector<double> sq(std::size_t(F * k), 0.0);
-      std::vector<int> count(std::size_t(F), 0);
-      for (const Leaf& lf : leaves) {
-        if (lf.use.k != k) ok = false;
-        if (!ok) break;
-        const DenseWeight lw = ed.load(lf.use);
-        for (std::size_t i = 0; i < lf.hcol->size(); ++i) {
-          const int64_t h = (*lf.hcol)[i];
-          if (h < 0) continue;
-          ++count[std::size_t(h)];
-          for (int64_t c = 0; c < k; ++c) {
-            const double v = lw.w[std::size_t((lf.r0 + int64_t(i)) * k + c)];
-            sq[std::size_t(h * k + c)] += v * v;
-          }
-        }
-      }
-      for (int n : count) ok = ok && n == count.front();
-      if (!ok) continue;
-      std::vector<float> flat(sq.size());
-      for (std::size_t i = 0; i < sq.size(); ++i) flat[i] = float(std::sqrt(sq[i]));
-      w1 = Buf::of(flat, F, k);
+    if (!heads_) {
+      if (!neuron_rows(l, w1)) return false;
       ports["w1"] = &w1;
     }
-    const int64_t keep = std::max<int64_t>(1, nunits - int64_t(std::llround(sparsity * double(nunits))));
-    std::map<std::string, std::string> args = {{"keep", std::to_string(keep)}, {"criterion", criterion}, {"layout", "nk"}};
-    if (heads) args["heads"] = std::to_string(nunits);
-    run_component(ed.registry(), heads ? "prune.heads" : "prune.neurons", ports, args);
+    const int64_t keep = std::max<int64_t>(1, l.nunits - int64_t(std::llround(sparsity_ * double(l.nunits))));
+    std::map<std::string, std::string> args = {{"keep", std::to_string(keep)}, {"criterion", criterion_}, {"layout", "nk"}};
+    if (heads_) args["heads"] = std::to_string(l.nunits);
+    run_component(ed_.registry(), heads_ ? components::kPruneHeads : components::kPruneNeurons, ports, args);
     const auto* m = reinterpret_cast<const std::int32_t*>(mask.bytes.data());
-    std::vector<char> kept(static_cast<std::size_t>(nunits));
-    for (int64_t i = 0; i < nunits; ++i) kept[std::size_t(i)] = m[i] != 0;
-    auto kept_in = [&](int64_t h0, int64_t w) {
-      int64_t n = 0;
-      for (int64_t i = h0 / unit; i < (h0 + w) / unit; ++i) n += kept[std::size_t(i)];
-      return n;
-    };
-    // of a tensor on the way: the units it carries that are kept, and its columns per unit
-    auto kept_units = [&](const ColMap& m) { return kept_in(m.h0, m.span()); };
-    auto cols_per_unit = [&](const ColMap& m) { return unit * m.blk / m.step; };
-    const int64_t nkept = kept_in(0, F);
-    if (nkept == nunits) continue;
+    l.kept.resize(static_cast<std::size_t>(l.nunits));
+    for (int64_t i = 0; i < l.nunits; ++i) l.kept[std::size_t(i)] = m[i] != 0;
+    l.nkept = l.kept_in(0, l.F);
+    return l.nkept != l.nunits;
+  }
 
-    // new, narrower tensors for every data on the way (same tiles, fewer columns)
+  // New, narrower tensors for every data on the way (same tiles, fewer columns),
+  // reusing a scratch tensor of the same shape that is free by then; false when
+  // one cannot be narrowed.
+  bool narrow(Layer& l) {
+    const WeightUse& u = l.u;
     std::map<std::int32_t, std::map<std::int32_t, int64_t>> widths;  // data -> tile -> kept columns
     std::size_t last_use = *std::max_element(u.tasks.begin(), u.tasks.end()), first_use = last_use;
-    for (const auto& [tp, range] : cl.bindings) {
-      const DataRef r = dag.tasks[tp.first].bindings[tp.second].ref;
-      widths[r.data][r.tile] = kept_units(range) * cols_per_unit(range);
+    for (const auto& [tp, range] : l.cl.bindings) {
+      const DataRef r = dag_.tasks[tp.first].bindings[tp.second].ref;
+      widths[r.data][r.tile] = l.kept_units(range) * l.cols_per_unit(range);
       first_use = std::min(first_use, tp.first);
     }
-    widths[x.data][-1] = nkept * unit;
-    for (const Leaf& lf : leaves) {
+    widths[l.x.data][-1] = l.nkept * l.unit;
+    for (const Leaf& lf : l.leaves) {
       first_use = std::min(first_use, lf.task);
-      const DataRef y = dag.tasks[lf.task].bindings[ed.port_index(dag.tasks[lf.task], "y")].ref;
+      const DataRef y = dag_.tasks[lf.task].bindings[ed_.port_index(dag_.tasks[lf.task], "y")].ref;
       if (!widths.count(y.data)) {  // read whole by the consumer only
         int64_t n = 0;
-        for (int64_t h : *lf.hcol) n += h < 0 || kept[std::size_t(h / unit)];
+        for (int64_t h : *lf.hcol) n += h < 0 || l.kept[std::size_t(h / l.unit)];
         widths[y.data][y.tile] = n;
       }
     }
-    std::map<std::int32_t, DataRef> renamed;
-    std::map<std::int32_t, std::map<std::int32_t, std::int32_t>> new_tile;  // data -> old tile -> new tile
     for (auto& [data, tiles] : widths) {
-      const DataDecl old = dag.data[std::size_t(data)];
-      if (old.ntile_r != 1 || old.shape.size() != 2) {
-        ok = false;
-        break;
-      }
+      const DataDecl old = dag_.data[std::size_t(data)];
+      if (old.ntile_r != 1 || old.shape.size() != 2) return false;
       // tiles left with no unit disappear: the others are renumbered
       std::vector<int64_t> split;
       if (old.tiled())
         for (int64_t c = 0; c < old.ntile_c; ++c) {
           auto it = tiles.find(std::int32_t(c));
           const int64_t w = it != tiles.end() ? it->second
-                            : data == x.data ? kept_in(old.tile_col0(c), old.tile_ncols(c)) * unit
-                                             : old.tile_ncols(c);
+                            : data == l.x.data ? l.kept_in(old.tile_col0(c), old.tile_ncols(c)) * l.unit
+                                               : old.tile_ncols(c);
           if (w > 0) {
-            new_tile[data][std::int32_t(c)] = std::int32_t(split.size());
+            l.new_tile[data][std::int32_t(c)] = std::int32_t(split.size());
             split.push_back(w);
           }
         }
@@ -381,35 +430,37 @@ void pass_prune_units(PassContext& ctx, const PassSpec& s, bool heads) {
       for (int64_t v : split) cols += v;
       if (!old.tiled()) cols = tiles.count(-1) ? tiles[-1] : old.cols;
       std::string key = std::to_string(data) + ":" + std::to_string(cols);
-      for (int64_t v : split) key += "," + std::to_string(v);
+      for (int64_t v : split) key.append(",").append(std::to_string(v));
       Slot* slot = nullptr;
-      for (Slot& sl : slots[key])
+      for (Slot& sl : slots_[key])
         if (sl.free_after < first_use) slot = &sl;
       if (!slot) {
-        const DataRef nr = ed.add_scratch(old.name + "." + kind, old.dtype, {old.rows, cols});
-        if (!split.empty()) dag.data[std::size_t(nr.data)].set_split(split);
-        slots[key].push_back({nr, 0});
-        slot = &slots[key].back();
+        const DataRef nr = ed_.add_scratch(old.name + "." + kind_, old.dtype, {old.rows, cols});
+        if (!split.empty()) dag_.data[std::size_t(nr.data)].set_split(split);
+        slots_[key].push_back({nr, 0});
+        slot = &slots_[key].back();
       }
       slot->free_after = last_use;
-      renamed[data] = slot->data;
+      l.renamed[data] = slot->data;
     }
-    if (!ok) continue;
-    // leaves keep the rows of the kept units (one new weight per leaf task) and
-    // write the narrower tensor; a leaf left with no row goes
-    std::set<std::size_t> gone;  // tasks whose every unit was removed
-    for (const Leaf& lf : leaves) {
-      const DenseWeight lw = ed.load(lf.use);
-      TaskNode& t = dag.tasks[lf.task];
-      const DataRef bref = t.bindings[ed.port_index(t, "b")].ref;
-      const std::vector<float> ball = bref.data >= 0 ? ed.load_values(bref.data) : std::vector<float>{};
+    return true;
+  }
+
+  // Leaves keep the rows of the kept units (one new weight per leaf task) and
+  // write the narrower tensor; a leaf left with no row goes to `gone`.
+  void rewrite_leaves(const Layer& l, std::set<std::size_t>& gone) {
+    for (const Leaf& lf : l.leaves) {
+      const DenseWeight lw = ed_.load(lf.use);
+      TaskNode& t = dag_.tasks[lf.task];
+      const DataRef bref = t.bindings[ed_.port_index(t, "b")].ref;
+      const std::vector<float> ball = bref.data >= 0 ? ed_.load_values(bref.data) : std::vector<float>{};
       const int64_t b0 = bref.data < 0 || bref.tile < 0
                              ? lf.r0
-                             : dag.data[std::size_t(bref.data)].tile_col0(bref.tile % dag.data[std::size_t(bref.data)].ntile_c);
+                             : dag_.data[std::size_t(bref.data)].tile_col0(bref.tile % dag_.data[std::size_t(bref.data)].ntile_c);
       std::vector<float> nw, nb;
       for (std::size_t i = 0; i < lf.hcol->size(); ++i) {
         const int64_t h = (*lf.hcol)[i];
-        if (h >= 0 && !kept[std::size_t(h / unit)]) continue;
+        if (h >= 0 && !l.kept[std::size_t(h / l.unit)]) continue;
         const int64_t row = lf.r0 + int64_t(i);
         nw.insert(nw.end(), lw.w.begin() + row * lf.use.k, lw.w.begin() + (row + 1) * lf.use.k);
         if (!ball.empty()) nb.push_back(ball[std::size_t(b0 + int64_t(i))]);
@@ -419,63 +470,80 @@ void pass_prune_units(PassContext& ctx, const PassSpec& s, bool heads) {
         gone.insert(lf.task);
         continue;
       }
-      const std::string base = lf.use.name + "." + kind + std::to_string(lf.r0);
-      ed.bind(t, "w", ed.add_tensor(base, DType::f32, {rows, lf.use.k}, vec_bytes(nw)));
-      if (!nb.empty()) ed.bind(t, "b", ed.add_tensor(base + "_b", DType::f32, {rows}, vec_bytes(nb)));
-      ed.set_arg(t, "transpose_w", "true");
-      Binding& yb = t.bindings[ed.port_index(t, "y")];
-      DataRef nr = renamed.at(yb.ref.data);
-      nr.tile = yb.ref.tile < 0 ? -1 : new_tile.at(yb.ref.data).at(yb.ref.tile);
-      yb.ref = nr;
-      ed.mark_graph_changed(lf.use);
+      const std::string base = lf.use.name + "." + kind_ + std::to_string(lf.r0);
+      ed_.bind(t, "w", ed_.add_tensor(base, DType::f32, {rows, lf.use.k}, vec_bytes(nw)));
+      if (!nb.empty()) ed_.bind(t, "b", ed_.add_tensor(base + "_b", DType::f32, {rows}, vec_bytes(nb)));
+      ed_.set_arg(t, "transpose_w", "true");
+      Binding& yb = t.bindings[ed_.port_index(t, "y")];
+      yb.ref = l.narrowed(yb.ref);
+      ed_.mark_graph_changed(lf.use);
     }
-    // the tensors on the way, and the head counts
-    for (const auto& [tp, range] : cl.bindings) {
-      TaskNode& t = dag.tasks[tp.first];
+  }
+
+  // The rewrite: leaves, the tensors on the way and the head counts, the
+  // consumer's kept columns; the layer's entry in the log.
+  void rewrite(const Layer& l) {
+    std::set<std::size_t> gone;  // tasks whose every unit was removed
+    rewrite_leaves(l, gone);
+    for (const auto& [tp, range] : l.cl.bindings) {
+      TaskNode& t = dag_.tasks[tp.first];
       Binding& b = t.bindings[tp.second];
-      const int64_t units = kept_units(range);
+      const int64_t units = l.kept_units(range);
       if (units == 0) {
         gone.insert(tp.first);
         continue;
       }
-      DataRef nr = renamed.at(b.ref.data);
-      nr.tile = b.ref.tile < 0 ? -1 : new_tile.at(b.ref.data).at(b.ref.tile);
-      b.ref = nr;
-      if (t.comp->name == "nn.rope") {
-        ed.set_arg(t, "heads", std::to_string(units * cols_per_unit(range) / cl.dh));
-      } else if (t.comp->name == "nn.attention" && tp.second == ed.port_index(t, "y")) {
+      b.ref = l.narrowed(b.ref);
+      if (t.comp->name == components::kRope) {
+        ed_.set_arg(t, "heads", std::to_string(units * l.cols_per_unit(range) / l.cl.dh));
+      } else if (t.comp->name == components::kAttention && tp.second == ed_.port_index(t, "y")) {
         // a kept unit is one query head, or a kv head with its group of query heads
-        ed.set_arg(t, "heads", std::to_string(units * cl.group));
-        if (t.args.get_int("kv_heads") != 0) ed.set_arg(t, "kv_heads", std::to_string(units));
+        ed_.set_arg(t, "heads", std::to_string(units * l.cl.group));
+        if (t.args.get_int("kv_heads") != 0) ed_.set_arg(t, "kv_heads", std::to_string(units));
       }
     }
     // the consumer keeps the columns of the kept units
+    const WeightUse& u = l.u;
     std::vector<float> nw;
-    nw.reserve(std::size_t(u.n * nkept * unit));
+    nw.reserve(std::size_t(u.n * l.nkept * l.unit));
     for (int64_t r = 0; r < u.n; ++r)
-      for (int64_t c = 0; c < F; ++c)
-        if (kept[std::size_t(c / unit)]) nw.push_back(wd.w[std::size_t(r * F + c)]);
-    Buf nwb = Buf::of(nw, u.n, nkept * unit);
+      for (int64_t c = 0; c < l.F; ++c)
+        if (l.kept[std::size_t(c / l.unit)]) nw.push_back(l.wd.w[std::size_t(r * l.F + c)]);
+    Buf nwb = Buf::of(nw, u.n, l.nkept * l.unit);
     NewTensor t = tensor("w", nwb);
-    t.shape = {u.n, nkept * unit};
-    const WeightUse nu = ed.replace(u, {std::move(t)}, {{"transpose_w", "true"}});
-    ed.mark_graph_changed(u.name);
-    for (std::size_t ti : nu.tasks) ed.bind(dag.tasks[ti], "x", renamed.at(x.data));
-    for (auto it = gone.rbegin(); it != gone.rend(); ++it) ed.remove_task(*it);
+    t.shape = {u.n, l.nkept * l.unit};
+    const WeightUse nu = ed_.replace(u, {std::move(t)}, {{"transpose_w", "true"}});
+    ed_.mark_graph_changed(u.name);
+    for (std::size_t ti : nu.tasks) ed_.bind(dag_.tasks[ti], "x", l.renamed.at(l.x.data));
+    for (auto it = gone.rbegin(); it != gone.rend(); ++it) ed_.remove_task(*it);
     std::vector<int> mask_out;
-    for (char k : kept) mask_out.push_back(k);
+    for (char k : l.kept) mask_out.push_back(k);
     // the consumer as declared ([n, k] for layout nk, [k, n] for kn): enough to zero its
     // removed input columns in the original file (the tests' independent reference)
     const std::vector<int64_t> shape = u.nk ? std::vector<int64_t>{u.n, u.k} : std::vector<int64_t>{u.k, u.n};
-    layers.push_back({{"consumer", u.name}, {"layout", u.nk ? "nk" : "kn"}, {"shape", shape}, {kind, nunits},
-                      {"kept", nkept}, {"leaves", leaves.size()}, {"tasks_removed", gone.size()}, {"mask", mask_out}});
-    if (heads) layers.back()["query_heads_per_unit"] = cl.group;  // > 1: a unit is a kv head and its query heads
-    before_total += nunits;
-    after_total += nkept;
+    layers_.push_back({{"consumer", u.name}, {"layout", u.nk ? "nk" : "kn"}, {"shape", shape}, {kind_, l.nunits},
+                       {"kept", l.nkept}, {"leaves", l.leaves.size()}, {"tasks_removed", gone.size()}, {"mask", mask_out}});
+    if (heads_) layers_.back()["query_heads_per_unit"] = l.cl.group;  // > 1: a unit is a kv head and its query heads
+    before_total_ += l.nunits;
+    after_total_ += l.nkept;
   }
-  ctx.log.push_back({{"pass", s.text()}, {"layers", layers}, {std::string(kind) + "_before", before_total},
-                     {std::string(kind) + "_after", after_total}, {"skipped", skipped}});
-}
+
+  PassContext& ctx_;
+  ModelEditor& ed_;
+  Dag& dag_;
+  const PassSpec& s_;
+  const bool heads_;
+  const char* const kind_;
+  double sparsity_ = 0;
+  std::string criterion_;
+  nlohmann::json layers_ = nlohmann::json::array(), skipped_ = nlohmann::json::array();
+  int64_t before_total_ = 0, after_total_ = 0;
+  std::map<std::string, std::vector<Slot>> slots_;
+};
+
+}  // namespace
+
+void pass_prune_units(PassContext& ctx, const PassSpec& s, bool heads) { UnitPruner(ctx, s, heads).run(); }
 
 void pass_prune_heads(PassContext& ctx, const PassSpec& s) { pass_prune_units(ctx, s, true); }
 void pass_prune_neurons(PassContext& ctx, const PassSpec& s) { pass_prune_units(ctx, s, false); }
