@@ -19,4 +19,12 @@ std::vector<std::vector<int>> share_workers(const std::vector<int>& pool, const 
   return out;
 }
 
+std::vector<std::int32_t> rank_group(std::int32_t k, std::int32_t n, int size, bool spread) {
+  std::vector<std::int32_t> ranks;
+  if (!spread) ranks.push_back(k % size);
+  else
+    for (std::int32_t q = k * size / n; q < (k + 1) * size / n; ++q) ranks.push_back(q);
+  return ranks;
+}
+
 }  // namespace ymlopt::unite

@@ -79,6 +79,12 @@ TEST(UnitePlacement, CoMethodsShareWorkersInTurn) {
   EXPECT_EQ(share_workers({0, 1, 2, 3}, {-1, -1})[1], (std::vector<int>{2, 3}));  // equal shares
 }
 
+TEST(UnitePlacement, CoMethodsGetRankGroups) {
+  EXPECT_EQ(rank_group(3, 4, 2, false), (std::vector<std::int32_t>{1}));     // rank k % size
+  EXPECT_EQ(rank_group(1, 2, 5, true), (std::vector<std::int32_t>{2, 3, 4}));  // blocks, shared out evenly
+  EXPECT_EQ(rank_group(0, 2, 5, true), (std::vector<std::int32_t>{0, 1}));
+}
+
 TEST(UniteTurns, ExchangesComeInVirtualTimeOrder) {
   Turns t({5, 7});
   std::atomic<bool> stop{false};
