@@ -9,14 +9,12 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <condition_variable>
 #include <cstring>
 #include <limits>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <stdexcept>
-#include <thread>
-#include <type_traits>
 
 #include "ymlopt/engine/distribution.hpp"
 #include "ymlopt/engine/expr.hpp"
