@@ -2,171 +2,38 @@
 // tree, see ir.hpp) on top of an executor Session. Task runs go to the
 // backend part by part; loop conditions, publish and gather read and write
 // the tensors between parts (Session::acquire); the co-methods of a <unite>
-// run in threads of their own and exchange results through a UniteBoard.
+// run on the co-method runtime (ymlopt/unite): threads of their own, a
+// UniteBoard, fair shares, exit policies and, under MPI, rank groups.
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <condition_variable>
 #include <cstring>
 #include <limits>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <stdexcept>
-#include <thread>
-#include <type_traits>
 
 #include "ymlopt/engine/distribution.hpp"
 #include "ymlopt/engine/expr.hpp"
 #include "ymlopt/scheduler/executor.hpp"
 #include "ymlopt/unite/board.hpp"
+#include "ymlopt/unite/comethods.hpp"
+#include "ymlopt/unite/exchange.hpp"
+#include "ymlopt/unite/fair_share.hpp"
+#include "ymlopt/unite/pareto.hpp"
+#include "ymlopt/unite/peers.hpp"
+#include "ymlopt/unite/placement.hpp"
 
 namespace ymlopt {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-// A published entry: the packed rows of each tensor, and every score.
-struct Entry {
-  std::vector<std::vector<std::byte>> tensors;
-  std::vector<double> scores;
-};
-
-enum class Outcome { done, failed, stopped };
-
-// Bytes between ranks (co-methods of a unite on rank groups): exchange
-// messages and the co-methods' records. Both ends are the same binary.
-class WireOut {
- public:
-  template <class T> void put(const T& v) {
-    static_assert(std::is_trivially_copyable_v<T>);
-    const auto* p = reinterpret_cast<const std::byte*>(&v);
-    b_.insert(b_.end(), p, p + sizeof v);
-  }
-  void put_bytes(const void* p, size_t n) {
-    put(std::uint64_t(n));
-    const auto* q = static_cast<const std::byte*>(p);
-    b_.insert(b_.end(), q, q + n);
-  }
-  void put_string(const std::string& s) { put_bytes(s.data(), s.size()); }
-  std::vector<std::byte> take() { return std::move(b_); }
-
- private:
-  std::vector<std::byte> b_;
-};
-
-class WireIn {
- public:
-  explicit WireIn(const std::vector<std::byte>& b) : b_(b) {}
-  template <class T> T get() {
-    T v;
-    need(sizeof v);
-    std::memcpy(&v, b_.data() + at_, sizeof v);
-    at_ += sizeof v;
-    return v;
-  }
-  std::vector<std::byte> get_bytes() {
-    const auto n = size_t(get<std::uint64_t>());
-    need(n);
-    std::vector<std::byte> v(b_.begin() + std::ptrdiff_t(at_), b_.begin() + std::ptrdiff_t(at_ + n));
-    at_ += n;
-    return v;
-  }
-  std::string get_string() {
-    const auto v = get_bytes();
-    return std::string(reinterpret_cast<const char*>(v.data()), v.size());
-  }
-  bool done() const { return at_ == b_.size(); }
-
- private:
-  void need(size_t n) const {
-    if (b_.size() - at_ < n) throw std::runtime_error("co-method exchange: truncated message from another rank");
-  }
-  const std::vector<std::byte>& b_;
-  size_t at_ = 0;
-};
-
-void put_record(WireOut& w, const CoMethodRecord& c) {
-  w.put_string(c.name);
-  w.put(c.region);
-  w.put(c.iterations);
-  w.put(std::uint8_t(c.converged | c.failed << 1 | c.stopped << 2 | c.winner << 3));
-  w.put_string(c.error);
-  w.put(c.start_s), w.put(c.end_s);
-  w.put(c.publishes), w.put(c.gathers), w.put(c.adopted);
-  w.put(c.best_score);
-  w.put(std::uint64_t(c.exchanges.size()));
-  for (const auto& e : c.exchanges) {
-    w.put(e.time_s), w.put(std::uint8_t(e.publish)), w.put(e.score);
-    w.put_string(e.channel), w.put_string(e.source);
-  }
-  w.put(std::uint64_t(c.score_history.size()));
-  for (const auto& [t, v] : c.score_history) w.put(t), w.put(v);
-  w.put(std::uint64_t(c.context_workers.size()));
-  for (int x : c.context_workers) w.put(std::int32_t(x));
-  w.put(c.worker_s);
-}
-
-CoMethodRecord get_record(WireIn& r) {
-  CoMethodRecord c;
-  c.name = r.get_string();
-  c.region = r.get<std::int32_t>();
-  c.iterations = r.get<std::int64_t>();
-  const auto f = r.get<std::uint8_t>();
-  c.converged = f & 1, c.failed = f & 2, c.stopped = f & 4, c.winner = f & 8;
-  c.error = r.get_string();
-  c.start_s = r.get<double>(), c.end_s = r.get<double>();
-  c.publishes = r.get<std::int64_t>(), c.gathers = r.get<std::int64_t>(), c.adopted = r.get<std::int64_t>();
-  c.best_score = r.get<double>();
-  for (auto n = r.get<std::uint64_t>(); n > 0; --n) {
-    ExchangeRecord e;
-    e.time_s = r.get<double>(), e.publish = r.get<std::uint8_t>() != 0, e.score = r.get<double>();
-    e.channel = r.get_string(), e.source = r.get_string();
-    c.exchanges.push_back(std::move(e));
-  }
-  for (auto n = r.get<std::uint64_t>(); n > 0; --n) {
-    const double t = r.get<double>();
-    c.score_history.emplace_back(t, r.get<double>());
-  }
-  for (auto n = r.get<std::uint64_t>(); n > 0; --n) c.context_workers.push_back(r.get<std::int32_t>());
-  c.worker_s = r.get<double>();
-  return c;
-}
-
-void put_unite(WireOut& w, const UniteRecord& u) {
-  w.put_string(u.name), w.put_string(u.exit), w.put_string(u.winner), w.put_string(u.within);
-  w.put(u.start_s), w.put(u.end_s);
-  w.put(std::uint64_t(u.comethods.size()));
-  for (const auto& c : u.comethods) put_record(w, c);
-}
-
-UniteRecord get_unite(WireIn& r) {
-  UniteRecord u;
-  u.name = r.get_string(), u.exit = r.get_string(), u.winner = r.get_string(), u.within = r.get_string();
-  u.start_s = r.get<double>(), u.end_s = r.get<double>();
-  for (auto n = r.get<std::uint64_t>(); n > 0; --n) u.comethods.push_back(get_record(r));
-  return u;
-}
-
-enum class Message : std::uint8_t { publish = 1, stop = 2, state = 3 };
-// A co-method's state as the other ranks see it (Message::state).
-enum class PeerState : std::int8_t { busy = 0, idle = 1, finished = 2 };
-
-// A published entry on the wire: its publisher, scores and tensors.
-void put_entry(WireOut& w, const std::string& who, const Entry& e) {
-  w.put_string(who);
-  w.put(std::uint64_t(e.scores.size()));
-  for (double v : e.scores) w.put(v);
-  w.put(std::uint64_t(e.tensors.size()));
-  for (const auto& t : e.tensors) w.put_bytes(t.data(), t.size());
-}
-std::pair<std::string, Entry> get_entry(WireIn& in) {
-  std::pair<std::string, Entry> out;
-  out.first = in.get_string();
-  for (auto n = in.get<std::uint64_t>(); n > 0; --n) out.second.scores.push_back(in.get<double>());
-  for (auto n = in.get<std::uint64_t>(); n > 0; --n) out.second.tensors.push_back(in.get_bytes());
-  return out;
-}
+using unite::Entry;
+using unite::Outcome;
+using unite::PeerState;
 
 // What a co-method running on this rank leaves for the other ranks' records:
 // the loops it ran and the nested unites it held (they ran here only).
@@ -174,85 +41,6 @@ struct Shipped {
   std::mutex mu;
   std::vector<std::pair<std::int32_t, std::int64_t>> loops;
   std::vector<UniteRecord> nested;
-};
-
-// mapping="fair": the worker time each co-method of a unite has had. Before
-// each part a co-method's tasks get a StarPU priority from its rank (the least
-// served the highest: 0, -1, ... down to -5, StarPU's default lowest), and one
-// "prio" context over the pool runs them, so that N co-methods on fewer workers
-// get equal shares of worker time, as if each had a core, whatever the size of
-// their tasks (shared: the workers serve the co-methods' parts in turn, so a
-// co-method of short parts gets as many parts done as one of long parts).
-// Priorities only order tasks that are ready together; with more live
-// co-methods than workers (two on one worker: each has one part in flight, so
-// they would alternate), a co-method also waits before a part while it has had
-// more worker time than a live one behind it (wait_turn). The least served
-// never waits, and time is added as parts end (a nested unite's parts to every
-// enclosing co-method), so the waits always end. A co-method whose last part
-// reported `idle` = 1 (it waits for the others' results: compress.search_step
-// with nothing left to try) holds no one back and gets the lowest priority
-// until a part of it reports otherwise.
-//
-//   FairShare f(3, 1);      // 3 co-methods on 1 worker
-//   f.wait_turn(i);         // before co-method i's part
-//   f.add(i, busy_us);      // after it
-//   f.leave(i);             // when co-method i ends (or runs on another rank)
-class FairShare {
- public:
-  FairShare(size_t n, size_t workers) : served_us_(n, 0.0), live_(n, 1), idle_(n, 0), workers_(workers) {}
-  int priority(size_t i) {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (idle_[i]) return -5;
-    int rank = 0;
-    for (size_t j = 0; j < served_us_.size(); ++j)
-      if (j != i && competes(j) && (served_us_[j] < served_us_[i] || (served_us_[j] == served_us_[i] && j < i))) ++rank;
-    return -std::min(rank, 5);
-  }
-  void set_idle(size_t i, bool idle) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (idle_[i] == char(idle)) return;
-      idle_[i] = idle;
-    }
-    cv_.notify_all();
-  }
-  void wait_turn(size_t i) {
-    std::unique_lock<std::mutex> lock(mu_);
-    // a cap on each wait, should a co-method stay behind outside its parts
-    cv_.wait_for(lock, std::chrono::seconds(2), [&] { return may_go(i); });
-  }
-  void add(size_t i, double us) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      served_us_[i] += us;
-    }
-    cv_.notify_all();
-  }
-  void leave(size_t i) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      live_[i] = 0;
-    }
-    cv_.notify_all();
-  }
-
- private:
-  bool competes(size_t j) const { return live_[j] && !idle_[j]; }
-  bool may_go(size_t i) const {
-    size_t live = 0;
-    bool behind = false;  // a live co-method at work has had less time
-    for (size_t j = 0; j < served_us_.size(); ++j) {
-      live += competes(j);
-      if (j != i && competes(j) && served_us_[j] < served_us_[i]) behind = true;
-    }
-    return live <= workers_ || !behind;
-  }
-
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::vector<double> served_us_;
-  std::vector<char> live_, idle_;
-  size_t workers_;
 };
 
 // Where a region runs: the co-method (if any), its scheduling context and
@@ -264,7 +52,7 @@ struct Scope {
   const Scope* parent = nullptr;
   int context = 0, priority = 0;
   std::vector<int> workers;                 // its context's workers (empty: all)
-  FairShare* fair = nullptr;                // mapping="fair": its priority comes from here
+  unite::FairShare* fair = nullptr;         // mapping="fair": its priority comes from here
   size_t fair_slot = 0;
   const std::atomic<bool>* stop = nullptr;  // set by the unite (exit="first", budget)
   Clock::time_point deadline = Clock::time_point::max();
@@ -281,14 +69,30 @@ struct Scope {
   Shipped* ship = nullptr;   // (distributed) where its loops and nested unites are noted
 };
 
+// One run of a <unite>: its co-methods' regions, where they run, their
+// scopes and records, and the runtime that runs them.
+struct UniteRun {
+  std::int32_t uid = -1;
+  bool distributed = false;        // a top-level unite on rank groups
+  std::vector<std::int32_t> cms;   // the co-methods' regions
+  std::vector<char> mine, lead;    // run here (with their group's other ranks); their group led from here
+  std::vector<Scope> scopes;
+  std::vector<Shipped> ships;      // (distributed) by co-method
+  std::vector<int> contexts;       // scheduling context by co-method
+  std::vector<std::vector<int>> workers;
+  std::unique_ptr<unite::FairShare> fair;  // mapping="fair"
+  std::unique_ptr<unite::CoMethods> run;
+  UniteRecord ur;
+};
+
 class ProgramRunner {
  public:
   ProgramRunner(const Dag& dag, DataStore& store, Session& s, ExecResult& r)
-      : dag_(dag), store_(store), s_(s), r_(r), t0_(Clock::now()), conds_(dag.regions.size()) {
+      : dag_(dag), store_(store), s_(s), groups_(s.rank_groups()), r_(r), t0_(Clock::now()), conds_(dag.regions.size()) {
     for (size_t i = 0; i < dag.regions.size(); ++i)
       if (!dag.regions[i].cond.empty()) conds_[i] = Template::compile("${" + dag.regions[i].cond + "}");
-    if (s.ranks() > 1) {
-      place_ = unite_placement(dag, s.ranks());
+    if (ranks() > 1) {
+      place_ = unite_placement(dag, ranks());
       // kernels of co-methods ask how many co-methods of their unite are at work on other ranks
       for (size_t u = 0; u < dag.regions.size(); ++u) {
         if (dag.regions[u].kind != Region::Kind::unite || place_.region_group[u] >= 0) continue;  // top-level only
@@ -307,6 +111,15 @@ class ProgramRunner {
   const std::string& error() const { return error_; }
 
  private:
+  // The rank-group operations (RankGroups), as one process sees them without it.
+  int ranks() const { return groups_ ? groups_->ranks() : 1; }
+  int rank() const { return groups_ ? groups_->rank() : 0; }
+  bool leads() const { return !groups_ || groups_->leads(); }
+  int group_size() const { return groups_ ? groups_->group_size() : 1; }
+  void post(std::vector<std::byte> msg) {
+    if (groups_) groups_->post(std::move(msg));
+  }
+
   double now_s() const { return std::chrono::duration<double>(Clock::now() - t0_).count(); }
 
   void fail(const Scope& sc, std::string message) {
@@ -359,7 +172,7 @@ class ProgramRunner {
         for (const Scope* p = &sc; p; p = p->parent)
           if (p->fair) p->fair->add(p->fair_slot, us);
       }
-      const bool post = sc.unite >= 0 && s_.leads();  // a top-level co-method on ranks: its state for the others
+      const bool post = sc.unite >= 0 && leads();  // a top-level co-method on ranks: its state for the others
       if (sc.fair || post) {
         bool idle = it.end > it.first;
         for (std::int32_t t = it.first; t < it.end && idle; ++t) idle = s_.runner().result(t, "idle") == 1;
@@ -447,7 +260,7 @@ class ProgramRunner {
       std::lock_guard<std::mutex> lock(sc.ship->mu);
       sc.ship->loops.emplace_back(region, it);
     }
-    if (!s_.leads()) return out;  // another rank of the group leads: its record comes with the unite's end
+    if (!leads()) return out;  // another rank of the group leads: its record comes with the unite's end
     std::lock_guard<std::mutex> lock(mu_);
     r_.loop_iterations.emplace_back(region, it);
     return out;
@@ -457,8 +270,8 @@ class ProgramRunner {
   // sees it (stop messages, the clock), so that every rank of it stops alike.
   bool agreed_stop(const Scope& sc) {
     const bool mine = stopped(sc);
-    if (!sc.distributed || s_.group_size() < 2) return mine;
-    const auto b = s_.share({std::byte(mine)});
+    if (!sc.distributed || group_size() < 2) return mine;
+    const auto b = groups_->share({std::byte(mine)});
     return b.at(0) != std::byte{0};
   }
 
@@ -486,14 +299,9 @@ class ProgramRunner {
       }
     }
     const double score = payload.scores[0];
-    if (sc.distributed && s_.leads()) {  // (the other ranks of a group get it from their leader too)
-      WireOut w;
-      w.put(Message::publish);
-      w.put_string(g.name);
-      put_entry(w, sc.who, payload);
-      s_.post(w.take());
-    }
-    if (s_.leads()) board_.publish(g.name, sc.who, score, std::move(payload));
+    if (sc.distributed && leads())  // (the other ranks of a group get it from their leader too)
+      post(unite::Peers::publish_message(g.name, sc.who, payload));
+    if (leads()) board_.publish(g.name, sc.who, score, std::move(payload));
     note_score(sc, score);
     if (sc.rec) {
       ++sc.rec->publishes;
@@ -504,63 +312,21 @@ class ProgramRunner {
     return Outcome::done;
   }
 
-  // The entry of lowest Pareto rank (rank 0: dominated by no other; an entry
-  // dominated only by rank-0 ones has rank 1, ...), every score minimised;
-  // ties go to the smallest sum of scores scaled to their range over the entries.
-  std::optional<unite::BoardEntry> pareto_best(const std::string& channel) {
-    const auto all = board_.entries(channel);
-    if (all.empty()) return std::nullopt;
-    std::vector<const std::vector<double>*> sv;
-    for (const auto& e : all) sv.push_back(&unite::payload_as<Entry>(e).scores);
-    const size_t n = all.size(), m = sv[0]->size();
-    auto dominates = [&](size_t a, size_t b) {
-      bool strictly = false;
-      for (size_t j = 0; j < m; ++j) {
-        if ((*sv[a])[j] > (*sv[b])[j]) return false;
-        strictly = strictly || (*sv[a])[j] < (*sv[b])[j];
-      }
-      return strictly;
-    };
-    std::vector<int> rank(n, -1);
-    for (int r = 0, left = int(n); left > 0; ++r) {
-      std::vector<size_t> front;
-      for (size_t a = 0; a < n; ++a) {
-        if (rank[a] >= 0) continue;
-        bool dominated = false;
-        for (size_t b = 0; b < n && !dominated; ++b) dominated = b != a && rank[b] < 0 && dominates(b, a);
-        if (!dominated) front.push_back(a);
-      }
-      for (size_t a : front) rank[a] = r;
-      left -= int(front.size());
-    }
-    std::vector<double> lo(m, INFINITY), hi(m, -INFINITY);
-    for (size_t a = 0; a < n; ++a)
-      for (size_t j = 0; j < m; ++j) lo[j] = std::min(lo[j], (*sv[a])[j]), hi[j] = std::max(hi[j], (*sv[a])[j]);
-    size_t best = 0;
-    double best_sum = INFINITY;
-    for (size_t a = 0; a < n; ++a) {
-      double sum = 0;
-      for (size_t j = 0; j < m; ++j) sum += hi[j] > lo[j] ? ((*sv[a])[j] - lo[j]) / (hi[j] - lo[j]) : 0.0;
-      if (rank[a] < rank[best] || (rank[a] == rank[best] && sum < best_sum)) best = a, best_sum = sum;
-    }
-    return all[best];
-  }
-
   Outcome gather(const Region& g, Scope& sc) {
     if (sc.distributed) pump();
-    auto e = g.pareto ? pareto_best(g.name)
+    auto e = g.pareto ? unite::pareto_best(board_, g.name)
                       : board_.gather_best(g.name, g.maximize ? unite::Better::max : unite::Better::min, sc.who);
     std::string publisher = e ? e->publisher : "";
     const Entry* payload = e ? &unite::payload_as<Entry>(*e) : nullptr;
     std::pair<std::string, Entry> shared;
-    if (sc.distributed && s_.group_size() > 1) {  // every rank of the group takes its leader's pick
-      WireOut w;
+    if (sc.distributed && group_size() > 1) {  // every rank of the group takes its leader's pick
+      unite::WireOut w;
       w.put(std::uint8_t(payload != nullptr));
-      if (payload) put_entry(w, publisher, *payload);
-      const auto b = s_.share(w.take());
-      WireIn in(b);
+      if (payload) unite::put_entry(w, publisher, *payload);
+      const auto b = groups_->share(w.take());
+      unite::WireIn in(b);
       if (in.get<std::uint8_t>() != 0) {
-        shared = get_entry(in);
+        shared = unite::get_entry(in);
         publisher = shared.first, payload = &shared.second;
       } else {
         publisher.clear(), payload = nullptr;
@@ -589,31 +355,10 @@ class ProgramRunner {
   }
 
   // Applies what other ranks' co-methods posted: their publishes to the board,
-  // their unites' stops.
+  // their states and their unites' stops.
   void pump() {
-    for (const auto& m : s_.poll()) {
-      WireIn in(m);
-      const auto kind = in.get<Message>();
-      if (kind == Message::publish) {
-        const std::string channel = in.get_string();
-        auto [who, e] = get_entry(in);
-        const double score = e.scores.at(0);
-        board_.publish(channel, who, score, std::move(e));
-      } else if (kind == Message::state) {
-        // (a rank ahead may post for the unite's next run before this one starts it)
-        const auto u = in.get<std::int32_t>(), run = in.get<std::int32_t>();
-        const auto i = size_t(in.get<std::int32_t>());
-        const auto st = in.get<PeerState>();
-        std::lock_guard<std::mutex> lock(mu_);
-        auto& v = states_[{u, run}];
-        if (v.size() <= i) v.resize(i + 1, PeerState::busy);
-        v[i] = st;
-      } else if (kind == Message::stop) {
-        const auto u = in.get<std::int32_t>();
-        std::lock_guard<std::mutex> lock(mu_);
-        if (auto it = stops_.find(u); it != stops_.end()) *it->second = true;
-      }
-    }
+    if (!groups_) return;
+    for (const auto& m : groups_->poll()) peers_.apply(m, board_);
   }
 
   // The other ranks learn when a top-level co-method's state changes (its
@@ -621,10 +366,7 @@ class ProgramRunner {
   void post_state(Scope& sc, PeerState st) {
     if (st == sc.posted) return;
     sc.posted = st;
-    WireOut w;
-    w.put(Message::state);
-    w.put(sc.unite), w.put(sc.unite_run), w.put(std::int32_t(sc.fair_slot)), w.put(st);
-    s_.post(w.take());
+    post(unite::Peers::state_message(sc.unite, sc.unite_run, std::int32_t(sc.fair_slot), st));
   }
 
   // KernelContext::remote_peers_at_work for a task of co-method region `c`:
@@ -634,18 +376,17 @@ class ProgramRunner {
     if (c < 0) return -1;
     const auto [u, me] = top_.at(c);
     const Region& g = dag_.regions[size_t(u)];
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = states_.find({u, runs_[u]});
-    if (it == states_.end()) return -1;
+    std::vector<PeerState> states;
+    if (!peers_.states(u, states)) return -1;
     int n = 0, remote = 0;
     std::int32_t k = 0;
     for (const auto& item : g.items) {
       if (item.region < 0) continue;
       const auto& ranks = place_.groups[size_t(place_.region_group[size_t(item.region)])];
-      const bool here = std::find(ranks.begin(), ranks.end(), s_.rank()) != ranks.end();
+      const bool here = std::find(ranks.begin(), ranks.end(), rank()) != ranks.end();
       if (k != me && !here) {
         ++remote;
-        n += size_t(k) >= it->second.size() || it->second[size_t(k)] == PeerState::busy;
+        n += size_t(k) >= states.size() || states[size_t(k)] == PeerState::busy;
       }
       ++k;
     }
@@ -655,258 +396,250 @@ class ProgramRunner {
   // A unite on rank groups, once this rank's co-methods ended: every rank
   // learns how the others' co-methods ended, the loops they ran and the unites
   // nested in them (into `r_`), so that all choose the same winner.
-  void share_outcomes(std::int32_t uid, const std::vector<char>& lead, std::vector<Outcome>& outcomes,
-                      std::vector<double>& finished_at, std::vector<Scope>& scopes, const std::vector<Shipped>& ships,
-                      UniteRecord& ur) {
-    WireOut w;
-    for (size_t i = 0; i < lead.size(); ++i) {
-      if (!lead[i]) continue;  // (its group's leader ships it)
-      w.put(std::int32_t(i)), w.put(std::int32_t(outcomes[i])), w.put(finished_at[i]);
-      w.put(std::uint8_t(scopes[i].converged)), w.put(scopes[i].best);
-      put_record(w, ur.comethods[i]);
-      w.put(std::uint64_t(ships[i].loops.size()));
-      for (const auto& [region, it] : ships[i].loops) w.put(region), w.put(it);
-      w.put(std::uint64_t(ships[i].nested.size()));
-      for (const auto& u : ships[i].nested) put_unite(w, u);
+  void share_endings(UniteRun& u) {
+    unite::WireOut w;
+    for (size_t i = 0; i < u.lead.size(); ++i) {
+      if (!u.lead[i]) continue;  // (its group's leader ships it)
+      const unite::Ending e = u.run->ending(i);
+      w.put(std::int32_t(i)), w.put(std::int32_t(e.outcome)), w.put(e.time_s);
+      w.put(std::uint8_t(u.scopes[i].converged)), w.put(u.scopes[i].best);
+      unite::put_record(w, u.ur.comethods[i]);
+      w.put(std::uint64_t(u.ships[i].loops.size()));
+      for (const auto& [region, it] : u.ships[i].loops) w.put(region), w.put(it);
+      w.put(std::uint64_t(u.ships[i].nested.size()));
+      for (const auto& n : u.ships[i].nested) unite::put_unite(w, n);
     }
-    const auto all = s_.unite_end(uid, w.take());
+    const auto all = groups_->unite_end(u.uid, w.take());
     pump();  // the last publishes: every rank's board holds every co-method's
     for (size_t k = 0; k < all.size(); ++k) {
-      if (int(k) == s_.rank()) continue;
-      WireIn in(all[k]);
+      if (int(k) == rank()) continue;
+      unite::WireIn in(all[k]);
       while (!in.done()) {
         const auto i = size_t(in.get<std::int32_t>());
-        outcomes.at(i) = Outcome(in.get<std::int32_t>());
-        finished_at[i] = in.get<double>();
-        scopes[i].converged = in.get<std::uint8_t>() != 0;
-        scopes[i].best = in.get<double>();
-        ur.comethods[i] = get_record(in);
+        unite::Ending e;
+        e.outcome = Outcome(in.get<std::int32_t>());
+        e.time_s = in.get<double>();
+        u.scopes.at(i).converged = e.converged = in.get<std::uint8_t>() != 0;
+        u.scopes[i].best = e.best = in.get<double>();
+        u.run->finish(i, e);
+        u.ur.comethods[i] = unite::get_record(in);
         std::lock_guard<std::mutex> lock(mu_);
         for (auto n = in.get<std::uint64_t>(); n > 0; --n) {
           const auto region = in.get<std::int32_t>();
           r_.loop_iterations.emplace_back(region, in.get<std::int64_t>());
         }
-        for (auto n = in.get<std::uint64_t>(); n > 0; --n) r_.unites.push_back(get_unite(in));
+        for (auto n = in.get<std::uint64_t>(); n > 0; --n) r_.unites.push_back(unite::get_unite(in));
       }
     }
   }
 
-  Outcome unite(const Region& g, Scope& outer) {
-    const auto uid = std::int32_t(&g - dag_.regions.data());
+  static unite::Exit exit_of(const Region& g) {
+    return g.exit == Region::Exit::first ? unite::Exit::first
+           : g.exit == Region::Exit::all ? unite::Exit::all
+                                         : unite::Exit::budget;
+  }
+
+  // The co-methods of unite `g`, the ranks that run them and their records.
+  void unite_prepare(const Region& g, const Scope& outer, UniteRun& u) {
+    u.uid = std::int32_t(&g - dag_.regions.data());
     // a top-level unite on several ranks: each co-method on its rank group
-    const bool distributed = s_.ranks() > 1 && outer.comethod < 0;
-    UniteRecord ur;
-    ur.name = g.name;
-    if (outer.comethod >= 0) ur.within = outer.who;
-    ur.exit = g.exit == Region::Exit::first ? "first" : g.exit == Region::Exit::all ? "all" : "budget";
-    ur.start_s = now_s();
-    std::vector<std::int32_t> cms;
+    u.distributed = ranks() > 1 && outer.comethod < 0;
+    u.ur.name = g.name;
+    if (outer.comethod >= 0) u.ur.within = outer.who;
+    u.ur.exit = unite::exit_name(exit_of(g));
+    u.ur.start_s = now_s();
     for (const auto& it : g.items)
-      if (it.region >= 0) cms.push_back(it.region);
-    ur.comethods.resize(cms.size());
+      if (it.region >= 0) u.cms.push_back(it.region);
+    const size_t n = u.cms.size();
+    u.ur.comethods.resize(n);
+    for (size_t i = 0; i < n; ++i) {
+      CoMethodRecord& rec = u.ur.comethods[i];
+      rec.name = dag_.regions[size_t(u.cms[i])].name;
+      rec.region = u.cms[i];
+      rec.best_score = std::numeric_limits<double>::quiet_NaN();
+    }
     // the co-methods this process runs (with the other ranks of their group),
     // and those whose group it leads (its records count)
-    std::vector<char> mine(cms.size()), lead(cms.size());
-    for (size_t i = 0; i < cms.size(); ++i) {
-      if (!distributed) {
-        mine[i] = lead[i] = 1;
-        continue;
-      }
-      const auto& ranks = place_.groups[size_t(place_.region_group[size_t(cms[i])])];
-      mine[i] = std::find(ranks.begin(), ranks.end(), s_.rank()) != ranks.end();
-      lead[i] = ranks[0] == s_.rank();
+    u.mine.assign(n, 1), u.lead.assign(n, 1);
+    for (size_t i = 0; i < n && u.distributed; ++i) {
+      const auto& ranks = place_.groups[size_t(place_.region_group[size_t(u.cms[i])])];
+      u.mine[i] = std::find(ranks.begin(), ranks.end(), rank()) != ranks.end();
+      u.lead[i] = ranks[0] == rank();
     }
-    std::vector<Shipped> ships(distributed ? cms.size() : 0);
-    std::atomic<bool> stop{false};
-    std::vector<Scope> scopes(cms.size());
-    std::vector<Outcome> outcomes(cms.size(), Outcome::failed);
-    std::vector<double> finished_at(cms.size(), 0);
-    // mapping="contexts": each co-method gets a scheduling context over its
-    // share of the workers (of the enclosing co-method's, in a nested unite)
-    std::vector<int> contexts(cms.size(), outer.context);
-    std::vector<std::vector<int>> workers(cms.size(), outer.workers);
+    u.ships = std::vector<Shipped>(u.distributed ? n : 0);
+    u.scopes.resize(n);
+    u.run = std::make_unique<unite::CoMethods>(n, exit_of(g));
+  }
+
+  // mapping="fair": one "prio" context over the pool, priorities from a
+  // FairShare; mapping="contexts": each co-method gets a scheduling context
+  // over its share of the workers (of the enclosing co-method's, in a nested unite).
+  void unite_map(const Region& g, const Scope& outer, UniteRun& u) {
+    const size_t n = u.cms.size();
+    u.contexts.assign(n, outer.context);
+    u.workers.assign(n, outer.workers);
     std::vector<int> pool = outer.workers;
     if (pool.empty())
       for (int w = 0; w < s_.num_workers(); ++w) pool.push_back(w);
-    std::unique_ptr<FairShare> fair;
     if (g.mapping == Region::Mapping::fair) {
-      fair = std::make_unique<FairShare>(cms.size(), pool.size());
-      for (size_t i = 0; i < cms.size(); ++i)
-        if (!mine[i]) fair->leave(i);  // runs on another rank
+      u.fair = std::make_unique<unite::FairShare>(n, pool.size());
+      for (size_t i = 0; i < n; ++i)
+        if (!u.mine[i]) u.fair->leave(i);  // runs on another rank
       const int ctx = s_.create_context(g.name.empty() ? "unite" : g.name, pool, "prio");
-      if (ctx != 0) std::fill(contexts.begin(), contexts.end(), ctx);
+      if (ctx != 0) std::fill(u.contexts.begin(), u.contexts.end(), ctx);
     } else if (g.mapping == Region::Mapping::contexts) {
-      const int nw = int(pool.size());
-      int next = 0;
-      for (size_t i = 0; i < cms.size(); ++i) {
-        if (!mine[i]) continue;
-        const Region& cm = dag_.regions[size_t(cms[i])];
-        const int want = cm.workers > 0 ? int(std::min<std::int64_t>(cm.workers, nw))
-                                        : std::max(1, nw / int(cms.size()));
-        std::vector<int> ws;
-        for (int k = 0; k < want; ++k) ws.push_back(pool[size_t((next + k) % nw)]);  // wraps around: co-methods share workers
-        next = (next + want) % nw;
-        contexts[i] = s_.create_context(dag_.comethod_path(cms[i]), ws, "eager");
-        ur.comethods[i].context_workers = ws;
-        workers[i] = std::move(ws);
+      std::vector<std::int64_t> want(n, 0);
+      for (size_t i = 0; i < n; ++i) {
+        const Region& cm = dag_.regions[size_t(u.cms[i])];
+        if (u.mine[i]) want[i] = cm.workers > 0 ? std::int64_t(cm.workers) : -1;
+      }
+      auto shares = unite::share_workers(pool, want);
+      for (size_t i = 0; i < n; ++i) {
+        if (!u.mine[i]) continue;
+        u.contexts[i] = s_.create_context(dag_.comethod_path(u.cms[i]), shares[i], "eager");
+        u.ur.comethods[i].context_workers = shares[i];
+        u.workers[i] = std::move(shares[i]);
       }
     }
+  }
+
+  // The scopes of the co-methods this process runs (and, on rank groups, the
+  // unite's run announced to the peers).
+  void unite_scopes(const Region& g, Scope& outer, UniteRun& u) {
     const auto deadline =
         g.exit == Region::Exit::budget && g.budget_s > 0
             ? std::min(outer.deadline,
                        Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(g.budget_s)))
             : outer.deadline;
-    if (distributed) {
-      s_.unite_begin(uid);
-      std::lock_guard<std::mutex> lock(mu_);
-      stops_[uid] = &stop;
-      auto& v = states_[{uid, ++runs_[uid]}];
-      v.resize(std::max(v.size(), cms.size()), PeerState::busy);
+    std::int32_t run = 0;
+    if (u.distributed) {
+      groups_->unite_begin(u.uid);
+      run = peers_.begin(u.uid, u.cms.size(), &u.run->stop_flag());
     }
-    std::mutex done_mu;
-    std::vector<std::thread> threads;
-    for (size_t i = 0; i < cms.size(); ++i) {
-      const Region& cm = dag_.regions[size_t(cms[i])];
-      CoMethodRecord& rec = ur.comethods[i];
-      rec.name = cm.name;
-      rec.region = cms[i];
-      rec.best_score = std::numeric_limits<double>::quiet_NaN();
-      if (!mine[i]) continue;  // another rank runs it
-      Scope& sc = scopes[i];
-      sc.comethod = cms[i];
-      sc.who = dag_.comethod_path(cms[i]);
+    for (size_t i = 0; i < u.cms.size(); ++i) {
+      if (!u.mine[i]) continue;  // another rank runs it
+      Scope& sc = u.scopes[i];
+      sc.comethod = u.cms[i];
+      sc.who = dag_.comethod_path(u.cms[i]);
       sc.parent = outer.comethod >= 0 ? &outer : nullptr;
-      sc.context = contexts[i];
-      sc.workers = workers[i];
-      sc.priority = cm.priority;
-      sc.fair = fair.get();
+      sc.context = u.contexts[i];
+      sc.workers = u.workers[i];
+      sc.priority = dag_.regions[size_t(u.cms[i])].priority;
+      sc.fair = u.fair.get();
       sc.fair_slot = i;
-      sc.stop = &stop;
+      sc.stop = &u.run->stop_flag();
       sc.deadline = deadline;
       sc.iteration_budget = g.exit == Region::Exit::budget ? g.budget_iters : 0;
-      sc.rec = &rec;
+      sc.rec = &u.ur.comethods[i];
       sc.maximize = g.maximize;
-      sc.distributed = distributed || outer.distributed;
-      sc.top = distributed ? cms[i] : outer.top;
-      sc.unite = distributed ? uid : -1;
-      if (distributed) {
-        std::lock_guard<std::mutex> lock(mu_);
-        sc.unite_run = runs_[uid];
-      }
-      sc.ship = distributed ? &ships[i] : outer.ship;
-      threads.emplace_back([&, i] {
-        if (scopes[i].distributed) s_.set_comethod(scopes[i].top);  // (nested: the enclosing co-method's group)
-        scopes[i].rec->start_s = now_s();
-        Outcome o;
-        try {
-          o = exec(scopes[i].comethod, scopes[i]);
-        } catch (const std::exception& e) {
-          fail(scopes[i], e.what());
-          o = Outcome::failed;
-        }
-        if (distributed) {
-          s_.comethod_end();
-          scopes[i].rec->worker_s = s_.group_sum(scopes[i].rec->worker_s);  // (the ranks of its group)
-          if (lead[i]) post_state(scopes[i], PeerState::finished);
-        }
-        if (scopes[i].fair) scopes[i].fair->leave(i);
-        std::lock_guard<std::mutex> lock(done_mu);
-        outcomes[i] = o;
-        scopes[i].rec->end_s = finished_at[i] = now_s();
-        if (o == Outcome::done && scopes[i].converged && g.exit == Region::Exit::first) {
-          stop = true;
-          if (distributed && lead[i]) {
-            WireOut w;
-            w.put(Message::stop);
-            w.put(uid);
-            s_.post(w.take());
-          }
-        }
-      });
+      sc.distributed = u.distributed || outer.distributed;
+      sc.top = u.distributed ? u.cms[i] : outer.top;
+      sc.unite = u.distributed ? u.uid : -1;
+      sc.unite_run = run;
+      sc.ship = u.distributed ? &u.ships[i] : outer.ship;
     }
-    for (auto& t : threads) t.join();
-    if (outer.rec) {  // a nested unite: its co-methods' worker time is the enclosing co-method's too
-      double s = 0;
-      for (size_t i = 0; i < cms.size(); ++i) s += mine[i] ? ur.comethods[i].worker_s : 0.0;
-      outer.rec->worker_s += s;  // (the fair shares had it part by part)
+  }
+
+  // Co-method i of the unite, in its own thread: its region, then its ending.
+  void run_comethod(UniteRun& u, size_t i) {
+    Scope& sc = u.scopes[i];
+    if (sc.distributed) groups_->set_comethod(sc.top);  // (nested: the enclosing co-method's group)
+    sc.rec->start_s = now_s();
+    Outcome o;
+    try {
+      o = exec(sc.comethod, sc);
+    } catch (const std::exception& e) {
+      fail(sc, e.what());
+      o = Outcome::failed;
     }
-    if (distributed) {
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        stops_.erase(uid);
-      }
-      share_outcomes(uid, lead, outcomes, finished_at, scopes, ships, ur);
-      std::lock_guard<std::mutex> lock(mu_);
-      states_.erase({uid, runs_[uid]});  // (nothing of this run arrives after unite_end)
+    if (u.distributed) {
+      groups_->comethod_end();
+      sc.rec->worker_s = groups_->group_sum(sc.rec->worker_s);  // (the ranks of its group)
+      if (u.lead[i]) post_state(sc, PeerState::finished);
     }
-    std::sort(contexts.begin(), contexts.end());
-    contexts.erase(std::unique(contexts.begin(), contexts.end()), contexts.end());
-    for (int c : contexts)
-      if (c != outer.context) s_.delete_context(c);
-    // the winner: the first to converge; else the best score published; else the first to finish
-    std::int32_t win = -1;
-    for (size_t i = 0; i < cms.size(); ++i) {
+    if (sc.fair) sc.fair->leave(i);
+    const double t = now_s();
+    sc.rec->end_s = t;
+    if (u.run->finish(i, {o, sc.converged, sc.best, t}) && u.distributed && u.lead[i])
+      post(unite::Peers::stop_message(u.uid));  // exit="first": the other ranks stop theirs
+  }
+
+  // The winner (exit policy, unite/exit.hpp), its kept data, and the failures.
+  Outcome unite_conclude(const Region& g, Scope& outer, UniteRun& u) {
+    UniteRecord& ur = u.ur;
+    for (size_t i = 0; i < u.cms.size(); ++i) {
       CoMethodRecord& rec = ur.comethods[i];
-      rec.failed = outcomes[i] == Outcome::failed;
-      rec.stopped = outcomes[i] == Outcome::stopped;
-      rec.converged = outcomes[i] == Outcome::done && scopes[i].converged;
-      if (rec.converged && (win < 0 || finished_at[i] < finished_at[size_t(win)])) win = std::int32_t(i);
+      const unite::Ending e = u.run->ending(i);
+      rec.failed = e.outcome == Outcome::failed;
+      rec.stopped = e.outcome == Outcome::stopped;
+      rec.converged = e.converged_done();
     }
-    auto better = [&](double a, double b) { return std::isnan(b) || (g.maximize ? a > b : a < b); };
-    // exit first/all: a co-method that converged is the answer; when none did
-    // (each ran out of loop iterations) the run cannot tell and fails below
-    bool unconverged = win < 0 && g.exit != Region::Exit::budget && !stopped(outer);
-    for (size_t i = 0; i < cms.size() && unconverged; ++i) unconverged = !ur.comethods[i].stopped;
-    if (win < 0)
-      for (size_t i = 0; i < cms.size(); ++i)
-        if (!ur.comethods[i].failed && !std::isnan(scopes[i].best) &&
-            (win < 0 || better(scopes[i].best, scopes[size_t(win)].best)))
-          win = std::int32_t(i);
-    if (win < 0)
-      for (size_t i = 0; i < cms.size(); ++i)
-        if (!ur.comethods[i].failed && (win < 0 || finished_at[i] < finished_at[size_t(win)])) win = std::int32_t(i);
+    const unite::Verdict v = u.run->verdict(g.maximize, stopped(outer));
+    const std::int32_t win = v.winner;
     ur.end_s = now_s();
-    Outcome out = Outcome::done;
     if (win < 0) {
       std::string why;
       for (const auto& c : ur.comethods) why += "\n  co-method '" + c.name + "': " + c.error;
       fail(outer, where(g) + "every co-method of unite '" + g.name + "' failed:" + why);
-      out = Outcome::failed;
-    } else if (unconverged && !outer.rec) {
+      return Outcome::failed;
+    }
+    if (v.unconverged && !outer.rec) {
       const CoMethodRecord& best = ur.comethods[size_t(win)];
       std::string score;
-      if (!std::isnan(scopes[size_t(win)].best)) {
+      if (!std::isnan(u.scopes[size_t(win)].best)) {
         char buf[32];
-        std::snprintf(buf, sizeof buf, "%.3g", scopes[size_t(win)].best);
+        std::snprintf(buf, sizeof buf, "%.3g", u.scopes[size_t(win)].best);
         score = ", best score " + std::string(buf);
       }
       fail(outer, where(g) + "unite '" + g.name + "': no co-method converged (each ran out of loop iterations; closest: '" +
                       best.name + "'" + score + "): its answer is not saved");
-      out = Outcome::failed;
-    } else {
-      CoMethodRecord& w = ur.comethods[size_t(win)];
-      w.winner = true;
-      ur.winner = w.name;
-      const Region& cm = dag_.regions[size_t(cms[size_t(win)])];
-      for (size_t k = 0; k < g.save_exit.size(); ++k) copy(cm.keep[k], g.save_exit[k]);
-      // a nested unite: the enclosing co-method converged only if its winner did,
-      // and a stop of the enclosing co-method (its unite's exit) ends it here too
-      if (!w.converged) outer.converged = false;
-      if (stopped(outer)) out = Outcome::stopped;
+      return Outcome::failed;
     }
+    CoMethodRecord& w = ur.comethods[size_t(win)];
+    w.winner = true;
+    ur.winner = w.name;
+    const Region& cm = dag_.regions[size_t(u.cms[size_t(win)])];
+    for (size_t k = 0; k < g.save_exit.size(); ++k) copy(cm.keep[k], g.save_exit[k]);
+    // a nested unite: the enclosing co-method converged only if its winner did,
+    // and a stop of the enclosing co-method (its unite's exit) ends it here too
+    if (!w.converged) outer.converged = false;
+    return stopped(outer) ? Outcome::stopped : Outcome::done;
+  }
+
+  // <unite>: the co-methods run side by side on the co-method runtime
+  // (ymlopt/unite), then the exit policy picks the winner.
+  Outcome unite(const Region& g, Scope& outer) {
+    UniteRun u;
+    unite_prepare(g, outer, u);
+    unite_map(g, outer, u);
+    unite_scopes(g, outer, u);
+    u.run->start(u.mine, [&](size_t i) { run_comethod(u, i); });
+    if (outer.rec) {  // a nested unite: its co-methods' worker time is the enclosing co-method's too
+      double s = 0;
+      for (size_t i = 0; i < u.cms.size(); ++i) s += u.mine[i] ? u.ur.comethods[i].worker_s : 0.0;
+      outer.rec->worker_s += s;  // (the fair shares had it part by part)
+    }
+    if (u.distributed) {
+      peers_.unhook(u.uid);
+      share_endings(u);
+      peers_.end(u.uid);
+    }
+    std::sort(u.contexts.begin(), u.contexts.end());
+    u.contexts.erase(std::unique(u.contexts.begin(), u.contexts.end()), u.contexts.end());
+    for (int c : u.contexts)
+      if (c != outer.context) s_.delete_context(c);
+    const Outcome out = unite_conclude(g, outer, u);
     if (outer.ship) {  // nested in a co-method on a rank group: the other ranks get its record too
       std::lock_guard<std::mutex> lock(outer.ship->mu);
-      outer.ship->nested.push_back(ur);
+      outer.ship->nested.push_back(u.ur);
     }
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      r_.unites.push_back(std::move(ur));
-    }
+    std::lock_guard<std::mutex> lock(mu_);
+    r_.unites.push_back(std::move(u.ur));
     return out;
   }
 
   void copy(std::int32_t from, std::int32_t to) {
-    if (s_.copy(from, to)) return;
+    if (groups_ && groups_->copy(from, to)) return;
     s_.acquire(from, false);
     s_.acquire(to, true);
     const TensorView a = store_.view(DataRef{from, -1}), b = store_.view(DataRef{to, -1});
@@ -921,15 +654,13 @@ class ProgramRunner {
   const Dag& dag_;
   DataStore& store_;
   Session& s_;
+  unite::RankGroups* groups_;  // null: one process
   ExecResult& r_;
   Clock::time_point t0_;
   std::vector<std::shared_ptr<const Template>> conds_;
   unite::UniteBoard board_{false};
-  UnitePlacement place_;                          // several ranks: where co-methods run
-  std::map<std::int32_t, std::atomic<bool>*> stops_;  // running distributed unites' stop flags (mu_)
-  // distributed unites, by (unite, run): their co-methods' states, as posted (mu_)
-  std::map<std::pair<std::int32_t, std::int32_t>, std::vector<PeerState>> states_;
-  std::map<std::int32_t, std::int32_t> runs_;  // distributed unites: how many times each has started (mu_)
+  UnitePlacement place_;  // several ranks: where co-methods run
+  unite::Peers peers_;    // several ranks: the other ranks' co-methods
   std::map<std::int32_t, std::pair<std::int32_t, std::int32_t>> top_;  // top-level co-method -> (unite, index)
   std::mutex mu_;
   std::string error_;

@@ -24,6 +24,9 @@ LAYERS = [
     ("sdk", {"sdk": ["ymlopt_sdk"], "onednn": ["ymlopt_onednn"]}),  # onednn: the imported oneDNN library
     # shared kernels the families call; they register no components
     ("kernel libraries", {"gemm": ["ymlopt_gemm"], "cuda_libs": ["ymlopt_cuda_libs"]}),
+    # the co-method runtime (board, exchange, exit policies, rank-group interface):
+    # knows no DAG; the eigen family, the scheduler and the MPI backend drive it
+    ("unite", {"unite": ["ymlopt_unite"]}),
     ("component families", {
         "blas": ["ymlopt_blas"],
         "tensor": ["ymlopt_tensor"],
@@ -39,7 +42,6 @@ LAYERS = [
     ("xml", {"xml": ["ymlopt_xml"]}),
     ("engine", {"engine": ["ymlopt_engine"]}),
     ("scheduler", {"scheduler": ["ymlopt_scheduler"]}),
-    ("unite", {"unite": ["ymlopt_unite"]}),
     ("backends", {
         "sequential": ["ymlopt_backend_sequential"],
         "starpu": ["ymlopt_backend_starpu"],
@@ -55,8 +57,6 @@ EXCEPTIONS = {
     ("ymlopt_nn", "ymlopt_quant"): "nn.linear runs int8/int4 weights with quant's kernels",
     ("ymlopt_nn", "ymlopt_sparse"): "nn.linear runs CSR and 2:4 weights with sparse's kernels",
     ("ymlopt_blas", "ymlopt_nn_cuda"): "blas.gemm's CUDA kernel is nn_cuda's cuBLAS GEMM (CUDA builds only)",
-    ("ymlopt_eigen", "ymlopt_unite"): "the MERAM/MIRAM components run their co-methods on unite's board",
-    ("ymlopt_scheduler", "ymlopt_unite"): "the program runner's <unite> (scheduler/program.cpp) uses unite's board",
     ("ymlopt_backend_starpu_mpi", "ymlopt_backend_starpu"): "the MPI backend reuses the StarPU backend's codelets",
 }
 

@@ -1,4 +1,5 @@
-// MERAM on top of arnoldi()'s restart hook and a UniteBoard (see meram.hpp).
+// MERAM on top of arnoldi()'s restart hook and the unite runtime: its board,
+// its co-methods' threads, exit policy "first" and turns (see meram.hpp).
 #include "eigen/meram.hpp"
 
 #include <cblas.h>
@@ -6,17 +7,15 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cmath>
 #include <exception>
 #include <limits>
 #include <memory>
 #include <map>
-#include <mutex>
-#include <set>
-#include <thread>
 
 #include "ymlopt/unite/board.hpp"
+#include "ymlopt/unite/comethods.hpp"
+#include "ymlopt/unite/turns.hpp"
 
 namespace ymlopt::eigen {
 namespace {
@@ -45,74 +44,40 @@ template <class Get> double worst_relative(int64_t k, Get get) {
 /// A co-method's published set: its k wanted pairs (the payload of "ritz").
 using RitzSet = std::vector<RitzPair>;
 
-/// Everything the co-method threads share.
+/// Everything the co-methods share: the unite runtime's board, run (stop
+/// flag, exit policy "first", endings) and, in deterministic mode, turns.
 struct Shared {
   const LinearOperator& op;
   const MeramOptions& opt;
   unite::UniteBoard board{false};
-  std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
-  std::atomic<bool> stop{false};
-  std::atomic<std::size_t> heard{0};  // co-methods that published at least once, or ended
-  std::mutex mu;  // guards final, winner and ended
-  EigenResult final;
-  std::string winner;
-  std::set<std::string> ended;  // co-methods whose thread returned (failed, out of restarts, m = n)
-
-  void end(const std::string& who) {
-    std::lock_guard lock(mu);
-    ended.insert(who);
-  }
-  bool has_ended(const std::string& who) {
-    std::lock_guard lock(mu);
-    return ended.count(who) != 0;
-  }
-
+  unite::CoMethods run;
   // Deterministic mode: the exchanges take turns in the order they would have
-  // on dedicated, equally fast cores with time counted in matvecs: the next
-  // exchange is that of the running co-method whose next restart comes at the
-  // fewest matvecs (co-method i's c-th restart comes at c m_i; ties: lower i).
-  // The Arnoldi cycles themselves still overlap.
-  std::mutex turn_mu;
-  std::condition_variable turn_cv;
-  std::vector<int64_t> next_time;  // matvecs at each co-method's next restart
-  std::vector<bool> retired;
-
-  Shared(const LinearOperator& o, const MeramOptions& op_, const std::vector<int64_t>& m)
-      : op(o), opt(op_), next_time(m), retired(m.size(), false) {}
-
-  /// The co-method whose exchange comes next (size() when all retired). Under turn_mu.
-  std::size_t turn() const {
-    std::size_t best = next_time.size();
-    for (std::size_t j = 0; j < next_time.size(); ++j)
-      if (!retired[j] && (best == next_time.size() || next_time[j] < next_time[best])) best = j;
-    return best;
-  }
-  /// Blocks until it is co-method i's turn (or everyone stops).
-  void wait_turn(std::size_t i) {
-    std::unique_lock lock(turn_mu);
-    turn_cv.wait(lock, [&] { return turn() == i || stop.load(); });
-  }
-  /// Co-method i's exchange is done: its next one comes m_i matvecs later, or
-  /// (retire) it leaves the rotation.
-  void pass_turn(std::size_t i, int64_t m, bool retire) {
-    std::lock_guard lock(turn_mu);
-    if (retire) retired[i] = true;
-    else next_time[i] += m;
-    turn_cv.notify_all();
-  }
-
-  double now() const { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); }
-
+  // on dedicated, equally fast cores with time counted in matvecs (co-method
+  // i's c-th restart comes at c m_i; ties: lower i).
+  unite::Turns turns;
+  std::map<std::string, std::size_t, std::less<>> index;  // co-method name -> index
+  std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
+  std::atomic<std::size_t> heard{0};  // co-methods that published at least once, or ended
+  EigenResult final;                  // the winner's (written by it alone, read after the run)
+  std::string winner;
   bool mixed = false;
 
-  /// Claims the win (first caller only): keeps `r` as the result.
-  void win(const std::string& who, EigenResult r, bool with_foreign) {
-    std::lock_guard lock(mu);
-    if (!winner.empty()) return;
+  Shared(const LinearOperator& o, const MeramOptions& op_, const std::vector<int64_t>& m)
+      : op(o), opt(op_), run(m.size(), unite::Exit::first), turns(m) {}
+
+  /// Whether the named co-method has ended (failed, out of restarts, m = n).
+  bool has_ended(const std::string& who) const {
+    auto it = index.find(who);
+    return it != index.end() && run.ended(it->second);
+  }
+  double now() const { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); }
+
+  /// Co-method i converged: the first claim stops everyone and keeps `r` as the result.
+  void win(std::size_t i, const std::string& who, EigenResult r, bool with_foreign) {
+    if (!run.claim(i)) return;
     winner = who;
     mixed = with_foreign;
     final = std::move(r);
-    stop.store(true);
   }
 };
 
@@ -273,6 +238,113 @@ void combine(const std::vector<Chosen>& set, int64_t n_, std::vector<double>& v)
   }
 }
 
+/// Stalled: the best own residual of the last W restarts (this one included)
+/// is not below half the best of the W before (always, with W = 0).
+bool stalled(const CoMethodReport& rep, int64_t window, double now) {
+  const auto w = static_cast<size_t>(window);
+  if (w == 0) return true;
+  const auto& h = rep.history;
+  if (h.size() + 1 < 2 * w) return false;
+  double recent = now, older = std::numeric_limits<double>::infinity();
+  for (size_t i = h.size() + 1 - w; i < h.size(); ++i) recent = std::min(recent, h[i].own_residual);
+  for (size_t i = h.size() + 1 - 2 * w; i < h.size() + 1 - w; ++i) older = std::min(older, h[i].own_residual);
+  return recent > 0.5 * older;
+}
+
+/// Co-method i's exchange at a restart: publishes its set, improves it from
+/// the board, and stops everyone when it converged (true).
+struct Exchange {
+  Shared& s;
+  size_t i;
+  CoMethodReport& rep;
+  std::map<std::string, int64_t> adopted_version = {};  // per other co-method: the last set version restarted from
+
+  bool operator()(RitzSet set, MeramPoint& pt, std::vector<double>* restart_vector);
+};
+
+bool Exchange::operator()(RitzSet set, MeramPoint& pt, std::vector<double>* restart_vector) {
+  const MeramOptions& opt = s.opt;
+  const int64_t n = s.op.n, k = opt.k;
+  pt.own_residual = worst_of_set(set);
+  auto own = std::make_shared<const RitzSet>(set);  // the slots point into it (the board holds a copy)
+  s.board.publish("ritz", rep.name, pt.own_residual, std::move(set));
+  if (rep.publishes++ == 0) ++s.heard;
+  std::vector<unite::BoardEntry> all, sets;
+  if (opt.exchange) {
+    all = s.board.entries("ritz");  // every co-method's latest set: never waits
+    ++rep.gathers;
+    // The last set of a co-method that ended (failed, or ran out of restarts) is
+    // taken once at most: an explicit restart from the same vector repeats the same
+    // cycle, so a set that never changes again would be taken at every stalled
+    // restart and the co-method would never move on (seen: MIRAM on cd with a
+    // failed co-method, 5000 restarts). A live co-method's set is taken again when
+    // it is still the best: its publisher improves it. The veto sees every set.
+    sets = all;
+    std::erase_if(sets, [&](const unite::BoardEntry& e) {
+      auto it = adopted_version.find(e.publisher);
+      return e.publisher != rep.name && it != adopted_version.end() && it->second >= e.version &&
+             s.has_ended(e.publisher);
+    });
+  }
+  std::vector<Chosen> slots = opt.policy == MeramPolicy::best_set
+                                  ? best_set(*own, pt.own_residual, sets, rep.name, opt.which, opt.adopt_factor)
+                                  : improve_slots(*own, sets, rep.name, opt.which);
+  bool force = false;
+  if (opt.policy == MeramPolicy::best_set && vetoed(slots, all, opt.which)) {
+    // Another co-method holds a clearly more wanted value than this set's least
+    // wanted one (this set converged to unwanted values): take it, pair by pair.
+    slots = improve_slots(*own, sets, rep.name, opt.which);
+    force = true;
+  }
+  for (const Chosen& c : slots) pt.foreign += c.foreign ? 1 : 0;
+  pt.best_residual = worst_relative(k, [&](int64_t j) { return *slots[sz(j)].pair; });
+  // A converged set wins only once every co-method has been heard from (a
+  // small co-method converged to less wanted values in its first cycles must
+  // first see the others' sets; until then it keeps restarting, never
+  // waiting) and once check_wanted() finds nothing more wanted outside it.
+  // (Another co-method's Ritz value does not block it: small subspaces of a
+  // non-normal operator publish values beyond the spectrum with small
+  // residuals, and such a veto kept MIRAM from ever converging on clustered
+  // spectra.)
+  // Nor a set holding one eigenpair twice (a ghost copy): k distinct eigenvalues are asked for.
+  auto distinct = [&] {
+    for (size_t a = 0; a < slots.size(); ++a)
+      for (size_t b = a + 1; b < slots.size(); ++b)
+        if (same_eigenvalue(*slots[a].pair, *slots[b].pair)) return false;
+    return true;
+  };
+  if (pt.best_residual <= opt.tol && s.heard.load() == opt.subspaces.size() &&
+      distinct()) {
+    EigenResult r = from_pairs(slots, n);
+    // Every co-method may have converged to the same less wanted value: the
+    // set wins only if nothing outside it is more wanted (check_wanted).
+    const WantedCheck c = check_wanted(s.op, r, opt.which, check_seed(opt.seed + i));
+    rep.verify_matvecs += c.matvecs;
+    if (c.verdict != WantedCheck::Verdict::missed) {
+      r.converged = true;
+      rep.converged = true;
+      s.win(i, rep.name, std::move(r), pt.foreign > 0);
+      return true;
+    }
+    ++rep.missed;
+    if (restart_vector) {  // restart from the set with the missed pair in it
+      const EigenResult fixed = with_missed(s.op, r, c, opt.which);
+      *restart_vector = ritz_restart_vector(fixed, n, false);  // every pair at full weight
+      rep.verify_matvecs += fixed.matvecs - r.matvecs;
+    }
+    return false;
+  }
+  if (pt.foreign > 0 && restart_vector && (force || stalled(rep, opt.stall_window, pt.own_residual))) {
+    for (const auto& e : sets)
+      if (e.publisher != rep.name) adopted_version[e.publisher] = std::max(adopted_version[e.publisher], e.version);
+    combine(slots, n, *restart_vector);
+    ++rep.adopted;
+    pt.adopted = true;
+  }
+  return false;
+}
+
+
 void run_comethod(Shared& s, size_t i, CoMethodReport& rep) {
   const MeramOptions& opt = s.opt;
   const int64_t n = s.op.n, k = opt.k;
@@ -291,109 +363,17 @@ void run_comethod(Shared& s, size_t i, CoMethodReport& rep) {
   o.start = opt.start;
   o.weight_by_residual = true;
   bool stopped = false;
-  // Stalled: the best own residual of the last W restarts (this one included)
-  // is not below half the best of the W before (always, with W = 0).
-  auto stalled = [&](double now) {
-    const auto w = static_cast<size_t>(opt.stall_window);
-    if (w == 0) return true;
-    const auto& h = rep.history;
-    if (h.size() + 1 < 2 * w) return false;
-    double recent = now, older = std::numeric_limits<double>::infinity();
-    for (size_t i = h.size() + 1 - w; i < h.size(); ++i) recent = std::min(recent, h[i].own_residual);
-    for (size_t i = h.size() + 1 - 2 * w; i < h.size() + 1 - w; ++i) older = std::min(older, h[i].own_residual);
-    return recent > 0.5 * older;
-  };
-  std::map<std::string, int64_t> adopted_version;  // per other co-method: the last set version restarted from
-  // Publishes the set, improves it from the board, and stops everyone when it converged.
-  auto exchange = [&](RitzSet set, MeramPoint& pt, std::vector<double>* restart_vector) -> bool {
-    pt.own_residual = worst_of_set(set);
-    auto own = std::make_shared<const RitzSet>(set);  // the slots point into it (the board holds a copy)
-    s.board.publish("ritz", rep.name, pt.own_residual, std::move(set));
-    if (rep.publishes++ == 0) ++s.heard;
-    std::vector<unite::BoardEntry> all, sets;
-    if (opt.exchange) {
-      all = s.board.entries("ritz");  // every co-method's latest set: never waits
-      ++rep.gathers;
-      // The last set of a co-method that ended (failed, or ran out of restarts) is
-      // taken once at most: an explicit restart from the same vector repeats the same
-      // cycle, so a set that never changes again would be taken at every stalled
-      // restart and the co-method would never move on (seen: MIRAM on cd with a
-      // failed co-method, 5000 restarts). A live co-method's set is taken again when
-      // it is still the best: its publisher improves it. The veto sees every set.
-      sets = all;
-      std::erase_if(sets, [&](const unite::BoardEntry& e) {
-        auto it = adopted_version.find(e.publisher);
-        return e.publisher != rep.name && it != adopted_version.end() && it->second >= e.version &&
-               s.has_ended(e.publisher);
-      });
-    }
-    std::vector<Chosen> slots = opt.policy == MeramPolicy::best_set
-                                    ? best_set(*own, pt.own_residual, sets, rep.name, opt.which, opt.adopt_factor)
-                                    : improve_slots(*own, sets, rep.name, opt.which);
-    bool force = false;
-    if (opt.policy == MeramPolicy::best_set && vetoed(slots, all, opt.which)) {
-      // Another co-method holds a clearly more wanted value than this set's least
-      // wanted one (this set converged to unwanted values): take it, pair by pair.
-      slots = improve_slots(*own, sets, rep.name, opt.which);
-      force = true;
-    }
-    for (const Chosen& c : slots) pt.foreign += c.foreign ? 1 : 0;
-    pt.best_residual = worst_relative(k, [&](int64_t j) { return *slots[sz(j)].pair; });
-    // A converged set wins only once every co-method has been heard from (a
-    // small co-method converged to less wanted values in its first cycles must
-    // first see the others' sets; until then it keeps restarting, never
-    // waiting) and once check_wanted() finds nothing more wanted outside it.
-    // (Another co-method's Ritz value does not block it: small subspaces of a
-    // non-normal operator publish values beyond the spectrum with small
-    // residuals, and such a veto kept MIRAM from ever converging on clustered
-    // spectra.)
-    // Nor a set holding one eigenpair twice (a ghost copy): k distinct eigenvalues are asked for.
-    auto distinct = [&] {
-      for (size_t a = 0; a < slots.size(); ++a)
-        for (size_t b = a + 1; b < slots.size(); ++b)
-          if (same_eigenvalue(*slots[a].pair, *slots[b].pair)) return false;
-      return true;
-    };
-    if (pt.best_residual <= opt.tol && s.heard.load() == opt.subspaces.size() &&
-        distinct()) {
-      EigenResult r = from_pairs(slots, n);
-      // Every co-method may have converged to the same less wanted value: the
-      // set wins only if nothing outside it is more wanted (check_wanted).
-      const WantedCheck c = check_wanted(s.op, r, opt.which, check_seed(opt.seed + i));
-      rep.verify_matvecs += c.matvecs;
-      if (c.verdict != WantedCheck::Verdict::missed) {
-        r.converged = true;
-        rep.converged = true;
-        s.win(rep.name, std::move(r), pt.foreign > 0);
-        return true;
-      }
-      ++rep.missed;
-      if (restart_vector) {  // restart from the set with the missed pair in it
-        const EigenResult fixed = with_missed(s.op, r, c, opt.which);
-        *restart_vector = ritz_restart_vector(fixed, n, false);  // every pair at full weight
-        rep.verify_matvecs += fixed.matvecs - r.matvecs;
-      }
-      return false;
-    }
-    if (pt.foreign > 0 && restart_vector && (force || stalled(pt.own_residual))) {
-      for (const auto& e : sets)
-        if (e.publisher != rep.name) adopted_version[e.publisher] = std::max(adopted_version[e.publisher], e.version);
-      combine(slots, n, *restart_vector);
-      ++rep.adopted;
-      pt.adopted = true;
-    }
-    return false;
-  };
+  Exchange exchange{s, i, rep};
   // Deterministic mode: holds the turn for the duration of an exchange (released on unwind too).
   struct Turn {
     Shared* s;
     std::size_t i;
     int64_t m;
     Turn(Shared* s_, std::size_t i_, int64_t m_) : s(s_), i(i_), m(m_) {
-      if (s) s->wait_turn(i);
+      if (s) s->turns.wait(i, s->run.stop_flag());
     }
     ~Turn() {
-      if (s) s->pass_turn(i, m, false);
+      if (s) s->turns.pass(i, m, false);
     }
     // m: the matvecs until this co-method's next exchange (set before the turn ends).
     Turn(const Turn&) = delete;
@@ -405,7 +385,7 @@ void run_comethod(Shared& s, size_t i, CoMethodReport& rep) {
     rep.restarts = st.restart;
     rep.matvecs = st.matvecs;
     if (opt.observe) opt.observe(i, st);
-    if (s.stop.load()) {
+    if (s.run.stopping()) {
       st.stop = stopped = true;
       return;
     }
@@ -424,7 +404,7 @@ void run_comethod(Shared& s, size_t i, CoMethodReport& rep) {
     EigenResult r = arnoldi(s.op, o);
     rep.restarts = stopped ? r.restarts - 1 : r.restarts;  // a stopping callback cancels its restart
     rep.matvecs = r.matvecs;
-    if (!s.stop.load()) {  // its budget ran out (or m = n): a last exchange, no restart
+    if (!s.run.stopping()) {  // its budget ran out (or m = n): a last exchange, no restart
       const Turn turn(lockstep, i, rep.subspace);
       MeramPoint pt;
       pt.restart = r.restarts;
@@ -441,8 +421,9 @@ void run_comethod(Shared& s, size_t i, CoMethodReport& rep) {
     rep.error = "unknown exception";
   }
   if (rep.publishes == 0) ++s.heard;  // ended (failed, or m = n) before publishing
-  s.end(rep.name);
-  if (lockstep) s.pass_turn(i, 0, true);
+  const auto outcome = rep.failed ? unite::Outcome::failed : stopped ? unite::Outcome::stopped : unite::Outcome::done;
+  s.run.finish(i, {outcome, rep.converged, std::numeric_limits<double>::quiet_NaN(), s.now()});
+  if (lockstep) s.turns.pass(i, 0, true);
   rep.seconds = s.now() - t_start;
 }
 
@@ -525,13 +506,8 @@ MeramResult meram(const LinearOperator& op, const MeramOptions& opt) {
   // Single-threaded BLAS inside each co-method (restored afterwards).
   const int blas_threads = openblas_get_num_threads();
   if (blas_threads > 1) openblas_set_num_threads(1);
-  {
-    std::vector<std::thread> threads;
-    threads.reserve(opt.subspaces.size());
-    for (size_t i = 0; i < opt.subspaces.size(); ++i)
-      threads.emplace_back([&s, &out, i] { run_comethod(s, i, out.comethods[i]); });
-    for (auto& t : threads) t.join();
-  }
+  for (size_t i = 0; i < out.comethods.size(); ++i) s.index[out.comethods[i].name] = i;
+  s.run.start({}, [&s, &out](size_t i) { run_comethod(s, i, out.comethods[i]); });
   if (blas_threads > 1) openblas_set_num_threads(blas_threads);
   out.seconds = s.now();
 

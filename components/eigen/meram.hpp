@@ -4,8 +4,9 @@
 // the co-methods are IRAMs (arnoldi() with Restart::implicit), named "iram<m>",
 // that restart implicitly from their own pairs and explicitly from an adopted set.
 //
-// N ERAM co-methods with different subspace sizes m_i run concurrently, one
-// std::thread each (single-threaded BLAS). At each of its restarts a co-method
+// N ERAM co-methods with different subspace sizes m_i run concurrently on the
+// unite runtime (ymlopt/unite: one thread each, single-threaded BLAS, exit policy
+// "first", the same board as a workflow <unite>). At each of its restarts a co-method
 //   1. publishes its k wanted Ritz pairs on a UniteBoard (name "ritz", one entry
 //      per co-method, score = its largest relative residual |r_j| / |θ_j|, r_j
 //      the Ritz estimate ||A x_j - θ_j x_j|| for unit x_j);

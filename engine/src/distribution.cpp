@@ -8,6 +8,8 @@
 #include <string>
 #include <utility>
 
+#include "ymlopt/unite/placement.hpp"
+
 namespace ymlopt {
 
 // ---------------------------------------------------------------- placement
@@ -123,12 +125,7 @@ UnitePlacement unite_placement(const Dag& dag, int size) {
         for (const auto& it : g.items) {
           if (it.region >= 0) {
             if (group < 0 && g.kind == Region::Kind::unite) {  // a top-level co-method
-              std::vector<std::int32_t> ranks;
-              if (!spread) ranks.push_back(k % size);
-              else
-                for (std::int32_t q = k * size / n; q < (k + 1) * size / n; ++q) ranks.push_back(q);
-              ++k;
-              visit(it.region, group_of(std::move(ranks)), r, it.region);
+              visit(it.region, group_of(ymlopt::unite::rank_group(k++, n, size, spread)), r, it.region);
             } else {
               visit(it.region, group, unite, cm);
             }

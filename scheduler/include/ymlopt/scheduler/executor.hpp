@@ -15,6 +15,8 @@
 #include "ymlopt/engine/analysis.hpp"
 #include "ymlopt/engine/data_store.hpp"
 #include "ymlopt/engine/ir.hpp"
+#include "ymlopt/unite/rank_groups.hpp"
+#include "ymlopt/unite/record.hpp"
 
 namespace ymlopt {
 
@@ -52,42 +54,6 @@ struct Progress {
   alignas(64) std::atomic<std::int64_t> started{0};
   alignas(64) std::atomic<std::int64_t> done{0};
   std::int64_t total = 0;  // tasks to run; 0 when runtime loops decide it
-};
-
-/// One publish or gather of a co-method, as the report shows it.
-struct ExchangeRecord {
-  double time_s = 0;       // since the run started
-  bool publish = true;
-  std::string channel;
-  std::string source;      // gather: the co-method whose entry was taken ("" when the board was empty)
-  double score = 0;
-};
-
-/// What one co-method of a <unite> did.
-struct CoMethodRecord {
-  std::string name;
-  std::int32_t region = -1;
-  std::int64_t iterations = 0;  // runtime-loop iterations (restarts)
-  bool converged = false;       // its loops all ended by their condition
-  bool failed = false, stopped = false, winner = false;
-  std::string error;            // why it failed
-  double start_s = 0, end_s = 0;
-  std::int64_t publishes = 0, gathers = 0, adopted = 0;  // adopted: gathers that took another's entry
-  double best_score = 0;                                // best score it published (NaN if none)
-  std::vector<ExchangeRecord> exchanges;
-  std::vector<std::pair<double, double>> score_history;  // (time_s, best score it has seen), at each exchange
-  std::vector<int> context_workers;                      // mapping="contexts": the workers of its context
-  double worker_s = 0;                                   // worker time its tasks took (summed)
-};
-
-/// What one <unite> did.
-struct UniteRecord {
-  std::string name;
-  std::string exit;    // first, all or budget
-  std::string winner;  // "" if every co-method failed
-  std::string within;  // a nested unite: the co-method that ran it ("outer" or "a/b"), else ""
-  double start_s = 0, end_s = 0;
-  std::vector<CoMethodRecord> comethods;
 };
 
 /// Outcome of executing a DAG.
@@ -134,51 +100,9 @@ class Session {
   virtual void release(std::int32_t data) = 0;
   virtual TaskRunner& runner() = 0;
 
-  // Distributed sessions (StarPU-MPI, one process per rank). The co-methods of
-  // a top-level <unite> run on rank groups (unite_placement); everything else
-  // runs on every rank alike. The defaults are a single process's.
-  virtual int rank() const { return 0; }
-  virtual int ranks() const { return 1; }
-  /// Every rank, before the co-methods of top-level unite `region` start: each
-  /// co-method's inputs are brought to the ranks of its group that read them.
-  virtual void unite_begin(std::int32_t region) { (void)region; }
-  /// Called by a co-method's thread with the region of the top-level
-  /// co-method it runs in: its later run(), acquire() and release() stay on
-  /// that co-method's rank group (the co-method's data are the group's). On a
-  /// group of several ranks every rank of it calls them alike (SPMD).
-  virtual void set_comethod(std::int32_t region) { (void)region; }
-  /// Whether this thread's rank leads its co-method's group (its first rank;
-  /// true outside co-methods): the rank whose publishes, stops and records count.
-  virtual bool leads() const { return true; }
-  /// The number of ranks of this thread's co-method group (1 outside co-methods).
-  virtual int group_size() const { return 1; }
-  /// On a group of several ranks: the leader's `bytes` on every rank of this
-  /// thread's group (what the others pass is dropped); elsewhere `bytes`.
-  virtual std::vector<std::byte> share(std::vector<std::byte> bytes) { return bytes; }
-  /// `v` summed over the ranks of this thread's co-method group (a co-method's
-  /// worker time on several ranks); elsewhere `v`.
-  virtual double group_sum(double v) { return v; }
-  /// Every rank of a co-method's group, once its control flow has ended: what
-  /// it wrote is made current where the unite's end expects it.
-  virtual void comethod_end() {}
-  /// Sends `msg` to every other rank, without waiting (thread-safe).
-  virtual void post(std::vector<std::byte> msg) { (void)msg; }
-  /// What other ranks posted that has arrived, oldest first (thread-safe).
-  virtual std::vector<std::vector<std::byte>> poll() { return {}; }
-  /// Every rank, once its co-methods of the unite ended: receives the unite's
-  /// messages still in flight (the next poll() returns them), makes what the
-  /// co-methods wrote readable from every rank, and returns every rank's
-  /// `mine`, by rank.
-  virtual std::vector<std::vector<std::byte>> unite_end(std::int32_t region, std::vector<std::byte> mine) {
-    (void)region;
-    return {std::move(mine)};
-  }
-  /// Copies whole tensor `from` into `to` (same dtype and shape) on every rank
-  /// alike; false: the caller copies through acquire().
-  virtual bool copy(std::int32_t from, std::int32_t to) {
-    (void)from, (void)to;
-    return false;
-  }
+  /// The co-methods of top-level unites on rank groups (StarPU-MPI, one
+  /// process per rank); null where the session is one process.
+  virtual unite::RankGroups* rank_groups() { return nullptr; }
 
   /// Waits for everything, shuts the runtime down, fills in `r`.
   virtual void close(ExecResult& r) = 0;

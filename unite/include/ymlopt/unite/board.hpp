@@ -6,10 +6,10 @@
 //
 // The board keeps, per name, the latest entry of each publisher (a co-method's
 // newer result replaces its older one), and optionally a log of every publish
-// and gather with its time, for reports. MERAM (components/eigen/meram.hpp) publishes one entry
-// per wanted eigenvalue ("ritz/0", "ritz/1", ...; score = residual) and gathers
-// the lowest-residual ones at each restart; the workflow language's
-// publish/gather map onto the same two calls.
+// and gather with its time, for reports. MERAM (components/eigen/meram.hpp)
+// publishes each co-method's set of Ritz pairs under "ritz" (score: its largest
+// relative residual) and reads every set at each restart; the workflow
+// language's publish/gather map onto publish and gather_best.
 //
 //   using namespace ymlopt::unite;
 //   UniteBoard board;
