@@ -208,7 +208,9 @@ class Compiler {
   void wait(const Element& e);
   void push_context();
   void pop_context();
+  struct EventClosure;
   void finish_events();
+  void add_wait_edges(EventClosure& g);
   void order();
 
   // regions.cpp
