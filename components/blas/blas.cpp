@@ -445,6 +445,28 @@ void syrk_cpu(KernelContext& ctx) {
   });
 }
 
+// ---------------------------------------------------------------- rates
+// The performance model prices blas.gemm at the GEMM rate of A [m, k] times B
+// [k, n] (n from C), and the other calls at that of a square GEMM of their size.
+
+TaskRate square_gemm_rate(const TaskShape& t) {
+  TaskRate r;
+  const TensorView& a = t.ports[0];
+  if (!a.bound()) return r;
+  r.kind = RateKind::gemm;
+  r.name = a.dtype == DType::f64 ? "dgemm" : "sgemm";
+  r.m = a.rows;
+  r.k = a.cols;
+  r.n = a.cols;
+  return r;
+}
+
+TaskRate gemm_rate(const TaskShape& t) {
+  TaskRate r = square_gemm_rate(t);
+  if (r.kind == RateKind::gemm && t.ports[2].bound()) r.n = t.ports[2].cols;
+  return r;
+}
+
 }  // namespace
 
 void register_blas(Registry& reg) {
@@ -455,48 +477,60 @@ void register_blas(Registry& reg) {
   const KernelFn gemm_gpu = nullptr;
   std::string (*const gemm_gpu_check)(const TaskShape&) = nullptr;
 #endif
-  kutil::add_component(
-      reg, "blas.gemm",
-      "C = alpha*op(A)*op(B) + beta*C (BLAS semantics: beta defaults to 0; set beta=1 to accumulate tiles)",
-      gemm_ports(),
-      {{"alpha", ParamType::float_, "1", false, "scale of op(A)*op(B)"},
-       {"beta", ParamType::float_, "0", false, "scale of the previous C (0: C is overwritten)"},
-       {"transa", ParamType::bool_, "false", false, "use A^T"},
-       {"transb", ParamType::bool_, "false", false, "use B^T"}},
-      gemm_cpu, gemm_check, gemm_cost, gemm_gpu, gemm_gpu_check);
-  kutil::add_component(reg, "blas.axpy", "y += alpha*x", axpy_ports(),
-                       {{"alpha", ParamType::float_, "1", false, "scale of x"}}, axpy_cpu, axpy_check, axpy_cost);
+  auto add = [&reg](ComponentSpec s, TaskRate (*rate)(const TaskShape&)) {
+    s.rate = rate;
+    reg.add(std::move(s));
+  };
+  add(kutil::make_component(
+          "blas.gemm",
+          "C = alpha*op(A)*op(B) + beta*C (BLAS semantics: beta defaults to 0; set beta=1 to accumulate tiles)",
+          gemm_ports(),
+          {{"alpha", ParamType::float_, "1", false, "scale of op(A)*op(B)"},
+           {"beta", ParamType::float_, "0", false, "scale of the previous C (0: C is overwritten)"},
+           {"transa", ParamType::bool_, "false", false, "use A^T"},
+           {"transb", ParamType::bool_, "false", false, "use B^T"}},
+          gemm_cpu, gemm_check, gemm_cost, gemm_gpu, gemm_gpu_check),
+      gemm_rate);
+  add(kutil::make_component("blas.axpy", "y += alpha*x", axpy_ports(),
+                            {{"alpha", ParamType::float_, "1", false, "scale of x"}}, axpy_cpu, axpy_check,
+                            axpy_cost),
+      square_gemm_rate);
   // the in-place factorisations of one square tile, without parameters
-  kutil::add_component(reg, "blas.potrf",
-                       "in-place lower Cholesky factorization A = L*L^T; the tile holds exactly L afterwards",
-                       potrf_ports(), {}, potrf_cpu, potrf_check, potrf_cost);
-  kutil::add_component(reg, "blas.getrf",
-                       "in-place LU factorization A = L*U without pivoting (tiled LU, Gauss-Jordan): L unit lower "
-                       "below the diagonal, U on and above it; a zero pivot is an error",
-                       getrf_ports(), {}, getrf_cpu, getrf_check, getrf_cost);
-  kutil::add_component(reg, "blas.getri",
-                       "in-place inverse of a square tile (LAPACK getrf with partial pivoting inside the tile, then "
-                       "getri); a singular matrix is an error",
-                       getri_ports(), {}, getri_cpu, getri_check, getri_cost);
-  kutil::add_component(reg, "blas.trsm",
-                       "triangular solve: op(A)*X = alpha*B (side=left) or X*op(A) = alpha*B (side=right); "
-                       "the defaults solve X*L^T = B (right-looking tiled Cholesky)",
-                       trsm_ports(),
-                       {{"side", ParamType::string_, "right", false, "'left' or 'right'"},
-                        {"uplo", ParamType::string_, "lower", false, "'lower' or 'upper' triangle of a"},
-                        {"trans", ParamType::string_, "trans", false, "'notrans' or 'trans'"},
-                        {"diag", ParamType::string_, "nonunit", false, "'nonunit' or 'unit' diagonal"},
-                        {"alpha", ParamType::float_, "1", false, "scale of b"}},
-                       trsm_cpu, trsm_check, trsm_cost);
-  kutil::add_component(reg, "blas.syrk",
-                       "C = alpha*A*A^T + beta*C (trans=notrans) or alpha*A^T*A + beta*C, one triangle only; "
-                       "defaults alpha=1, beta=1 (tiled Cholesky uses alpha=-1)",
-                       syrk_ports(),
-                       {{"alpha", ParamType::float_, "1", false, "scale of A*A^T"},
-                        {"beta", ParamType::float_, "1", false, "scale of the previous C"},
-                        {"uplo", ParamType::string_, "lower", false, "'lower' or 'upper': the triangle updated"},
-                        {"trans", ParamType::string_, "notrans", false, "'notrans' (A*A^T) or 'trans' (A^T*A)"}},
-                       syrk_cpu, syrk_check, syrk_cost);
+  add(kutil::make_component("blas.potrf",
+                            "in-place lower Cholesky factorization A = L*L^T; the tile holds exactly L afterwards",
+                            potrf_ports(), {}, potrf_cpu, potrf_check, potrf_cost),
+      square_gemm_rate);
+  add(kutil::make_component("blas.getrf",
+                            "in-place LU factorization A = L*U without pivoting (tiled LU, Gauss-Jordan): L unit "
+                            "lower below the diagonal, U on and above it; a zero pivot is an error",
+                            getrf_ports(), {}, getrf_cpu, getrf_check, getrf_cost),
+      square_gemm_rate);
+  add(kutil::make_component("blas.getri",
+                            "in-place inverse of a square tile (LAPACK getrf with partial pivoting inside the tile, "
+                            "then getri); a singular matrix is an error",
+                            getri_ports(), {}, getri_cpu, getri_check, getri_cost),
+      square_gemm_rate);
+  add(kutil::make_component("blas.trsm",
+                            "triangular solve: op(A)*X = alpha*B (side=left) or X*op(A) = alpha*B (side=right); "
+                            "the defaults solve X*L^T = B (right-looking tiled Cholesky)",
+                            trsm_ports(),
+                            {{"side", ParamType::string_, "right", false, "'left' or 'right'"},
+                             {"uplo", ParamType::string_, "lower", false, "'lower' or 'upper' triangle of a"},
+                             {"trans", ParamType::string_, "trans", false, "'notrans' or 'trans'"},
+                             {"diag", ParamType::string_, "nonunit", false, "'nonunit' or 'unit' diagonal"},
+                             {"alpha", ParamType::float_, "1", false, "scale of b"}},
+                            trsm_cpu, trsm_check, trsm_cost),
+      square_gemm_rate);
+  add(kutil::make_component("blas.syrk",
+                            "C = alpha*A*A^T + beta*C (trans=notrans) or alpha*A^T*A + beta*C, one triangle only; "
+                            "defaults alpha=1, beta=1 (tiled Cholesky uses alpha=-1)",
+                            syrk_ports(),
+                            {{"alpha", ParamType::float_, "1", false, "scale of A*A^T"},
+                             {"beta", ParamType::float_, "1", false, "scale of the previous C"},
+                             {"uplo", ParamType::string_, "lower", false, "'lower' or 'upper': the triangle updated"},
+                             {"trans", ParamType::string_, "notrans", false, "'notrans' (A*A^T) or 'trans' (A^T*A)"}},
+                            syrk_cpu, syrk_check, syrk_cost),
+      square_gemm_rate);
 }
 
 }  // namespace ymlopt

@@ -28,6 +28,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace ymlopt::nn {
@@ -43,6 +44,19 @@ enum EmbeddingPort : std::size_t {
   kEmbHotScale,
   kNumEmbeddingPorts
 };
+
+/// The companion tensors of a compressed table (roles "<key>.<role>" in the weights
+/// file, DataDecl::companions) and the ports that read them: codes and scales, zero
+/// points, and the int8 hot rows (quant.embedding hot_rows).
+///   for (const auto& [role, port] : table_companion_ports()) ...  // {"w", "table"}, ...
+inline const std::vector<std::pair<std::string, std::string>>& table_companion_ports() {
+  static const std::vector<std::pair<std::string, std::string>> r = {{"w", "table"},
+                                                                      {"w_scale", "table_scale"},
+                                                                      {"w_zero", "table_zero"},
+                                                                      {"w_hot", "table_hot"},
+                                                                      {"w_hot_scale", "table_hot_scale"}};
+  return r;
+}
 
 /// "" when the ports describe a compressed table of format "int8" or "int4" (arg
 /// `group`), with or without int8 hot rows, gathered into y [tokens, d] f32; d is y's width.

@@ -17,7 +17,9 @@
 // for nn.linear, two per head, sequence and query block for nn.attention).
 //
 // Each component's ports, checks and kernels are in a file of its own
-// (transformer_internal.hpp lists them); this file registers them.
+// (transformer_internal.hpp lists them); this file registers them, with the
+// hooks through which the engine prices nn.linear (linear_rate) and binds the
+// companions of compressed weights (linear_reader, embedding_reader).
 
 #include <string>
 #include <utility>
@@ -46,7 +48,7 @@ void register_transformer(Registry& reg) {
   const ParamSpec seq = {"seq", ParamType::int_, "0", false,
                          "sequence length (rows per sequence); 0: all rows are one sequence"};
 
-  add_component(reg, "nn.embedding",
+  ComponentSpec embedding = kutil::make_component("nn.embedding",
       "y[i, :] = table[ids[i], :]; an id outside [0, vocab) is an error naming its position. format int8/int4: "
       "only the rows requested are dequantized, (code - zero) * scale, into f32 y",
       embedding_ports(),
@@ -55,6 +57,8 @@ void register_transformer(Registry& reg) {
         "table_zero; the layout of quant.int8 / quant.group on W = table [vocab, d]); compressed tables give f32 y"},
        {"group", ParamType::int_, "0", false, "int8/int4: table elements per scale along d; 0: one scale per row"}},
       embedding_cpu, embedding_check, embedding_cost, YMLOPT_CUDA_KERNEL(embedding));
+  embedding.compressed = embedding_reader();
+  reg.add(std::move(embedding));
   add_component(reg, "nn.layernorm",
       "row-wise layer normalization: y = (x - mean) / sqrt(var + eps) * gamma + beta, biased variance (as PyTorch)",
       layernorm_ports(), {{"eps", ParamType::float_, "1e-5", false, "added to the variance"}}, layernorm_cpu,
@@ -62,7 +66,7 @@ void register_transformer(Registry& reg) {
   add_component(reg, "nn.rmsnorm", "row-wise RMS normalization: y = x / sqrt(mean(x^2) + eps) * weight (as LLaMA)", rmsnorm_ports(),
       {{"eps", ParamType::float_, "1e-6", false, "added to the mean square"}}, rmsnorm_cpu, rmsnorm_check,
       rmsnorm_cost, YMLOPT_CUDA_KERNEL(rmsnorm));
-  add_component(reg, "nn.linear",
+  ComponentSpec linear = kutil::make_component("nn.linear",
       "y = act(x W + b), or y = r + act(x W + b) with the optional residual r (fused residual add; r may be y "
       "itself); one GEMM, bias and "
       "activation fused in one pass over y. W is [k, n] (GPT-2 Conv1D) or [n, k] with transpose_w (torch Linear). "
@@ -81,6 +85,9 @@ void register_transformer(Registry& reg) {
         "int8/int4: int8 (x quantized per token, the integer VNNI kernels) or f32 (weight-only: the codes "
         "dequantized a block of rows at a time in cache, then an f32 GEMM)"}},
       linear_cpu, linear_check, linear_cost, YMLOPT_CUDA_KERNEL(linear));
+  linear.rate = linear_rate;
+  linear.compressed = linear_reader();
+  reg.add(std::move(linear));
   add_component(reg, "nn.attention",
       "scaled dot-product attention per head and sequence: y_h = softmax(scale * q_h k_g^T [+ causal mask]) v_g, "
       "g = h / (heads / kv_heads) (grouped-query attention); rows are batch*seq tokens; only heads "

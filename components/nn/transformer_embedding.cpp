@@ -100,4 +100,43 @@ void embedding_cpu(KernelContext& ctx) {
   }
 }
 
+// A table stored compressed: the file's record describes W = table [n = vocab,
+// k = d] (layout nk), so the companions "w", "w_scale", "w_zero" are the int8/int4
+// codes and scales the gather reads (the same ones a tied lm_head nn.linear with
+// transpose_w=true reads), or "w" a dense table; "w_hot", "w_hot_scale" the hot rows.
+namespace {
+
+std::string embedding_bind(const CompressedWeight& w, CompanionBinding& out) {
+  const std::string what = "'" + w.name + "' is stored " + w.format + " in " + w.src;
+  if (const ArgValue* f = w.given("format"); f && f->text != "dense")
+    return "format=\"" + f->text + "\" but " + what + " (leave format out)";
+  if (w.format != "int8" && w.format != "int4" && w.format != "dense")
+    return what + ": nn.embedding reads dense, int8 or int4 tables only";
+  if (!w.nk) return what + " in layout kn ([d, vocab]): nn.embedding needs the table as [vocab, d]";
+  if (w.tiled) return what + ": nn.embedding reads the whole compressed table, not a tile";
+  const auto& ports = nn::table_companion_ports();
+  for (const std::string& role : w.roles) {
+    auto it = ports.begin();
+    while (it != ports.end() && it->first != role) ++it;
+    if (it == ports.end()) return what + " with a '" + role + "' tensor nn.embedding cannot read";
+    out.ports.emplace_back(role, it->second);
+  }
+  if (w.format != "dense") {
+    out.args.emplace_back("format", ArgValue{0, w.format});
+    out.args.emplace_back("group", ArgValue{double(w.group), std::to_string(w.group)});
+  }
+  return "";
+}
+
+}  // namespace
+
+CompressedReader embedding_reader() {
+  CompressedReader r;
+  r.port = "table";
+  r.when = "when it is an int8/int4 table";
+  for (const auto& [role, port] : nn::table_companion_ports()) r.roles.push_back(role);
+  r.bind = embedding_bind;
+  return r;
+}
+
 }  // namespace ymlopt::transformer

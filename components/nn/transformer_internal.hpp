@@ -172,6 +172,8 @@ int embedding_bits(const Args& a);
 std::string embedding_check(const TaskShape& t);
 Cost embedding_cost(const TaskShape& t);
 void embedding_cpu(KernelContext& ctx);
+/// Reading a table stored compressed at port 'table' (ComponentSpec::compressed).
+CompressedReader embedding_reader();
 
 // nn.layernorm, nn.rmsnorm
 const std::vector<PortSpec>& layernorm_ports();
@@ -193,6 +195,10 @@ LinearDims linear_dims(const TaskShape& t);
 std::string linear_check(const TaskShape& t);
 Cost linear_cost(const TaskShape& t);
 void linear_cpu(KernelContext& ctx);
+/// The GEMM, or the compressed format's kernel, at y's shape; the activation as an epilogue.
+TaskRate linear_rate(const TaskShape& t);
+/// Reading a weight stored compressed at port 'w' (ComponentSpec::compressed).
+CompressedReader linear_reader();
 
 // nn.attention
 const std::vector<PortSpec>& attention_ports();

@@ -209,4 +209,66 @@ void linear_cpu(KernelContext& ctx) {
   });
 }
 
+TaskRate linear_rate(const TaskShape& t) {
+  TaskRate r;
+  const TensorView &x = t.ports[nn::kX], &y = t.ports[nn::kY];
+  if (!x.bound() || !y.bound()) return r;
+  r.m = y.rows;
+  r.n = y.cols;
+  r.k = x.cols;
+  const std::string& f = t.args.get_string("format");
+  // weight-only int8/int4 (activations=f32): an f32 GEMM on rows dequantized in cache
+  const bool weight_only = (f == "int8" || f == "int4") && t.args.get_string("activations") == "f32";
+  if (f.empty() || f == "dense" || weight_only) {
+    r.kind = RateKind::gemm;
+    r.name = x.dtype == DType::f64 ? "dgemm" : "sgemm";
+  } else {
+    r.kind = RateKind::kernel;
+    r.name = f;
+  }
+  // the activation at its calibrated rate ("nn.linear.gelu", "nn.linear.silu"), as linear_cost counts it
+  const std::string& a = t.args.get_string("activation");
+  const bool gelu = a == "gelu" || a == "gelu_tanh";
+  if (gelu || a == "silu") {
+    r.epilogue = gelu ? "nn.linear.gelu" : "nn.linear.silu";
+    r.epilogue_flops = double(r.m) * double(r.n) * (gelu ? 8 : 4);
+  }
+  return r;
+}
+
+// A weight stored compressed: its companions on the ports of the same names, and
+// format/group/block (or transpose_w for a dense [n, k] companion) from its record.
+namespace {
+
+std::string linear_bind(const CompressedWeight& w, CompanionBinding& out) {
+  for (const std::string& role : w.roles)
+    if (role == "w_hot")
+      return "'" + w.name + "' is stored " + w.format + " with int8 hot rows in " + w.src +
+             ": only nn.embedding's port 'table' can read it";
+  if (const ArgValue* f = w.given("format"); f && f->text != "dense")
+    return "format=\"" + f->text + "\" but '" + w.name + "' is stored " + w.format + " (leave format out)";
+  if (const ArgValue* tw = w.given("transpose_w"); tw && (tw->number != 0) != w.nk)
+    return "transpose_w=" + tw->text + " but '" + w.name + "' is declared " + (w.nk ? "[n, k]" : "[k, n]");
+  for (const std::string& role : w.roles) out.ports.emplace_back(role, role);
+  if (w.format == "dense") {
+    out.args.emplace_back("transpose_w", ArgValue{1, "true"});  // the companion is [n, k]
+  } else {
+    out.args.emplace_back("format", ArgValue{0, w.format});
+    out.args.emplace_back("group", ArgValue{double(w.group), std::to_string(w.group)});
+    out.args.emplace_back("block", ArgValue{double(w.block), std::to_string(w.block)});
+    if (!w.activations.empty()) out.args.emplace_back("activations", ArgValue{0, w.activations});
+  }
+  return "";
+}
+
+}  // namespace
+
+CompressedReader linear_reader() {
+  CompressedReader r;
+  r.port = "w";
+  r.roles = {"w", "w_scale", "w_zero", "w_index", "w_ptr"};
+  r.bind = linear_bind;
+  return r;
+}
+
 }  // namespace ymlopt::transformer

@@ -131,50 +131,17 @@ std::optional<Calibration> load_calibration(const std::string& path) {
 
 // ------------------------------------------------------------------ rates
 
-namespace {
-
-std::string arg_string_or(const TaskNode& t, const char* name) {
-  for (const auto& p : t.comp->params)
-    if (p.name == name) return t.args.get_string(name);
-  return "";
-}
-
-}  // namespace
-
 TaskRate task_rate(const TaskNode& t, const Dag& dag) {
   TaskRate r;
-  const std::string& comp = t.comp->name;
-  auto bound = [&](size_t i) { return i < t.bindings.size() && t.bindings[i].ref.data >= 0; };
-  if (comp == "nn.linear" && bound(0) && bound(3)) {  // ports x, w, b, y, ...
-    const TensorView x = dag.ref_view(t.bindings[0].ref), y = dag.ref_view(t.bindings[3].ref);
-    r.m = y.rows;
-    r.n = y.cols;
-    r.k = x.cols;
-    const std::string f = arg_string_or(t, "format");
-    // weight-only int8/int4 (activations=f32): an f32 GEMM on rows dequantized in cache
-    const bool weight_only = (f == "int8" || f == "int4") && arg_string_or(t, "activations") == "f32";
-    if (f.empty() || f == "dense" || weight_only) {
-      r.kind = RateKind::gemm;
-      r.name = x.dtype == DType::f64 ? "dgemm" : "sgemm";
-    } else {
-      r.kind = RateKind::kernel;
-      r.name = f;
+  if (t.comp->rate) {
+    const std::vector<TensorView> views = dag.shape_views(t.bindings);
+    try {
+      r = t.comp->rate(TaskShape{views, t.args});
+    } catch (const std::exception&) {
+      r = TaskRate{};
     }
-    return r;
   }
-  if (comp.rfind("blas.", 0) == 0 && bound(0)) {
-    // gemm: A [m, k], B [k, n], C [m, n]; the other BLAS/LAPACK calls at the rate of a square GEMM of their size
-    const TensorView a = dag.ref_view(t.bindings[0].ref);
-    r.kind = RateKind::gemm;
-    r.name = a.dtype == DType::f64 ? "dgemm" : "sgemm";
-    r.m = a.rows;
-    r.k = a.cols;
-    r.n = a.cols;
-    if (comp == "blas.gemm" && bound(2)) r.n = dag.ref_view(t.bindings[2].ref).cols;
-    return r;
-  }
-  r.kind = RateKind::component;
-  r.name = comp;
+  if (r.kind == RateKind::component && r.name.empty()) r.name = t.comp->name;
   return r;
 }
 
@@ -210,7 +177,6 @@ double predict_task_seconds(const TaskNode& t, const Dag& dag, const Calibration
       }
       break;
     }
-    case RateKind::bandwidth: break;
   }
   if (rate <= 0) {
     // an uncalibrated component: streaming bytes at copy bandwidth, flops at a
@@ -219,13 +185,10 @@ double predict_task_seconds(const TaskNode& t, const Dag& dag, const Calibration
     const double f = fallback > 0 ? t.cost.flops / fallback : 0;
     return std::max(f, t.cost.bytes / (c.copy_gbs * 1e9));
   }
-  double epilogue = 0;  // nn.linear's activation, at its calibrated rate ("nn.linear.gelu", "nn.linear.silu")
-  if (t.comp->name == "nn.linear") {
-    const std::string a = arg_string_or(t, "activation");
-    const bool gelu = a == "gelu" || a == "gelu_tanh";
-    auto it = c.components.find(gelu ? "nn.linear.gelu" : "nn.linear.silu");
-    if ((gelu || a == "silu") && it != c.components.end() && it->second.gflops > 0)
-      epilogue = double(r.m) * double(r.n) * (gelu ? 8 : 4) / (it->second.gflops * 1e9);
+  double epilogue = 0;  // a fused activation, at its calibrated rate
+  if (!r.epilogue.empty()) {
+    auto it = c.components.find(r.epilogue);
+    if (it != c.components.end() && it->second.gflops > 0) epilogue = r.epilogue_flops / (it->second.gflops * 1e9);
   }
   return std::max(t.cost.flops / rate, mem_s) + epilogue;
 }

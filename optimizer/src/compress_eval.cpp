@@ -17,6 +17,7 @@
 
 #include "register_builtin.hpp"
 #include "model_run.hpp"
+#include "nn/embedding_formats.hpp"
 #include "ymlopt/engine/compiler.hpp"
 #include "ymlopt/engine/perf_model.hpp"
 #include "ymlopt/engine/registry.hpp"
@@ -210,7 +211,7 @@ class Model final : public SearchModel {
     if (!rep->replay) return rep;
     const TaskNode& t = b.tasks[mine[0]];
     const TaskNode& o = a.tasks[mine[0]];
-    for (const auto& [role, port] : table_[l] ? table_companion_ports() : linear_roles()) {
+    for (const auto& [role, port] : table_[l] ? nn::table_companion_ports() : linear_roles()) {
       const std::int64_t p = port_of(t, port);
       if (p < 0) continue;
       const DataRef ref = t.bindings[std::size_t(p)].ref;

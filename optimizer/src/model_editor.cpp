@@ -13,6 +13,7 @@
 
 #include "io/tensor_file.hpp"
 #include "component_names.hpp"
+#include "nn/embedding_formats.hpp"
 
 namespace fs = std::filesystem;
 
@@ -643,7 +644,7 @@ ModelEditor::EmbeddingUse ModelEditor::replace_embedding(const EmbeddingUse& u, 
   origin_name_[made.at("w").data] = u.name;
   for (std::size_t i : u.tasks) {
     TaskNode& t = dag_.tasks[i];
-    for (const auto& [role, port] : table_companion_ports()) {
+    for (const auto& [role, port] : nn::table_companion_ports()) {
       auto it = made.find(role);
       if (it == made.end()) unbind(t, port);
       else bind(t, port, DataRef{it->second.data, -1});

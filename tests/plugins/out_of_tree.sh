@@ -25,6 +25,10 @@ if ! grep -q 'add_library(ymlopt::sdk ' "$(dirname "$config")"/ymloptTargets*.cm
     "$(dirname "$config")"/ymloptTargets*.cmake | tr '\n' ' ')); give the exported target EXPORT_NAME sdk"
 fi
 
+abi=$("$prefix/bin/ymlopt" version | sed -n 's/.*component SDK ABI \([0-9][0-9]*\).*/\1/p')
+grep -q "^set(YMLOPT_SDK_ABI_VERSION $abi)$" "$config" ||
+  fail "$config does not set YMLOPT_SDK_ABI_VERSION to $abi, the ABI of the installed ymlopt"
+
 # The plugin build uses only the installed package: no sanitizer flags, even
 # when this ymlopt is an ASan/UBSan build (an uninstrumented MODULE loads fine
 # into an instrumented executable).

@@ -1,7 +1,9 @@
 // Weights stored compressed by `ymlopt optimize`: their companion tensors, declared
-// beside the weight and bound to nn.linear's and nn.embedding's ports.
+// beside the weight, and bound to the ports of the tasks that read it by the
+// component's reader (ComponentSpec::compressed).
 #include "compiler.hpp"
 
+#include <algorithm>
 #include <sstream>
 
 #include "io/tensor_file.hpp"
@@ -50,13 +52,14 @@ bool Compiler::compressed_source(DataDecl& d, const Attr& src) {
       }
       tile_n = nk ? d.tile_rows : d.tile_cols;
     }
-    for (const char* role : {"w", "w_scale", "w_zero", "w_index", "w_ptr", "w_hot", "w_hot_scale"}) {
+    const CompressedReaders& readers = compressed_readers();
+    for (const std::string& role : readers.roles) {
       const std::string ck = d.key + "." + role;
       const io::TensorInfo* hit = nullptr;
       for (const auto& t : infos)
         if (t.name == ck) hit = &t;
       if (!hit) {
-        if (std::string(role) == "w") {
+        if (readers.required.count(role)) {
           diags_.error(src.loc, what + ": the file has no companion tensor '" + ck + "'");
           d.format.clear();
           return true;
@@ -109,120 +112,97 @@ bool Compiler::compressed_source(DataDecl& d, const Attr& src) {
   return true;
 }
 
-// Binds nn.linear's companion ports for a compressed weight, and nn.embedding's
-// (table, table_scale, table_zero) for a compressed table; any other reader
-// of one is an error. Returns false after reporting.
-bool Compiler::bind_compressed(const Element& e, const ComponentSpec* c, std::vector<Binding>& binds,
-                     std::vector<ArgValue>& args, const std::vector<bool>& arg_set,
-                     const std::function<std::string()>& who) {
-  for (size_t k = 0; k < binds.size(); ++k) {
-    if (binds[k].ref.data < 0) continue;
-    const DataDecl& d = dag_.data[size_t(binds[k].ref.data)];
-    if (d.format.empty()) continue;
-    if (c->name == "nn.embedding" && c->ports[k].name == "table") {
-      if (!bind_compressed_table(e, c, k, binds, args, arg_set, who)) return false;
-      continue;
-    }
-    if (c->name != "nn.linear" || c->ports[k].name != "w") {
-      diags_.error(e.loc, who() + ": '" + d.name + "' is stored compressed (" + d.format + ") in " + d.src +
-                              ": only nn.linear's port 'w' can read it (and nn.embedding's port 'table' when it is an "
-                              "int8/int4 table)");
-      return false;
-    }
-    for (const auto& [role, idx] : d.companions)
-      if (role == "w_hot") {
-        diags_.error(e.loc, who() + ": '" + d.name + "' is stored " + d.format + " with int8 hot rows in " + d.src +
-                                ": only nn.embedding's port 'table' can read it");
-        return false;
-      }
-    auto param = [&](const char* n) {
-      size_t i = 0;
-      while (i < c->params.size() && c->params[i].name != n) ++i;
-      return i;
-    };
-    if (arg_set[param("format")] && args[param("format")].text != "dense") {
-      diags_.error(e.loc, who() + ": format=\"" + args[param("format")].text + "\" but '" + d.name +
-                              "' is stored " + d.format + " (leave format out)");
-      return false;
-    }
-    const std::size_t tw = param("transpose_w");
-    if (arg_set[tw] && (args[tw].number != 0) != d.format_nk) {
-      diags_.error(e.loc, who() + ": transpose_w=" + args[tw].text + " but '" + d.name + "' is declared " +
-                              (d.format_nk ? "[n, k]" : "[k, n]"));
-      return false;
-    }
-    // a tile's index along the output features
-    const DataRef w = binds[k].ref;
-    const std::int32_t tile = w.tile < 0 ? -1 : std::int32_t(d.format_nk ? w.tile / d.ntile_c : w.tile % d.ntile_c);
-    for (const auto& [role, idx] : d.companions) {
-      size_t p = 0;
-      while (p < c->ports.size() && c->ports[p].name != role) ++p;
-      if (p == c->ports.size()) continue;
-      binds[p] = Binding{DataRef{idx, tile}, Access::read};
-    }
-    auto set = [&](const char* n, const std::string& text, double number) {
-      const size_t i = param(n);
-      if (i < args.size()) args[i].text = text, args[i].number = number;
-    };
-    if (d.format == "dense") {
-      set("transpose_w", "true", 1);  // the companion is [n, k]
-    } else {
-      set("format", d.format, 0);
-      set("group", std::to_string(d.format_group), double(d.format_group));
-      set("block", std::to_string(d.format_block), double(d.format_block));
-      if (!d.format_act.empty()) set("activations", d.format_act, 0);
-    }
+// The components that read compressed weights (ComponentSpec::compressed), those
+// that always can first: the companion roles of them all, in that order, and who
+// they are, for the message to any other reader.
+const Compiler::CompressedReaders& Compiler::compressed_readers() {
+  if (readers_) return *readers_;
+  CompressedReaders r;
+  std::vector<const ComponentSpec*> readers;
+  for (const ComponentSpec* c : reg_.all())
+    if (c->compressed.bind && !c->compressed.port.empty()) readers.push_back(c);
+  std::stable_partition(readers.begin(), readers.end(),
+                        [](const ComponentSpec* c) { return c->compressed.when.empty(); });
+  std::vector<std::string> always, sometimes;  // "<component>'s port '<port>'[ <when>]"
+  for (const ComponentSpec* c : readers) {
+    const CompressedReader& cr = c->compressed;
+    for (const std::string& role : cr.roles)
+      if (std::find(r.roles.begin(), r.roles.end(), role) == r.roles.end()) r.roles.push_back(role);
+    if (!cr.roles.empty()) r.required.insert(cr.roles.front());
+    const std::string who = c->name + "'s port '" + cr.port + "'";
+    if (cr.when.empty()) always.push_back(who);
+    else sometimes.push_back(who + " " + cr.when);
   }
-  return true;
+  if (always.empty()) std::swap(always, sometimes);
+  auto join = [](const std::vector<std::string>& v, const char* sep) {
+    std::string s;
+    for (const std::string& x : v) s += (s.empty() ? "" : sep) + x;
+    return s;
+  };
+  r.who = always.empty() ? "no component can read it"
+                         : "only " + join(always, " or ") + " can read it" +
+                               (sometimes.empty() ? "" : " (and " + join(sometimes, ", ") + ")");
+  return *(readers_ = std::move(r));
 }
 
-// nn.embedding reading a compressed table (port k): the file's record describes
-// W = table [n = vocab, k = d] (layout nk), so the companions "w", "w_scale",
-// "w_zero" are the int8/int4 codes and scales the embedding gathers from (the same
-// ones a tied lm_head nn.linear with transpose_w=true reads), or "w" a dense table.
-bool Compiler::bind_compressed_table(const Element& e, const ComponentSpec* c, size_t k, std::vector<Binding>& binds,
-                           std::vector<ArgValue>& args, const std::vector<bool>& arg_set,
-                           const std::function<std::string()>& who) {
-  const DataDecl& d = dag_.data[size_t(binds[k].ref.data)];
-  const std::string what = "'" + d.name + "' is stored " + d.format + " in " + d.src;
-  auto param = [&](const char* n) {
+// Binds the companions of each compressed weight a task reads through its
+// component's reader; any other reader of one is an error. Returns false after reporting.
+bool Compiler::bind_compressed(const Element& e, const ComponentSpec* c, std::vector<Binding>& binds,
+                               std::vector<ArgValue>& args, const std::vector<bool>& arg_set,
+                               const std::function<std::string()>& who) {
+  auto param = [&](std::string_view n) {
     size_t i = 0;
     while (i < c->params.size() && c->params[i].name != n) ++i;
     return i;
   };
-  const size_t fi = param("format");
-  if (fi < args.size() && arg_set[fi] && args[fi].text != "dense") {
-    diags_.error(e.loc, who() + ": format=\"" + args[fi].text + "\" but " + what + " (leave format out)");
-    return false;
-  }
-  if (d.format != "int8" && d.format != "int4" && d.format != "dense") {
-    diags_.error(e.loc, who() + ": " + what + ": nn.embedding reads dense, int8 or int4 tables only");
-    return false;
-  }
-  if (!d.format_nk) {
-    diags_.error(e.loc, who() + ": " + what + " in layout kn ([d, vocab]): nn.embedding needs the table as [vocab, d]");
-    return false;
-  }
-  if (binds[k].ref.tile >= 0) {
-    diags_.error(e.loc, who() + ": " + what + ": nn.embedding reads the whole compressed table, not a tile");
-    return false;
-  }
-  const auto& kPort = table_companion_ports();
-  for (const auto& [role, idx] : d.companions) {
-    auto it = kPort.begin();
-    while (it != kPort.end() && it->first != role) ++it;
-    if (it == kPort.end()) {
-      diags_.error(e.loc, who() + ": " + what + " with a '" + role + "' tensor nn.embedding cannot read");
+  for (size_t k = 0; k < binds.size(); ++k) {
+    if (binds[k].ref.data < 0) continue;
+    const DataDecl& d = dag_.data[size_t(binds[k].ref.data)];
+    if (d.format.empty()) continue;
+    if (!c->compressed.bind || c->ports[k].name != c->compressed.port) {
+      diags_.error(e.loc, who() + ": '" + d.name + "' is stored compressed (" + d.format + ") in " + d.src + ": " +
+                              compressed_readers().who);
       return false;
     }
-    size_t p = 0;
-    while (p < c->ports.size() && c->ports[p].name != it->second) ++p;
-    if (p < binds.size()) binds[p] = Binding{DataRef{idx, -1}, Access::read};
-  }
-  if (d.format != "dense") {
-    if (fi < args.size()) args[fi].text = d.format, args[fi].number = 0;
-    if (const size_t gi = param("group"); gi < args.size())
-      args[gi].text = std::to_string(d.format_group), args[gi].number = double(d.format_group);
+    const DataRef ref = binds[k].ref;
+    CompressedWeight w;
+    w.port = k;
+    w.name = d.name;
+    w.src = d.src;
+    w.format = d.format;
+    w.group = d.format_group;
+    w.block = d.format_block;
+    w.nk = d.format_nk;
+    w.activations = d.format_act;
+    w.tiled = ref.tile >= 0;
+    for (const auto& [role, idx] : d.companions) w.roles.push_back(role);
+    w.given = [&](std::string_view n) -> const ArgValue* {
+      const size_t i = param(n);
+      return i < args.size() && arg_set[i] ? &args[i] : nullptr;
+    };
+    CompanionBinding out;
+    std::string err;
+    try {
+      err = c->compressed.bind(w, out);
+    } catch (const std::exception& x) {  // a plugin's reader
+      err = std::string("reading compressed '") + d.name + "': " + x.what();
+    }
+    if (!err.empty()) {
+      diags_.error(e.loc, who() + ": " + err);
+      return false;
+    }
+    // companions are split like the weight, along its output features only
+    const std::int32_t tile =
+        ref.tile < 0 ? -1 : std::int32_t(d.format_nk ? ref.tile / d.ntile_c : ref.tile % d.ntile_c);
+    for (const auto& [role, port] : out.ports) {
+      auto comp = d.companions.begin();
+      while (comp != d.companions.end() && comp->first != role) ++comp;
+      size_t p = 0;
+      while (p < c->ports.size() && c->ports[p].name != port) ++p;
+      if (comp != d.companions.end() && p < binds.size()) binds[p] = Binding{DataRef{comp->second, tile}, Access::read};
+    }
+    for (const auto& [name, value] : out.args)
+      if (const size_t i = param(name); i < args.size()) args[i] = value;
   }
   return true;
 }

@@ -174,13 +174,16 @@ class Compiler {
   std::optional<DataRef> resolve(const std::string& text, const Attr& a);
 
   // companions.cpp
+  struct CompressedReaders {
+    std::vector<std::string> roles;  // companion roles, in declaration order
+    std::set<std::string> required;  // those a compressed weight's file must hold
+    std::string who;                 // who reads them: "only <component>'s port '<port>' can read it"
+  };
+  const CompressedReaders& compressed_readers();
   bool compressed_source(DataDecl& d, const Attr& src);
   bool bind_compressed(const Element& e, const ComponentSpec* c, std::vector<Binding>& binds,
                        std::vector<ArgValue>& args, const std::vector<bool>& arg_set,
                        const std::function<std::string()>& who);
-  bool bind_compressed_table(const Element& e, const ComponentSpec* c, size_t k, std::vector<Binding>& binds,
-                             std::vector<ArgValue>& args, const std::vector<bool>& arg_set,
-                             const std::function<std::string()>& who);
 
   // tasks.cpp
   const std::vector<ArgValue>& defaults(const ComponentSpec* c);
@@ -205,7 +208,9 @@ class Compiler {
   void wait(const Element& e);
   void push_context();
   void pop_context();
+  struct EventClosure;
   void finish_events();
+  void add_wait_edges(EventClosure& g);
   void order();
 
   // regions.cpp
@@ -231,6 +236,7 @@ class Compiler {
   Dag dag_;
   std::vector<DataState> states_;
   std::vector<std::pair<std::string, DataDecl>> pending_companions_;  // of the data being declared
+  std::optional<CompressedReaders> readers_;
   std::vector<Frame> frames_;
   std::vector<std::pair<std::string, Value>> vars_;
   std::vector<Context> contexts_;

@@ -232,12 +232,16 @@ void validate(KernelContext& ctx, const std::vector<PortSpec>& specs, Check&& ch
   if (!msg.empty()) throw KernelError(msg);
 }
 
-/// Registers a component from its parts (the common shape of every family's
-/// list); `cuda` and `cuda_check` are optional (ComponentSpec::cuda).
-inline void add_component(Registry& reg, const char* name, const char* doc, const std::vector<PortSpec>& ports,
-                          std::vector<ParamSpec> params, KernelFn cpu, std::string (*check)(const TaskShape&),
-                          Cost (*cost)(const TaskShape&), KernelFn cuda = nullptr,
-                          std::string (*cuda_check)(const TaskShape&) = nullptr) {
+/// A component from its parts (the common shape of every family's list);
+/// `cuda` and `cuda_check` are optional (ComponentSpec::cuda). Set further
+/// hooks on it, then Registry::add it:
+///   ComponentSpec s = kutil::make_component("my.gemm", "C = A B", ports, {}, gemm_cpu, gemm_check, gemm_cost);
+///   s.rate = gemm_rate;
+///   reg.add(std::move(s));
+inline ComponentSpec make_component(const char* name, const char* doc, const std::vector<PortSpec>& ports,
+                                    std::vector<ParamSpec> params, KernelFn cpu,
+                                    std::string (*check)(const TaskShape&), Cost (*cost)(const TaskShape&),
+                                    KernelFn cuda = nullptr, std::string (*cuda_check)(const TaskShape&) = nullptr) {
   ComponentSpec s;
   s.name = name;
   s.doc = doc;
@@ -248,7 +252,15 @@ inline void add_component(Registry& reg, const char* name, const char* doc, cons
   s.cost = cost;
   s.cuda = cuda;
   if (cuda_check) s.cuda_check = cuda_check;
-  reg.add(std::move(s));
+  return s;
+}
+
+/// Registers a component from its parts (make_component).
+inline void add_component(Registry& reg, const char* name, const char* doc, const std::vector<PortSpec>& ports,
+                          std::vector<ParamSpec> params, KernelFn cpu, std::string (*check)(const TaskShape&),
+                          Cost (*cost)(const TaskShape&), KernelFn cuda = nullptr,
+                          std::string (*cuda_check)(const TaskShape&) = nullptr) {
+  reg.add(make_component(name, doc, ports, std::move(params), cpu, check, cost, cuda, cuda_check));
 }
 
 }  // namespace ymlopt::kutil

@@ -41,7 +41,9 @@ namespace ymlopt {
 /// Version of the plugin ABI. A plugin built against another version is refused.
 /// 2: KernelContext::cuda_stream() and ComponentSpec::cuda_check.
 /// 3: TensorView::content_id and Cost::kept_ports.
-inline constexpr int kSdkAbiVersion = 3;
+/// 4: ComponentSpec::compressed and ComponentSpec::rate (the engine reads
+///    compressed weights and prices tasks through the components' hooks).
+inline constexpr int kSdkAbiVersion = 4;
 
 enum class DType : std::uint8_t { f32, f64, f16, bf16, i8, i32 };
 
@@ -292,6 +294,76 @@ struct TaskShape {
   const Args& args;
 };
 
+/// Which calibrated figure prices a task (TaskRate::kind).
+enum class RateKind : std::uint8_t {
+  gemm,       // the calibrated GEMM rate ("sgemm", "dgemm") at the product shape
+  kernel,     // a calibrated kernel ("int8", "csr", ...), or sgemm's rate when it has none
+  component,  // the component's own calibrated rates (GFLOP/s, GB/s, latency)
+};
+
+/// How the performance model prices one task (ComponentSpec::rate): its
+/// Cost::flops at the rate of kernel `name` for the product y[m, n] = x[m, k] W,
+/// or at the component's own calibrated rates. An epilogue (a fused
+/// activation) adds epilogue_flops at the calibrated rate of the component
+/// entry `epilogue`, when the calibration has one.
+///
+///   s.rate = [](const TaskShape& t) {
+///     return TaskRate{RateKind::gemm, "sgemm", t.ports[2].rows, t.ports[2].cols, t.ports[0].cols};
+///   };
+struct TaskRate {
+  RateKind kind = RateKind::component;
+  std::string name;  // "sgemm", "dgemm", "int8", ...; for component: "" (the component's name)
+  std::int64_t m = 0, n = 0, k = 0;
+  std::string epilogue;  // "" for none
+  double epilogue_flops = 0;
+};
+
+/// A weight `ymlopt optimize` stored compressed, bound to a task's port
+/// (CompressedReader::bind). Its file holds a record "ymlopt.format.<key>"
+/// (format, group, block, layout) and companion tensors "<key>.<role>", which
+/// the engine declares beside the weight, split like it along the output
+/// features.
+struct CompressedWeight {
+  std::size_t port = 0;        // the task's port bound to the weight
+  std::string name, src;       // the data's name and its file
+  std::string format;          // "int8", "int4", "csr", "bsr", "nm24", "dense", ...
+  std::int64_t group = 0, block = 0;
+  bool nk = false;             // declared [n, k] (torch Linear) rather than [k, n]
+  std::string activations;     // "f32": weight-only codes; "" the default
+  bool tiled = false;          // the port reads a tile of the weight, not all of it
+  std::vector<std::string> roles;  // its companions in the file, in declaration order
+  /// The value the workflow gives the task's parameter `name`; nullptr when it gives none.
+  std::function<const ArgValue*(std::string_view)> given;
+};
+
+/// What a task reading a compressed weight binds: companion tensors to ports
+/// (a port the component lacks is skipped), and the arguments the stored
+/// format implies.
+struct CompanionBinding {
+  std::vector<std::pair<std::string, std::string>> ports;  // (role, port name)
+  std::vector<std::pair<std::string, ArgValue>> args;      // (parameter name, value)
+};
+
+/// How a component reads weights stored compressed (ComponentSpec::compressed).
+///
+///   s.compressed.port = "w";
+///   s.compressed.roles = {"w", "w_scale"};
+///   s.compressed.bind = [](const CompressedWeight& w, CompanionBinding& out) -> std::string {
+///     if (w.format != "int8") return "'" + w.name + "': int8 weights only";
+///     out.ports = {{"w", "w"}, {"w_scale", "w_scale"}};
+///     out.args = {{"format", ArgValue{0, "int8"}}};
+///     return "";
+///   };
+struct CompressedReader {
+  std::string port;  // the port that may be bound to a compressed weight; "" for none
+  std::string when;  // for diagnostics, when not always: "when it is an int8/int4 table"
+  /// The companion roles it reads; the first holds the data and must be in the file.
+  std::vector<std::string> roles;
+  /// Checks the weight against the task and fills `out`; returns an error
+  /// message (reported after the task's name), or "" when fine.
+  std::function<std::string(const CompressedWeight&, CompanionBinding&)> bind;
+};
+
 /// A component: name `family.op`, ports, params, kernels and hooks.
 struct ComponentSpec {
   std::string name;
@@ -312,6 +384,10 @@ struct ComponentSpec {
   std::function<std::string(const TaskShape&)> check;
   /// Cost of one task (flops, bytes); default: bytes of all ports.
   std::function<Cost(const TaskShape&)> cost;
+  /// How the performance model prices a task; empty: at the component's calibrated rates.
+  std::function<TaskRate(const TaskShape&)> rate;
+  /// How it reads weights stored compressed by `ymlopt optimize` (nn.linear's 'w').
+  CompressedReader compressed;
   /// Tasks that must run on the host in submission order (file I/O).
   bool host_only = false;
 };

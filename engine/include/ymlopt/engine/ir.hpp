@@ -34,13 +34,13 @@ struct DataDecl {
   bool reshape = false;  // accept a stored tensor of another shape with as many elements (row-major)
   SrcLoc loc;
   // A weight `ymlopt optimize` stored compressed: the file holds no `key` but
-  // metadata "ymlopt.format.<key>" and companion tensors "<key>.<port>". The
-  // tensor has no storage; nn.linear tasks reading it are bound to the
-  // companions (data indices, by nn.linear port) with format/group/block args.
+  // metadata "ymlopt.format.<key>" and companion tensors "<key>.<role>". The
+  // tensor has no storage; the tasks reading it are bound to the companions
+  // (data indices, by role) by their component (ComponentSpec::compressed).
   std::string format;  // "" for a plain tensor
   std::int64_t format_group = 0, format_block = 0;
   bool format_nk = false;  // declared [n, k] (torch Linear) rather than [k, n]
-  std::string format_act;  // "f32": weight-only int8/int4 (nn.linear activations=f32); "" the default
+  std::string format_act;  // "f32": weight-only int8/int4 codes; "" the default
   std::vector<std::pair<std::string, std::int32_t>> companions;
   // Placement on MPI ranks (--backend starpu-mpi; other backends ignore it):
   // distribute="block-cyclic-2d|rows|cols|replicate" ("" = the backend's
@@ -78,19 +78,6 @@ struct DataDecl {
     return tiled() ? tc * tile_cols : 0;
   }
 };
-
-/// The companion tensors of a compressed embedding table (DataDecl::companions
-/// roles, "<key>.<role>" in the weights file) and the nn.embedding ports that read
-/// them: codes and scales, zero points, and the int8 hot rows (quant.embedding hot_rows).
-///   for (const auto& [role, port] : table_companion_ports()) ...  // {"w", "table"}, ...
-inline const std::vector<std::pair<std::string, std::string>>& table_companion_ports() {
-  static const std::vector<std::pair<std::string, std::string>> r = {{"w", "table"},
-                                                                      {"w_scale", "table_scale"},
-                                                                      {"w_zero", "table_zero"},
-                                                                      {"w_hot", "table_hot"},
-                                                                      {"w_hot_scale", "table_hot_scale"}};
-  return r;
-}
 
 /// The row stride the engine allocates for a rows x cols tensor: cols, plus a
 /// cache line when a row is a multiple of 4 KiB (power-of-two strides make the

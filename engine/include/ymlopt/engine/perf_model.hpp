@@ -44,8 +44,8 @@ struct Calibration {
   /// Kernel rates by kernel name: "sgemm", "dgemm" (OpenBLAS, 1 thread), "int8", "int4"
   /// (quant::linear), "csr" (90% sparse), "nm24", "bsr" (sparse::linear).
   std::map<std::string, std::vector<RatePoint>> kernels;
-  /// By component name; "nn.linear.gelu" / "nn.linear.silu": nn.linear's activation
-  /// epilogue (8 / 4 flops per output element, as its cost function counts them).
+  /// By component name, and by the names of epilogues (TaskRate::epilogue) that
+  /// components price apart.
   std::map<std::string, ComponentRate> components;
   double read_gbs = 10;   // streaming sum, 1 thread
   double copy_gbs = 5;    // memcpy (bytes read + written), 1 thread
@@ -68,18 +68,11 @@ std::string calibration_path();
 /// The stored calibration of this machine, if any (a malformed file counts as none).
 std::optional<Calibration> load_calibration(const std::string& path = calibration_path());
 
-/// Which calibrated figure prices a task.
-enum class RateKind { gemm, kernel, component, bandwidth };
-
-/// How one task is priced: the rate kind, the kernel or component name, and the
-/// product shape for GEMM-like tasks (m, n, k; 0 otherwise).
+/// How one task is priced (TaskRate, in the SDK): its component's `rate` hook
+/// on the task's port shapes and args; without one (or when it throws), at the
+/// component's own calibrated rates.
 ///
 ///   TaskRate r = task_rate(task, dag);   // nn.linear format=int8 -> {kernel, "int8", ...}
-struct TaskRate {
-  RateKind kind = RateKind::bandwidth;
-  std::string name;  // "sgemm", "dgemm", "int8", ..., or the component name
-  std::int64_t m = 0, n = 0, k = 0;
-};
 TaskRate task_rate(const TaskNode& t, const Dag& dag);
 
 /// The rate (GFLOP/s) of kernel `name` nearest in log-shape to (m, n, k); 0 if
@@ -88,7 +81,7 @@ double kernel_gflops(const Calibration& c, const std::string& name, std::int64_t
 
 /// Predicted seconds of one task's kernel (no per-task overhead, no first touch of mapped parameters):
 /// max(flops / rate, bytes / bandwidth), rate chosen by task_rate (plus a
-/// component's fixed latency, and nn.linear's activation at the elementwise rate).
+/// component's fixed latency, and the task's epilogue at its calibrated rate).
 double predict_task_seconds(const TaskNode& t, const Dag& dag, const Calibration& c);
 
 /// Result of a list-scheduling simulation.
