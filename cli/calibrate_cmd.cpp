@@ -22,7 +22,7 @@
 
 #include "run_workflow.hpp"
 #include "quant/qlinear.hpp"
-#include "ymlopt/engine/topology.hpp"
+#include "ymlopt/scheduler/topology.hpp"
 #include "register_builtin.hpp"
 #include "report.hpp"
 #include "sparse/sparse_linear.hpp"
@@ -31,8 +31,8 @@
 #include "usage_error.hpp"
 #include "workflow_args.hpp"
 #include "ymlopt/engine/compiler.hpp"
-#include "ymlopt/engine/data_store.hpp"
-#include "ymlopt/engine/scratch_dir.hpp"
+#include "ymlopt/scheduler/data_store.hpp"
+#include "ymlopt/scheduler/scratch_dir.hpp"
 
 extern "C" {
 void openblas_set_num_threads(int);

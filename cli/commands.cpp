@@ -41,7 +41,7 @@
 #include "ymlopt/engine/compiler.hpp"
 #include "ymlopt/engine/distribution.hpp"
 #include "ymlopt/engine/dot.hpp"
-#include "ymlopt/engine/topology.hpp"
+#include "ymlopt/scheduler/topology.hpp"
 #include "ymlopt/optimizer/compress_search.hpp"
 #if YMLOPT_HAVE_CUDA
 #include "nn/nn_cuda.hpp"

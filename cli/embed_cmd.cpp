@@ -18,7 +18,7 @@
 #include "text/tokenizer.hpp"
 #include "usage_error.hpp"
 #include "ymlopt/engine/compiler.hpp"
-#include "ymlopt/engine/scratch_dir.hpp"
+#include "ymlopt/scheduler/scratch_dir.hpp"
 
 namespace po = boost::program_options;
 namespace fs = std::filesystem;

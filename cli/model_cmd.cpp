@@ -8,8 +8,8 @@
 
 #include "io/tensor_file.hpp"
 #include "usage_error.hpp"
-#include "ymlopt/engine/data_store.hpp"
-#include "ymlopt/engine/model_zoo.hpp"
+#include "ymlopt/scheduler/data_store.hpp"
+#include "model_zoo.hpp"
 
 namespace po = boost::program_options;
 

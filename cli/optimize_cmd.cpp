@@ -17,7 +17,7 @@
 #include "usage_error.hpp"
 #include "workflow_args.hpp"
 #include "ymlopt/engine/analysis.hpp"
-#include "ymlopt/engine/data_store.hpp"
+#include "ymlopt/scheduler/data_store.hpp"
 #include "ymlopt/optimizer/passes.hpp"
 #include "ymlopt/xml/parser.hpp"
 

@@ -27,14 +27,18 @@ LAYERS = [
     # the co-method runtime (board, exchange, exit policies, rank-group interface):
     # knows no DAG; the eigen family, the scheduler and the MPI backend drive it
     ("unite", {"unite": ["ymlopt_unite"]}),
+    # families whose kernels nn.linear / nn.embedding run on compressed weights
+    ("weight formats", {
+        "quant": ["ymlopt_quant", "ymlopt_quant_cuda"],
+        "sparse": ["ymlopt_sparse", "ymlopt_sparse_cuda"],
+    }),
+    # the transformer building blocks (their CUDA part holds the cuBLAS GEMM blas.gemm reuses)
+    ("nn", {"nn": ["ymlopt_nn", "ymlopt_nn_cuda"]}),
     ("component families", {
         "blas": ["ymlopt_blas"],
         "tensor": ["ymlopt_tensor"],
-        "nn": ["ymlopt_nn", "ymlopt_nn_cuda"],
         "io": ["ymlopt_io"],
         "text": ["ymlopt_text"],
-        "quant": ["ymlopt_quant", "ymlopt_quant_cuda"],
-        "sparse": ["ymlopt_sparse", "ymlopt_sparse_cuda"],
         "prune": ["ymlopt_prune"],
         "eigen": ["ymlopt_eigen"],
     }),
@@ -45,20 +49,17 @@ LAYERS = [
     ("backends", {
         "sequential": ["ymlopt_backend_sequential"],
         "starpu": ["ymlopt_backend_starpu"],
-        "starpu_mpi": ["ymlopt_backend_starpu_mpi"],
     }),
+    # one process per rank, on the StarPU backend's codelets and bindings
+    ("multi-process backend", {"starpu_mpi": ["ymlopt_backend_starpu_mpi"]}),
     ("backend factory", {"backends": ["ymlopt_backends"]}),  # make_executor: a backend by name
     ("optimizer", {"optimizer": ["ymlopt_optimizer"]}),
     ("cli", {"cli": ["ymlopt_cli", "ymlopt"]}),
 ]
 
-# The edges that climb (or cross between units of one layer) today, each with its reason.
-EXCEPTIONS = {
-    ("ymlopt_nn", "ymlopt_quant"): "nn.linear runs int8/int4 weights with quant's kernels",
-    ("ymlopt_nn", "ymlopt_sparse"): "nn.linear runs CSR and 2:4 weights with sparse's kernels",
-    ("ymlopt_blas", "ymlopt_nn_cuda"): "blas.gemm's CUDA kernel is nn_cuda's cuBLAS GEMM (CUDA builds only)",
-    ("ymlopt_backend_starpu_mpi", "ymlopt_backend_starpu"): "the MPI backend reuses the StarPU backend's codelets",
-}
+# The edges that climb (or cross between units of one layer), each with its
+# reason; none today.
+EXCEPTIONS = {}
 
 # Targets above every layer: tests, benchmarks, fuzzers, plugins.
 UNCHECKED = re.compile(r"^(ymlopt_(test|bench|fuzz)_.*|ymlopt_example_ops|.*_plugin)$")

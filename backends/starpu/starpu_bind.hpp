@@ -16,7 +16,7 @@
 #include <optional>
 #include <string>
 
-#include "ymlopt/engine/topology.hpp"
+#include "ymlopt/scheduler/topology.hpp"
 #include "ymlopt/scheduler/executor.hpp"
 
 struct starpu_conf;

@@ -8,7 +8,7 @@
 
 #include "starpu_bind.hpp"
 #include "starpu_mpi_backend.hpp"
-#include "ymlopt/engine/topology.hpp"
+#include "ymlopt/scheduler/topology.hpp"
 
 namespace ymlopt {
 

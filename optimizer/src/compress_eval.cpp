@@ -21,7 +21,7 @@
 #include "ymlopt/engine/compiler.hpp"
 #include "ymlopt/engine/perf_model.hpp"
 #include "ymlopt/engine/registry.hpp"
-#include "ymlopt/engine/scratch_dir.hpp"
+#include "ymlopt/scheduler/scratch_dir.hpp"
 #include "ymlopt/optimizer/model_editor.hpp"
 #include "ymlopt/optimizer/passes.hpp"
 

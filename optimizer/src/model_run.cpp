@@ -6,7 +6,7 @@
 #include <stdexcept>
 
 #include "run_workflow.hpp"
-#include "ymlopt/engine/data_store.hpp"
+#include "ymlopt/scheduler/data_store.hpp"
 #include "ymlopt/scheduler/executor.hpp"
 #include "component_names.hpp"
 

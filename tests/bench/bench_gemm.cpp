@@ -36,7 +36,7 @@
 #include "register_builtin.hpp"
 #include "starpu_backend.hpp"
 #include "ymlopt/engine/compiler.hpp"
-#include "ymlopt/engine/data_store.hpp"
+#include "ymlopt/scheduler/data_store.hpp"
 #include "ymlopt/engine/registry.hpp"
 #include "ymlopt/scheduler/executor.hpp"
 

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "starpu_backend.hpp"
-#include "ymlopt/engine/data_store.hpp"
+#include "ymlopt/scheduler/data_store.hpp"
 #include "ymlopt/scheduler/executor.hpp"
 
 namespace bench {

@@ -1,7 +1,7 @@
 // The driver: compile_workflow and Compiler::run, the phases in order.
 #include "compiler.hpp"
 
-#include "ymlopt/engine/yvetteml.hpp"
+#include "ymlopt/xml/yvetteml.hpp"
 
 namespace ymlopt::compiler {
 

@@ -5,7 +5,7 @@
 #include <cmath>
 #include <cctype>
 
-#include "ymlopt/engine/yvetteml.hpp"
+#include "ymlopt/xml/yvetteml.hpp"
 
 namespace ymlopt::compiler {
 

@@ -15,7 +15,7 @@
 #include "io/tensor_file.hpp"
 #include "test_util.hpp"
 #include "ymlopt/engine/analysis.hpp"
-#include "ymlopt/engine/data_store.hpp"
+#include "ymlopt/scheduler/data_store.hpp"
 
 using namespace ymlopt;
 

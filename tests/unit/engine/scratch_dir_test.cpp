@@ -1,5 +1,5 @@
 // ScratchDir: a private temporary directory removed with its content on scope exit.
-#include "ymlopt/engine/scratch_dir.hpp"
+#include "ymlopt/scheduler/scratch_dir.hpp"
 
 #include <gtest/gtest.h>
 

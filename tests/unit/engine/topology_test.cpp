@@ -13,7 +13,7 @@
 #include "starpu_backend.hpp"
 #include "starpu_bind.hpp"
 #include "test_util.hpp"
-#include "ymlopt/engine/topology.hpp"
+#include "ymlopt/scheduler/topology.hpp"
 
 using namespace ymlopt;
 

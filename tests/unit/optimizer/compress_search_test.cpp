@@ -23,7 +23,7 @@
 #include "register_builtin.hpp"
 #include "sequential.hpp"
 #include "ymlopt/engine/compiler.hpp"
-#include "ymlopt/engine/data_store.hpp"
+#include "ymlopt/scheduler/data_store.hpp"
 #include "ymlopt/engine/perf_model.hpp"
 #include "ymlopt/engine/registry.hpp"
 #include "ymlopt/optimizer/compress_search.hpp"

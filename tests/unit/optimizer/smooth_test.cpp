@@ -20,7 +20,7 @@
 #include "sequential.hpp"
 #include "tiny_gpt2.hpp"
 #include "ymlopt/engine/compiler.hpp"
-#include "ymlopt/engine/data_store.hpp"
+#include "ymlopt/scheduler/data_store.hpp"
 #include "ymlopt/engine/registry.hpp"
 #include "ymlopt/optimizer/passes.hpp"
 #include "ymlopt/optimizer/smooth.hpp"

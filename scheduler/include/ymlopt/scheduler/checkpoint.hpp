@@ -9,7 +9,7 @@
 #include <thread>
 #include <vector>
 
-#include "ymlopt/engine/data_store.hpp"
+#include "ymlopt/scheduler/data_store.hpp"
 #include "ymlopt/engine/ir.hpp"
 
 namespace ymlopt {

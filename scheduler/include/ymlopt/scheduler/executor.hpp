@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "ymlopt/engine/analysis.hpp"
-#include "ymlopt/engine/data_store.hpp"
+#include "ymlopt/scheduler/data_store.hpp"
 #include "ymlopt/engine/ir.hpp"
 #include "ymlopt/unite/rank_groups.hpp"
 #include "ymlopt/unite/record.hpp"

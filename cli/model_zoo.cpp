@@ -1,4 +1,4 @@
-#include "ymlopt/engine/model_zoo.hpp"
+#include "model_zoo.hpp"
 
 #include <map>
 #include <stdexcept>

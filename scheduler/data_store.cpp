@@ -1,4 +1,4 @@
-#include "ymlopt/engine/data_store.hpp"
+#include "ymlopt/scheduler/data_store.hpp"
 
 #include <cstdlib>
 #include <map>

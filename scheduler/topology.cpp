@@ -1,4 +1,4 @@
-#include "ymlopt/engine/topology.hpp"
+#include "ymlopt/scheduler/topology.hpp"
 
 #include <hwloc.h>
 

@@ -1,4 +1,4 @@
-#include "ymlopt/engine/yvetteml.hpp"
+#include "ymlopt/xml/yvetteml.hpp"
 
 #include <cctype>
 #include <map>

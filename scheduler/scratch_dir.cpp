@@ -1,4 +1,4 @@
-#include "ymlopt/engine/scratch_dir.hpp"
+#include "ymlopt/scheduler/scratch_dir.hpp"
 
 #include <cerrno>
 #include <cstdlib>
