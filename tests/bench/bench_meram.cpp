@@ -128,34 +128,21 @@ void print_row(const Row& r, double ref_mv) {
   std::printf("\n");
 }
 
-}  // namespace
+/// The command line's settings.
+struct Settings {
+  int64_t n = 2000, k = 2, ncv = 10, cd = 40, mk = 40, max_restarts = 20000, stall = 0;
+  int reps = 5;
+  double tol = 1e-8, upper = 0.2, radius = 0.95, step = 0.1;
+  std::vector<int64_t> subspaces;
+  std::string only, restart_sel;
+  bool lockstep = false;
+  MeramPolicy policy = MeramPolicy::best_set;
+};
 
-int main(int argc, char** argv) {
-  const int64_t n = arg(argc, argv, "--n", 2000), k = arg(argc, argv, "--k", 2), ncv = arg(argc, argv, "--ncv", 10);
-  const int reps = int(arg(argc, argv, "--reps", 5));
-  const double tol = std::pow(10.0, -double(arg(argc, argv, "--tol-exp", 8)));
-  const int64_t cd = arg(argc, argv, "--cd", 40), mk = arg(argc, argv, "--markov", 40);
-  const int64_t max_restarts = arg(argc, argv, "--max-restarts", 20000);
-  const std::vector<int64_t> subspaces = parse_subspaces(arg_s(argc, argv, "--subspaces", "5,7,10"));
-  const std::string only = arg_s(argc, argv, "--only", "");
-  const int64_t stall = arg(argc, argv, "--stall", 0);
-  const bool lockstep = arg(argc, argv, "--deterministic", 0) != 0;
-  const std::string restart_sel = arg_s(argc, argv, "--restart", "both");
-  if (restart_sel != "explicit" && restart_sel != "implicit" && restart_sel != "both") {
-    std::fprintf(stderr, "--restart %s: expected explicit, implicit or both\n", restart_sel.c_str());
-    return 2;
-  }
-  const MeramPolicy policy =
-      std::string(arg_s(argc, argv, "--policy", "best_set")) == "per_eigenvalue" ? MeramPolicy::per_eigenvalue
-                                                                                 : MeramPolicy::best_set;
-  openblas_set_num_threads(1);
-  std::printf("OpenBLAS core: %s, BLAS 1 thread per solver; MERAM: %zu co-method threads on %u hardware threads\n",
-              openblas_get_corename(), subspaces.size(), std::thread::hardware_concurrency());
-  std::printf("k %lld, tol %.0e (|r| <= tol |λ|), reps %d, max_restarts %lld per co-method, ARPACK ncv %lld\n",
-              (long long)k, tol, reps, (long long)max_restarts, (long long)ncv);
-  std::printf("MERAM policy %s, stall_window %lld, %s\n", policy == MeramPolicy::best_set ? "best_set" : "per_eigenvalue",
-              (long long)stall, lockstep ? "deterministic (exchanges in matvec-time order)" : "asynchronous");
-
+/// The test problems: four random spectra around the wanted top, then the
+/// convection-diffusion and Markov matrices.
+std::vector<Case> make_cases(const Settings& st) {
+  const int64_t k = st.k, n = st.n;
   std::vector<Case> cases;
   auto top = [&](double scale, double step) {
     std::vector<std::complex<double>> t;
@@ -163,136 +150,188 @@ int main(int argc, char** argv) {
     if (k >= 3) t[2] = {scale * 0.99, scale * 0.02};
     return t;
   };
-  const double upper = 1e-2 * double(arg(argc, argv, "--upper", 20));
-  const double radius = 1e-3 * double(arg(argc, argv, "--radius", 950));
   auto with_top = [&](const std::string& name, std::vector<std::complex<double>> t, double r, uint64_t seed) {
     const auto eigs = random_spectrum(t, n - spectrum_dims(t), r, 0.3, seed);
     cases.push_back(
-        {name, matrix_with_spectrum(eigs, {.seed = seed, .upper_scale = upper}), Which::largest_magnitude, eigs});
+        {name, matrix_with_spectrum(eigs, {.seed = seed, .upper_scale = st.upper}), Which::largest_magnitude, eigs});
   };
-  with_top("clustered", top(1.0, 0.005), radius, 11);
-  const double step = 1e-3 * double(arg(argc, argv, "--step", 100));
+  with_top("clustered", top(1.0, 0.005), st.radius, 11);
   {
-    const auto t = top(1.0, step);
-    const auto eigs = random_spectrum_box(t, n - spectrum_dims(t), -0.5, radius, 0.1, 0.3, 14);
+    const auto t = top(1.0, st.step);
+    const auto eigs = random_spectrum_box(t, n - spectrum_dims(t), -0.5, st.radius, 0.1, 0.3, 14);
     cases.push_back(
-        {"box", matrix_with_spectrum(eigs, {.seed = 14, .upper_scale = upper}), Which::largest_magnitude, eigs});
+        {"box", matrix_with_spectrum(eigs, {.seed = 14, .upper_scale = st.upper}), Which::largest_magnitude, eigs});
   }
-  with_top("origin", top(1e-3, 0.01), 1e-3 * radius, 12);
+  with_top("origin", top(1e-3, 0.01), 1e-3 * st.radius, 12);
   with_top("easy", top(1.0, 0.1), 0.5, 13);
-  if (cd > 0) cases.push_back({"cd", convection_diffusion_2d(cd, 1000.0), Which::largest_magnitude,
-                               convection_diffusion_2d_eigenvalues(cd, 1000.0)});
-  if (mk > 0) {
-    Case c{"markov", markov_random_walk(mk), Which::largest_real, {}};
+  if (st.cd > 0) cases.push_back({"cd", convection_diffusion_2d(st.cd, 1000.0), Which::largest_magnitude,
+                                  convection_diffusion_2d_eigenvalues(st.cd, 1000.0)});
+  if (st.mk > 0) {
+    Case c{"markov", markov_random_walk(st.mk), Which::largest_real, {}};
     c.exact = eigref::lapack_geev(to_dense(c.a), c.a.rows);
     cases.push_back(std::move(c));
   }
+  return cases;
+}
 
-  for (const Case& c : cases) {
-    if (!only.empty() && c.name != only) continue;
-    const LinearOperator op = csr_operator(c.a);
-    const auto want = wanted(c.exact, k, c.which);
-    std::string sizes;
-    for (size_t i = 0; i < subspaces.size(); ++i) {
-      if (i) sizes += ',';
-      sizes += std::to_string(subspaces[i]);
-    }
-    // Row groups: per restart kind, the multiple method then each single one; ARPACK last.
-    std::vector<Restart> kinds;
-    if (restart_sel != "implicit") kinds.push_back(Restart::explicit_);
-    if (restart_sel != "explicit") kinds.push_back(Restart::implicit);
-    std::vector<Row> rows;
-    for (Restart kind : kinds) {
-      const bool imp = kind == Restart::implicit;
-      rows.emplace_back(std::string(imp ? "MIRAM(" : "MERAM(") + sizes + ")");
-      for (int64_t m : subspaces) rows.emplace_back(std::string(imp ? "IRAM(" : "ERAM(") + std::to_string(m) + ")");
-    }
-    rows.emplace_back("ARPACK(" + std::to_string(ncv) + ")");
-    const size_t group = subspaces.size() + 1;
-    for (int rep = 0; rep < reps; ++rep) {
-      for (size_t g = 0; g < kinds.size(); ++g)
-        for (size_t v = 0; v <= subspaces.size(); ++v) {
-          MeramOptions o;
-          o.k = k;
-          o.tol = tol;
-          o.which = c.which;
-          o.max_restarts = max_restarts;
-          o.seed = static_cast<uint64_t>(rep + 1);
-          o.subspaces = v == 0 ? subspaces : std::vector<int64_t>{subspaces[v - 1]};
-          o.policy = policy;
-          o.stall_window = stall;
-          o.deterministic = lockstep;
-          o.restart = kinds[g];
-          Row& row = rows[g * group + v];
-          if (kinds[g] == Restart::implicit && o.subspaces.size() == 1 && o.subspaces[0] < c.a.rows &&
-              o.subspaces[0] <= k + 1) {
-            row.conv.push_back(0);  // IRAM needs m > k + 1
-            row.err.push_back(NAN);
-            continue;
-          }
-          const double t0 = now_s();
-          const MeramResult r = meram(op, o);
-          const double t = now_s() - t0;
-          row.t.push_back(t);
-          row.mv.push_back(double(r.total_matvecs));
-          row.crit.push_back(double(r.critical_matvecs));
-          int64_t restarts = 0;
-          for (const auto& cm : r.comethods) restarts = std::max(restarts, cm.restarts);
-          row.rs.push_back(double(restarts));
-          row.err.push_back(value_error(r.result.values_re, r.result.values_im, want));
-          row.conv.push_back(r.result.converged ? 1 : 0);
-        }
-      const double t0 = now_s();
-      const auto ar =
-          eigref::arpack_nonsymmetric(op.apply, c.a.rows, k, c.which == Which::largest_real ? "LR" : "LM", ncv, tol,
-                                      max_restarts, random_vector(c.a.rows, static_cast<uint64_t>(rep + 1)));
-      const double t = now_s() - t0;
-      Row& row = rows.back();
-      row.t.push_back(t);
-      row.mv.push_back(double(ar.matvecs));
-      row.crit.push_back(double(ar.matvecs));
-      row.rs.push_back(double(ar.restarts));
-      row.err.push_back(ar.re.empty() ? NAN : value_error(ar.re, ar.im, want));
-      row.conv.push_back(ar.info == 0 && int64_t(ar.re.size()) >= k ? 1 : 0);
-    }
-    std::printf("\n%s: n %lld, nnz %lld, which %s\n", c.name.c_str(), (long long)c.a.rows, (long long)c.a.nnz(),
-                c.which == Which::largest_real ? "LR" : "LM");
-    std::printf("  %-16s %9s %9s %9s %8s %9s %8s %4s  %6s\n", "solver", "time s", "mv", "crit mv", "restarts",
-                "max err", "conv", "ok", "mv/ref");
-    const Row& arpack = rows.back();
-    for (size_t g = 0; g < kinds.size(); ++g) {
-      const bool imp = kinds[g] == Restart::implicit;
-      const char* multi = imp ? "miram" : "meram";
-      const char* single = imp ? "IRAM" : "ERAM";
-      // Reference: the best single method that found the wanted values in every repetition (fewest median matvecs).
-      double best = 0;
-      size_t best_v = 0;
-      std::string best_name = "none";
-      for (size_t v = 1; v <= subspaces.size(); ++v) {
-        const Row& r = rows[g * group + v];
-        if (ok_count(r) != reps) continue;
-        if (best == 0 || median(r.mv) < best) {
-          best = median(r.mv);
-          best_v = v;
-          best_name = r.name;
-        }
-      }
-      for (size_t v = 0; v <= subspaces.size(); ++v) print_row(rows[g * group + v], best);
-      const Row& mr = rows[g * group];
-      const int ok = ok_count(mr);
-      if (best > 0)
-        std::printf("RESULT %s %s/%s matvecs %.2f critical %.2f time %.2f (%s right %d/%d)\n", c.name.c_str(), multi,
-                    best_name.c_str(), median(mr.mv) / best, median(mr.crit) / best,
-                    median(mr.t) / median(rows[g * group + best_v].t), multi, ok, reps);
-      else
-        std::printf("RESULT %s no single %s found the wanted values in every repetition (%s right %d/%d)\n",
-                    c.name.c_str(), single, multi, ok, reps);
-      if (!arpack.mv.empty())
-        std::printf("RESULT %s %s/arpack matvecs %.2f critical %.2f time %.2f (ARPACK right %d/%d)\n", c.name.c_str(),
-                    multi, median(mr.mv) / median(arpack.mv), median(mr.crit) / median(arpack.mv),
-                    median(mr.t) / median(arpack.t), ok_count(arpack), reps);
-    }
-    print_row(arpack, 0);
+/// One repetition of the multiple method (v = 0) or single method v of one
+/// restart kind, into its row.
+void run_meram(const Case& c, const Settings& st, const LinearOperator& op, const std::vector<std::complex<double>>& want,
+               Restart kind, size_t v, int rep, Row& row) {
+  MeramOptions o;
+  o.k = st.k;
+  o.tol = st.tol;
+  o.which = c.which;
+  o.max_restarts = st.max_restarts;
+  o.seed = static_cast<uint64_t>(rep + 1);
+  o.subspaces = v == 0 ? st.subspaces : std::vector<int64_t>{st.subspaces[v - 1]};
+  o.policy = st.policy;
+  o.stall_window = st.stall;
+  o.deterministic = st.lockstep;
+  o.restart = kind;
+  if (kind == Restart::implicit && o.subspaces.size() == 1 && o.subspaces[0] < c.a.rows && o.subspaces[0] <= st.k + 1) {
+    row.conv.push_back(0);  // IRAM needs m > k + 1
+    row.err.push_back(NAN);
+    return;
   }
+  const double t0 = now_s();
+  const MeramResult r = meram(op, o);
+  const double t = now_s() - t0;
+  row.t.push_back(t);
+  row.mv.push_back(double(r.total_matvecs));
+  row.crit.push_back(double(r.critical_matvecs));
+  int64_t restarts = 0;
+  for (const auto& cm : r.comethods) restarts = std::max(restarts, cm.restarts);
+  row.rs.push_back(double(restarts));
+  row.err.push_back(value_error(r.result.values_re, r.result.values_im, want));
+  row.conv.push_back(r.result.converged ? 1 : 0);
+}
+
+/// One repetition of ARPACK, into its row.
+void run_arpack(const Case& c, const Settings& st, const LinearOperator& op,
+                const std::vector<std::complex<double>>& want, int rep, Row& row) {
+  const double t0 = now_s();
+  const auto ar = eigref::arpack_nonsymmetric(op.apply, c.a.rows, st.k, c.which == Which::largest_real ? "LR" : "LM",
+                                              st.ncv, st.tol, st.max_restarts,
+                                              random_vector(c.a.rows, static_cast<uint64_t>(rep + 1)));
+  const double t = now_s() - t0;
+  row.t.push_back(t);
+  row.mv.push_back(double(ar.matvecs));
+  row.crit.push_back(double(ar.matvecs));
+  row.rs.push_back(double(ar.restarts));
+  row.err.push_back(ar.re.empty() ? NAN : value_error(ar.re, ar.im, want));
+  row.conv.push_back(ar.info == 0 && int64_t(ar.re.size()) >= st.k ? 1 : 0);
+}
+
+/// A case's table: per restart kind the multiple method and each single one,
+/// with RESULT lines against the best single method and ARPACK; ARPACK last.
+void print_case(const Case& c, const Settings& st, const std::vector<Restart>& kinds, const std::vector<Row>& rows) {
+  const size_t group = st.subspaces.size() + 1;
+  const int reps = st.reps;
+  std::printf("\n%s: n %lld, nnz %lld, which %s\n", c.name.c_str(), (long long)c.a.rows, (long long)c.a.nnz(),
+              c.which == Which::largest_real ? "LR" : "LM");
+  std::printf("  %-16s %9s %9s %9s %8s %9s %8s %4s  %6s\n", "solver", "time s", "mv", "crit mv", "restarts",
+              "max err", "conv", "ok", "mv/ref");
+  const Row& arpack = rows.back();
+  for (size_t g = 0; g < kinds.size(); ++g) {
+    const bool imp = kinds[g] == Restart::implicit;
+    const char* multi = imp ? "miram" : "meram";
+    const char* single = imp ? "IRAM" : "ERAM";
+    // Reference: the best single method that found the wanted values in every repetition (fewest median matvecs).
+    double best = 0;
+    size_t best_v = 0;
+    std::string best_name = "none";
+    for (size_t v = 1; v <= st.subspaces.size(); ++v) {
+      const Row& r = rows[g * group + v];
+      if (ok_count(r) != reps) continue;
+      if (best == 0 || median(r.mv) < best) {
+        best = median(r.mv);
+        best_v = v;
+        best_name = r.name;
+      }
+    }
+    for (size_t v = 0; v <= st.subspaces.size(); ++v) print_row(rows[g * group + v], best);
+    const Row& mr = rows[g * group];
+    const int ok = ok_count(mr);
+    if (best > 0)
+      std::printf("RESULT %s %s/%s matvecs %.2f critical %.2f time %.2f (%s right %d/%d)\n", c.name.c_str(), multi,
+                  best_name.c_str(), median(mr.mv) / best, median(mr.crit) / best,
+                  median(mr.t) / median(rows[g * group + best_v].t), multi, ok, reps);
+    else
+      std::printf("RESULT %s no single %s found the wanted values in every repetition (%s right %d/%d)\n",
+                  c.name.c_str(), single, multi, ok, reps);
+    if (!arpack.mv.empty())
+      std::printf("RESULT %s %s/arpack matvecs %.2f critical %.2f time %.2f (ARPACK right %d/%d)\n", c.name.c_str(),
+                  multi, median(mr.mv) / median(arpack.mv), median(mr.crit) / median(arpack.mv),
+                  median(mr.t) / median(arpack.t), ok_count(arpack), reps);
+  }
+  print_row(arpack, 0);
+}
+
+/// Every repetition of every method on one case, then its table.
+void run_case(const Case& c, const Settings& st) {
+  const LinearOperator op = csr_operator(c.a);
+  const auto want = wanted(c.exact, st.k, c.which);
+  std::string sizes;
+  for (size_t i = 0; i < st.subspaces.size(); ++i) {
+    if (i) sizes += ',';
+    sizes += std::to_string(st.subspaces[i]);
+  }
+  // Row groups: per restart kind, the multiple method then each single one; ARPACK last.
+  std::vector<Restart> kinds;
+  if (st.restart_sel != "implicit") kinds.push_back(Restart::explicit_);
+  if (st.restart_sel != "explicit") kinds.push_back(Restart::implicit);
+  std::vector<Row> rows;
+  for (Restart kind : kinds) {
+    const bool imp = kind == Restart::implicit;
+    rows.emplace_back(std::string(imp ? "MIRAM(" : "MERAM(") + sizes + ")");
+    for (int64_t m : st.subspaces) rows.emplace_back(std::string(imp ? "IRAM(" : "ERAM(") + std::to_string(m) + ")");
+  }
+  rows.emplace_back("ARPACK(" + std::to_string(st.ncv) + ")");
+  const size_t group = st.subspaces.size() + 1;
+  for (int rep = 0; rep < st.reps; ++rep) {
+    for (size_t g = 0; g < kinds.size(); ++g)
+      for (size_t v = 0; v <= st.subspaces.size(); ++v) run_meram(c, st, op, want, kinds[g], v, rep, rows[g * group + v]);
+    run_arpack(c, st, op, want, rep, rows.back());
+  }
+  print_case(c, st, kinds, rows);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Settings st;
+  st.n = arg(argc, argv, "--n", 2000);
+  st.k = arg(argc, argv, "--k", 2);
+  st.ncv = arg(argc, argv, "--ncv", 10);
+  st.reps = int(arg(argc, argv, "--reps", 5));
+  st.tol = std::pow(10.0, -double(arg(argc, argv, "--tol-exp", 8)));
+  st.cd = arg(argc, argv, "--cd", 40);
+  st.mk = arg(argc, argv, "--markov", 40);
+  st.max_restarts = arg(argc, argv, "--max-restarts", 20000);
+  st.subspaces = parse_subspaces(arg_s(argc, argv, "--subspaces", "5,7,10"));
+  st.only = arg_s(argc, argv, "--only", "");
+  st.stall = arg(argc, argv, "--stall", 0);
+  st.lockstep = arg(argc, argv, "--deterministic", 0) != 0;
+  st.restart_sel = arg_s(argc, argv, "--restart", "both");
+  if (st.restart_sel != "explicit" && st.restart_sel != "implicit" && st.restart_sel != "both") {
+    std::fprintf(stderr, "--restart %s: expected explicit, implicit or both\n", st.restart_sel.c_str());
+    return 2;
+  }
+  st.policy = std::string(arg_s(argc, argv, "--policy", "best_set")) == "per_eigenvalue" ? MeramPolicy::per_eigenvalue
+                                                                                          : MeramPolicy::best_set;
+  st.upper = 1e-2 * double(arg(argc, argv, "--upper", 20));
+  st.radius = 1e-3 * double(arg(argc, argv, "--radius", 950));
+  st.step = 1e-3 * double(arg(argc, argv, "--step", 100));
+  openblas_set_num_threads(1);
+  std::printf("OpenBLAS core: %s, BLAS 1 thread per solver; MERAM: %zu co-method threads on %u hardware threads\n",
+              openblas_get_corename(), st.subspaces.size(), std::thread::hardware_concurrency());
+  std::printf("k %lld, tol %.0e (|r| <= tol |λ|), reps %d, max_restarts %lld per co-method, ARPACK ncv %lld\n",
+              (long long)st.k, st.tol, st.reps, (long long)st.max_restarts, (long long)st.ncv);
+  std::printf("MERAM policy %s, stall_window %lld, %s\n",
+              st.policy == MeramPolicy::best_set ? "best_set" : "per_eigenvalue", (long long)st.stall,
+              st.lockstep ? "deterministic (exchanges in matvec-time order)" : "asynchronous");
+  for (const Case& c : make_cases(st))
+    if (st.only.empty() || c.name == st.only) run_case(c, st);
   return 0;
 }
