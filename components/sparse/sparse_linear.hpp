@@ -38,6 +38,10 @@ struct Nm24Weight {
   std::int64_t index_ld = 0;           // bits 0-1 first kept position, bits 2-3 second
   std::int64_t n = 0, k = 0;
   Nm24Weight rows(std::int64_t n0, std::int64_t n1) const;
+  /// Column of a row's kept value p (the p-th of its k/2), from the row's index bytes.
+  static std::int64_t column(const std::uint8_t* row_index, std::int64_t p) {
+    return 4 * (p >> 1) + ((row_index[p >> 2] >> (2 * (p & 3))) & 3);
+  }
 };
 
 /// std::vector storage on 64-byte boundaries (whole cache lines under every AVX-512 load).
