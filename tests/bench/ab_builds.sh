@@ -9,12 +9,13 @@
 #
 # Prints the medians per build and B/A for each figure. Both builds run the
 # workflows of the current checkout; weights are seeded once (by BUILD_A).
+# PYTHON names the python3 to use (default /usr/bin/python3; numpy not needed).
 set -euo pipefail
 a=${1:?usage: ab_builds.sh BUILD_A BUILD_B [ROUNDS]}
 b=${2:?usage: ab_builds.sh BUILD_A BUILD_B [ROUNDS]}
 rounds=${3:-5}
 models=${MODELS:-"gpt2:124M:128"}
-py=/usr/bin/python3
+py=${PYTHON:-/usr/bin/python3}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 for d in "$a" "$b"; do
@@ -44,7 +45,15 @@ for m in $models; do
   IFS=: read -r arch preset seq <<<"$m"
   [[ -f $work/$arch-$preset.safetensors ]] ||
     "$a/bin/ymlopt" model init --arch "$arch" --preset "$preset" --seed 1 "$work/$arch-$preset.safetensors" >/dev/null
-  "$py" -c "import numpy as np; np.save('$work/ids$seq.npy', (np.arange($seq) * 7919 % 32000).astype(np.int32))"
+  "$py" - "$work/ids$seq.npy" "$seq" <<'PY'  # int32 ids i * 7919 % 32000 as .npy (v1.0), without numpy
+import struct, sys
+n = int(sys.argv[2])
+head = "{'descr': '<i4', 'fortran_order': False, 'shape': (%d,), }" % n
+head += " " * (63 - (10 + len(head)) % 64) + "\n"
+with open(sys.argv[1], "wb") as f:
+    f.write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(head)) + head.encode())
+    f.write(struct.pack("<%di" % n, *[i * 7919 % 32000 for i in range(n)]))
+PY
 done
 
 for r in $(seq 1 "$rounds"); do
@@ -72,3 +81,5 @@ for m in $models; do
   ma=$(med "${val["$key|A"]}"); mb=$(med "${val["$key|B"]}")
   printf '%-44s %10.1f %10.1f %8.3f\n' "$key" "$ma" "$mb" "$("$py" -c "print($mb / $ma)")"
 done
+echo "each round (in order):"
+for key in "${!val[@]}"; do echo "  $key: ${val[$key]}"; done | sort
