@@ -1,5 +1,7 @@
 #include "sequential.hpp"
 
+#include "ymlopt/scheduler/task_order.hpp"
+
 #include <algorithm>
 
 namespace ymlopt {
@@ -9,19 +11,12 @@ namespace {
 class SequentialSession final : public Session {
  public:
   SequentialSession(const Dag& dag, DataStore& store, const ExecOptions& opts, Progress& progress)
-      : dag_(dag), store_(store), opts_(opts), runner_(dag, opts, progress), pos_(dag.tasks.size()) {
-    for (size_t k = 0; k < dag.topo_order.size(); ++k) pos_[size_t(dag.topo_order[k])] = std::int32_t(k);
-  }
+      : dag_(dag), store_(store), opts_(opts), runner_(dag, opts, progress), order_(dag) {}
 
   bool run(std::int32_t first, std::int32_t end, int /*context*/, int /*priority*/) override {
     std::vector<std::int32_t> ids;
-    const bool all = first == 0 && end == std::int32_t(dag_.tasks.size());
-    if (!all) {
-      for (std::int32_t i = first; i < end; ++i) ids.push_back(i);
-      std::sort(ids.begin(), ids.end(), [&](auto a, auto b) { return pos_[size_t(a)] < pos_[size_t(b)]; });
-    }
     std::vector<TensorView> views;
-    for (auto id : all ? dag_.topo_order : ids) {
+    for (auto id : order_.range(first, end, ids)) {
       const TaskNode& t = dag_.tasks[size_t(id)];
       views.assign(t.bindings.size(), TensorView{});
       for (size_t k = 0; k < t.bindings.size(); ++k)
@@ -50,7 +45,7 @@ class SequentialSession final : public Session {
   DataStore& store_;
   const ExecOptions& opts_;
   TaskRunner runner_;
-  std::vector<std::int32_t> pos_;  // position of each task in topo_order
+  TaskOrder order_;
 };
 
 class SequentialExecutor final : public Executor {

@@ -1,6 +1,7 @@
 #include "starpu_backend.hpp"
 #include "starpu_bind.hpp"
 #include "starpu_task.hpp"
+#include "ymlopt/scheduler/task_order.hpp"
 
 #include <starpu.h>
 
@@ -66,7 +67,7 @@ struct Waiter {
 class StarpuSession final : public Session {
  public:
   StarpuSession(const Dag& dag, DataStore& store, const ExecOptions& opts, Progress& progress)
-      : dag_(dag), store_(store), opts_(opts), progress_(progress) {}
+      : dag_(dag), store_(store), opts_(opts), progress_(progress), order_(dag) {}
 
   // starpu_init, codelets, data handles and partition plans; false with r.error set.
   bool start(ExecResult& r) {
@@ -149,20 +150,14 @@ class StarpuSession final : public Session {
     keep_.assign(nt, 0);
     for (const auto& t : dag_.tasks)
       for (auto p : t.event_preds) keep_[size_t(p)] = 1;
-    pos_.resize(nt);
-    for (size_t k = 0; k < dag_.topo_order.size(); ++k) pos_[size_t(dag_.topo_order[k])] = std::int32_t(k);
     started_ = true;
     return true;
   }
 
   bool run(std::int32_t first, std::int32_t end, int context, int priority) override {
-    const bool all = first == 0 && end == std::int32_t(dag_.tasks.size());
+    const bool all = order_.whole(first, end);
     std::vector<std::int32_t> ids;
-    if (!all) {
-      for (std::int32_t i = first; i < end; ++i) ids.push_back(i);
-      std::sort(ids.begin(), ids.end(), [&](auto a, auto b) { return pos_[size_t(a)] < pos_[size_t(b)]; });
-    }
-    const auto& order = all ? dag_.topo_order : ids;
+    const auto& order = order_.range(first, end, ids);
     Waiter waiter;
     waiter.pending = std::int64_t(order.size());
     std::int64_t unsubmitted = 0;
@@ -326,7 +321,7 @@ class StarpuSession final : public Session {
   TaskTable table_;
   std::vector<starpu_task*> tasks_;
   std::vector<std::uint8_t> keep_;
-  std::vector<std::int32_t> pos_;  // position of each task in topo_order
+  TaskOrder order_;
   std::mutex submit_mu_;
   std::string submit_error_;
 };

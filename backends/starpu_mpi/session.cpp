@@ -79,8 +79,6 @@ bool MpiSession::start(ExecResult& r, bool control) {
   const size_t nt = dag_.tasks.size();
   table_.build(dag_, *runner_);
   local_.assign(nt, nullptr);
-  pos_.resize(nt);
-  for (size_t k = 0; k < dag_.topo_order.size(); ++k) pos_[size_t(dag_.topo_order[k])] = std::int32_t(k);
   tiles_dirty_.assign(nd, 0);
   whole_dirty_.assign(nd, 0);
   return true;
@@ -258,13 +256,9 @@ void MpiSession::register_data() {
 
 bool MpiSession::run(std::int32_t first, std::int32_t end, int context, int priority) {
   if (t_local || t_group >= 0) return run_comethod(first, end, context, priority);
-  const bool all = first == 0 && end == std::int32_t(dag_.tasks.size());
+  const bool all = order_.whole(first, end);
   std::vector<std::int32_t> ids;
-  if (!all) {
-    for (std::int32_t i = first; i < end; ++i) ids.push_back(i);
-    std::sort(ids.begin(), ids.end(), [&](auto a, auto b) { return pos_[size_t(a)] < pos_[size_t(b)]; });
-  }
-  const auto& order = all ? dag_.topo_order : ids;
+  const auto& order = order_.range(first, end, ids);
   for (auto id : order) {
     if (!error_.empty()) break;
     submit(id, descr_, error_);

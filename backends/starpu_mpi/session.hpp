@@ -19,6 +19,7 @@
 #include "starpu_bind.hpp"
 #include "starpu_mpi_backend.hpp"
 #include "starpu_task.hpp"
+#include "ymlopt/scheduler/task_order.hpp"
 #include "ymlopt/unite/rank_groups.hpp"
 
 namespace ymlopt::starpu_mpi {
@@ -39,7 +40,7 @@ extern thread_local std::vector<std::int32_t> t_written;  // (t_group) acquired 
 class MpiSession final : public Session, public unite::RankGroups {
  public:
   MpiSession(const Dag& dag, DataStore& store, const ExecOptions& opts, Progress& progress, MpiRankStats& stats)
-      : dag_(dag), store_(store), opts_(opts), progress_(progress), stats_(stats) {}
+      : dag_(dag), store_(store), opts_(opts), progress_(progress), stats_(stats), order_(dag) {}
   ~MpiSession() override;
 
   // starpu_mpi_init, codelets, handles, the running board; false with r.error set.
@@ -166,7 +167,7 @@ class MpiSession final : public Session, public unite::RankGroups {
   std::unique_ptr<TaskRunner> runner_;
   TaskTable table_;
   std::vector<starpu_task*> local_;  // this part's submitted tasks, by task id
-  std::vector<std::int32_t> pos_;    // position in topo_order
+  TaskOrder order_;
   // tiled tensors: tiles written since the tensor was last joined / tensor
   // written since its tiles were last split
   std::vector<std::uint8_t> tiles_dirty_, whole_dirty_;

@@ -16,9 +16,8 @@ constexpr int kPostTag = 1, kDoneTag = 2;  // on the exchange communicator
 }  // namespace
 
 bool MpiSession::run_comethod(std::int32_t first, std::int32_t end, int context, int priority) {
-  std::vector<std::int32_t> ids;
-  for (std::int32_t i = first; i < end; ++i) ids.push_back(i);
-  std::sort(ids.begin(), ids.end(), [&](auto a, auto b) { return pos_[size_t(a)] < pos_[size_t(b)]; });
+  std::vector<std::int32_t> part;
+  const std::vector<std::int32_t>& ids = order_.range(first, end, part);
   std::string err;
   std::vector<starpu_task*> mine;
   std::vector<starpu_data_descr> descr;
