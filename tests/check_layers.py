@@ -21,9 +21,11 @@ import tempfile
 
 # Bottom to top: (layer, {unit: [targets]}).
 LAYERS = [
-    ("sdk", {"sdk": ["ymlopt_sdk"], "onednn": ["ymlopt_onednn"]}),  # onednn: the imported oneDNN library
+    # onednn, clblast: the imported oneDNN and CLBlast libraries
+    ("sdk", {"sdk": ["ymlopt_sdk"], "onednn": ["ymlopt_onednn"], "clblast": ["ymlopt_clblast"]}),
     # shared kernels the families call; they register no components
-    ("kernel libraries", {"gemm": ["ymlopt_gemm"], "cuda_libs": ["ymlopt_cuda_libs"]}),
+    # (opencl: the OpenCL devices and the per-device program cache of the OpenCL kernels)
+    ("kernel libraries", {"gemm": ["ymlopt_gemm"], "cuda_libs": ["ymlopt_cuda_libs"], "opencl": ["ymlopt_opencl"]}),
     # the co-method runtime (board, exchange, exit policies, rank-group interface):
     # knows no DAG; the eigen family, the scheduler and the MPI backend drive it
     ("unite", {"unite": ["ymlopt_unite"]}),

@@ -13,6 +13,10 @@
 
 #include <ymlopt/kernel_util.hpp>
 
+#if YMLOPT_HAVE_OPENCL
+#include "tensor/tensor_opencl.hpp"
+#endif
+
 namespace ymlopt {
 namespace {
 
@@ -349,21 +353,52 @@ void compare_cpu(KernelContext& ctx) {
                       num(max_abs) + ", max|b| " + num(max_b) + ")");
 }
 
+// ---------------------------------------------------------------- OpenCL kernels
+
+// Validated like the CPU kernels, then enqueued by tensor_opencl.cpp.
+#if YMLOPT_HAVE_OPENCL
+void fill_opencl(KernelContext& ctx) {
+  kutil::validate(ctx, fill_ports(), fill_check);
+  tensor::opencl::fill(ctx);
+}
+void copy_opencl(KernelContext& ctx) {
+  kutil::validate(ctx, copy_ports(), copy_check);
+  tensor::opencl::copy(ctx);
+}
+void add_opencl(KernelContext& ctx) {
+  kutil::validate(ctx, add_ports(), add_check);
+  tensor::opencl::add(ctx);
+}
+void scale_opencl(KernelContext& ctx) {
+  kutil::validate(ctx, scale_ports(), scale_check);
+  tensor::opencl::scale(ctx);
+}
+#endif
+
 }  // namespace
 
 void register_tensor(Registry& reg) {
-  kutil::add_component(reg, "tensor.fill",
+  ComponentSpec fill = kutil::make_component("tensor.fill",
       "x := value (all dtypes; f16/bf16 rounded to nearest even, integers rounded to nearest and saturated)",
       fill_ports(), {{"value", ParamType::float_, "0", false, "the value"}}, fill_cpu, fill_check, fill_cost);
-  kutil::add_component(reg, "tensor.copy",
+  ComponentSpec copy = kutil::make_component("tensor.copy",
       "y := x, converting to y's dtype (f16/bf16: round to nearest even; i8/i32: round to nearest even, "
       "saturate, NaN -> 0)",
       copy_ports(), {}, copy_cpu, copy_check, copy_cost);
-  kutil::add_component(reg, "tensor.add", "c = alpha*a + beta*b; b may be a single row broadcast over the rows of a", add_ports(),
+  ComponentSpec add = kutil::make_component("tensor.add",
+      "c = alpha*a + beta*b; b may be a single row broadcast over the rows of a", add_ports(),
       {{"alpha", ParamType::float_, "1", false, "scale of a"}, {"beta", ParamType::float_, "1", false, "scale of b"}},
       add_cpu, add_check, add_cost);
-  kutil::add_component(reg, "tensor.scale", "x *= alpha", scale_ports(), {{"alpha", ParamType::float_, "1", false, "the factor"}},
-      scale_cpu, scale_check, scale_cost);
+  ComponentSpec scale = kutil::make_component("tensor.scale", "x *= alpha", scale_ports(),
+      {{"alpha", ParamType::float_, "1", false, "the factor"}}, scale_cpu, scale_check, scale_cost);
+#if YMLOPT_HAVE_OPENCL
+  fill.opencl = fill_opencl;
+  copy.opencl = copy_opencl;
+  copy.opencl_check = tensor::opencl::copy_check;
+  add.opencl = add_opencl;
+  scale.opencl = scale_opencl;
+#endif
+  for (ComponentSpec* s : {&fill, &copy, &add, &scale}) reg.add(std::move(*s));
   kutil::add_component(reg, "tensor.transpose", "y = x^T (cache-blocked, all dtypes)", transpose_ports(), {}, transpose_cpu,
       transpose_check, transpose_cost);
   kutil::add_component(reg, "tensor.norm", "norm of x computed in double, reported as 'norm' and written to 'out' if bound",

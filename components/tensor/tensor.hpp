@@ -7,6 +7,7 @@
 //   tensor.transpose  y = x^T (cache-blocked; all dtypes)
 //   tensor.norm       Frobenius or max-abs norm, computed in double, reported as "norm"
 //   tensor.compare    max_abs / max_rel difference of a and b, reported; optional tolerance
+// tensor.fill/copy/add/scale also have OpenCL kernels (tensor_opencl.cpp).
 #pragma once
 #include <ymlopt/sdk.hpp>
 

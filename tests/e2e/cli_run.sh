@@ -84,6 +84,18 @@ if { [ "$cuda_built" = 1 ] && [ "$with_cuda" -ge 11 ]; } || { [ "$cuda_built" = 
 else
   echo "FAIL: components lists $with_cuda with a CUDA kernel, kernels built: $cuda_built"; fails=$((fails + 1))
 fi
+# the OpenCL kernels (wherever OpenCL was found): tensor.fill/copy/add/scale have one
+grep -qE "^OpenCL kernels: (built, CLBlast (yes|no)|not built)" <<<"$info_out" ||
+  { echo "FAIL: info has no 'OpenCL kernels: ...' line"; fails=$((fails + 1)); }
+grep -qE "^StarPU OpenCL workers: [0-9]+" <<<"$info_out" ||
+  { echo "FAIL: info has no 'StarPU OpenCL workers: ...' line"; fails=$((fails + 1)); }
+opencl_built=$(grep -cE "^OpenCL kernels: built" <<<"$info_out")
+with_opencl=$(grep -cE "^tensor\.(fill|copy|add|scale)  \[cpu,opencl\]" <<<"$out")
+if [ "$with_opencl" = $((4 * opencl_built)) ]; then
+  echo "ok: components lists $with_opencl with an OpenCL kernel (kernels built: $opencl_built)"
+else
+  echo "FAIL: components lists $with_opencl with an OpenCL kernel, kernels built: $opencl_built"; fails=$((fails + 1))
+fi
 out=$info_out
 # f64 tiles: OpenBLAS's dgemm kernel on panels packed once per tile (info names it, or why
 # not); the tiled product equals one untiled dgemm (verify=true: tensor.compare, tol 1e-12)

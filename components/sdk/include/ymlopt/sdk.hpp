@@ -1,7 +1,7 @@
 // ymlopt component SDK: everything a component (built-in or plugin) needs.
 //
 // A component is a named operator with typed ports and parameters, a CPU
-// kernel (required), an optional CUDA kernel and a cost function. It is
+// kernel (required), optional CUDA and OpenCL kernels and a cost function. It is
 // registered explicitly into a Registry:
 //
 //   void my_scale(ymlopt::KernelContext& ctx) {
@@ -42,7 +42,9 @@ namespace ymlopt {
 /// 2: KernelContext::cuda_stream() and ComponentSpec::cuda_check.
 /// 3: TensorView::content_id and Cost::kept_ports.
 /// 4: ComponentSpec::compressed and ComponentSpec::rate (the engine reads
-///    compressed weights and prices tasks through the components' hooks).
+///    compressed weights and prices tasks through the components' hooks);
+///    ComponentSpec::opencl and opencl_check, KernelContext::opencl_queue()
+///    and opencl_offset() (OpenCL kernels).
 inline constexpr int kSdkAbiVersion = 4;
 
 enum class DType : std::uint8_t { f32, f64, f16, bf16, i8, i32 };
@@ -272,6 +274,15 @@ class KernelContext {
   /// pointers. nullptr: the default stream (and always for CPU kernels).
   ///   ymlopt::nn::cuda::softmax_rows(x, y, rows, cols, ctx.cuda_stream());
   virtual void* cuda_stream() const { return nullptr; }
+  /// For an OpenCL kernel (ComponentSpec::opencl): the cl_command_queue to
+  /// enqueue on (StarPU's starpu_opencl_get_current_queue()); port data are
+  /// then cl_mem buffers, element (0, 0) of port i opencl_offset(i) bytes into
+  /// its buffer. The kernel enqueues and returns; whoever runs it waits for the
+  /// queue. nullptr for CPU and CUDA kernels.
+  ///   auto q = static_cast<cl_command_queue>(ctx.opencl_queue());
+  ///   auto x = static_cast<cl_mem>(ctx.port(0).data);
+  virtual void* opencl_queue() const { return nullptr; }
+  virtual std::size_t opencl_offset(std::size_t /*port*/) const { return 0; }
   /// For a task of a co-method of a top-level <unite> under StarPU-MPI: how
   /// many of that unite's co-methods that run on other ranks are at work (not
   /// finished, and their last part not all `idle`); -1 when none runs
@@ -380,6 +391,12 @@ struct ComponentSpec {
   /// args), else why not, and the task must run on a CPU. Empty: it handles
   /// every task `check` accepts.
   std::function<std::string(const TaskShape&)> cuda_check;
+  /// Optional OpenCL kernel (ports then hold cl_mem buffers; KernelContext::opencl_queue).
+  /// Like `cuda`, no backend runs it yet: the OpenCL tests call it directly.
+  KernelFn opencl = nullptr;
+  /// With `opencl`: "" when the OpenCL kernel handles this task, else why not
+  /// (the task must run on a CPU). Empty: it handles every task `check` accepts.
+  std::function<std::string(const TaskShape&)> opencl_check;
   /// Shape/arg validation; returns an error message, or "" when fine.
   std::function<std::string(const TaskShape&)> check;
   /// Cost of one task (flops, bytes); default: bytes of all ports.

@@ -1,0 +1,361 @@
+// The OpenCL side of the test-backend-ops harness (like tests/unit/cuda's):
+// for every registered component with an OpenCL kernel (ComponentSpec::opencl),
+// a few cases (odd sizes, strided tiles with ld > cols, several dtypes, args)
+// run twice on the same random inputs: the CPU kernel on host buffers, and the
+// OpenCL kernel on device buffers, each port placed a few elements into its
+// buffer (KernelContext::opencl_offset). Every written port is compared, its
+// padding included (a kernel must not write outside its view). Without an
+// OpenCL device the device cases skip with the reason; with PoCL installed
+// they run (OpenclDevice.PoclInstalledMeansADevice).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <map>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "../components/test_context.hpp"
+#include "register_builtin.hpp"
+#include <ymlopt/kernel_util.hpp>
+
+#if YMLOPT_HAVE_OPENCL
+#include "opencl/opencl.hpp"
+#include "test_device.hpp"
+#endif
+
+namespace {
+
+using ymlopt::Access;
+using ymlopt::ComponentSpec;
+using ymlopt::DType;
+using ymlopt::TensorView;
+using ymlopt::test::TestRegistry;
+
+/// The components this build attaches an OpenCL kernel to.
+const std::set<std::string> kOpenclComponents = {"tensor.fill", "tensor.copy", "tensor.add", "tensor.scale"};
+
+/// One port's host data: [rows, cols] with leading dimension ld; padding and
+/// outputs hold a sentinel (bytes 0x4d) before the run.
+struct HostPort {
+  DType dtype = DType::f32;
+  std::int64_t rows = 0, cols = 0, ld = 0;
+  std::vector<unsigned char> bytes;
+
+  bool bound() const { return rows > 0 || cols > 0; }
+  TensorView view(void* data) const {
+    TensorView v;
+    v.data = data;
+    v.dtype = dtype;
+    v.rows = rows;
+    v.cols = cols;
+    v.ld = ld;
+    v.shape = {rows, cols};
+    return v;
+  }
+};
+
+HostPort out(DType dt, std::int64_t rows, std::int64_t cols, std::int64_t pad = 0) {
+  HostPort p;
+  p.dtype = dt;
+  p.rows = rows;
+  p.cols = cols;
+  p.ld = cols + pad;
+  p.bytes.assign(std::size_t(std::max<std::int64_t>(rows * p.ld, 1)) * ymlopt::dtype_size(dt), 0x4d);
+  return p;
+}
+
+/// Random values in [-scale, scale], stored in dtype dt (integers rounded).
+HostPort random(DType dt, std::int64_t rows, std::int64_t cols, std::uint32_t seed, std::int64_t pad = 0,
+                double scale = 1) {
+  HostPort p = out(dt, rows, cols, pad);
+  std::mt19937 g(seed);
+  std::uniform_real_distribution<double> u(-scale, scale);
+  ymlopt::kutil::dispatch_any(dt, [&](auto tg) {
+    using T = typename decltype(tg)::type;
+    auto* e = reinterpret_cast<T*>(p.bytes.data());
+    for (std::int64_t r = 0; r < rows; ++r)
+      for (std::int64_t c = 0; c < cols; ++c) e[r * p.ld + c] = ymlopt::kutil::from_double<T>(u(g));
+  });
+  return p;
+}
+
+struct Case {
+  std::string component;
+  std::string label;
+  std::vector<HostPort> ports;
+  std::map<std::string, std::string> args;
+  double tol;  // |cl - cpu| <= tol * max(1, |cpu|) per element (f32, f64); 0: bit-exact
+};
+
+/// The cases: odd sizes, strided tiles (ld > cols), a row broadcast, several dtypes.
+std::vector<Case> cases() {
+  std::vector<Case> c;
+  const std::pair<std::int64_t, std::int64_t> shapes[] = {{1, 1}, {7, 33}, {64, 1000}, {1, 257}};
+  std::uint32_t seed = 1;
+  for (auto [r, n] : shapes) {
+    const std::string l = std::to_string(r) + "x" + std::to_string(n);
+    c.push_back({"tensor.fill", l + " f32", {out(DType::f32, r, n)}, {{"value", "-2.5"}}, 0});
+    c.push_back({"tensor.copy", l + " f32", {random(DType::f32, r, n, seed++), out(DType::f32, r, n)}, {}, 0});
+    c.push_back({"tensor.scale", l + " f32", {random(DType::f32, r, n, seed++, 0, 8)}, {{"alpha", "0.37"}}, 0});
+    c.push_back({"tensor.add", l + " f32",
+                 {random(DType::f32, r, n, seed++), random(DType::f32, r, n, seed++), out(DType::f32, r, n)},
+                 {{"alpha", "1.5"}, {"beta", "-0.25"}}, 1e-5});
+  }
+  // strided tiles: ld > cols on every port, different paddings
+  c.push_back({"tensor.fill", "13x29 ld 32 f32", {out(DType::f32, 13, 29, 3)}, {{"value", "7"}}, 0});
+  c.push_back({"tensor.copy", "13x29 ld 31 -> ld 34 f32",
+               {random(DType::f32, 13, 29, seed++, 2), out(DType::f32, 13, 29, 5)}, {}, 0});
+  c.push_back({"tensor.scale", "17x45 ld 50 f32", {random(DType::f32, 17, 45, seed++, 5, 3)}, {{"alpha", "-1.75"}}, 0});
+  c.push_back({"tensor.add", "11x37 strided f32",
+               {random(DType::f32, 11, 37, seed++, 1), random(DType::f32, 11, 37, seed++, 4), out(DType::f32, 11, 37, 2)},
+               {}, 1e-5});
+  c.push_back({"tensor.add", "9x65 bias row strided f32",
+               {random(DType::f32, 9, 65, seed++, 3), random(DType::f32, 1, 65, seed++), out(DType::f32, 9, 65, 7)},
+               {{"alpha", "2"}, {"beta", "0.5"}}, 1e-5});
+  // other dtypes: fill and copy move bits of every size; scale and add in f64
+  c.push_back({"tensor.fill", "5x7 ld 9 f16", {out(DType::f16, 5, 7, 2)}, {{"value", "0.1"}}, 0});
+  c.push_back({"tensor.fill", "3x11 bf16", {out(DType::bf16, 3, 11)}, {{"value", "-3.3"}}, 0});
+  c.push_back({"tensor.fill", "6x5 ld 8 i8 saturated", {out(DType::i8, 6, 5, 3)}, {{"value", "300"}}, 0});
+  c.push_back({"tensor.fill", "4x9 i32", {out(DType::i32, 4, 9)}, {{"value", "-12.5"}}, 0});
+  c.push_back({"tensor.fill", "3x17 ld 20 f64", {out(DType::f64, 3, 17, 3)}, {{"value", "0.1"}}, 0});
+  c.push_back({"tensor.copy", "5x33 ld 35 -> 37 i8", {random(DType::i8, 5, 33, seed++, 2, 100), out(DType::i8, 5, 33, 4)}, {}, 0});
+  c.push_back({"tensor.copy", "6x21 ld 22 f16", {random(DType::f16, 6, 21, seed++, 1), out(DType::f16, 6, 21)}, {}, 0});
+  c.push_back({"tensor.copy", "7x19 ld 20 -> 23 f64", {random(DType::f64, 7, 19, seed++, 1), out(DType::f64, 7, 19, 4)}, {}, 0});
+  c.push_back({"tensor.scale", "9x31 ld 33 f64", {random(DType::f64, 9, 31, seed++, 2)}, {{"alpha", "0.3"}}, 0});
+  c.push_back({"tensor.add", "8x15 bias f64",
+               {random(DType::f64, 8, 15, seed++, 1), random(DType::f64, 1, 15, seed++), out(DType::f64, 8, 15, 2)},
+               {{"alpha", "0.7"}, {"beta", "1.1"}}, 1e-12});
+  return c;
+}
+
+std::vector<TensorView> host_views(std::vector<HostPort>& ports) {
+  std::vector<TensorView> v;
+  for (HostPort& p : ports) v.push_back(p.view(p.bytes.data()));
+  return v;
+}
+
+TestRegistry& registry() {
+  static TestRegistry reg = [] {
+    TestRegistry r;
+    ymlopt::register_builtin_components(r);
+    return r;
+  }();
+  return reg;
+}
+
+TEST(OpenclBackendOps, AttachedComponentsMatchThisBuild) {
+  std::set<std::string> with_opencl;
+  for (const auto& [name, spec] : registry().specs)
+    if (spec.opencl) with_opencl.insert(name);
+#if YMLOPT_HAVE_OPENCL
+  EXPECT_EQ(with_opencl, kOpenclComponents);
+#else
+  EXPECT_TRUE(with_opencl.empty()) << "an OpenCL kernel is attached in a build without OpenCL";
+#endif
+}
+
+TEST(OpenclBackendOps, EveryOpenclComponentHasCasesTheOpenclKernelAccepts) {
+  std::map<std::string, int> n_cases;
+  for (Case& k : cases()) {
+    const ComponentSpec& spec = registry().get(k.component);
+    const auto views = host_views(k.ports);
+    const ymlopt::Args args = ymlopt::test::make_args(spec, k.args);
+    EXPECT_EQ(spec.check(ymlopt::TaskShape{views, args}), "") << k.component << " " << k.label;
+    if (spec.opencl_check) {
+      EXPECT_EQ(spec.opencl_check(ymlopt::TaskShape{views, args}), "") << k.component << " " << k.label;
+    }
+    ++n_cases[k.component];
+  }
+  for (const std::string& n : kOpenclComponents) EXPECT_GE(n_cases[n], 4) << n << " has too few harness cases";
+}
+
+#if YMLOPT_HAVE_OPENCL
+
+using ymlopt::test::opencl_device;
+
+/// A KernelContext whose ports are cl_mem buffers at byte offsets, on one queue.
+class OpenclContext : public ymlopt::KernelContext {
+ public:
+  OpenclContext(const ComponentSpec& spec, std::vector<TensorView> ports, std::vector<std::size_t> offsets,
+                const std::map<std::string, std::string>& args, cl_command_queue q)
+      : ports_(std::move(ports)), offsets_(std::move(offsets)), args_(ymlopt::test::make_args(spec, args)), q_(q) {}
+  std::span<const TensorView> ports() const override { return ports_; }
+  const ymlopt::Args& args() const override { return args_; }
+  void report(std::string, double) override {}
+  const std::string& run_dir() const override { return dir_; }
+  void* opencl_queue() const override { return q_; }
+  std::size_t opencl_offset(std::size_t i) const override { return offsets_.at(i); }
+
+ private:
+  std::vector<TensorView> ports_;
+  std::vector<std::size_t> offsets_;
+  ymlopt::Args args_;
+  cl_command_queue q_;
+  std::string dir_ = ".";
+};
+
+#define CL_OK(call) ASSERT_EQ((call), CL_SUCCESS) << #call
+
+/// Element e of a written port, as double (f32 and f64 ports).
+double element(const HostPort& p, const std::vector<unsigned char>& bytes, std::size_t e) {
+  if (p.dtype == DType::f32) return reinterpret_cast<const float*>(bytes.data())[e];
+  return reinterpret_cast<const double*>(bytes.data())[e];
+}
+
+/// Compares a written port byte for byte (tol 0) or per element with tol.
+void compare(const Case& k, const ComponentSpec& spec, std::size_t i, const HostPort& want,
+             const std::vector<unsigned char>& got) {
+  const std::string what = k.component + " " + k.label + " port '" + spec.ports[i].name + "'";
+  const std::size_t es = ymlopt::dtype_size(want.dtype), n = want.bytes.size() / es;
+  std::size_t bad = 0;
+  for (std::size_t e = 0; e < n && bad < 5; ++e) {
+    bool ok = std::memcmp(&got[e * es], &want.bytes[e * es], es) == 0;
+    if (!ok && k.tol > 0) {
+      const double g = element(want, got, e), w = element(want, want.bytes, e);
+      ok = std::fabs(g - w) <= k.tol * std::max(1.0, std::fabs(w));
+    }
+    if (!ok) {
+      ++bad;
+      const bool fp = want.dtype == DType::f32 || want.dtype == DType::f64;
+      ADD_FAILURE() << what << " element " << e << " (row " << std::int64_t(e) / want.ld << ", col "
+                    << std::int64_t(e) % want.ld << ") differs from the CPU kernel's"
+                    << (fp ? ": OpenCL " + std::to_string(element(want, got, e)) + ", CPU " +
+                                 std::to_string(element(want, want.bytes, e))
+                           : std::string());
+    }
+  }
+}
+
+/// Runs one case on both sides and compares every written port.
+void run_case(const Case& k) {
+  const auto& d = opencl_device();
+  const ComponentSpec& spec = registry().get(k.component);
+  ASSERT_NE(spec.opencl, nullptr) << k.component;
+  std::vector<HostPort> cpu = k.ports;
+  {
+    ymlopt::test::TestContext ctx(spec, host_views(cpu), k.args);
+    ASSERT_NO_THROW(ctx.run()) << k.component << " " << k.label << " (CPU)";
+  }
+  // each port 3 + i elements into its buffer: the kernels must honour opencl_offset
+  std::vector<cl_mem> bufs;
+  std::vector<std::size_t> offsets;
+  std::vector<TensorView> views;
+  for (std::size_t i = 0; i < k.ports.size(); ++i) {
+    const HostPort& p = k.ports[i];
+    const std::size_t off = (3 + i) * ymlopt::dtype_size(p.dtype);
+    cl_int err = CL_SUCCESS;
+    cl_mem b = clCreateBuffer(d.context, CL_MEM_READ_WRITE, off + p.bytes.size(), nullptr, &err);
+    CL_OK(err);
+    CL_OK(clEnqueueWriteBuffer(d.queue, b, CL_TRUE, off, p.bytes.size(), p.bytes.data(), 0, nullptr, nullptr));
+    bufs.push_back(b);
+    offsets.push_back(off);
+    views.push_back(p.view(b));
+  }
+  {
+    OpenclContext ctx(spec, views, offsets, k.args, d.queue);
+    EXPECT_NO_THROW(spec.opencl(ctx)) << k.component << " " << k.label << " (OpenCL)";
+  }
+  CL_OK(clFinish(d.queue));
+  for (std::size_t i = 0; i < k.ports.size(); ++i) {
+    if (spec.ports[i].access == Access::read) continue;
+    std::vector<unsigned char> got(k.ports[i].bytes.size());
+    CL_OK(clEnqueueReadBuffer(d.queue, bufs[i], CL_TRUE, offsets[i], got.size(), got.data(), 0, nullptr, nullptr));
+    compare(k, spec, i, cpu[i], got);
+  }
+  for (cl_mem b : bufs) EXPECT_EQ(clReleaseMemObject(b), CL_SUCCESS);
+}
+
+TEST(OpenclBackendOps, OpenclKernelsMatchCpuKernels) {
+  const auto& d = opencl_device();
+  if (!d.device) GTEST_SKIP() << d.why;
+  const bool fp64 = ymlopt::opencl::device_info(d.device).fp64;
+  int ran = 0;
+  for (const Case& k : cases()) {
+    const bool f64_math = k.ports[0].dtype == DType::f64 && (k.component == "tensor.scale" || k.component == "tensor.add");
+    if (f64_math && !fp64) continue;  // OpenclKernelsRefuseF64WithoutFp64 covers it
+    SCOPED_TRACE(k.component + " " + k.label + " on " + d.name);
+    run_case(k);
+    ++ran;
+  }
+  EXPECT_GE(ran, 20);
+}
+
+TEST(OpenclBackendOps, AddInPlaceAndCopyOntoItself) {
+  // c aliasing a (one buffer, one offset), and y = x: what the CPU kernels allow
+  const auto& d = opencl_device();
+  if (!d.device) GTEST_SKIP() << d.why;
+  HostPort a = random(DType::f32, 5, 9, 90, 2), b = random(DType::f32, 5, 9, 91);
+  HostPort want = a;
+  {
+    std::vector<TensorView> v = {want.view(want.bytes.data()), b.view(b.bytes.data()), want.view(want.bytes.data())};
+    ymlopt::test::TestContext ctx(registry().get("tensor.add"), v);
+    ctx.run();
+  }
+  cl_int err = CL_SUCCESS;
+  cl_mem ab = clCreateBuffer(d.context, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, a.bytes.size(), a.bytes.data(), &err);
+  CL_OK(err);
+  cl_mem bb = clCreateBuffer(d.context, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, b.bytes.size(), b.bytes.data(), &err);
+  CL_OK(err);
+  const ComponentSpec& add = registry().get("tensor.add");
+  OpenclContext ctx(add, {a.view(ab), b.view(bb), a.view(ab)}, {0, 0, 0}, {}, d.queue);
+  EXPECT_NO_THROW(add.opencl(ctx));
+  const ComponentSpec& copy = registry().get("tensor.copy");
+  OpenclContext same(copy, {a.view(ab), a.view(ab)}, {0, 0}, {}, d.queue);
+  EXPECT_NO_THROW(copy.opencl(same));
+  OpenclContext overlapping(copy, {a.view(ab), a.view(ab)}, {0, 4}, {}, d.queue);
+  EXPECT_THROW(copy.opencl(overlapping), ymlopt::KernelError);
+  std::vector<unsigned char> got(a.bytes.size());
+  CL_OK(clEnqueueReadBuffer(d.queue, ab, CL_TRUE, 0, got.size(), got.data(), 0, nullptr, nullptr));
+  compare(Case{"tensor.add", "in place", {}, {}, 1e-5}, add, 2, want, got);
+  clReleaseMemObject(ab);
+  clReleaseMemObject(bb);
+}
+
+TEST(OpenclBackendOps, OpenclChecksSendConversionsToTheCpu) {
+  const ComponentSpec& copy = registry().get("tensor.copy");
+  ASSERT_TRUE(copy.opencl_check);
+  std::vector<HostPort> ports = {random(DType::f32, 3, 4, 1), out(DType::f16, 3, 4)};
+  const auto views = host_views(ports);
+  const ymlopt::Args args = ymlopt::test::make_args(copy, {});
+  EXPECT_EQ(copy.check(ymlopt::TaskShape{views, args}), "");
+  EXPECT_NE(copy.opencl_check(ymlopt::TaskShape{views, args}).find("does not convert dtypes (f32 -> f16)"),
+            std::string::npos);
+}
+
+TEST(OpenclBackendOps, OpenclKernelsValidateBeforeTouchingData) {
+  // validated like the CPU kernel before any OpenCL call: host pointers and no queue are safe here
+  const ComponentSpec& add = registry().get("tensor.add");
+  std::vector<HostPort> bad = {random(DType::f32, 4, 6, 1), random(DType::f32, 2, 6, 2), out(DType::f32, 4, 6)};
+  OpenclContext ctx(add, host_views(bad), {0, 0, 0}, {}, nullptr);
+  try {
+    add.opencl(ctx);
+    FAIL() << "a 2-row b reached the OpenCL add";
+  } catch (const ymlopt::KernelError& e) {
+    EXPECT_NE(std::string(e.what()).find("single row"), std::string::npos) << e.what();
+  }
+  const ComponentSpec& copy = registry().get("tensor.copy");
+  std::vector<HostPort> conv = {random(DType::f32, 3, 4, 1), out(DType::f64, 3, 4)};
+  OpenclContext cctx(copy, host_views(conv), {0, 0}, {}, nullptr);
+  EXPECT_THROW(copy.opencl(cctx), ymlopt::KernelError);
+  const ComponentSpec& scale = registry().get("tensor.scale");
+  std::vector<HostPort> x = {random(DType::f32, 3, 4, 1)};
+  OpenclContext nq(scale, host_views(x), {0}, {}, nullptr);
+  try {
+    scale.opencl(nq);
+    FAIL() << "ran without a queue";
+  } catch (const ymlopt::KernelError& e) {
+    EXPECT_NE(std::string(e.what()).find("without a command queue"), std::string::npos) << e.what();
+  }
+}
+#else
+TEST(OpenclBackendOps, BuiltWithoutOpencl) {
+  GTEST_SKIP() << "built without OpenCL (cmake/opencl.cmake found none, or -DYMLOPT_OPENCL=OFF)";
+}
+#endif
+
+}  // namespace
