@@ -8,9 +8,9 @@
 //   k.arg(0, buffer).arg(1, offset_elems).arg(2, ld).arg(3, alpha);
 //   k.enqueue_2d(queue, cols, rows);
 //
-// Every failure throws ymlopt::KernelError naming the call and its error code
-// (CL_INVALID_VALUE ...); a build failure names the program, the device and
-// the options, and carries the compiler's log.
+// A failing OpenCL call throws ymlopt::KernelError naming the call and its
+// error code (CL_INVALID_VALUE ...); a build failure names the program, the
+// device and the options, and carries the compiler's log.
 #pragma once
 #ifndef CL_TARGET_OPENCL_VERSION
 #define CL_TARGET_OPENCL_VERSION 120  // the 1.2 API: PoCL, NVIDIA, AMD and Intel drivers all have it
