@@ -96,6 +96,17 @@ if [ "$with_opencl" = $((4 * opencl_built)) ]; then
 else
   echo "FAIL: components lists $with_opencl with an OpenCL kernel, kernels built: $opencl_built"; fails=$((fails + 1))
 fi
+# with PoCL and STARPU_OPENCL_ON_CPUS=1, StarPU starts one OpenCL worker beside the CPU one
+if [ "$opencl_built" = 1 ] && [ -e /etc/OpenCL/vendors/pocl.icd ]; then
+  STARPU_OPENCL_ON_CPUS=1 STARPU_NOPENCL=1 STARPU_NCPU=1 "$y" info --json | python3 -c '
+import json, sys
+j = json.load(sys.stdin)
+devices = [d for p in j["opencl"]["platforms"] for d in p["devices"]]
+assert devices and all(d["global_mem"] > 0 and d["compute_units"] > 0 for d in devices), devices
+assert j["opencl"]["starpu"]["workers"] == (1 if j["starpu"]["opencl"] else 0), j["opencl"]["starpu"]
+' && echo "ok: info --json lists the OpenCL devices and StarPU's OpenCL worker" ||
+    { echo "FAIL: info --json OpenCL devices or StarPU workers"; fails=$((fails + 1)); }
+fi
 out=$info_out
 # f64 tiles: OpenBLAS's dgemm kernel on panels packed once per tile (info names it, or why
 # not); the tiled product equals one untiled dgemm (verify=true: tensor.compare, tol 1e-12)
