@@ -117,6 +117,43 @@ RunTotals compute_totals(const Dag& dag, const ExecResult& r) {
   return t;
 }
 
+namespace {
+
+struct WorkerRow {
+  std::int64_t tasks = 0;
+  double busy_us = 0, flops = 0;
+};
+
+// Tasks, busy time and flops per worker (every run of looped tasks).
+std::vector<WorkerRow> worker_rows(const Dag& dag, const ExecResult& r) {
+  std::vector<WorkerRow> rows(r.workers.size());
+  auto add = [&](const TaskRecord& rec) {
+    if (!rec.ran || rec.restored || rec.worker < 0 || size_t(rec.worker) >= rows.size()) return;
+    WorkerRow& w = rows[size_t(rec.worker)];
+    ++w.tasks;
+    w.busy_us += rec.end_us - rec.start_us;
+    w.flops += dag.tasks[size_t(rec.task)].cost.flops;
+  };
+  for (const auto& rec : r.records) add(rec);
+  for (const auto& rec : r.repeats) add(rec);
+  return rows;
+}
+
+const char* worker_kind(const ExecResult& r, size_t w) {
+  return w < r.worker_kinds.size() ? where_name(r.worker_kinds[w]) : "cpu";
+}
+
+nlohmann::json worker_stats_json(const Dag& dag, const ExecResult& r) {
+  nlohmann::json out = nlohmann::json::array();
+  const auto rows = worker_rows(dag, r);
+  for (size_t w = 0; w < rows.size(); ++w)
+    out.push_back({{"worker", r.workers[w]}, {"kind", worker_kind(r, w)}, {"tasks", rows[w].tasks},
+                   {"busy_us", rows[w].busy_us}, {"flops", rows[w].flops}});
+  return out;
+}
+
+}  // namespace
+
 nlohmann::json make_report(const Dag& dag, const ExecResult& r, const RunTotals& t, const nlohmann::json& run_info,
                            const std::vector<std::int32_t>* task_ranks) {
   using nlohmann::json;
@@ -131,6 +168,9 @@ nlohmann::json make_report(const Dag& dag, const ExecResult& r, const RunTotals&
               {"line", n.loc.line},
               {"status", rec.restored ? "restored" : rec.ran ? "done" : (n.id == r.failed_task ? "failed" : "cancelled")},
               {"worker", rec.worker >= 0 && size_t(rec.worker) < r.workers.size() ? json(r.workers[size_t(rec.worker)]) : json(nullptr)},
+              {"worker_kind", rec.worker >= 0 && size_t(rec.worker) < r.worker_kinds.size()
+                                  ? json(where_name(r.worker_kinds[size_t(rec.worker)]))
+                                  : json(nullptr)},
               {"start_us", rec.start_us},
               {"end_us", rec.end_us},
               {"flops", n.cost.flops},
@@ -169,6 +209,14 @@ nlohmann::json make_report(const Dag& dag, const ExecResult& r, const RunTotals&
   report["scheduler"] = r.scheduler;
   report["runtime"] = r.runtime;
   report["workers"] = r.workers;
+  report["worker_stats"] = worker_stats_json(dag, r);
+  json transfers = json::array();
+  std::int64_t moved = 0;
+  for (const auto& x : r.transfers) {
+    transfers.push_back({{"src", x.src}, {"dst", x.dst}, {"bytes", x.bytes}, {"count", x.count}});
+    moved += x.bytes;
+  }
+  report["transfers"] = std::move(transfers);
   report["tasks"] = std::move(tasks);
   report["totals"] = {{"tasks", dag.tasks.size()},
                       {"tasks_run", t.tasks_run},
@@ -182,7 +230,8 @@ nlohmann::json make_report(const Dag& dag, const ExecResult& r, const RunTotals&
                       {"blas_peak_gflops", t.blas_peak_gflops},
                       {"fraction_of_blas_peak",
                        t.blas_peak_gflops > 0 && t.makespan_us > 0 ? t.flops / t.makespan_us / 1e3 / t.blas_peak_gflops : 0.0},
-                      {"peak_rss_bytes", t.peak_rss_bytes}};
+                      {"peak_rss_bytes", t.peak_rss_bytes},
+                      {"bytes_moved", moved}};
   if (!r.warnings.empty()) report["warnings"] = r.warnings;
   if (dag.dynamic()) {
     report["unites"] = unite_json(dag, r);
@@ -240,6 +289,42 @@ nlohmann::json make_trace(const Dag& dag, const ExecResult& r, const std::vector
   return json{{"traceEvents", ev}, {"displayTimeUnit", "ms"}};
 }
 
+namespace {
+
+// With accelerator workers or transfers: tasks, busy time and flops per kind
+// of worker, and the bytes moved per direction.
+std::string device_split(const Dag& dag, const ExecResult& r) {
+  const bool devices = std::any_of(r.worker_kinds.begin(), r.worker_kinds.end(), [](Where w) { return w != Where::cpu; });
+  if (!devices && r.transfers.empty()) return "";
+  std::map<std::string, WorkerRow> kinds;
+  const auto rows = worker_rows(dag, r);
+  for (size_t w = 0; w < rows.size(); ++w) {
+    WorkerRow& k = kinds[worker_kind(r, w)];
+    k.tasks += rows[w].tasks;
+    k.busy_us += rows[w].busy_us;
+    k.flops += rows[w].flops;
+  }
+  std::string o = "workers:";
+  char buf[160];
+  for (const auto& [kind, k] : kinds) {
+    std::snprintf(buf, sizeof buf, " %s %ld tasks %.3f ms %.3g GFLOP,", kind.c_str(), long(k.tasks), k.busy_us / 1e3,
+                  k.flops / 1e9);
+    o += buf;
+  }
+  o.back() = '\n';
+  if (r.transfers.empty()) return o + "moved: nothing between memory nodes\n";
+  o += "moved:";
+  for (const auto& x : r.transfers) {
+    std::snprintf(buf, sizeof buf, " %s -> %s %.2f MiB (%ld),", x.src.c_str(), x.dst.c_str(), double(x.bytes) / (1 << 20),
+                  long(x.count));
+    o += buf;
+  }
+  o.back() = '\n';
+  return o;
+}
+
+}  // namespace
+
 std::string summary_table(const Dag& dag, const ExecResult& r, const RunTotals& t) {
   const auto rows = component_rows(dag, r);
   std::string o;
@@ -263,6 +348,7 @@ std::string summary_table(const Dag& dag, const ExecResult& r, const RunTotals& 
                 t.makespan_us / 1e3, t.critical_path_us / 1e3, t.sum_task_us / 1e3,
                 t.makespan_us > 0 ? t.flops / t.makespan_us / 1e3 : 0.0, double(t.peak_rss_bytes) / (1 << 20));
   o += buf;
+  o += device_split(dag, r);
   size_t shown = 0;
   for (const auto& n : dag.tasks) {
     const TaskRecord& rec = r.records[size_t(n.id)];

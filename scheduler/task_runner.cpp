@@ -12,13 +12,18 @@ namespace {
 class Context final : public KernelContext {
  public:
   Context(std::span<const TensorView> v, const Args& a, TaskRecord& r, const std::string& dir,
-          const std::function<int(std::int32_t)>& peers, std::int32_t comethod)
-      : views_(v), args_(a), rec_(r), dir_(dir), peers_(peers), comethod_(comethod) {}
+          const std::function<int(std::int32_t)>& peers, std::int32_t comethod, const DeviceCall& dev)
+      : views_(v), args_(a), rec_(r), dir_(dir), peers_(peers), comethod_(comethod), dev_(dev) {}
   std::span<const TensorView> ports() const override { return views_; }
   const Args& args() const override { return args_; }
   void report(std::string key, double value) override { rec_.results.emplace_back(std::move(key), value); }
   const std::string& run_dir() const override { return dir_; }
   int remote_peers_at_work() const override { return peers_ && comethod_ >= 0 ? peers_(comethod_) : -1; }
+  void* cuda_stream() const override { return dev_.kind == Where::cuda ? dev_.queue : nullptr; }
+  void* opencl_queue() const override { return dev_.kind == Where::opencl ? dev_.queue : nullptr; }
+  std::size_t opencl_offset(std::size_t port) const override {
+    return dev_.kind == Where::opencl && dev_.offsets && port < views_.size() ? dev_.offsets[port] : 0;
+  }
 
  private:
   std::span<const TensorView> views_;
@@ -27,7 +32,25 @@ class Context final : public KernelContext {
   const std::string& dir_;
   const std::function<int(std::int32_t)>& peers_;
   std::int32_t comethod_;
+  const DeviceCall& dev_;
 };
+
+// The component's kernel for the device, then the wait for its queue.
+void run_kernel(const ComponentSpec& c, Context& ctx, const DeviceCall& dev) {
+  switch (dev.kind) {
+    case Where::opencl:
+      if (!c.opencl) throw KernelError("an OpenCL worker ran " + c.name + ", which has no OpenCL kernel");
+      c.opencl(ctx);
+      break;
+    case Where::cuda:
+      if (!c.cuda) throw KernelError("a CUDA worker ran " + c.name + ", which has no CUDA kernel");
+      c.cuda(ctx);
+      break;
+    case Where::cpu:
+    case Where::any: c.cpu(ctx); return;
+  }
+  if (dev.sync) dev.sync(dev.queue);
+}
 
 }  // namespace
 
@@ -79,7 +102,7 @@ std::uint64_t TaskRunner::content_id(std::int32_t task, std::size_t port) const 
   return id ? epoch_ << 32 | id : 0;
 }
 
-bool TaskRunner::run(const TaskNode& t, std::span<const TensorView> views, std::int32_t worker) {
+bool TaskRunner::run(const TaskNode& t, std::span<const TensorView> views, std::int32_t worker, const DeviceCall& dev) {
   TaskRecord& rec = records_[size_t(t.id)];
   if (rec.ran) {  // a runtime loop runs it again: keep the earlier run
     std::lock_guard<std::mutex> lock(mu_);
@@ -95,13 +118,13 @@ bool TaskRunner::run(const TaskNode& t, std::span<const TensorView> views, std::
     return false;
   }
   rec.start_us = now_us();
-  Context ctx(views, t.args, rec, opts_.run_dir, remote_peers_, t.comethod);
+  Context ctx(views, t.args, rec, opts_.run_dir, remote_peers_, t.comethod, dev);
   Checkpoint* ck = opts_.checkpoint;
   const bool restore = ck && ck->restorable(t.id);
   std::string err;
   try {
     if (restore) ck->restore(t, views, rec);
-    else t.comp->cpu(ctx);
+    else run_kernel(*t.comp, ctx, dev);
     if (ck && !restore) ck->persist(t, views, rec);
   } catch (const std::exception& e) {
     err = e.what();
@@ -115,8 +138,9 @@ bool TaskRunner::run(const TaskNode& t, std::span<const TensorView> views, std::
   if (err.empty()) return true;
   const std::string who = t.label.empty() ? t.comp->name + " #" + std::to_string(t.id) : "'" + t.label + "'";
   const std::string message = (t.loc.file ? *t.loc.file : dag_.file) + ":" + std::to_string(t.loc.line) + ":" +
-                              std::to_string(t.loc.col) + ": error: task " + who + " (component " + t.comp->name +
-                              ") failed: " + err;
+                              std::to_string(t.loc.col) + ": error: task " + who + " (component " + t.comp->name + ") failed" +
+                              (dev.kind == Where::opencl ? " on an OpenCL worker" : dev.kind == Where::cuda ? " on a CUDA worker" : "") +
+                              ": " + err;
   if (t.comethod >= 0) {  // the co-method fails; the others go on
     fail_comethod(t.comethod, message);
     return false;

@@ -91,10 +91,7 @@ class StarpuSession final : public Session {
       // starpu_init take ~5 ms instead of ~30-70 ms each (docs/BENCHMARKS.md 2).
       const ScopedCpuOnlyHwloc cpu_only;
       if (!binding_.configure(conf, opts_, r)) return false;  // --ncpu, --bind, StarPU's CPU cap
-      conf.nopencl = 0;
-#ifndef STARPU_USE_CUDA
-      conf.ncuda = 0;
-#endif
+      const DeviceConf devices(conf, opts_);                  // --opencl, --opencl-on-cpus, --ncuda
       if (int ret = starpu_init(&conf); ret != 0) {
         r.error = "starpu_init failed: " + std::string(std::strerror(-ret));
         return false;
@@ -106,12 +103,17 @@ class StarpuSession final : public Session {
       starpu_worker_get_name(int(w), buf, sizeof buf);
       r.workers.emplace_back(buf);
     }
+    if (!record_worker_kinds(dag_, opts_, r)) {
+      starpu_shutdown();
+      return false;
+    }
     runner_ = std::make_unique<TaskRunner>(dag_, opts_, progress_);
+    const DeviceFuncs device = device_funcs(opts_);
     // codelets, one per component used
     for (const auto& t : dag_.tasks) {
       if (by_comp_.count(t.comp)) continue;
       Codelet& c = codelets_.emplace_back();
-      c.init(*t.comp, cpu_trampoline, model_based_scheduler(opts_.sched));
+      c.init(*t.comp, cpu_trampoline, model_based_scheduler(opts_.sched), device);
       // fixed buffer count and modes when every port is always bound (the common
       // case: StarPU's fast path); a variable count only for optional ports
       const auto& ports = t.comp->ports;
@@ -146,6 +148,10 @@ class StarpuSession final : public Session {
     }
     const size_t nt = dag_.tasks.size();
     table_.build(dag_, *runner_);
+    for (const auto& t : dag_.tasks) {
+      TaskExec& ex = table_.execs[size_t(t.id)];
+      ex.where = task_where(t, *by_comp_[t.comp], opts_.where, {ex.views, t.bindings.size()});
+    }
     tasks_.assign(nt, nullptr);
     keep_.assign(nt, 0);
     for (const auto& t : dag_.tasks)
@@ -214,6 +220,7 @@ class StarpuSession final : public Session {
         starpu_data_partition_clean(handles_[i], unsigned(children_[i].size()), children_[i].data());
       starpu_data_unregister(handles_[i]);
     }
+    record_transfers(r);
     starpu_shutdown();
     started_ = false;
     runner_->finish(r);
@@ -250,6 +257,7 @@ class StarpuSession final : public Session {
     task->cl = by_comp_[t.comp];
     task->cl_arg = &ex;
     task->cl_arg_free = 0;
+    task->where = std::int32_t(ex.where);
     // more buffers than StarPU's inline arrays hold: its dynamic arrays
     // (freed by StarPU with the task)
     int bound = 0;

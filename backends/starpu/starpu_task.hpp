@@ -23,9 +23,11 @@ namespace ymlopt {
 /// allocation per task).
 struct TaskExec {
   const TaskNode* node = nullptr;
-  TensorView* views = nullptr;  // node->bindings.size() views
-  std::int8_t* slot = nullptr;  // buffer index of each port, -1 when unbound
+  TensorView* views = nullptr;     // node->bindings.size() views
+  std::int8_t* slot = nullptr;     // buffer index of each port, -1 when unbound
+  std::size_t* offsets = nullptr;  // on an OpenCL worker: each port's byte offset in its cl_mem
   TaskRunner* runner = nullptr;
+  std::uint32_t where = STARPU_CPU;  // starpu_task::where (task_where)
 };
 
 /// Every task's TaskExec, with the port views and buffer slots of all tasks in
@@ -38,6 +40,7 @@ struct TaskTable {
   std::vector<TaskExec> execs;
   std::vector<TensorView> views;
   std::vector<std::int8_t> slots;
+  std::vector<std::size_t> offsets;
 
   void build(const Dag& dag, TaskRunner& runner) {
     const size_t nt = dag.tasks.size();
@@ -46,12 +49,14 @@ struct TaskTable {
     for (size_t i = 0; i < nt; ++i) first_port[i + 1] = first_port[i] + dag.tasks[i].bindings.size();
     views.assign(first_port.back(), TensorView{});
     slots.assign(first_port.back(), -1);
+    offsets.assign(first_port.back(), 0);
     for (size_t i = 0; i < nt; ++i) {
       TaskExec& ex = execs[i];
       ex.node = &dag.tasks[i];
       ex.runner = &runner;
       ex.views = views.data() + first_port[i];
       ex.slot = slots.data() + first_port[i];
+      ex.offsets = offsets.data() + first_port[i];
       runner.port_templates(dag.tasks[i], ex.views);
     }
   }
@@ -62,19 +67,27 @@ inline bool model_based_scheduler(const std::string& sched) {
   return sched == "dmda" || sched == "dmdas" || sched == "heteroprio";
 }
 
-/// One component's codelet: CPU function, a history-based perf model named
-/// "ymlopt.<component>" (attached for model-based schedulers only), a variable
+/// The device trampolines a session gives its codelets (null: no such workers
+/// in this run, or a StarPU without them).
+struct DeviceFuncs {
+  starpu_opencl_func_t opencl = nullptr;
+};
+
+/// One component's codelet: CPU function, and the OpenCL one when the
+/// component has an OpenCL kernel and the run has OpenCL workers; a
+/// history-based perf model named "ymlopt.<component>" (one history per
+/// worker architecture; attached for model-based schedulers only), a variable
 /// buffer count. Keep it where it does not move (a std::deque): the model
 /// points at `symbol`.
 ///
 ///   Codelet& c = codelets.emplace_back();
-///   c.init(*t.comp, cpu_trampoline, model_based_scheduler(opts.sched));
+///   c.init(*t.comp, cpu_trampoline, model_based_scheduler(opts.sched), device_funcs(opts));
 struct Codelet {
   starpu_codelet cl;
   starpu_perfmodel model;
   std::string symbol;
 
-  void init(const ComponentSpec& comp, starpu_cpu_func_t cpu, bool model_based) {
+  void init(const ComponentSpec& comp, starpu_cpu_func_t cpu, bool model_based, const DeviceFuncs& dev = {}) {
     starpu_codelet_init(&cl);
     std::memset(&model, 0, sizeof model);
     symbol = "ymlopt." + comp.name;
@@ -82,11 +95,58 @@ struct Codelet {
     model.symbol = symbol.c_str();
     cl.where = STARPU_CPU;
     cl.cpu_funcs[0] = cpu;
+    if (dev.opencl && comp.opencl && !comp.host_only) {
+      cl.where |= STARPU_OPENCL;
+      cl.opencl_funcs[0] = dev.opencl;
+    }
     cl.nbuffers = STARPU_VARIABLE_NBUFFERS;
     cl.name = comp.name.c_str();
     if (model_based) cl.model = &model;
   }
 };
+
+/// The workers a task may run on (starpu_task::where): the codelet's kinds,
+/// narrowed by the device kernel's check on the task's shapes (`views`: its
+/// port templates) and by the task's `where` (else the run's --where).
+inline std::uint32_t task_where(const TaskNode& t, const starpu_codelet& cl, Where run_where,
+                                std::span<const TensorView> views) {
+  std::uint32_t w = cl.where;
+  if ((w & STARPU_OPENCL) && !where_refusal(*t.comp, Where::opencl, TaskShape{views, t.args}).empty())
+    w &= ~std::uint32_t(STARPU_OPENCL);
+  const Where pin = t.where != Where::any ? t.where : run_where;
+  if (pin == Where::cpu) return STARPU_CPU;
+  if (pin == Where::opencl && (w & STARPU_OPENCL)) return STARPU_OPENCL;
+  return w;
+}
+
+/// The run's OpenCL trampoline, or none when the run starts no OpenCL worker
+/// or checkpoints (restore and persist read the host copies).
+DeviceFuncs device_funcs(const ExecOptions& opts);
+
+/// Before starpu_init: the OpenCL and CUDA worker counts from opts (none
+/// unless asked), STARPU_OPENCL_ON_CPUS for --opencl-on-cpus (restored by
+/// the returned guard's destructor after starpu_init).
+class DeviceConf {
+ public:
+  DeviceConf(starpu_conf& conf, const ExecOptions& opts);
+  ~DeviceConf();
+  DeviceConf(const DeviceConf&) = delete;
+  DeviceConf& operator=(const DeviceConf&) = delete;
+
+ private:
+  bool set_ = false;
+  std::string saved_;
+  bool had_ = false;
+};
+
+/// After starpu_init: each worker's kind (ExecResult::worker_kinds), and
+/// r.error when the run's or a task's `where` asks for a kind of worker that
+/// StarPU did not start; false then.
+bool record_worker_kinds(const Dag& dag, const ExecOptions& opts, ExecResult& r);
+
+/// Before starpu_shutdown, after the data are unregistered: the bytes StarPU
+/// moved over each bus since starpu_init (ExecResult::transfers).
+void record_transfers(ExecResult& r);
 
 /// Points the task's port views at StarPU's matrix buffers; returns the views.
 inline std::span<const TensorView> bind_buffers(void* buffers[], const TaskExec& ex) {

@@ -28,13 +28,17 @@ nlohmann::json rank_result_json(const ExecResult& r, const MpiRankStats& s) {
     if (rec.ran) repeats.push_back({rec.task, rec.worker, rec.start_us, rec.end_us, rec.iteration});
   json loops = json::array();
   for (const auto& [region, it] : r.loop_iterations) loops.push_back({region, it});
+  json kinds = json::array(), transfers = json::array();
+  for (Where w : r.worker_kinds) kinds.push_back(where_name(w));
+  for (const auto& x : r.transfers) transfers.push_back({x.src, x.dst, x.bytes, x.count});
   return {{"rank", s.rank},         {"ok", r.ok},
           {"error", r.error},       {"failed_task", r.failed_task},
           {"workers", r.workers},   {"makespan_us", r.makespan_us},
           {"runtime", r.runtime},   {"scheduler", r.scheduler},
           {"warnings", r.warnings}, {"sent_to", s.sent_to}, {"allocated_bytes", s.allocated_bytes},
           {"records", recs},        {"repeats", repeats},
-          {"loops", loops},         {"placement", placement_json(last_starpu_placement())}};
+          {"loops", loops},         {"placement", placement_json(last_starpu_placement())},
+          {"worker_kinds", kinds},  {"transfers", transfers}};
 }
 
 MergedRun merge_rank_results(const Dag& dag, const std::vector<std::string>& per_rank_json) {
@@ -58,6 +62,15 @@ MergedRun merge_rank_results(const Dag& dag, const std::vector<std::string>& per
     const json& j = ranks[r];
     const std::int32_t offset = std::int32_t(out.workers.size());
     for (const auto& w : j["workers"]) out.workers.push_back(std::to_string(r) + ":" + w.get<std::string>());
+    for (const auto& k : j.value("worker_kinds", json::array())) {
+      Where w = Where::cpu;
+      parse_where(k.get<std::string>(), w);
+      out.worker_kinds.push_back(w);
+    }
+    for (const auto& x : j.value("transfers", json::array()))
+      out.transfers.push_back({std::to_string(r) + ":" + x[0].get<std::string>(),
+                               std::to_string(r) + ":" + x[1].get<std::string>(), x[2].get<std::int64_t>(),
+                               x[3].get<std::int64_t>()});
     out.makespan_us = std::max(out.makespan_us, j["makespan_us"].get<double>());
     if (out.runtime.empty()) out.runtime = j["runtime"].get<std::string>(), out.scheduler = j["scheduler"].get<std::string>();
     for (const auto& w : j["warnings"]) {

@@ -78,6 +78,10 @@ bool MpiSession::start(ExecResult& r, bool control) {
   runner_ = std::make_unique<TaskRunner>(dag_, opts_, progress_);
   const size_t nt = dag_.tasks.size();
   table_.build(dag_, *runner_);
+  for (const auto& t : dag_.tasks) {
+    TaskExec& ex = table_.execs[size_t(t.id)];
+    ex.where = task_where(t, by_comp_[t.comp]->cl, opts_.where, {ex.views, t.bindings.size()});
+  }
   local_.assign(nt, nullptr);
   tiles_dirty_.assign(nd, 0);
   whole_dirty_.assign(nd, 0);
@@ -164,13 +168,12 @@ bool MpiSession::init_starpu(ExecResult& r) {
     r.error = "rank " + std::to_string(world_.rank) + ": " + r.error;
     return false;
   }
-  conf.nopencl = 0;
-#ifndef STARPU_USE_CUDA
-  conf.ncuda = 0;
-#endif
-  if (int ret = starpu_mpi_init_conf(nullptr, nullptr, 0, MPI_COMM_WORLD, &conf); ret != 0) {
-    r.error = "rank " + std::to_string(world_.rank) + ": starpu_mpi_init_conf failed: " + std::strerror(-ret);
-    return false;
+  {
+    const DeviceConf devices(conf, opts_);  // --opencl, --opencl-on-cpus, --ncuda
+    if (int ret = starpu_mpi_init_conf(nullptr, nullptr, 0, MPI_COMM_WORLD, &conf); ret != 0) {
+      r.error = "rank " + std::to_string(world_.rank) + ": starpu_mpi_init_conf failed: " + std::strerror(-ret);
+      return false;
+    }
   }
   started_ = true;
   cpu_only.reset();
@@ -181,6 +184,10 @@ bool MpiSession::init_starpu(ExecResult& r) {
     r.workers.emplace_back(buf);
   }
   if (r.workers.empty()) r.warnings.push_back("rank " + std::to_string(world_.rank) + " has no StarPU worker");
+  if (!record_worker_kinds(dag_, opts_, r)) {
+    r.error = "rank " + std::to_string(world_.rank) + ": " + r.error;
+    return false;
+  }
   return true;
 }
 
@@ -190,7 +197,7 @@ void MpiSession::make_codelets() {
   for (const auto& t : dag_.tasks) {
     if (by_comp_.count(t.comp)) continue;
     Codelet& c = codelets_.emplace_back();
-    c.init(*t.comp, cpu_trampoline, model_based_scheduler(opts_.sched));
+    c.init(*t.comp, cpu_trampoline, model_based_scheduler(opts_.sched), device_funcs(opts_));
     by_comp_[t.comp] = &c;
   }
   starpu_codelet_init(&sync_cl_);
@@ -341,6 +348,7 @@ void MpiSession::close(ExecResult& r) {
     for (auto h : tiles_[i]) starpu_data_unregister(h);
     if (whole_[i]) starpu_data_unregister(whole_[i]);
   }
+  record_transfers(r);
   starpu_mpi_wait_for_all(MPI_COMM_WORLD);
   r.makespan_us = runner_->now_us();
   {
@@ -476,6 +484,7 @@ std::string MpiSession::submit_built(starpu_task* task, std::int32_t id) {
   const TaskNode& t = dag_.tasks[size_t(id)];
   task->cl_arg = &table_.execs[size_t(id)];
   task->cl_arg_free = 0;
+  task->where = std::int32_t(table_.execs[size_t(id)].where);
   task->destroy = 0;
   std::vector<starpu_task*> deps;
   for (auto p : t.preds)

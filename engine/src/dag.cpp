@@ -77,3 +77,42 @@ std::string shape_str(const std::vector<std::int64_t>& s) {
 }
 
 }  // namespace ymlopt
+
+namespace ymlopt {
+
+const char* where_name(Where w) {
+  switch (w) {
+    case Where::cpu: return "cpu";
+    case Where::opencl: return "opencl";
+    case Where::cuda: return "cuda";
+    case Where::any: break;
+  }
+  return "any";
+}
+
+bool parse_where(std::string_view s, Where& out) {
+  for (Where w : {Where::any, Where::cpu, Where::opencl, Where::cuda})
+    if (s == where_name(w)) {
+      out = w;
+      return true;
+    }
+  return false;
+}
+
+std::string where_refusal(const ComponentSpec& c, Where w, const TaskShape& t) {
+  if (w == Where::any || w == Where::cpu) return "";
+  const bool cl = w == Where::opencl;
+  if (c.host_only) return c.name + " runs on the host only";
+  if (!(cl ? c.opencl : c.cuda))
+    return c.name + " has no " + (cl ? "OpenCL" : "CUDA") + " kernel in this build";
+  const auto& check = cl ? c.opencl_check : c.cuda_check;
+  if (!check) return "";
+  try {
+    std::string why = check(t);
+    return why.empty() ? why : "its " + std::string(cl ? "OpenCL" : "CUDA") + " kernel does not handle it: " + why;
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+}
+
+}  // namespace ymlopt

@@ -197,6 +197,7 @@ class Compiler {
   void save(const Element& e);
 
   // dependencies.cpp
+  void pin_task(const Attr& a, TaskNode& t, const Describe& who);
   void add_task(const SrcLoc& loc, const ComponentSpec* c, std::vector<Binding> binds, std::vector<ArgValue> args,
                 const Attr* name_attr, const Describe& who);
   bool access(std::int32_t t, const Binding& b, std::vector<std::int32_t>& preds, const SrcLoc& loc,

@@ -20,7 +20,7 @@ const std::map<std::string, ElementRule>& rules() {
       {"description", {{}, {}}},
       {"param", {{"name"}, {"type", "default", "doc"}}},
       {"data", {{"name", "shape"}, {"dtype", "tile", "split", "init", "seed", "value", "src", "key", "reshape", "distribute", "owner"}}},
-      {"task", {{"component"}, {"name"}}},
+      {"task", {{"component"}, {"name", "where"}}},
       {"in", {{"port", "data"}, {}}},
       {"out", {{"port", "data"}, {}}},
       {"inout", {{"port", "data"}, {}}},

@@ -99,7 +99,24 @@ void Compiler::task(const Element& e) {
     }
   if (bad) return;
   if (!bind_compressed(e, c, binds, args, arg_set, describe)) return;
+  const size_t before = dag_.tasks.size();
   add_task(e.loc, c, std::move(binds), std::move(args), e.find("name"), describe);
+  if (const Attr* w = e.find("where"); w && dag_.tasks.size() > before) pin_task(*w, dag_.tasks.back(), describe);
+}
+
+// where="cpu|opencl|cuda|any" on a task: the kind of worker it runs on; a
+// device it has no kernel for (or whose kernel refuses its shapes) is an error.
+void Compiler::pin_task(const Attr& a, TaskNode& t, const Describe& who) {
+  const auto text = render(a);
+  if (!text) return;
+  if (!parse_where(*text, t.where)) {
+    diags_.error(a.loc, who() + ": where=\"" + *text + "\" is not a kind of worker" +
+                            did_you_mean(*text, {"any", "cpu", "opencl", "cuda"}) + " (any, cpu, opencl, cuda)");
+    return;
+  }
+  const std::vector<TensorView> views = dag_.shape_views(t.bindings);
+  if (std::string why = where_refusal(*t.comp, t.where, TaskShape{views, t.args}); !why.empty())
+    diags_.error(a.loc, who() + ": where=\"" + *text + "\": " + why);
 }
 
 // A <in>/<out>/<inout> of task element `ch`: checked and bound to its port; false after reporting.

@@ -2,6 +2,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -12,6 +13,18 @@
 namespace ymlopt {
 
 enum class InitKind : std::uint8_t { none, zeros, ones, identity, random, spd, dominant, value, file };
+
+/// Which kind of worker may run a task: any (the scheduler chooses among the
+/// kinds the component has kernels for), or only CPU, OpenCL or CUDA workers
+/// (a task's `where` attribute, `ymlopt run --where`).
+enum class Where : std::uint8_t { any, cpu, opencl, cuda };
+
+/// "any", "cpu", "opencl", "cuda".
+const char* where_name(Where w);
+/// The Where named `s`; false when `s` names none.
+bool parse_where(std::string_view s, Where& out);
+/// "" when `c` has a kernel for workers of kind `w` that handles the task, else why not.
+std::string where_refusal(const ComponentSpec& c, Where w, const TaskShape& t);
 
 /// A named tensor of the compiled workflow, optionally tiled into blocks.
 /// Rank <= 2 tensors can be tiled; a tile is addressed (tile_row, tile_col).
@@ -113,6 +126,7 @@ struct TaskNode {
   std::vector<std::int32_t> preds;        // all predecessors (data + events), sorted
   std::vector<std::int32_t> event_preds;  // the subset that comes from wait/notify only
   std::int32_t comethod = -1;             // innermost <comethod> region holding the task, or -1
+  Where where = Where::any;               // the task's `where` attribute
 };
 
 /// Control flow decided at run time (unite and conquer; docs/ARCHITECTURE.md): a runtime

@@ -46,7 +46,17 @@ struct ExecOptions {
   std::function<void(const TaskNode&, std::span<const TensorView>)> before_task;
   /// Task-level checkpoints (null: none): TaskRunner restores the outputs of
   /// tasks the checkpoint holds and persists those of the tasks it runs.
+  /// Checkpointed runs keep every task on CPU workers (they read and write
+  /// the host copies).
   Checkpoint* checkpoint = nullptr;
+  /// Accelerator workers (StarPU backends): OpenCL and CUDA workers to start
+  /// (0: none, the default), OpenCL devices of type CPU (PoCL) counted too.
+  int nopencl = 0;
+  bool opencl_on_cpus = false;
+  int ncuda = 0;
+  /// --where: the kind of worker every task that has a kernel for it runs on
+  /// (any: the scheduler chooses); a task's own `where` comes first.
+  Where where = Where::any;
 };
 
 /// Live counters for the progress line (updated by workers, read by the CLI).
@@ -66,6 +76,13 @@ struct ExecResult {
   std::vector<UniteRecord> unites;  // per <unite>, in the order they ran
   std::vector<std::pair<std::int32_t, std::int64_t>> loop_iterations;  // (region, iterations) per loop run
   std::vector<std::string> workers; // worker names, indexed by TaskRecord::worker
+  std::vector<Where> worker_kinds;  // cpu, opencl or cuda, indexed like workers
+  /// Bytes the runtime moved between memory nodes, per direction with traffic.
+  struct Transfer {
+    std::string src, dst;  // "RAM", "OpenCL 0", "CUDA 0"
+    std::int64_t bytes = 0, count = 0;
+  };
+  std::vector<Transfer> transfers;
   double makespan_us = 0;
   std::string scheduler;
   std::string runtime;           // e.g. "StarPU 1.3.10"
@@ -73,6 +90,17 @@ struct ExecResult {
 };
 
 class TaskRunner;
+
+/// Where TaskRunner::run runs a task's kernel: on the host, or on an
+/// accelerator's queue (a cl_command_queue or a cudaStream_t), its ports then
+/// device buffers (OpenCL: cl_mem at offsets[port] bytes). `sync` waits for
+/// the queue and throws on a device error.
+struct DeviceCall {
+  Where kind = Where::cpu;
+  void* queue = nullptr;
+  const std::size_t* offsets = nullptr;
+  void (*sync)(void* queue) = nullptr;
+};
 
 /// An open execution of a DAG whose tasks are submitted part by part, as a
 /// workflow with runtime loops and co-methods needs (run_program): the runtime
@@ -141,7 +169,9 @@ class TaskRunner {
   std::uint64_t content_id(std::int32_t task, std::size_t port) const;
   /// Runs the kernel; returns false if it threw (or the run was cancelled
   /// before). A task of a co-method that throws fails that co-method only.
-  bool run(const TaskNode& t, std::span<const TensorView> views, std::int32_t worker);
+  /// On a device (dev.kind opencl or cuda) it runs the component's kernel for
+  /// it on dev.queue, then dev.sync waits for the queue inside the task's time.
+  bool run(const TaskNode& t, std::span<const TensorView> views, std::int32_t worker, const DeviceCall& dev = {});
   bool cancelled() const { return cancelled_.load(std::memory_order_relaxed); }
   /// The co-method (region) has a failed task; its error message.
   bool comethod_failed(std::int32_t region) const;
