@@ -422,27 +422,27 @@ struct RunArgs {
   std::string out, backend = "starpu", sched = "lws", starpu_home, checkpoint_mode, resume;
   int ncpu = 0;
   std::string bind;  // --bind
-  int nopencl = 0, ncuda = 0;
+  int nopencl = 0;
   bool opencl_on_cpus = false;
   std::string where = "any";
   bool quiet = false, verbose = false, dry_run = false, no_history = false;
 };
 
-// --opencl, --opencl-on-cpus, --ncuda and --where against each other and the backend.
+// --opencl, --opencl-on-cpus and --where against each other and the backend.
 void check_device_args(const RunArgs& a) {
   Where w = Where::any;
   if (!parse_where(a.where, w))
-    throw UsageError("--where expects any, cpu, opencl or cuda, not '" + a.where + "'" +
-                     did_you_mean(a.where, {"any", "cpu", "opencl", "cuda"}));
+    throw UsageError("--where expects any, cpu or opencl, not '" + a.where + "'" +
+                     did_you_mean(a.where, {"any", "cpu", "opencl"}));
+  if (w == Where::cuda)
+    throw UsageError("--where cuda: CUDA kernels do not run through StarPU in this build (a StarPU without CUDA)");
   if (a.nopencl < -1) throw UsageError("--opencl must be >= -1 (-1: every device)");
-  if (a.ncuda < -1) throw UsageError("--ncuda must be >= -1 (-1: every device)");
-  const bool devices = a.nopencl != 0 || a.ncuda != 0 || a.opencl_on_cpus || w == Where::opencl || w == Where::cuda;
+  const bool devices = a.nopencl != 0 || a.opencl_on_cpus || w == Where::opencl;
   if (devices && a.backend == "sequential")
-    throw UsageError("--opencl, --ncuda, --opencl-on-cpus and --where opencl|cuda need a StarPU backend, not sequential");
+    throw UsageError("--opencl, --opencl-on-cpus and --where opencl need a StarPU backend, not sequential");
   if (a.opencl_on_cpus && a.nopencl == 0)
     throw UsageError("--opencl-on-cpus counts CPU-type OpenCL devices for --opencl N: give --opencl too");
   if (w == Where::opencl && a.nopencl == 0) throw UsageError("--where opencl needs OpenCL workers: give --opencl N");
-  if (w == Where::cuda && a.ncuda == 0) throw UsageError("--where cuda needs CUDA workers: give --ncuda N");
 }
 
 // Parses and checks the options of `ymlopt run` (--resume: completed from the
@@ -458,9 +458,8 @@ bool parse_run_args(const std::vector<std::string>& args, RunArgs& a) {
       "OpenCL workers: N devices of type GPU or accelerator, -1 all (default 0: none, or StarPU's STARPU_NOPENCL)")(
       "opencl-on-cpus", po::bool_switch(&a.opencl_on_cpus),
       "count OpenCL devices of type CPU (PoCL) for --opencl; they share the cores with the CPU workers")(
-      "ncuda", po::value(&a.ncuda), "CUDA workers (a StarPU built with CUDA; default 0, or StarPU's STARPU_NCUDA)")(
       "where", po::value(&a.where),
-      "where tasks run: any (default: the scheduler chooses), cpu, opencl, cuda (every task that has a kernel for it)")(
+      "where tasks run: any (default: the scheduler chooses), cpu, or opencl (every task that has an OpenCL kernel)")(
       "starpu-home", po::value(&a.starpu_home), "directory for StarPU perf models (default RUN_DIR/starpu)")(
       "dry-run", po::bool_switch(&a.dry_run), "compile and print memory and flops, allocate and run nothing")(
       "quiet,q", po::bool_switch(&a.quiet), "no progress line or summary")("verbose,v", po::bool_switch(&a.verbose),
@@ -773,7 +772,6 @@ int cmd_run(const std::vector<std::string>& args) {
   ro.exec.bind = a.bind;
   ro.exec.nopencl = a.nopencl;
   ro.exec.opencl_on_cpus = a.opencl_on_cpus;
-  ro.exec.ncuda = a.ncuda;
   parse_where(a.where, ro.exec.where);
   ro.exec.starpu_home = a.starpu_home;
   ro.exec.verbose = a.verbose;

@@ -56,6 +56,12 @@ class SequentialExecutor final : public Executor {
     r.scheduler = "topological order";
     r.runtime = "sequential";
     r.workers = {"main"};
+    r.worker_kinds = {Where::cpu};
+    const auto pinned = std::count_if(dag.tasks.begin(), dag.tasks.end(),
+                                      [](const TaskNode& t) { return t.where == Where::opencl || t.where == Where::cuda; });
+    if (pinned > 0)
+      r.warnings.push_back(std::to_string(pinned) + " task(s) with where=\"opencl\" or \"cuda\" ran on the host: the "
+                           "sequential backend has no accelerator workers");
     return std::make_unique<SequentialSession>(dag, store, opts, progress);
   }
   ExecResult execute(const Dag& dag, DataStore& store, const ExecOptions& opts, Progress& progress) override {

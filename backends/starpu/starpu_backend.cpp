@@ -91,7 +91,7 @@ class StarpuSession final : public Session {
       // starpu_init take ~5 ms instead of ~30-70 ms each (docs/BENCHMARKS.md 2).
       const ScopedCpuOnlyHwloc cpu_only;
       if (!binding_.configure(conf, opts_, r)) return false;  // --ncpu, --bind, StarPU's CPU cap
-      const DeviceConf devices(conf, opts_);                  // --opencl, --opencl-on-cpus, --ncuda
+      const DeviceConf devices(conf, opts_);                  // --opencl, --opencl-on-cpus
       if (int ret = starpu_init(&conf); ret != 0) {
         r.error = "starpu_init failed: " + std::string(std::strerror(-ret));
         return false;
@@ -148,15 +148,17 @@ class StarpuSession final : public Session {
     }
     const size_t nt = dag_.tasks.size();
     table_.build(dag_, *runner_);
-    for (const auto& t : dag_.tasks) {
-      TaskExec& ex = table_.execs[size_t(t.id)];
-      ex.where = task_where(t, *by_comp_[t.comp], opts_.where, {ex.views, t.bindings.size()});
-    }
     tasks_.assign(nt, nullptr);
     keep_.assign(nt, 0);
     for (const auto& t : dag_.tasks)
       for (auto p : t.event_preds) keep_[size_t(p)] = 1;
     started_ = true;
+    if (!place_tasks(dag_, table_, [&](const ComponentSpec* c) -> const starpu_codelet& { return *by_comp_[c]; }, opts_,
+                     r)) {
+      ExecResult closed;
+      close(closed);
+      return false;
+    }
     return true;
   }
 

@@ -62,15 +62,10 @@ DeviceFuncs device_funcs(const ExecOptions&) { return {}; }
 #endif
 
 DeviceConf::DeviceConf(starpu_conf& conf, const ExecOptions& opts) {
-  // --opencl N / --ncuda N; without them StarPU's STARPU_NOPENCL / STARPU_NCUDA
-  // (read by starpu_conf_init), else none
+  // --opencl N, else StarPU's STARPU_NOPENCL, else none; no CUDA workers (the
+  // CUDA kernels do not run through StarPU yet)
   conf.nopencl = asked_opencl(opts);
-#ifdef STARPU_USE_CUDA
-  if (opts.ncuda > 0) conf.ncuda = opts.ncuda;
-  else if (!std::getenv("STARPU_NCUDA")) conf.ncuda = 0;
-#else
   conf.ncuda = 0;
-#endif
   if (!opts.opencl_on_cpus) return;
   if (const char* v = std::getenv("STARPU_OPENCL_ON_CPUS")) {
     had_ = true;
@@ -88,12 +83,11 @@ DeviceConf::~DeviceConf() {
 
 bool record_worker_kinds(const Dag& dag, const ExecOptions& opts, ExecResult& r) {
   r.worker_kinds.clear();
-  int nopencl = 0, ncuda = 0;
+  int nopencl = 0;
   for (unsigned w = 0; w < starpu_worker_get_count(); ++w) {
     const starpu_worker_archtype type = starpu_worker_get_type(int(w));
     const Where kind = type == STARPU_OPENCL_WORKER ? Where::opencl : type == STARPU_CUDA_WORKER ? Where::cuda : Where::cpu;
     nopencl += kind == Where::opencl;
-    ncuda += kind == Where::cuda;
     r.worker_kinds.push_back(kind);
   }
   const bool cl_runs = device_funcs(opts).opencl != nullptr;
@@ -119,6 +113,31 @@ bool record_worker_kinds(const Dag& dag, const ExecOptions& opts, ExecResult& r)
                 where_name(t.where) + "\": " + why;
       return false;
     }
+  }
+  return true;
+}
+
+bool place_tasks(const Dag& dag, TaskTable& table, const std::function<const starpu_codelet&(const ComponentSpec*)>& cl,
+                 const ExecOptions& opts, ExecResult& r) {
+  std::int64_t device_bytes = -1;
+  for (unsigned w = 0; w < starpu_worker_get_count(); ++w)
+    if (starpu_worker_get_type(int(w)) == STARPU_OPENCL_WORKER) {
+      const std::int64_t total = starpu_memory_get_total(starpu_worker_get_memory_node(w));
+      if (total >= 0 && (device_bytes < 0 || total < device_bytes)) device_bytes = total;
+    }
+  for (const TaskNode& t : dag.tasks) {
+    TaskExec& ex = table.execs[size_t(t.id)];
+    const std::span<const TensorView> views{ex.views, t.bindings.size()};
+    ex.where = task_where(t, cl(t.comp), opts.where, views, device_bytes);
+    if (t.where != Where::opencl || (ex.where & STARPU_OPENCL)) continue;
+    std::int64_t bytes = 0;
+    for (const TensorView& v : views) bytes += v.rows * v.cols * std::int64_t(dtype_size(v.dtype));
+    r.error = (t.loc.file ? *t.loc.file : dag.file) + ":" + std::to_string(t.loc.line) + ":" +
+              std::to_string(t.loc.col) + ": error: task " +
+              (t.label.empty() ? t.comp->name + " #" + std::to_string(t.id) : "'" + t.label + "'") +
+              " has where=\"opencl\" but its buffers (" + std::to_string(bytes >> 20) +
+              " MiB) do not fit in its OpenCL device's memory (" + std::to_string(device_bytes >> 20) + " MiB)";
+    return false;
   }
   return true;
 }

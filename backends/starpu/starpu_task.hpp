@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <span>
 #include <string>
 #include <vector>
@@ -107,24 +108,39 @@ struct Codelet {
 
 /// The workers a task may run on (starpu_task::where): the codelet's kinds,
 /// narrowed by the device kernel's check on the task's shapes (`views`: its
-/// port templates) and by the task's `where` (else the run's --where).
+/// port templates), by the device's memory (`device_bytes`, -1: unknown; a
+/// task whose buffers do not fit stays on CPUs), and by the task's `where`
+/// (else the run's --where).
 inline std::uint32_t task_where(const TaskNode& t, const starpu_codelet& cl, Where run_where,
-                                std::span<const TensorView> views) {
+                                std::span<const TensorView> views, std::int64_t device_bytes) {
   std::uint32_t w = cl.where;
-  if ((w & STARPU_OPENCL) && !where_refusal(*t.comp, Where::opencl, TaskShape{views, t.args}).empty())
-    w &= ~std::uint32_t(STARPU_OPENCL);
+  if (w & STARPU_OPENCL) {
+    std::int64_t bytes = 0;
+    for (const TensorView& v : views) bytes += v.rows * v.cols * std::int64_t(dtype_size(v.dtype));
+    if ((device_bytes >= 0 && bytes > device_bytes) ||
+        !where_refusal(*t.comp, Where::opencl, TaskShape{views, t.args}).empty())
+      w &= ~std::uint32_t(STARPU_OPENCL);
+  }
   const Where pin = t.where != Where::any ? t.where : run_where;
   if (pin == Where::cpu) return STARPU_CPU;
   if (pin == Where::opencl && (w & STARPU_OPENCL)) return STARPU_OPENCL;
   return w;
 }
 
+/// Sets every task's TaskExec::where (task_where with the smallest OpenCL
+/// memory node's size); false with r.error naming the task when one pinned
+/// where="opencl" cannot run there (its buffers exceed the device's memory).
+///
+///   if (!place_tasks(dag, table, [&](const ComponentSpec* c) -> auto& { return *by_comp[c]; }, opts, r)) ...
+bool place_tasks(const Dag& dag, TaskTable& table, const std::function<const starpu_codelet&(const ComponentSpec*)>& cl,
+                 const ExecOptions& opts, ExecResult& r);
+
 /// The run's OpenCL trampoline, or none when the run starts no OpenCL worker
 /// or checkpoints (restore and persist read the host copies).
 DeviceFuncs device_funcs(const ExecOptions& opts);
 
-/// Before starpu_init: the OpenCL and CUDA worker counts from opts (none
-/// unless asked), STARPU_OPENCL_ON_CPUS for --opencl-on-cpus (restored by
+/// Before starpu_init: the OpenCL worker count from opts (none unless
+/// asked; no CUDA workers), STARPU_OPENCL_ON_CPUS for --opencl-on-cpus (restored by
 /// the returned guard's destructor after starpu_init).
 class DeviceConf {
  public:

@@ -78,9 +78,9 @@ bool MpiSession::start(ExecResult& r, bool control) {
   runner_ = std::make_unique<TaskRunner>(dag_, opts_, progress_);
   const size_t nt = dag_.tasks.size();
   table_.build(dag_, *runner_);
-  for (const auto& t : dag_.tasks) {
-    TaskExec& ex = table_.execs[size_t(t.id)];
-    ex.where = task_where(t, by_comp_[t.comp]->cl, opts_.where, {ex.views, t.bindings.size()});
+  if (!place_tasks(dag_, table_, [&](const ComponentSpec* c) -> const starpu_codelet& { return by_comp_[c]->cl; }, opts_, r)) {
+    error_ = "rank " + std::to_string(world_.rank) + ": " + r.error;  // close() reports it
+    return false;
   }
   local_.assign(nt, nullptr);
   tiles_dirty_.assign(nd, 0);
@@ -169,7 +169,7 @@ bool MpiSession::init_starpu(ExecResult& r) {
     return false;
   }
   {
-    const DeviceConf devices(conf, opts_);  // --opencl, --opencl-on-cpus, --ncuda
+    const DeviceConf devices(conf, opts_);  // --opencl, --opencl-on-cpus
     if (int ret = starpu_mpi_init_conf(nullptr, nullptr, 0, MPI_COMM_WORLD, &conf); ret != 0) {
       r.error = "rank " + std::to_string(world_.rank) + ": starpu_mpi_init_conf failed: " + std::strerror(-ret);
       return false;

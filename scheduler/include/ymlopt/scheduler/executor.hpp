@@ -49,11 +49,10 @@ struct ExecOptions {
   /// Checkpointed runs keep every task on CPU workers (they read and write
   /// the host copies).
   Checkpoint* checkpoint = nullptr;
-  /// Accelerator workers (StarPU backends): OpenCL and CUDA workers to start
-  /// (0: none, the default), OpenCL devices of type CPU (PoCL) counted too.
+  /// OpenCL workers (StarPU backends) to start (0: none, the default; -1:
+  /// every device), devices of type CPU (PoCL) counted too when opencl_on_cpus.
   int nopencl = 0;
   bool opencl_on_cpus = false;
-  int ncuda = 0;
   /// --where: the kind of worker every task that has a kernel for it runs on
   /// (any: the scheduler chooses); a task's own `where` comes first.
   Where where = Where::any;

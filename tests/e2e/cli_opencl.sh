@@ -1,0 +1,157 @@
+#!/usr/bin/env bash
+# Whole workflows on 1 CPU + 1 OpenCL worker (PoCL's device on the CPU, which
+# StarPU uses with --opencl 1 --opencl-on-cpus): results equal the sequential
+# backend's, tasks run on both workers and StarPU moves data between the
+# memory nodes; --where opencl sends every task that has an OpenCL kernel
+# there; a task pinned where="opencl" that cannot run there is an error naming
+# it. Skips (77) without OpenCL kernels, PoCL or a StarPU with OpenCL.
+source "$(dirname "$0")/lib.sh"
+y=$1
+need_numpy
+info=$("$y" info --json)
+if ! "$py" -c '
+import json, sys
+j = json.loads(sys.argv[1])
+ok = j["opencl"]["built"] and j["starpu"]["opencl"] and any(d for p in j["opencl"]["platforms"] for d in p["devices"])
+sys.exit(0 if ok else 1)' "$info"; then
+  echo "skip: needs the OpenCL kernels, an OpenCL device (pocl-opencl-icd) and a StarPU with OpenCL"
+  exit 77
+fi
+devices=(--backend starpu --ncpu 1 --opencl 1 --opencl-on-cpus)
+ocl=("${devices[@]}" -q)
+
+# same A B TOL: the arrays of two .npy files agree within TOL (relative to max |B|, or 1)
+same() {
+  "$py" - "$@" <<'PY'
+import sys, numpy as np
+a, b, tol = np.load(sys.argv[1]), np.load(sys.argv[2]), float(sys.argv[3])
+err = float(np.max(np.abs(a.astype(np.float64) - b))) / max(1.0, float(np.max(np.abs(b))))
+print(f"max error {err:.3g} (tol {tol})")
+sys.exit(0 if a.shape == b.shape and err <= tol else 1)
+PY
+}
+# same_st A B TOL: the one tensor of two safetensors files agrees within TOL
+same_st() {
+  "$py" - "$@" <<'PY'
+import sys, numpy as np
+from checks import header, tensor_bytes
+def load(p):
+    (name, h), = header(p).items()
+    return np.frombuffer(tensor_bytes(p)[name], dtype={"F32": np.float32, "F64": np.float64}[h["dtype"]]).astype(np.float64)
+a, b, tol = load(sys.argv[1]), load(sys.argv[2]), float(sys.argv[3])
+err = float(np.max(np.abs(a - b))) / max(1.0, float(np.max(np.abs(b))))
+print(f"max error {err:.3g} (tol {tol})")
+sys.exit(0 if a.shape == b.shape and err <= tol else 1)
+PY
+}
+# split DIR [opencl-only]: the report shows tasks on both kinds of worker and bytes
+# moved each way; with opencl-only, every task whose component has an OpenCL kernel ran there
+split() {
+  "$py" - "$1" "${2:-}" "$comps_with_opencl" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1] + "/report.json"))
+kinds = {w["kind"]: w["tasks"] for w in r["worker_stats"]}
+moved = {(x["src"], x["dst"]): x["bytes"] for x in r["transfers"]}
+assert r["status"] == "ok", r.get("error")
+assert kinds.get("cpu", 0) > 0 and kinds.get("opencl", 0) > 0, kinds
+assert moved.get(("RAM", "OpenCL 0"), 0) > 0 and moved.get(("OpenCL 0", "RAM"), 0) > 0, moved
+assert r["totals"]["bytes_moved"] == sum(moved.values())
+with_cl = set(sys.argv[3].split())
+if sys.argv[2]:
+    wrong = [(t["id"], t["component"], t["worker_kind"]) for t in r["tasks"]
+             if (t["worker_kind"] == "opencl") != (t["component"] in with_cl)]
+    assert not wrong, wrong[:5]
+print(f"tasks per kind {kinds}, bytes moved {moved}")
+PY
+}
+comps_with_opencl=$("$y" components | sed -nE 's/^([a-z0-9_.]+) +\[cpu(,cuda)?,opencl.*/\1/p' | tr '\n' ' ')
+[ -n "$comps_with_opencl" ] || { echo "FAIL: ymlopt components lists no component with an OpenCL kernel"; fails=$((fails + 1)); }
+
+cat >"$tmp/axpy.xml" <<'EOF'
+<workflow name="axpy">
+  <param name="n" type="int" default="384"/>
+  <param name="t" type="int" default="96"/>
+  <data name="a" shape="${n},${n}" tile="${t},${t}" init="random" seed="1"/>
+  <data name="b" shape="${n},${n}" tile="${t},${t}" init="random" seed="2"/>
+  <data name="c" shape="${n},${n}" tile="${t},${t}"/>
+  <par var="i" from="0" to="${n/t}">
+    <par var="j" from="0" to="${n/t}">
+      <task component="tensor.add" name="add ${i},${j}">
+        <in port="a" data="a[${i},${j}]"/> <in port="b" data="b[${i},${j}]"/> <out port="c" data="c[${i},${j}]"/>
+        <arg name="alpha" value="2"/>
+      </task>
+      <task component="tensor.scale"><inout port="x" data="c[${i},${j}]"/><arg name="alpha" value="0.5"/></task>
+    </par>
+  </par>
+  <save data="c" to="c.npy"/>
+</workflow>
+EOF
+
+# elementwise tiles, then tiled GEMM and Cholesky, on both kinds of worker (dmda)
+expect_rc 0 "axpy tiles sequential" -- "$y" run "$tmp/axpy.xml" --backend sequential -q -o "$tmp/axpy-seq"
+expect_rc 0 "axpy tiles on CPU + OpenCL (dmda)" -- "$y" run "$tmp/axpy.xml" "${devices[@]}" --sched dmda -o "$tmp/axpy-cl"
+same_file "axpy: bit-identical to the sequential run" "$tmp/axpy-cl/c.npy" "$tmp/axpy-seq/c.npy"
+expect_in "workers: cpu " "summary shows the CPU/accelerator split"
+expect_in "moved: RAM -> OpenCL 0" "summary shows the bytes moved"
+expect_rc 0 "axpy: tasks on both workers, bytes moved both ways" -- split "$tmp/axpy-cl"
+echo "  $out"
+expect_rc 0 "axpy with --where opencl" -- "$y" run "$tmp/axpy.xml" "${ocl[@]}" --where opencl -o "$tmp/axpy-where"
+same_file "axpy --where opencl: the same result" "$tmp/axpy-where/c.npy" "$tmp/axpy-seq/c.npy"
+expect_rc 0 "axpy --where opencl: every task with an OpenCL kernel ran there" -- split "$tmp/axpy-where" opencl-only
+expect_rc 0 "axpy --where cpu: no task on the OpenCL worker" -- "$y" run "$tmp/axpy.xml" "${ocl[@]}" --where cpu -o "$tmp/axpy-cpu"
+"$py" -c 'import json,sys; r=json.load(open(sys.argv[1])); assert all(t["worker_kind"]=="cpu" for t in r["tasks"])' \
+  "$tmp/axpy-cpu/report.json" && echo "ok: --where cpu kept every task on the CPU" ||
+  { echo "FAIL: --where cpu put a task on the OpenCL worker"; fails=$((fails + 1)); }
+
+# tiled GEMM (blas.gemm on either worker) and Cholesky (potrf on the CPU, trsm, syrk and
+# gemm anywhere; its check, L L^T against A within 1e-12, runs in the workflow)
+gemm=(workflows/linalg/tiled_gemm.xml --set n=384 --set bs=96 --set save=true)
+expect_rc 0 "tiled GEMM sequential" -- "$y" run "${gemm[@]}" --backend sequential -q -o "$tmp/gemm-seq"
+expect_rc 0 "tiled GEMM on CPU + OpenCL (dmda)" -- "$y" run "${gemm[@]}" "${ocl[@]}" --sched dmda -o "$tmp/gemm-cl"
+expect_rc 0 "tiled GEMM: C as on the sequential backend" -- same_st "$tmp/gemm-cl/C.safetensors" "$tmp/gemm-seq/C.safetensors" 1e-5
+echo "  $out"
+expect_rc 0 "tiled GEMM: tasks on both workers, bytes moved both ways" -- split "$tmp/gemm-cl"
+echo "  $out"
+chol=(workflows/linalg/cholesky.xml --set n=480 --set bs=96)
+expect_rc 0 "Cholesky on CPU + OpenCL (dmda), L L^T = A within 1e-12" -- "$y" run "${chol[@]}" "${ocl[@]}" --sched dmda -o "$tmp/chol"
+expect_rc 0 "Cholesky: tasks on both workers, bytes moved both ways" -- split "$tmp/chol"
+echo "  $out"
+"$py" -c 'import json,sys; r=json.load(open(sys.argv[1]))
+assert all(t["worker_kind"]=="cpu" for t in r["tasks"] if t["component"]=="blas.potrf")' "$tmp/chol/report.json" &&
+  echo "ok: potrf (no OpenCL kernel) on the CPU" || { echo "FAIL: potrf off the CPU"; fails=$((fails + 1)); }
+
+# pinned tasks
+sed 's/<task component="tensor.add" /<task component="tensor.add" where="opencl" /' "$tmp/axpy.xml" >"$tmp/pin.xml"
+expect_rc 0 "where=\"opencl\" on the adds" -- "$y" run "$tmp/pin.xml" "${ocl[@]}" -o "$tmp/pin"
+"$py" -c 'import json,sys; r=json.load(open(sys.argv[1]))
+assert all(t["worker_kind"]=="opencl" for t in r["tasks"] if t["component"]=="tensor.add")' "$tmp/pin/report.json" &&
+  echo "ok: every pinned add ran on the OpenCL worker" || { echo "FAIL: a pinned add ran elsewhere"; fails=$((fails + 1)); }
+expect_rc 1 "where=\"opencl\" without OpenCL workers" -- "$y" run "$tmp/pin.xml" --ncpu 1 -q -o "$tmp/pin-none"
+expect_in "pin.xml:9:" "the error names the task's file and line"
+expect_in "has where=\"opencl\": no OpenCL workers were asked for (--opencl N)" "and says why"
+# a tile larger than the device's memory (StarPU's limit, 1 MiB): a pinned task is an
+# error before anything runs, an unpinned one stays on the CPU
+expect_rc 1 "where=\"opencl\" on a task larger than the device's memory" -- env STARPU_LIMIT_OPENCL_MEM=1 \
+  "$y" run "$tmp/pin.xml" "${ocl[@]}" --set n=768 --set t=768 -o "$tmp/pin-big"
+expect_in "do not fit in its OpenCL device's memory (1 MiB)" "the error names the device's memory"
+[ ! -e "$tmp/pin-big/c.npy" ] && echo "ok: nothing saved" || { echo "FAIL: c.npy written by a failed run"; fails=$((fails + 1)); }
+expect_rc 0 "--where opencl on tasks larger than the device's memory" -- env STARPU_LIMIT_OPENCL_MEM=1 \
+  "$y" run "$tmp/axpy.xml" "${ocl[@]}" --where opencl --set n=768 --set t=768 -o "$tmp/big"
+"$py" -c 'import json,sys; r=json.load(open(sys.argv[1])); assert all(t["worker_kind"]=="cpu" for t in r["tasks"])' \
+  "$tmp/big/report.json" && echo "ok: tasks too large for the device ran on the CPU" ||
+  { echo "FAIL: a task too large for the device ran there"; fails=$((fails + 1)); }
+sed 's/<task component="tensor.add" /<task component="tensor.add" where="gpu" /' "$tmp/axpy.xml" >"$tmp/gpu.xml"
+expect_rc 1 "where=\"gpu\"" -- "$y" run "$tmp/gpu.xml" -q -o "$tmp/gpu"
+expect_in "gpu.xml:9:" "names the file and line"
+expect_in "where=\"gpu\" is not a kind of worker" "says what is wrong"
+sed 's/<save /<task component="io.save" where="opencl"><in port="x" data="c"\/><arg name="path" value="d.npy"\/><\/task><save /' \
+  "$tmp/axpy.xml" >"$tmp/io.xml"
+expect_rc 1 "where=\"opencl\" on a component without an OpenCL kernel" -- "$y" run "$tmp/io.xml" "${ocl[@]}" -o "$tmp/io"
+expect_in "io.save runs on the host only" "says why"
+
+# bad usage: exit 2
+expect_rc 2 "--where opencl without --opencl" -- "$y" run "$tmp/axpy.xml" --where opencl -q -o "$tmp/u1"
+expect_rc 2 "--where gpu" -- "$y" run "$tmp/axpy.xml" --where gpu -q -o "$tmp/u2"
+expect_rc 2 "--opencl with the sequential backend" -- "$y" run "$tmp/axpy.xml" --opencl 1 --backend sequential -q -o "$tmp/u3"
+expect_rc 2 "--opencl-on-cpus without --opencl" -- "$y" run "$tmp/axpy.xml" --opencl-on-cpus -q -o "$tmp/u4"
+finish
