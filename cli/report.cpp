@@ -175,6 +175,7 @@ nlohmann::json make_report(const Dag& dag, const ExecResult& r, const RunTotals&
               {"end_us", rec.end_us},
               {"flops", n.cost.flops},
               {"bytes", n.cost.bytes}};
+    if (rec.predicted_us >= 0) j["predicted_us"] = rec.predicted_us;
     if (task_ranks) {
       const std::int32_t rank = (*task_ranks)[size_t(n.id)];
       j["rank"] = rank >= 0 ? json(rank) : json(nullptr);

@@ -22,6 +22,7 @@ namespace {
 void cpu_trampoline(void* buffers[], void* cl_arg) {
   auto* ex = static_cast<TaskExec*>(cl_arg);
   ex->runner->run(*ex->node, bind_buffers(buffers, *ex), starpu_worker_get_id());
+  record_prediction(*ex);
 }
 
 struct TileGeom {

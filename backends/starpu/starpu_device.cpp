@@ -48,6 +48,7 @@ void opencl_trampoline(void* buffers[], void* cl_arg) {
   starpu_opencl_get_current_queue(&queue);
   ex->runner->run(*ex->node, {ex->views, n}, starpu_worker_get_id(),
                   DeviceCall{Where::opencl, queue, ex->offsets, opencl_sync});
+  record_prediction(*ex);
 }
 
 }  // namespace

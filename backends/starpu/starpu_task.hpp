@@ -164,6 +164,13 @@ bool record_worker_kinds(const Dag& dag, const ExecOptions& opts, ExecResult& r)
 /// moved over each bus since starpu_init (ExecResult::transfers).
 void record_transfers(ExecResult& r);
 
+/// After a task ran: StarPU's predicted duration for it on this worker (set
+/// by the model-based schedulers; NaN when the model is not calibrated).
+inline void record_prediction(const TaskExec& ex) {
+  const starpu_task* task = starpu_task_get_current();
+  if (task && task->predicted > 0 && task->predicted < 1e300) ex.runner->set_predicted(ex.node->id, task->predicted);
+}
+
 /// Points the task's port views at StarPU's matrix buffers; returns the views.
 inline std::span<const TensorView> bind_buffers(void* buffers[], const TaskExec& ex) {
   const size_t n = ex.node->bindings.size();

@@ -28,6 +28,7 @@ void cpu_trampoline(void* buffers[], void* cl_arg) {
   const int w = starpu_worker_get_id();
   running_board_mark(w, ex->node->id, true);
   ex->runner->run(*ex->node, views, w);
+  record_prediction(*ex);
   running_board_mark(w, ex->node->id, false);
 }
 

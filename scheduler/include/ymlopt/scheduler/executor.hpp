@@ -28,6 +28,7 @@ struct TaskRecord {
   double start_us = 0, end_us = 0;
   bool ran = false;
   bool restored = false;        // resumed run: outputs taken from the checkpoint, kernel not run
+  double predicted_us = -1;     // the runtime's predicted duration on its worker (StarPU's dmda); < 0: none
   std::vector<std::pair<std::string, double>> results;
 };
 
@@ -188,6 +189,8 @@ class TaskRunner {
   /// What KernelContext::remote_peers_at_work answers for a task of co-method
   /// region `comethod` (run_program sets it under MPI, before any task runs).
   void set_remote_peers(std::function<int(std::int32_t comethod)> fn) { remote_peers_ = std::move(fn); }
+  /// After run(): the runtime's prediction of that run's duration (TaskRecord::predicted_us).
+  void set_predicted(std::int32_t task, double us) { records_[size_t(task)].predicted_us = us; }
 
  private:
   const Dag& dag_;
