@@ -40,8 +40,10 @@ nlohmann::json opencl_info_json(const std::vector<std::string>& starpu_workers, 
   std::string note;
   if (!starpu_opencl) note = "this StarPU is built without OpenCL";
   else if (workers == 0)
-    note = "StarPU starts OpenCL workers on GPUs and accelerators only; on a CPU device (PoCL's) with "
-           "STARPU_OPENCL_ON_CPUS=1, e.g. STARPU_OPENCL_ON_CPUS=1 STARPU_NOPENCL=1 STARPU_NCPU=1";
+    note = "StarPU takes OpenCL devices of type GPU or accelerator; for a CPU device (PoCL's): "
+           "ymlopt run --opencl 1 --opencl-on-cpus";
+  else
+    note = "ymlopt run uses them with --opencl N (none by default)";
   j["starpu"] = {{"opencl", starpu_opencl}, {"workers", workers}, {"note", note}};
   return j;
 }

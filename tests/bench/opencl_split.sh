@@ -40,9 +40,11 @@ moved = ", ".join(f"{x['src']}->{x['dst']} {x['bytes'] / 2**20:.1f} MiB" for x i
 pred = {}
 for t in r["tasks"]:
     if t.get("predicted_us") is not None and t["worker_kind"]:
-        p = pred.setdefault(t["worker_kind"], [0.0, 0.0])
-        p[0] += t["predicted_us"] / 1e3; p[1] += (t["end_us"] - t["start_us"]) / 1e3
-model = ", ".join(f"{k} predicted {v[0]:.0f} ms measured {v[1]:.0f} ms" for k, v in sorted(pred.items())) or "no predictions"
+        p = pred.setdefault(t["worker_kind"], [0.0, 0.0, []])
+        took = t["end_us"] - t["start_us"]
+        p[0] += t["predicted_us"] / 1e3; p[1] += took / 1e3; p[2].append(took / t["predicted_us"])
+model = ", ".join(f"{k} predicted {v[0]:.0f} ms measured {v[1]:.0f} ms (median task measured/predicted "
+                  f"{statistics.median(v[2]):.2f})" for k, v in sorted(pred.items())) or "no predictions"
 print(f"{ms:.1f}")
 print(f"    split: {split}\n    moved: {moved}\n    StarPU's model: {model}")
 PY
