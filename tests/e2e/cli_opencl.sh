@@ -120,6 +120,45 @@ echo "  $out"
 assert all(t["worker_kind"]=="cpu" for t in r["tasks"] if t["component"]=="blas.potrf")' "$tmp/chol/report.json" &&
   echo "ok: potrf (no OpenCL kernel) on the CPU" || { echo "FAIL: potrf off the CPU"; fails=$((fails + 1)); }
 
+# a <unite> of two co-methods (tiled elementwise updates in runtime loops, a norm as
+# the score), both run to the end: the gathered winner as on the sequential backend
+cat >"$tmp/unite.xml" <<'EOF'
+<workflow name="unite-opencl">
+  <data name="best" shape="192,192" init="zeros"/>
+  <data name="score" dtype="f64" shape="1" init="zeros"/>
+  <unite name="u" exit="all">
+    <par var="k" values="1,2">
+      <comethod name="m${k}">
+        <data name="x${k}" shape="192,192" tile="64,64" init="random" seed="${k}"/>
+        <data name="d${k}" shape="192,192" tile="64,64" init="random" seed="${k + 10}"/>
+        <data name="n${k}" dtype="f64" shape="1" init="zeros"/>
+        <until cond="n${k} gt 1000" max="6">
+          <par var="i" from="0" to="3">
+            <par var="j" from="0" to="3">
+              <task component="tensor.add">
+                <in port="a" data="x${k}[${i},${j}]"/> <in port="b" data="d${k}[${i},${j}]"/>
+                <out port="c" data="x${k}[${i},${j}]"/> <arg name="beta" value="${k}"/>
+              </task>
+              <task component="tensor.scale"><inout port="x" data="d${k}[${i},${j}]"/><arg name="alpha" value="1.5"/></task>
+            </par>
+          </par>
+          <task component="tensor.norm"><in port="x" data="x${k}"/><out port="out" data="n${k}"/></task>
+        </until>
+        <publish name="best" data="x${k}" score="n${k}"/>
+      </comethod>
+    </par>
+  </unite>
+  <gather name="best" into="best" score="score" better="max"/>
+  <save data="best" to="best.npy"/>
+</workflow>
+EOF
+expect_rc 0 "unite sequential" -- "$y" run "$tmp/unite.xml" --backend sequential -q -o "$tmp/unite-seq"
+expect_rc 0 "unite on CPU + OpenCL (dmda)" -- "$y" run "$tmp/unite.xml" "${ocl[@]}" --sched dmda -o "$tmp/unite-cl"
+expect_rc 0 "unite: the gathered winner as on the sequential backend" -- same "$tmp/unite-cl/best.npy" "$tmp/unite-seq/best.npy" 1e-6
+echo "  $out"
+expect_rc 0 "unite: tasks on both workers, bytes moved both ways" -- split "$tmp/unite-cl"
+echo "  $out"
+
 # pinned tasks
 sed 's/<task component="tensor.add" /<task component="tensor.add" where="opencl" /' "$tmp/axpy.xml" >"$tmp/pin.xml"
 expect_rc 0 "where=\"opencl\" on the adds" -- "$y" run "$tmp/pin.xml" "${ocl[@]}" -o "$tmp/pin"
