@@ -50,8 +50,6 @@ using namespace transformer;
 #define YMLOPT_OPENCL_KERNEL(op) nullptr, nullptr
 #endif
 
-using kutil::add_component;
-
 /// s with its OpenCL kernel and the tasks that kernel handles (transformer_opencl.hpp; none without OpenCL).
 ComponentSpec with_opencl(ComponentSpec s, KernelFn opencl, std::string (*opencl_check)(const TaskShape&)) {
   s.opencl = opencl;
@@ -106,7 +104,7 @@ void register_transformer(Registry& reg) {
   linear.rate = linear_rate;
   linear.compressed = linear_reader();
   reg.add(std::move(linear));
-  add_component(reg, "nn.attention",
+  reg.add(with_opencl(kutil::make_component("nn.attention",
       "scaled dot-product attention per head and sequence: y_h = softmax(scale * q_h k_g^T [+ causal mask]) v_g, "
       "g = h / (heads / kv_heads) (grouped-query attention); rows are batch*seq tokens; only heads "
       "[head_begin, head_end) are computed and written. Memory: one [128, seq] score block.",
@@ -118,7 +116,7 @@ void register_transformer(Registry& reg) {
        {"scale", ParamType::float_, "0", false, "score scale; 0: 1/sqrt(dh)"},
        {"head_begin", ParamType::int_, "0", false, "first head computed"},
        {"head_end", ParamType::int_, "0", false, "one past the last head computed; 0 with head_begin=0: all heads"}},
-      attention_cpu, attention_check, attention_cost, YMLOPT_CUDA_KERNEL(attention));
+      attention_cpu, attention_check, attention_cost, YMLOPT_CUDA_KERNEL(attention)), YMLOPT_OPENCL_KERNEL(attention)));
   reg.add(with_opencl(kutil::make_component("nn.rope",
       "rotary position embedding in place: each head's pairs (x_a, x_b) are rotated by angle "
       "pos * base^(-2i/rotary_dim), pos = row % seq + offset; style 'half' pairs (i, i + rotary_dim/2) (LLaMA/HF "

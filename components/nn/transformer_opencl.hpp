@@ -1,5 +1,6 @@
 // OpenCL kernels of nn.gelu, nn.silu, nn.softmax, nn.layernorm, nn.rmsnorm,
-// nn.swiglu, nn.rope and nn.embedding (transformer_opencl.cpp); built with OpenCL only
+// nn.swiglu, nn.rope, nn.embedding (transformer_opencl.cpp) and nn.attention
+// (transformer_attention_opencl.cpp); built with OpenCL only
 // (YMLOPT_HAVE_OPENCL). Ports are cl_mem buffers at ctx.opencl_offset(i),
 // rows strided by their ld; kernels are enqueued on ctx.opencl_queue() and not
 // waited for, except nn.embedding's, which reads back whether an id was out of
@@ -27,7 +28,7 @@ void gelu(KernelContext& ctx);
 void silu(KernelContext& ctx);
 void softmax(KernelContext& ctx);
 
-// ---- what the kernels share (transformer_opencl.cpp)
+// ---- what the kernels of both files share (transformer_opencl.cpp)
 
 cl_command_queue queue_of(const KernelContext& ctx);
 
@@ -71,5 +72,10 @@ void rope_opencl(KernelContext& ctx);
 /// position); the kernel then waits for the queue to read that back.
 std::string embedding_opencl_check(const TaskShape& t);
 void embedding_opencl(KernelContext& ctx);
+/// The largest head dimension the OpenCL nn.attention handles.
+inline constexpr std::int64_t kOpenclAttentionMaxHeadDim = 256;
+/// f32, head dims up to kOpenclAttentionMaxHeadDim.
+std::string attention_opencl_check(const TaskShape& t);
+void attention_opencl(KernelContext& ctx);
 
 }  // namespace ymlopt::transformer

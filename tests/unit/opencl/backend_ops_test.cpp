@@ -38,7 +38,8 @@ using ymlopt::test::TestRegistry;
 
 /// The components this build attaches an OpenCL kernel to.
 const std::set<std::string> kOpenclComponents = {"tensor.fill", "tensor.copy", "tensor.add", "tensor.scale",
-    "nn.gelu", "nn.silu", "nn.softmax", "nn.layernorm", "nn.rmsnorm", "nn.swiglu", "nn.rope", "nn.embedding"};
+    "nn.gelu", "nn.silu", "nn.softmax", "nn.layernorm", "nn.rmsnorm", "nn.swiglu", "nn.rope", "nn.embedding",
+    "nn.attention"};
 
 /// One port's host data: [rows, cols] with leading dimension ld; padding and
 /// outputs hold a sentinel (bytes 0x4d) before the run. Default: an unbound
@@ -233,12 +234,38 @@ void add_nn_embedding_cases(std::vector<Case>& c, std::uint32_t& seed) {
   emb("64 ids in a column, 1000x64 f32", 64, true, 0, DType::f32, 1000, 64, 0);
 }
 
+void add_nn_attention_cases(std::vector<Case>& c, std::uint32_t& seed) {
+  // t tokens, heads and kv heads of dh; q, k, v and y padded by pad, pad + 1, ...
+  auto att = [&](std::string l, std::int64_t t, std::int64_t heads, std::int64_t kv, std::int64_t dh,
+                 std::map<std::string, std::string> args, std::int64_t pad) {
+    args["heads"] = std::to_string(heads);
+    args["kv_heads"] = std::to_string(kv);
+    const DType f = DType::f32;
+    c.push_back({"nn.attention", std::move(l),
+                 {random(f, t, heads * dh, seed++, pad), random(f, t, kv * dh, seed++, pad + 1),
+                  random(f, t, kv * dh, seed++, pad + 2), out(f, t, heads * dh, pad + 3)},
+                 std::move(args), 1e-4});
+  };
+  att("7 tokens, 2 heads of 8", 7, 2, 2, 8, {}, 0);
+  att("seq 37 x 2, GQA 8/2 heads of 16, causal, strided", 74, 8, 2, 16, {{"seq", "37"}, {"causal", "true"}}, 3);
+  att("seq 33, GQA 4/1 heads of 64, causal, scale 0.3", 33, 4, 1, 64, {{"causal", "true"}, {"scale", "0.3"}}, 0);
+  att("seq 129, 2 heads of 128, heads [1, 2), strided", 129, 2, 2, 128, {{"head_begin", "1"}, {"head_end", "2"}}, 5);
+  att("seq 129, 2 heads of 128, causal", 129, 2, 2, 128, {{"causal", "true"}}, 0);
+  att("seq 20, 1 head of 256, causal", 20, 1, 1, 256, {{"causal", "true"}}, 1);
+  att("3 sequences of 1 token, 3 heads of 5", 3, 3, 3, 5, {{"seq", "1"}}, 0);
+  att("seq 100, GQA 6/3 heads of 96, causal, heads [2, 5)", 100, 6, 3, 96,
+      {{"causal", "true"}, {"head_begin", "2"}, {"head_end", "5"}}, 2);
+  att("seq 300, 1 head of 64, causal", 300, 1, 1, 64, {{"causal", "true"}}, 0);
+  att("seq 50 x 2, GQA 8/2 heads of 128, ld far above cols", 100, 8, 2, 128, {{"seq", "50"}}, 1536);
+}
+
 /// The nn cases (f32 math): odd sizes, strided ports, every argument variant.
 void add_nn_cases(std::vector<Case>& c) {
   std::uint32_t seed = 1000;
   add_nn_elementwise_cases(c, seed);
   add_nn_rope_cases(c, seed);
   add_nn_embedding_cases(c, seed);
+  add_nn_attention_cases(c, seed);
 }
 
 std::vector<TensorView> host_views(std::vector<HostPort>& ports) {
@@ -481,6 +508,10 @@ TEST(OpenclBackendOps, NnOpenclChecksSendWhatTheKernelsDoNotHandleToTheCpu) {
       {"nn.embedding",
        {token_ids(4, 10, 1), random(DType::i8, 10, 8, 2, 0, 100), out(f, 4, 8), scale, none, none, none},
        {{"format", "int8"}}, "dense tables only"},
+      {"nn.attention", {random(d, 4, 16, 1), random(d, 4, 16, 2), random(d, 4, 16, 3), out(d, 4, 16)}, {{"heads", "2"}},
+       "f32 only"},
+      {"nn.attention", {random(f, 4, 264, 1), random(f, 4, 264, 2), random(f, 4, 264, 3), out(f, 4, 264)},
+       {{"heads", "1"}}, "head dims up to 256"},
   };
   for (const Refused& r : refused) {
     SCOPED_TRACE(r.component + " " + r.why);
