@@ -13,6 +13,9 @@
 #if YMLOPT_HAVE_CUDA
 #include "nn/nn_cuda.hpp"
 #endif
+#if YMLOPT_HAVE_OPENCL
+#include "nn/transformer_opencl.hpp"
+#endif
 
 namespace ymlopt {
 namespace {
@@ -157,30 +160,63 @@ void softmax_cuda(KernelContext& ctx) {
 }
 #endif
 
+#if YMLOPT_HAVE_OPENCL
+// OpenCL kernels (transformer_opencl.cpp): validated like the CPU kernel, then
+// enqueued; f32 only (nn::opencl::unary_check).
+void gelu_opencl(KernelContext& ctx) {
+  kutil::validate(ctx, unary_ports(), gelu_check);
+  nn::opencl::gelu(ctx);
+}
+void silu_opencl(KernelContext& ctx) {
+  kutil::validate(ctx, unary_ports(), unary_check);
+  nn::opencl::silu(ctx);
+}
+void softmax_opencl(KernelContext& ctx) {
+  kutil::validate(ctx, unary_ports(), unary_check);
+  nn::opencl::softmax(ctx);
+}
+#endif
+
 }  // namespace
 
 void register_nn(Registry& reg) {
   auto add = [&](const char* name, const char* doc, std::vector<ParamSpec> params, KernelFn cpu,
-                 std::string (*check)(const TaskShape&), Cost (*cost)(const TaskShape&), KernelFn cuda = nullptr) {
+                 std::string (*check)(const TaskShape&), Cost (*cost)(const TaskShape&), KernelFn cuda = nullptr,
+                 KernelFn opencl = nullptr) {
 #if YMLOPT_HAVE_CUDA
     std::string (*const cuda_check)(const TaskShape&) = cuda ? unary_cuda_check : nullptr;
 #else
     std::string (*const cuda_check)(const TaskShape&) = nullptr;
 #endif
-    kutil::add_component(reg, name, doc, unary_ports(), std::move(params), cpu, check, cost, cuda, cuda_check);
+    ComponentSpec s = kutil::make_component(name, doc, unary_ports(), std::move(params), cpu, check, cost, cuda,
+                                            cuda_check);
+#if YMLOPT_HAVE_OPENCL
+    if (opencl) {
+      s.opencl = opencl;
+      s.opencl_check = nn::opencl::unary_check;
+    }
+#else
+    (void)opencl;
+#endif
+    reg.add(std::move(s));
   };
 #if YMLOPT_HAVE_CUDA
   const KernelFn gelu_gpu = gelu_cuda, silu_gpu = silu_cuda, softmax_gpu = softmax_cuda;
 #else
   const KernelFn gelu_gpu = nullptr, silu_gpu = nullptr, softmax_gpu = nullptr;
 #endif
+#if YMLOPT_HAVE_OPENCL
+  const KernelFn gelu_ocl = gelu_opencl, silu_ocl = silu_opencl, softmax_ocl = softmax_opencl;
+#else
+  const KernelFn gelu_ocl = nullptr, silu_ocl = nullptr, softmax_ocl = nullptr;
+#endif
   add("nn.relu", "y = max(x, 0)", {}, relu_cpu, unary_check, unary_cost<1>);
   add("nn.gelu", "y = 0.5*x*(1 + tanh(sqrt(2/pi)*(x + 0.044715*x^3))), or 0.5*x*(1 + erf(x/sqrt(2)))",
       {{"approximate", ParamType::string_, "tanh", false, "'tanh' (approximation) or 'none' (exact erf form)"}},
-      gelu_cpu, gelu_check, unary_cost<8>, gelu_gpu);
-  add("nn.silu", "y = x * sigmoid(x)", {}, silu_cpu, unary_check, unary_cost<4>, silu_gpu);
+      gelu_cpu, gelu_check, unary_cost<8>, gelu_gpu, gelu_ocl);
+  add("nn.silu", "y = x * sigmoid(x)", {}, silu_cpu, unary_check, unary_cost<4>, silu_gpu, silu_ocl);
   add("nn.softmax", "row-wise softmax, numerically stable (subtracts the row max)", {}, softmax_cpu, unary_check,
-      unary_cost<5>, softmax_gpu);
+      unary_cost<5>, softmax_gpu, softmax_ocl);
   register_transformer(reg);
 }
 

@@ -29,6 +29,10 @@
 #include "nn/transformer_internal.hpp"
 #include <ymlopt/kernel_util.hpp>
 
+#if YMLOPT_HAVE_OPENCL
+#include "nn/transformer_opencl.hpp"
+#endif
+
 namespace ymlopt {
 namespace {
 
@@ -40,7 +44,18 @@ using namespace transformer;
 #define YMLOPT_CUDA_KERNEL(op) nullptr, nullptr
 #endif
 
-using kutil::add_component;  // with the CUDA kernel and its cuda_check (both nullptr without nvcc)
+#if YMLOPT_HAVE_OPENCL
+#define YMLOPT_OPENCL_KERNEL(op) op##_opencl, op##_opencl_check
+#else
+#define YMLOPT_OPENCL_KERNEL(op) nullptr, nullptr
+#endif
+
+/// s with its OpenCL kernel and the tasks that kernel handles (transformer_opencl.hpp; none without OpenCL).
+ComponentSpec with_opencl(ComponentSpec s, KernelFn opencl, std::string (*opencl_check)(const TaskShape&)) {
+  s.opencl = opencl;
+  if (opencl_check) s.opencl_check = opencl_check;
+  return s;
+}
 
 }  // namespace
 
@@ -48,7 +63,7 @@ void register_transformer(Registry& reg) {
   const ParamSpec seq = {"seq", ParamType::int_, "0", false,
                          "sequence length (rows per sequence); 0: all rows are one sequence"};
 
-  ComponentSpec embedding = kutil::make_component("nn.embedding",
+  ComponentSpec embedding = with_opencl(kutil::make_component("nn.embedding",
       "y[i, :] = table[ids[i], :]; an id outside [0, vocab) is an error naming its position. format int8/int4: "
       "only the rows requested are dequantized, (code - zero) * scale, into f32 y",
       embedding_ports(),
@@ -56,16 +71,17 @@ void register_transformer(Registry& reg) {
         "table representation: dense (float table), int8 or int4 (codes in table, table_scale, optional "
         "table_zero; the layout of quant.int8 / quant.group on W = table [vocab, d]); compressed tables give f32 y"},
        {"group", ParamType::int_, "0", false, "int8/int4: table elements per scale along d; 0: one scale per row"}},
-      embedding_cpu, embedding_check, embedding_cost, YMLOPT_CUDA_KERNEL(embedding));
+      embedding_cpu, embedding_check, embedding_cost, YMLOPT_CUDA_KERNEL(embedding)), YMLOPT_OPENCL_KERNEL(embedding));
   embedding.compressed = embedding_reader();
   reg.add(std::move(embedding));
-  add_component(reg, "nn.layernorm",
+  reg.add(with_opencl(kutil::make_component("nn.layernorm",
       "row-wise layer normalization: y = (x - mean) / sqrt(var + eps) * gamma + beta, biased variance (as PyTorch)",
       layernorm_ports(), {{"eps", ParamType::float_, "1e-5", false, "added to the variance"}}, layernorm_cpu,
-      layernorm_check, layernorm_cost, YMLOPT_CUDA_KERNEL(layernorm));
-  add_component(reg, "nn.rmsnorm", "row-wise RMS normalization: y = x / sqrt(mean(x^2) + eps) * weight (as LLaMA)", rmsnorm_ports(),
+      layernorm_check, layernorm_cost, YMLOPT_CUDA_KERNEL(layernorm)), YMLOPT_OPENCL_KERNEL(layernorm)));
+  reg.add(with_opencl(kutil::make_component("nn.rmsnorm",
+      "row-wise RMS normalization: y = x / sqrt(mean(x^2) + eps) * weight (as LLaMA)", rmsnorm_ports(),
       {{"eps", ParamType::float_, "1e-6", false, "added to the mean square"}}, rmsnorm_cpu, rmsnorm_check,
-      rmsnorm_cost, YMLOPT_CUDA_KERNEL(rmsnorm));
+      rmsnorm_cost, YMLOPT_CUDA_KERNEL(rmsnorm)), YMLOPT_OPENCL_KERNEL(rmsnorm)));
   ComponentSpec linear = kutil::make_component("nn.linear",
       "y = act(x W + b), or y = r + act(x W + b) with the optional residual r (fused residual add; r may be y "
       "itself); one GEMM, bias and "
@@ -88,7 +104,7 @@ void register_transformer(Registry& reg) {
   linear.rate = linear_rate;
   linear.compressed = linear_reader();
   reg.add(std::move(linear));
-  add_component(reg, "nn.attention",
+  reg.add(with_opencl(kutil::make_component("nn.attention",
       "scaled dot-product attention per head and sequence: y_h = softmax(scale * q_h k_g^T [+ causal mask]) v_g, "
       "g = h / (heads / kv_heads) (grouped-query attention); rows are batch*seq tokens; only heads "
       "[head_begin, head_end) are computed and written. Memory: one [128, seq] score block.",
@@ -100,8 +116,8 @@ void register_transformer(Registry& reg) {
        {"scale", ParamType::float_, "0", false, "score scale; 0: 1/sqrt(dh)"},
        {"head_begin", ParamType::int_, "0", false, "first head computed"},
        {"head_end", ParamType::int_, "0", false, "one past the last head computed; 0 with head_begin=0: all heads"}},
-      attention_cpu, attention_check, attention_cost, YMLOPT_CUDA_KERNEL(attention));
-  add_component(reg, "nn.rope",
+      attention_cpu, attention_check, attention_cost, YMLOPT_CUDA_KERNEL(attention)), YMLOPT_OPENCL_KERNEL(attention)));
+  reg.add(with_opencl(kutil::make_component("nn.rope",
       "rotary position embedding in place: each head's pairs (x_a, x_b) are rotated by angle "
       "pos * base^(-2i/rotary_dim), pos = row % seq + offset; style 'half' pairs (i, i + rotary_dim/2) (LLaMA/HF "
       "rotate_half, GPT-NeoX), 'interleaved' pairs (2i, 2i+1) (GPT-J)",
@@ -112,7 +128,7 @@ void register_transformer(Registry& reg) {
        {"offset", ParamType::int_, "0", false, "position of the first row of each sequence"},
        {"style", ParamType::string_, "half", false, "'half' (rotate_half) or 'interleaved' (GPT-J)"},
        {"rotary_dim", ParamType::int_, "0", false, "rotate only the first rotary_dim dims of each head; 0: dh"}},
-      rope_cpu, rope_check, rope_cost, YMLOPT_CUDA_KERNEL(rope));
+      rope_cpu, rope_check, rope_cost, YMLOPT_CUDA_KERNEL(rope)), YMLOPT_OPENCL_KERNEL(rope)));
   kutil::add_component(reg, "nn.sinusoidal_positions",
       "sinusoidal position table: layout 'interleaved' (Attention is all you need): y[p, 2i] = sin(p / "
       "base^(2i/d)), y[p, 2i+1] = cos(p / base^(2i/d)); layout 'concat' (tensor2tensor get_timing_signal_1d, USE): "
@@ -123,8 +139,8 @@ void register_transformer(Registry& reg) {
        {"base", ParamType::float_, "10000", false, "maximum timescale"},
        {"offset", ParamType::int_, "0", false, "position of the first row"}},
       sinus_cpu, sinus_check, sinus_cost);
-  kutil::add_component(reg, "nn.swiglu", "y = silu(gate) * up = gate * sigmoid(gate) * up", swiglu_ports(), {}, swiglu_cpu, swiglu_check,
-      swiglu_cost);
+  reg.add(with_opencl(kutil::make_component("nn.swiglu", "y = silu(gate) * up = gate * sigmoid(gate) * up",
+      swiglu_ports(), {}, swiglu_cpu, swiglu_check, swiglu_cost), YMLOPT_OPENCL_KERNEL(swiglu)));
   kutil::add_component(reg, "nn.tanh", "y = tanh(x)", tanh_ports(), {}, tanh_cpu, tanh_check, tanh_cost);
   kutil::add_component(reg, "nn.l2normalize", "row-wise y = x / max(||x||_2, eps)", l2n_ports(),
       {{"eps", ParamType::float_, "1e-12", false, "lower bound of the norm"}}, l2n_cpu, l2n_check, l2n_cost);

@@ -37,24 +37,29 @@ using ymlopt::TensorView;
 using ymlopt::test::TestRegistry;
 
 /// The components this build attaches an OpenCL kernel to.
-const std::set<std::string> kOpenclComponents = {"tensor.fill", "tensor.copy", "tensor.add", "tensor.scale"};
+const std::set<std::string> kOpenclComponents = {"tensor.fill", "tensor.copy", "tensor.add", "tensor.scale",
+    "nn.gelu", "nn.silu", "nn.softmax", "nn.layernorm", "nn.rmsnorm", "nn.swiglu", "nn.rope", "nn.embedding",
+    "nn.attention"};
 
 /// One port's host data: [rows, cols] with leading dimension ld; padding and
-/// outputs hold a sentinel (bytes 0x4d) before the run.
+/// outputs hold a sentinel (bytes 0x4d) before the run. Default: an unbound
+/// optional port. `vector`: shape [cols] (one row).
 struct HostPort {
   DType dtype = DType::f32;
   std::int64_t rows = 0, cols = 0, ld = 0;
   std::vector<unsigned char> bytes;
+  bool vector = false;
 
   bool bound() const { return rows > 0 || cols > 0; }
   TensorView view(void* data) const {
     TensorView v;
+    if (!bound()) return v;
     v.data = data;
     v.dtype = dtype;
     v.rows = rows;
     v.cols = cols;
     v.ld = ld;
-    v.shape = {rows, cols};
+    v.shape = vector ? ymlopt::Shape{cols} : ymlopt::Shape{rows, cols};
     return v;
   }
 };
@@ -84,6 +89,25 @@ HostPort random(DType dt, std::int64_t rows, std::int64_t cols, std::uint32_t se
   return p;
 }
 
+/// A [n] vector (shape [n]) of random f32 values.
+HostPort random_vector(std::int64_t n, std::uint32_t seed, double scale = 1) {
+  HostPort p = random(DType::f32, 1, n, seed, 0, scale);
+  p.vector = true;
+  return p;
+}
+
+/// n token ids in [0, vocab), the first two 0 and vocab - 1 (the table's ends):
+/// a [n] vector, or with `column` a [n, 1] column of leading dimension 1 + pad.
+HostPort token_ids(std::int64_t n, std::int64_t vocab, std::uint32_t seed, bool column = false, std::int64_t pad = 0) {
+  HostPort p = column ? out(DType::i32, n, 1, pad) : out(DType::i32, 1, n);
+  p.vector = !column;
+  std::mt19937 g(seed);
+  auto* e = reinterpret_cast<std::int32_t*>(p.bytes.data());
+  for (std::int64_t i = 0; i < n; ++i)
+    e[column ? i * p.ld : i] = i == 0 ? 0 : i == 1 ? std::int32_t(vocab - 1) : std::int32_t(g() % vocab);
+  return p;
+}
+
 struct Case {
   std::string component;
   std::string label;
@@ -91,6 +115,8 @@ struct Case {
   std::map<std::string, std::string> args;
   double tol;  // |cl - cpu| <= tol * max(1, |cpu|) per element (f32, f64); 0: bit-exact
 };
+
+void add_nn_cases(std::vector<Case>& c);
 
 /// The cases: odd sizes, strided tiles (ld > cols), a row broadcast, several dtypes.
 std::vector<Case> cases() {
@@ -130,12 +156,121 @@ std::vector<Case> cases() {
   c.push_back({"tensor.add", "8x15 bias f64",
                {random(DType::f64, 8, 15, seed++, 1), random(DType::f64, 1, 15, seed++), out(DType::f64, 8, 15, 2)},
                {{"alpha", "0.7"}, {"beta", "1.1"}}, 1e-12});
+  add_nn_cases(c);
   return c;
+}
+
+void add_nn_elementwise_cases(std::vector<Case>& c, std::uint32_t& seed) {
+  const DType f = DType::f32;
+  const HostPort none;  // an unbound optional port
+  const std::pair<std::int64_t, std::int64_t> shapes[] = {{1, 1}, {7, 33}, {1, 257}, {64, 1000}};
+  for (auto [r, n] : shapes) {
+    const std::string l = std::to_string(r) + "x" + std::to_string(n);
+    c.push_back({"nn.gelu", l + " tanh", {random(f, r, n, seed++, 0, 4), out(f, r, n)}, {{"approximate", "tanh"}},
+                 1e-5});
+    c.push_back({"nn.gelu", l + " erf", {random(f, r, n, seed++, 0, 4), out(f, r, n)}, {{"approximate", "none"}},
+                 1e-5});
+    c.push_back({"nn.silu", l, {random(f, r, n, seed++, 0, 8), out(f, r, n)}, {}, 1e-5});
+    c.push_back({"nn.softmax", l, {random(f, r, n, seed++, 0, 8), out(f, r, n)}, {}, 1e-5});
+    c.push_back({"nn.swiglu", l, {random(f, r, n, seed++, 0, 6), random(f, r, n, seed++, 0, 2), out(f, r, n)}, {},
+                 1e-5});
+    c.push_back({"nn.layernorm", l + " gamma beta",
+                 {random(f, r, n, seed++, 0, 3), random_vector(n, seed++), random_vector(n, seed++), out(f, r, n)}, {},
+                 1e-5});
+    c.push_back({"nn.rmsnorm", l + " weight", {random(f, r, n, seed++, 0, 3), random_vector(n, seed++), out(f, r, n)},
+                 {}, 1e-5});
+  }
+  // strided ports (ld > cols, each its own padding), and the optional ports left out
+  c.push_back({"nn.gelu", "13x29 ld 32 -> 35 tanh", {random(f, 13, 29, seed++, 3, 4), out(f, 13, 29, 6)}, {}, 1e-5});
+  c.push_back({"nn.gelu", "9x70 ld 71 -> 77 erf", {random(f, 9, 70, seed++, 1, 4), out(f, 9, 70, 7)},
+               {{"approximate", "none"}}, 1e-5});
+  c.push_back({"nn.silu", "11x37 ld 40 -> 38", {random(f, 11, 37, seed++, 3, 30), out(f, 11, 37, 1)}, {}, 1e-5});
+  c.push_back({"nn.softmax", "5x4099 ld 4100 -> 4107, |x| <= 30",
+               {random(f, 5, 4099, seed++, 1, 30), out(f, 5, 4099, 8)}, {}, 1e-5});
+  c.push_back({"nn.swiglu", "6x45 strided",
+               {random(f, 6, 45, seed++, 2, 6), random(f, 6, 45, seed++, 5), out(f, 6, 45, 3)}, {}, 1e-5});
+  c.push_back({"nn.layernorm", "5x257 ld 260 -> 258 gamma, eps 1e-3",
+               {random(f, 5, 257, seed++, 3, 3), random_vector(257, seed++), none, out(f, 5, 257, 1)},
+               {{"eps", "1e-3"}}, 1e-5});
+  c.push_back({"nn.layernorm", "17x96 beta",
+               {random(f, 17, 96, seed++, 0, 5), none, random_vector(96, seed++), out(f, 17, 96, 4)}, {}, 1e-5});
+  c.push_back({"nn.layernorm", "3x16 ld 19", {random(f, 3, 16, seed++, 3), none, none, out(f, 3, 16)}, {}, 1e-5});
+  c.push_back({"nn.rmsnorm", "12x4097 ld 4099 -> 4098, eps 0.1",
+               {random(f, 12, 4097, seed++, 2, 3), none, out(f, 12, 4097, 1)}, {{"eps", "0.1"}}, 1e-5});
+}
+
+void add_nn_rope_cases(std::vector<Case>& c, std::uint32_t& seed) {
+  const DType f = DType::f32;
+  c.push_back({"nn.rope", "7x16 half, 2 heads", {random(f, 7, 16, seed++, 0, 2)}, {{"heads", "2"}}, 1e-5});
+  c.push_back({"nn.rope", "15x18 ld 23 interleaved, 3 heads, seq 5, offset 3", {random(f, 15, 18, seed++, 5, 2)},
+               {{"heads", "3"}, {"seq", "5"}, {"offset", "3"}, {"style", "interleaved"}}, 1e-5});
+  c.push_back({"nn.rope", "33x512 half, 8 heads, rotary_dim 32, offset 1000, base 5e5",
+               {random(f, 33, 512, seed++, 0, 2)},
+               {{"heads", "8"}, {"rotary_dim", "32"}, {"offset", "1000"}, {"base", "500000"}}, 1e-5});
+  c.push_back({"nn.rope", "1x10 interleaved, rotary_dim 4, offset 100000", {random(f, 1, 10, seed++)},
+               {{"heads", "1"}, {"rotary_dim", "4"}, {"offset", "100000"}, {"style", "interleaved"}}, 1e-5});
+  c.push_back({"nn.rope", "9x512 ld 520 half, 4 heads, offset 2^24 - 16", {random(f, 9, 512, seed++, 8, 2)},
+               {{"heads", "4"}, {"offset", "16777200"}}, 1e-5});
+  c.push_back({"nn.rope", "20x64 interleaved, 2 heads, seq 4, offset 7, rotary_dim 30",
+               {random(f, 20, 64, seed++, 0, 2)},
+               {{"heads", "2"}, {"seq", "4"}, {"offset", "7"}, {"rotary_dim", "30"}, {"style", "interleaved"}}, 1e-5});
+}
+
+void add_nn_embedding_cases(std::vector<Case>& c, std::uint32_t& seed) {
+  const HostPort none;
+  // n ids (a column of leading dimension 1 + ids_pad, or a vector), a [vocab, d] table padded by pad, y by pad + 1
+  auto emb = [&](std::string l, std::int64_t n, bool column, std::int64_t ids_pad, DType dt, std::int64_t vocab,
+                 std::int64_t d, std::int64_t pad) {
+    c.push_back({"nn.embedding", std::move(l),
+                 {token_ids(n, vocab, seed, column, ids_pad), random(dt, vocab, d, seed + 1, pad),
+                  out(dt, n, d, pad + 1), none, none, none, none},
+                 {}, 0});
+    seed += 2;
+  };
+  emb("11 ids, 50x33 f32", 11, false, 0, DType::f32, 50, 33, 0);
+  emb("9 ids in a column of ld 3, 20x7 ld 8 f16 -> ld 9", 9, true, 2, DType::f16, 20, 7, 1);
+  emb("1 id, 5x257 f64", 1, false, 0, DType::f64, 5, 257, 0);
+  emb("40 ids, 30x16 ld 19 bf16 -> ld 20", 40, false, 0, DType::bf16, 30, 16, 3);
+  emb("64 ids in a column, 1000x64 f32", 64, true, 0, DType::f32, 1000, 64, 0);
+}
+
+void add_nn_attention_cases(std::vector<Case>& c, std::uint32_t& seed) {
+  // t tokens, heads and kv heads of dh; q, k, v and y padded by pad, pad + 1, ...
+  auto att = [&](std::string l, std::int64_t t, std::int64_t heads, std::int64_t kv, std::int64_t dh,
+                 std::map<std::string, std::string> args, std::int64_t pad) {
+    args["heads"] = std::to_string(heads);
+    args["kv_heads"] = std::to_string(kv);
+    const DType f = DType::f32;
+    c.push_back({"nn.attention", std::move(l),
+                 {random(f, t, heads * dh, seed++, pad), random(f, t, kv * dh, seed++, pad + 1),
+                  random(f, t, kv * dh, seed++, pad + 2), out(f, t, heads * dh, pad + 3)},
+                 std::move(args), 1e-4});
+  };
+  att("7 tokens, 2 heads of 8", 7, 2, 2, 8, {}, 0);
+  att("seq 37 x 2, GQA 8/2 heads of 16, causal, strided", 74, 8, 2, 16, {{"seq", "37"}, {"causal", "true"}}, 3);
+  att("seq 33, GQA 4/1 heads of 64, causal, scale 0.3", 33, 4, 1, 64, {{"causal", "true"}, {"scale", "0.3"}}, 0);
+  att("seq 129, 2 heads of 128, heads [1, 2), strided", 129, 2, 2, 128, {{"head_begin", "1"}, {"head_end", "2"}}, 5);
+  att("seq 129, 2 heads of 128, causal", 129, 2, 2, 128, {{"causal", "true"}}, 0);
+  att("seq 20, 1 head of 256, causal", 20, 1, 1, 256, {{"causal", "true"}}, 1);
+  att("3 sequences of 1 token, 3 heads of 5", 3, 3, 3, 5, {{"seq", "1"}}, 0);
+  att("seq 100, GQA 6/3 heads of 96, causal, heads [2, 5)", 100, 6, 3, 96,
+      {{"causal", "true"}, {"head_begin", "2"}, {"head_end", "5"}}, 2);
+  att("seq 300, 1 head of 64, causal", 300, 1, 1, 64, {{"causal", "true"}}, 0);
+  att("seq 50 x 2, GQA 8/2 heads of 128, ld far above cols", 100, 8, 2, 128, {{"seq", "50"}}, 1536);
+}
+
+/// The nn cases (f32 math): odd sizes, strided ports, every argument variant.
+void add_nn_cases(std::vector<Case>& c) {
+  std::uint32_t seed = 1000;
+  add_nn_elementwise_cases(c, seed);
+  add_nn_rope_cases(c, seed);
+  add_nn_embedding_cases(c, seed);
+  add_nn_attention_cases(c, seed);
 }
 
 std::vector<TensorView> host_views(std::vector<HostPort>& ports) {
   std::vector<TensorView> v;
-  for (HostPort& p : ports) v.push_back(p.view(p.bytes.data()));
+  for (HostPort& p : ports) v.push_back(p.view(p.bound() ? p.bytes.data() : nullptr));
   return v;
 }
 
@@ -231,6 +366,24 @@ void compare(const Case& k, const ComponentSpec& spec, std::size_t i, const Host
   }
 }
 
+/// A buffer holding a copy of p's bytes (p at offset 0); nullptr for an unbound port.
+cl_mem upload(const ymlopt::test::OpenclDevice& d, const HostPort& p) {
+  if (!p.bound()) return nullptr;
+  cl_int err = CL_SUCCESS;
+  cl_mem b = clCreateBuffer(d.context, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, p.bytes.size(),
+                            const_cast<unsigned char*>(p.bytes.data()), &err);
+  EXPECT_EQ(err, CL_SUCCESS);
+  return b;
+}
+
+void release(const std::vector<cl_mem>& bufs) {
+  for (cl_mem b : bufs) {
+    if (b) {
+      EXPECT_EQ(clReleaseMemObject(b), CL_SUCCESS);
+    }
+  }
+}
+
 /// Runs one case on both sides and compares every written port.
 void run_case(const Case& k) {
   const auto& d = opencl_device();
@@ -247,6 +400,12 @@ void run_case(const Case& k) {
   std::vector<TensorView> views;
   for (std::size_t i = 0; i < k.ports.size(); ++i) {
     const HostPort& p = k.ports[i];
+    if (!p.bound()) {  // an optional port left out: no buffer
+      bufs.push_back(nullptr);
+      offsets.push_back(0);
+      views.push_back(p.view(nullptr));
+      continue;
+    }
     const std::size_t off = (3 + i) * ymlopt::dtype_size(p.dtype);
     cl_int err = CL_SUCCESS;
     cl_mem b = clCreateBuffer(d.context, CL_MEM_READ_WRITE, off + p.bytes.size(), nullptr, &err);
@@ -262,12 +421,12 @@ void run_case(const Case& k) {
   }
   CL_OK(clFinish(d.queue));
   for (std::size_t i = 0; i < k.ports.size(); ++i) {
-    if (spec.ports[i].access == Access::read) continue;
+    if (spec.ports[i].access == Access::read || !k.ports[i].bound()) continue;
     std::vector<unsigned char> got(k.ports[i].bytes.size());
     CL_OK(clEnqueueReadBuffer(d.queue, bufs[i], CL_TRUE, offsets[i], got.size(), got.data(), 0, nullptr, nullptr));
     compare(k, spec, i, cpu[i], got);
   }
-  for (cl_mem b : bufs) EXPECT_EQ(clReleaseMemObject(b), CL_SUCCESS);
+  release(bufs);
 }
 
 TEST(OpenclBackendOps, OpenclKernelsMatchCpuKernels) {
@@ -325,6 +484,135 @@ TEST(OpenclBackendOps, OpenclChecksSendConversionsToTheCpu) {
   EXPECT_EQ(copy.check(ymlopt::TaskShape{views, args}), "");
   EXPECT_NE(copy.opencl_check(ymlopt::TaskShape{views, args}).find("does not convert dtypes (f32 -> f16)"),
             std::string::npos);
+}
+
+TEST(OpenclBackendOps, NnOpenclChecksSendWhatTheKernelsDoNotHandleToTheCpu) {
+  struct Refused {
+    std::string component;
+    std::vector<HostPort> ports;
+    std::map<std::string, std::string> args;
+    std::string why;  // in the opencl_check message
+  };
+  const HostPort none;
+  const DType f = DType::f32, d = DType::f64;
+  HostPort scale = random_vector(10, 7);
+  const std::vector<Refused> refused = {
+      {"nn.gelu", {random(d, 3, 4, 1), out(d, 3, 4)}, {}, "f32 only"},
+      {"nn.silu", {random(d, 3, 4, 1), out(d, 3, 4)}, {}, "f32 only"},
+      {"nn.softmax", {random(d, 3, 4, 1), out(d, 3, 4)}, {}, "f32 only"},
+      {"nn.swiglu", {random(d, 3, 4, 1), random(d, 3, 4, 2), out(d, 3, 4)}, {}, "f32 only"},
+      {"nn.layernorm", {random(d, 3, 4, 1), none, none, out(d, 3, 4)}, {}, "f32 only"},
+      {"nn.rmsnorm", {random(d, 3, 4, 1), none, out(d, 3, 4)}, {}, "f32 only"},
+      {"nn.rope", {random(d, 4, 8, 1)}, {{"heads", "2"}}, "f32 only"},
+      {"nn.rope", {random(f, 4, 8, 1)}, {{"heads", "2"}, {"offset", "16777213"}}, "positions below 2^24"},
+      {"nn.embedding",
+       {token_ids(4, 10, 1), random(DType::i8, 10, 8, 2, 0, 100), out(f, 4, 8), scale, none, none, none},
+       {{"format", "int8"}}, "dense tables only"},
+      {"nn.attention", {random(d, 4, 16, 1), random(d, 4, 16, 2), random(d, 4, 16, 3), out(d, 4, 16)}, {{"heads", "2"}},
+       "f32 only"},
+      {"nn.attention", {random(f, 4, 264, 1), random(f, 4, 264, 2), random(f, 4, 264, 3), out(f, 4, 264)},
+       {{"heads", "1"}}, "head dims up to 256"},
+  };
+  for (const Refused& r : refused) {
+    SCOPED_TRACE(r.component + " " + r.why);
+    const ComponentSpec& spec = registry().get(r.component);
+    ASSERT_TRUE(spec.opencl_check);
+    std::vector<HostPort> ports = r.ports;
+    const auto views = host_views(ports);
+    const ymlopt::Args args = ymlopt::test::make_args(spec, r.args);
+    EXPECT_EQ(spec.check(ymlopt::TaskShape{views, args}), "");  // a task the CPU kernel runs
+    const std::string why = spec.opencl_check(ymlopt::TaskShape{views, args});
+    EXPECT_NE(why.find(r.why), std::string::npos) << why;
+    // the OpenCL kernel refuses it too, before any OpenCL call (host pointers, no queue)
+    OpenclContext ctx(spec, views, std::vector<std::size_t>(views.size(), 0), r.args, nullptr);
+    try {
+      spec.opencl(ctx);
+      ADD_FAILURE() << "the OpenCL kernel ran a task its opencl_check refuses";
+    } catch (const ymlopt::KernelError& e) {
+      EXPECT_EQ(std::string(e.what()), why);
+    }
+  }
+}
+
+TEST(OpenclBackendOps, EmbeddingIdOutOfRangeIsTheCpuKernelsError) {
+  // the device kernel leaves such rows unwritten, reads back the first bad position and throws what the CPU throws
+  const auto& d = opencl_device();
+  if (!d.device) GTEST_SKIP() << d.why;
+  const ComponentSpec& spec = registry().get("nn.embedding");
+  const HostPort none;
+  for (const std::int32_t bad : {10, -1, 1 << 30}) {
+    HostPort ids = token_ids(8, 10, 5);
+    reinterpret_cast<std::int32_t*>(ids.bytes.data())[5] = bad;
+    reinterpret_cast<std::int32_t*>(ids.bytes.data())[7] = -7;
+    std::vector<HostPort> ports = {ids, random(DType::f32, 10, 6, 6), out(DType::f32, 8, 6), none, none, none, none};
+    std::string cpu_error;
+    try {
+      std::vector<HostPort> cpu = ports;
+      ymlopt::test::TestContext ctx(spec, host_views(cpu));
+      ctx.run();
+    } catch (const ymlopt::KernelError& e) {
+      cpu_error = e.what();
+    }
+    ASSERT_NE(cpu_error.find("id " + std::to_string(bad) + " at position 5 is out of range"), std::string::npos)
+        << cpu_error;
+    std::vector<cl_mem> bufs;
+    std::vector<TensorView> views;
+    for (const HostPort& p : ports) {
+      bufs.push_back(upload(d, p));
+      views.push_back(p.view(bufs.back()));
+    }
+    OpenclContext ctx(spec, views, std::vector<std::size_t>(views.size(), 0), {}, d.queue);
+    try {
+      spec.opencl(ctx);
+      ADD_FAILURE() << "id " << bad << " reached no error";
+    } catch (const ymlopt::KernelError& e) {
+      EXPECT_EQ(std::string(e.what()), cpu_error);
+    }
+    CL_OK(clFinish(d.queue));
+    release(bufs);
+  }
+}
+
+TEST(OpenclBackendOps, NnKernelsInPlace) {
+  // y bound to x's data (one buffer, one offset), as the CPU kernels allow
+  const auto& d = opencl_device();
+  if (!d.device) GTEST_SKIP() << d.why;
+  const HostPort none;
+  struct InPlace {
+    std::string component;
+    std::vector<HostPort> inputs;  // the ports before y; y is port 0's data
+  };
+  const std::vector<InPlace> runs = {
+      {"nn.softmax", {random(DType::f32, 6, 300, 40, 3, 8)}},
+      {"nn.gelu", {random(DType::f32, 5, 21, 41, 2, 4)}},
+      {"nn.layernorm", {random(DType::f32, 4, 130, 42, 1, 3), random_vector(130, 43), random_vector(130, 44)}},
+      {"nn.rmsnorm", {random(DType::f32, 4, 77, 45, 2, 3), none}},
+      {"nn.swiglu", {random(DType::f32, 3, 50, 46, 1, 5), random(DType::f32, 3, 50, 47)}},
+  };
+  for (const InPlace& r : runs) {
+    SCOPED_TRACE(r.component);
+    const ComponentSpec& spec = registry().get(r.component);
+    std::vector<HostPort> want = r.inputs;
+    {
+      std::vector<TensorView> v = host_views(want);
+      v.push_back(v[0]);
+      ymlopt::test::TestContext ctx(spec, v);
+      ctx.run();
+    }
+    std::vector<cl_mem> bufs;
+    std::vector<TensorView> views;
+    for (const HostPort& p : r.inputs) {
+      bufs.push_back(upload(d, p));
+      views.push_back(p.view(bufs.back()));
+    }
+    views.push_back(views[0]);
+    OpenclContext ctx(spec, views, std::vector<std::size_t>(views.size(), 0), {}, d.queue);
+    EXPECT_NO_THROW(spec.opencl(ctx));
+    std::vector<unsigned char> got(want[0].bytes.size());
+    CL_OK(clEnqueueReadBuffer(d.queue, bufs[0], CL_TRUE, 0, got.size(), got.data(), 0, nullptr, nullptr));
+    compare(Case{r.component, "in place", {}, {}, 1e-5}, spec, spec.ports.size() - 1, want[0], got);
+    release(bufs);
+  }
 }
 
 TEST(OpenclBackendOps, OpenclKernelsValidateBeforeTouchingData) {
