@@ -159,6 +159,32 @@ echo "  $out"
 expect_rc 0 "unite: tasks on both workers, bytes moved both ways" -- split "$tmp/unite-cl"
 echo "  $out"
 
+# the tiny GPT-2, BERT and LLaMA forwards (nn.linear, attention, norms, activations, RoPE
+# and embedding on either worker): outputs as on the sequential backend
+write_ids "$tmp/ids.npy" 64
+for a in gpt2 bert llama; do "$y" model init --arch $a --preset tiny --seed 5 "$tmp/$a.safetensors" >/dev/null; done
+common=(--set ids="$tmp/ids.npy" --set batch=2 --set seq=32 --set layers=2 --set width=96 --set vocab=512)
+G=(workflows/models/gpt2.xml --set weights="$tmp/gpt2.safetensors" "${common[@]}" --set heads=3 --set context=64 --set tile_n=32)
+B=(workflows/models/bert.xml --set weights="$tmp/bert.safetensors" "${common[@]}" --set heads=6 --set ffn=200 --set context=64
+   --set tile_n=48)
+L=(workflows/models/llama.xml --set weights="$tmp/llama.safetensors" "${common[@]}" --set heads=6 --set kv_heads=2 --set ffn=160
+   --set tile_n=80)
+for m in gpt2:G:logits bert:B:hidden llama:L:logits; do
+  IFS=: read -r name arr outname <<<"$m"
+  declare -n wf=$arr
+  expect_rc 0 "$name forward sequential" -- "$y" run "${wf[@]}" --backend sequential -q -o "$tmp/$name-seq"
+  expect_rc 0 "$name forward on CPU + OpenCL (dmda)" -- "$y" run "${wf[@]}" "${ocl[@]}" --sched dmda -o "$tmp/$name-cl"
+  expect_rc 0 "$name: $outname as on the sequential backend" -- same "$tmp/$name-cl/$outname.npy" "$tmp/$name-seq/$outname.npy" 1e-4
+  echo "  $out"
+  expect_rc 0 "$name: tasks on both workers, bytes moved both ways" -- split "$tmp/$name-cl"
+  echo "  $out"
+  expect_rc 0 "$name forward with --where opencl" -- "$y" run "${wf[@]}" "${ocl[@]}" --where opencl -o "$tmp/$name-where"
+  expect_rc 0 "$name --where opencl: $outname as on the sequential backend" -- \
+    same "$tmp/$name-where/$outname.npy" "$tmp/$name-seq/$outname.npy" 1e-4
+  expect_rc 0 "$name --where opencl: every task with an OpenCL kernel ran there" -- split "$tmp/$name-where" opencl-only
+  unset -n wf
+done
+
 # pinned tasks
 sed 's/<task component="tensor.add" /<task component="tensor.add" where="opencl" /' "$tmp/axpy.xml" >"$tmp/pin.xml"
 expect_rc 0 "where=\"opencl\" on the adds" -- "$y" run "$tmp/pin.xml" "${ocl[@]}" -o "$tmp/pin"
