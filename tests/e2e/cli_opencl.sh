@@ -185,6 +185,34 @@ for m in gpt2:G:logits bert:B:hidden llama:L:logits; do
   unset -n wf
 done
 
+# faults on the device: an OpenCL program that fails to build (a plugin's kernel) and
+# a kernel that finds a bad token id (nn.embedding): that task fails with its file:line,
+# exit 1, and the outputs are not written
+plugin=${YMLOPT_OPENCL_FAULT_PLUGIN:-}
+if [ -n "$plugin" ]; then
+  cat >"$tmp/build.xml" <<'EOF'
+<workflow name="opencl-build">
+  <data name="x" shape="64,64" init="random"/>
+  <task component="tensor.scale"><inout port="x" data="x"/><arg name="alpha" value="3"/></task>
+  <task component="test.opencl_build" name="broken"><inout port="x" data="x"/></task>
+  <save data="x" to="x.npy"/>
+</workflow>
+EOF
+  expect_rc 0 "the plugin's task on the CPU" -- "$y" run "$tmp/build.xml" --plugin "$plugin" "${ocl[@]}" --where cpu -o "$tmp/build-cpu"
+  expect_rc 1 "an OpenCL build error" -- "$y" run "$tmp/build.xml" --plugin "$plugin" "${ocl[@]}" --where opencl -o "$tmp/build"
+  expect_in "build.xml:4:3: error: task 'broken' (component test.opencl_build) failed on an OpenCL worker: OpenCL build of 'twice' failed" \
+    "names the task, its file:line and the worker"
+  [ ! -e "$tmp/build/x.npy" ] && echo "ok: nothing saved" || { echo "FAIL: x.npy written by a failed run"; fails=$((fails + 1)); }
+else
+  echo "note: YMLOPT_OPENCL_FAULT_PLUGIN unset (ctest sets it): the OpenCL build error is not checked"
+fi
+write_ids "$tmp/bad_ids.npy" 64 600
+expect_rc 1 "a bad token id found on the device" -- "$y" run "${G[@]}" --set ids="$tmp/bad_ids.npy" "${ocl[@]}" --where opencl \
+  -o "$tmp/bad-ids"
+expect_in "failed on an OpenCL worker" "names the worker"
+expect_in "gpt2.xml:" "names the workflow's line"
+[ ! -e "$tmp/bad-ids/logits.npy" ] && echo "ok: no logits saved" || { echo "FAIL: logits written by a failed run"; fails=$((fails + 1)); }
+
 # pinned tasks
 sed 's/<task component="tensor.add" /<task component="tensor.add" where="opencl" /' "$tmp/axpy.xml" >"$tmp/pin.xml"
 expect_rc 0 "where=\"opencl\" on the adds" -- "$y" run "$tmp/pin.xml" "${ocl[@]}" -o "$tmp/pin"
