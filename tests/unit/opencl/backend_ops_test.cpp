@@ -39,10 +39,10 @@ using ymlopt::DType;
 using ymlopt::TensorView;
 using ymlopt::test::TestRegistry;
 
-/// The components this build attaches an OpenCL kernel to (blas: through CLBlast).
+/// The components this build attaches an OpenCL kernel to (blas and nn.linear: through CLBlast).
 const std::set<std::string> kOpenclComponents = {"tensor.fill", "tensor.copy", "tensor.add", "tensor.scale",
 #if YMLOPT_HAVE_CLBLAST
-                                                 "blas.gemm",   "blas.syrk",   "blas.trsm",
+                                                 "blas.gemm",   "blas.syrk",   "blas.trsm",  "nn.linear",
 #endif
 };
 
@@ -196,6 +196,41 @@ void add_trsm_cases(std::vector<Case>& c, std::uint32_t& seed) {
                  gemm_tol(k.dt)});
   }
 }
+
+/// nn.linear (dense f32): w as [k, n] and [n, k], bias or not, each
+/// activation, a residual, strided x, w, y and r.
+void add_linear_cases(std::vector<Case>& c, std::uint32_t& seed) {
+  struct Linear {
+    std::int64_t m, k, n;
+    bool tw, bias, residual;
+    const char* act;
+    std::int64_t pad;
+    double scale;  // of x: 4 reaches the activations' tails
+  };
+  const Linear ls[] = {
+      {1, 1, 1, false, false, false, "none", 0, 1},      {7, 13, 5, false, false, false, "none", 2, 1},
+      {65, 33, 129, false, false, false, "none", 3, 1},  {65, 33, 129, true, true, false, "none", 0, 1},
+      {7, 13, 5, true, false, false, "none", 1, 1},      {7, 13, 5, false, true, false, "relu", 1, 1},
+      {7, 13, 5, true, true, false, "gelu", 0, 4},       {65, 33, 129, false, true, false, "gelu", 2, 1},
+      {7, 13, 5, false, true, false, "gelu_tanh", 3, 4}, {65, 33, 129, true, true, false, "gelu_tanh", 1, 1},
+      {7, 13, 5, true, true, false, "silu", 2, 4},       {65, 33, 129, false, false, false, "silu", 0, 1},
+      {7, 13, 5, false, false, true, "none", 1, 1},      {65, 33, 129, true, true, true, "none", 2, 1},
+      {7, 13, 5, true, true, true, "gelu_tanh", 3, 1},   {65, 33, 129, false, false, true, "relu", 0, 4},
+      {1, 1, 1, false, true, true, "silu", 0, 1},
+  };
+  for (const Linear& k : ls) {
+    const DType f = DType::f32;
+    std::vector<HostPort> p(9);
+    p[0] = random(f, k.m, k.k, seed++, k.pad, k.scale);
+    p[1] = k.tw ? random(f, k.n, k.k, seed++, k.pad + 1) : random(f, k.k, k.n, seed++, k.pad + 1);
+    if (k.bias) p[2] = random(f, 1, k.n, seed++);
+    p[3] = out(f, k.m, k.n, k.pad * 2);
+    if (k.residual) p[4] = random(f, k.m, k.n, seed++, k.pad);
+    const std::string l = dims_label(k.m, k.k, k.n) + (k.tw ? " w [n,k]" : " w [k,n]") + (k.bias ? " bias" : "") +
+                          (k.residual ? " residual" : "") + " " + k.act + " pad " + std::to_string(k.pad);
+    c.push_back({"nn.linear", l, p, {{"transpose_w", k.tw ? "true" : "false"}, {"activation", k.act}}, 1e-4});
+  }
+}
 #endif
 
 /// The cases: odd sizes, strided tiles (ld > cols), a row broadcast, several dtypes.
@@ -240,6 +275,7 @@ std::vector<Case> cases() {
   add_gemm_cases(c, seed);
   add_syrk_cases(c, seed);
   add_trsm_cases(c, seed);
+  add_linear_cases(c, seed);
 #endif
   return c;
 }
@@ -486,6 +522,16 @@ TEST(OpenclBackendOps, OpenclChecksSendUnhandledTasksToTheCpu) {
     return spec.opencl_check ? spec.opencl_check(ymlopt::TaskShape{views, a}) : std::string("(no opencl_check)");
   };
   const DType f32 = DType::f32, f64 = DType::f64;
+  std::vector<HostPort> lin(9);
+  lin[0] = random(f64, 3, 8, 1);
+  lin[1] = random(f64, 8, 4, 2);
+  lin[3] = out(f64, 3, 4);
+  EXPECT_NE(reason("nn.linear", lin, {}).find("f32 only, x is f64"), std::string::npos);
+  lin[0] = random(f32, 3, 8, 1);
+  lin[1] = random(DType::i8, 4, 8, 2, 0, 100);
+  lin[3] = out(f32, 3, 4);
+  lin[5] = random(f32, 4, 1, 3);
+  EXPECT_NE(reason("nn.linear", lin, {{"format", "int8"}}).find("dense weights only: format=int8"), std::string::npos);
   EXPECT_NE(reason("blas.gemm", {out(f32, 3, 0), out(f32, 0, 4), random(f32, 3, 4, 4)}, {}).find("k = 0"),
             std::string::npos);
   EXPECT_NE(reason("blas.syrk", {out(f32, 5, 0), random(f32, 5, 5, 5)}, {}).find("k = 0"), std::string::npos);
@@ -513,6 +559,43 @@ std::vector<unsigned char> download(cl_mem b, std::size_t bytes) {
   EXPECT_EQ(clEnqueueReadBuffer(opencl_device().queue, b, CL_TRUE, 0, bytes, got.data(), 0, nullptr, nullptr),
             CL_SUCCESS);
   return got;
+}
+
+TEST(OpenclBackendOps, LinearResidualInPlace) {
+  // r is y itself (one buffer, one offset): y += act(x W + b), as the CPU kernel does it
+  const auto& d = opencl_device();
+  if (!d.device) GTEST_SKIP() << d.why;
+  const ComponentSpec& linear = registry().get("nn.linear");
+  for (const char* act : {"none", "gelu", "silu"}) {
+    const bool bias = std::string(act) != "silu";
+    HostPort x = random(DType::f32, 9, 21, 70, 1, 3), w = random(DType::f32, 21, 14, 71), b = random(DType::f32, 1, 14, 72);
+    HostPort y = random(DType::f32, 9, 14, 73, 2), want = y, none;
+    {
+      std::vector<TensorView> v = {x.view(x.bytes.data()), w.view(w.bytes.data()),
+                                   bias ? b.view(b.bytes.data()) : none.view(nullptr), want.view(want.bytes.data()),
+                                   want.view(want.bytes.data())};
+      for (int i = 0; i < 4; ++i) v.push_back(none.view(nullptr));
+      ymlopt::test::TestContext ctx(linear, v, {{"activation", act}});
+      ASSERT_NO_THROW(ctx.run()) << act;
+    }
+    cl_mem xb = upload(x), wb = upload(w), bb = upload(b), yb = upload(y);
+    std::vector<TensorView> v = {x.view(xb), w.view(wb), bias ? b.view(bb) : none.view(nullptr), y.view(yb), y.view(yb)};
+    for (int i = 0; i < 4; ++i) v.push_back(none.view(nullptr));
+    OpenclContext ctx(linear, v, std::vector<std::size_t>(9, 0), {{"activation", act}}, d.queue);
+    EXPECT_NO_THROW(linear.opencl(ctx)) << act;
+    compare(Case{"nn.linear", std::string("in place ") + act, {}, {}, 1e-4}, linear, 3, want,
+            download(yb, y.bytes.size()));
+    if (std::string(act) == "gelu") {  // r one element into y's tile: neither y nor apart
+      OpenclContext shifted(linear, v, {0, 0, 0, 0, 4, 0, 0, 0, 0}, {{"activation", act}}, d.queue);
+      try {
+        linear.opencl(shifted);
+        ADD_FAILURE() << "an r overlapping y ran";
+      } catch (const ymlopt::KernelError& e) {
+        EXPECT_NE(std::string(e.what()).find("'r' overlaps port 'y'"), std::string::npos) << e.what();
+      }
+    }
+    for (cl_mem m : {xb, wb, bb, yb}) clReleaseMemObject(m);
+  }
 }
 
 TEST(OpenclBackendOps, GemmBetaZeroOverwritesC) {
