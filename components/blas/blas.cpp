@@ -21,6 +21,9 @@
 #if YMLOPT_HAVE_CUDA
 #include "nn/nn_cuda.hpp"
 #endif
+#if YMLOPT_HAVE_CLBLAST
+#include "blas/blas_opencl.hpp"
+#endif
 
 namespace ymlopt {
 namespace {
@@ -445,6 +448,27 @@ void syrk_cpu(KernelContext& ctx) {
   });
 }
 
+// ---------------------------------------------------------------- OpenCL kernels
+
+// Validated like the CPU kernels, then CLBlast (blas_opencl.cpp).
+#if YMLOPT_HAVE_CLBLAST
+void gemm_opencl(KernelContext& ctx) {
+  kutil::validate(ctx, gemm_ports(), gemm_check);
+  blas::opencl::gemm(ctx);
+}
+void syrk_opencl(KernelContext& ctx) {
+  kutil::validate(ctx, syrk_ports(), syrk_check);
+  blas::opencl::syrk(ctx);
+}
+void trsm_opencl(KernelContext& ctx) {
+  kutil::validate(ctx, trsm_ports(), trsm_check);
+  blas::opencl::trsm(ctx);
+}
+#define YMLOPT_OPENCL_KERNEL(op, check) op##_opencl, check
+#else
+#define YMLOPT_OPENCL_KERNEL(op, check) nullptr, nullptr
+#endif
+
 // ---------------------------------------------------------------- rates
 // The performance model prices blas.gemm at the GEMM rate of A [m, k] times B
 // [k, n] (n from C), and the other calls at that of a square GEMM of their size.
@@ -477,8 +501,12 @@ void register_blas(Registry& reg) {
   const KernelFn gemm_gpu = nullptr;
   std::string (*const gemm_gpu_check)(const TaskShape&) = nullptr;
 #endif
-  auto add = [&reg](ComponentSpec s, TaskRate (*rate)(const TaskShape&)) {
+  // with the OpenCL kernel and its opencl_check where there is one (YMLOPT_OPENCL_KERNEL)
+  auto add = [&reg](ComponentSpec s, TaskRate (*rate)(const TaskShape&), KernelFn opencl = nullptr,
+                    std::string (*opencl_check)(const TaskShape&) = nullptr) {
     s.rate = rate;
+    s.opencl = opencl;
+    if (opencl_check) s.opencl_check = opencl_check;
     reg.add(std::move(s));
   };
   add(kutil::make_component(
@@ -490,7 +518,7 @@ void register_blas(Registry& reg) {
            {"transa", ParamType::bool_, "false", false, "use A^T"},
            {"transb", ParamType::bool_, "false", false, "use B^T"}},
           gemm_cpu, gemm_check, gemm_cost, gemm_gpu, gemm_gpu_check),
-      gemm_rate);
+      gemm_rate, YMLOPT_OPENCL_KERNEL(gemm, blas::opencl::gemm_check));
   add(kutil::make_component("blas.axpy", "y += alpha*x", axpy_ports(),
                             {{"alpha", ParamType::float_, "1", false, "scale of x"}}, axpy_cpu, axpy_check,
                             axpy_cost),
@@ -520,7 +548,7 @@ void register_blas(Registry& reg) {
                              {"diag", ParamType::string_, "nonunit", false, "'nonunit' or 'unit' diagonal"},
                              {"alpha", ParamType::float_, "1", false, "scale of b"}},
                             trsm_cpu, trsm_check, trsm_cost),
-      square_gemm_rate);
+      square_gemm_rate, YMLOPT_OPENCL_KERNEL(trsm, nullptr));
   add(kutil::make_component("blas.syrk",
                             "C = alpha*A*A^T + beta*C (trans=notrans) or alpha*A^T*A + beta*C, one triangle only; "
                             "defaults alpha=1, beta=1 (tiled Cholesky uses alpha=-1)",
@@ -530,7 +558,7 @@ void register_blas(Registry& reg) {
                              {"uplo", ParamType::string_, "lower", false, "'lower' or 'upper': the triangle updated"},
                              {"trans", ParamType::string_, "notrans", false, "'notrans' (A*A^T) or 'trans' (A^T*A)"}},
                             syrk_cpu, syrk_check, syrk_cost),
-      square_gemm_rate);
+      square_gemm_rate, YMLOPT_OPENCL_KERNEL(syrk, blas::opencl::syrk_check));
 }
 
 }  // namespace ymlopt

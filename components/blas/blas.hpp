@@ -6,6 +6,7 @@
 //   blas.getri  in-place inverse of a square tile (LAPACK getrf + getri)
 //   blas.trsm   triangular solve (default: X*L^T = B, the tiled-Cholesky panel update)
 //   blas.syrk   C = alpha*A*A^T + beta*C on one triangle (default lower)
+// gemm, syrk and trsm also have OpenCL kernels through CLBlast (blas_opencl.hpp).
 #pragma once
 #include <ymlopt/sdk.hpp>
 

@@ -28,6 +28,9 @@
 #include "nn/nn.hpp"
 #include "nn/transformer_internal.hpp"
 #include <ymlopt/kernel_util.hpp>
+#if YMLOPT_HAVE_CLBLAST
+#include "nn/transformer_linear_opencl.hpp"
+#endif
 
 #if YMLOPT_HAVE_OPENCL
 #include "nn/transformer_opencl.hpp"
@@ -103,6 +106,10 @@ void register_transformer(Registry& reg) {
       linear_cpu, linear_check, linear_cost, YMLOPT_CUDA_KERNEL(linear));
   linear.rate = linear_rate;
   linear.compressed = linear_reader();
+#if YMLOPT_HAVE_CLBLAST
+  linear.opencl = linear_opencl;  // CLBlast's SGEMM and an epilogue kernel (transformer_linear_opencl.cpp)
+  linear.opencl_check = linear_opencl_check;
+#endif
   reg.add(std::move(linear));
   reg.add(with_opencl(kutil::make_component("nn.attention",
       "scaled dot-product attention per head and sequence: y_h = softmax(scale * q_h k_g^T [+ causal mask]) v_g, "

@@ -96,6 +96,14 @@ if [ "$with_opencl" = $((4 * opencl_built)) ]; then
 else
   echo "FAIL: components lists $with_opencl with an OpenCL kernel, kernels built: $opencl_built"; fails=$((fails + 1))
 fi
+# with CLBlast also blas.gemm/syrk/trsm and nn.linear
+clblast=$(grep -cE "^OpenCL kernels: built, CLBlast yes" <<<"$info_out")
+with_clblast=$(grep -cE "^(blas\.(gemm|syrk|trsm)|nn\.linear)  \[cpu,(cuda,)?opencl\]" <<<"$out")
+if [ "$with_clblast" = $((4 * clblast)) ]; then
+  echo "ok: components lists $with_clblast CLBlast kernels (CLBlast: $clblast)"
+else
+  echo "FAIL: components lists $with_clblast CLBlast kernels, CLBlast: $clblast"; fails=$((fails + 1))
+fi
 # with PoCL and STARPU_OPENCL_ON_CPUS=1, StarPU starts one OpenCL worker beside the CPU one
 if [ "$opencl_built" = 1 ] && [ -e /etc/OpenCL/vendors/pocl.icd ]; then
   STARPU_OPENCL_ON_CPUS=1 STARPU_NOPENCL=1 STARPU_NCPU=1 "$y" info --json | python3 -c '

@@ -27,6 +27,9 @@
 #include "opencl/opencl.hpp"
 #include "test_device.hpp"
 #endif
+#if YMLOPT_HAVE_CLBLAST
+#include "opencl/clblast.hpp"
+#endif
 
 namespace {
 
@@ -36,10 +39,15 @@ using ymlopt::DType;
 using ymlopt::TensorView;
 using ymlopt::test::TestRegistry;
 
-/// The components this build attaches an OpenCL kernel to.
+/// The components this build attaches an OpenCL kernel to (blas and nn.linear: through CLBlast).
 const std::set<std::string> kOpenclComponents = {"tensor.fill", "tensor.copy", "tensor.add", "tensor.scale",
     "nn.gelu", "nn.silu", "nn.softmax", "nn.layernorm", "nn.rmsnorm", "nn.swiglu", "nn.rope", "nn.embedding",
-    "nn.attention"};
+    "nn.attention",
+#if YMLOPT_HAVE_CLBLAST
+    "blas.gemm", "blas.syrk", "blas.trsm", "nn.linear",
+#endif
+};
+
 
 /// One port's host data: [rows, cols] with leading dimension ld; padding and
 /// outputs hold a sentinel (bytes 0x4d) before the run. Default: an unbound
@@ -108,6 +116,18 @@ HostPort token_ids(std::int64_t n, std::int64_t vocab, std::uint32_t seed, bool 
   return p;
 }
 
+/// A random n x n matrix, well conditioned as either triangle: n added to the
+/// diagonal, or with a unit diagonal the other entries scaled to [-1/n, 1/n].
+HostPort triangular(DType dt, std::int64_t n, std::uint32_t seed, std::int64_t pad, bool unit) {
+  HostPort p = random(dt, n, n, seed, pad, unit ? 1.0 / double(n) : 1.0);
+  ymlopt::kutil::dispatch_float(dt, [&](auto tg) {
+    using T = typename decltype(tg)::type;
+    auto* e = reinterpret_cast<T*>(p.bytes.data());
+    for (std::int64_t i = 0; !unit && i < n; ++i) e[i * p.ld + i] += T(n);
+  });
+  return p;
+}
+
 struct Case {
   std::string component;
   std::string label;
@@ -117,6 +137,127 @@ struct Case {
 };
 
 void add_nn_cases(std::vector<Case>& c);
+#if YMLOPT_HAVE_CLBLAST
+std::string dims_label(std::int64_t a, std::int64_t b, std::int64_t c) {
+  return std::to_string(a) + "x" + std::to_string(b) + "x" + std::to_string(c);
+}
+const char* dtype_label(DType dt) { return dt == DType::f32 ? " f32" : " f64"; }
+double gemm_tol(DType dt) { return dt == DType::f32 ? 1e-4 : 1e-10; }
+
+/// blas.gemm: every transpose pair at odd sizes, f32 and f64, ld > cols on
+/// some ports, alpha and beta not 0 or 1; and one beta = 0 (c overwritten).
+void add_gemm_cases(std::vector<Case>& c, std::uint32_t& seed) {
+  const std::int64_t sizes[][3] = {{1, 1, 1}, {7, 13, 5}, {65, 33, 129}};  // m, n, k
+  int v = 0;
+  for (DType dt : {DType::f32, DType::f64})
+    for (const auto& d : sizes)
+      for (bool ta : {false, true})
+        for (bool tb : {false, true}) {
+          const std::int64_t m = d[0], n = d[1], k = d[2], pa = v % 3, pb = (v + 1) % 3 * 2, pc = v % 2 * 5;
+          ++v;
+          HostPort a = ta ? random(dt, k, m, seed++, pa) : random(dt, m, k, seed++, pa);
+          HostPort b = tb ? random(dt, n, k, seed++, pb) : random(dt, k, n, seed++, pb);
+          const std::string l = dims_label(m, n, k) + (ta ? " A^T" : " A") + (tb ? " B^T" : " B") + " pads " +
+                                std::to_string(pa) + "," + std::to_string(pb) + "," + std::to_string(pc) + dtype_label(dt);
+          c.push_back({"blas.gemm", l, {a, b, random(dt, m, n, seed++, pc)},
+                       {{"transa", ta ? "true" : "false"}, {"transb", tb ? "true" : "false"}, {"alpha", "0.75"}, {"beta", "-1.25"}},
+                       gemm_tol(dt)});
+        }
+  c.push_back({"blas.gemm", "9x11x17 beta 0 f32",
+               {random(DType::f32, 9, 17, seed++, 2), random(DType::f32, 17, 11, seed++), random(DType::f32, 9, 11, seed++, 1)},
+               {{"alpha", "-2"}, {"beta", "0"}}, 1e-4});
+}
+
+/// blas.syrk: lower and upper, A A^T and A^T A, odd sizes, f32 and f64.
+void add_syrk_cases(std::vector<Case>& c, std::uint32_t& seed) {
+  const std::int64_t sizes[][2] = {{1, 1}, {7, 5}, {65, 33}, {13, 129}};  // n, k
+  int v = 0;
+  for (DType dt : {DType::f32, DType::f64})
+    for (const auto& d : sizes) {
+      if (dt == DType::f64 && (d[0] == 1 || d[1] == 129)) continue;
+      for (const char* uplo : {"lower", "upper"})
+        for (bool tr : {false, true}) {
+          const std::int64_t n = d[0], k = d[1], pa = v % 3 * 2, pc = (v + 1) % 2 * 3;
+          ++v;
+          HostPort a = tr ? random(dt, k, n, seed++, pa) : random(dt, n, k, seed++, pa);
+          const std::string l = std::to_string(n) + "x" + std::to_string(k) + " " + uplo + (tr ? " A^T A" : " A A^T") +
+                                " pads " + std::to_string(pa) + "," + std::to_string(pc) + dtype_label(dt);
+          c.push_back({"blas.syrk", l, {a, random(dt, n, n, seed++, pc)},
+                       {{"uplo", uplo}, {"trans", tr ? "trans" : "notrans"}, {"alpha", "0.5"}, {"beta", "-1.5"}},
+                       gemm_tol(dt)});
+        }
+    }
+}
+
+/// blas.trsm: every side, triangle, transpose and diagonal at 7x13; some at
+/// 1x1 and 65x33 (several of CLBlast's 16-wide blocks); f64.
+void add_trsm_cases(std::vector<Case>& c, std::uint32_t& seed) {
+  struct Trsm {
+    std::int64_t m, n;
+    bool right, upper, trans, unit;
+    DType dt;
+  };
+  std::vector<Trsm> t;
+  for (int bits = 0; bits < 16; ++bits)
+    t.push_back({7, 13, (bits & 1) != 0, (bits & 2) != 0, (bits & 4) != 0, (bits & 8) != 0, DType::f32});
+  t.push_back({1, 1, false, false, false, false, DType::f32});
+  t.push_back({1, 1, true, true, true, true, DType::f32});
+  for (DType dt : {DType::f32, DType::f64}) {
+    t.push_back({65, 33, false, false, false, false, dt});
+    t.push_back({65, 33, true, true, true, true, dt});
+    t.push_back({33, 65, false, true, true, false, dt});
+    t.push_back({33, 65, true, false, false, true, dt});
+  }
+  int v = 0;
+  for (const Trsm& k : t) {
+    const std::int64_t na = k.right ? k.n : k.m, pa = v % 3, pb = (v + 2) % 3 * 2;
+    ++v;
+    const std::string l = std::to_string(k.m) + "x" + std::to_string(k.n) + (k.right ? " right" : " left") +
+                          (k.upper ? " upper" : " lower") + (k.trans ? " trans" : " notrans") +
+                          (k.unit ? " unit" : " nonunit") + " pads " + std::to_string(pa) + "," + std::to_string(pb) +
+                          dtype_label(k.dt);
+    c.push_back({"blas.trsm", l, {triangular(k.dt, na, seed++, pa, k.unit), random(k.dt, k.m, k.n, seed++, pb)},
+                 {{"side", k.right ? "right" : "left"}, {"uplo", k.upper ? "upper" : "lower"},
+                  {"trans", k.trans ? "trans" : "notrans"}, {"diag", k.unit ? "unit" : "nonunit"}, {"alpha", "1.5"}},
+                 gemm_tol(k.dt)});
+  }
+}
+
+/// nn.linear (dense f32): w as [k, n] and [n, k], bias or not, each
+/// activation, a residual, strided x, w, y and r.
+void add_linear_cases(std::vector<Case>& c, std::uint32_t& seed) {
+  struct Linear {
+    std::int64_t m, k, n;
+    bool tw, bias, residual;
+    const char* act;
+    std::int64_t pad;
+    double scale;  // of x: 4 reaches the activations' tails
+  };
+  const Linear ls[] = {
+      {1, 1, 1, false, false, false, "none", 0, 1},      {7, 13, 5, false, false, false, "none", 2, 1},
+      {65, 33, 129, false, false, false, "none", 3, 1},  {65, 33, 129, true, true, false, "none", 0, 1},
+      {7, 13, 5, true, false, false, "none", 1, 1},      {7, 13, 5, false, true, false, "relu", 1, 1},
+      {7, 13, 5, true, true, false, "gelu", 0, 4},       {65, 33, 129, false, true, false, "gelu", 2, 1},
+      {7, 13, 5, false, true, false, "gelu_tanh", 3, 4}, {65, 33, 129, true, true, false, "gelu_tanh", 1, 1},
+      {7, 13, 5, true, true, false, "silu", 2, 4},       {65, 33, 129, false, false, false, "silu", 0, 1},
+      {7, 13, 5, false, false, true, "none", 1, 1},      {65, 33, 129, true, true, true, "none", 2, 1},
+      {7, 13, 5, true, true, true, "gelu_tanh", 3, 1},   {65, 33, 129, false, false, true, "relu", 0, 4},
+      {1, 1, 1, false, true, true, "silu", 0, 1},
+  };
+  for (const Linear& k : ls) {
+    const DType f = DType::f32;
+    std::vector<HostPort> p(9);
+    p[0] = random(f, k.m, k.k, seed++, k.pad, k.scale);
+    p[1] = k.tw ? random(f, k.n, k.k, seed++, k.pad + 1) : random(f, k.k, k.n, seed++, k.pad + 1);
+    if (k.bias) p[2] = random(f, 1, k.n, seed++);
+    p[3] = out(f, k.m, k.n, k.pad * 2);
+    if (k.residual) p[4] = random(f, k.m, k.n, seed++, k.pad);
+    const std::string l = dims_label(k.m, k.k, k.n) + (k.tw ? " w [n,k]" : " w [k,n]") + (k.bias ? " bias" : "") +
+                          (k.residual ? " residual" : "") + " " + k.act + " pad " + std::to_string(k.pad);
+    c.push_back({"nn.linear", l, p, {{"transpose_w", k.tw ? "true" : "false"}, {"activation", k.act}}, 1e-4});
+  }
+}
+#endif
 
 /// The cases: odd sizes, strided tiles (ld > cols), a row broadcast, several dtypes.
 std::vector<Case> cases() {
@@ -157,6 +298,12 @@ std::vector<Case> cases() {
                {random(DType::f64, 8, 15, seed++, 1), random(DType::f64, 1, 15, seed++), out(DType::f64, 8, 15, 2)},
                {{"alpha", "0.7"}, {"beta", "1.1"}}, 1e-12});
   add_nn_cases(c);
+#if YMLOPT_HAVE_CLBLAST
+  add_gemm_cases(c, seed);
+  add_syrk_cases(c, seed);
+  add_trsm_cases(c, seed);
+  add_linear_cases(c, seed);
+#endif
   return c;
 }
 
@@ -435,8 +582,8 @@ TEST(OpenclBackendOps, OpenclKernelsMatchCpuKernels) {
   const bool fp64 = ymlopt::opencl::device_info(d.device).fp64;
   int ran = 0;
   for (const Case& k : cases()) {
-    const bool f64_math = k.ports[0].dtype == DType::f64 && (k.component == "tensor.scale" || k.component == "tensor.add");
-    if (f64_math && !fp64) continue;  // OpenclKernelsRefuseF64WithoutFp64 covers it
+    const bool f64_math = k.ports[0].dtype == DType::f64 && k.component != "tensor.fill" && k.component != "tensor.copy";
+    if (f64_math && !fp64) continue;  // the kernels then throw (opencl::dtype_support)
     SCOPED_TRACE(k.component + " " + k.label + " on " + d.name);
     run_case(k);
     ++ran;
@@ -640,6 +787,137 @@ TEST(OpenclBackendOps, OpenclKernelsValidateBeforeTouchingData) {
     EXPECT_NE(std::string(e.what()).find("without a command queue"), std::string::npos) << e.what();
   }
 }
+
+#if YMLOPT_HAVE_CLBLAST
+TEST(OpenclBackendOps, OpenclChecksSendUnhandledTasksToTheCpu) {
+  // tasks the CPU kernel takes but the OpenCL one does not: opencl_check says why
+  const auto reason = [](const char* component, std::vector<HostPort> ports,
+                         const std::map<std::string, std::string>& args) {
+    const ComponentSpec& spec = registry().get(component);
+    const auto views = host_views(ports);
+    const ymlopt::Args a = ymlopt::test::make_args(spec, args);
+    EXPECT_EQ(spec.check(ymlopt::TaskShape{views, a}), "") << component;
+    return spec.opencl_check ? spec.opencl_check(ymlopt::TaskShape{views, a}) : std::string("(no opencl_check)");
+  };
+  const DType f32 = DType::f32, f64 = DType::f64;
+  std::vector<HostPort> lin(9);
+  lin[0] = random(f64, 3, 8, 1);
+  lin[1] = random(f64, 8, 4, 2);
+  lin[3] = out(f64, 3, 4);
+  EXPECT_NE(reason("nn.linear", lin, {}).find("f32 only, x is f64"), std::string::npos);
+  lin[0] = random(f32, 3, 8, 1);
+  lin[1] = random(DType::i8, 4, 8, 2, 0, 100);
+  lin[3] = out(f32, 3, 4);
+  lin[5] = random(f32, 4, 1, 3);
+  EXPECT_NE(reason("nn.linear", lin, {{"format", "int8"}}).find("dense weights only: format=int8"), std::string::npos);
+  EXPECT_NE(reason("blas.gemm", {out(f32, 3, 0), out(f32, 0, 4), random(f32, 3, 4, 4)}, {}).find("k = 0"),
+            std::string::npos);
+  EXPECT_NE(reason("blas.syrk", {out(f32, 5, 0), random(f32, 5, 5, 5)}, {}).find("k = 0"), std::string::npos);
+  // f64 needs cl_khr_fp64: a device without it (simulated) is refused, and the kernels throw the reason
+  ymlopt::opencl::DeviceInfo no_fp64;
+  no_fp64.name = "a device without fp64";
+  EXPECT_NE(ymlopt::opencl::dtype_support(no_fp64, f64).find("'a device without fp64' has no fp64"), std::string::npos);
+  EXPECT_EQ(ymlopt::opencl::dtype_support(no_fp64, f32), "");
+  no_fp64.fp64 = true;
+  EXPECT_EQ(ymlopt::opencl::dtype_support(no_fp64, f64), "");
+  EXPECT_NE(ymlopt::opencl::dtype_support(no_fp64, DType::f16), "");
+}
+
+/// A device buffer holding p's bytes.
+cl_mem upload(const HostPort& p) {
+  cl_int err = CL_SUCCESS;
+  cl_mem b = clCreateBuffer(opencl_device().context, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, p.bytes.size(),
+                            const_cast<unsigned char*>(p.bytes.data()), &err);
+  EXPECT_EQ(err, CL_SUCCESS);
+  return b;
+}
+
+std::vector<unsigned char> download(cl_mem b, std::size_t bytes) {
+  std::vector<unsigned char> got(bytes);
+  EXPECT_EQ(clEnqueueReadBuffer(opencl_device().queue, b, CL_TRUE, 0, bytes, got.data(), 0, nullptr, nullptr),
+            CL_SUCCESS);
+  return got;
+}
+
+TEST(OpenclBackendOps, LinearResidualInPlace) {
+  // r is y itself (one buffer, one offset): y += act(x W + b), as the CPU kernel does it
+  const auto& d = opencl_device();
+  if (!d.device) GTEST_SKIP() << d.why;
+  const ComponentSpec& linear = registry().get("nn.linear");
+  for (const char* act : {"none", "gelu", "silu"}) {
+    const bool bias = std::string(act) != "silu";
+    HostPort x = random(DType::f32, 9, 21, 70, 1, 3), w = random(DType::f32, 21, 14, 71), b = random(DType::f32, 1, 14, 72);
+    HostPort y = random(DType::f32, 9, 14, 73, 2), want = y, none;
+    {
+      std::vector<TensorView> v = {x.view(x.bytes.data()), w.view(w.bytes.data()),
+                                   bias ? b.view(b.bytes.data()) : none.view(nullptr), want.view(want.bytes.data()),
+                                   want.view(want.bytes.data())};
+      for (int i = 0; i < 4; ++i) v.push_back(none.view(nullptr));
+      ymlopt::test::TestContext ctx(linear, v, {{"activation", act}});
+      ASSERT_NO_THROW(ctx.run()) << act;
+    }
+    cl_mem xb = upload(x), wb = upload(w), bb = upload(b), yb = upload(y);
+    std::vector<TensorView> v = {x.view(xb), w.view(wb), bias ? b.view(bb) : none.view(nullptr), y.view(yb), y.view(yb)};
+    for (int i = 0; i < 4; ++i) v.push_back(none.view(nullptr));
+    OpenclContext ctx(linear, v, std::vector<std::size_t>(9, 0), {{"activation", act}}, d.queue);
+    EXPECT_NO_THROW(linear.opencl(ctx)) << act;
+    compare(Case{"nn.linear", std::string("in place ") + act, {}, {}, 1e-4}, linear, 3, want,
+            download(yb, y.bytes.size()));
+    if (std::string(act) == "gelu") {  // r one element into y's tile: neither y nor apart
+      OpenclContext shifted(linear, v, {0, 0, 0, 0, 4, 0, 0, 0, 0}, {{"activation", act}}, d.queue);
+      try {
+        linear.opencl(shifted);
+        ADD_FAILURE() << "an r overlapping y ran";
+      } catch (const ymlopt::KernelError& e) {
+        EXPECT_NE(std::string(e.what()).find("'r' overlaps port 'y'"), std::string::npos) << e.what();
+      }
+    }
+    for (cl_mem m : {xb, wb, bb, yb}) clReleaseMemObject(m);
+  }
+}
+
+TEST(OpenclBackendOps, GemmBetaZeroOverwritesC) {
+  // beta = 0: C is not read, so NaNs in it do not propagate (BLAS semantics, as the CPU kernel)
+  const auto& d = opencl_device();
+  if (!d.device) GTEST_SKIP() << d.why;
+  const ComponentSpec& gemm = registry().get("blas.gemm");
+  HostPort a = random(DType::f32, 6, 10, 80), b = random(DType::f32, 10, 7, 81), c = out(DType::f32, 6, 7, 1);
+  std::fill_n(reinterpret_cast<float*>(c.bytes.data()), c.bytes.size() / 4, std::nanf(""));
+  HostPort want = c;
+  {
+    ymlopt::test::TestContext ctx(gemm, {a.view(a.bytes.data()), b.view(b.bytes.data()), want.view(want.bytes.data())},
+                                  {{"beta", "0"}});
+    ASSERT_NO_THROW(ctx.run());
+  }
+  cl_mem ab = upload(a), bb = upload(b), cb = upload(c);
+  OpenclContext ctx(gemm, {a.view(ab), b.view(bb), c.view(cb)}, {0, 0, 0}, {{"beta", "0"}}, d.queue);
+  EXPECT_NO_THROW(gemm.opencl(ctx));
+  compare(Case{"blas.gemm", "beta 0 over NaN", {}, {}, 1e-4}, gemm, 2, want, download(cb, c.bytes.size()));
+  for (cl_mem m : {ab, bb, cb}) clReleaseMemObject(m);
+}
+
+TEST(OpenclBackendOps, ClblastFailuresNameTheCallAndStatus) {
+  const auto& d = opencl_device();
+  if (!d.device) GTEST_SKIP() << d.why;
+  EXPECT_EQ(ymlopt::opencl::clblast_status_name(-1011), "CLBlastInsufficientMemoryA (-1011)");
+  EXPECT_EQ(ymlopt::opencl::clblast_status_name(-7), "CLBlast status -7");
+  // a buffer smaller than the view of port 'a': CLBlast refuses the call
+  const ComponentSpec& gemm = registry().get("blas.gemm");
+  HostPort a = random(DType::f32, 8, 8, 90), b = random(DType::f32, 8, 8, 91), c = out(DType::f32, 8, 8);
+  HostPort small = random(DType::f32, 2, 2, 92);
+  cl_mem ab = upload(small), bb = upload(b), cb = upload(c);
+  OpenclContext ctx(gemm, {a.view(ab), b.view(bb), c.view(cb)}, {0, 0, 0}, {}, d.queue);
+  try {
+    gemm.opencl(ctx);
+    ADD_FAILURE() << "CLBlast took a buffer too small for 'a'";
+  } catch (const ymlopt::KernelError& e) {
+    EXPECT_NE(std::string(e.what()).find("CLBlastSgemm: CLBlastInsufficientMemoryA (-1011)"), std::string::npos)
+        << e.what();
+  }
+  clFinish(d.queue);
+  for (cl_mem m : {ab, bb, cb}) clReleaseMemObject(m);
+}
+#endif  // YMLOPT_HAVE_CLBLAST
 #else
 TEST(OpenclBackendOps, BuiltWithoutOpencl) {
   GTEST_SKIP() << "built without OpenCL (cmake/opencl.cmake found none, or -DYMLOPT_OPENCL=OFF)";
