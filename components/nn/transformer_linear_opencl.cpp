@@ -79,13 +79,6 @@ int act_code(const std::string& a) {
   return 0;
 }
 
-/// Whether the rows x cols tiles o and p of one buffer share an element.
-bool overlap(const cl::Operand& o, const cl::Operand& p, std::size_t rows, std::size_t cols) {
-  if (o.mem != p.mem) return false;
-  const auto end = [&](const cl::Operand& t) { return t.offset + (rows - 1) * t.ld + cols; };
-  return o.offset < end(p) && p.offset < end(o);
-}
-
 /// y = x op(W) + beta y on (c, its offset and ld).
 void sgemm(cl_command_queue q, const cl::Operand& x, const cl::Operand& w, bool tw, const cl::Operand& c,
            std::size_t m, std::size_t n, std::size_t k, float beta) {
@@ -133,7 +126,7 @@ void linear_opencl(KernelContext& ctx) {
   const cl::Operand b = ctx.port(nn::kB).bound() ? cl::operand(ctx, nn::kB) : cl::Operand{};
   const cl::Operand r = ctx.port(nn::kR).bound() ? cl::operand(ctx, nn::kR) : cl::Operand{};
   const bool in_place = r.mem && r.mem == y.mem && r.offset == y.offset;  // y holds the residual
-  if (r.mem && !in_place && overlap(r, y, m, n)) throw KernelError("port 'r' overlaps port 'y' without being y itself");
+  if (r.mem && !in_place && cl::overlap(r, y, m, n)) throw KernelError("port 'r' overlaps port 'y' without being y itself");
   if (!in_place) {
     // y = x W, then y = [r +] act(y + [b])
     sgemm(q, x, w, tw, y, m, n, k, 0.0f);

@@ -242,22 +242,6 @@ void unary(KernelContext& ctx, const char* name) {
 
 }  // namespace
 
-cl_command_queue queue_of(const KernelContext& ctx) {
-  auto q = static_cast<cl_command_queue>(ctx.opencl_queue());
-  if (!q) throw KernelError("an OpenCL kernel ran without a command queue (KernelContext::opencl_queue)");
-  return q;
-}
-
-Operand operand(const KernelContext& ctx, std::size_t i) {
-  const TensorView& v = ctx.port(i);
-  if (!v.bound()) return {};
-  const std::size_t es = dtype_size(v.dtype), off = ctx.opencl_offset(i);
-  if (off % es != 0)
-    throw KernelError("port " + std::to_string(i) + ": offset " + std::to_string(off) +
-                      " bytes is not a multiple of its element size " + std::to_string(es));
-  return {static_cast<cl_mem>(v.data), cl_ulong(off / es), cl_ulong(v.rows > 1 ? v.ld : v.cols)};
-}
-
 void validate(KernelContext& ctx, const std::vector<PortSpec>& ports, std::string (*check)(const TaskShape&),
               std::string (*opencl_check)(const TaskShape&)) {
   kutil::validate(ctx, ports, check);

@@ -30,14 +30,9 @@ void softmax(KernelContext& ctx);
 
 // ---- what the kernels of both files share (transformer_opencl.cpp)
 
-cl_command_queue queue_of(const KernelContext& ctx);
-
-/// Port i's buffer, and its offset and leading dimension in elements.
-struct Operand {
-  cl_mem mem = nullptr;
-  cl_ulong offset = 0, ld = 0;
-};
-Operand operand(const KernelContext& ctx, std::size_t i);
+using ymlopt::opencl::Operand;
+using ymlopt::opencl::operand;
+inline cl_command_queue queue_of(const KernelContext& ctx) { return ymlopt::opencl::task_queue(ctx); }
 
 /// Validates like the CPU kernel (check), then the OpenCL kernel's opencl_check; throws KernelError.
 void validate(KernelContext& ctx, const std::vector<PortSpec>& ports, std::string (*check)(const TaskShape&),

@@ -1,5 +1,6 @@
 #include "opencl/opencl.hpp"
 
+#include <algorithm>
 #include <map>
 #include <mutex>
 #include <tuple>
@@ -223,6 +224,60 @@ Kernel Program::kernel(cl_command_queue q, const std::string& options, const cha
   if (err != CL_SUCCESS)
     throw KernelError("clCreateKernel(" + std::string(name_) + "." + kernel + "): " + error_name(err));
   return Kernel(k, std::string(name_) + "." + kernel);
+}
+
+cl_command_queue task_queue(const KernelContext& ctx) {
+  auto q = static_cast<cl_command_queue>(ctx.opencl_queue());
+  if (!q) throw KernelError("an OpenCL kernel ran without a command queue (KernelContext::opencl_queue)");
+  return q;
+}
+
+std::string dtype_support(const DeviceInfo& d, DType dtype) {
+  if (dtype == DType::f32) return "";
+  if (dtype == DType::f64)
+    return d.fp64 ? "" : "the OpenCL device '" + d.name + "' has no fp64 (cl_khr_fp64): f64 tasks run on a CPU";
+  return std::string("the OpenCL kernels do not compute in dtype ") + dtype_name(dtype);
+}
+
+void require_dtype(cl_command_queue q, DType dtype) {
+  if (dtype == DType::f32) return;
+  if (auto m = dtype_support(device_info(queue_device(q)), dtype); !m.empty()) throw KernelError(m);
+}
+
+Operand operand(const KernelContext& ctx, std::size_t i) {
+  const TensorView& v = ctx.port(i);
+  if (!v.bound()) return {};
+  const std::size_t es = dtype_size(v.dtype), off = ctx.opencl_offset(i);
+  if (off % es != 0)
+    throw KernelError("port " + std::to_string(i) + ": offset " + std::to_string(off) +
+                      " bytes is not a multiple of its element size " + std::to_string(es));
+  const std::int64_t ld = std::max<std::int64_t>({v.rows > 1 ? v.ld : 0, v.cols, 1});
+  return {static_cast<cl_mem>(v.data), cl_ulong(off / es), cl_ulong(ld)};
+}
+
+bool overlap(const Operand& o, const Operand& p, std::size_t rows, std::size_t cols) {
+  if (o.mem != p.mem || rows == 0 || cols == 0) return false;
+  const auto end = [&](const Operand& t) { return t.offset + (rows - 1) * t.ld + cols; };
+  return o.offset < end(p) && p.offset < end(o);
+}
+
+ScratchBuffer::ScratchBuffer(cl_command_queue q, std::size_t bytes) {
+  cl_int err = CL_SUCCESS;
+  mem_ = clCreateBuffer(queue_context(q), CL_MEM_READ_WRITE, std::max<std::size_t>(bytes, 1), nullptr, &err);
+  check(err, "clCreateBuffer (scratch)");
+}
+
+ScratchBuffer::~ScratchBuffer() { clReleaseMemObject(mem_); }
+
+void copy_tile(cl_command_queue q, std::size_t rows, std::size_t cols, std::size_t elem_size, const Operand& src,
+               const Operand& dst) {
+  // origins as (byte in the row, row): the tile's column and row in a buffer of ld-wide rows
+  const std::size_t so[3] = {std::size_t(src.offset % src.ld * elem_size), std::size_t(src.offset / src.ld), 0};
+  const std::size_t dof[3] = {std::size_t(dst.offset % dst.ld * elem_size), std::size_t(dst.offset / dst.ld), 0};
+  const std::size_t region[3] = {cols * elem_size, rows, 1};
+  check(clEnqueueCopyBufferRect(q, src.mem, dst.mem, so, dof, region, std::size_t(src.ld) * elem_size, 0, std::size_t(dst.ld) * elem_size, 0, 0,
+                                nullptr, nullptr),
+        "clEnqueueCopyBufferRect");
 }
 
 }  // namespace ymlopt::opencl

@@ -17,6 +17,8 @@
 #endif
 #include <CL/cl.h>
 
+#include <ymlopt/sdk.hpp>
+
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -91,5 +93,45 @@ std::size_t built_programs();
 /// The context and device behind a command queue.
 cl_context queue_context(cl_command_queue q);
 cl_device_id queue_device(cl_command_queue q);
+
+/// ctx.opencl_queue(); throws KernelError when the context has none.
+cl_command_queue task_queue(const KernelContext& ctx);
+
+/// "" when a device runs f32/f64 math of dtype (f64 needs cl_khr_fp64), else why not.
+std::string dtype_support(const DeviceInfo& d, DType dtype);
+/// Throws KernelError dtype_support(...) unless the queue's device runs dtype.
+void require_dtype(cl_command_queue q, DType dtype);
+
+/// A port as kernels and CLBlast take it: its buffer, the offset of element
+/// (0, 0) and the leading dimension (>= max(1, cols)), both in elements; all
+/// zero for an unbound port.
+struct Operand {
+  cl_mem mem = nullptr;
+  cl_ulong offset = 0, ld = 0;
+};
+/// Port i's operand; throws when its byte offset is not a multiple of the element size.
+Operand operand(const KernelContext& ctx, std::size_t i);
+/// Whether the rows x cols tiles o and p share an element (one buffer).
+bool overlap(const Operand& o, const Operand& p, std::size_t rows, std::size_t cols);
+
+/// A buffer of `bytes` in q's context, released on destruction: OpenCL deletes
+/// it only once the commands enqueued on it have finished (clReleaseMemObject),
+/// so it may go out of scope while they run.
+class ScratchBuffer {
+ public:
+  ScratchBuffer(cl_command_queue q, std::size_t bytes);
+  ScratchBuffer(const ScratchBuffer&) = delete;
+  ScratchBuffer& operator=(const ScratchBuffer&) = delete;
+  ~ScratchBuffer();
+  cl_mem get() const { return mem_; }
+
+ private:
+  cl_mem mem_;
+};
+
+/// Enqueues the copy of a rows x cols tile of elem_size-byte elements from
+/// (src, offset and ld in elements) to dst; the tiles must not overlap.
+void copy_tile(cl_command_queue q, std::size_t rows, std::size_t cols, std::size_t elem_size, const Operand& src,
+               const Operand& dst);
 
 }  // namespace ymlopt::opencl

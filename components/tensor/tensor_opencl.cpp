@@ -50,18 +50,10 @@ const cl::Program& program() {
   return p;
 }
 
-cl_command_queue queue_of(const KernelContext& ctx) {
-  auto q = static_cast<cl_command_queue>(ctx.opencl_queue());
-  if (!q) throw KernelError("an OpenCL kernel ran without a command queue (KernelContext::opencl_queue)");
-  return q;
-}
-
 /// Build options of a program over elements of `dtype`; f64 needs a device with cl_khr_fp64.
 std::string float_options(cl_command_queue q, DType dtype) {
-  if (dtype == DType::f32) return "-DT=float";
-  const cl::DeviceInfo d = cl::device_info(cl::queue_device(q));
-  if (!d.fp64) throw KernelError("the OpenCL device '" + d.name + "' has no fp64 (cl_khr_fp64): f64 tasks run on a CPU");
-  return "-DT=double -DYMLOPT_FP64";
+  cl::require_dtype(q, dtype);
+  return dtype == DType::f32 ? "-DT=float" : "-DT=double -DYMLOPT_FP64";
 }
 
 /// -DT=<an unsigned type of the element size>: fill and copy move bits.
@@ -75,21 +67,6 @@ std::string bits_options(DType dtype) {
   }
 }
 
-/// Port i's buffer, offset and leading dimension in elements.
-struct Operand {
-  cl_mem mem;
-  cl_ulong offset, ld;
-};
-
-Operand operand(const KernelContext& ctx, std::size_t i) {
-  const TensorView& v = ctx.port(i);
-  const std::size_t es = dtype_size(v.dtype), off = ctx.opencl_offset(i);
-  if (off % es != 0)
-    throw KernelError("port " + std::to_string(i) + ": offset " + std::to_string(off) +
-                      " bytes is not a multiple of its element size " + std::to_string(es));
-  return {static_cast<cl_mem>(v.data), cl_ulong(off / es), cl_ulong(v.rows > 1 ? v.ld : v.cols)};
-}
-
 template <class F> void with_bits(DType dtype, F&& f) {
   switch (dtype_size(dtype)) {
     case 1: f(std::uint8_t{}); break;
@@ -100,20 +77,13 @@ template <class F> void with_bits(DType dtype, F&& f) {
   }
 }
 
-/// Whether two port tiles of one buffer share a byte.
-bool overlap(const Operand& a, const Operand& b, const TensorView& v, std::size_t es) {
-  if (a.mem != b.mem) return false;
-  const auto span = [&](const Operand& o) { return cl_ulong(v.rows - 1) * o.ld + cl_ulong(v.cols); };
-  return a.offset * es < (b.offset + span(b)) * es && b.offset * es < (a.offset + span(a)) * es;
-}
-
 }  // namespace
 
 void fill(KernelContext& ctx) {
   const TensorView& x = ctx.port(0);
   if (x.size() == 0) return;
-  const cl_command_queue q = queue_of(ctx);
-  const Operand xo = operand(ctx, 0);
+  const cl_command_queue q = cl::task_queue(ctx);
+  const cl::Operand xo = cl::operand(ctx, 0);
   const double value = ctx.arg_float("value");
   // the host converts the value once (rounding and saturation of the CPU kernel)
   std::uint64_t pattern = 0;
@@ -141,10 +111,10 @@ void copy(KernelContext& ctx) {
   if (auto m = copy_check(TaskShape{ctx.ports(), ctx.args()}); !m.empty()) throw KernelError(m);
   const TensorView& x = ctx.port(0);
   if (x.size() == 0) return;
-  const cl_command_queue q = queue_of(ctx);
-  const Operand xo = operand(ctx, 0), yo = operand(ctx, 1);
+  const cl_command_queue q = cl::task_queue(ctx);
+  const cl::Operand xo = cl::operand(ctx, 0), yo = cl::operand(ctx, 1);
   if (xo.mem == yo.mem && xo.offset == yo.offset && (xo.ld == yo.ld || x.rows == 1)) return;  // y is x
-  if (overlap(xo, yo, x, dtype_size(x.dtype)))
+  if (cl::overlap(xo, yo, std::size_t(x.rows), std::size_t(x.cols)))
     throw KernelError("OpenCL tensor.copy: 'x' and 'y' overlap in one buffer");
   cl::Kernel k = program().kernel(q, bits_options(x.dtype), "copy_rows");
   k.arg(0, xo.mem).arg(1, xo.offset).arg(2, xo.ld).arg(3, yo.mem).arg(4, yo.offset).arg(5, yo.ld);
@@ -154,8 +124,8 @@ void copy(KernelContext& ctx) {
 void scale(KernelContext& ctx) {
   const TensorView& x = ctx.port(0);
   if (x.size() == 0) return;
-  const cl_command_queue q = queue_of(ctx);
-  const Operand xo = operand(ctx, 0);
+  const cl_command_queue q = cl::task_queue(ctx);
+  const cl::Operand xo = cl::operand(ctx, 0);
   cl::Kernel k = program().kernel(q, float_options(q, x.dtype), "scale_rows");
   k.arg(0, xo.mem).arg(1, xo.offset).arg(2, xo.ld);
   kutil::dispatch_float(x.dtype, [&](auto tg) {
@@ -168,8 +138,8 @@ void scale(KernelContext& ctx) {
 void add(KernelContext& ctx) {
   const TensorView &a = ctx.port(0), &b = ctx.port(1);
   if (a.size() == 0) return;
-  const cl_command_queue q = queue_of(ctx);
-  const Operand ao = operand(ctx, 0), bo = operand(ctx, 1), co = operand(ctx, 2);
+  const cl_command_queue q = cl::task_queue(ctx);
+  const cl::Operand ao = cl::operand(ctx, 0), bo = cl::operand(ctx, 1), co = cl::operand(ctx, 2);
   const cl_ulong ldb = b.rows != a.rows ? 0 : bo.ld;  // validated: b is then a single row
   cl::Kernel k = program().kernel(q, float_options(q, a.dtype), "add_rows");
   k.arg(0, ao.mem).arg(1, ao.offset).arg(2, ao.ld).arg(3, bo.mem).arg(4, bo.offset).arg(5, ldb);
