@@ -133,9 +133,8 @@ class StarpuSession final : public Session {
     for (size_t i = 0; i < nd; ++i) {
       const DataDecl& d = dag_.data[i];
       if (!d.format.empty()) continue;  // stored compressed: tasks read its companions, it has no storage
-      starpu_matrix_data_register(&handles_[i], STARPU_MAIN_RAM,
-                                  reinterpret_cast<uintptr_t>(store_.base(std::int32_t(i))), std::uint32_t(d.ld),
-                                  std::uint32_t(d.cols), std::uint32_t(d.rows), dtype_size(d.dtype));
+      register_matrix(&handles_[i], store_.base(std::int32_t(i)), std::uint32_t(d.ld), std::uint32_t(d.cols),
+                      std::uint32_t(d.rows), dtype_size(d.dtype));
       starpu_data_set_name(handles_[i], d.name.c_str());
       if (!d.tiled()) continue;
       geoms_[i] = TileGeom{&d};

@@ -1,9 +1,14 @@
 // Accelerator workers for the StarPU and StarPU-MPI sessions: how many StarPU
 // starts, the OpenCL codelet function, each worker's kind, and the bytes
 // StarPU moved between memory nodes.
+#ifndef CL_TARGET_OPENCL_VERSION
+#define CL_TARGET_OPENCL_VERSION 120  // before starpu.h (which asks for 1.0): the rectangular copies are 1.1
+#endif
 #include "starpu_task.hpp"
 
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 
 #if defined(STARPU_USE_OPENCL) && YMLOPT_HAVE_OPENCL
 #include "opencl/opencl.hpp"
@@ -24,6 +29,45 @@ int asked_opencl(const ExecOptions& opts) {
 
 #if YMLOPT_STARPU_OPENCL
 namespace {
+
+// RAM <-> OpenCL copies of a matrix tile as one rectangular transfer on the
+// OpenCL worker's queue. StarPU 1.3 copies a strided tile (a column tile of a
+// row-major tensor, ld > nx) one row per transfer; a GPT-2 forward on PoCL
+// spent most of its time in those. `event` null: synchronous.
+int rect_copy(bool to_device, void* src_i, unsigned src_node, void* dst_i, unsigned dst_node, cl_event* event) {
+  const auto* s = static_cast<const starpu_matrix_interface*>(src_i);
+  const auto* d = static_cast<const starpu_matrix_interface*>(dst_i);
+  const auto* dev = to_device ? d : s;
+  const auto* host = to_device ? s : d;
+  const size_t es = dev->elemsize, dev_pitch = size_t(dev->ld) * es, host_pitch = size_t(host->ld) * es;
+  const size_t dev_origin[3] = {dev->offset % dev_pitch, dev->offset / dev_pitch, 0};
+  const size_t host_origin[3] = {0, 0, 0};
+  const size_t region[3] = {size_t(d->nx) * es, d->ny, 1};
+  cl_command_queue q = nullptr;
+  starpu_opencl_get_current_queue(&q);
+  double start = 0;
+  if (event) starpu_interface_start_driver_copy_async(src_node, dst_node, &start);
+  auto* mem = reinterpret_cast<cl_mem>(dev->dev_handle);
+  auto* ptr = reinterpret_cast<void*>(host->ptr);
+  cl_event ev = nullptr;
+  const cl_bool blocking = event ? CL_FALSE : CL_TRUE;
+  const cl_int err = to_device ? clEnqueueWriteBufferRect(q, mem, blocking, dev_origin, host_origin, region, dev_pitch, 0,
+                                                          host_pitch, 0, ptr, 0, nullptr, event ? &ev : nullptr)
+                               : clEnqueueReadBufferRect(q, mem, blocking, dev_origin, host_origin, region, dev_pitch, 0,
+                                                         host_pitch, 0, ptr, 0, nullptr, event ? &ev : nullptr);
+  if (event) starpu_interface_end_driver_copy_async(src_node, dst_node, start);
+  if (err != CL_SUCCESS) STARPU_OPENCL_REPORT_ERROR(err);
+  starpu_interface_data_copy(src_node, dst_node, size_t(d->nx) * d->ny * es);
+  if (!event) return 0;
+  clFlush(q);
+  *event = ev;
+  return -EAGAIN;
+}
+
+int ram_to_opencl(void* s, unsigned sn, void* d, unsigned dn) { return rect_copy(true, s, sn, d, dn, nullptr); }
+int opencl_to_ram(void* s, unsigned sn, void* d, unsigned dn) { return rect_copy(false, s, sn, d, dn, nullptr); }
+int ram_to_opencl_async(void* s, unsigned sn, void* d, unsigned dn, cl_event* e) { return rect_copy(true, s, sn, d, dn, e); }
+int opencl_to_ram_async(void* s, unsigned sn, void* d, unsigned dn, cl_event* e) { return rect_copy(false, s, sn, d, dn, e); }
 
 // Waits for the task's kernels: the task's time is its device time, and a
 // device error fails this task (its file:line), not a later one.
@@ -53,12 +97,41 @@ void opencl_trampoline(void* buffers[], void* cl_arg) {
 
 }  // namespace
 
+void register_matrix(starpu_data_handle_t* handle, void* ptr, std::uint32_t ld, std::uint32_t nx, std::uint32_t ny,
+                     std::size_t elemsize) {
+  static const auto ops = [] {
+    static starpu_data_copy_methods copy = *starpu_interface_matrix_ops.copy_methods;
+    copy.ram_to_opencl = ram_to_opencl;
+    copy.opencl_to_ram = opencl_to_ram;
+    copy.ram_to_opencl_async = ram_to_opencl_async;
+    copy.opencl_to_ram_async = opencl_to_ram_async;
+    starpu_data_interface_ops o = starpu_interface_matrix_ops;
+    o.copy_methods = &copy;
+    return o;
+  }();
+  starpu_matrix_interface m;
+  std::memset(&m, 0, sizeof m);
+  m.id = STARPU_MATRIX_INTERFACE_ID;
+  m.ptr = m.dev_handle = reinterpret_cast<uintptr_t>(ptr);
+  m.ld = ld;
+  m.nx = nx;
+  m.ny = ny;
+  m.elemsize = elemsize;
+  m.allocsize = size_t(nx) * ny * elemsize;
+  starpu_data_register(handle, STARPU_MAIN_RAM, &m, const_cast<starpu_data_interface_ops*>(&ops));
+}
+
 DeviceFuncs device_funcs(const ExecOptions& opts) {
   DeviceFuncs f;
   if (asked_opencl(opts) != 0 && !opts.checkpoint) f.opencl = opencl_trampoline;
   return f;
 }
 #else
+void register_matrix(starpu_data_handle_t* handle, void* ptr, std::uint32_t ld, std::uint32_t nx, std::uint32_t ny,
+                     std::size_t elemsize) {
+  starpu_matrix_data_register(handle, STARPU_MAIN_RAM, reinterpret_cast<uintptr_t>(ptr), ld, nx, ny, elemsize);
+}
+
 DeviceFuncs device_funcs(const ExecOptions&) { return {}; }
 #endif
 

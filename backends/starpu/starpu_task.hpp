@@ -135,6 +135,12 @@ inline std::uint32_t task_where(const TaskNode& t, const starpu_codelet& cl, Whe
 bool place_tasks(const Dag& dag, TaskTable& table, const std::function<const starpu_codelet&(const ComponentSpec*)>& cl,
                  const ExecOptions& opts, ExecResult& r);
 
+/// Registers a row-major matrix in main memory (StarPU's matrix interface;
+/// with OpenCL, its RAM <-> OpenCL copies of a strided tile are one
+/// rectangular transfer, not one per row).
+void register_matrix(starpu_data_handle_t* handle, void* ptr, std::uint32_t ld, std::uint32_t nx, std::uint32_t ny,
+                     std::size_t elemsize);
+
 /// The run's OpenCL trampoline, or none when the run starts no OpenCL worker
 /// or checkpoints (restore and persist read the host copies).
 DeviceFuncs device_funcs(const ExecOptions& opts);

@@ -19,7 +19,7 @@ y=$build/bin/ymlopt
 py=/usr/bin/python3
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-echo "CPU: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores; OpenCL device: $("$y" info | sed -n 's/^ *device 0: //p' | head -1)"
+echo "CPU: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores; OpenCL device: $("$y" info | sed -n "s/^  \[[a-z]*\] //p" | head -1)"
 "$y" model init --arch gpt2 --preset "$gpt_preset" --seed 1 "$work/gpt2.safetensors" >/dev/null
 "$py" -c "import numpy as np; np.save('$work/ids.npy', (np.arange($gpt_seq) * 7919 % 50257).astype(np.int32))"
 
