@@ -185,6 +185,24 @@ for m in gpt2:G:logits bert:B:hidden llama:L:logits; do
   unset -n wf
 done
 
+# StarPU-MPI: 2 ranks, each with 1 CPU + 1 OpenCL worker, the tiny GPT-2: the same logits,
+# and the merged report has both ranks' OpenCL workers and transfers
+if command -v mpirun >/dev/null && "$y" run --help | grep -q starpu-mpi; then
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl=self,vader
+  expect_rc 0 "gpt2 on 2 StarPU-MPI ranks with an OpenCL worker each" -- timeout 120 mpirun --oversubscribe -np 2 \
+    "$y" run "${G[@]}" --backend starpu-mpi --ncpu 1 --opencl 1 --opencl-on-cpus -q -o "$tmp/gpt2-mpi"
+  expect_rc 0 "gpt2 on 2 ranks: logits as on the sequential backend" -- \
+    same "$tmp/gpt2-mpi/logits.npy" "$tmp/gpt2-seq/logits.npy" 1e-4
+  "$py" -c 'import json,sys; r=json.load(open(sys.argv[1]))
+ranks = {w["worker"].split(":")[0] for w in r["worker_stats"] if w["kind"] == "opencl" and w["tasks"] > 0}
+moved = {x["src"].split(":")[0] for x in r["transfers"] if x["bytes"] > 0}
+assert ranks == {"0", "1"} and moved == {"0", "1"}, (ranks, moved)' "$tmp/gpt2-mpi/report.json" &&
+    echo "ok: both ranks ran tasks on their OpenCL worker and moved data" ||
+    { echo "FAIL: the merged report lacks a rank's OpenCL tasks or transfers"; fails=$((fails + 1)); }
+else
+  echo "note: no mpirun or no starpu-mpi backend: the StarPU-MPI run with OpenCL workers is not checked"
+fi
+
 # faults on the device: an OpenCL program that fails to build (a plugin's kernel) and
 # a kernel that finds a bad token id (nn.embedding): that task fails with its file:line,
 # exit 1, and the outputs are not written
