@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The CUDA kernels' tests on a borrowed GPU machine that has no Debian packages.
+# The CUDA kernels' tests, and StarPU's OpenCL workers on the GPU (where the
+# driver has an OpenCL library), on a borrowed GPU machine that has no Debian packages.
 #
 #   tests/gpu/device_check.sh bundle BUILD_DIR   # here: .gpu/bundle.tar.xz (binaries + their libraries)
 #   OUT=DIR tests/gpu/device_check.sh run        # there, from the repo root: runs them, writes DIR/device_report.md
@@ -16,7 +17,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 gpu=$root/.gpu
 x=${TMPDIR:-/tmp}/ymlopt_gpu  # the unpacked bundle (bin/ lib/ compat/), out of .gpu/ so that .gpu/ stays small
-bins=(ymlopt ymlopt_test_cuda ymlopt_test_components)
+bins=(ymlopt ymlopt_test_cuda ymlopt_test_components ymlopt_test_opencl)
 py=$(command -v python3 || echo /opt/torch/.venv/bin/python3)
 
 is_glibc() { [[ $1 =~ ^(linux-vdso|ld-linux|libc|libm|libmvec|libpthread|libdl|librt|libresolv|libutil|libanl|libnss_[a-z]+|libthread_db)\.so ]]; }
@@ -103,6 +104,69 @@ check_ldd() {
   return $bad
 }
 
+# The driver's OpenCL library as an ICD (OCL_ICD_VENDORS) when the machine has
+# no /etc/OpenCL/vendors entry; false (with a note) when there is none at all.
+opencl_icd() {
+  if compgen -G "/etc/OpenCL/vendors/*.icd" >/dev/null; then return 0; fi
+  local lib
+  lib=$(/sbin/ldconfig -p 2>/dev/null | awk '$1 == "libnvidia-opencl.so.1" {print $NF; exit}')
+  [[ -n $lib ]] || lib=$(find /usr/lib /usr/lib64 /usr/local -name 'libnvidia-opencl.so.1' 2>/dev/null | head -1)
+  if [[ -z $lib ]]; then
+    echo "== OpenCL: no ICD and no libnvidia-opencl.so.1 on this machine: the OpenCL checks do not run" |
+      tee "$OUT/opencl_note.txt"
+    return 1
+  fi
+  mkdir -p "$x/icd" && echo "$lib" >"$x/icd/nvidia.icd"
+  export OCL_ICD_VENDORS=$x/icd
+}
+
+# GPT-2 124M seq 128 through StarPU: sequential, then 1 CPU + 1 OpenCL worker on
+# the GPU with dmda (a calibrating run, then the measured one) and with --where
+# opencl; the logits must agree (4e-4 relative), and the report's split goes
+# to OUT/opencl_gpt2.txt. OPENCL_RUN adds run options (--opencl-on-cpus to try
+# it on PoCL's CPU device).
+opencl_gpt2() {
+  local d=$OUT/gpt2 y=$x/bin/ymlopt rc=0
+  mkdir -p "$d"
+  {
+    echo "== GPT-2 124M seq 128 on CPU + OpenCL GPU"
+    timeout 60 "$y" model init --arch gpt2 --preset 124M --seed 1 "$d/w.safetensors" >/dev/null &&
+      "$py" -c 'import struct, sys
+n = 128; h = "{\x27descr\x27: \x27<i4\x27, \x27fortran_order\x27: False, \x27shape\x27: (%d,), }" % n
+h += " " * (63 - (10 + len(h)) % 64) + "\n"
+open(sys.argv[1], "wb").write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(h)) + h.encode() + struct.pack("<%di" % n, *[i * 7919 % 50257 for i in range(n)]))' "$d/ids.npy" || rc=1
+    local wf=(workflows/models/gpt2.xml --set weights="$d/w.safetensors" --set ids="$d/ids.npy" --set seq=128 -q)
+    timeout 120 "$y" run "${wf[@]}" --backend sequential -o "$d/seq" || rc=1
+    for r in cal dmda; do
+      timeout 120 "$y" run "${wf[@]}" --ncpu 4 --opencl 1 ${OPENCL_RUN:-} --sched dmda --starpu-home "$d/home" -o "$d/$r" ||
+        rc=1
+    done
+    timeout 120 "$y" run "${wf[@]}" --ncpu 4 --opencl 1 ${OPENCL_RUN:-} --where opencl -o "$d/where" || rc=1
+    "$py" - "$d" <<'PY' || rc=1
+import json, struct, sys
+def npy(p):
+    raw = open(p, "rb").read(); n = struct.unpack("<H", raw[8:10])[0]
+    return struct.unpack("<%df" % ((len(raw) - 10 - n) // 4), raw[10 + n:])
+d = sys.argv[1]
+ref = npy(d + "/seq/logits.npy"); scale = max(abs(v) for v in ref)
+for run in ("dmda", "where"):
+    r = json.load(open(f"{d}/{run}/report.json"))
+    err = max(abs(a - b) for a, b in zip(npy(f"{d}/{run}/logits.npy"), ref)) / scale
+    kinds = {}
+    for w in r["worker_stats"]:
+        k = kinds.setdefault(w["kind"], [0, 0.0]); k[0] += w["tasks"]; k[1] += w["busy_us"] / 1e3
+    moved = ", ".join(f"{x['src']}->{x['dst']} {x['bytes'] / 2**20:.1f} MiB" for x in r["transfers"])
+    print(f"{run}: makespan {r['totals']['makespan_us'] / 1e3:.1f} ms, logits rel err {err:.2e}, "
+          f"split {kinds}, moved {moved}")
+    assert err < 4e-4 and kinds.get("opencl", [0])[0] > 0, run
+seq = json.load(open(d + "/seq/report.json"))["totals"]["makespan_us"] / 1e3
+print(f"sequential: makespan {seq:.1f} ms")
+PY
+    echo "== GPT-2 on CPU + OpenCL GPU: $([[ $rc == 0 ]] && echo PASS || echo FAIL)"
+  } 2>&1 | tee "$OUT/opencl_gpt2.txt"
+  grep -q "GPU: PASS" "$OUT/opencl_gpt2.txt"
+}
+
 run() {
   : "${OUT:?set OUT to the folder for the results}"
   mkdir -p "$OUT"
@@ -136,9 +200,18 @@ run() {
     --gtest_output="json:$OUT/nn_cuda_tests.json" >"$OUT/nn_cuda_tests.log" 2>&1 || status=1
   tail -5 "$OUT/nn_cuda_tests.log"
 
+  local names=(cuda_tests nn_cuda_tests)
+  if opencl_icd; then
+    echo "== ymlopt_test_opencl (OpenCL kernels against the CPU ones on the GPU)"
+    timeout 180 "$x/bin/ymlopt_test_opencl" --gtest_output="json:$OUT/opencl_tests.json" >"$OUT/opencl_tests.log" 2>&1 ||
+      status=1
+    tail -5 "$OUT/opencl_tests.log"
+    names+=(opencl_tests)
+    opencl_gpt2 || status=1
+  fi
+
   # the report; it fails on any failure, missing result or unexpected skip
-  timeout 30 "$py" "$root/tests/gpu/report.py" "$OUT" "$log" "$OUT/ymlopt_info.txt" \
-    cuda_tests nn_cuda_tests || status=1
+  timeout 30 "$py" "$root/tests/gpu/report.py" "$OUT" "$log" "$OUT/ymlopt_info.txt" "${names[@]}" || status=1
   echo "== device_check: $([[ $status == 0 ]] && echo PASS || echo FAIL) (report: $OUT/device_report.md)"
   return $status
 }
