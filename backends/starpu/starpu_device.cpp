@@ -33,12 +33,14 @@ namespace {
 // RAM <-> OpenCL copies of a matrix tile as one rectangular transfer on the
 // OpenCL worker's queue. StarPU 1.3 copies a strided tile (a column tile of a
 // row-major tensor, ld > nx) one row per transfer; a GPT-2 forward on PoCL
-// spent most of its time in those. `event` null: synchronous.
+// spent most of its time in those. `event` null: synchronous. A failing
+// enqueue aborts, as StarPU's own copies do (its copy methods have no error path).
 int rect_copy(bool to_device, void* src_i, unsigned src_node, void* dst_i, unsigned dst_node, cl_event* event) {
   const auto* s = static_cast<const starpu_matrix_interface*>(src_i);
   const auto* d = static_cast<const starpu_matrix_interface*>(dst_i);
   const auto* dev = to_device ? d : s;
   const auto* host = to_device ? s : d;
+  if (d->nx == 0 || d->ny == 0) return 0;
   const size_t es = dev->elemsize, dev_pitch = size_t(dev->ld) * es, host_pitch = size_t(host->ld) * es;
   const size_t dev_origin[3] = {dev->offset % dev_pitch, dev->offset / dev_pitch, 0};
   const size_t host_origin[3] = {0, 0, 0};
