@@ -42,10 +42,10 @@ namespace ymlopt {
 /// 2: KernelContext::cuda_stream() and ComponentSpec::cuda_check.
 /// 3: TensorView::content_id and Cost::kept_ports.
 /// 4: ComponentSpec::compressed and ComponentSpec::rate (the engine reads
-///    compressed weights and prices tasks through the components' hooks);
-///    ComponentSpec::opencl and opencl_check, KernelContext::opencl_queue()
-///    and opencl_offset() (OpenCL kernels).
-inline constexpr int kSdkAbiVersion = 4;
+///    compressed weights and prices tasks through the components' hooks).
+/// 5: ComponentSpec::opencl and opencl_check, KernelContext::opencl_queue()
+///    and opencl_offset() (OpenCL kernels, run by StarPU's OpenCL workers).
+inline constexpr int kSdkAbiVersion = 5;
 
 enum class DType : std::uint8_t { f32, f64, f16, bf16, i8, i32 };
 
@@ -383,16 +383,15 @@ struct ComponentSpec {
   std::vector<ParamSpec> params;
   KernelFn cpu = nullptr;   // required
   /// Optional CUDA kernel (ports then hold device pointers; KernelContext::cuda_stream).
-  /// Today no backend runs it: the StarPU codelets are built with the CPU kernel
-  /// only, so every task runs on a CPU worker. `ymlopt components` lists it, and
-  /// the CUDA tests call it directly to compare it with the CPU kernel.
+  /// No backend runs it yet (no StarPU here has CUDA): `ymlopt components`
+  /// lists it, and the CUDA tests call it directly to compare it with the CPU kernel.
   KernelFn cuda = nullptr;
   /// With `cuda`: "" when the CUDA kernel handles this task (dtypes, strides,
   /// args), else why not, and the task must run on a CPU. Empty: it handles
   /// every task `check` accepts.
   std::function<std::string(const TaskShape&)> cuda_check;
-  /// Optional OpenCL kernel (ports then hold cl_mem buffers; KernelContext::opencl_queue).
-  /// Like `cuda`, no backend runs it yet: the OpenCL tests call it directly.
+  /// Optional OpenCL kernel (ports then hold cl_mem buffers; KernelContext::opencl_queue):
+  /// the StarPU backends run it on OpenCL workers (ymlopt run --opencl N).
   KernelFn opencl = nullptr;
   /// With `opencl`: "" when the OpenCL kernel handles this task, else why not
   /// (the task must run on a CPU). Empty: it handles every task `check` accepts.
