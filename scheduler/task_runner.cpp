@@ -136,9 +136,7 @@ bool TaskRunner::run(const TaskNode& t, std::span<const TensorView> views, std::
   rec.restored = restore && rec.ran;
   progress_.done.fetch_add(1, std::memory_order_relaxed);
   if (err.empty()) return true;
-  const std::string who = t.label.empty() ? t.comp->name + " #" + std::to_string(t.id) : "'" + t.label + "'";
-  const std::string message = (t.loc.file ? *t.loc.file : dag_.file) + ":" + std::to_string(t.loc.line) + ":" +
-                              std::to_string(t.loc.col) + ": error: task " + who + " (component " + t.comp->name + ") failed" +
+  const std::string message = dag_.task_error(t) + " (component " + t.comp->name + ") failed" +
                               (dev.kind == Where::opencl ? " on an OpenCL worker" : dev.kind == Where::cuda ? " on a CUDA worker" : "") +
                               ": " + err;
   if (t.comethod >= 0) {  // the co-method fails; the others go on

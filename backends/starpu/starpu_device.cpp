@@ -183,10 +183,7 @@ bool record_worker_kinds(const Dag& dag, const ExecOptions& opts, ExecResult& r)
   for (const TaskNode& t : dag.tasks) {
     if (t.where == Where::any || t.where == Where::cpu) continue;
     if (std::string why = missing(t.where); !why.empty()) {
-      r.error = (t.loc.file ? *t.loc.file : dag.file) + ":" + std::to_string(t.loc.line) + ":" +
-                std::to_string(t.loc.col) + ": error: task " +
-                (t.label.empty() ? t.comp->name + " #" + std::to_string(t.id) : "'" + t.label + "'") + " has where=\"" +
-                where_name(t.where) + "\": " + why;
+      r.error = dag.task_error(t) + " has where=\"" + where_name(t.where) + "\": " + why;
       return false;
     }
   }
@@ -206,12 +203,7 @@ bool place_tasks(const Dag& dag, TaskTable& table, const std::function<const sta
     const std::span<const TensorView> views{ex.views, t.bindings.size()};
     ex.where = task_where(t, cl(t.comp), opts.where, views, device_bytes);
     if (t.where != Where::opencl || (ex.where & STARPU_OPENCL)) continue;
-    std::int64_t bytes = 0;
-    for (const TensorView& v : views) bytes += v.rows * v.cols * std::int64_t(dtype_size(v.dtype));
-    r.error = (t.loc.file ? *t.loc.file : dag.file) + ":" + std::to_string(t.loc.line) + ":" +
-              std::to_string(t.loc.col) + ": error: task " +
-              (t.label.empty() ? t.comp->name + " #" + std::to_string(t.id) : "'" + t.label + "'") +
-              " has where=\"opencl\" but its buffers (" + std::to_string(bytes >> 20) +
+    r.error = dag.task_error(t) + " has where=\"opencl\" but its buffers (" + std::to_string(buffer_bytes(views) >> 20) +
               " MiB) do not fit in its OpenCL device's memory (" + std::to_string(device_bytes >> 20) + " MiB)";
     return false;
   }

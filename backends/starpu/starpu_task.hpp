@@ -106,6 +106,13 @@ struct Codelet {
   }
 };
 
+/// The bytes of a task's buffers (its port views).
+inline std::int64_t buffer_bytes(std::span<const TensorView> views) {
+  std::int64_t bytes = 0;
+  for (const TensorView& v : views) bytes += v.rows * v.cols * std::int64_t(dtype_size(v.dtype));
+  return bytes;
+}
+
 /// The workers a task may run on (starpu_task::where): the codelet's kinds,
 /// narrowed by the device kernel's check on the task's shapes (`views`: its
 /// port templates), by the device's memory (`device_bytes`, -1: unknown; a
@@ -115,9 +122,7 @@ inline std::uint32_t task_where(const TaskNode& t, const starpu_codelet& cl, Whe
                                 std::span<const TensorView> views, std::int64_t device_bytes) {
   std::uint32_t w = cl.where;
   if (w & STARPU_OPENCL) {
-    std::int64_t bytes = 0;
-    for (const TensorView& v : views) bytes += v.rows * v.cols * std::int64_t(dtype_size(v.dtype));
-    if ((device_bytes >= 0 && bytes > device_bytes) ||
+    if ((device_bytes >= 0 && buffer_bytes(views) > device_bytes) ||
         !where_refusal(*t.comp, Where::opencl, TaskShape{views, t.args}).empty())
       w &= ~std::uint32_t(STARPU_OPENCL);
   }

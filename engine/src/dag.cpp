@@ -33,6 +33,11 @@ TensorView Dag::ref_view(const DataRef& r) const {
   return v;
 }
 
+std::string Dag::task_error(const TaskNode& t) const {
+  return (t.loc.file ? *t.loc.file : file) + ":" + std::to_string(t.loc.line) + ":" + std::to_string(t.loc.col) +
+         ": error: task " + (t.label.empty() ? t.comp->name + " #" + std::to_string(t.id) : "'" + t.label + "'");
+}
+
 std::vector<TensorView> Dag::shape_views(const std::vector<Binding>& binds) const {
   std::vector<TensorView> views(binds.size());
   for (size_t k = 0; k < binds.size(); ++k)

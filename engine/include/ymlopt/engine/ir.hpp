@@ -202,6 +202,9 @@ struct Dag {
   /// Logical shape of a reference (tile shape for a tile).
   Shape ref_shape(const DataRef& r) const;
   std::string ref_name(const DataRef& r) const;
+  /// "FILE:LINE:COL: error: task 'label'" (or "component #id"): how a run's
+  /// errors about task t begin.
+  std::string task_error(const TaskNode& t) const;
   /// A view without data of a reference: dtype, shape, rows and cols (a tile's
   /// for a tile), ld = cols. What `check` and `cost` see of a port.
   TensorView ref_view(const DataRef& r) const;
