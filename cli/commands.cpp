@@ -302,9 +302,8 @@ int cmd_info(const std::vector<std::string>& args) {
   std::cout << "Default binding --bind " << format_bind_plan(bind) << "\n";
   for (const auto& w : bind.warnings) std::cout << "warning: " << w << "\n";
   if (!sb.cuda)
-    std::cout << "note: this StarPU has no CUDA support; GPU tasks need a CUDA-enabled StarPU "
-                 "(Debian contrib's starpu-contrib, a cluster module, or a source build with --enable-cuda); "
-                 "until then tasks run on CPU workers only\n";
+    std::cout << "note: this StarPU has no CUDA, so no task runs on a CUDA worker: build with one "
+                 "(-DYMLOPT_STARPU_PREFIX=\"$(scripts/starpu_cuda.sh)\", or a cluster's StarPU module)\n";
   return 0;
 }
 
@@ -424,22 +423,24 @@ struct RunArgs {
   std::string bind;  // --bind
   int nopencl = 0;
   bool opencl_on_cpus = false;
+  int ncuda = -1;
   std::string where = "any";
   bool quiet = false, verbose = false, dry_run = false, no_history = false;
 };
 
-// --opencl, --opencl-on-cpus and --where against each other and the backend.
+// --opencl, --opencl-on-cpus, --ncuda and --where against each other and the
+// backend (whether the devices exist is the run's business: exit 1, not 2).
 void check_device_args(const RunArgs& a) {
   Where w = Where::any;
   if (!parse_where(a.where, w))
-    throw UsageError("--where expects any, cpu or opencl, not '" + a.where + "'" +
-                     did_you_mean(a.where, {"any", "cpu", "opencl"}));
-  if (w == Where::cuda)
-    throw UsageError("--where cuda: CUDA kernels do not run through StarPU in this build (a StarPU without CUDA)");
+    throw UsageError("--where expects any, cpu, opencl or cuda, not '" + a.where + "'" +
+                     did_you_mean(a.where, {"any", "cpu", "opencl", "cuda"}));
   if (a.nopencl < -1) throw UsageError("--opencl must be >= -1 (-1: every device)");
-  const bool devices = a.nopencl != 0 || a.opencl_on_cpus || w == Where::opencl;
+  if (a.ncuda < -1) throw UsageError("--ncuda must be >= -1 (-1: every device)");
+  const bool devices = a.nopencl != 0 || a.opencl_on_cpus || a.ncuda > 0 || w == Where::opencl || w == Where::cuda;
   if (devices && a.backend == "sequential")
-    throw UsageError("--opencl, --opencl-on-cpus and --where opencl need a StarPU backend, not sequential");
+    throw UsageError("--opencl, --opencl-on-cpus, --ncuda and --where opencl|cuda need a StarPU backend, not sequential");
+  if (w == Where::cuda && a.ncuda == 0) throw UsageError("--where cuda with --ncuda 0: no CUDA workers to run on");
   if (a.opencl_on_cpus && a.nopencl == 0)
     throw UsageError("--opencl-on-cpus counts CPU-type OpenCL devices for --opencl N: give --opencl too");
   if (w == Where::opencl && a.nopencl == 0) throw UsageError("--where opencl needs OpenCL workers: give --opencl N");
@@ -458,8 +459,11 @@ bool parse_run_args(const std::vector<std::string>& args, RunArgs& a) {
       "OpenCL workers: N devices of type GPU or accelerator, -1 all (default 0: none, or StarPU's STARPU_NOPENCL)")(
       "opencl-on-cpus", po::bool_switch(&a.opencl_on_cpus),
       "count OpenCL devices of type CPU (PoCL) for --opencl; they share the cores with the CPU workers")(
+      "ncuda", po::value(&a.ncuda),
+      "CUDA workers (a StarPU built with CUDA): N devices, 0 none (default -1: every device, or StarPU's STARPU_NCUDA)")(
       "where", po::value(&a.where),
-      "where tasks run: any (default: the scheduler chooses), cpu, or opencl (every task that has an OpenCL kernel)")(
+      "where tasks run: any (default: the scheduler chooses), cpu, opencl or cuda (every task that has a kernel for "
+      "that kind of worker)")(
       "starpu-home", po::value(&a.starpu_home), "directory for StarPU perf models (default RUN_DIR/starpu)")(
       "dry-run", po::bool_switch(&a.dry_run), "compile and print memory and flops, allocate and run nothing")(
       "quiet,q", po::bool_switch(&a.quiet), "no progress line or summary")("verbose,v", po::bool_switch(&a.verbose),
@@ -772,6 +776,7 @@ int cmd_run(const std::vector<std::string>& args) {
   ro.exec.bind = a.bind;
   ro.exec.nopencl = a.nopencl;
   ro.exec.opencl_on_cpus = a.opencl_on_cpus;
+  ro.exec.ncuda = a.ncuda;
   parse_where(a.where, ro.exec.where);
   ro.exec.starpu_home = a.starpu_home;
   ro.exec.verbose = a.verbose;

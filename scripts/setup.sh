@@ -13,7 +13,7 @@ fi
 build=${1:-build}
 shift || true
 
-packages=(cmake g++ make pkg-config python3
+packages=(cmake g++ make pkg-config python3 curl
   libstarpu-dev starpu-tools libhwloc-dev hwloc libtinyxml2-dev libboost-program-options-dev
   libopenblas-dev liblapacke-dev libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev graphviz
   libicu-dev libarpack2-dev

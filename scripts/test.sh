@@ -20,6 +20,15 @@ export POCL_CACHE_DIR="$PWD/third_party_cache/pocl"
 mkdir -p "$POCL_CACHE_DIR"
 (cd build && ctest --output-on-failure -j"$jobs")
 if [ "${YMLOPT_SKIP_SANITIZERS:-0}" != 1 ]; then
-  scripts/setup.sh build-asan -DYMLOPT_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo
+  # Where nvcc is, the sanitizer build links a StarPU built with CUDA (cached;
+  # ~1 min the first time): the CUDA workers' code compiles, links and runs
+  # (no GPU here: no CUDA worker), and every test runs once against each StarPU
+  starpu=()
+  if prefix=$(scripts/starpu_cuda.sh); then
+    starpu=(-DYMLOPT_STARPU_PREFIX="$prefix")
+  else
+    echo "test: no StarPU with CUDA (see above); the sanitizer build uses Debian's"
+  fi
+  scripts/setup.sh build-asan -DYMLOPT_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo "${starpu[@]}"
   (cd build-asan && ASAN_OPTIONS=detect_leaks=0 ctest --output-on-failure -j"$jobs" -LE slow)
 fi

@@ -1,6 +1,6 @@
 // Accelerator workers for the StarPU and StarPU-MPI sessions: how many StarPU
-// starts, the OpenCL codelet function, each worker's kind, and the bytes
-// StarPU moved between memory nodes.
+// starts, the OpenCL and CUDA codelet functions, each worker's kind, and the
+// bytes StarPU moved between memory nodes.
 #ifndef CL_TARGET_OPENCL_VERSION
 #define CL_TARGET_OPENCL_VERSION 120  // before starpu.h (which asks for 1.0): the rectangular copies are 1.1
 #endif
@@ -14,6 +14,11 @@
 #include "opencl/opencl.hpp"
 #define YMLOPT_STARPU_OPENCL 1
 #endif
+// CUDA workers need a StarPU built with CUDA and our CUDA kernels (nvcc at configure time)
+#if defined(STARPU_USE_CUDA) && YMLOPT_HAVE_CUDA
+#include <stdexcept>
+#define YMLOPT_STARPU_CUDA 1
+#endif
 
 namespace ymlopt {
 namespace {
@@ -23,6 +28,40 @@ int asked_opencl(const ExecOptions& opts) {
   if (opts.nopencl != 0) return opts.nopencl;
   const char* env = std::getenv("STARPU_NOPENCL");
   return env ? std::atoi(env) : 0;
+}
+
+// --ncuda N, else STARPU_NCUDA, else every device (-1).
+int asked_cuda(const ExecOptions& opts) {
+  if (opts.ncuda >= 0) return opts.ncuda;
+  const char* env = std::getenv("STARPU_NCUDA");
+  return env ? std::atoi(env) : -1;
+}
+
+#if YMLOPT_STARPU_CUDA
+// Waits for the task's kernels on StarPU's stream, as opencl_sync does.
+void cuda_sync(void* stream) {
+  if (const cudaError_t e = cudaStreamSynchronize(static_cast<cudaStream_t>(stream)); e != cudaSuccess)
+    throw std::runtime_error(std::string("cudaStreamSynchronize: ") + cudaGetErrorString(e));
+}
+
+// The CUDA codelet function: the views get StarPU's device pointers (a tile
+// StarPU copied in is packed, ld = its width), the component's CUDA kernel runs
+// on the worker's stream.
+void cuda_trampoline(void* buffers[], void* cl_arg) {
+  auto* ex = static_cast<TaskExec*>(cl_arg);
+  ex->runner->run(*ex->node, bind_buffers(buffers, *ex), starpu_worker_get_id(),
+                  DeviceCall{Where::cuda, starpu_cuda_get_local_stream(), nullptr, cuda_sync});
+  record_prediction(*ex);
+}
+#endif
+
+starpu_cuda_func_t cuda_func(const ExecOptions& opts) {
+#if YMLOPT_STARPU_CUDA
+  if (asked_cuda(opts) != 0 && !opts.checkpoint) return cuda_trampoline;
+#else
+  (void)opts;
+#endif
+  return nullptr;
 }
 
 }  // namespace
@@ -126,6 +165,7 @@ void register_matrix(starpu_data_handle_t* handle, void* ptr, std::uint32_t ld, 
 DeviceFuncs device_funcs(const ExecOptions& opts) {
   DeviceFuncs f;
   if (asked_opencl(opts) != 0 && !opts.checkpoint) f.opencl = opencl_trampoline;
+  f.cuda = cuda_func(opts);
   return f;
 }
 #else
@@ -134,14 +174,14 @@ void register_matrix(starpu_data_handle_t* handle, void* ptr, std::uint32_t ld, 
   starpu_matrix_data_register(handle, STARPU_MAIN_RAM, reinterpret_cast<uintptr_t>(ptr), ld, nx, ny, elemsize);
 }
 
-DeviceFuncs device_funcs(const ExecOptions&) { return {}; }
+DeviceFuncs device_funcs(const ExecOptions& opts) { return DeviceFuncs{nullptr, cuda_func(opts)}; }
 #endif
 
 DeviceConf::DeviceConf(starpu_conf& conf, const ExecOptions& opts) {
-  // --opencl N, else StarPU's STARPU_NOPENCL, else none; no CUDA workers (the
-  // CUDA kernels do not run through StarPU yet)
+  // --opencl N, else StarPU's STARPU_NOPENCL, else none; --ncuda N, else
+  // STARPU_NCUDA, else every device, none where no codelet could use them
   conf.nopencl = asked_opencl(opts);
-  conf.ncuda = 0;
+  conf.ncuda = cuda_func(opts) ? asked_cuda(opts) : 0;
   if (!opts.opencl_on_cpus) return;
   if (const char* v = std::getenv("STARPU_OPENCL_ON_CPUS")) {
     had_ = true;
@@ -159,21 +199,33 @@ DeviceConf::~DeviceConf() {
 
 bool record_worker_kinds(const Dag& dag, const ExecOptions& opts, ExecResult& r) {
   r.worker_kinds.clear();
-  int nopencl = 0;
+  int nopencl = 0, ncuda = 0;
   for (unsigned w = 0; w < starpu_worker_get_count(); ++w) {
     const starpu_worker_archtype type = starpu_worker_get_type(int(w));
     const Where kind = type == STARPU_OPENCL_WORKER ? Where::opencl : type == STARPU_CUDA_WORKER ? Where::cuda : Where::cpu;
     nopencl += kind == Where::opencl;
+    ncuda += kind == Where::cuda;
     r.worker_kinds.push_back(kind);
   }
-  const bool cl_runs = device_funcs(opts).opencl != nullptr;
+  const DeviceFuncs funcs = device_funcs(opts);
   auto missing = [&](Where w) {
-    if (w == Where::opencl && !(cl_runs && nopencl > 0))
-      return std::string(opts.checkpoint ? "a checkpointed run keeps every task on CPU workers"
-                         : !cl_runs      ? "no OpenCL workers were asked for (--opencl N) or this build has none"
-                                         : "StarPU started no OpenCL worker (no OpenCL device of type GPU or "
-                                           "accelerator: --opencl-on-cpus for one of type CPU, such as PoCL's)");
-    if (w == Where::cuda) return std::string("CUDA tasks do not run through StarPU in this build");
+    if (w != Where::opencl && w != Where::cuda) return std::string();
+    if (opts.checkpoint) return std::string("a checkpointed run keeps every task on CPU workers");
+    if (w == Where::opencl && !(funcs.opencl && nopencl > 0))
+      return std::string(!funcs.opencl ? "no OpenCL workers were asked for (--opencl N) or this build has none"
+                                       : "StarPU started no OpenCL worker (no OpenCL device of type GPU or "
+                                         "accelerator: --opencl-on-cpus for one of type CPU, such as PoCL's)");
+    if (w == Where::cuda && !(funcs.cuda && ncuda > 0)) {
+#if YMLOPT_STARPU_CUDA
+      return std::string(!funcs.cuda ? "no CUDA workers were asked for (--ncuda 0)"
+                                     : "StarPU started no CUDA worker (no CUDA device: `ymlopt info` says why)");
+#elif !defined(STARPU_USE_CUDA)
+      return std::string("this build runs no CUDA tasks: its StarPU has no CUDA (build with one: `ymlopt info`)");
+#else
+      return std::string("this build runs no CUDA tasks: ymlopt's CUDA kernels were not built (no nvcc when it was "
+                         "configured)");
+#endif
+    }
     return std::string();
   };
   if (std::string why = missing(opts.where); !why.empty()) {
@@ -181,7 +233,6 @@ bool record_worker_kinds(const Dag& dag, const ExecOptions& opts, ExecResult& r)
     return false;
   }
   for (const TaskNode& t : dag.tasks) {
-    if (t.where == Where::any || t.where == Where::cpu) continue;
     if (std::string why = missing(t.where); !why.empty()) {
       r.error = dag.task_error(t) + " has where=\"" + where_name(t.where) + "\": " + why;
       return false;
@@ -192,19 +243,23 @@ bool record_worker_kinds(const Dag& dag, const ExecOptions& opts, ExecResult& r)
 
 bool place_tasks(const Dag& dag, TaskTable& table, const std::function<const starpu_codelet&(const ComponentSpec*)>& cl,
                  const ExecOptions& opts, ExecResult& r) {
-  std::int64_t device_bytes = -1;
-  for (unsigned w = 0; w < starpu_worker_get_count(); ++w)
-    if (starpu_worker_get_type(int(w)) == STARPU_OPENCL_WORKER) {
-      const std::int64_t total = starpu_memory_get_total(starpu_worker_get_memory_node(w));
-      if (total >= 0 && (device_bytes < 0 || total < device_bytes)) device_bytes = total;
-    }
+  DeviceBytes device;
+  for (unsigned w = 0; w < starpu_worker_get_count(); ++w) {
+    const starpu_worker_archtype type = starpu_worker_get_type(int(w));
+    if (type != STARPU_OPENCL_WORKER && type != STARPU_CUDA_WORKER) continue;
+    std::int64_t& bytes = type == STARPU_OPENCL_WORKER ? device.opencl : device.cuda;
+    const std::int64_t total = starpu_memory_get_total(starpu_worker_get_memory_node(w));
+    if (total >= 0 && (bytes < 0 || total < bytes)) bytes = total;
+  }
   for (const TaskNode& t : dag.tasks) {
     TaskExec& ex = table.execs[size_t(t.id)];
     const std::span<const TensorView> views{ex.views, t.bindings.size()};
-    ex.where = task_where(t, cl(t.comp), opts.where, views, device_bytes);
-    if (t.where != Where::opencl || (ex.where & STARPU_OPENCL)) continue;
-    r.error = dag.task_error(t) + " has where=\"opencl\" but its buffers (" + std::to_string(buffer_bytes(views) >> 20) +
-              " MiB) do not fit in its OpenCL device's memory (" + std::to_string(device_bytes >> 20) + " MiB)";
+    ex.where = task_where(t, cl(t.comp), opts.where, views, device);
+    const bool cuda = t.where == Where::cuda;
+    if ((t.where != Where::opencl && !cuda) || (ex.where & (cuda ? STARPU_CUDA : STARPU_OPENCL))) continue;
+    r.error = dag.task_error(t) + " has where=\"" + where_name(t.where) + "\" but its buffers (" +
+              std::to_string(buffer_bytes(views) >> 20) + " MiB) do not fit in its " + (cuda ? "CUDA" : "OpenCL") +
+              " device's memory (" + std::to_string((cuda ? device.cuda : device.opencl) >> 20) + " MiB)";
     return false;
   }
   return true;

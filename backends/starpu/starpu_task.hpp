@@ -72,10 +72,11 @@ inline bool model_based_scheduler(const std::string& sched) {
 /// in this run, or a StarPU without them).
 struct DeviceFuncs {
   starpu_opencl_func_t opencl = nullptr;
+  starpu_cuda_func_t cuda = nullptr;
 };
 
-/// One component's codelet: CPU function, and the OpenCL one when the
-/// component has an OpenCL kernel and the run has OpenCL workers; a
+/// One component's codelet: CPU function, and the OpenCL (CUDA) one when the
+/// component has an OpenCL (CUDA) kernel and the run has such workers; a
 /// history-based perf model named "ymlopt.<component>" (one history per
 /// worker architecture; attached for model-based schedulers only), a variable
 /// buffer count. Keep it where it does not move (a std::deque): the model
@@ -100,6 +101,11 @@ struct Codelet {
       cl.where |= STARPU_OPENCL;
       cl.opencl_funcs[0] = dev.opencl;
     }
+    if (dev.cuda && comp.cuda && !comp.host_only) {
+      cl.where |= STARPU_CUDA;
+      cl.cuda_funcs[0] = dev.cuda;
+      cl.cuda_flags[0] = STARPU_CUDA_ASYNC;  // the function waits for its stream itself (DeviceCall::sync)
+    }
     cl.nbuffers = STARPU_VARIABLE_NBUFFERS;
     cl.name = comp.name.c_str();
     if (model_based) cl.model = &model;
@@ -113,28 +119,39 @@ inline std::int64_t buffer_bytes(std::span<const TensorView> views) {
   return bytes;
 }
 
+/// The smallest memory of each kind of accelerator the run started, in bytes
+/// (-1: none of that kind, or unknown).
+struct DeviceBytes {
+  std::int64_t opencl = -1;
+  std::int64_t cuda = -1;
+};
+
 /// The workers a task may run on (starpu_task::where): the codelet's kinds,
-/// narrowed by the device kernel's check on the task's shapes (`views`: its
-/// port templates), by the device's memory (`device_bytes`, -1: unknown; a
-/// task whose buffers do not fit stays on CPUs), and by the task's `where`
-/// (else the run's --where).
+/// each accelerator kind narrowed by its kernel's check on the task's shapes
+/// (`views`: its port templates) and by the device's memory (a task whose
+/// buffers do not fit stays off that kind), then by the task's `where` (else
+/// the run's --where).
 inline std::uint32_t task_where(const TaskNode& t, const starpu_codelet& cl, Where run_where,
-                                std::span<const TensorView> views, std::int64_t device_bytes) {
+                                std::span<const TensorView> views, const DeviceBytes& device) {
   std::uint32_t w = cl.where;
-  if (w & STARPU_OPENCL) {
-    if ((device_bytes >= 0 && buffer_bytes(views) > device_bytes) ||
-        !where_refusal(*t.comp, Where::opencl, TaskShape{views, t.args}).empty())
-      w &= ~std::uint32_t(STARPU_OPENCL);
-  }
+  auto narrow = [&](std::uint32_t bit, Where kind, std::int64_t bytes) {
+    if (!(w & bit)) return;
+    if ((bytes >= 0 && buffer_bytes(views) > bytes) || !where_refusal(*t.comp, kind, TaskShape{views, t.args}).empty())
+      w &= ~bit;
+  };
+  narrow(STARPU_OPENCL, Where::opencl, device.opencl);
+  narrow(STARPU_CUDA, Where::cuda, device.cuda);
   const Where pin = t.where != Where::any ? t.where : run_where;
   if (pin == Where::cpu) return STARPU_CPU;
   if (pin == Where::opencl && (w & STARPU_OPENCL)) return STARPU_OPENCL;
+  if (pin == Where::cuda && (w & STARPU_CUDA)) return STARPU_CUDA;
   return w;
 }
 
-/// Sets every task's TaskExec::where (task_where with the smallest OpenCL
-/// memory node's size); false with r.error naming the task when one pinned
-/// where="opencl" cannot run there (its buffers exceed the device's memory).
+/// Sets every task's TaskExec::where (task_where with the smallest memory
+/// node of each accelerator kind); false with r.error naming the task when one
+/// pinned where="opencl" or "cuda" cannot run there (its buffers exceed the
+/// device's memory).
 ///
 ///   if (!place_tasks(dag, table, [&](const ComponentSpec* c) -> auto& { return *by_comp[c]; }, opts, r)) ...
 bool place_tasks(const Dag& dag, TaskTable& table, const std::function<const starpu_codelet&(const ComponentSpec*)>& cl,
@@ -146,12 +163,13 @@ bool place_tasks(const Dag& dag, TaskTable& table, const std::function<const sta
 void register_matrix(starpu_data_handle_t* handle, void* ptr, std::uint32_t ld, std::uint32_t nx, std::uint32_t ny,
                      std::size_t elemsize);
 
-/// The run's OpenCL trampoline, or none when the run starts no OpenCL worker
-/// or checkpoints (restore and persist read the host copies).
+/// The run's OpenCL and CUDA trampolines: none for a kind the run starts no
+/// worker of (or this StarPU lacks), nor when it checkpoints (restore and
+/// persist read the host copies).
 DeviceFuncs device_funcs(const ExecOptions& opts);
 
 /// Before starpu_init: the OpenCL worker count from opts (none unless
-/// asked; no CUDA workers), STARPU_OPENCL_ON_CPUS for --opencl-on-cpus (restored by
+/// asked), the CUDA one (every device unless told), STARPU_OPENCL_ON_CPUS for --opencl-on-cpus (restored by
 /// the returned guard's destructor after starpu_init).
 class DeviceConf {
  public:

@@ -68,16 +68,6 @@ if sys.argv[2]:
 print(f"tasks per kind {kinds}, bytes moved {moved}")
 PY
 }
-# ran_on DIR KIND [COMPONENT]: every task (of COMPONENT) in DIR's report ran on a KIND worker
-ran_on() {
-  "$py" - "$@" <<'PY'
-import json, sys
-r = json.load(open(sys.argv[1] + "/report.json"))
-tasks = [t for t in r["tasks"] if len(sys.argv) < 4 or t["component"] == sys.argv[3]]
-wrong = [(t["id"], t["component"], t["worker_kind"]) for t in tasks if t["worker_kind"] != sys.argv[2]]
-assert tasks and not wrong, wrong[:5]
-PY
-}
 comps_with_opencl=$("$y" components | sed -nE 's/^([a-z0-9_.]+) +\[cpu(,cuda)?,opencl.*/\1/p' | tr '\n' ' ')
 [ -n "$comps_with_opencl" ] || { echo "FAIL: ymlopt components lists no component with an OpenCL kernel"; fails=$((fails + 1)); }
 

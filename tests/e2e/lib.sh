@@ -62,3 +62,14 @@ finish() {
   if [ $fails -ne 0 ]; then echo "$fails check(s) failed"; exit 1; fi
   echo "all checks passed"
 }
+# ran_on DIR KIND [COMPONENT]: every task (of COMPONENT) in DIR's report ran on a KIND worker
+# (after need_numpy)
+ran_on() {
+  "$py" - "$@" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1] + "/report.json"))
+tasks = [t for t in r["tasks"] if len(sys.argv) < 4 or t["component"] == sys.argv[3]]
+wrong = [(t["id"], t["component"], t["worker_kind"]) for t in tasks if t["worker_kind"] != sys.argv[2]]
+assert tasks and not wrong, wrong[:5]
+PY
+}

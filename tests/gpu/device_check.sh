@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# The CUDA kernels' tests, and StarPU's OpenCL workers on the GPU (where the
-# driver has an OpenCL library), on a borrowed GPU machine that has no Debian packages.
+# The CUDA kernels' tests, StarPU's CUDA workers, and its OpenCL workers on the
+# GPU (where the driver has an OpenCL library), on a borrowed GPU machine that
+# has no Debian packages. BUILD_DIR must link a StarPU built with CUDA:
 #
-#   tests/gpu/device_check.sh bundle BUILD_DIR   # here: .gpu/bundle.tar.xz (binaries + their libraries)
+#   scripts/setup.sh build-gpu -DYMLOPT_STARPU_PREFIX="$(scripts/starpu_cuda.sh)"
+#   tests/gpu/device_check.sh bundle build-gpu   # here: .gpu/bundle.tar.xz (binaries + their libraries)
 #   OUT=DIR tests/gpu/device_check.sh run        # there, from the repo root: runs them, writes DIR/device_report.md
 #   tests/gpu/device_check.sh ldd                # either: each library the bundle resolves, bad ones marked
 #
@@ -120,16 +122,18 @@ opencl_icd() {
   export OCL_ICD_VENDORS=$x/icd
 }
 
-# GPT-2 124M seq 128 through StarPU: sequential, then 1 CPU + 1 OpenCL worker on
-# the GPU with dmda (a calibrating run, then the measured one) and with --where
-# opencl; the logits must agree (4e-4 relative), and the report's split goes
-# to OUT/opencl_gpt2.txt. OPENCL_RUN adds run options (--opencl-on-cpus to try
-# it on PoCL's CPU device).
-opencl_gpt2() {
-  local d=$OUT/gpt2 y=$x/bin/ymlopt rc=0
+# GPT-2 124M seq 128 through StarPU: sequential, then 1 CPU + 1 KIND (opencl or
+# cuda) worker on the GPU with dmda (a calibrating run, then the measured one)
+# and with --where KIND; the logits must agree (4e-4 relative), and the
+# report's split goes to OUT/KIND_gpt2.txt. OPTS are the run's device options;
+# OPENCL_RUN adds OpenCL ones (--opencl-on-cpus to try it on PoCL's CPU device).
+#   gpt2_on cuda --ncuda 1
+gpt2_on() {
+  local kind=$1 d=$OUT/gpt2-$1 y=$x/bin/ymlopt rc=0
+  shift
   mkdir -p "$d"
   {
-    echo "== GPT-2 124M seq 128 on CPU + OpenCL GPU"
+    echo "== GPT-2 124M seq 128 on CPU + $kind GPU"
     timeout 60 "$y" model init --arch gpt2 --preset 124M --seed 1 "$d/w.safetensors" >/dev/null &&
       "$py" -c 'import struct, sys
 n = 128; h = "{\x27descr\x27: \x27<i4\x27, \x27fortran_order\x27: False, \x27shape\x27: (%d,), }" % n
@@ -138,16 +142,15 @@ open(sys.argv[1], "wb").write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(h)) +
     local wf=(workflows/models/gpt2.xml --set weights="$d/w.safetensors" --set ids="$d/ids.npy" --set seq=128 -q)
     timeout 120 "$y" run "${wf[@]}" --backend sequential -o "$d/seq" || rc=1
     for r in cal dmda; do
-      timeout 120 "$y" run "${wf[@]}" --ncpu 4 --opencl 1 ${OPENCL_RUN:-} --sched dmda --starpu-home "$d/home" -o "$d/$r" ||
-        rc=1
+      timeout 120 "$y" run "${wf[@]}" --ncpu 4 "$@" --sched dmda --starpu-home "$d/home" -o "$d/$r" || rc=1
     done
-    timeout 120 "$y" run "${wf[@]}" --ncpu 4 --opencl 1 ${OPENCL_RUN:-} --where opencl -o "$d/where" || rc=1
-    "$py" - "$d" <<'PY' || rc=1
+    timeout 120 "$y" run "${wf[@]}" --ncpu 4 "$@" --where "$kind" -o "$d/where" || rc=1
+    "$py" - "$d" "$kind" <<'PY' || rc=1
 import json, struct, sys
 def npy(p):
     raw = open(p, "rb").read(); n = struct.unpack("<H", raw[8:10])[0]
     return struct.unpack("<%df" % ((len(raw) - 10 - n) // 4), raw[10 + n:])
-d = sys.argv[1]
+d, kind = sys.argv[1], sys.argv[2]
 ref = npy(d + "/seq/logits.npy"); scale = max(abs(v) for v in ref)
 for run in ("dmda", "where"):
     r = json.load(open(f"{d}/{run}/report.json"))
@@ -158,13 +161,13 @@ for run in ("dmda", "where"):
     moved = ", ".join(f"{x['src']}->{x['dst']} {x['bytes'] / 2**20:.1f} MiB" for x in r["transfers"])
     print(f"{run}: makespan {r['totals']['makespan_us'] / 1e3:.1f} ms, logits rel err {err:.2e}, "
           f"split {kinds}, moved {moved}")
-    assert err < 4e-4 and kinds.get("opencl", [0])[0] > 0, run
+    assert err < 4e-4 and kinds.get(kind, [0])[0] > 0, run
 seq = json.load(open(d + "/seq/report.json"))["totals"]["makespan_us"] / 1e3
 print(f"sequential: makespan {seq:.1f} ms")
 PY
-    echo "== GPT-2 on CPU + OpenCL GPU: $([[ $rc == 0 ]] && echo PASS || echo FAIL)"
-  } 2>&1 | tee "$OUT/opencl_gpt2.txt"
-  grep -q "GPU: PASS" "$OUT/opencl_gpt2.txt"
+    echo "== GPT-2 on CPU + $kind GPU: $([[ $rc == 0 ]] && echo PASS || echo FAIL)"
+  } 2>&1 | tee "$OUT/${kind}_gpt2.txt"
+  grep -q "GPU: PASS" "$OUT/${kind}_gpt2.txt"
 }
 
 run() {
@@ -207,7 +210,17 @@ run() {
       status=1
     tail -5 "$OUT/opencl_tests.log"
     names+=(opencl_tests)
-    opencl_gpt2 || status=1
+    # shellcheck disable=SC2086
+    gpt2_on opencl --opencl 1 ${OPENCL_RUN:-} || status=1
+  fi
+  # CUDA workers: the bundle's StarPU must have CUDA (a build configured with
+  # -DYMLOPT_STARPU_PREFIX=$(scripts/starpu_cuda.sh))
+  if grep -q ', CUDA yes,' "$OUT/ymlopt_info.txt"; then
+    gpt2_on cuda --ncuda 1 || status=1
+  else
+    echo "== CUDA through StarPU: FAIL: the bundle's StarPU has no CUDA (bundle a build against scripts/starpu_cuda.sh's)" |
+      tee "$OUT/cuda_gpt2.txt"
+    status=1
   fi
 
   # the report; it fails on any failure, missing result or unexpected skip
@@ -220,5 +233,5 @@ case ${1:-} in
   bundle) shift; bundle "$@" ;;
   run) run ;;
   ldd) unpack; set_library_path; echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"; check_ldd ;;
-  *) sed -n '2,12p' "$0" >&2; exit 2 ;;
+  *) sed -n '2,14p' "$0" >&2; exit 2 ;;
 esac

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """OUT/device_report.md from device_check.sh's logs and GoogleTest JSON files.
 
-  report.py OUT DEVICE_LOG INFO_TXT NAME...   # reads OUT/NAME.json (and OUT/NAME.log)
+  report.py OUT DEVICE_LOG INFO_TXT NAME...   # reads OUT/NAME.json (and OUT/NAME.log), OUT/*_gpt2.txt
 
 Exits 1 if a result is missing, a test failed, or a test skipped that should
 run on a GPU machine (all but EXPECTED_SKIPS).
@@ -88,6 +88,14 @@ def main():
             bad.append("%s: %d skipped (%s): %s" % (name, len(tests), why, ", ".join(tests)))
         if sum(counts.values()) == 0:
             bad.append("%s: no tests ran" % name)
+
+    # the StarPU runs on CPU + GPU workers (device_check.sh gpt2_on)
+    for path in sorted(out.glob("*_gpt2.txt")):
+        text = read(path).strip()
+        lines += ["## " + path.stem, "", "```"] + text.splitlines() + ["```", ""]
+        last = text.splitlines()[-1] if text else "empty"
+        if "PASS" not in last:
+            bad.append("%s: %s" % (path.stem, last))
 
     verdict = "FAIL" if bad else "PASS"
     lines[1:1] = ["", "**%s**" % verdict] + ["- " + b for b in bad]

@@ -54,6 +54,9 @@ struct ExecOptions {
   /// every device), devices of type CPU (PoCL) counted too when opencl_on_cpus.
   int nopencl = 0;
   bool opencl_on_cpus = false;
+  /// CUDA workers (StarPU built with CUDA): -1 (the default) every device, or
+  /// StarPU's STARPU_NCUDA when set; 0 none.
+  int ncuda = -1;
   /// --where: the kind of worker every task that has a kernel for it runs on
   /// (any: the scheduler chooses); a task's own `where` comes first.
   Where where = Where::any;
