@@ -22,6 +22,7 @@
 #include "compare_cmd.hpp"
 #include "embed_cmd.hpp"
 #include "estimate_cmd.hpp"
+#include "gguf_cmd.hpp"
 #include "model_cmd.hpp"
 #include "optimize_cmd.hpp"
 #include "register_builtin.hpp"
@@ -69,7 +70,8 @@ const char* kUsage =
     "  info              describe the machine (hwloc) and the StarPU build\n"
     "  calibrate         measure kernel rates, bandwidth and task overhead for the performance model\n"
     "  model init|info   write a seeded gpt2/bert/llama checkpoint with the real shapes\n"
-    "  convert M.json O  turn a TF.js model (manifest + shards) into safetensors\n"
+    "  convert M O       a TF.js model (model.json + shards) or llama.cpp's GGUF as safetensors\n"
+    "  export M O.gguf   a llama or GPT-2 checkpoint (f32, f16, q8_0, q4_0) as llama.cpp's GGUF\n"
     "  embed TEXT...     USE-lite sentence embeddings (and --similarity)\n"
     "  optimize WF.xml   compress a model's weights and rewrite it (--passes or --sequence; --eval)\n"
     "  compare DIR...    optimize runs side by side: table, SVG plot of quality vs bytes vs time\n"
@@ -101,6 +103,22 @@ void add_workflow_options(po::options_description& d, WorkflowArgs& a) {
 }
 
 // Parses a subcommand's options; prints its help and returns true on --help.
+bool parse_positional_or_help(const std::vector<std::string>& args, const po::options_description& d,
+                              std::initializer_list<const char*> positional, const std::string& cmd) {
+  po::positional_options_description pos;
+  for (const char* name : positional) pos.add(name, 1);
+  po::variables_map vm;
+  try {
+    po::store(po::command_line_parser(args).options(d).positional(pos).run(), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    throw UsageError(cmd + ": " + e.what());
+  }
+  if (!vm.count("help")) return false;
+  std::cout << d;
+  return true;
+}
+
 bool parse_or_help(const std::vector<std::string>& args, const po::options_description& d, WorkflowArgs* wf,
                    bool file_optional) {
   po::options_description all = d;
@@ -309,23 +327,13 @@ int cmd_info(const std::vector<std::string>& args) {
 
 int cmd_convert(const std::vector<std::string>& args) {
   std::string in, out;
-  po::options_description d("ymlopt convert MODEL.json OUT.safetensors");
-  d.add_options()("help,h", "show this help")("input", po::value(&in), "TF.js model.json (shards beside it)")(
+  po::options_description d("ymlopt convert MODEL.json|MODEL.gguf OUT.safetensors");
+  d.add_options()("help,h", "show this help")("input", po::value(&in),
+                                              "TF.js model.json (shards beside it), or llama.cpp's GGUF (llama, gpt2)")(
       "output", po::value(&out), "safetensors file to write");
-  po::positional_options_description pos;
-  pos.add("input", 1).add("output", 1);
-  po::variables_map vm;
-  try {
-    po::store(po::command_line_parser(args).options(d).positional(pos).run(), vm);
-    po::notify(vm);
-  } catch (const po::error& e) {
-    throw UsageError(std::string("convert: ") + e.what());
-  }
-  if (vm.count("help")) {
-    std::cout << d;
-    return 0;
-  }
-  if (in.empty() || out.empty()) throw UsageError("convert: expected MODEL.json and OUT.safetensors");
+  if (parse_positional_or_help(args, d, {"input", "output"}, "convert")) return 0;
+  if (in.empty() || out.empty()) throw UsageError("convert: expected MODEL.json or MODEL.gguf, and OUT.safetensors");
+  if (std::filesystem::path(in).extension() == ".gguf") return convert_gguf(in, out);
   try {
     io::convert_tfjs(in, out);
   } catch (const std::exception& e) {
@@ -822,6 +830,7 @@ int cli_main(const std::vector<std::string>& args) {
     if (cmd == "calibrate") return cmd_calibrate(rest);
     if (cmd == "model") return cmd_model(rest);
     if (cmd == "convert") return cmd_convert(rest);
+    if (cmd == "export") return cmd_export(rest);
     if (cmd == "embed") return cmd_embed(rest);
     if (cmd == "optimize") return cmd_optimize(rest);
     if (cmd == "compare") return cmd_compare(rest);
@@ -837,7 +846,7 @@ int cli_main(const std::vector<std::string>& args) {
       return 0;
     }
     throw UsageError("unknown command '" + cmd + "'" +
-                     did_you_mean(cmd, {"run", "check", "graph", "components", "info", "calibrate", "model", "convert", "embed", "optimize", "compare", "submit", "status", "estimate", "version"}));
+                     did_you_mean(cmd, {"run", "check", "graph", "components", "info", "calibrate", "model", "convert", "export", "embed", "optimize", "compare", "submit", "status", "estimate", "version"}));
   } catch (const UsageError& e) {
     std::cerr << "ymlopt: error: " << e.what() << "\n" << kUsage;
     return 2;

@@ -2,6 +2,7 @@
 // --plugin options, parsing with --help, and loading + compiling.
 #pragma once
 #include <boost/program_options.hpp>
+#include <initializer_list>
 #include <string>
 #include <utility>
 #include <vector>
@@ -27,6 +28,12 @@ void add_workflow_options(boost::program_options::options_description& d, Workfl
 /// workflow file is missing, unless `file_optional`).
 bool parse_or_help(const std::vector<std::string>& args, const boost::program_options::options_description& d,
                    WorkflowArgs* wf, bool file_optional = false);
+/// Parses a subcommand's options whose positional arguments are the options
+/// named in `positional`, in order (each taken once); prints the help and
+/// returns true on --help; throws UsageError("CMD: ...").
+///   if (parse_positional_or_help(args, d, {"input", "output"}, "convert")) return 0;
+bool parse_positional_or_help(const std::vector<std::string>& args, const boost::program_options::options_description& d,
+                              std::initializer_list<const char*> positional, const std::string& cmd);
 /// Built-in components plus plugins; prints the error and returns false on failure.
 bool load_registry(ComponentRegistry& reg, const std::vector<std::string>& plugins);
 /// Compiles, printing diagnostics (appended to `text` instead, when given); returns the exit
