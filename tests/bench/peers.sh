@@ -156,8 +156,10 @@ PY
 }
 
 echo "peers: ymlopt vs ONNX Runtime, $(date -u '+%Y-%m-%d %H:%M UTC')"
-echo "CPU: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores; flags: $(grep -o -w -E \
-  'avx2|avx512f|avx512_vnni|avx512_bf16|avx_vnni|amx_tile|amx_int8|amx_bf16' /proc/cpuinfo | sort -u | tr '\n' ' ')"
+flags=$(grep -o -w -E 'avx2|avx512f|avx512_vnni|avx512_bf16|avx_vnni|amx_tile|amx_int8|amx_bf16' /proc/cpuinfo | sort -u | xargs || true)
+grep -q amx <<<"$flags" || flags+=" (no AMX)"
+echo "CPU: $(lscpu | sed -n 's/^Model name: *//p') (family $(lscpu | sed -n 's/^CPU family: *//p')," \
+  "model $(lscpu | sed -n 's/^Model: *//p')), $(nproc) cores; flags: $flags"
 echo "load average:$(uptime | sed 's/.*load average: */ /')"
 echo "threads=$threads reps=$reps OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-unset}; ymlopt $y" \
   "($("$y" --version | head -1)); onnxruntime-node $(node -p "require('$peers_dir/node_modules/onnxruntime-node/package.json').version");" \
