@@ -28,7 +28,7 @@ command -v npm >/dev/null || packages+=(nodejs npm)
 # single-node Slurm cluster for `ymlopt submit` (tests/e2e/cli_slurm.sh; slurm-wlm brings
 # slurmctld, slurmd and slurm-client)
 if [ "${YMLOPT_WITH_TEST_DEPS:-0}" = 1 ]; then
-  packages+=(python3-torch python3-numpy slurm-wlm munge)
+  packages+=(python3-torch python3-numpy python3-onnx slurm-wlm munge)
 fi
 missing=()
 for p in "${packages[@]}"; do

@@ -62,8 +62,11 @@ def attention(q, k, v, heads, kv_heads, causal):
     B, S, _ = q.shape
     dh = q.shape[-1] // heads
     q = q.reshape(B, S, heads, dh).transpose(1, 2)
-    k = k.reshape(B, S, kv_heads, dh).transpose(1, 2).repeat_interleave(heads // kv_heads, dim=1)
-    v = v.reshape(B, S, kv_heads, dh).transpose(1, 2).repeat_interleave(heads // kv_heads, dim=1)
+    k = k.reshape(B, S, kv_heads, dh).transpose(1, 2)
+    v = v.reshape(B, S, kv_heads, dh).transpose(1, 2)
+    if kv_heads != heads:  # grouped-query; skipped otherwise (no copy in an exported ONNX graph)
+        k = k.repeat_interleave(heads // kv_heads, dim=1)
+        v = v.repeat_interleave(heads // kv_heads, dim=1)
     s = q @ k.transpose(-1, -2) / math.sqrt(dh)
     if causal:
         mask = torch.triu(torch.ones(S, S, dtype=torch.bool), 1)
