@@ -14,8 +14,13 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 dest="${1:-$here/third_party_cache/peers}"
 # One line per peer. --ignore-scripts: onnxruntime-node's install script only
 # downloads CUDA parts; its CPU library ships inside the package.
+# node-llama-cpp: llama.cpp prebuilt per CPU (haswell ... zen4, sapphirerapids);
+# --omit=optional below skips its CUDA/Vulkan/ARM builds (~650 MB), so the
+# linux-x64 CPU one is named here.
 packages=(
   onnxruntime-node@1.30.0
+  node-llama-cpp@3.21.1
+  @node-llama-cpp/linux-x64@3.21.1
 )
 
 die() { echo "fetch_peers: $*" >&2; exit 1; }
@@ -57,7 +62,7 @@ fi
 echo "fetch_peers: installing into $dest ($reason)" >&2
 
 command -v npm >/dev/null 2>&1 || die "npm is not installed (Debian: apt-get install nodejs npm; Node >= 18 is needed)"
-if ! npm install --no-audit --no-fund --no-save --ignore-scripts --prefix "$dest" "${packages[@]}" >&2; then
+if ! npm install --no-audit --no-fund --no-save --ignore-scripts --omit=optional --prefix "$dest" "${packages[@]}" >&2; then
   die "npm install failed: is the npm registry ($(npm config get registry 2>/dev/null || echo '?')) reachable?"
 fi
 reason="$(verify 2>&1)" || die "the installed packages do not verify: $reason"

@@ -1,0 +1,156 @@
+#!/usr/bin/env bash
+# ymlopt against llama.cpp (node-llama-cpp's prebuilt CPU backends) on the same
+# seeded LLaMA weights and ids: the prefill of one sequence, timed, and the
+# next-token distribution of every position, both engines against the PyTorch
+# reference forward (float64) of the f32 model.
+#
+#   tests/bench/peers/llama_cpp.sh [BUILD_DIR|YMLOPT_BINARY] [REPS]            # default build, 5
+#   CASES="llama:1.1B:128:f32 llama:1.1B:128:q8_0 llama:1.1B:128:q4_0" tests/bench/peers/llama_cpp.sh
+#   SMOKE=1 tests/bench/peers/llama_cpp.sh build       # tiny llama f32 and q4_0, 1 round (ctest)
+#
+# A case is llama:PRESET:SEQ:DTYPE, DTYPE f32, q8_0 or q4_0: ymlopt runs the
+# weights `ymlopt optimize --sequence workflows/sequences/DTYPE.xml` writes,
+# llama.cpp their `ymlopt export` (the same codes and scales, bit for bit).
+# Each round runs one `ymlopt run` process, then one llama.cpp process (two
+# prefills of the ids in one context: the first, and the second, warm):
+#   ymlopt ms      report.json makespan (forward + the save of the logits)
+#   llama.cpp ms   its first prefill; warm: the second
+#   wall           the whole process
+# ratio = ymlopt / llama.cpp (above 1: ymlopt is slower); medians over REPS.
+# Errors in nats against the reference's log-softmax: the largest |d log p| of
+# any position and token, and the mean KL(reference || engine) per position.
+# f32 must agree within TOL_F32 (default 2e-3, llama.cpp's own arithmetic);
+# quantized runs must keep KL below TOL_KL (default 0.05).
+# Env: THREADS (default nproc), KEEP=DIR keeps the files. Exit 77 (skip) when
+# node-llama-cpp cannot be fetched or Python lacks torch/numpy.
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)"
+arg=${1:-build}
+if [ -f "$arg" ] && [ -x "$arg" ]; then y=$(cd "$(dirname "$arg")" && pwd)/$(basename "$arg"); else y=$arg/bin/ymlopt; fi
+[ -x "$y" ] || { echo "llama_cpp: no ymlopt binary at $y" >&2; exit 2; }
+if [ "${SMOKE:-0}" = 1 ]; then
+  reps=${2:-1}
+  cases=${CASES:-"llama:tiny:32:f32 llama:tiny:32:q4_0"}
+else
+  reps=${2:-5}
+  cases=${CASES:-"llama:1.1B:128:f32 llama:1.1B:128:q8_0 llama:1.1B:128:q4_0"}
+fi
+threads=${THREADS:-$(nproc)}
+py=/usr/bin/python3
+export STARPU_SILENT=1
+cd "$here"
+"$py" -c "import torch, numpy" 2>/dev/null || { echo "skip: $py lacks torch or numpy"; exit 77; }
+peers_dir=$(scripts/fetch_peers.sh) || { echo "skip: node-llama-cpp could not be fetched (scripts/fetch_peers.sh, above)"; exit 77; }
+export YMLOPT_PEERS_DIR=$peers_dir
+if [ -n "${KEEP:-}" ]; then work=$KEEP; mkdir -p "$work"; else work=$(mktemp -d); trap 'rm -rf "$work"' EXIT; fi
+fails=0
+now_ms() { echo $(( $(date +%s%N) / 1000000 )); }
+
+# errors OUT KIND REF: "max_dlogp mean_kl" of OUT (KIND logits or logp) against REF's logits
+errors() {
+  "$py" - "$@" <<'PY'
+import sys, numpy as np
+def logp(a):
+    a = a - a.max(axis=1, keepdims=True)
+    return a - np.log(np.exp(a).sum(axis=1, keepdims=True))
+ref = np.load(sys.argv[3]).astype(np.float64)
+ref = logp(ref.reshape(-1, ref.shape[-1]))
+out = np.load(sys.argv[1]).astype(np.float64).reshape(ref.shape)
+if sys.argv[2] == "logits": out = logp(out)
+kl = (np.exp(ref) * (ref - out)).sum(axis=1).mean()
+print("%.3e %.3e" % (np.abs(out - ref).max(), kl))
+PY
+}
+check() {  # WHAT VALUE TOL
+  if "$py" -c "import sys; sys.exit(0 if float(sys.argv[1]) <= float(sys.argv[2]) else 1)" "$2" "$3"; then
+    echo "    ok: $1 $2 <= $3"
+  else
+    echo "    FAIL: $1 $2 > $3"; fails=$((fails + 1))
+  fi
+}
+
+# prepare PRESET SEQ DTYPE: $d/ids.npy, $d/ref.npy, $d/model.gguf, wf_args
+prepare() {
+  local preset=$1 seq=$2 dtype=$3 info layers width heads kv ffn vocab w
+  d=$work/llama-$preset-$seq-$dtype
+  mkdir -p "$d"
+  w=$work/llama-$preset.safetensors
+  [ -f "$w" ] || "$y" model init --arch llama --preset "$preset" --seed 1 "$w" >/dev/null
+  info=$("$y" model info --arch llama --preset "$preset")
+  layers=$(sed -n 's/.*: \([0-9]*\) layers.*/\1/p' <<<"$info")
+  width=$(sed -n 's/.* width \([0-9]*\),.*/\1/p' <<<"$info")
+  heads=$(sed -n 's/.* \([0-9]*\) heads.*/\1/p' <<<"$info")
+  kv=$(sed -n 's/.*(\([0-9]*\) kv).*/\1/p' <<<"$info")
+  ffn=$(sed -n 's/.* ffn \([0-9]*\),.*/\1/p' <<<"$info")
+  vocab=$(sed -n 's/.* vocab \([0-9]*\);.*/\1/p' <<<"$info")
+  "$py" -c "import numpy as np; np.save('$d/ids.npy', (np.arange($seq) * 7919 % $vocab).astype(np.int32))"
+  wf_args=(workflows/models/llama.xml --set ids="$d/ids.npy" --set seq=$seq --set layers=$layers --set width=$width
+    --set heads=$heads --set kv_heads=$kv --set ffn=$ffn --set vocab=$vocab)
+  local ref=$work/ref-llama-$preset-$seq.npy
+  [ -f "$ref" ] || "$py" tests/reference/transformers_ref.py --arch llama --weights "$w" --layers "$layers" \
+    --heads "$heads" --kv-heads "$kv" --ids "$d/ids.npy" --batch 1 --seq "$seq" --threads "$threads" --save "$ref" >/dev/null
+  ln -sf "$ref" "$d/ref.npy"
+  if [ "$dtype" != f32 ]; then
+    [ -f "$work/$dtype-$preset/llama.opt.safetensors" ] || "$y" optimize "${wf_args[@]}" --set weights="$w" \
+      --sequence "workflows/sequences/$dtype.xml" -o "$work/$dtype-$preset" >/dev/null
+    w=$work/$dtype-$preset/llama.opt.safetensors
+  fi
+  wf_args+=(--set weights="$w")
+  "$y" export "$w" "$d/model.gguf" --arch llama --preset "$preset" | sed 's/^/    /'
+}
+
+# one_case llama:PRESET:SEQ:DTYPE: alternating rounds, checks; prints the table row
+one_case() {
+  local arch preset seq dtype r t0 t1 ey el tol
+  IFS=: read -r arch preset seq dtype <<<"$1"
+  [[ "$arch" == llama && "$dtype" =~ ^(f32|q8_0|q4_0)$ ]] || { echo "llama_cpp: bad case '$1' (llama:PRESET:SEQ:f32|q8_0|q4_0)" >&2; exit 2; }
+  echo "== llama $preset seq $seq $dtype"
+  prepare "$preset" "$seq" "$dtype"
+  : >"$d/rounds.tsv"
+  for r in $(seq 1 "$reps"); do
+    t0=$(now_ms)
+    "$y" run "${wf_args[@]}" --ncpu "$threads" --out "$d/run" --quiet
+    t1=$(now_ms)
+    printf '%s\t%s\t' "$("$py" -c "import json; print(json.load(open('$d/run/report.json'))['totals']['makespan_us'] / 1e3)")" \
+      $((t1 - t0)) >>"$d/rounds.tsv"
+    t0=$(now_ms)
+    node tests/bench/peers/llama_run.mjs "$d/model.gguf" "$d/ids.npy" "$d/llama.npy" --threads "$threads" --rounds 2 >"$d/llama.json"
+    t1=$(now_ms)
+    printf '%s\t%s\n' "$("$py" -c "import json; r = json.load(open('$d/llama.json'))['rounds']; print(r[0]['run_ms'], r[1]['run_ms'], sep='\t')")" \
+      $((t1 - t0)) >>"$d/rounds.tsv"
+  done
+  read -r ey ky < <(errors "$d/run/logits.npy" logits "$d/ref.npy")
+  read -r el kl < <(errors "$d/llama.npy" logp "$d/ref.npy")
+  if [ "$dtype" = f32 ]; then
+    check "ymlopt max |d log p| vs PyTorch" "$ey" "${TOL_F32:-2e-3}"
+    check "llama.cpp max |d log p| vs PyTorch" "$el" "${TOL_F32:-2e-3}"
+  else
+    check "ymlopt KL vs the f32 PyTorch model" "$ky" "${TOL_KL:-0.05}"
+    check "llama.cpp KL vs the f32 PyTorch model" "$kl" "${TOL_KL:-0.05}"
+  fi
+  "$py" - "$d/rounds.tsv" "llama-$preset" "$seq" "$dtype" "$ey" "$ky" "$el" "$kl" "$(node -p "require('$d/llama.json').llama_cpp")" <<'PY' | tee -a "$work/table.txt"
+import statistics as st, sys
+rows = [list(map(float, l.split("\t"))) for l in open(sys.argv[1]) if l.strip()]
+ym, yw, lm, lwarm, lw = (st.median(c) for c in zip(*rows))
+name, seq, dtype, ey, ky, el, kl = sys.argv[2:9]
+print(f"| {name} | {seq} | {dtype} | {ym:.1f} | {lm:.1f} | **{ym / lm:.2f}** | {lwarm:.1f} | {ym / lwarm:.2f} "
+      f"| {yw:.0f} | {lw:.0f} | {ey} / {ky} | {el} / {kl} |")
+PY
+}
+
+echo "peers: ymlopt vs llama.cpp, $(date -u '+%Y-%m-%d %H:%M UTC')"
+flags=$(grep -o -w -E 'avx2|avx512f|avx512_vnni|avx512_bf16|avx_vnni|amx_tile|amx_int8|amx_bf16' /proc/cpuinfo | sort -u | xargs || true)
+grep -q amx <<<"$flags" || flags+=" (no AMX)"
+echo "CPU: $(lscpu | sed -n 's/^Model name: *//p') (family $(lscpu | sed -n 's/^CPU family: *//p')," \
+  "model $(lscpu | sed -n 's/^Model: *//p')), $(nproc) cores; flags: $flags"
+echo "load average:$(uptime | sed 's/.*load average: */ /')"
+echo "threads=$threads reps=$reps; ymlopt $y ($("$y" --version | head -1))"
+: >"$work/table.txt"
+for c in $cases; do one_case "$c"; done
+echo
+echo "| model | seq | dtype | ymlopt ms | llama.cpp ms | ratio | llama.cpp warm ms | ratio warm | ymlopt wall ms | llama.cpp wall ms | ymlopt max dlogp / KL | llama.cpp max dlogp / KL |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|---|"
+cat "$work/table.txt"
+echo "load average at the end:$(uptime | sed 's/.*load average: */ /')"
+if [ $fails -ne 0 ]; then echo "$fails check(s) failed"; exit 1; fi
+echo "all checks passed"
