@@ -19,8 +19,10 @@
 # ratio = ymlopt / llama.cpp (above 1: ymlopt is slower); medians over REPS.
 # Errors in nats against the reference's log-softmax: the largest |d log p| of
 # any position and token, and the mean KL(reference || engine) per position.
-# f32 must agree within TOL_F32 (default 2e-3, llama.cpp's own arithmetic);
-# quantized runs must keep KL below TOL_KL (default 0.05).
+# f32: |d log p| within TOL_F32 (default 1e-2; llama.cpp's own arithmetic
+# reaches 4e-3 on the 1.1B model, ours 1e-5; a wrong export is off by O(1)).
+# Quantized: KL below TOL_KL (default 0.02 for q8_0, 0.5 for q4_0: 4-bit codes
+# of seeded normal weights cost ~0.17 in both engines).
 # Env: THREADS (default nproc), KEEP=DIR keeps the files. Exit 77 (skip) when
 # node-llama-cpp cannot be fetched or Python lacks torch/numpy.
 set -euo pipefail
@@ -101,7 +103,7 @@ prepare() {
 
 # one_case llama:PRESET:SEQ:DTYPE: alternating rounds, checks; prints the table row
 one_case() {
-  local arch preset seq dtype r t0 t1 ey el tol
+  local arch preset seq dtype r t0 t1 ey ky el kl tol
   IFS=: read -r arch preset seq dtype <<<"$1"
   [[ "$arch" == llama && "$dtype" =~ ^(f32|q8_0|q4_0)$ ]] || { echo "llama_cpp: bad case '$1' (llama:PRESET:SEQ:f32|q8_0|q4_0)" >&2; exit 2; }
   echo "== llama $preset seq $seq $dtype"
@@ -122,11 +124,13 @@ one_case() {
   read -r ey ky < <(errors "$d/run/logits.npy" logits "$d/ref.npy")
   read -r el kl < <(errors "$d/llama.npy" logp "$d/ref.npy")
   if [ "$dtype" = f32 ]; then
-    check "ymlopt max |d log p| vs PyTorch" "$ey" "${TOL_F32:-2e-3}"
-    check "llama.cpp max |d log p| vs PyTorch" "$el" "${TOL_F32:-2e-3}"
+    check "ymlopt max |d log p| vs PyTorch" "$ey" "${TOL_F32:-1e-2}"
+    check "llama.cpp max |d log p| vs PyTorch" "$el" "${TOL_F32:-1e-2}"
   else
-    check "ymlopt KL vs the f32 PyTorch model" "$ky" "${TOL_KL:-0.05}"
-    check "llama.cpp KL vs the f32 PyTorch model" "$kl" "${TOL_KL:-0.05}"
+    tol=${TOL_KL:-0.02}
+    [ "$dtype" = q8_0 ] || tol=${TOL_KL:-0.5}
+    check "ymlopt KL vs the f32 PyTorch model" "$ky" "$tol"
+    check "llama.cpp KL vs the f32 PyTorch model" "$kl" "$tol"
   fi
   "$py" - "$d/rounds.tsv" "llama-$preset" "$seq" "$dtype" "$ey" "$ky" "$el" "$kl" "$(node -p "require('$d/llama.json').llama_cpp")" <<'PY' | tee -a "$work/table.txt"
 import statistics as st, sys
