@@ -19,7 +19,8 @@
 #   ORT warm   one more ORT process, REPS+1 runs: median of runs 2.. (steady state)
 # ratio = ymlopt / ORT (above 1: ymlopt is slower). Medians over REPS rounds.
 # Env: THREADS (default nproc: StarPU CPU workers and ORT intra-op threads),
-# TOL_F32 / TOL_INT8 (max |out - ref| / max |ref|, defaults 1e-4 / 0.05),
+# TOL_F32 / TOL_INT8 (max |out - ref| / max |ref|, defaults 1e-4 / 0.1; measured at
+# 124M/base: f32 1e-6 both engines, int8 ymlopt 0.021-0.035, ORT 0.023-0.047),
 # KEEP=DIR keeps the files, OPENBLAS_CORETYPE (tests/bench/openblas_core.sh).
 # Exit 77 (skip) when ONNX Runtime cannot be fetched or Python lacks torch/onnx.
 set -euo pipefail
@@ -36,7 +37,7 @@ else
 fi
 threads=${THREADS:-$(nproc)}
 tol_f32=${TOL_F32:-1e-4}
-tol_int8=${TOL_INT8:-0.05}
+tol_int8=${TOL_INT8:-0.1}
 py=/usr/bin/python3
 peers_py=$here/tests/bench/peers
 source "$here/tests/bench/openblas_core.sh"
