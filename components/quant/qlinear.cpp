@@ -135,6 +135,17 @@ void linear(const float* x, int64_t m, int64_t ldx, const QWeight& w, float* y, 
                    : cpu_has_avx2()        ? Isa::avx2
                                            : Isa::scalar;
   const bool w4 = w.bits == 4;
+  if (w.group == kBlock && !w.zero) {  // Q8_0 / Q4_0: activations per block (qlinear_internal.hpp)
+    const int32_t offset = path == Isa::scalar ? 0 : w4 ? 8 : path == Isa::avx512_vnni ? 128 : 0;
+    const Acts32 A = prepare_acts32(x, m, ldx, w.k, offset, path);
+    if (path == Isa::avx512_vnni)
+      b32_avx512(A, w, y, ldy);
+    else if (path == Isa::avx2)
+      b32_avx2(A, w, y, ldy);
+    else
+      b32_scalar(A, w, y, ldy);
+    return;
+  }
   const bool per_channel = w.group == 0;
   const int64_t G = w.groups(), n = w.n;
   const bool need_xsum = w.zero != nullptr || (w4 && per_channel);

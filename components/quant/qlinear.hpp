@@ -1,7 +1,7 @@
 // Quantized linear kernels: y = x · dequant(W)ᵀ with int8 or int4 weights.
 //
 //   quant::QWeight w{.bits = 8, .q = q, .q_ld = k, .n = n, .k = k, .scale = s};
-//   quant::linear(x, m, k, w, y, n);   // y[m, n], activations quantized per token
+//   quant::linear(x, m, k, w, y, n);   // y[m, n], activations quantized per token (q8_0/q4_0: per block)
 //
 // Code conventions (value = (c - zero) * scale, c the stored code):
 //   - bits 8: c is the int8 code. Symmetric: zero is null (0). Asymmetric: the
@@ -25,6 +25,12 @@
 //   sum is converted and multiply-added with its scale in f32 (16 lane partials,
 //   a fixed reduction tree). The AVX2 and scalar paths reproduce the same
 //   operations, so every path gives bit-identical y.
+//   Symmetric group-32 weights (q8_0, q4_0) instead quantize the activations per
+//   block of 32 (a_ib = max|x_i,block b| / 127, as llama.cpp does for these
+//   types): y_ij = Σ_b float(d_ijb) · (s_jb · a_ib), one f32 fma per block in
+//   block order, d_ijb the exact int32 block dot product. The vector paths pack 16
+//   weight rows at a time so that one vpdpbusd advances 16 outputs (activations
+//   broadcast); all paths again give bit-identical y.
 #pragma once
 #include <ymlopt/sdk.hpp>
 

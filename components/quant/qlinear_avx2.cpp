@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <vector>
 
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wuninitialized"
@@ -234,6 +235,87 @@ template void grp_avx2<false, false>(const Acts&, const QWeight&, const WPrep&, 
 template void grp_avx2<false, true>(const Acts&, const QWeight&, const WPrep&, const Fin&, float*, int64_t);
 template void grp_avx2<true, false>(const Acts&, const QWeight&, const WPrep&, const Fin&, float*, int64_t);
 template void grp_avx2<true, true>(const Acts&, const QWeight&, const WPrep&, const Fin&, float*, int64_t);
+
+// ---- the block path (symmetric group 32) ---------------------------------------------
+
+void pack_panel(const QWeight& w, int64_t j0, int nv, uint8_t add, uint8_t* q, float* s) {
+  for (int v = 0; v < nv; ++v)
+    for (int l = 0; l < kLanes; ++l) {
+      const int64_t row = j0 + kLanes * v + l;
+      for (int64_t c = 0; c < w.k; ++c) {
+        const int code = row < w.n ? code_at(w, row, c) : 0;
+        q[((c / 4) * nv + v) * 64 + 4 * l + c % 4] = static_cast<uint8_t>(code + add);
+      }
+      for (int64_t b = 0; b < w.k / kBlock; ++b) s[(b * nv + v) * kLanes + l] = row < w.n ? scale_at(w, row, b) : 0.0f;
+    }
+}
+
+namespace {
+
+/// MR activation rows x 16 outputs (two 8-lane halves) over all of k. int8: the
+/// panel holds the s8 codes, met as |c| x sign(xq, c); int4: u8 codes x s8 xq,
+/// lanes starting at zc = -8 Σ xq of the block.
+template <int MR, bool W4>
+YMLOPT_AVX2 __attribute__((noinline)) void b32_tile_avx2(const Acts32& A, int64_t i0, const uint8_t* pq,
+                                                         const float* ps, float* y, int64_t ldy, int64_t cols) {
+  const int64_t B = A.blocks, k = A.k;
+  const int8_t* xq = A.q.data() + i0 * k;
+  const __m256i ones = ones16_avx2();
+  __m256 f[MR][2];
+  for (int i = 0; i < MR; ++i) f[i][0] = f[i][1] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < B; ++b) {
+    __m256i acc[MR][2];
+    for (int i = 0; i < MR; ++i) acc[i][0] = acc[i][1] = _mm256_set1_epi32(A.zc[(i0 + i) * B + b]);
+#pragma GCC unroll 8
+    for (int t = 0; t < 8; ++t) {
+      const uint8_t* pt = pq + (b * 8 + t) * 64;
+      __m256i wv[2];
+      for (int h = 0; h < 2; ++h) wv[h] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pt + 32 * h));
+#pragma GCC unroll 8
+      for (int i = 0; i < MR; ++i) {
+        int32_t x4;
+        std::memcpy(&x4, xq + i * k + b * kBlock + 4 * t, 4);
+        const __m256i xv = _mm256_set1_epi32(x4);
+        for (int h = 0; h < 2; ++h) {
+          const __m256i p = W4 ? _mm256_maddubs_epi16(wv[h], xv)
+                               : _mm256_maddubs_epi16(_mm256_abs_epi8(wv[h]), _mm256_sign_epi8(xv, wv[h]));
+          acc[i][h] = _mm256_add_epi32(acc[i][h], _mm256_madd_epi16(p, ones));
+        }
+      }
+    }
+    for (int i = 0; i < MR; ++i) {
+      const __m256 a = _mm256_set1_ps(A.a[(i0 + i) * B + b]);
+      for (int h = 0; h < 2; ++h)
+        f[i][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[i][h]), _mm256_mul_ps(_mm256_loadu_ps(ps + b * kLanes + 8 * h), a),
+                                  f[i][h]);
+    }
+  }
+  for (int i = 0; i < MR; ++i) {
+    alignas(32) float e[16];
+    _mm256_store_ps(e, f[i][0]);
+    _mm256_store_ps(e + 8, f[i][1]);
+    std::memcpy(y + i * ldy, e, static_cast<std::size_t>(std::min<int64_t>(cols, kLanes)) * sizeof(float));
+  }
+}
+
+template <bool W4>
+void b32_run_avx2(const Acts32& A, const QWeight& w, float* y, int64_t ldy) {
+  std::vector<uint8_t> pq(static_cast<std::size_t>(w.k / 4 * 64));
+  std::vector<float> ps(static_cast<std::size_t>(A.blocks * kLanes));
+  for (int64_t j0 = 0; j0 < w.n; j0 += kLanes) {
+    const int64_t cols = std::min<int64_t>(kLanes, w.n - j0);
+    pack_panel(w, j0, 1, 0, pq.data(), ps.data());
+    int64_t i = 0;
+    for (; i + 2 <= A.m; i += 2) b32_tile_avx2<2, W4>(A, i, pq.data(), ps.data(), y + i * ldy + j0, ldy, cols);
+    if (i < A.m) b32_tile_avx2<1, W4>(A, i, pq.data(), ps.data(), y + i * ldy + j0, ldy, cols);
+  }
+}
+
+}  // namespace
+
+void b32_avx2(const Acts32& A, const QWeight& w, float* y, int64_t ldy) {
+  (w.bits == 4 ? b32_run_avx2<true> : b32_run_avx2<false>)(A, w, y, ldy);
+}
 
 }  // namespace ymlopt::quant::linear_impl
 

@@ -5,6 +5,8 @@
 
 #include <immintrin.h>
 
+#include <cstring>
+
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -274,6 +276,163 @@ void grp_dispatch(bool tail, int64_t chunks, const Acts& A, const QWeight& w, co
     grp_avx512<W4, false, 2>(A, w, P, fin, y, ldy);
   else
     grp_avx512<W4, false, 0>(A, w, P, fin, y, ldy);
+}
+
+// ---- the block path (symmetric group 32) ---------------------------------------------
+
+namespace {
+
+/// 16 x 16 int32 transpose in place: r[l] (lane s = element s of row l) -> r[s] (lane l = element s of row l).
+YMLOPT_AVX512 inline void transpose16(__m512i* r) {
+  __m512i t[16], u[16];
+  for (int p = 0; p < 8; ++p) {
+    t[2 * p] = _mm512_unpacklo_epi32(r[2 * p], r[2 * p + 1]);
+    t[2 * p + 1] = _mm512_unpackhi_epi32(r[2 * p], r[2 * p + 1]);
+  }
+  for (int g = 0; g < 4; ++g) {  // u[4g + s], 128-bit lane L: element 4L + s of rows 4g..4g+3
+    u[4 * g] = _mm512_unpacklo_epi64(t[4 * g], t[4 * g + 2]);
+    u[4 * g + 1] = _mm512_unpackhi_epi64(t[4 * g], t[4 * g + 2]);
+    u[4 * g + 2] = _mm512_unpacklo_epi64(t[4 * g + 1], t[4 * g + 3]);
+    u[4 * g + 3] = _mm512_unpackhi_epi64(t[4 * g + 1], t[4 * g + 3]);
+  }
+  for (int q = 0; q < 4; ++q) {
+    const __m512i a0 = _mm512_shuffle_i32x4(u[q], u[4 + q], 0x88), a1 = _mm512_shuffle_i32x4(u[q], u[4 + q], 0xdd);
+    const __m512i b0 = _mm512_shuffle_i32x4(u[8 + q], u[12 + q], 0x88),
+                  b1 = _mm512_shuffle_i32x4(u[8 + q], u[12 + q], 0xdd);
+    r[q] = _mm512_shuffle_i32x4(a0, b0, 0x88);
+    r[4 + q] = _mm512_shuffle_i32x4(a1, b1, 0x88);
+    r[8 + q] = _mm512_shuffle_i32x4(a0, b0, 0xdd);
+    r[12 + q] = _mm512_shuffle_i32x4(a1, b1, 0xdd);
+  }
+}
+
+/// pack_panel with add = 128 for int8 (u8 = code + 128) and 0 for int4, 64 k of 16 rows per transpose.
+YMLOPT_AVX512 void pack_panel_avx512(const QWeight& w, int64_t j0, int nv, uint8_t* q, float* s) {
+  const bool w4 = w.bits == 4;
+  const __m512i flip = _mm512_set1_epi8(w4 ? 0 : -128), lo = _mm512_set1_epi16(0x0f), hi = _mm512_set1_epi16(0x0f00);
+  for (int v = 0; v < nv; ++v)
+    for (int64_t c = 0; c * kChunk < w.k; ++c) {
+      const bool half = w.k - c * kChunk < kChunk;  // k is a multiple of 32: a last half chunk
+      __m512i r[16];
+      for (int l = 0; l < kLanes; ++l) {
+        const int64_t row = j0 + kLanes * v + l;
+        if (row >= w.n) {
+          r[l] = _mm512_setzero_si512();
+        } else if (w4) {
+          const int8_t* src = w.q + row * w.q_ld + c * (kChunk / 2);
+          const __m512i x = _mm512_cvtepu8_epi16(half ? _mm256_maskz_loadu_epi8(0xffffu, src)
+                                                      : _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src)));
+          r[l] = _mm512_or_si512(_mm512_and_si512(x, lo), _mm512_and_si512(_mm512_slli_epi16(x, 4), hi));
+        } else {
+          const int8_t* src = w.q + row * w.q_ld + c * kChunk;
+          r[l] = half ? _mm512_maskz_loadu_epi8(0xffffffffULL, src) : _mm512_loadu_si512(src);
+        }
+      }
+      transpose16(r);
+      for (int t = 0; t < (half ? 8 : 16); ++t)
+        _mm512_storeu_si512(q + ((16 * c + t) * nv + v) * 64, _mm512_xor_si512(r[t], flip));
+    }
+  const int64_t blocks = w.k / kBlock;
+  for (int v = 0; v < nv; ++v)
+    for (int l = 0; l < kLanes; ++l) {
+      const int64_t row = j0 + kLanes * v + l;
+      float* dst = s + v * kLanes + l;
+      if (row >= w.n) {
+        for (int64_t b = 0; b < blocks; ++b) dst[b * nv * kLanes] = 0.0f;
+      } else if (w.scale_dtype == DType::f16) {
+        const auto* src = static_cast<const std::uint16_t*>(w.scale) + row * w.scale_ld;
+        for (int64_t b0 = 0; b0 < blocks; b0 += 16) {
+          const int64_t nb = std::min<int64_t>(16, blocks - b0);
+          alignas(64) float e[16];
+          _mm512_store_ps(e, _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(static_cast<__mmask16>((1u << nb) - 1), src + b0)));
+          for (int64_t b = 0; b < nb; ++b) dst[(b0 + b) * nv * kLanes] = e[b];
+        }
+      } else {
+        const float* src = static_cast<const float*>(w.scale) + row * w.scale_ld;
+        for (int64_t b = 0; b < blocks; ++b) dst[b * nv * kLanes] = src[b];
+      }
+    }
+}
+
+/// MR activation rows x 16 NV outputs over all of k: per block, int32 lanes from
+/// zc (the offset correction) through 8 vpdpbusd steps, then one fma with s · a.
+template <int MR, int NV>
+YMLOPT_AVX512 __attribute__((noinline)) void b32_tile(const Acts32& A, int64_t i0, const uint8_t* pq, const float* ps,
+                                                      float* y, int64_t ldy, int64_t cols) {
+  const int64_t B = A.blocks, k = A.k;
+  const int8_t* xq = A.q.data() + i0 * k;
+  const float* xa = A.a.data() + i0 * B;
+  const int32_t* xz = A.zc.data() + i0 * B;
+  __m512 f[MR][NV];
+#pragma GCC unroll 16
+  for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 16
+    for (int v = 0; v < NV; ++v) f[i][v] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < B; ++b) {
+    __m512i acc[MR][NV];
+#pragma GCC unroll 16
+    for (int i = 0; i < MR; ++i) {
+      const __m512i z = _mm512_set1_epi32(xz[i * B + b]);
+#pragma GCC unroll 16
+      for (int v = 0; v < NV; ++v) acc[i][v] = z;
+    }
+    const uint8_t* pb = pq + b * 8 * NV * 64;
+#pragma GCC unroll 8
+    for (int t = 0; t < 8; ++t) {
+      __m512i wv[NV];
+#pragma GCC unroll 16
+      for (int v = 0; v < NV; ++v) wv[v] = _mm512_loadu_si512(pb + (t * NV + v) * 64);
+#pragma GCC unroll 16
+      for (int i = 0; i < MR; ++i) {
+        int32_t x4;
+        std::memcpy(&x4, xq + i * k + b * kBlock + 4 * t, 4);
+        const __m512i xv = _mm512_set1_epi32(x4);
+#pragma GCC unroll 16
+        for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_dpbusd_epi32(acc[i][v], wv[v], xv);
+      }
+    }
+    __m512 sv[NV];
+#pragma GCC unroll 16
+    for (int v = 0; v < NV; ++v) sv[v] = _mm512_loadu_ps(ps + (b * NV + v) * kLanes);
+#pragma GCC unroll 16
+    for (int i = 0; i < MR; ++i) {
+      const __m512 a = _mm512_set1_ps(xa[i * B + b]);
+#pragma GCC unroll 16
+      for (int v = 0; v < NV; ++v)
+        f[i][v] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc[i][v]), _mm512_mul_ps(sv[v], a), f[i][v]);
+    }
+  }
+#pragma GCC unroll 16
+  for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 16
+    for (int v = 0; v < NV; ++v) {
+      const int64_t c = cols - kLanes * v;
+      if (c >= kLanes)
+        _mm512_storeu_ps(y + i * ldy + kLanes * v, f[i][v]);
+      else if (c > 0)
+        _mm512_mask_storeu_ps(y + i * ldy + kLanes * v, static_cast<__mmask16>((1u << c) - 1), f[i][v]);
+    }
+}
+
+using TileFn = void (*)(const Acts32&, int64_t, const uint8_t*, const float*, float*, int64_t, int64_t);
+
+}  // namespace
+
+void b32_avx512(const Acts32& A, const QWeight& w, float* y, int64_t ldy) {
+  constexpr int MR = 4, NV = 2;
+  static constexpr TileFn tiles[NV][MR] = {{b32_tile<1, 1>, b32_tile<2, 1>, b32_tile<3, 1>, b32_tile<4, 1>},
+                                           {b32_tile<1, 2>, b32_tile<2, 2>, b32_tile<3, 2>, b32_tile<4, 2>}};
+  std::vector<uint8_t> pq(static_cast<std::size_t>(w.k / 4 * NV * 64));
+  std::vector<float> ps(static_cast<std::size_t>(A.blocks * NV * kLanes));
+  for (int64_t j0 = 0; j0 < w.n; j0 += NV * kLanes) {
+    const int64_t cols = std::min<int64_t>(NV * kLanes, w.n - j0);
+    const int nv = static_cast<int>((cols + kLanes - 1) / kLanes);
+    pack_panel_avx512(w, j0, nv, pq.data(), ps.data());
+    for (int64_t i = 0; i < A.m; i += MR) {
+      const int64_t mr = std::min<int64_t>(MR, A.m - i);
+      tiles[nv - 1][mr - 1](A, i, pq.data(), ps.data(), y + i * ldy + j0, ldy, cols);
+    }
+  }
 }
 
 template void pc_avx512<false, false>(const Acts&, const QWeight&, const Fin&, float*, int64_t);

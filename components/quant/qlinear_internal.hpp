@@ -211,6 +211,36 @@ void pc_avx2(const Acts& A, const QWeight& w, const Fin& fin, float* y, int64_t 
 template <bool W4, bool Tail>
 void grp_avx2(const Acts& A, const QWeight& w, const WPrep& P, const Fin& fin, float* y, int64_t ldy);
 
+// ---- symmetric group-32 weights (Q8_0, Q4_0): the block path --------------------------
+//
+// Activations are quantized per 32-element block (as llama.cpp quantizes them
+// for Q8_0 / Q4_0), and y[i, j] = Σ_b float(d_ijb) · (s_jb · a_ib), one fma per
+// block in block order (d the exact int32 dot product of block b). The vector
+// paths pack 16-row groups of the weight into panels whose 32-bit lanes hold 4
+// consecutive codes of one row, so one vpdpbusd (AVX2: vpmaddubsw + vpmaddwd)
+// advances 16 (8) outputs of an activation row by 4 k, the activations broadcast.
+
+constexpr int64_t kBlock = 32;
+constexpr int kLanes = 16;  // weight rows per panel group
+
+/// Activations of the block path.
+struct Acts32 {
+  int64_t m = 0, k = 0, blocks = 0;
+  std::vector<int8_t> q;    // [m, k] codes in [-127, 127]
+  std::vector<float> a;     // [m, blocks] scales: max|x| / 127 of the block
+  std::vector<int32_t> zc;  // [m, blocks] -offset · Σ codes of the block (the kernel's weight code offset)
+};
+Acts32 prepare_acts32(const float* x, int64_t m, int64_t ldx, int64_t k, int32_t offset, Isa path);
+
+/// Packs weight rows [j0, j0 + 16 nv) into q: [k/4][nv][16][4] bytes, the codes
+/// (int8; int4 as unsigned 0..15) plus `add` modulo 256, and s: [k/32][nv][16]
+/// f32 scales. Rows at or past n get zero codes and zero scales.
+void pack_panel(const QWeight& w, int64_t j0, int nv, uint8_t add, uint8_t* q, float* s);
+
+void b32_scalar(const Acts32& A, const QWeight& w, float* y, int64_t ldy);
+void b32_avx2(const Acts32& A, const QWeight& w, float* y, int64_t ldy);
+void b32_avx512(const Acts32& A, const QWeight& w, float* y, int64_t ldy);
+
 // ---- the driver (qlinear.cpp) ----------------------------------------------------
 
 /// The arguments of a linear call (`who` names it in the errors); false when

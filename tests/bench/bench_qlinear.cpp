@@ -5,7 +5,7 @@
 //
 // For each shape (k x n: x is [m, k], W is [n, k] as torch Linear) and M: sgemm
 // (cblas_sgemm, B transposed; at M = 1 also sgemv) with openblas_set_num_threads(t),
-// and quant::linear with int8 per channel, int4 group 128 (symmetric) and q4_0, and
+// and quant::linear with int8 per channel, int4 group 128 (symmetric), q4_0 and q8_0, and
 // quant::linear_weight_only on the int8 weights (activations kept f32: "int8 w-only"),
 // split over t persistent std::threads by output rows (QWeight::rows). Weights are quantized
 // once (not timed); activation quantization is inside every timed call. Prints the
@@ -130,7 +130,8 @@ double rel_err(const std::vector<float>& a, const std::vector<float>& ref) {
 int main(int argc, char** argv) {
   bench::Args args(argc, argv);
   const int reps = static_cast<int>(args.num("--reps", 21));
-  const std::string formats = args.str("--formats", "0123");  // 0 int8, 1 int4-g128, 2 q4_0, 3 int8 weight-only
+  // 0 int8, 1 int4-g128, 2 q4_0, 3 int8 weight-only, 4 q8_0
+  const std::string formats = args.str("--formats", "01234");
   const std::string isa_name = args.str("--isa", "best");  // best, scalar, avx2, avx512
   const Isa isa = isa_name == "scalar" ? Isa::scalar
                   : isa_name == "avx2" ? Isa::avx2
@@ -151,9 +152,9 @@ int main(int argc, char** argv) {
   std::printf("openblas: corename=%s OPENBLAS_CORETYPE=%s\n", openblas_get_corename(), coretype ? coretype : "(unset)");
   std::printf("task f32 column: blas.gemm's f32 GEMM at 1 thread, %s (nn.linear's dense f32 path is the sgemm column)\n",
               ymlopt::gemm::sgemm_library().c_str());
-  std::printf("%-10s %5s %3s %10s %10s %16s %16s %16s %16s %18s   %s\n", "k x n", "M", "thr", "sgemm ms", "sgemv ms",
-              "int8 ms (x)", "int4g128 ms (x)", "q4_0 ms (x)", "int8 w-only (x)", "task f32 ms (int8x)",
-              "rel.err int8/int4g128/q4_0/int8 w-only");
+  std::printf("%-10s %5s %3s %10s %10s %16s %16s %16s %16s %16s %18s   %s\n", "k x n", "M", "thr", "sgemm ms",
+              "sgemv ms", "int8 ms (x)", "int4g128 ms (x)", "q4_0 ms (x)", "int8 w-only (x)", "q8_0 ms (x)",
+              "task f32 ms (int8x)", "rel.err int8/int4g128/q4_0/int8 w-only/q8_0");
 
   std::mt19937 gen(42);
   std::normal_distribution<float> nd(0.0f, 1.0f);
@@ -163,13 +164,15 @@ int main(int argc, char** argv) {
     const auto q8 = ymlopt::quant::quantize_int8(w.data(), n, k, k);
     const auto q4 = ymlopt::quant::quantize_group(w.data(), n, k, k, 4, 128, true);
     const auto q40 = ymlopt::quant::quantize_q4_0(w.data(), n, k, k);
+    const auto q80 = ymlopt::quant::quantize_q8_0(w.data(), n, k, k);
     for (long m : ms) {
       std::vector<float> x(static_cast<std::size_t>(m * k)), y(static_cast<std::size_t>(m * n)), yq(y.size());
       for (float& v : x) v = nd(gen);
       for (long t : threads) {
         openblas_set_num_threads(static_cast<int>(t));
         Pool pool(static_cast<int>(t));
-        const QWeight views[4] = {q8.view(), q4.view(), q40.view(), q8.view()};
+        constexpr int F = 5;
+        const QWeight views[F] = {q8.view(), q4.view(), q40.view(), q8.view(), q80.view()};
         auto sgemm = [&] {
           cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(m), int(n), int(k), 1.0f, x.data(), int(k), w.data(),
                       int(k), 0.0f, y.data(), int(n));
@@ -183,11 +186,11 @@ int main(int argc, char** argv) {
         };
         // Interleaved: every rep times sgemm and then each format back to back, so that the
         // ratios compare calls made under the same load (this machine is shared).
-        std::vector<double> ts, tv, tqs[4], ratio[4], tf, ratio_f;
-        double err[4] = {0, 0, 0, 0};
+        std::vector<double> ts, tv, tqs[F], ratio[F], tf, ratio_f;
+        double err[F] = {0, 0, 0, 0, 0};
         for (int r = -1; r < reps; ++r) {
           const double s0 = timed(sgemm), v0 = m == 1 ? timed(sgemv) : 0, f0 = t == 1 ? timed(task_f32) : 0;
-          for (int v = 0; v < 4; ++v) {
+          for (int v = 0; v < F; ++v) {
             if (formats.find(std::to_string(v)) == std::string::npos) continue;
             const double q = timed([&] { qlinear_mt(x.data(), m, k, views[v], yq.data(), pool, isa, v == 3); });
             if (r < 0) continue;  // warm-up
@@ -201,24 +204,24 @@ int main(int argc, char** argv) {
           tv.push_back(v0);
         }
         sgemm();
-        for (int v = 0; v < 4; ++v) {
+        for (int v = 0; v < F; ++v) {
           if (formats.find(std::to_string(v)) == std::string::npos) continue;
           qlinear_mt(x.data(), m, k, views[v], yq.data(), pool, isa, v == 3);
           err[v] = rel_err(yq, y);
         }
         const double t_sgemm = bench::median(ts), t_sgemv = bench::median(tv);
-        double tq[4];
-        for (int v = 0; v < 4; ++v) tq[v] = bench::median(tqs[v]);
-        char c[4][40];
-        for (int v = 0; v < 4; ++v)
+        double tq[F];
+        for (int v = 0; v < F; ++v) tq[v] = bench::median(tqs[v]);
+        char c[F][40];
+        for (int v = 0; v < F; ++v)
           std::snprintf(c[v], sizeof c[v], "%.3f (%.2fx)", tq[v] * 1e3, tqs[v].empty() ? 0.0 : bench::median(ratio[v]));
         char gv[16] = "-", fc[40] = "-";
         if (m == 1) std::snprintf(gv, sizeof gv, "%.3f", t_sgemv * 1e3);
         if (!tf.empty())
           std::snprintf(fc, sizeof fc, "%.3f (%.2fx)", bench::median(tf) * 1e3,
                         ratio_f.empty() ? 0.0 : bench::median(ratio_f));
-        std::printf("%4ldx%-5ld %5ld %3ld %10.3f %10s %16s %16s %16s %16s %18s   %.4f/%.4f/%.4f/%.4f\n", k, n, m, t,
-                    t_sgemm * 1e3, gv, c[0], c[1], c[2], c[3], fc, err[0], err[1], err[2], err[3]);
+        std::printf("%4ldx%-5ld %5ld %3ld %10.3f %10s %16s %16s %16s %16s %16s %18s   %.4f/%.4f/%.4f/%.4f/%.4f\n", k, n,
+                    m, t, t_sgemm * 1e3, gv, c[0], c[1], c[2], c[3], c[4], fc, err[0], err[1], err[2], err[3], err[4]);
         std::fflush(stdout);
       }
     }

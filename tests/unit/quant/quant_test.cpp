@@ -418,21 +418,29 @@ std::vector<float> check_linear(const Scheme& s, const Case& c, quant::Isa isa, 
   std::vector<float> out(static_cast<std::size_t>(c.m * c.n));
   LD err2 = 0, ref2 = 0;
   int bad = 0;
+  // symmetric group 32 (Q8_0 / Q4_0): activations quantized per block of 32, else per token
+  const std::int64_t span = s.group == 32 && s.symmetric ? 32 : c.k;
   for (std::int64_t i = 0; i < c.m; ++i) {
-    std::vector<int> xq;
-    LD a;
-    ref_act_quant(x.data() + i * ldx, c.k, xq, a);
+    std::vector<int> xq(static_cast<std::size_t>(c.k));
+    std::vector<LD> a(static_cast<std::size_t>(c.k));  // the scale of each activation's span
+    for (std::int64_t b = 0; b < c.k; b += span) {
+      std::vector<int> part;
+      LD as;
+      ref_act_quant(x.data() + i * ldx + b, span, part, as);
+      std::copy(part.begin(), part.end(), xq.begin() + b);
+      std::fill(a.begin() + b, a.begin() + b + span, as);
+    }
     for (std::int64_t j = 0; j < c.n; ++j) {
-      LD s_q = 0, s_abs = 0, s_f = 0;
+      LD ref = 0, s_abs = 0, s_f = 0;
       for (std::int64_t kk = 0; kk < c.k; ++kk) {
-        const LD d = deq[static_cast<std::size_t>(j * c.k + kk)];
-        s_q += xq[static_cast<std::size_t>(kk)] * d;
-        s_abs += std::fabs(xq[static_cast<std::size_t>(kk)] * d);
+        const LD d = deq[static_cast<std::size_t>(j * c.k + kk)], ak = a[static_cast<std::size_t>(kk)];
+        ref += ak * xq[static_cast<std::size_t>(kk)] * d;
+        s_abs += std::fabs(ak * xq[static_cast<std::size_t>(kk)] * d);
         s_f += LD(x[static_cast<std::size_t>(i * ldx + kk)]) * LD(w[static_cast<std::size_t>(j * c.k + kk)]);
       }
-      const LD ref = a * s_q, got = y[static_cast<std::size_t>(i * ldy + j)];
+      const LD got = y[static_cast<std::size_t>(i * ldy + j)];
       out[static_cast<std::size_t>(i * c.n + j)] = float(got);
-      if (std::fabs(got - ref) > 2e-5L * a * s_abs + 1e-30L && bad++ < 5)
+      if (std::fabs(got - ref) > 2e-5L * s_abs + 1e-30L && bad++ < 5)
         ADD_FAILURE() << "y(" << i << ", " << j << ") = " << double(got) << ", reference " << double(ref);
       err2 += (got - s_f) * (got - s_f);
       ref2 += s_f * s_f;
@@ -445,7 +453,7 @@ std::vector<float> check_linear(const Scheme& s, const Case& c, quant::Isa isa, 
 
 std::vector<Case> cases_for(const Scheme& s) {
   if (s.group == 0) return {{1, 64, 8}, {5, 100, 7}, {7, 130, 13}, {4, 64, 4}, {9, 256, 33}, {1, 770, 9}};
-  if (s.group == 32) return {{1, 96, 8}, {6, 160, 7}, {9, 256, 33}, {4, 32, 3}};
+  if (s.group == 32) return {{1, 96, 8}, {6, 160, 7}, {9, 256, 33}, {4, 32, 3}, {13, 224, 70}};
   if (s.group == 64) return {{1, 64, 5}, {7, 192, 13}, {8, 320, 6}};
   return {{1, 128, 9}, {5, 384, 11}, {9, 256, 33}};
 }
@@ -628,8 +636,8 @@ TEST(QLinearTest, ExtremeCodesDoNotSaturate) {
   for (std::size_t i = 0; i < x.size(); ++i) x[i] = (i / 2) % 3 == 0 ? -1.0f : 1.0f;  // codes +-127
   std::vector<std::int8_t> q(static_cast<std::size_t>(n * k));
   for (std::size_t i = 0; i < q.size(); ++i) q[i] = (i / 2) % 3 == 0 ? std::int8_t(-128) : std::int8_t(127);
-  std::vector<float> s(static_cast<std::size_t>(n * (k / 64)), 0.5f), z(s.size(), 0.25f);
-  for (std::int64_t group : {std::int64_t(0), std::int64_t(64)})
+  std::vector<float> s(static_cast<std::size_t>(n * (k / 32)), 0.5f), z(s.size(), 0.25f);
+  for (std::int64_t group : {std::int64_t(0), std::int64_t(32), std::int64_t(64)})
     for (bool asym : {false, true}) {
       SCOPED_TRACE("group " + std::to_string(group) + (asym ? " asymmetric" : ""));
       QWeight w;
