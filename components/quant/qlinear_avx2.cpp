@@ -256,9 +256,9 @@ namespace {
 /// panel holds the s8 codes, met as |c| x sign(xq, c); int4: u8 codes x s8 xq,
 /// lanes starting at zc = -8 Σ xq of the block.
 template <int MR, bool W4>
-YMLOPT_AVX2 __attribute__((noinline)) void b32_tile_avx2(const Acts32& A, int64_t i0, const uint8_t* pq,
+YMLOPT_AVX2 __attribute__((noinline)) void b32_tile_avx2(const PanelActs& A, int64_t i0, const uint8_t* pq,
                                                          const float* ps, float* y, int64_t ldy, int64_t cols) {
-  const int64_t B = A.blocks, k = A.k;
+  const int64_t B = A.blocks, k = A.kq;
   const int8_t* xq = A.q.data() + i0 * k;
   const __m256i ones = ones16_avx2();
   __m256 f[MR][2];
@@ -299,7 +299,7 @@ YMLOPT_AVX2 __attribute__((noinline)) void b32_tile_avx2(const Acts32& A, int64_
 }
 
 template <bool W4>
-void b32_run_avx2(const Acts32& A, const QWeight& w, float* y, int64_t ldy) {
+void b32_run_avx2(const PanelActs& A, const QWeight& w, float* y, int64_t ldy) {
   std::vector<uint8_t> pq(static_cast<std::size_t>(w.k / 4 * 64));
   std::vector<float> ps(static_cast<std::size_t>(A.blocks * kLanes));
   for (int64_t j0 = 0; j0 < w.n; j0 += kLanes) {
@@ -313,7 +313,7 @@ void b32_run_avx2(const Acts32& A, const QWeight& w, float* y, int64_t ldy) {
 
 }  // namespace
 
-void b32_avx2(const Acts32& A, const QWeight& w, float* y, int64_t ldy) {
+void b32_avx2(const PanelActs& A, const QWeight& w, float* y, int64_t ldy) {
   (w.bits == 4 ? b32_run_avx2<true> : b32_run_avx2<false>)(A, w, y, ldy);
 }
 

@@ -306,13 +306,15 @@ YMLOPT_AVX512 inline void transpose16(__m512i* r) {
   }
 }
 
-/// pack_panel with add = 128 for int8 (u8 = code + 128) and 0 for int4, 64 k of 16 rows per transpose.
+/// pack_panel with add = 128 for int8 (u8 = code + 128) and 0 for int4, 64 k of
+/// 16 rows per transpose; k/4 rounded up (codes past k are 0, then + add).
 YMLOPT_AVX512 void pack_panel_avx512(const QWeight& w, int64_t j0, int nv, uint8_t* q, float* s) {
   const bool w4 = w.bits == 4;
   const __m512i flip = _mm512_set1_epi8(w4 ? 0 : -128), lo = _mm512_set1_epi16(0x0f), hi = _mm512_set1_epi16(0x0f00);
   for (int v = 0; v < nv; ++v)
     for (int64_t c = 0; c * kChunk < w.k; ++c) {
-      const bool half = w.k - c * kChunk < kChunk;  // k is a multiple of 32: a last half chunk
+      const int64_t rem = std::min(kChunk, w.k - c * kChunk);  // k of this chunk (int4: even)
+      const bool full = rem == kChunk;
       __m512i r[16];
       for (int l = 0; l < kLanes; ++l) {
         const int64_t row = j0 + kLanes * v + l;
@@ -320,19 +322,20 @@ YMLOPT_AVX512 void pack_panel_avx512(const QWeight& w, int64_t j0, int nv, uint8
           r[l] = _mm512_setzero_si512();
         } else if (w4) {
           const int8_t* src = w.q + row * w.q_ld + c * (kChunk / 2);
-          const __m512i x = _mm512_cvtepu8_epi16(half ? _mm256_maskz_loadu_epi8(0xffffu, src)
-                                                      : _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src)));
+          const __m512i x =
+              _mm512_cvtepu8_epi16(full ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src))
+                                        : _mm256_maskz_loadu_epi8(static_cast<__mmask32>((1u << (rem / 2)) - 1), src));
           r[l] = _mm512_or_si512(_mm512_and_si512(x, lo), _mm512_and_si512(_mm512_slli_epi16(x, 4), hi));
         } else {
           const int8_t* src = w.q + row * w.q_ld + c * kChunk;
-          r[l] = half ? _mm512_maskz_loadu_epi8(0xffffffffULL, src) : _mm512_loadu_si512(src);
+          r[l] = full ? _mm512_loadu_si512(src) : _mm512_maskz_loadu_epi8((__mmask64{1} << rem) - 1, src);
         }
       }
       transpose16(r);
-      for (int t = 0; t < (half ? 8 : 16); ++t)
+      for (int64_t t = 0; t < (rem + 3) / 4; ++t)
         _mm512_storeu_si512(q + ((16 * c + t) * nv + v) * 64, _mm512_xor_si512(r[t], flip));
     }
-  const int64_t blocks = w.k / kBlock;
+  const int64_t blocks = w.group == 0 ? 1 : w.k / kBlock;
   for (int v = 0; v < nv; ++v)
     for (int l = 0; l < kLanes; ++l) {
       const int64_t row = j0 + kLanes * v + l;
@@ -354,12 +357,27 @@ YMLOPT_AVX512 void pack_panel_avx512(const QWeight& w, int64_t j0, int nv, uint8
     }
 }
 
+/// y[i, 16 v + l] = f[i][v] lane l for the first `cols` outputs of the tile.
+template <int MR, int NV>
+YMLOPT_AVX512 inline void store_tile(const __m512 (&f)[MR][NV], float* y, int64_t ldy, int64_t cols) {
+#pragma GCC unroll 16
+  for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 16
+    for (int v = 0; v < NV; ++v) {
+      const int64_t c = cols - kLanes * v;
+      if (c >= kLanes)
+        _mm512_storeu_ps(y + i * ldy + kLanes * v, f[i][v]);
+      else if (c > 0)
+        _mm512_mask_storeu_ps(y + i * ldy + kLanes * v, static_cast<__mmask16>((1u << c) - 1), f[i][v]);
+    }
+}
+
 /// MR activation rows x 16 NV outputs over all of k: per block, int32 lanes from
 /// zc (the offset correction) through 8 vpdpbusd steps, then one fma with s · a.
 template <int MR, int NV>
-YMLOPT_AVX512 __attribute__((noinline)) void b32_tile(const Acts32& A, int64_t i0, const uint8_t* pq, const float* ps,
+YMLOPT_AVX512 __attribute__((noinline)) void b32_tile(const PanelActs& A, int64_t i0, const uint8_t* pq, const float* ps,
                                                       float* y, int64_t ldy, int64_t cols) {
-  const int64_t B = A.blocks, k = A.k;
+  const int64_t B = A.blocks, k = A.kq;
   const int8_t* xq = A.q.data() + i0 * k;
   const float* xa = A.a.data() + i0 * B;
   const int32_t* xz = A.zc.data() + i0 * B;
@@ -402,27 +420,55 @@ YMLOPT_AVX512 __attribute__((noinline)) void b32_tile(const Acts32& A, int64_t i
         f[i][v] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc[i][v]), _mm512_mul_ps(sv[v], a), f[i][v]);
     }
   }
-#pragma GCC unroll 16
-  for (int i = 0; i < MR; ++i)
-#pragma GCC unroll 16
-    for (int v = 0; v < NV; ++v) {
-      const int64_t c = cols - kLanes * v;
-      if (c >= kLanes)
-        _mm512_storeu_ps(y + i * ldy + kLanes * v, f[i][v]);
-      else if (c > 0)
-        _mm512_mask_storeu_ps(y + i * ldy + kLanes * v, static_cast<__mmask16>((1u << c) - 1), f[i][v]);
-    }
+  store_tile<MR, NV>(f, y, ldy, cols);
 }
 
-using TileFn = void (*)(const Acts32&, int64_t, const uint8_t*, const float*, float*, int64_t, int64_t);
+/// Per channel: MR rows x 16 NV outputs, int32 over all of k from zc, then
+/// y = a · (float(t) · s) (finish_pc's operations).
+template <int MR, int NV>
+YMLOPT_AVX512 __attribute__((noinline)) void pc_panel_tile(const PanelActs& A, int64_t i0, const uint8_t* pq,
+                                                           const float* ps, float* y, int64_t ldy, int64_t cols) {
+  const int64_t kq = A.kq, nq = kq / 4;
+  const int8_t* xq = A.q.data() + i0 * kq;
+  __m512i acc[MR][NV];
+#pragma GCC unroll 16
+  for (int i = 0; i < MR; ++i) {
+    const __m512i z = _mm512_set1_epi32(A.zc[i0 + i]);
+#pragma GCC unroll 16
+    for (int v = 0; v < NV; ++v) acc[i][v] = z;
+  }
+#pragma GCC unroll 4
+  for (int64_t t = 0; t < nq; ++t) {
+    __m512i wv[NV];
+#pragma GCC unroll 16
+    for (int v = 0; v < NV; ++v) wv[v] = _mm512_loadu_si512(pq + (t * NV + v) * 64);
+#pragma GCC unroll 16
+    for (int i = 0; i < MR; ++i) {
+      int32_t x4;
+      std::memcpy(&x4, xq + i * kq + 4 * t, 4);
+      const __m512i xv = _mm512_set1_epi32(x4);
+#pragma GCC unroll 16
+      for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_dpbusd_epi32(acc[i][v], wv[v], xv);
+    }
+  }
+  __m512 f[MR][NV];
+#pragma GCC unroll 16
+  for (int i = 0; i < MR; ++i) {
+    const __m512 a = _mm512_set1_ps(A.a[i0 + i]);
+#pragma GCC unroll 16
+    for (int v = 0; v < NV; ++v)
+      f[i][v] = _mm512_mul_ps(a, _mm512_mul_ps(_mm512_cvtepi32_ps(acc[i][v]), _mm512_loadu_ps(ps + v * kLanes)));
+  }
+  store_tile<MR, NV>(f, y, ldy, cols);
+}
 
-}  // namespace
+using TileFn = void (*)(const PanelActs&, int64_t, const uint8_t*, const float*, float*, int64_t, int64_t);
+constexpr int kMR = 6, kNV = 2;
 
-void b32_avx512(const Acts32& A, const QWeight& w, float* y, int64_t ldy) {
-  constexpr int MR = 4, NV = 2;
-  static constexpr TileFn tiles[NV][MR] = {{b32_tile<1, 1>, b32_tile<2, 1>, b32_tile<3, 1>, b32_tile<4, 1>},
-                                           {b32_tile<1, 2>, b32_tile<2, 2>, b32_tile<3, 2>, b32_tile<4, 2>}};
-  std::vector<uint8_t> pq(static_cast<std::size_t>(w.k / 4 * NV * 64));
+/// Packs 16 kNV weight rows at a time and runs every row tile of A on the panel.
+void run_panels(const PanelActs& A, const QWeight& w, const TileFn (&tiles)[kNV][kMR], float* y, int64_t ldy) {
+  constexpr int MR = kMR, NV = kNV;
+  std::vector<uint8_t> pq(static_cast<std::size_t>(A.kq / 4 * NV * 64));
   std::vector<float> ps(static_cast<std::size_t>(A.blocks * NV * kLanes));
   for (int64_t j0 = 0; j0 < w.n; j0 += NV * kLanes) {
     const int64_t cols = std::min<int64_t>(NV * kLanes, w.n - j0);
@@ -433,6 +479,23 @@ void b32_avx512(const Acts32& A, const QWeight& w, float* y, int64_t ldy) {
       tiles[nv - 1][mr - 1](A, i, pq.data(), ps.data(), y + i * ldy + j0, ldy, cols);
     }
   }
+}
+
+}  // namespace
+
+void b32_avx512(const PanelActs& A, const QWeight& w, float* y, int64_t ldy) {
+  static constexpr TileFn tiles[kNV][kMR] = {
+      {b32_tile<1, 1>, b32_tile<2, 1>, b32_tile<3, 1>, b32_tile<4, 1>, b32_tile<5, 1>, b32_tile<6, 1>},
+      {b32_tile<1, 2>, b32_tile<2, 2>, b32_tile<3, 2>, b32_tile<4, 2>, b32_tile<5, 2>, b32_tile<6, 2>}};
+  run_panels(A, w, tiles, y, ldy);
+}
+
+void pc_panel_avx512(const PanelActs& A, const QWeight& w, float* y, int64_t ldy) {
+  static constexpr TileFn tiles[kNV][kMR] = {{pc_panel_tile<1, 1>, pc_panel_tile<2, 1>, pc_panel_tile<3, 1>,
+                                              pc_panel_tile<4, 1>, pc_panel_tile<5, 1>, pc_panel_tile<6, 1>},
+                                             {pc_panel_tile<1, 2>, pc_panel_tile<2, 2>, pc_panel_tile<3, 2>,
+                                              pc_panel_tile<4, 2>, pc_panel_tile<5, 2>, pc_panel_tile<6, 2>}};
+  run_panels(A, w, tiles, y, ldy);
 }
 
 template void pc_avx512<false, false>(const Acts&, const QWeight&, const Fin&, float*, int64_t);

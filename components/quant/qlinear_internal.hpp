@@ -223,23 +223,29 @@ void grp_avx2(const Acts& A, const QWeight& w, const WPrep& P, const Fin& fin, f
 constexpr int64_t kBlock = 32;
 constexpr int kLanes = 16;  // weight rows per panel group
 
-/// Activations of the block path.
-struct Acts32 {
-  int64_t m = 0, k = 0, blocks = 0;
-  std::vector<int8_t> q;    // [m, k] codes in [-127, 127]
-  std::vector<float> a;     // [m, blocks] scales: max|x| / 127 of the block
-  std::vector<int32_t> zc;  // [m, blocks] -offset · Σ codes of the block (the kernel's weight code offset)
+/// Activations of the panel kernels: the block path (span 32) and, on AVX-512,
+/// symmetric per-channel weights (span k: one scale per token, the per-token rule).
+struct PanelActs {
+  int64_t m = 0, k = 0, kq = 0, span = 0, blocks = 0;  // kq: k rounded up to 4 (the row stride)
+  std::vector<int8_t> q;    // [m, kq] codes in [-127, 127], 0 past k
+  std::vector<float> a;     // [m, blocks] scales: max|x| / 127 of the span
+  std::vector<int32_t> zc;  // [m, blocks] -offset · Σ codes of the span (the kernel's weight code offset)
 };
-Acts32 prepare_acts32(const float* x, int64_t m, int64_t ldx, int64_t k, int32_t offset, Isa path);
+PanelActs prepare_panel_acts(const float* x, int64_t m, int64_t ldx, int64_t k, int64_t span, int32_t offset,
+                             Isa path);
 
 /// Packs weight rows [j0, j0 + 16 nv) into q: [k/4][nv][16][4] bytes, the codes
 /// (int8; int4 as unsigned 0..15) plus `add` modulo 256, and s: [k/32][nv][16]
-/// f32 scales. Rows at or past n get zero codes and zero scales.
+/// f32 scales. Rows at or past n get zero codes and zero scales. (The AVX-512
+/// version also packs per-channel weights: k/4 rounded up, one scale per row.)
 void pack_panel(const QWeight& w, int64_t j0, int nv, uint8_t add, uint8_t* q, float* s);
 
-void b32_scalar(const Acts32& A, const QWeight& w, float* y, int64_t ldy);
-void b32_avx2(const Acts32& A, const QWeight& w, float* y, int64_t ldy);
-void b32_avx512(const Acts32& A, const QWeight& w, float* y, int64_t ldy);
+void b32_scalar(const PanelActs& A, const QWeight& w, float* y, int64_t ldy);
+void b32_avx2(const PanelActs& A, const QWeight& w, float* y, int64_t ldy);
+void b32_avx512(const PanelActs& A, const QWeight& w, float* y, int64_t ldy);
+/// Symmetric per-channel weights on AVX-512: the exact int32 dot products of the
+/// other paths (so the same y), from panels: y = a_i · (float(t) · s_j).
+void pc_panel_avx512(const PanelActs& A, const QWeight& w, float* y, int64_t ldy);
 
 // ---- the driver (qlinear.cpp) ----------------------------------------------------
 

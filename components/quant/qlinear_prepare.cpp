@@ -149,22 +149,25 @@ Acts prepare_acts(const float* x, int64_t m, int64_t ldx, const QWeight& w, bool
   return A;
 }
 
-Acts32 prepare_acts32(const float* x, int64_t m, int64_t ldx, int64_t k, int32_t offset, Isa path) {
-  Acts32 A;
+PanelActs prepare_panel_acts(const float* x, int64_t m, int64_t ldx, int64_t k, int64_t span, int32_t offset,
+                             Isa path) {
+  PanelActs A;
   A.m = m;
   A.k = k;
-  A.blocks = k / kBlock;
-  A.q.resize(static_cast<std::size_t>(m * k));
+  A.kq = (k + 3) / 4 * 4;
+  A.span = span;
+  A.blocks = k / span;
+  A.q.assign(static_cast<std::size_t>(m * A.kq), 0);
   A.a.resize(static_cast<std::size_t>(m * A.blocks));
   A.zc.resize(static_cast<std::size_t>(m * A.blocks));
   for (int64_t i = 0; i < m; ++i)
     for (int64_t b = 0; b < A.blocks; ++b) {
-      int8_t* q = A.q.data() + i * k + b * kBlock;
-      const float* xb = x + i * ldx + b * kBlock;
+      int8_t* q = A.q.data() + i * A.kq + b * span;
+      const float* xb = x + i * ldx + b * span;
       const std::size_t at = static_cast<std::size_t>(i * A.blocks + b);
-      A.a[at] = path == Isa::scalar ? quantize_row_generic(xb, kBlock, q) : quantize_row_avx2(xb, kBlock, q);
+      A.a[at] = path == Isa::scalar ? quantize_row_generic(xb, span, q) : quantize_row_avx2(xb, span, q);
       int32_t sum = 0;
-      for (int64_t c = 0; c < kBlock; ++c) sum += q[c];
+      for (int64_t c = 0; c < span; ++c) sum += q[c];
       A.zc[at] = -offset * sum;
     }
   return A;

@@ -73,13 +73,13 @@ void grp_scalar(const Acts& A, const QWeight& w, const WPrep& P, const Fin& fin,
 }
 
 /// Block path: exact int32 per block, then one fma per block in block order.
-void b32_scalar(const Acts32& A, const QWeight& w, float* y, int64_t ldy) {
+void b32_scalar(const PanelActs& A, const QWeight& w, float* y, int64_t ldy) {
   std::vector<int16_t> wc(static_cast<std::size_t>(w.k));
   for (int64_t j = 0; j < w.n; ++j) {
     for (int64_t c = 0; c < w.k; ++c)
       wc[static_cast<std::size_t>(c)] = static_cast<int16_t>(code_at(w, j, c) - (w.bits == 4 ? 8 : 0));
     for (int64_t i = 0; i < A.m; ++i) {
-      const int8_t* xq = A.q.data() + i * A.k;
+      const int8_t* xq = A.q.data() + i * A.kq;
       float f = 0;
       for (int64_t b = 0; b < A.blocks; ++b) {
         int32_t d = 0;

@@ -452,7 +452,9 @@ std::vector<float> check_linear(const Scheme& s, const Case& c, quant::Isa isa, 
 }
 
 std::vector<Case> cases_for(const Scheme& s) {
-  if (s.group == 0) return {{1, 64, 8}, {5, 100, 7}, {7, 130, 13}, {4, 64, 4}, {9, 256, 33}, {1, 770, 9}};
+  // (16 rows and more: symmetric weights take the AVX-512 panel kernel)
+  if (s.group == 0)
+    return {{1, 64, 8}, {5, 100, 7}, {7, 130, 13}, {4, 64, 4}, {9, 256, 33}, {1, 770, 9}, {17, 100, 37}, {16, 130, 50}};
   if (s.group == 32) return {{1, 96, 8}, {6, 160, 7}, {9, 256, 33}, {4, 32, 3}, {13, 224, 70}};
   if (s.group == 64) return {{1, 64, 5}, {7, 192, 13}, {8, 320, 6}};
   return {{1, 128, 9}, {5, 384, 11}, {9, 256, 33}};
@@ -631,7 +633,7 @@ TEST(QLinearTest, Avx2PathIsBitIdenticalToScalarPath) {
 /// int8 codes at both ends (-128, 127) against activation codes at +-127: the
 /// largest int16 pairs the AVX2 path forms (2 * 128 * 127) must not saturate.
 TEST(QLinearTest, ExtremeCodesDoNotSaturate) {
-  const std::int64_t m = 5, k = 192, n = 7;
+  const std::int64_t m = 17, k = 192, n = 7;  // 17 rows: the panel kernels as well
   std::vector<float> x(static_cast<std::size_t>(m * k));
   for (std::size_t i = 0; i < x.size(); ++i) x[i] = (i / 2) % 3 == 0 ? -1.0f : 1.0f;  // codes +-127
   std::vector<std::int8_t> q(static_cast<std::size_t>(n * k));
