@@ -49,6 +49,30 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) inline __m128i codes16(__m5
   return _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(t));
 }
 
+/// A span of the panel kernels' activations: codes (the rule of
+/// quantize_row_generic through codes16), their sum in *sum; returns the scale.
+__attribute__((target("avx512f,avx512bw,avx512vl"))) float quantize_span_avx512(const float* x, int64_t len,
+                                                                                int8_t* out, int32_t* sum) {
+  auto mask = [len](int64_t c) { return static_cast<__mmask16>(len - c >= 16 ? 0xffff : (1u << (len - c)) - 1); };
+  __m512 mx = _mm512_setzero_ps();
+  for (int64_t c = 0; c < len; c += 16) mx = _mm512_max_ps(_mm512_abs_ps(_mm512_maskz_loadu_ps(mask(c), x + c)), mx);
+  const float amax = _mm512_reduce_max_ps(mx);
+  if (!(amax > 0) || !std::isfinite(amax)) {
+    std::memset(out, 0, static_cast<std::size_t>(len));
+    *sum = 0;
+    return 0.0f;
+  }
+  const __m512 inv = _mm512_set1_ps(127.0f / amax);
+  __m512i acc = _mm512_setzero_si512();
+  for (int64_t c = 0; c < len; c += 16) {
+    const __m128i q = codes16(_mm512_maskz_loadu_ps(mask(c), x + c), inv);  // 0 past len
+    _mm_mask_storeu_epi8(out + c, mask(c), q);
+    acc = _mm512_add_epi32(acc, _mm512_cvtepi8_epi32(q));
+  }
+  *sum = _mm512_reduce_add_epi32(acc);
+  return amax / 127.0f;
+}
+
 /// Sum of 16 int8 codes (exact).
 __attribute__((target("avx512f,avx512bw,avx512vl"))) inline int32_t sum16(__m128i c) {
   alignas(16) int8_t e[16];
@@ -165,9 +189,13 @@ PanelActs prepare_panel_acts(const float* x, int64_t m, int64_t ldx, int64_t k, 
       int8_t* q = A.q.data() + i * A.kq + b * span;
       const float* xb = x + i * ldx + b * span;
       const std::size_t at = static_cast<std::size_t>(i * A.blocks + b);
-      A.a[at] = path == Isa::scalar ? quantize_row_generic(xb, span, q) : quantize_row_avx2(xb, span, q);
       int32_t sum = 0;
-      for (int64_t c = 0; c < span; ++c) sum += q[c];
+      if (path == Isa::avx512_vnni) {
+        A.a[at] = quantize_span_avx512(xb, span, q, &sum);
+      } else {
+        A.a[at] = path == Isa::scalar ? quantize_row_generic(xb, span, q) : quantize_row_avx2(xb, span, q);
+        for (int64_t c = 0; c < span; ++c) sum += q[c];
+      }
       A.zc[at] = -offset * sum;
     }
   return A;
