@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 #include <limits>
+#include <optional>
 #include <set>
 #include <string_view>
 
@@ -480,17 +481,23 @@ struct Located {
   std::string label;  // "tensor 'w'" or "the array"
 };
 
+/// Tensor `key` of a safetensors file whose header is h.
+Located locate_in(const std::string& path, const std::string& key, const MappedFile& f, const StHeader& h) {
+  Located out;
+  const StEntry& e = find_entry(path, h, key);
+  out.label = "tensor '" + e.info.name + "'";
+  if (!e.info.dtype) fail(path, out.label + " has unsupported dtype '" + e.info.stored_dtype + "'");
+  out.info = e.info;
+  out.dtype = *e.info.dtype;
+  out.data = f.data() + h.data_start + e.begin;
+  out.nbytes = static_cast<std::size_t>(e.end - e.begin);
+  return out;
+}
+
 Located locate(const std::string& path, const std::string& key, const MappedFile& f) {
   Located out;
   if (format_of(path) == FileFormat::safetensors) {
-    const StHeader h = parse_safetensors(path, f);
-    const StEntry& e = find_entry(path, h, key);
-    out.label = "tensor '" + e.info.name + "'";
-    if (!e.info.dtype) fail(path, out.label + " has unsupported dtype '" + e.info.stored_dtype + "'");
-    out.info = e.info;
-    out.dtype = *e.info.dtype;
-    out.data = f.data() + h.data_start + e.begin;
-    out.nbytes = static_cast<std::size_t>(e.end - e.begin);
+    out = locate_in(path, key, f, parse_safetensors(path, f));
   } else {
     NpyInfo n = parse_npy(path, f);
     out.label = "the array";
@@ -535,7 +542,10 @@ FileFormat format_of(const std::string& path) {
 struct MappedTensorFile::Impl {
   std::string path;
   MappedFile file;
-  Impl(const std::string& p) : path(p), file(p, true) {}
+  std::optional<StHeader> header;  // safetensors: parsed once, not per tensor
+  Impl(const std::string& p) : path(p), file(p, true) {
+    if (format_of(p) == FileFormat::safetensors) header = parse_safetensors(p, file);
+  }
 };
 
 MappedTensorFile::MappedTensorFile(const std::string& path) {
@@ -545,7 +555,8 @@ MappedTensorFile::MappedTensorFile(const std::string& path) {
 MappedTensorFile::~MappedTensorFile() = default;
 
 std::byte* MappedTensorFile::tensor(const std::string& key, TensorInfo* info) const {
-  const Located loc = locate(impl_->path, key, impl_->file);
+  const Located loc = impl_->header ? locate_in(impl_->path, key, impl_->file, *impl_->header)
+                                    : locate(impl_->path, key, impl_->file);
   if (info) *info = loc.info;
   // the mapping is private and writable: handing out a mutable pointer is safe
   return const_cast<std::byte*>(loc.data);
