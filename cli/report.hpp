@@ -11,6 +11,7 @@ namespace ymlopt {
 /// Totals derived from a run's task records.
 struct RunTotals {
   double makespan_us = 0;
+  double setup_us = 0;  // the backend's set-up before submission (not in makespan_us)
   double critical_path_us = 0;
   double sum_task_us = 0;
   double flops = 0;

@@ -73,6 +73,12 @@ double TaskRunner::now_us() const {
   return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0_).count();
 }
 
+void TaskRunner::start_clock() {
+  const auto now = std::chrono::steady_clock::now();
+  setup_us_ += std::chrono::duration<double, std::micro>(now - t0_).count();
+  t0_ = now;
+}
+
 double TaskRunner::busy_us(std::int32_t task) const {
   const TaskRecord& r = records_[size_t(task)];
   return r.end_us > r.start_us ? r.end_us - r.start_us : 0.0;
@@ -169,6 +175,7 @@ void TaskRunner::finish(ExecResult& r) {
   r.failed_task = failed_.load();
   r.ok = r.failed_task < 0;
   r.error = error_;
+  r.setup_us = setup_us_;
 }
 
 }  // namespace ymlopt

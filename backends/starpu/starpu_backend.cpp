@@ -159,6 +159,7 @@ class StarpuSession final : public Session {
       close(closed);
       return false;
     }
+    runner_->start_clock();
     return true;
   }
 

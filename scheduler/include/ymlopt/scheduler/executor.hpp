@@ -86,7 +86,8 @@ struct ExecResult {
     std::int64_t bytes = 0, count = 0;
   };
   std::vector<Transfer> transfers;
-  double makespan_us = 0;
+  double makespan_us = 0;  // from the start of submission (TaskRunner::start_clock) to the last task's end
+  double setup_us = 0;     // the backend's set-up before that: data registration, partition plans, placement
   std::string scheduler;
   std::string runtime;           // e.g. "StarPU 1.3.10"
   std::vector<std::string> warnings;
@@ -183,7 +184,11 @@ class TaskRunner {
   /// of it failed on another rank of its group).
   void fail_comethod(std::int32_t region, std::string message);
   void finish(ExecResult& r);
+  /// µs since the clock started: construction, or the last start_clock().
   double now_us() const;
+  /// Restarts the clock when the backend is set up and about to submit: task
+  /// times and the makespan count from here, the time before is setup_us.
+  void start_clock();
   /// How long the task's latest run took, in µs (0 if it has not run).
   /// Call after the run that ran it returned.
   double busy_us(std::int32_t task) const;
@@ -200,6 +205,7 @@ class TaskRunner {
   const ExecOptions& opts_;
   Progress& progress_;
   std::chrono::steady_clock::time_point t0_;
+  double setup_us_ = 0;
   std::vector<TaskRecord> records_;
   std::vector<TaskRecord> repeats_;
   std::function<int(std::int32_t)> remote_peers_;
