@@ -128,6 +128,27 @@ template <class T> inline T vexp(T x) {
   }
 }
 
+/// gelu(v) = 0.5 v (1 + erf(v / sqrt 2)) without a libm call, so that the
+/// epilogue loops vectorize (float): erfc(|u|) by Abramowitz & Stegun 7.1.26
+/// (absolute error <= 1.5e-7), then 1 + erf(u) = 2 - erfc(u) for u >= 0 and
+/// erfc(-u) below (no cancellation for negative v). double: std::erf.
+template <class T> inline T gelu_erf(T v) {
+  if constexpr (std::is_same_v<T, double>) {
+    return 0.5 * v * (1.0 + std::erf(v * 0.7071067811865476));
+  } else {
+    const float u = v * 0.70710678118654752f;
+    const float a = std::fabs(u);
+    const float t = 1.0f / (1.0f + 0.3275911f * a);
+    float p = 1.061405429f;
+    p = p * t - 1.453152027f;
+    p = p * t + 1.421413741f;
+    p = p * t - 0.284496736f;
+    p = p * t + 0.254829592f;
+    const float c = p * t * vexp(-a * a);  // erfc(|u|)
+    return 0.5f * v * (u >= 0.0f ? 2.0f - c : c);
+  }
+}
+
 /// sum_{j<n} f(j) in double with 8 independent partial sums (vectorizable,
 /// and no less accurate than one running sum).
 template <class F> inline double sum8(int64_t n, F&& f) {

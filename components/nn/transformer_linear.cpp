@@ -26,7 +26,7 @@ Act parse_act(const std::string& s) {
 
 template <Act A, class T> inline T act(T v) {
   if constexpr (A == Act::relu) return v > T(0) ? v : T(0);
-  else if constexpr (A == Act::gelu) return T(0.5) * v * (T(1) + std::erf(v * T(0.7071067811865476)));
+  else if constexpr (A == Act::gelu) return gelu_erf(v);
   else if constexpr (A == Act::gelu_tanh)  // 0.5 v (1 + tanh(u)) = v sigmoid(2u): exp is cheaper than tanh
     return v / (T(1) + vexp(T(-1.5957691216057308) * (v + T(0.044715) * v * v * v)));
   else if constexpr (A == Act::silu) return v / (T(1) + vexp(-v));

@@ -5,6 +5,7 @@
 #include <complex>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -245,6 +246,26 @@ TYPED_TEST(LinearTyped, LayoutsBiasActivationsAccumulate) { linear_layouts_bias_
 TYPED_TEST(LinearTyped, EpilogueOnTheBaselineBuildToo) {
   const kutil::ScopedBaselineLoops baseline;
   linear_layouts_bias_activations<TypeParam>(this->reg);
+}
+
+// gelu (erf form) over its whole range, tails included: y = gelu(x) through a 1 x 1
+// weight of 1, on the widest loops and on the baseline build.
+TYPED_TEST(LinearTyped, GeluMatchesErfOverTheWholeRange) {
+  using T = TypeParam;
+  const std::int64_t m = 2401;
+  Mat<T> x(m, 1), w(1, 1);
+  for (std::int64_t i = 0; i < m; ++i) x(i, 0) = T(-12) + T(i) / T(100);
+  w(0, 0) = T(1);
+  for (bool widest : {true, false}) {
+    std::optional<kutil::ScopedBaselineLoops> baseline;
+    if (!widest) baseline.emplace();
+    Mat<T> y(m, 1);
+    run(this->reg, "nn.linear", {x.view(), w.view(), TensorView{}, y.view(), TensorView{}},
+        {{"activation", "gelu"}});
+    auto W = [&](std::int64_t, std::int64_t) { return w(0, 0); };
+    expect_mat(y, ref_linear(x, W, static_cast<const T*>(nullptr), 1, "gelu", nullptr),
+               widest ? "gelu" : "gelu (baseline)");
+  }
 }
 
 TYPED_TEST(LinearTyped, ColumnTileOfWiderOutput) {
