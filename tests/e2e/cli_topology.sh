@@ -101,10 +101,18 @@ if grep -qw avx2 /proc/cpuinfo && grep -qiwE "prescott|core2|penryn|dunnington|n
   expect_in "ymlopt: warning: OpenBLAS uses core '$core' but the CPU supports AVX2" "old OpenBLAS core: stderr"
   grep -qF "warning: OpenBLAS uses core '$core' but the CPU supports AVX2" "$tmp/oldcore/run.log" ||
     { echo "FAIL: run.log lacks the OpenBLAS core warning"; fails=$((fails + 1)); }
-  expect_rc 0 "OPENBLAS_CORETYPE=Haswell: no core warning" -- env OPENBLAS_CORETYPE=Haswell "$y" run "${loud[@]}" --out "$tmp/haswell"
-  if grep -qF "OpenBLAS uses core" <<<"$out"; then echo "FAIL: core warning with OPENBLAS_CORETYPE=Haswell"; fails=$((fails + 1)); fi
+  good=Haswell
+  grep -qw avx512f /proc/cpuinfo && good=SkylakeX
+  expect_rc 0 "OPENBLAS_CORETYPE=$good: no core warning" -- env OPENBLAS_CORETYPE=$good "$y" run "${loud[@]}" --out "$tmp/good"
+  if grep -qF "OpenBLAS uses core" <<<"$out"; then echo "FAIL: core warning with OPENBLAS_CORETYPE=$good"; fails=$((fails + 1)); fi
 else
   echo "note: OpenBLAS picks core '$core' here: no old-core warning to check"
+fi
+# AVX2 kernels on an AVX-512 CPU
+if grep -qw avx512f /proc/cpuinfo && grep -qw avx512bw /proc/cpuinfo && grep -qw avx512vl /proc/cpuinfo; then
+  expect_rc 0 "OPENBLAS_CORETYPE=Haswell on AVX-512" -- env OPENBLAS_CORETYPE=Haswell "$y" run "${loud[@]}" --out "$tmp/haswell"
+  expect_in "ymlopt: warning: OpenBLAS uses core 'Haswell' (AVX2 kernels) but the CPU supports AVX-512: set OPENBLAS_CORETYPE=SkylakeX" \
+    "AVX2 OpenBLAS core on AVX-512: stderr"
 fi
 
 # ymlopt info: the usable PUs and where a default run would put its workers
