@@ -226,7 +226,7 @@ constexpr int kLanes = 16;  // weight rows per panel group
 /// Activations of the panel kernels: the block path (span 32) and, on AVX-512,
 /// symmetric per-channel weights (span k: one scale per token, the per-token rule).
 struct PanelActs {
-  int64_t m = 0, k = 0, kq = 0, span = 0, blocks = 0;  // kq: k rounded up to 4 (the row stride)
+  int64_t m = 0, kq = 0, blocks = 0;  // kq: k rounded up to 4 (the row stride)
   std::vector<int8_t> q;    // [m, kq] codes in [-127, 127], 0 past k
   std::vector<float> a;     // [m, blocks] scales: max|x| / 127 of the span
   std::vector<int32_t> zc;  // [m, blocks] -offset · Σ codes of the span (the kernel's weight code offset)

@@ -177,9 +177,7 @@ PanelActs prepare_panel_acts(const float* x, int64_t m, int64_t ldx, int64_t k, 
                              Isa path) {
   PanelActs A;
   A.m = m;
-  A.k = k;
   A.kq = (k + 3) / 4 * 4;
-  A.span = span;
   A.blocks = k / span;
   A.q.assign(static_cast<std::size_t>(m * A.kq), 0);
   A.a.resize(static_cast<std::size_t>(m * A.blocks));
