@@ -16,9 +16,8 @@
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-// The GEMV loop is a template over the vector type without a target of its own; it is
-// always inlined into a target("avx512...") or target("avx2,fma") function, so no
-// vector crosses a call whose ABI -Wpsabi warns about.
+// Vec16/Vec8 pass vectors between functions that all carry the vectors' target,
+// so the ABI change -Wpsabi warns about never meets a caller without it.
 #pragma GCC diagnostic ignored "-Wpsabi"
 
 namespace ymlopt::quant {
@@ -125,75 +124,18 @@ struct Vec8 {
   YMLOPT_AVX2 static F high_ps(I v) { return _mm256_cvtepi32_ps(_mm256_srli_epi32(v, 4)); }
 };
 
-/// One token, int8 codes: y[r] = Σ_g scale (Σ_j x_j c_j - zero Σ_j x_j) over each
-/// group, the codes converted in registers (no buffer), four accumulators.
-/// Always inlined into a function with V's target (gemv_int8_avx512, gemv_int8_avx2).
-template <class V>
-__attribute__((always_inline)) inline void gemv_int8(const float* x, const QWeight& w, float* y) {
-  constexpr int64_t L = V::kLanes;
-  const int64_t k = w.k, gs = w.group > 0 ? w.group : k, G = w.groups();
-  const std::vector<float> xsum = group_sums(x, gs, G);
-  for (int64_t r = 0; r < w.n; ++r) {
-    const auto* c = reinterpret_cast<const int8_t*>(w.q) + r * w.q_ld;
-    float yr = 0;
-    for (int64_t g = 0; g < G; ++g) {
-      const int8_t* cg = c + g * gs;
-      const float* xg = x + g * gs;
-      typename V::F a0 = V::zero(), a1 = a0, a2 = a0, a3 = a0;
-      int64_t j = 0;
-      for (; j + 4 * L <= gs; j += 4 * L) {
-        a0 = V::fmadd(V::load(xg + j), V::codes(cg + j), a0);
-        a1 = V::fmadd(V::load(xg + j + L), V::codes(cg + j + L), a1);
-        a2 = V::fmadd(V::load(xg + j + 2 * L), V::codes(cg + j + 2 * L), a2);
-        a3 = V::fmadd(V::load(xg + j + 3 * L), V::codes(cg + j + 3 * L), a3);
-      }
-      for (; j + L <= gs; j += L) a0 = V::fmadd(V::load(xg + j), V::codes(cg + j), a0);
-      float d = V::sum(V::add(V::add(a0, a1), V::add(a2, a3)));
-      for (; j < gs; ++j) d += xg[j] * static_cast<float>(cg[j]);
-      yr += scale_at(w, r, g) * (d - zero_of(w, r, g) * xsum[static_cast<std::size_t>(g)]);
-    }
-    y[r] = yr;
-  }
-}
-
-/// One token, int4 codes: as gemv_int8, with x split into its even and odd
-/// elements so that the low and high nibbles of L code bytes meet L x values each.
-template <class V>
-__attribute__((always_inline)) inline void gemv_int4(const float* x, const QWeight& w, float* y) {
-  constexpr int64_t L = V::kLanes;
-  const int64_t k = w.k, gs = w.group > 0 ? w.group : k, G = w.groups(), half = gs / 2;
-  thread_local std::vector<float> xe, xo;
-  xe.resize(static_cast<std::size_t>(k / 2));
-  xo.resize(static_cast<std::size_t>(k / 2));
-  for (int64_t j = 0; j < k / 2; ++j) xe[static_cast<std::size_t>(j)] = x[2 * j], xo[static_cast<std::size_t>(j)] = x[2 * j + 1];
-  const std::vector<float> xsum = group_sums(x, gs, G);
-  const typename V::I low = V::set1(15);
-  for (int64_t r = 0; r < w.n; ++r) {
-    const auto* b = reinterpret_cast<const uint8_t*>(w.q) + r * w.q_ld;
-    float yr = 0;
-    for (int64_t g = 0; g < G; ++g) {
-      const uint8_t* bg = b + g * half;
-      const float* e = xe.data() + g * half;
-      const float* o = xo.data() + g * half;
-      typename V::F a0 = V::zero(), a1 = a0;
-      int64_t j = 0;
-      for (; j + L <= half; j += L) {
-        const typename V::I v = V::bytes(bg + j);
-        a0 = V::fmadd(V::load(e + j), V::low_ps(v, low), a0);
-        a1 = V::fmadd(V::load(o + j), V::high_ps(v), a1);
-      }
-      float d = V::sum(V::add(a0, a1));
-      for (; j < half; ++j) d += e[j] * static_cast<float>(bg[j] & 15) + o[j] * static_cast<float>(bg[j] >> 4);
-      yr += scale_at(w, r, g) * (d - zero_of(w, r, g) * xsum[static_cast<std::size_t>(g)]);
-    }
-    y[r] = yr;
-  }
-}
-
-YMLOPT_AVX512_BW void gemv_int8_avx512(const float* x, const QWeight& w, float* y) { gemv_int8<Vec16>(x, w, y); }
-YMLOPT_AVX512_BW void gemv_int4_avx512(const float* x, const QWeight& w, float* y) { gemv_int4<Vec16>(x, w, y); }
-YMLOPT_AVX2 void gemv_int8_avx2(const float* x, const QWeight& w, float* y) { gemv_int8<Vec8>(x, w, y); }
-YMLOPT_AVX2 void gemv_int4_avx2(const float* x, const QWeight& w, float* y) { gemv_int4<Vec8>(x, w, y); }
+namespace avx512 {
+using V = Vec16;
+#define YMLOPT_GEMV_TARGET YMLOPT_AVX512_BW
+#include "quant/qlinear_gemv.inc"
+#undef YMLOPT_GEMV_TARGET
+}  // namespace avx512
+namespace avx2 {
+using V = Vec8;
+#define YMLOPT_GEMV_TARGET YMLOPT_AVX2
+#include "quant/qlinear_gemv.inc"
+#undef YMLOPT_GEMV_TARGET
+}  // namespace avx2
 
 void dequantize_rows(const QWeight& w, int64_t r0, int64_t rows, float* out, int64_t ldo) {
   static const bool wide = cpu_has_avx512_vnni(), avx2 = cpu_has_avx2();
@@ -214,8 +156,8 @@ void dequantize(const QWeight& w, float* out, int64_t ldw) {
 
 void linear_weight_only(const float* x, int64_t m, int64_t ldx, const QWeight& w, float* y, int64_t ldy) {
   if (!check_call("linear_weight_only", x, m, ldx, w, y, ldy)) return;
-  if (m == 1 && cpu_has_avx512_vnni()) return w.bits == 8 ? gemv_int8_avx512(x, w, y) : gemv_int4_avx512(x, w, y);
-  if (m == 1 && cpu_has_avx2()) return w.bits == 8 ? gemv_int8_avx2(x, w, y) : gemv_int4_avx2(x, w, y);
+  if (m == 1 && cpu_has_avx512_vnni()) return w.bits == 8 ? avx512::gemv_int8(x, w, y) : avx512::gemv_int4(x, w, y);
+  if (m == 1 && cpu_has_avx2()) return w.bits == 8 ? avx2::gemv_int8(x, w, y) : avx2::gemv_int4(x, w, y);
   // blocks of f32 rows: ~128 KiB (L2) for a few tokens, where the product streams
   // through them once; ~2 MiB for many, each block then one well-shaped GEMM that
   // reuses it m times (small blocks made OpenBLAS repack x for every one)
