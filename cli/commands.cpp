@@ -434,6 +434,7 @@ struct RunArgs {
   int ncuda = -1;
   std::string where = "any";
   bool quiet = false, verbose = false, dry_run = false, no_history = false;
+  int warmup = 0;  // --warmup
 };
 
 // --opencl, --opencl-on-cpus, --ncuda and --where against each other and the
@@ -483,7 +484,11 @@ bool parse_run_args(const std::vector<std::string>& args, RunArgs& a) {
       "workflow's checkpoint= attribute, else none)")(
       "resume", po::value(&a.resume),
       "RUN_DIR: resume an interrupted checkpointed run (same workflow and --set, plus any new --set): restore what "
-      "its checkpoint holds, run what is missing or stale");
+      "its checkpoint holds, run what is missing or stale")(
+      "warmup", po::value(&a.warmup),
+      "run the workflow N times first in the same process (runtime started, weights mapped and touched), then the "
+      "measured run, as a serving process runs a model again; the report is the last run's, the warm-up makespans in "
+      "totals.warmup_us");
   add_workflow_options(d, a.wf);
   if (parse_or_help(args, d, &a.wf, true)) return false;
   if (a.wf.file.empty() && a.resume.empty()) throw UsageError("missing workflow file");
@@ -512,6 +517,10 @@ bool parse_run_args(const std::vector<std::string>& args, RunArgs& a) {
   if (std::find(pol.begin(), pol.end(), a.sched) == pol.end())
     throw UsageError("unknown scheduler '" + a.sched + "'" + did_you_mean(a.sched, pol));
   if (a.ncpu < 0) throw UsageError("--ncpu must be >= 0");
+  if (a.warmup < 0) throw UsageError("--warmup must be >= 0");
+  if (a.warmup > 0 && a.backend == "starpu-mpi") throw UsageError("--warmup is not supported with --backend starpu-mpi");
+  if (a.warmup > 0 && (!a.resume.empty() || a.checkpoint_mode == "tasks"))
+    throw UsageError("--warmup runs the workflow again: it cannot be combined with --checkpoint tasks or --resume");
   check_device_args(a);
   return true;
 }
@@ -755,6 +764,12 @@ int cmd_run(const std::vector<std::string>& args) {
   CompileResult cr;
   if (int rc = compile_run(a, world, reg, cr)) return rc;
   const Dag& dag = cr.dag;
+  if (a.warmup > 0) {
+    if (const std::string why = warmup_refusal(dag); !why.empty()) throw UsageError("--warmup: " + why);
+    if (!dag.checkpoint.empty() && dag.checkpoint != "none" && a.checkpoint_mode != "none")
+      throw UsageError("--warmup: workflow '" + dag.name + "' asks for checkpoint=\"" + dag.checkpoint +
+                       "\"; give --checkpoint none to warm it up");
+  }
   const DagFootprint foot = analyze(dag);
   if (a.dry_run) {
     std::cout << format_footprint(dag, foot);
@@ -789,6 +804,7 @@ int cmd_run(const std::vector<std::string>& args) {
   ro.exec.starpu_home = a.starpu_home;
   ro.exec.verbose = a.verbose;
   ro.exec.checkpoint = checkpoint.get();
+  ro.exec.warmup = a.warmup;
   Progress progress;
   ro.progress = &progress;
   // before running: the run must not inform it (the history holds earlier runs only)

@@ -89,6 +89,7 @@ RunTotals compute_totals(const Dag& dag, const ExecResult& r) {
   RunTotals t;
   t.makespan_us = r.makespan_us;
   t.setup_us = r.setup_us;
+  t.warmup_us = r.warmup_us;
   std::vector<double> finish(dag.tasks.size(), 0);
   for (auto id : dag.topo_order) {
     const TaskNode& n = dag.tasks[size_t(id)];
@@ -226,6 +227,7 @@ nlohmann::json make_report(const Dag& dag, const ExecResult& r, const RunTotals&
                       {"edges", dag.num_edges()},
                       {"makespan_us", t.makespan_us},
                       {"setup_us", t.setup_us},
+                      {"warmup_us", t.warmup_us},
                       {"critical_path_us", t.critical_path_us},
                       {"sum_task_us", t.sum_task_us},
                       {"flops", t.flops},
@@ -352,6 +354,15 @@ std::string summary_table(const Dag& dag, const ExecResult& r, const RunTotals& 
                 t.makespan_us / 1e3, t.setup_us / 1e3, t.critical_path_us / 1e3, t.sum_task_us / 1e3,
                 t.makespan_us > 0 ? t.flops / t.makespan_us / 1e3 : 0.0, double(t.peak_rss_bytes) / (1 << 20));
   o += buf;
+  if (!t.warmup_us.empty()) {  // run --warmup: this was the last of 1 + N runs
+    o += "after " + std::to_string(t.warmup_us.size()) + " warm-up run" + (t.warmup_us.size() == 1 ? "" : "s") +
+         " (makespan";
+    for (size_t i = 0; i < t.warmup_us.size(); ++i) {
+      std::snprintf(buf, sizeof buf, "%s %.3f ms", i ? "," : "", t.warmup_us[i] / 1e3);
+      o += buf;
+    }
+    o += ")\n";
+  }
   o += device_split(dag, r);
   size_t shown = 0;
   for (const auto& n : dag.tasks) {

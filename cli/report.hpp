@@ -1,5 +1,6 @@
 #pragma once
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -12,6 +13,7 @@ namespace ymlopt {
 struct RunTotals {
   double makespan_us = 0;
   double setup_us = 0;  // the backend's set-up before submission (not in makespan_us)
+  std::vector<double> warmup_us;  // run --warmup: the makespans of the runs before this one
   double critical_path_us = 0;
   double sum_task_us = 0;
   double flops = 0;

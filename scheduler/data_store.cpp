@@ -163,6 +163,13 @@ DataStore::DataStore(const Dag& dag, const std::vector<char>& resident) : dag_(d
   }
 }
 
+void DataStore::reinitialise(std::int32_t data) {
+  const DataDecl& d = dag_.data[size_t(data)];
+  if (d.init == InitKind::file || !ptrs_[size_t(data)])
+    throw std::logic_error("DataStore::reinitialise: '" + d.name + "' has no init= values held here");
+  initialise(d, ptrs_[size_t(data)]);
+}
+
 TensorView DataStore::view(const DataRef& ref) const {
   const DataDecl& d = dag_.data[size_t(ref.data)];
   TensorView v;

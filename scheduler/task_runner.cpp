@@ -63,6 +63,15 @@ TaskRunner::TaskRunner(const Dag& dag, const ExecOptions& opts, Progress& progre
   static std::atomic<std::uint64_t> epochs{0};
   epoch_ = epochs.fetch_add(1, std::memory_order_relaxed) + 1;
   if (epoch_ < (std::uint64_t(1) << 32)) content_ = content_ids(dag);
+  if (opts.warmup > 0 && !content_.ids.empty()) {  // a tensor a task writes changes between repeats: no id
+    std::vector<char> written(dag.data.size(), 0);
+    for (const auto& t : dag.tasks)
+      for (const auto& b : t.bindings)
+        if (b.mode != Access::read) written[size_t(b.ref.data)] = 1;
+    for (const auto& t : dag.tasks)
+      for (size_t p = 0; p < t.bindings.size(); ++p)
+        if (written[size_t(t.bindings[p].ref.data)]) content_.ids[content_.first[size_t(t.id)] + p] = 0;
+  }
   // The runtime provides the parallelism; BLAS inside a task is single-threaded,
   // which also makes every backend compute bit-identical results.
   openblas_set_num_threads(1);
@@ -77,6 +86,18 @@ void TaskRunner::start_clock() {
   const auto now = std::chrono::steady_clock::now();
   setup_us_ += std::chrono::duration<double, std::micro>(now - t0_).count();
   t0_ = now;
+}
+
+void TaskRunner::next_repeat() {
+  warmup_us_.push_back(now_us());
+  for (size_t i = 0; i < records_.size(); ++i) {
+    records_[i] = TaskRecord{};
+    records_[i].task = std::int32_t(i);
+  }
+  repeats_.clear();
+  progress_.started = 0;
+  progress_.done = 0;
+  t0_ = std::chrono::steady_clock::now();
 }
 
 double TaskRunner::busy_us(std::int32_t task) const {
@@ -176,6 +197,7 @@ void TaskRunner::finish(ExecResult& r) {
   r.ok = r.failed_task < 0;
   r.error = error_;
   r.setup_us = setup_us_;
+  r.warmup_us = std::move(warmup_us_);
 }
 
 }  // namespace ymlopt

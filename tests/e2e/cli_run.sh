@@ -232,4 +232,43 @@ assert p["calibrated"] and p["status"] != "uncalibrated (run ymlopt calibrate)",
 print("ok: calibrate wrote every rate; the next run is priced with it")
 PY
 unset XDG_CACHE_HOME
+# --warmup: the workflow runs again in the same process; the report is the last run's
+for backend in starpu sequential; do
+  expect_rc 0 "warm-up, $backend" -- "$y" run workflows/models/mlp2.xml --backend $backend --warmup 2 --out "$tmp/warm-$backend"
+  expect_in "after 2 warm-up runs (makespan" "warm-up makespans in the summary"
+  python3 - "$tmp/warm-$backend" <<'PY' || fails=$((fails + 1))
+import json, sys
+r = json.load(open(sys.argv[1] + "/report.json"))
+t = r["totals"]
+assert len(t["warmup_us"]) == 2 and min(t["warmup_us"]) > 0, t
+assert len(r["tasks"]) == t["tasks_run"] == t["tasks"], t
+assert max(x["end_us"] for x in r["tasks"]) <= t["makespan_us"] + 1
+print("ok: 2 warm-up runs", t["warmup_us"], "then", t["makespan_us"])
+PY
+done
+expect_rc 2 "negative --warmup" -- "$y" run workflows/models/mlp2.xml --warmup -1 --out "$tmp/w1"
+expect_in "--warmup must be >= 0" "negative warm-up refused"
+expect_rc 2 "--warmup with --checkpoint" -- "$y" run workflows/models/mlp2.xml --warmup 1 --checkpoint tasks --out "$tmp/w2"
+expect_in "cannot be combined with --checkpoint tasks" "warm-up with checkpoints refused"
+# c starts at zeros and a task adds one: every run starts from zeros again
+cat >"$tmp/acc.xml" <<'XML'
+<workflow name="acc">
+  <data name="one" dtype="f64" shape="4" init="ones"/>
+  <data name="c" dtype="f64" shape="4" init="zeros"/>
+  <task component="blas.axpy"><in port="x" data="one"/><inout port="y" data="c"/></task>
+  <save data="c" to="c.npy"/>
+</workflow>
+XML
+expect_rc 0 "--warmup on an accumulating workflow" -- "$y" run "$tmp/acc.xml" --warmup 2 --out "$tmp/w3"
+python3 - "$tmp/w3/c.npy" <<'PY' || fails=$((fails + 1))
+import struct, sys
+b = open(sys.argv[1], "rb").read()
+c = struct.unpack("<4d", b[-32:])
+assert c == (1.0, 1.0, 1.0, 1.0), c
+print("ok: after 2 warm-up runs c is", c)
+PY
+# ... but a tensor mapped from a file and written in place would carry over
+sed "s|init=\"zeros\"|src=\"$tmp/w3/c.npy\"|" "$tmp/acc.xml" >"$tmp/acc-file.xml"
+expect_rc 2 "--warmup writing a mapped tensor" -- "$y" run "$tmp/acc-file.xml" --warmup 1 --out "$tmp/w4"
+expect_in "writes 'c', which the run maps from $tmp/w3/c.npy" "in-place write of a mapped tensor refused"
 finish

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <map>
 
+#include "io/tensor_file.hpp"
 #include "register_builtin.hpp"
 #include "sequential.hpp"
 #include "starpu_backend.hpp"
@@ -77,7 +78,8 @@ struct ProgramRun {
 };
 
 // backend 0: sequential, 1: StarPU
-ProgramRun run(const std::string& xml, int backend, std::vector<std::pair<std::string, std::string>> sets = {}) {
+ProgramRun run(const std::string& xml, int backend, std::vector<std::pair<std::string, std::string>> sets = {},
+               int warmup = 0) {
   ProgramRun r;
   Diagnostics d;
   CompileOptions co;
@@ -90,6 +92,7 @@ ProgramRun run(const std::string& xml, int backend, std::vector<std::pair<std::s
   o.run_dir = testing::TempDir() + "/ymlopt-program";
   std::filesystem::create_directories(o.run_dir);
   o.sched = "eager";
+  o.warmup = warmup;
   Progress p;
   auto ex = backend ? make_starpu_executor() : make_sequential_executor();
   r.result = run_program(*ex, r.dag, *r.store, o, p);
@@ -129,6 +132,85 @@ TEST_P(Program, UntilRunsItsBodyUntilTheConditionHolds) {
   EXPECT_EQ(r.runs(1), 1);
   ASSERT_EQ(r.result.loop_iterations.size(), 1u);
   EXPECT_EQ(r.result.loop_iterations[0].second, 5);
+}
+
+// c = one + one, then c += one: a run again starts from 2, so c ends at 3
+const char* kTwoSteps = R"(<workflow name="w">
+  <data name="one" dtype="f64" shape="2,2" init="ones"/>
+  <data name="c" dtype="f64" shape="2,2"/>
+  <task component="tensor.add"><in port="a" data="one"/><in port="b" data="one"/><out port="c" data="c"/></task>
+  <task component="blas.axpy"><in port="x" data="one"/><inout port="y" data="c"/></task>
+</workflow>)";
+
+TEST_P(Program, WarmupRunsTheDagAgainAndReportsTheLastRun) {
+  const ProgramRun r = run(kTwoSteps, GetParam(), {}, 2);
+  ASSERT_TRUE(r.result.ok) << r.result.error;
+  EXPECT_EQ(r.scalar("c"), 3.0);
+  ASSERT_EQ(r.result.warmup_us.size(), 2u);
+  for (double w : r.result.warmup_us) EXPECT_GT(w, 0);
+  EXPECT_TRUE(r.result.repeats.empty());  // the warm-up runs leave no records
+  for (const auto& rec : r.result.records) {
+    EXPECT_TRUE(rec.ran);
+    EXPECT_EQ(rec.iteration, 0);
+    EXPECT_LE(rec.end_us, r.result.makespan_us);  // timed from the last run's start
+  }
+  const ProgramRun once = run(kTwoSteps, GetParam());
+  ASSERT_TRUE(once.result.ok) << once.result.error;
+  EXPECT_TRUE(once.result.warmup_us.empty());
+  EXPECT_EQ(once.scalar("c"), 3.0);
+}
+
+// c starts at zeros and the task adds one: each warm-up run starts from zeros again
+TEST_P(Program, WarmupStartsEachRunFromTheInitValues) {
+  const ProgramRun r = run(R"(<workflow name="acc">
+  <data name="one" dtype="f64" shape="4,4" tile="2,2" init="ones"/>
+  <data name="c" dtype="f64" shape="4,4" tile="2,2" init="zeros"/>
+  <par var="i" from="0" to="2"><par var="j" from="0" to="2">
+  <task component="blas.axpy"><in port="x" data="one[${i},${j}]"/><inout port="y" data="c[${i},${j}]"/></task>
+  </par></par>
+</workflow>)",
+                           GetParam(), {}, 3);
+  ASSERT_TRUE(r.result.ok) << r.result.error;
+  EXPECT_EQ(r.result.warmup_us.size(), 3u);
+  const auto* c = static_cast<const double*>(r.store->base(1));
+  for (std::int64_t i = 0; i < 4; ++i)
+    for (std::int64_t j = 0; j < 4; ++j) EXPECT_EQ(c[i * r.dag.data[1].ld + j], 1.0) << i << "," << j;
+}
+
+TEST(ProgramWarmup, RefusesWhatCannotRunAgain) {
+  auto compile = [](const std::string& xml) {
+    Diagnostics d;
+    auto c = compile_workflow_text("prog.xml", xml, {}, registry(), d);
+    EXPECT_TRUE(c.ok) << d.str();
+    return std::move(c.dag);
+  };
+  EXPECT_EQ(warmup_refusal(compile(kTwoSteps)), "");
+  // a task writes a tensor mapped from a file: a second run would start from the first one's result
+  const std::string npy = testing::TempDir() + "/ymlopt-warmup-c.npy";
+  std::vector<double> zeros(4, 0.0);
+  io::save_npy(npy, {zeros.data(), DType::f64, 1, 4, 4, Shape{4}});
+  const Dag in_place = compile(R"(<workflow name="acc">
+  <data name="one" dtype="f64" shape="4" init="ones"/>
+  <data name="c" dtype="f64" shape="4" src=")" + npy + R"("/>
+  )" + inc("c") + R"(
+</workflow>)");
+  const std::string why = warmup_refusal(in_place);
+  EXPECT_NE(why.find("writes 'c', which the run maps from " + npy), std::string::npos) << why;
+  EXPECT_NE(why.find("prog.xml:4"), std::string::npos) << why;
+  DataStore store(in_place);
+  ExecOptions o;
+  o.warmup = 1;
+  Progress p;
+  auto ex = make_sequential_executor();
+  EXPECT_THROW(run_program(*ex, in_place, store, o, p), std::invalid_argument);
+  EXPECT_EQ(*static_cast<const double*>(store.base(1)), 0.0);  // nothing ran
+  const Dag loops = compile(R"(<workflow name="u">
+  <data name="one" dtype="f64" shape="1" init="ones"/>
+  <data name="c" dtype="f64" shape="1"/>
+  <task component="tensor.add"><in port="a" data="one"/><in port="b" data="one"/><out port="c" data="c"/></task>
+  <until cond="c ge 5" max="100">)" + inc("c") + R"(</until>
+</workflow>)");
+  EXPECT_NE(warmup_refusal(loops).find("runtime loops"), std::string::npos) << warmup_refusal(loops);
 }
 
 TEST_P(Program, WhileTestsFirstAndMaxBoundsALoop) {

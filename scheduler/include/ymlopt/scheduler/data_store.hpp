@@ -26,6 +26,9 @@ class DataStore {
   DataStore& operator=(const DataStore&) = delete;
 
   void* base(std::int32_t data) const { return ptrs_[size_t(data)]; }
+  /// Writes a tensor's init= values again (run --warmup: each run starts from
+  /// them). Not for src= data, which the file holds.
+  void reinitialise(std::int32_t data);
   /// View of a whole tensor or of one tile (shape included).
   TensorView view(const DataRef& ref) const;
   /// Bytes allocated (mapped files not included).

@@ -60,6 +60,12 @@ struct ExecOptions {
   /// --where: the kind of worker every task that has a kernel for it runs on
   /// (any: the scheduler chooses); a task's own `where` comes first.
   Where where = Where::any;
+  /// Warm-up runs of a static DAG before the measured one, in the same session
+  /// (runtime up, data registered, weights mapped and touched), as a serving
+  /// process runs a model again: the records and makespan are the last run's.
+  /// run_program runs them, writing the init= values of the tensors tasks
+  /// write again before each run; warmup_refusal says which DAGs cannot.
+  int warmup = 0;
 };
 
 /// Live counters for the progress line (updated by workers, read by the CLI).
@@ -88,6 +94,7 @@ struct ExecResult {
   std::vector<Transfer> transfers;
   double makespan_us = 0;  // from the start of submission (TaskRunner::start_clock) to the last task's end
   double setup_us = 0;     // the backend's set-up before that: data registration, partition plans, placement
+  std::vector<double> warmup_us;  // the makespans of the ExecOptions::warmup runs before the measured one
   std::string scheduler;
   std::string runtime;           // e.g. "StarPU 1.3.10"
   std::vector<std::string> warnings;
@@ -158,7 +165,14 @@ class Executor {
 /// Runs a workflow with runtime control flow (Dag::dynamic(): <until>/<while>
 /// loops, <unite> co-methods exchanging results through publish/gather) on a
 /// session of `ex`; a static DAG goes to ex.execute() unchanged.
+/// With opts.warmup > 0 it runs a static DAG that many times more, on one session.
 ExecResult run_program(Executor& ex, const Dag& dag, DataStore& store, const ExecOptions& opts, Progress& progress);
+
+/// Why `dag` cannot run again in the same process for ExecOptions::warmup
+/// ("" if it can): runtime loops or co-methods, or a task that writes a tensor
+/// mapped from a file. (Tensors with other init= values that tasks write are
+/// initialised again before each run.)
+std::string warmup_refusal(const Dag& dag);
 
 /// Shared by backends: runs one task's CPU kernel on `views` (its ports), times
 /// it, captures results, and turns an exception into a cancellation of the run.
@@ -189,6 +203,9 @@ class TaskRunner {
   /// Restarts the clock when the backend is set up and about to submit: task
   /// times and the makespan count from here, the time before is setup_us.
   void start_clock();
+  /// After a warm-up run of the whole DAG: keeps its makespan
+  /// (ExecResult::warmup_us), forgets its task records and restarts the clock.
+  void next_repeat();
   /// How long the task's latest run took, in µs (0 if it has not run).
   /// Call after the run that ran it returned.
   double busy_us(std::int32_t task) const;
@@ -206,6 +223,7 @@ class TaskRunner {
   Progress& progress_;
   std::chrono::steady_clock::time_point t0_;
   double setup_us_ = 0;
+  std::vector<double> warmup_us_;
   std::vector<TaskRecord> records_;
   std::vector<TaskRecord> repeats_;
   std::function<int(std::int32_t)> remote_peers_;
