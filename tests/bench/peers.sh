@@ -18,7 +18,8 @@
 #   ymlopt ms  report.json makespan (forward + the save of the output .npy)
 #   ORT ms     session.run + writing the output .npy, the session's first run
 #   wall       the whole process (start, weights, graph, forward, save, exit)
-#   ORT warm   one more ORT process, REPS+1 runs: median of runs 2.. (steady state)
+#   warm       steady state, one process each: `ymlopt run --warmup REPS` (the median
+#              of its runs after the first) and ORT with REPS+1 runs (median of 2..)
 # ratio = ymlopt / ORT (above 1: ymlopt is slower). Medians over REPS rounds.
 # Env: THREADS (default nproc: StarPU CPU workers and ORT intra-op threads),
 # TOL_F32 / TOL_INT8 (max |out - ref| / max |ref|, defaults 1e-4 / 0.1; measured at
@@ -129,6 +130,8 @@ one_case() {
     printf '%s\t%s\n' "$(json "$d/ort.json" "d['rounds'][0]['run_ms'] + d['rounds'][0]['save_ms']")" $((t1 - t0)) \
       >>"$d/rounds.tsv"
   done
+  # ymlopt warm: REPS runs after a first one in one process (run --warmup), as ORT's warm rounds below
+  "$y" run "${wf_args[@]}" --ncpu "$threads" --out "$d/warm-run" --quiet --warmup "$reps"
   node "$peers_py/ort_run.js" "$d/model.onnx" "$d/ids.npy" "$d/ort.npy" --threads "$threads" --rounds $((reps + 1)) \
     --optimized "$d/ort-optimized.onnx" >"$d/warm.json"
   local ops
@@ -145,16 +148,19 @@ print(' '.join(f'{k}:{v}' for k, v in c.most_common()))" "$d/ort-optimized.onnx"
   ey=$(relerr "$d/run/$out_name" "$d/ref.npy")
   eo=$(relerr "$d/ort.npy" "$d/ref.npy")
   check "ymlopt max relative error vs PyTorch" "$ey" "$tol"
+  check "ymlopt (last warm run) max relative error vs PyTorch" "$(relerr "$d/warm-run/$out_name" "$d/ref.npy")" "$tol"
   check "ORT max relative error vs PyTorch" "$eo" "$tol"
-  "$py" - "$d/rounds.tsv" "$d/warm.json" "$arch-$preset" "$seq" "$dtype" "$ey" "$eo" <<'PY' | tee -a "$work/table.txt"
+  "$py" - "$d/rounds.tsv" "$d/warm.json" "$d/warm-run/report.json" "$arch-$preset" "$seq" "$dtype" "$ey" "$eo" <<'PY' | tee -a "$work/table.txt"
 import json, statistics as st, sys
 rows = [list(map(float, l.split("\t"))) for l in open(sys.argv[1]) if l.strip()]
 ym, yw, om, ow = (st.median(c) for c in zip(*rows))
 warm = json.load(open(sys.argv[2]))["rounds"][1:]
 ow_run = st.median(r["run_ms"] + r["save_ms"] for r in warm)
-name, seq, dtype, ey, eo = sys.argv[3:8]
+t = json.load(open(sys.argv[3]))["totals"]
+yw_run = st.median(t["warmup_us"][1:] + [t["makespan_us"]]) / 1e3
+name, seq, dtype, ey, eo = sys.argv[4:9]
 print(f"| {name} | {seq} | {dtype} | {ym:.1f} | {om:.1f} | **{ym / om:.2f}** | {yw:.0f} | {ow:.0f} | {yw / ow:.2f} "
-      f"| {ow_run:.1f} | {ym / ow_run:.2f} | {ey} | {eo} |")
+      f"| {yw_run:.1f} | {ow_run:.1f} | **{yw_run / ow_run:.2f}** | {ey} | {eo} |")
 PY
 }
 
@@ -170,8 +176,8 @@ echo "threads=$threads reps=$reps OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-unset};
 : >"$work/table.txt"
 for c in $cases; do one_case "$c"; done
 echo
-echo "| model | seq | dtype | ymlopt ms | ORT ms | ratio | ymlopt wall ms | ORT wall ms | wall ratio | ORT warm ms | ratio warm | err ymlopt | err ORT |"
-echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+echo "| model | seq | dtype | ymlopt ms | ORT ms | ratio | ymlopt wall ms | ORT wall ms | wall ratio | ymlopt warm ms | ORT warm ms | warm ratio | err ymlopt | err ORT |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 cat "$work/table.txt"
 echo "load average at the end:$(uptime | sed 's/.*load average: */ /')"
 if [ "${LLAMA:-1}" = 1 ]; then

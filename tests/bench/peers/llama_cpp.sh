@@ -15,6 +15,7 @@
 # prefills of the ids in one context: the first, and the second, warm):
 #   ymlopt ms      report.json makespan (forward + the save of the logits)
 #   llama.cpp ms   its first prefill; warm: the second
+#   ymlopt warm    `ymlopt run --warmup REPS` once: the median of its runs after the first
 #   wall           the whole process
 # ratio = ymlopt / llama.cpp (above 1: ymlopt is slower); medians over REPS.
 # Errors in nats against the reference's log-softmax: the largest |d log p| of
@@ -121,6 +122,12 @@ one_case() {
     printf '%s\t%s\n' "$("$py" -c "import json; r = json.load(open('$d/llama.json'))['rounds']; print(r[0]['run_ms'], r[1]['run_ms'], sep='\t')")" \
       $((t1 - t0)) >>"$d/rounds.tsv"
   done
+  # ymlopt warm: REPS runs after a first one in one process (run --warmup), as llama.cpp's second prefill
+  "$y" run "${wf_args[@]}" --ncpu "$threads" --out "$d/warm-run" --quiet --warmup "$reps"
+  local ewarm kwarm
+  read -r ewarm kwarm < <(errors "$d/warm-run/logits.npy" logits "$d/ref.npy")
+  [ "$ewarm $kwarm" = "$(errors "$d/run/logits.npy" logits "$d/ref.npy")" ] ||
+    { echo "    FAIL: the warm run's logits differ from the first run's ($ewarm / $kwarm)"; fails=$((fails + 1)); }
   read -r ey ky < <(errors "$d/run/logits.npy" logits "$d/ref.npy")
   read -r el kl < <(errors "$d/llama.npy" logp "$d/ref.npy")
   if [ "$dtype" = f32 ]; then
@@ -132,12 +139,14 @@ one_case() {
     check "ymlopt KL vs the f32 PyTorch model" "$ky" "$tol"
     check "llama.cpp KL vs the f32 PyTorch model" "$kl" "$tol"
   fi
-  "$py" - "$d/rounds.tsv" "llama-$preset" "$seq" "$dtype" "$ey" "$ky" "$el" "$kl" "$(node -p "require('$d/llama.json').llama_cpp")" <<'PY' | tee -a "$work/table.txt"
-import statistics as st, sys
+  "$py" - "$d/rounds.tsv" "$d/warm-run/report.json" "llama-$preset" "$seq" "$dtype" "$ey" "$ky" "$el" "$kl" <<'PY' | tee -a "$work/table.txt"
+import json, statistics as st, sys
 rows = [list(map(float, l.split("\t"))) for l in open(sys.argv[1]) if l.strip()]
 ym, yw, lm, lwarm, lw = (st.median(c) for c in zip(*rows))
-name, seq, dtype, ey, ky, el, kl = sys.argv[2:9]
-print(f"| {name} | {seq} | {dtype} | {ym:.1f} | {lm:.1f} | **{ym / lm:.2f}** | {lwarm:.1f} | {ym / lwarm:.2f} "
+t = json.load(open(sys.argv[2]))["totals"]
+ywarm = st.median(t["warmup_us"][1:] + [t["makespan_us"]]) / 1e3
+name, seq, dtype, ey, ky, el, kl = sys.argv[3:10]
+print(f"| {name} | {seq} | {dtype} | {ym:.1f} | {lm:.1f} | **{ym / lm:.2f}** | {ywarm:.1f} | {lwarm:.1f} | **{ywarm / lwarm:.2f}** "
       f"| {yw:.0f} | {lw:.0f} | {ey} / {ky} | {el} / {kl} |")
 PY
 }
@@ -152,8 +161,8 @@ echo "threads=$threads reps=$reps; ymlopt $y ($("$y" --version | head -1))"
 : >"$work/table.txt"
 for c in $cases; do one_case "$c"; done
 echo
-echo "| model | seq | dtype | ymlopt ms | llama.cpp ms | ratio | llama.cpp warm ms | ratio warm | ymlopt wall ms | llama.cpp wall ms | ymlopt max dlogp / KL | llama.cpp max dlogp / KL |"
-echo "|---|---|---|---|---|---|---|---|---|---|---|---|"
+echo "| model | seq | dtype | ymlopt ms | llama.cpp ms | ratio | ymlopt warm ms | llama.cpp warm ms | warm ratio | ymlopt wall ms | llama.cpp wall ms | ymlopt max dlogp / KL | llama.cpp max dlogp / KL |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 cat "$work/table.txt"
 echo "load average at the end:$(uptime | sed 's/.*load average: */ /')"
 if [ $fails -ne 0 ]; then echo "$fails check(s) failed"; exit 1; fi
