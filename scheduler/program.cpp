@@ -682,7 +682,8 @@ std::vector<std::int32_t> written_initialised(const Dag& dag) {
   std::vector<std::int32_t> out;
   for (const auto& t : dag.tasks)
     for (const auto& b : t.bindings)
-      if (b.mode != Access::read && dag.data[size_t(b.ref.data)].init != InitKind::none && !seen[size_t(b.ref.data)]) {
+      if (b.ref.data >= 0 && b.mode != Access::read && dag.data[size_t(b.ref.data)].init != InitKind::none &&
+          !seen[size_t(b.ref.data)]) {
         seen[size_t(b.ref.data)] = 1;
         out.push_back(b.ref.data);
       }
@@ -695,6 +696,7 @@ std::string warmup_refusal(const Dag& dag) {
     return "workflow '" + dag.name + "' has runtime loops or <unite> blocks, whose runs depend on the data";
   for (const auto& t : dag.tasks)
     for (const auto& b : t.bindings) {
+      if (b.ref.data < 0) continue;  // an optional port left unbound
       const DataDecl& d = dag.data[size_t(b.ref.data)];
       if (b.mode != Access::read && d.init == InitKind::file)
         return "task '" + (t.label.empty() ? t.comp->name + " #" + std::to_string(t.id) : t.label) + "' (" +

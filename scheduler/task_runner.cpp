@@ -67,10 +67,12 @@ TaskRunner::TaskRunner(const Dag& dag, const ExecOptions& opts, Progress& progre
     std::vector<char> written(dag.data.size(), 0);
     for (const auto& t : dag.tasks)
       for (const auto& b : t.bindings)
-        if (b.mode != Access::read) written[size_t(b.ref.data)] = 1;
+        if (b.ref.data >= 0 && b.mode != Access::read) written[size_t(b.ref.data)] = 1;
     for (const auto& t : dag.tasks)
-      for (size_t p = 0; p < t.bindings.size(); ++p)
-        if (written[size_t(t.bindings[p].ref.data)]) content_.ids[content_.first[size_t(t.id)] + p] = 0;
+      for (size_t p = 0; p < t.bindings.size(); ++p) {
+        const std::int32_t d = t.bindings[p].ref.data;  // -1: an optional port left unbound
+        if (d >= 0 && written[size_t(d)]) content_.ids[content_.first[size_t(t.id)] + p] = 0;
+      }
   }
   // The runtime provides the parallelism; BLAS inside a task is single-threaded,
   // which also makes every backend compute bit-identical results.
