@@ -525,11 +525,15 @@ void import_tensor(const gg::File& f, const gg::TensorInfo& t, const Map& m, con
     }, codes->data(), scales->data());
   };
   w.infos.push_back(info(hf_key + ".w", DType::i8, {rows, q8 ? cols : cols / 2}));
-  w.fills.push_back([=](std::span<std::byte> out) { decode(); std::memcpy(out.data(), codes->data(), out.size()); });
+  // (a zero-sized tensor leaves the vectors without storage: nothing to copy)
+  w.fills.push_back([=](std::span<std::byte> out) {
+    decode();
+    if (!out.empty()) std::memcpy(out.data(), codes->data(), out.size());
+  });
   w.infos.push_back(info(hf_key + ".w_scale", DType::f16, {rows, cols / 32}));
   w.fills.push_back([=](std::span<std::byte> out) {
     decode();
-    std::memcpy(out.data(), scales->data(), out.size());
+    if (!out.empty()) std::memcpy(out.data(), scales->data(), out.size());
     codes->clear();
     codes->shrink_to_fit();
   });
@@ -570,6 +574,11 @@ GgufImport read_config(const gg::File& f) {
     throw io::IoError(f.path + ": inconsistent hyper-parameters (layers " + std::to_string(c.layers) + ", width " +
                       std::to_string(c.width) + ", heads " + std::to_string(c.heads) + "/" + std::to_string(c.kv_heads) +
                       ", token_embd " + std::to_string(emb->ne[0]) + " wide)");
+  // every layer has tensors of its own: a block_count past the tensor count is a lie
+  // (and would have the importer list billions of expected names)
+  if (c.layers > std::int64_t(f.tensors.size()))
+    throw io::IoError(f.path + ": " + c.arch + ".block_count is " + std::to_string(c.layers) + " but the file holds " +
+                      std::to_string(f.tensors.size()) + " tensors");
   return g;
 }
 

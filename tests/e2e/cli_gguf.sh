@@ -153,6 +153,9 @@ expect_rc 1 "a truncated GGUF" -- "$y" convert "$tmp/cut.gguf" "$tmp/cut.safeten
 expect_in "$tmp/cut.gguf: " "names the file"
 expect_in "(truncated or corrupt)" "says it is cut short"
 [ ! -e "$tmp/cut.safetensors" ] && echo "ok: nothing written" || { echo "FAIL: output of a failed convert"; fails=$((fails + 1)); }
+# found by fuzz_gguf: block_count 1526726657 in a file of a few tensors (it hung listing their names)
+expect_rc 1 "a GGUF lying about its layers" -- timeout 20 "$y" convert tests/fuzz/corpus_gguf/block-count-lie.gguf "$tmp/lie.safetensors"
+expect_in "llama.block_count is 1526726657 but the file holds" "says the block count lies"
 expect_rc 0 "int8 per channel (not a llama.cpp format)" -- "$y" optimize "${L[@]:0:19}" --set weights="$tmp/l.safetensors" \
   --sequence workflows/sequences/int8.xml -o "$tmp/l-int8"
 expect_rc 1 "export of per-channel int8" -- "$y" export "$tmp/l-int8/llama.opt.safetensors" "$tmp/i8.gguf" --heads 6
