@@ -674,23 +674,6 @@ std::unique_ptr<Session> Executor::open(const Dag&, DataStore&, const ExecOption
   return nullptr;
 }
 
-namespace {
-// The store-initialised tensors that tasks write: a warm-up run writes their
-// init= values again before the next run.
-std::vector<std::int32_t> written_initialised(const Dag& dag) {
-  std::vector<char> seen(dag.data.size(), 0);
-  std::vector<std::int32_t> out;
-  for (const auto& t : dag.tasks)
-    for (const auto& b : t.bindings)
-      if (b.ref.data >= 0 && b.mode != Access::read && dag.data[size_t(b.ref.data)].init != InitKind::none &&
-          !seen[size_t(b.ref.data)]) {
-        seen[size_t(b.ref.data)] = 1;
-        out.push_back(b.ref.data);
-      }
-  return out;
-}
-}  // namespace
-
 std::string warmup_refusal(const Dag& dag) {
   if (dag.dynamic())
     return "workflow '" + dag.name + "' has runtime loops or <unite> blocks, whose runs depend on the data";
@@ -706,29 +689,50 @@ std::string warmup_refusal(const Dag& dag) {
   return "";
 }
 
-ExecResult run_program(Executor& ex, const Dag& dag, DataStore& store, const ExecOptions& opts, Progress& progress) {
-  if (!dag.dynamic() && opts.warmup <= 0) return ex.execute(dag, store, opts, progress);
-  ExecResult r;
-  if (!dag.dynamic()) {  // warm-up runs, then the measured one
-    if (std::string why = warmup_refusal(dag); !why.empty()) throw std::invalid_argument("cannot warm up: " + why);
-    auto s = ex.open(dag, store, opts, progress, r);
-    if (!s) return r;
-    const auto n = std::int32_t(dag.tasks.size());
-    const std::vector<std::int32_t> reset = written_initialised(dag);
-    bool ok = true;
-    for (int i = 0; i < opts.warmup && ok; ++i) {
-      if (!(ok = s->run(0, n, 0, 0))) break;
-      s->runner().next_repeat();
-      for (std::int32_t d : reset) {  // the next run starts from the same values
-        s->acquire(d, true);
-        store.reinitialise(d);
-        s->release(d);
+namespace {
+// The store-initialised tensors that tasks write: a warm-up run writes their
+// init= values again before the next run.
+std::vector<std::int32_t> written_initialised(const Dag& dag) {
+  std::vector<char> seen(dag.data.size(), 0);
+  std::vector<std::int32_t> out;
+  for (const auto& t : dag.tasks)
+    for (const auto& b : t.bindings)
+      if (b.ref.data >= 0 && b.mode != Access::read && dag.data[size_t(b.ref.data)].init != InitKind::none &&
+          !seen[size_t(b.ref.data)]) {
+        seen[size_t(b.ref.data)] = 1;
+        out.push_back(b.ref.data);
       }
+  return out;
+}
+
+// run --warmup: opts.warmup runs of a static DAG, then the measured one, on one session.
+ExecResult run_warm(Executor& ex, const Dag& dag, DataStore& store, const ExecOptions& opts, Progress& progress) {
+  if (std::string why = warmup_refusal(dag); !why.empty()) throw std::invalid_argument("cannot warm up: " + why);
+  ExecResult r;
+  auto s = ex.open(dag, store, opts, progress, r);
+  if (!s) return r;
+  const auto n = std::int32_t(dag.tasks.size());
+  const std::vector<std::int32_t> reset = written_initialised(dag);
+  bool ok = true;
+  for (int i = 0; i < opts.warmup && ok; ++i) {
+    if (!(ok = s->run(0, n, 0, 0))) break;
+    s->runner().next_repeat();
+    for (std::int32_t d : reset) {  // the next run starts from the same values
+      s->acquire(d, true);
+      store.reinitialise(d);
+      s->release(d);
     }
-    if (ok) s->run(0, n, 0, 0);
-    s->close(r);
-    return r;
   }
+  if (ok) s->run(0, n, 0, 0);
+  s->close(r);
+  return r;
+}
+}  // namespace
+
+ExecResult run_program(Executor& ex, const Dag& dag, DataStore& store, const ExecOptions& opts, Progress& progress) {
+  if (opts.warmup > 0) return run_warm(ex, dag, store, opts, progress);
+  if (!dag.dynamic()) return ex.execute(dag, store, opts, progress);
+  ExecResult r;
   auto s = ex.open(dag, store, opts, progress, r);
   if (!s) return r;
   ProgramRunner p(dag, store, *s, r);

@@ -211,6 +211,8 @@ TEST(ProgramWarmup, RefusesWhatCannotRunAgain) {
   <until cond="c ge 5" max="100">)" + inc("c") + R"(</until>
 </workflow>)");
   EXPECT_NE(warmup_refusal(loops).find("runtime loops"), std::string::npos) << warmup_refusal(loops);
+  DataStore loop_store(loops);
+  EXPECT_THROW(run_program(*ex, loops, loop_store, o, p), std::invalid_argument);
 }
 
 TEST_P(Program, WhileTestsFirstAndMaxBoundsALoop) {
