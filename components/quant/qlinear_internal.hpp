@@ -8,6 +8,7 @@
 //   qlinear_avx512.cpp   the AVX-512 VNNI path
 //   qlinear_avx2.cpp     the AVX2 path
 //   qlinear_weight_only.cpp  dequantize and linear_weight_only (f32 activations)
+//   qlinear_gemv.inc     its one-token GEMVs, included once per ISA
 //
 // The instruction sets are chosen per function (`target` attributes, picked at
 // run time), not per file: the library is built for baseline x86-64.
