@@ -30,45 +30,55 @@ enum class Fix {
 struct Map {
   std::string hf, gg;
   Fix fix = Fix::none;
+  std::vector<std::uint64_t> ne;  // the GGUF dimensions the hyper-parameters imply (empty: not known)
 };
 
 // Every tensor of the architecture: (Hugging Face name, llama.cpp name, fix).
 std::vector<Map> tensor_maps(const ArchConfig& c) {
+  using Ne = std::vector<std::uint64_t>;
+  const auto u = [](std::int64_t v) { return std::uint64_t(v); };
+  const Ne wd = {u(c.width)}, sq = {u(c.width), u(c.width)}, up = {u(c.width), u(c.ffn)}, down = {u(c.ffn), u(c.width)};
   std::vector<Map> m;
   for (std::int64_t l = 0; l < c.layers; ++l) {
     const std::string b = "blk." + std::to_string(l) + ".";
     if (c.arch == "llama") {
       const std::string p = "model.layers." + std::to_string(l) + ".";
-      m.push_back({p + "input_layernorm.weight", b + "attn_norm.weight"});
-      m.push_back({p + "self_attn.q_proj.weight", b + "attn_q.weight", Fix::permute_q});
-      m.push_back({p + "self_attn.k_proj.weight", b + "attn_k.weight", Fix::permute_k});
-      m.push_back({p + "self_attn.v_proj.weight", b + "attn_v.weight"});
-      m.push_back({p + "self_attn.o_proj.weight", b + "attn_output.weight"});
-      m.push_back({p + "post_attention_layernorm.weight", b + "ffn_norm.weight"});
-      m.push_back({p + "mlp.gate_proj.weight", b + "ffn_gate.weight"});
-      m.push_back({p + "mlp.up_proj.weight", b + "ffn_up.weight"});
-      m.push_back({p + "mlp.down_proj.weight", b + "ffn_down.weight"});
+      const Ne kv = {u(c.width), u(c.kv_heads * (c.width / c.heads))};
+      m.push_back({p + "input_layernorm.weight", b + "attn_norm.weight", Fix::none, wd});
+      m.push_back({p + "self_attn.q_proj.weight", b + "attn_q.weight", Fix::permute_q, sq});
+      m.push_back({p + "self_attn.k_proj.weight", b + "attn_k.weight", Fix::permute_k, kv});
+      m.push_back({p + "self_attn.v_proj.weight", b + "attn_v.weight", Fix::none, kv});
+      m.push_back({p + "self_attn.o_proj.weight", b + "attn_output.weight", Fix::none, sq});
+      m.push_back({p + "post_attention_layernorm.weight", b + "ffn_norm.weight", Fix::none, wd});
+      m.push_back({p + "mlp.gate_proj.weight", b + "ffn_gate.weight", Fix::none, up});
+      m.push_back({p + "mlp.up_proj.weight", b + "ffn_up.weight", Fix::none, up});
+      m.push_back({p + "mlp.down_proj.weight", b + "ffn_down.weight", Fix::none, down});
     } else {
       const std::string p = "h." + std::to_string(l) + ".";
-      const std::pair<const char*, const char*> parts[] = {{"ln_1", "attn_norm"}, {"attn.c_attn", "attn_qkv"},
-                                                           {"attn.c_proj", "attn_output"}, {"ln_2", "ffn_norm"},
-                                                           {"mlp.c_fc", "ffn_up"}, {"mlp.c_proj", "ffn_down"}};
-      for (const auto& [h, g] : parts) {
+      struct Part {
+        const char *h, *g;
+        Ne weight;  // a norm's or linear's weight; its bias is weight's last dimension
+      };
+      const Part parts[] = {{"ln_1", "attn_norm", wd},          {"attn.c_attn", "attn_qkv", {u(c.width), u(3 * c.width)}},
+                            {"attn.c_proj", "attn_output", sq}, {"ln_2", "ffn_norm", wd},
+                            {"mlp.c_fc", "ffn_up", up},         {"mlp.c_proj", "ffn_down", down}};
+      for (const auto& [h, g, ne] : parts) {
         const bool linear = std::strncmp(h, "ln", 2) != 0;
-        m.push_back({p + h + ".weight", b + g + ".weight", linear ? Fix::transpose : Fix::none});
-        m.push_back({p + h + ".bias", b + g + ".bias"});
+        m.push_back({p + h + ".weight", b + g + ".weight", linear ? Fix::transpose : Fix::none, ne});
+        m.push_back({p + h + ".bias", b + g + ".bias", Fix::none, {ne.back()}});
       }
     }
   }
+  const Ne table = {u(c.width), u(c.vocab)};
   if (c.arch == "llama") {
-    m.push_back({"model.embed_tokens.weight", "token_embd.weight"});
-    m.push_back({"model.norm.weight", "output_norm.weight"});
-    m.push_back({"lm_head.weight", "output.weight"});
+    m.push_back({"model.embed_tokens.weight", "token_embd.weight", Fix::none, table});
+    m.push_back({"model.norm.weight", "output_norm.weight", Fix::none, wd});
+    m.push_back({"lm_head.weight", "output.weight", Fix::none, table});
   } else {
-    m.push_back({"wte.weight", "token_embd.weight"});
-    m.push_back({"wpe.weight", "position_embd.weight"});
-    m.push_back({"ln_f.weight", "output_norm.weight"});
-    m.push_back({"ln_f.bias", "output_norm.bias"});
+    m.push_back({"wte.weight", "token_embd.weight", Fix::none, table});
+    m.push_back({"wpe.weight", "position_embd.weight", Fix::none, c.context ? Ne{u(c.width), u(c.context)} : Ne{}});
+    m.push_back({"ln_f.weight", "output_norm.weight", Fix::none, wd});
+    m.push_back({"ln_f.bias", "output_norm.bias", Fix::none, wd});
   }
   return m;
 }
@@ -569,7 +579,8 @@ GgufImport read_config(const gg::File& f) {
   const gg::TensorInfo* emb = f.tensor("token_embd.weight");
   if (!emb || emb->ne.size() != 2) throw io::IoError(f.path + ": no 2-D token_embd.weight");
   c.vocab = std::int64_t(emb->ne[1]);
-  if (c.layers <= 0 || c.heads <= 0 || c.kv_heads <= 0 || c.width % c.heads != 0 || c.heads % c.kv_heads != 0 ||
+  if (c.layers <= 0 || c.heads <= 0 || c.kv_heads <= 0 || c.ffn <= 0 || c.vocab <= 0 || c.width % c.heads != 0 ||
+      c.heads % c.kv_heads != 0 ||
       std::int64_t(emb->ne[0]) != c.width)
     throw io::IoError(f.path + ": inconsistent hyper-parameters (layers " + std::to_string(c.layers) + ", width " +
                       std::to_string(c.width) + ", heads " + std::to_string(c.heads) + "/" + std::to_string(c.kv_heads) +
@@ -614,7 +625,18 @@ GgufImport import_gguf(const std::string& gguf_path, const std::string& out) {
     if (it == by_gg.end())
       throw io::IoError(gguf_path + ": tensor '" + t.name + "' is not part of a " + g.cfg.arch + " model of " +
                         std::to_string(g.cfg.layers) + " layers as ymlopt's workflow runs it");
-    import_tensor(f, t, *it->second, it->second->hf, g.cfg, w);
+    const Map& m = *it->second;
+    if (!m.ne.empty() && t.ne != m.ne) {  // the hyper-parameters say otherwise: a lying or mixed file
+      auto dims = [](const std::vector<std::uint64_t>& ne) {
+        std::string d;
+        for (auto x : ne) d += (d.empty() ? "[" : ", ") + std::to_string(x);
+        return d + "]";
+      };
+      throw io::IoError(gguf_path + ": tensor '" + t.name + "' is " + dims(t.ne) + " but the hyper-parameters (width " +
+                        std::to_string(g.cfg.width) + ", ffn " + std::to_string(g.cfg.ffn) + ", vocab " +
+                        std::to_string(g.cfg.vocab) + ") make it " + dims(m.ne));
+    }
+    import_tensor(f, t, m, m.hf, g.cfg, w);
   }
   for (const Map& m : maps) {
     if (f.tensor(m.gg)) continue;

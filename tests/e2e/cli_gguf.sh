@@ -156,6 +156,9 @@ expect_in "(truncated or corrupt)" "says it is cut short"
 # found by fuzz_gguf: block_count 1526726657 in a file of a few tensors (it hung listing their names)
 expect_rc 1 "a GGUF lying about its layers" -- timeout 20 "$y" convert tests/fuzz/corpus_gguf/block-count-lie.gguf "$tmp/lie.safetensors"
 expect_in "llama.block_count is 1526726657 but the file holds" "says the block count lies"
+# found by fuzz_gguf: a zero-sized attn_k among well-formed tensors (it was converted)
+expect_rc 1 "a GGUF tensor of the wrong shape" -- "$y" convert tests/fuzz/corpus_gguf/zero-sized-q8_0.gguf "$tmp/z.safetensors"
+expect_in "tensor 'blk.0.attn_k.weight' is [1152921504606847008, 0] but the hyper-parameters" "names the tensor and both shapes"
 expect_rc 0 "int8 per channel (not a llama.cpp format)" -- "$y" optimize "${L[@]:0:19}" --set weights="$tmp/l.safetensors" \
   --sequence workflows/sequences/int8.xml -o "$tmp/l-int8"
 expect_rc 1 "export of per-channel int8" -- "$y" export "$tmp/l-int8/llama.opt.safetensors" "$tmp/i8.gguf" --heads 6
