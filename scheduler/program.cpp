@@ -693,15 +693,10 @@ namespace {
 // The store-initialised tensors that tasks write: a warm-up run writes their
 // init= values again before the next run.
 std::vector<std::int32_t> written_initialised(const Dag& dag) {
-  std::vector<char> seen(dag.data.size(), 0);
+  const std::vector<char> written = written_data(dag);
   std::vector<std::int32_t> out;
-  for (const auto& t : dag.tasks)
-    for (const auto& b : t.bindings)
-      if (b.ref.data >= 0 && b.mode != Access::read && dag.data[size_t(b.ref.data)].init != InitKind::none &&
-          !seen[size_t(b.ref.data)]) {
-        seen[size_t(b.ref.data)] = 1;
-        out.push_back(b.ref.data);
-      }
+  for (size_t d = 0; d < written.size(); ++d)
+    if (written[d] && dag.data[d].init != InitKind::none) out.push_back(std::int32_t(d));
   return out;
 }
 

@@ -64,10 +64,7 @@ TaskRunner::TaskRunner(const Dag& dag, const ExecOptions& opts, Progress& progre
   epoch_ = epochs.fetch_add(1, std::memory_order_relaxed) + 1;
   if (epoch_ < (std::uint64_t(1) << 32)) content_ = content_ids(dag);
   if (opts.warmup > 0 && !content_.ids.empty()) {  // a tensor a task writes changes between repeats: no id
-    std::vector<char> written(dag.data.size(), 0);
-    for (const auto& t : dag.tasks)
-      for (const auto& b : t.bindings)
-        if (b.ref.data >= 0 && b.mode != Access::read) written[size_t(b.ref.data)] = 1;
+    const std::vector<char> written = written_data(dag);
     for (const auto& t : dag.tasks)
       for (size_t p = 0; p < t.bindings.size(); ++p) {
         const std::int32_t d = t.bindings[p].ref.data;  // -1: an optional port left unbound

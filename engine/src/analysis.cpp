@@ -44,6 +44,14 @@ DagFootprint analyze(const Dag& dag) {
   return f;
 }
 
+std::vector<char> written_data(const Dag& dag) {
+  std::vector<char> written(dag.data.size(), 0);
+  for (const auto& t : dag.tasks)
+    for (const auto& b : t.bindings)
+      if (b.ref.data >= 0 && b.mode != Access::read) written[size_t(b.ref.data)] = 1;  // -1: an unbound optional port
+  return written;
+}
+
 ContentIds content_ids(const Dag& dag) {
   ContentIds c;
   c.first.assign(dag.tasks.size() + 1, 0);

@@ -2,6 +2,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "ymlopt/engine/ir.hpp"
 
@@ -37,5 +38,8 @@ struct ContentIds {
 };
 
 ContentIds content_ids(const Dag& dag);
+
+/// written[d] != 0 when some task writes data d (an out or inout port).
+std::vector<char> written_data(const Dag& dag);
 
 }  // namespace ymlopt
