@@ -19,8 +19,10 @@
 #include <random>
 #include <sstream>
 #include <thread>
+#include <ymlopt/half.hpp>
 
 #include "run_workflow.hpp"
+#include "quant/bf16_linear.hpp"
 #include "quant/qlinear.hpp"
 #include "ymlopt/scheduler/topology.hpp"
 #include "register_builtin.hpp"
@@ -176,6 +178,19 @@ RatePoint quant_point(int bits, std::int64_t m, std::int64_t n, std::int64_t k, 
 }
 
 // CSR at 90% sparsity and 2:4, flops as nn.linear's cost counts them (2·m·nnz; m·n·k for 2:4).
+/// quant::linear_bf16 (format=bf16) on [n, k] bf16 weights.
+RatePoint bf16_point(std::int64_t m, std::int64_t n, std::int64_t k, const Sizes& s) {
+  const auto wf = random_floats(size_t(n * k), 7);
+  std::vector<std::uint16_t> w(wf.size());
+  for (std::size_t i = 0; i < wf.size(); ++i) w[i] = half::bf16_bits_from_float(wf[i]);
+  const auto x = random_floats(size_t(m * k), 8);
+  std::vector<float> y(size_t(m * n));
+  WeightPool codes(w, bytes_of(w), s.pool_bytes);
+  const double t = time_best([&] { quant::linear_bf16(x.data(), m, k, codes.next().data(), n, k, k, y.data(), n); },
+                             s.reps, s.min_s);
+  return {m, n, k, 2.0 * double(m) * double(n) * double(k) / t / 1e9};
+}
+
 // CSR with fewer than sparse::kCsrPlanMaxM tokens runs on a plan, as nn.linear runs it
 // for a weight the engine names (the plan's build is once per weight, not timed).
 RatePoint sparse_point(bool csr, std::int64_t m, std::int64_t n, std::int64_t k, const Sizes& s) {
@@ -386,6 +401,7 @@ Calibration measure_calibration(bool quick) {
   for (const auto& v : ctiles) {
     c.kernels["int8"].push_back(quant_point(8, v[0], v[1], v[2], s));
     c.kernels["int4"].push_back(quant_point(4, v[0], v[1], v[2], s));
+    c.kernels["bf16"].push_back(bf16_point(v[0], v[1], v[2], s));
     c.kernels["csr"].push_back(sparse_point(true, v[0], v[1], v[2], s));
     c.kernels["nm24"].push_back(sparse_point(false, v[0], v[1], v[2], s));
   }

@@ -15,6 +15,7 @@
 #include "gemm/gemm.hpp"
 #include "io/tensor_file.hpp"
 #include "nn/linear_formats.hpp"
+#include "quant/bf16_linear.hpp"
 #include "quant/qlinear.hpp"
 #include "io/tfjs.hpp"
 #include "blas_peak.hpp"
@@ -298,7 +299,7 @@ int cmd_info(const std::vector<std::string>& args) {
                         {"gemm", {{"blas.gemm f32", gemm::sgemm_library()}, {"model kernels f32", "OpenBLAS sgemm"},
                                   {"f64", gemm::dgemm_library()}}},
                         {"sparse", {{"csr below 8 tokens", nn::csr_gemv_description()}}},
-                        {"quant", {{"int8/int4 linear", quant::best_isa_name()}}},
+                        {"quant", {{"int8/int4 linear", quant::best_isa_name()}, {"bf16 linear", quant::bf16_best_isa_name()}}},
                         {"bind", bind_plan_json(bind)}};
     std::cout << j.dump(2) << "\n";
     return 0;
@@ -307,7 +308,8 @@ int cmd_info(const std::vector<std::string>& args) {
   std::cout << "GEMM in tasks (1 thread each): blas.gemm f32 " << gemm::sgemm_library()
             << ", nn.linear/attention f32 OpenBLAS sgemm, f64 " << gemm::dgemm_library() << "\n";
   std::cout << "Sparse nn.linear: CSR below 8 tokens on " << nn::csr_gemv_description() << "\n";
-  std::cout << "Quantized nn.linear: int8/int4 kernels for " << quant::best_isa_name() << "\n";
+  std::cout << "Quantized nn.linear: int8/int4 kernels for " << quant::best_isa_name() << ", bf16 for "
+            << quant::bf16_best_isa_name() << "\n";
   std::cout << "StarPU: " << sb.version << ", CUDA " << (sb.cuda ? "yes" : "no") << ", OpenCL "
             << (sb.opencl ? "yes" : "no") << ", MPI " << (sb.mpi ? "yes" : "no")
             << ", FxT " << (sb.fxt ? "yes" : "no") << ", max CPU workers " << sb.max_cpus << "\n";

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <ymlopt/content_cache.hpp>
 
+#include "quant/bf16_linear.hpp"
 #include "quant/qlinear.hpp"
 #include "sparse/sparse_linear.hpp"
 #include <ymlopt/kernel_util.hpp>
@@ -109,6 +110,7 @@ std::optional<WeightFormat> parse_weight_format(std::string_view s) {
   if (s == "csr") return WeightFormat::csr;
   if (s == "bsr") return WeightFormat::bsr;
   if (s == "nm24") return WeightFormat::nm24;
+  if (s == "bf16") return WeightFormat::bf16;
   return std::nullopt;
 }
 
@@ -120,6 +122,7 @@ const char* weight_format_name(WeightFormat f) {
     case WeightFormat::csr: return "csr";
     case WeightFormat::bsr: return "bsr";
     case WeightFormat::nm24: return "nm24";
+    case WeightFormat::bf16: return "bf16";
   }
   return "?";
 }
@@ -131,6 +134,11 @@ std::string check_compressed_weight(const std::vector<PortSpec>& s, std::span<co
            " needs f32 activations";
   switch (f) {
     case WeightFormat::dense: return "";
+    case WeightFormat::bf16:
+      return kutil::first_error({want_dtype(s, p, kW, DType::bf16, "bf16 weights"),
+                                 want_shape(s, p, kW, n, k, "format=bf16: w is [n, k] with n = y columns, k = x columns"),
+                                 want_unbound(s, p, kWScale, f), want_unbound(s, p, kWZero, f),
+                                 want_unbound(s, p, kWIndex, f), want_unbound(s, p, kWPtr, f)});
     case WeightFormat::int8:
     case WeightFormat::int4: {
       const bool four = f == WeightFormat::int4;
@@ -209,6 +217,9 @@ void compressed_product(std::span<const TensorView> p, const Args& a, WeightForm
   const int64_t n = p[kY].cols, k = p[kX].cols;
   switch (f) {
     case WeightFormat::dense: throw KernelError("dense weights take the GEMM path");
+    case WeightFormat::bf16:
+      quant::linear_bf16(x, m, ldx, static_cast<const std::uint16_t*>(p[kW].data), n, k, std::max<int64_t>(p[kW].ld, k), y, ldy);
+      return;
     case WeightFormat::int8:
     case WeightFormat::int4:
       if (a.get_string("activations") == "f32")

@@ -9,6 +9,8 @@
 //   bsr     w f32 [nblocks, bs*bs], w_index i32 [nblocks],     sparse::linear (block micro-GEMMs)
 //           w_ptr i32 [n/bs+1], arg block=bs
 //   nm24    w f32 [n,k/2], w_index i8 [n,k/8]                  sparse::linear (2:4 gather)
+//   bf16    w bf16 [n,k]                                       quant::linear_bf16 (x rounded to bf16,
+//                                                              f32 sums; AVX-512 BF16, AVX2)
 //
 //   <task component="nn.linear">
 //     <in port="x" data="x"/><in port="w" data="fc.q"/><in port="w_scale" data="fc.scale"/>
@@ -26,7 +28,7 @@
 
 namespace ymlopt::nn {
 
-enum class WeightFormat : std::uint8_t { dense, int8, int4, csr, bsr, nm24 };
+enum class WeightFormat : std::uint8_t { dense, int8, int4, csr, bsr, nm24, bf16 };
 
 std::optional<WeightFormat> parse_weight_format(std::string_view s);
 const char* weight_format_name(WeightFormat f);

@@ -96,8 +96,8 @@ void register_transformer(Registry& reg) {
         "none, relu, gelu (exact erf form), gelu_tanh (tanh approximation, GPT-2 'gelu_new') or silu"},
        {"format", ParamType::string_, "dense", false,
         "weight representation: dense, int8 or int4 (codes in w, w_scale, optional w_zero), csr (w values, "
-        "w_index columns, w_ptr rows), bsr (blocks, arg block), nm24 (2:4: w kept values, w_index positions); "
-        "compressed W is [n, k] and needs f32 x"},
+        "w_index columns, w_ptr rows), bsr (blocks, arg block), nm24 (2:4: w kept values, w_index positions), "
+        "bf16 (w bf16; x rounded to bf16, products summed in f32); compressed W is [n, k] and needs f32 x"},
        {"group", ParamType::int_, "0", false, "int8/int4: weights per scale along k; 0: one scale per row"},
        {"block", ParamType::int_, "0", false, "bsr: block size"},
        {"activations", ParamType::string_, "int8", false,

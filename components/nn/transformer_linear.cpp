@@ -85,8 +85,9 @@ double act_flops(Act a) {
 const std::vector<PortSpec>& linear_ports() {
   static const std::vector<PortSpec> p = {
       {"x", Access::read, kFloat, false, 8, "input [m, k] (leading dims are flattened)"},
-      {"w", Access::read, {DType::f32, DType::f64, DType::i8}, false, 2,
-       "weight [k, n] (or [n, k] with transpose_w=true); may be a column tile. Compressed formats: see 'format'"},
+      {"w", Access::read, {DType::f32, DType::f64, DType::i8, DType::bf16}, false, 2,
+       "weight [k, n] (or [n, k] with transpose_w=true); may be a column tile. Compressed formats (bf16 included): "
+       "see 'format'"},
       {"b", Access::read, kFloat, true, 1, "bias [n] (optional)"},
       {"y", Access::write, kFloat, false, 8, "output [m, n]; may be a column tile of a wider tensor"},
       {"r", Access::read, kFloat, true, 8,
@@ -118,7 +119,7 @@ std::string linear_check(const TaskShape& t) {
   const auto& s = linear_ports();
   const auto& p = t.ports;
   if (auto m = kutil::ports_present(s, p); !m.empty()) return m;
-  if (auto m = kutil::one_of(t.args, "format", {"dense", "int8", "int4", "csr", "bsr", "nm24"}); !m.empty()) return m;
+  if (auto m = kutil::one_of(t.args, "format", {"dense", "int8", "int4", "csr", "bsr", "nm24", "bf16"}); !m.empty()) return m;
   if (auto m = kutil::one_of(t.args, "activations", {"int8", "f32"}); !m.empty()) return m;
   if (const nn::WeightFormat f = linear_format(t.args); f != nn::WeightFormat::dense) {
     const LinearDims d = linear_dims(t);
@@ -133,6 +134,9 @@ std::string linear_check(const TaskShape& t) {
   }
   for (std::size_t i : {nn::kWScale, nn::kWZero, nn::kWIndex, nn::kWPtr})
     if (p[i].bound()) return "port '" + s[i].name + "' is bound but format=dense does not use it";
+  if (p[1].dtype == DType::bf16 && p[0].dtype != DType::bf16)
+    return "port 'w' is bf16 but x is " + std::string(dtype_name(p[0].dtype)) +
+           ": format=\"bf16\" computes with bf16 weights ([n, k], f32 x and y)";
   if (auto m = first_error({kutil::float_dtype(s, p, 0), kutil::same_dtype(s, p, 1, 0), same_dtype_opt(s, p, 2, 0),
                             kutil::same_dtype(s, p, 3, 0),
                             kutil::one_of(t.args, "activation", {"none", "relu", "gelu", "gelu_tanh", "silu"})});

@@ -77,8 +77,8 @@ Calibration calibration_from_json(const nlohmann::json& j) {
 
 Calibration builtin_calibration() {
   // deliberately plain figures of a current x86 core (1 thread): AVX2/AVX-512
-  // sgemm ~50 GFLOP/s, half for dgemm, int8 ~2x sgemm, sparse formats at the
-  // dense rate in their own flop count, ~10 GB/s streaming
+  // sgemm ~50 GFLOP/s, half for dgemm, int8 ~2x sgemm, bf16 ~1.5x, sparse formats
+  // at the dense rate in their own flop count, ~10 GB/s streaming
   Calibration c;
   c.calibrated = false;
   c.hardware_threads = int(std::max(1u, std::thread::hardware_concurrency()));
@@ -86,7 +86,7 @@ Calibration builtin_calibration() {
   c.cpu_model = cpu_model_name();
   c.kernels = {{"sgemm", {{256, 256, 256, 50}}}, {"dgemm", {{256, 256, 256, 25}}}, {"int8", {{128, 768, 768, 100}}},
                {"int4", {{128, 768, 768, 60}}},  {"csr", {{128, 768, 768, 20}}},   {"nm24", {{128, 768, 768, 25}}},
-               {"bsr", {{128, 768, 768, 30}}}};
+               {"bsr", {{128, 768, 768, 30}}},   {"bf16", {{128, 768, 768, 75}}}};
   return c;
 }
 

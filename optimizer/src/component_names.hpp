@@ -25,6 +25,7 @@ inline constexpr const char* kSave = "io.save";
 
 // kernels the passes run on weights (blas, quant, prune, sparse)
 inline constexpr const char* kGemm = "blas.gemm";
+inline constexpr const char* kTensorCopy = "tensor.copy";
 inline constexpr const char* kQuantInt8 = "quant.int8";
 inline constexpr const char* kQuantGroup = "quant.group";
 inline constexpr const char* kQuantQ8_0 = "quant.q8_0";

@@ -551,6 +551,20 @@ void pass_nm24(PassContext& ctx, const PassSpec& s) {
   ctx.log.push_back(tally.json(s.text()));
 }
 
+/// quant.bf16: weights rounded to bf16 (nearest even), computed with bf16
+/// products and f32 sums (format=bf16).
+void pass_bf16(PassContext& ctx, const PassSpec& s) {
+  Tally tally;
+  for (const WeightUse& u : selected(ctx, s)) {
+    const DenseWeight dw = ctx.ed.load(u);
+    Buf w = Buf::of(dw.w, u.n, u.k), b(DType::bf16, u.n, u.k);
+    run_component(ctx.ed.registry(), components::kTensorCopy, {{"x", &w}, {"y", &b}}, {});
+    ctx.ed.replace(u, {tensor("w", b)}, {{"format", "bf16"}, {"transpose_w", "false"}});
+    tally.add(u, int64_t(b.bytes.size()), count_zeros(dw.w));
+  }
+  ctx.log.push_back(tally.json(s.text()));
+}
+
 // ---------------------------------------------------------------- low rank
 
 /// y = act(x Wᵀ + b) becomes h = x Bᵀ; y = act(h Aᵀ + b) with W ≈ A B, when it saves.
@@ -832,6 +846,9 @@ const std::vector<PassInfo>& all_passes() {
        pass_q8_0},
       {"quant.q4_0", "llama.cpp Q4_0: 4-bit in blocks of 32 with an f16 scale (4.5 bits per weight)", {kActivations, kMatch},
        pass_q4_0},
+      {"quant.bf16", "bf16 weights (rounded to nearest even), products of bf16 activations and weights summed in f32 "
+       "(AVX-512 BF16 where the CPU has it): half the bytes of f32",
+       {kMatch}, pass_bf16},
       quant_embedding_pass(),
       {"quant.gptq", "GPTQ int4/int8: weights rounded column by column with the rounding error compensated on the "
        "remaining columns through H = 2/m XᵀX of calibration inputs; stored like quant.group / quant.int8",

@@ -9,7 +9,9 @@
 #   CASES="gpt2:124M:128:f32 bert:base:128:int8" tests/bench/peers.sh build 5
 #   SMOKE=1 tests/bench/peers.sh build          # tiny gpt2 f32 and bert int8, 1 round (ctest)
 #
-# A case is ARCH:PRESET:SEQ:DTYPE, ARCH gpt2 or bert, DTYPE f32 or int8. int8:
+# A case is ARCH:PRESET:SEQ:DTYPE, ARCH gpt2 or bert, DTYPE f32, bf16 or int8. bf16:
+# ymlopt runs `ymlopt optimize --passes quant.bf16` weights (bf16 products, f32
+# sums) against ORT's f32 graph (ORT's CPU backend has no bf16 MatMul). int8:
 # ymlopt runs `ymlopt optimize --sequence workflows/sequences/int8.xml` weights
 # (per-channel int8, activations int8 per token, W8A8); ORT runs the graph
 # export_onnx.py --int8 builds (the same int8 weight codes, activations uint8
@@ -22,8 +24,9 @@
 #              of its runs after the first) and ORT with REPS+1 runs (median of 2..)
 # ratio = ymlopt / ORT (above 1: ymlopt is slower). Medians over REPS rounds.
 # Env: THREADS (default nproc: StarPU CPU workers and ORT intra-op threads),
-# TOL_F32 / TOL_INT8 (max |out - ref| / max |ref|, defaults 1e-4 / 0.1; measured at
-# 124M/base: f32 1e-6 both engines, int8 ymlopt 0.021-0.035, ORT 0.023-0.047),
+# TOL_F32 / TOL_BF16 / TOL_INT8 (max |out - ref| / max |ref|, defaults 1e-4 / 0.05 / 0.1;
+# measured at 124M/base: f32 1e-6 both engines, bf16 ymlopt 0.004-0.006, int8 ymlopt
+# 0.021-0.035, ORT 0.023-0.047),
 # KEEP=DIR keeps the files, OPENBLAS_CORETYPE (tests/bench/openblas_core.sh).
 # Exit 77 (skip) when ONNX Runtime cannot be fetched or Python lacks torch/onnx.
 set -euo pipefail
@@ -41,6 +44,7 @@ fi
 threads=${THREADS:-$(nproc)}
 tol_f32=${TOL_F32:-1e-4}
 tol_int8=${TOL_INT8:-0.1}
+tol_bf16=${TOL_BF16:-0.05}
 py=/usr/bin/python3
 peers_py=$here/tests/bench/peers
 source "$here/tests/bench/openblas_core.sh"
@@ -106,6 +110,10 @@ prepare() {
       --sequence workflows/sequences/int8.xml -o "$work/int8-$arch-$preset" >/dev/null
     w=$work/int8-$arch-$preset/$arch.opt.safetensors
     export_args=(--int8)
+  elif [ "$dtype" = bf16 ]; then
+    [ -f "$work/bf16-$arch-$preset/$arch.opt.safetensors" ] || "$y" optimize "${wf_args[@]}" --set weights="$w" \
+      --passes quant.bf16 -o "$work/bf16-$arch-$preset" >/dev/null
+    w=$work/bf16-$arch-$preset/$arch.opt.safetensors
   fi
   wf_args+=(--set weights="$w")
   "$py" "$peers_py/export_onnx.py" "${ref_args[@]}" --seq "$seq" "${export_args[@]}" --out "$d/model.onnx" | sed 's/^/    /'
@@ -115,7 +123,8 @@ prepare() {
 one_case() {
   local arch preset seq dtype r t0 t1
   IFS=: read -r arch preset seq dtype <<<"$1"
-  [[ "$arch" =~ ^(gpt2|bert)$ && "$dtype" =~ ^(f32|int8)$ ]] || { echo "peers: bad case '$1' (gpt2|bert:PRESET:SEQ:f32|int8)" >&2; exit 2; }
+  [[ "$arch" =~ ^(gpt2|bert)$ && "$dtype" =~ ^(f32|bf16|int8)$ ]] ||
+    { echo "peers: bad case '$1' (gpt2|bert:PRESET:SEQ:f32|bf16|int8)" >&2; exit 2; }
   echo "== $arch $preset seq $seq $dtype"
   prepare "$arch" "$preset" "$seq" "$dtype"
   : >"$d/rounds.tsv"
@@ -144,7 +153,8 @@ print(' '.join(f'{k}:{v}' for k, v in c.most_common()))" "$d/ort-optimized.onnx"
     fails=$((fails + 1))
   fi
   local tol=$tol_f32 ey eo
-  [ "$dtype" = f32 ] || tol=$tol_int8
+  [ "$dtype" != int8 ] || tol=$tol_int8
+  [ "$dtype" != bf16 ] || tol=$tol_bf16
   ey=$(relerr "$d/run/$out_name" "$d/ref.npy")
   eo=$(relerr "$d/ort.npy" "$d/ref.npy")
   check "ymlopt max relative error vs PyTorch" "$ey" "$tol"

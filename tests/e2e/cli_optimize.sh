@@ -34,6 +34,8 @@ from checks import check, done
 check(err("int8") < 0.05 and err("q8_0") < 0.05, f"int8 / q8_0 errors small ({err('int8'):.4f}, {err('q8_0'):.4f})")
 check(ratio("int8") < 0.45 and ratio("q4_0") < 0.35, f"weight bytes int8 {ratio('int8'):.3f}x, q4_0 {ratio('q4_0'):.3f}x")
 check(err("q4_0") < 0.25, f"q4_0 error {err('q4_0'):.4f}")
+check(err("bf16") < 0.01 and err("bf16") < err("int8"), f"bf16 error {err('bf16'):.4f} (int8 {err('int8'):.4f})")
+check(0.45 < ratio("bf16") < 0.65, f"weight bytes bf16 {ratio('bf16'):.3f}x (f32 norms and embeddings kept)")
 check(err("obs50") < err("magnitude50"), f"OBS 50% ({err('obs50'):.3f}) beats magnitude 50% ({err('magnitude50'):.3f})")
 check(abs(err("nm24") - json.load(open(f"{t}/g-nm24/report.json"))["quality"]["logits.npy:logits"]["relative_error"]) == 0, "nm24")
 check(abs(err("nm24") - err("nm24-int8")) < 0.02, "2:4 packed and 2:4 then int8 agree")
@@ -81,7 +83,7 @@ b=json.load(open('$tmp/lrd/report.json'))['quality']['logits.npy:logits']['relat
 print('low rank error', a, 'refit', b); sys.exit(0 if b < 0.8 * a else 1)" || { echo "FAIL: low-rank refit"; fails=$((fails + 1)); }
 
 # the weights file runs the original workflow: same logits as the rewritten one (GPT-2 [k,n], LLaMA [n,k] layouts)
-for m in g:G:gpt2:quant.int8 g:G:gpt2:prune.nm,sparse.nm24 l:L:llama:quant.group:bits=4:group=32:symmetric=false l:L:llama:prune.magnitude:sparsity=0.5; do
+for m in g:G:gpt2:quant.int8 g:G:gpt2:prune.nm,sparse.nm24 l:L:llama:quant.bf16 l:L:llama:quant.group:bits=4:group=32:symmetric=false l:L:llama:prune.magnitude:sparsity=0.5; do
   IFS=: read -r f arr model passes <<<"$m"
   passes=${m#*:*:*:}
   declare -n A=$arr

@@ -230,6 +230,52 @@ TEST(LinearFormats, SparseFormatsEqualTheDenseProduct) {
                KernelError);
 }
 
+// format=bf16: the product of x and W rounded to bf16 (long-double reference of
+// the rounded operands), with bias, activation and residual on the same path.
+TEST(LinearFormats, Bf16IsTheProductOfTheRoundedOperands) {
+  Fixture f;
+  const std::vector<float> wd = f.dense_w();
+  std::vector<std::uint16_t> wb(wd.size());
+  std::vector<float> wr(wd.size()), xr(std::size_t(M * K));
+  for (std::size_t i = 0; i < wd.size(); ++i) {
+    wb[i] = half::bf16_bits_from_float(wd[i]);
+    wr[i] = half::bf16_bits_to_float(wb[i]);
+  }
+  for (std::int64_t r = 0; r < M; ++r)
+    for (std::int64_t c = 0; c < K; ++c)
+      xr[std::size_t(r * K + c)] = half::bf16_bits_to_float(half::bf16_bits_from_float(f.x(r, c)));
+  std::vector<float> y(M * N), res(M * N, 0.5f);
+  auto yv = [&] { return view(y.data(), DType::f32, M, N); };
+  run(f.reg, "nn.linear", {f.x.view(), view(wb.data(), DType::bf16, N, K), TensorView{}, yv()}, {{"format", "bf16"}});
+  double worst = 0;
+  for (std::int64_t i = 0; i < M; ++i)
+    for (std::int64_t j = 0; j < N; ++j) {
+      long double ref = 0;
+      for (std::int64_t c = 0; c < K; ++c)
+        ref += static_cast<long double>(xr[std::size_t(i * K + c)]) * wr[std::size_t(j * K + c)];
+      worst = std::max(worst, double(std::fabs(ref - y[std::size_t(i * N + j)])));
+    }
+  EXPECT_LT(worst, 1e-5);
+  // against f32 weights: the bf16 rounding error, 2^-9 relative per operand
+  EXPECT_LT(rel_err(y, f.dense(wd)), 1e-2);
+  EXPECT_GT(rel_err(y, f.dense(wd)), 0.0);
+
+  // bias, gelu and the residual: the dense epilogue on the bf16 product
+  std::vector<float> yd = res;
+  Mat<float> xm{M, K};
+  for (std::int64_t r = 0; r < M; ++r)
+    for (std::int64_t c = 0; c < K; ++c) xm(r, c) = xr[std::size_t(r * K + c)];
+  run(f.reg, "nn.linear",
+      {xm.view(), view(wr.data(), DType::f32, N, K), view(f.bias.data(), DType::f32, 1, N, true),
+       view(yd.data(), DType::f32, M, N), view(yd.data(), DType::f32, M, N)},
+      {{"transpose_w", "true"}, {"activation", "gelu"}});
+  y = res;
+  run(f.reg, "nn.linear",
+      {f.x.view(), view(wb.data(), DType::bf16, N, K), view(f.bias.data(), DType::f32, 1, N, true), yv(), yv()},
+      {{"format", "bf16"}, {"activation", "gelu"}});
+  EXPECT_LT(rel_err(y, yd), 1e-5);
+}
+
 // CSR at m < 8 with named arrays (content ids) runs on a GEMV plan built once
 // per contents, validated when built; unnamed arrays take the plain GEMV.
 TEST(LinearFormats, CsrGemvPlanKeptPerContent) {
@@ -317,7 +363,13 @@ TEST(LinearFormats, CheckMessages) {
   EXPECT_EQ(check(f.reg, "nn.linear", {x, sv(DType::f32, K, N), none, y, none, sv(DType::f32, 1, N)}),
             "port 'w_scale' is bound but format=dense does not use it");
   EXPECT_EQ(check(f.reg, "nn.linear", {x, sv(DType::f32, K, N), none, y}, {{"format", "int3"}}),
-            "param 'format' is 'int3': expected one of 'dense', 'int8', 'int4', 'csr', 'bsr', 'nm24'");
+            "param 'format' is 'int3': expected one of 'dense', 'int8', 'int4', 'csr', 'bsr', 'nm24', 'bf16'");
+  EXPECT_EQ(check(f.reg, "nn.linear", {x, sv(DType::bf16, K, N), none, y}, {{"format", "bf16"}}),
+            "port 'w' is 64x12 but expected 12x64 (format=bf16: w is [n, k] with n = y columns, k = x columns)");
+  EXPECT_EQ(check(f.reg, "nn.linear", {x, sv(DType::f32, N, K), none, y}, {{"format", "bf16"}}),
+            "port 'w' has dtype f32 but format needs bf16 (bf16 weights)");
+  EXPECT_EQ(check(f.reg, "nn.linear", {x, sv(DType::bf16, N, K), none, y}, {{"transpose_w", "true"}}),
+            "port 'w' is bf16 but x is f32: format=\"bf16\" computes with bf16 weights ([n, k], f32 x and y)");
   EXPECT_EQ(check(f.reg, "nn.linear", {sv(DType::f64, M, K), sv(DType::i8, N, K), none, sv(DType::f64, M, N), none,
                                        sv(DType::f32, 1, N)},
                   {{"format", "int8"}}),

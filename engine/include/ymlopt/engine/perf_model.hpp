@@ -42,7 +42,8 @@ struct Calibration {
   int hardware_threads = 1;
   int starpu_workers = 1;  // CPU workers StarPU starts with --ncpu 0
   /// Kernel rates by kernel name: "sgemm", "dgemm" (OpenBLAS, 1 thread), "int8", "int4"
-  /// (quant::linear), "csr" (90% sparse), "nm24", "bsr" (sparse::linear).
+  /// (quant::linear), "bf16" (quant::linear_bf16), "csr" (90% sparse), "nm24",
+  /// "bsr" (sparse::linear).
   std::map<std::string, std::vector<RatePoint>> kernels;
   /// By component name, and by the names of epilogues (TaskRate::epilogue) that
   /// components price apart.
