@@ -7,6 +7,7 @@
 //
 //   format  ports                                                  gather
 //   dense   table f32|f64|f16|bf16 [vocab, d]                      row copy, y has the table's dtype
+//   bf16    table bf16 [vocab, d]                                  rows widened to f32 y (quant.bf16)
 //   int8    table i8 [vocab, d], table_scale f32|f16 [vocab] or    quant::dequantize of the requested
 //           [vocab, d/group], table_zero f32|f16 (asymmetric)      rows only, y f32
 //   int4    table i8 [vocab, d/2] (two codes per byte, element 2j  same

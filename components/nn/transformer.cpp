@@ -71,8 +71,9 @@ void register_transformer(Registry& reg) {
       "only the rows requested are dequantized, (code - zero) * scale, into f32 y",
       embedding_ports(),
       {{"format", ParamType::string_, "dense", false,
-        "table representation: dense (float table), int8 or int4 (codes in table, table_scale, optional "
-        "table_zero; the layout of quant.int8 / quant.group on W = table [vocab, d]); compressed tables give f32 y"},
+        "table representation: dense (float table), bf16 (a bf16 table read into f32 y), int8 or int4 (codes in "
+        "table, table_scale, optional table_zero; the layout of quant.int8 / quant.group on W = table [vocab, d]); "
+        "compressed tables give f32 y"},
        {"group", ParamType::int_, "0", false, "int8/int4: table elements per scale along d; 0: one scale per row"}},
       embedding_cpu, embedding_check, embedding_cost, YMLOPT_CUDA_KERNEL(embedding)), YMLOPT_OPENCL_KERNEL(embedding));
   embedding.compressed = embedding_reader();

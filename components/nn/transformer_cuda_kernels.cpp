@@ -107,7 +107,7 @@ void attention_cuda(KernelContext& ctx) {
 
 std::string embedding_cuda_check(const TaskShape& t) {
   if (t.ports.size() != embedding_ports().size()) return "wrong number of ports";
-  if (embedding_bits(t.args) != 0) return "CUDA kernel handles format=dense only";
+  if (t.args.get_string("format") != "dense") return "CUDA kernel handles format=dense only";
   if (t.ports[1].dtype != DType::f32) return std::string("CUDA kernel is f32 only, table is ") + dtype_name(t.ports[1].dtype);
   return "";
 }

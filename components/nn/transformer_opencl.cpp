@@ -391,7 +391,7 @@ void rope_opencl(KernelContext& ctx) {
 
 std::string embedding_opencl_check(const TaskShape& t) {
   if (t.ports.size() != embedding_ports().size()) return "wrong number of ports";
-  if (embedding_bits(t.args) != 0)
+  if (t.args.get_string("format") != "dense")
     return "the OpenCL nn.embedding reads dense tables only, not format=" + t.args.get_string("format");
   if (num_ids(t.ports[0]) > INT_MAX) return "the OpenCL nn.embedding handles up to 2^31-1 ids";
   return "";

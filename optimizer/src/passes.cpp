@@ -552,17 +552,48 @@ void pass_nm24(PassContext& ctx, const PassSpec& s) {
 }
 
 /// quant.bf16: weights rounded to bf16 (nearest even), computed with bf16
-/// products and f32 sums (format=bf16).
+/// products and f32 sums (format=bf16); with embeddings=true (the default) the
+/// embedding tables too, read by nn.embedding into f32 rows and, where a linear
+/// is tied to one (GPT-2's lm_head), by that linear as the same bf16 table.
 void pass_bf16(PassContext& ctx, const PassSpec& s) {
+  const std::string emb = opt_str(s, "embeddings", "true");
+  if (emb != "true" && emb != "false") throw PassError("option 'embeddings' of quant.bf16 must be true or false");
+  auto to_bf16 = [&](const std::vector<float>& v, int64_t rows, int64_t cols) {
+    Buf w = Buf::of(v, rows, cols), b(DType::bf16, rows, cols);
+    run_component(ctx.ed.registry(), components::kTensorCopy, {{"x", &w}, {"y", &b}}, {});
+    return b;
+  };
   Tally tally;
   for (const WeightUse& u : selected(ctx, s)) {
     const DenseWeight dw = ctx.ed.load(u);
-    Buf w = Buf::of(dw.w, u.n, u.k), b(DType::bf16, u.n, u.k);
-    run_component(ctx.ed.registry(), components::kTensorCopy, {{"x", &w}, {"y", &b}}, {});
+    Buf b = to_bf16(dw.w, u.n, u.k);
     ctx.ed.replace(u, {tensor("w", b)}, {{"format", "bf16"}, {"transpose_w", "false"}});
     tally.add(u, int64_t(b.bytes.size()), count_zeros(dw.w));
   }
-  ctx.log.push_back(tally.json(s.text()));
+  nlohmann::json j = tally.json(s.text());
+  if (emb == "true") {
+    const std::string pattern = opt_str(s, "match", "");
+    const std::regex re(pattern);  // selected() above has checked it
+    std::vector<std::string> refused;
+    nlohmann::json tables = nlohmann::json::array(), tied = nlohmann::json::object();
+    int64_t before = 0, after = 0;
+    for (const auto& u : ctx.ed.embedding_tables(&refused)) {
+      if (!pattern.empty() && !std::regex_search(u.name, re)) continue;
+      const DenseWeight t = ctx.ed.load_table(u);
+      Buf b = to_bf16(t.w, u.vocab, u.d);
+      ctx.ed.replace_embedding(u, {tensor("w", b)}, {{"format", "bf16"}});
+      before += u.vocab * u.d * int64_t(dtype_size(ctx.ed.dag().data[std::size_t(u.data)].dtype));
+      after += int64_t(b.bytes.size());
+      tables.push_back(u.name);
+      for (std::size_t i : u.linear_tasks) tied[u.name].push_back(ModelEditor::task_key(ctx.ed.dag().tasks[i]));
+    }
+    j["tables"] = tables;
+    if (!tied.empty()) j["tied_linear_readers"] = tied;
+    if (!refused.empty()) j["tables_left_f32"] = refused;
+    j["weight_bytes_before"] = j["weight_bytes_before"].get<int64_t>() + before;
+    j["weight_bytes_after"] = j["weight_bytes_after"].get<int64_t>() + after;
+  }
+  ctx.log.push_back(j);
 }
 
 // ---------------------------------------------------------------- low rank
@@ -848,7 +879,10 @@ const std::vector<PassInfo>& all_passes() {
        pass_q4_0},
       {"quant.bf16", "bf16 weights (rounded to nearest even), products of bf16 activations and weights summed in f32 "
        "(AVX-512 BF16 where the CPU has it): half the bytes of f32",
-       {kMatch}, pass_bf16},
+       {{"embeddings", "true (default) or false: the embedding tables in bf16 too (rows widened to f32 when read; "
+                       "a tied lm_head computes on the same bf16 table)"},
+        kMatch},
+       pass_bf16},
       quant_embedding_pass(),
       {"quant.gptq", "GPTQ int4/int8: weights rounded column by column with the rounding error compensated on the "
        "remaining columns through H = 2/m XᵀX of calibration inputs; stored like quant.group / quant.int8",

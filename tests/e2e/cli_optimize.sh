@@ -35,7 +35,11 @@ check(err("int8") < 0.05 and err("q8_0") < 0.05, f"int8 / q8_0 errors small ({er
 check(ratio("int8") < 0.45 and ratio("q4_0") < 0.35, f"weight bytes int8 {ratio('int8'):.3f}x, q4_0 {ratio('q4_0'):.3f}x")
 check(err("q4_0") < 0.25, f"q4_0 error {err('q4_0'):.4f}")
 check(err("bf16") < 0.01 and err("bf16") < err("int8"), f"bf16 error {err('bf16'):.4f} (int8 {err('int8'):.4f})")
-check(0.45 < ratio("bf16") < 0.65, f"weight bytes bf16 {ratio('bf16'):.3f}x (f32 norms and embeddings kept)")
+check(0.49 < ratio("bf16") < 0.55, f"weight bytes bf16 {ratio('bf16'):.3f}x (wpe, norms and biases kept f32)")
+b = rep("bf16")["pass_log"][0]
+heads = b["tied_linear_readers"].get("wte.weight", [])
+check(b["tables"] == ["wte.weight"] and heads and all(h.startswith("lm_head(") for h in heads),
+      f"bf16 tables {b['tables']}, the tied lm_head tiles read the same table ({heads})")
 check(err("obs50") < err("magnitude50"), f"OBS 50% ({err('obs50'):.3f}) beats magnitude 50% ({err('magnitude50'):.3f})")
 check(abs(err("nm24") - json.load(open(f"{t}/g-nm24/report.json"))["quality"]["logits.npy:logits"]["relative_error"]) == 0, "nm24")
 check(abs(err("nm24") - err("nm24-int8")) < 0.02, "2:4 packed and 2:4 then int8 agree")

@@ -1,5 +1,5 @@
 // nn.embedding on compressed tables (format int8 / int4, per row or per group,
-// symmetric or asymmetric, f32 or f16 scales) against an independent reference:
+// symmetric or asymmetric, f32 or f16 scales; bf16 tables widened to f32) against an independent reference:
 // the codes are unpacked and dequantized in long double, then gathered. Plus the
 // check messages and the run-time id error.
 #include <cmath>
@@ -280,6 +280,24 @@ TEST(EmbeddingFormats, HotRowsReadTheirOwnCodesTheOthersTheTableBelowThem) {
   }
 }
 
+// format=bf16: each row read is the table's bf16 row widened to f32, exactly
+TEST(EmbeddingFormats, Bf16RowsWidenToF32) {
+  Fixture f;
+  const int64_t V = 9, D = 37;
+  std::vector<std::uint16_t> table(std::size_t(V * D));
+  std::mt19937 g(5);
+  for (auto& b : table) b = half::bf16_bits_from_float(std::normal_distribution<float>(0, 1)(g));
+  const std::vector<std::int32_t> ids = {8, 0, 3, 3, 7};
+  std::vector<float> y(ids.size() * D, -1);
+  run(f.reg, "nn.embedding",
+      {view(ids.data(), DType::i32, 1, int64_t(ids.size()), true), view(table.data(), DType::bf16, V, D),
+       view(y.data(), DType::f32, int64_t(ids.size()), D)},
+      {{"format", "bf16"}});
+  for (std::size_t i = 0; i < ids.size(); ++i)
+    for (int64_t c = 0; c < D; ++c)
+      ASSERT_EQ(y[i * D + std::size_t(c)], half::bf16_bits_to_float(table[std::size_t(ids[i] * D + c)])) << i << "," << c;
+}
+
 TEST(EmbeddingFormats, BadIdNamesItsPosition) {
   Fixture f;
   const Table t = random_table(8, 10, 32, 0, false, false, 3);
@@ -335,7 +353,14 @@ TEST(EmbeddingFormats, CheckMessages) {
   EXPECT_EQ(chk({ids, sv(DType::i8, V, D), sv(DType::f32, T + 1, D), vec(DType::f32, V)}, i8),
             "port 'y' is 8x64 but there are 7 ids (one row per id)");
   EXPECT_EQ(chk({ids, sv(DType::i8, V, D), y, vec(DType::f32, V)}, {{"format", "int2"}}),
-            "param 'format' is 'int2': expected one of 'dense', 'int8', 'int4'");
+            "param 'format' is 'int2': expected one of 'dense', 'int8', 'int4', 'bf16'");
+  const std::map<std::string, std::string> b16 = {{"format", "bf16"}};
+  EXPECT_EQ(chk({ids, sv(DType::bf16, V, D), y}, b16), "");
+  EXPECT_EQ(chk({ids, sv(DType::f32, V, D), y}, b16), "port 'table' has dtype f32 but format=bf16 needs bf16");
+  EXPECT_EQ(chk({ids, sv(DType::bf16, V, D), sv(DType::bf16, T, D)}, b16),
+            "port 'y' has dtype bf16: format=bf16 gives f32 rows");
+  EXPECT_EQ(chk({ids, sv(DType::bf16, V, D), y, vec(DType::f32, V)}, b16),
+            "port 'table_scale' is bound but format=bf16 does not use it");
   EXPECT_EQ(chk({ids, sv(DType::i8, V, D), y}, {}),
             "port 'table' has dtype i8: format=dense needs a float table (set format=int8 or int4 for codes)");
   EXPECT_EQ(chk({ids, sv(DType::f32, V, D), y, vec(DType::f32, V)}, {}),
