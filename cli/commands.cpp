@@ -527,10 +527,35 @@ bool parse_run_args(const std::vector<std::string>& args, RunArgs& a) {
   return true;
 }
 
-// The machine, probed once (hwloc's I/O discovery costs tens of ms): --bind is
-// checked against it, and it goes into the report.
+// Whether the run may start OpenCL (--opencl, or StarPU's STARPU_NOPENCL) or
+// CUDA workers (a StarPU with CUDA, --ncuda / STARPU_NCUDA not 0).
+bool may_use_opencl(const RunArgs& a) {
+  const char* env = std::getenv("STARPU_NOPENCL");
+  return a.backend != "sequential" && (a.nopencl != 0 || (env && std::atoi(env) != 0));
+}
+bool may_use_cuda(const RunArgs& a) {
+  const char* env = std::getenv("STARPU_NCUDA");
+  return a.backend != "sequential" && starpu_build_info().cuda && a.ncuda != 0 && !(a.ncuda < 0 && env && std::atoi(env) == 0);
+}
+
+// A run without OpenCL workers keeps the OpenCL drivers out of this process:
+// starpu_init counts OpenCL devices whatever it is asked for, and hwloc's
+// device probe lists them, and an installed driver may load a whole compiler
+// on its first call (PoCL's loads LLVM: 150 ms of every run here). The ICD
+// loader (ocl-icd, or Khronos') reads its drivers from OCL_ICD_VENDORS, here a
+// directory that does not exist; one the user set is left alone. Once per
+// process: the loader reads the list once.
+void keep_opencl_drivers_out(const RunArgs& a) {
+  if (may_use_opencl(a) || std::getenv("OCL_ICD_VENDORS")) return;
+  setenv("OCL_ICD_VENDORS", "/nonexistent/ymlopt-run-without-opencl", 1);
+}
+
+// The machine, probed once: --bind is checked against it, and it goes into
+// the report. Its I/O devices only when the run may use accelerators (hwloc's
+// device discovery costs tens of ms, more with OpenCL drivers).
 Topology probe_and_check_binding(const RunArgs& a) {
-  Topology topo = probe_topology();
+  keep_opencl_drivers_out(a);
+  Topology topo = probe_topology(may_use_opencl(a) || may_use_cuda(a) ? ProbeDevices::yes : ProbeDevices::no);
   try {  // --bind names PUs this process may use (an MPI rank checks its own cpuset again)
     plan_binding(topo, a.bind, a.ncpu, 0);
   } catch (const BindError& e) {
@@ -707,9 +732,64 @@ nlohmann::json run_info(const RunArgs& a, const Dag& dag, const DataStore& store
   return info;
 }
 
+// Where the wall time of `ymlopt run` goes, phase by phase from the start of the
+// command (report.json "phases_us"; the summary's "wall" line). The run phase is
+// split into the runtime's start and stop, its set-up, the warm-up runs and the
+// makespan.
+class PhaseClock {
+ public:
+  void mark(const char* phase) {
+    const auto now = std::chrono::steady_clock::now();
+    phases_[phase] = us(now - last_);
+    last_ = now;
+  }
+  double total_us() const { return us(last_ - start_); }
+  nlohmann::json json(const RunTotals& t) const {
+    nlohmann::json j = phases_;
+    if (phases_.contains("run")) {
+      double warm = 0;
+      for (double w : t.warmup_us) warm += w;
+      j["run_split"] = {{"runtime_start_stop", phases_["run"].get<double>() - t.setup_us - warm - t.makespan_us},
+                        {"setup", t.setup_us}, {"warmup", warm}, {"makespan", t.makespan_us}};
+    }
+    j["total"] = total_us();
+    return j;
+  }
+  /// "wall 651.2 ms: probe 4.1, compile 21.0, ..., report 6.3 ms (...)" (`j`: json()).
+  std::string line(const nlohmann::json& j) const {
+    std::ostringstream o;
+    o.setf(std::ios::fixed);
+    o.precision(1);
+    o << "wall " << (total_us() + us(std::chrono::steady_clock::now() - last_)) / 1e3 << " ms:";
+    const char* sep = " ";
+    for (const char* p : {"probe", "compile", "data", "predict"}) {
+      if (!j.contains(p)) continue;
+      o << sep << p << " " << j[p].get<double>() / 1e3;
+      sep = ", ";
+    }
+    if (j.contains("run_split")) {
+      const auto& r = j["run_split"];
+      o << sep << "runtime start+stop " << r["runtime_start_stop"].get<double>() / 1e3 << ", set-up "
+        << r["setup"].get<double>() / 1e3;
+      if (r["warmup"].get<double>() > 0) o << ", warm-up runs " << r["warmup"].get<double>() / 1e3;
+      o << ", makespan " << r["makespan"].get<double>() / 1e3;
+    }
+    if (j.contains("history")) o << ", history " << j["history"].get<double>() / 1e3;
+    o << ", report " << us(std::chrono::steady_clock::now() - last_) / 1e3
+      << " ms (from the command's start; loading the process and exiting come on top)\n";
+    return o.str();
+  }
+
+ private:
+  static double us(std::chrono::steady_clock::duration d) { return std::chrono::duration<double, std::micro>(d).count(); }
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now(), last_ = start_;
+  nlohmann::json phases_ = nlohmann::json::object();
+};
+
 // Writes report.json, trace.json and run.log and prints the summary; the exit code.
 int report_run(const RunArgs& a, const Dag& dag, const DataStore& store, const Topology& topo, const DagFootprint& foot,
-               const Prediction& prediction, Checkpoint* checkpoint, RunState& s, std::ostringstream& log) {
+               const Prediction& prediction, Checkpoint* checkpoint, RunState& s, std::ostringstream& log,
+               const PhaseClock& clock) {
   ExecResult& res = s.run.result;
   RunTotals totals = compute_totals(dag, res);
   totals.blas_peak_gflops = blas_peak_gflops(totals.makespan_us > 0 ? totals.flops / totals.makespan_us / 1e3 : 0);
@@ -723,6 +803,8 @@ int report_run(const RunArgs& a, const Dag& dag, const DataStore& store, const T
   }
   info["prediction"] = prediction_report(prediction, totals.makespan_us,
                                          double(store.total_bytes() + store.mapped_bytes()), double(totals.peak_rss_bytes));
+  const nlohmann::json phases = clock.json(totals);
+  info["phases_us"] = phases;
   const auto* ranks = s.task_ranks.empty() ? nullptr : &s.task_ranks;
   write_file_atomic(a.out + "/report.json", make_report(dag, res, totals, info, ranks).dump(1) + "\n");
   write_file_atomic(a.out + "/trace.json", make_trace(dag, res, ranks).dump() + "\n");
@@ -746,25 +828,31 @@ int report_run(const RunArgs& a, const Dag& dag, const DataStore& store, const T
     std::cerr << "run failed; partial report in " << a.out << "/report.json\n";
     return 1;
   }
+  const std::string wall = clock.line(phases);
+  log << wall;
   write_file_atomic(a.out + "/run.log", log.str());
   if (!a.quiet) {
     std::cout << "workflow '" << dag.name << "': " << dag.tasks.size() << " tasks on " << res.workers.size()
               << " worker" << (res.workers.size() == 1 ? "" : "s") << " (" << res.runtime << ", " << res.scheduler
               << ")\n"
-              << table << checkpoint_summary << (totals.tasks_restored ? "" : prediction_line(info["prediction"]))
-              << "run directory: " << a.out << "\n";
+              << table << wall << checkpoint_summary
+              << (totals.tasks_restored ? "" : prediction_line(info["prediction"])) << "run directory: " << a.out
+              << "\n";
   }
   return 0;
 }
 
 int cmd_run(const std::vector<std::string>& args) {
+  PhaseClock clock;
   RunArgs a;
   if (!parse_run_args(args, a)) return 0;
   const Topology topo = probe_and_check_binding(a);
   const RankWorld world(a.backend == "starpu-mpi" && !a.dry_run);
+  clock.mark("probe");
   ComponentRegistry reg;
   CompileResult cr;
   if (int rc = compile_run(a, world, reg, cr)) return rc;
+  clock.mark("compile");
   const Dag& dag = cr.dag;
   if (a.warmup > 0) {
     if (const std::string why = warmup_refusal(dag); !why.empty()) throw UsageError("--warmup: " + why);
@@ -784,6 +872,7 @@ int cmd_run(const std::vector<std::string>& args) {
   log << " --backend " << a.backend << " --sched " << a.sched << "\n";
   const std::unique_ptr<DataStore> store = make_run_store(dag, world);
   if (!store) return 1;
+  clock.mark("data");
   if (world.rank == 0) write_file_atomic(a.out + "/dag.dot", dag_to_dot(dag));
   // the machine the run saw goes into the report; its warnings (e.g. OpenBLAS
   // running generic kernels on an AVX-512 CPU) explain slow runs
@@ -812,12 +901,14 @@ int cmd_run(const std::vector<std::string>& args) {
   // before running: the run must not inform it (the history holds earlier runs only)
   History history = a.no_history || world.rank != 0 ? History{} : load_history();
   const Prediction prediction = predict_run(dag, a.backend, a.ncpu, &history);
+  clock.mark("predict");
   RunState s;
   {
     ProgressLine line(progress, !a.quiet && isatty(2) && !world.use_mpi);
     s.run = run_workflow(dag, *store, ro);
   }
   if (checkpoint) checkpoint->finish();  // everything persisted before the report says so
+  clock.mark("run");
   if (const std::optional<int> rc = merge_ranks(dag, s, world)) return *rc;
   if (s.run.result.ok && !a.no_history && !world.use_mpi) {
     record_history(history, dag, task_seconds(s.run.result));
@@ -827,7 +918,8 @@ int cmd_run(const std::vector<std::string>& args) {
       std::cerr << "ymlopt: warning: " << e.what() << "\n";
     }
   }
-  return report_run(a, dag, *store, topo, foot, prediction, checkpoint.get(), s, log);
+  clock.mark("history");
+  return report_run(a, dag, *store, topo, foot, prediction, checkpoint.get(), s, log, clock);
 }
 
 }  // namespace

@@ -231,8 +231,9 @@ std::string format_bytes(std::uint64_t bytes) {
   return buf;
 }
 
-Topology probe_topology() {
+Topology probe_topology(ProbeDevices devices) {
   Topology t;
+  t.devices_probed = devices == ProbeDevices::yes;
   probe_blas(t);
 #ifdef HWLOC_VERSION
   t.hwloc_version = HWLOC_VERSION;  // the library built against
@@ -248,7 +249,8 @@ Topology probe_topology() {
   }
   // The whole machine (PUs outside our cgroup included) and the important I/O devices.
   hwloc_topology_set_flags(topo, HWLOC_TOPOLOGY_FLAG_INCLUDE_DISALLOWED);
-  hwloc_topology_set_io_types_filter(topo, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
+  hwloc_topology_set_io_types_filter(topo, t.devices_probed ? HWLOC_TYPE_FILTER_KEEP_IMPORTANT
+                                                            : HWLOC_TYPE_FILTER_KEEP_NONE);
   if (hwloc_topology_load(topo) != 0) {
     t.error = "hwloc_topology_load failed";
     hwloc_topology_destroy(topo);
@@ -315,7 +317,7 @@ Topology probe_topology() {
   }
   t.cpu_model = t.package_list.front().cpu_model;
 
-  probe_gpus(topo, t);
+  if (t.devices_probed) probe_gpus(topo, t);
   hwloc_topology_destroy(topo);
   return t;
 }
@@ -348,7 +350,9 @@ std::string format_topology(const Topology& t) {
       }
     }
   }
-  if (t.gpus.empty()) {
+  if (!t.devices_probed) {
+    s << "GPUs: not probed\n";
+  } else if (t.gpus.empty()) {
     s << "GPUs: none\n";
   } else {
     s << "GPUs: " << t.gpus.size() << "\n";
@@ -411,6 +415,7 @@ nlohmann::json topology_json(const Topology& t) {
                                  {"pus", p.pus},
                                  {"caches", caches}});
   }
+  j["devices_probed"] = t.devices_probed;
   j["gpus"] = json::array();
   for (const auto& g : t.gpus)
     j["gpus"].push_back({{"name", g.name},

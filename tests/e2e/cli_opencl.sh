@@ -60,6 +60,7 @@ assert r["status"] == "ok", r.get("error")
 assert kinds.get("cpu", 0) > 0 and kinds.get("opencl", 0) > 0, kinds
 assert moved.get(("RAM", "OpenCL 0"), 0) > 0 and moved.get(("OpenCL 0", "RAM"), 0) > 0, moved
 assert r["totals"]["bytes_moved"] == sum(moved.values())
+assert r["machine"]["devices_probed"], "a run with OpenCL workers probes the devices"
 with_cl = set(sys.argv[3].split())
 if sys.argv[2]:
     wrong = [(t["id"], t["component"], t["worker_kind"]) for t in r["tasks"]

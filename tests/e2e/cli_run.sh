@@ -233,10 +233,11 @@ print("ok: calibrate wrote every rate; the next run is priced with it")
 PY
 unset XDG_CACHE_HOME
 # --warmup: the workflow runs again in the same process; the report is the last run's
+starpu_cuda=$("$y" info --json | python3 -c "import json, sys; print(json.load(sys.stdin)['starpu']['cuda'])")
 for backend in starpu sequential; do
   expect_rc 0 "warm-up, $backend" -- "$y" run workflows/models/mlp2.xml --backend $backend --warmup 2 --out "$tmp/warm-$backend"
   expect_in "after 2 warm-up runs (makespan" "warm-up makespans in the summary"
-  python3 - "$tmp/warm-$backend" <<'PY' || fails=$((fails + 1))
+  python3 - "$tmp/warm-$backend" "$backend" "$starpu_cuda" <<'PY' || fails=$((fails + 1))
 import json, sys
 r = json.load(open(sys.argv[1] + "/report.json"))
 t = r["totals"]
@@ -244,7 +245,19 @@ assert len(t["warmup_us"]) == 2 and min(t["warmup_us"]) > 0, t
 assert len(r["tasks"]) == t["tasks_run"] == t["tasks"], t
 assert max(x["end_us"] for x in r["tasks"]) <= t["makespan_us"] + 1
 print("ok: 2 warm-up runs", t["warmup_us"], "then", t["makespan_us"])
+# the command's wall time by phase: each phase measured, the run split adding up to the run
+ph = r["phases_us"]
+assert all(ph[k] >= 0 for k in ("probe", "compile", "data", "predict", "run", "history")), ph
+s = ph["run_split"]
+assert abs(s["makespan"] - t["makespan_us"]) < 1 and abs(s["warmup"] - sum(t["warmup_us"])) < 1, (s, t)
+assert abs(s["runtime_start_stop"] + s["setup"] + s["warmup"] + s["makespan"] - ph["run"]) < 1 and s["runtime_start_stop"] >= 0, ph
+assert ph["total"] >= sum(ph[k] for k in ("probe", "compile", "data", "predict", "run", "history")) - 1, ph
+print("ok: phases", {k: round(v / 1e3, 1) for k, v in ph.items() if k != "run_split"})
+# no OpenCL worker asked for: no device probe, unless this StarPU may start CUDA workers
+may_cuda = sys.argv[2] == "starpu" and sys.argv[3] == "True"
+assert r["machine"]["devices_probed"] == may_cuda, (r["machine"]["devices_probed"], sys.argv[2:])
 PY
+  expect_in "wall " "the summary's wall line"
 done
 expect_rc 2 "negative --warmup" -- "$y" run workflows/models/mlp2.xml --warmup -1 --out "$tmp/w1"
 expect_in "--warmup must be >= 0" "negative warm-up refused"

@@ -82,13 +82,19 @@ struct Topology {
   std::vector<PackageInfo> package_list;
   std::vector<NumaInfo> numa;
   std::vector<GpuInfo> gpus;
+  bool devices_probed = true;  // false: probed without I/O devices, so `gpus` says nothing
   BlasInfo blas;
   std::vector<std::string> warnings;  // things the CLI should warn about
 };
 
+/// Whether a probe looks for I/O devices (GPUs, OpenCL devices) too. They cost
+/// 150 ms and more where an OpenCL ICD loads a compiler (PoCL loads LLVM) and
+/// matter only to runs that may use accelerators.
+enum class ProbeDevices { yes, no };
+
 /// Probes the machine with hwloc and the OpenBLAS in use. Never throws: on an
 /// hwloc failure, Topology::ok is false and error says why.
-Topology probe_topology();
+Topology probe_topology(ProbeDevices devices = ProbeDevices::yes);
 
 /// Short text tree, e.g.
 ///   Machine: 1 package, 1 NUMA node (23.4 GiB), 2 cores, 2 PUs
