@@ -591,24 +591,23 @@ void load_tensor_into(const std::string& path, const std::string& key, const Ten
   copy_into_view(loc.data, dst);
 }
 
-std::vector<TensorInfo> list_tensors(const std::string& path) {
+FileIndex index_file(const std::string& path) {
   const FileFormat fmt = format_of(path);
   MappedFile f(path);
-  std::vector<TensorInfo> out;
+  FileIndex out;
   if (fmt == FileFormat::safetensors) {
     StHeader h = parse_safetensors(path, f);
-    for (auto& e : h.entries) out.push_back(std::move(e.info));
+    for (auto& e : h.entries) out.tensors.push_back(std::move(e.info));
+    out.metadata = std::move(h.metadata);
   } else {
-    out.push_back(parse_npy(path, f).info);
+    out.tensors.push_back(parse_npy(path, f).info);
   }
   return out;
 }
 
-std::map<std::string, std::string> read_metadata(const std::string& path) {
-  if (format_of(path) != FileFormat::safetensors) return {};
-  MappedFile f(path);
-  return parse_safetensors(path, f).metadata;
-}
+std::vector<TensorInfo> list_tensors(const std::string& path) { return index_file(path).tensors; }
+
+std::map<std::string, std::string> read_metadata(const std::string& path) { return index_file(path).metadata; }
 
 namespace {
 

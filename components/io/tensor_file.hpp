@@ -67,10 +67,20 @@ TensorData load_tensor(const std::string& path, const std::string& key = "");
 /// stored dtype or shape differs from dst's (dst.shape, or {rows, cols} if empty).
 void load_tensor_into(const std::string& path, const std::string& key, const TensorView& dst);
 
-/// The tensors of a file (sorted by name for safetensors; one unnamed entry for .npy).
+/// What a file's header says: its tensors (sorted by name for safetensors; one
+/// unnamed entry for .npy) and the safetensors "__metadata__" map (empty for .npy).
+struct FileIndex {
+  std::vector<TensorInfo> tensors;
+  std::map<std::string, std::string> metadata;
+};
+/// Reads the header once (a caller that asks about many tensors of one file
+/// keeps the index: the compiler asks once per file, not per data).
+FileIndex index_file(const std::string& path);
+
+/// The tensors of a file: index_file(path).tensors.
 std::vector<TensorInfo> list_tensors(const std::string& path);
 
-/// The "__metadata__" map of a safetensors file (empty for .npy).
+/// The "__metadata__" map of a safetensors file (empty for .npy): index_file(path).metadata.
 std::map<std::string, std::string> read_metadata(const std::string& path);
 
 /// Writes a safetensors file (data in the order given, 8-byte aligned header).

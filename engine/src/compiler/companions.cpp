@@ -16,13 +16,12 @@ namespace ymlopt::compiler {
 // when the file holds no such record (the key is then checked as usual).
 bool Compiler::compressed_source(DataDecl& d, const Attr& src) {
   if (d.key.empty()) return false;
-  std::map<std::string, std::string> meta;
-  std::vector<io::TensorInfo> infos;
   try {
-    meta = io::read_metadata(d.src);
+    const io::FileIndex& index = file_index(d.src);
+    const std::map<std::string, std::string>& meta = index.metadata;
     auto it = meta.find("ymlopt.format." + d.key);
     if (it == meta.end()) return false;
-    infos = io::list_tensors(d.src);
+    const std::vector<io::TensorInfo>& infos = index.tensors;
     std::istringstream words(it->second);
     std::string w;
     words >> d.format;

@@ -22,6 +22,8 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+
+#include "io/tensor_file.hpp"
 #include <unordered_set>
 #include <utility>
 #include <vector>
@@ -171,6 +173,8 @@ class Compiler {
   bool data_source(const Element& e, DataDecl& d);
   void push_decl(DataDecl d);
   void check_source(const DataDecl& d, const Attr& src);
+  /// The header of the file at `path`, read on the first call (throws as io::index_file).
+  const io::FileIndex& file_index(const std::string& path);
   std::optional<DataRef> resolve(const std::string& text, const Attr& a);
 
   // companions.cpp
@@ -247,6 +251,7 @@ class Compiler {
   std::unordered_set<const Element*> checked_;
   std::set<std::string> missing_files_;  // each reported once
   std::set<std::string> broken_files_;   // unreadable header: reported at the first data reading the file
+  std::map<std::string, io::FileIndex> file_index_;  // headers read, by path: once per file, not per data
   long double nested_trips_ = 1;         // iterations of the from/to loops being expanded, multiplied
   std::map<std::string, const xml::Document*> docs_by_path_;
   std::vector<std::string> call_stack_;

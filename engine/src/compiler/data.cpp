@@ -266,24 +266,30 @@ void Compiler::push_decl(DataDecl d) {
   states_.push_back(std::move(st));
 }
 
+const io::FileIndex& Compiler::file_index(const std::string& path) {
+  auto it = file_index_.find(path);
+  if (it == file_index_.end()) it = file_index_.emplace(path, io::index_file(path)).first;
+  return it->second;
+}
+
 // The file behind src= must hold the declared dtype and shape (read from its header only).
 void Compiler::check_source(const DataDecl& d, const Attr& src) {
-  std::vector<io::TensorInfo> infos;
+  const io::FileIndex* index = nullptr;
   try {
-    infos = io::list_tensors(d.src);
+    index = &file_index(d.src);
   } catch (const std::exception& e) {
     broken_files_.insert(d.src);
     diags_.error(src.loc, e.what());
     return;
   }
+  const std::vector<io::TensorInfo>& infos = index->tensors;
   const io::TensorInfo* hit = nullptr;
-  std::vector<std::string> names;
-  for (const auto& t : infos) {
-    names.push_back(t.name);
+  for (const auto& t : infos)
     if (t.name == d.key) hit = &t;
-  }
   if (!hit && (d.key.empty() || io::format_of(d.src) == io::FileFormat::npy) && infos.size() == 1) hit = &infos[0];
   if (!hit) {
+    std::vector<std::string> names;
+    for (const auto& t : infos) names.push_back(t.name);
     if (d.key.empty())
       diags_.error(src.loc, d.src + " holds " + std::to_string(infos.size()) + " tensors: name one with key=");
     else
