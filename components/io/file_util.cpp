@@ -82,8 +82,8 @@ void AtomicWriter::commit() {
   if (::rename(tmp_.c_str(), path_.c_str()) != 0) fail(path_, "cannot rename temporary file: " + errno_text(errno));
   committed_ = true;
   // Best effort: make the rename durable.
-  std::string dir = std::filesystem::path(path_).parent_path().string();
-  if (dir.empty()) dir = ".";
+  const std::string parent = std::filesystem::path(path_).parent_path().string();
+  const std::string dir = parent.empty() ? std::string(1, '.') : parent;
   const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dfd >= 0) {
     (void)::fsync(dfd);
