@@ -14,7 +14,6 @@
 
 #include <cmath>
 #include <cstring>
-#include <regex>
 
 #include "pass_util.hpp"
 #include "component_names.hpp"
@@ -63,13 +62,7 @@ void pass_quant_embedding(PassContext& ctx, const PassSpec& s) {
   const DType sd = scale_dtype_option(s);
   if (!symmetric && group == 0)
     throw PassError("quant.embedding: symmetric=false needs group=32, 64 or 128 (per-row int8 is symmetric)");
-  const std::string pattern = opt_str(s, "match", "");
-  std::regex re;
-  try {
-    if (!pattern.empty()) re = std::regex(pattern);
-  } catch (const std::regex_error&) {
-    throw PassError("option 'match' of quant.embedding: bad regular expression '" + pattern + "'");
-  }
+  const auto matches = detail::name_matcher(s);
   // hot rows: the first H ids held apart in int8 (one symmetric scale per row), the rest in 4 bits
   const bool has_rows = s.options.count("hot_rows") > 0, has_fraction = s.options.count("hot_fraction") > 0;
   if (has_rows && has_fraction) throw PassError("quant.embedding: give hot_rows or hot_fraction, not both");
@@ -89,7 +82,7 @@ void pass_quant_embedding(PassContext& ctx, const PassSpec& s) {
   nlohmann::json formats = nlohmann::json::object(), tied = nlohmann::json::object();
   int64_t tables = 0, before = 0, after = 0;
   for (const auto& u : ctx.ed.embedding_tables(&skipped)) {
-    if (!pattern.empty() && !std::regex_search(u.name, re)) continue;
+    if (!matches(u.name)) continue;
     if (group > 0 && u.d % group != 0) {
       skipped.push_back(u.name + ": d=" + std::to_string(u.d) + " does not split into groups of " + std::to_string(group));
       continue;

@@ -60,19 +60,21 @@ double opt_num(const PassSpec& s, const std::string& k, double def) {
 }
 
 
-std::vector<WeightUse> selected(PassContext& ctx, const PassSpec& s) {
+std::function<bool(const std::string&)> name_matcher(const PassSpec& s) {
   const std::string pattern = opt_str(s, "match", "");
-  std::regex re;
-  if (!pattern.empty()) {
-    try {
-      re = std::regex(pattern);
-    } catch (const std::regex_error&) {
-      throw PassError("option 'match' of " + s.name + ": bad regular expression '" + pattern + "'");
-    }
+  if (pattern.empty()) return [](const std::string&) { return true; };
+  try {
+    return [re = std::regex(pattern)](const std::string& name) { return std::regex_search(name, re); };
+  } catch (const std::regex_error&) {
+    throw PassError("option 'match' of " + s.name + ": bad regular expression '" + pattern + "'");
   }
+}
+
+std::vector<WeightUse> selected(PassContext& ctx, const PassSpec& s) {
+  const auto matches = name_matcher(s);
   std::vector<WeightUse> out;
   for (WeightUse& u : ctx.ed.linear_weights())
-    if (pattern.empty() || std::regex_search(u.name, re)) out.push_back(std::move(u));
+    if (matches(u.name)) out.push_back(std::move(u));
   return out;
 }
 

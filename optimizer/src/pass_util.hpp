@@ -6,6 +6,7 @@
 //   run_component(reg, "quant.int8", {{"w", &w}, {"q", &q}, {"scale", &scale}}, {});
 #pragma once
 #include <cstring>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -72,6 +73,11 @@ std::map<std::string, double> run_component(const ComponentRegistry& reg, const 
 std::string opt_str(const PassSpec& s, const std::string& k, const std::string& def);
 double opt_num(const PassSpec& s, const std::string& k, double def);
 
+/// Option `match` of a pass as a test on a weight's or table's name (true for
+/// every name when the option is absent); a bad regex is a PassError.
+///   const auto matches = name_matcher(spec);  if (!matches(u.name)) continue;
+std::function<bool(const std::string&)> name_matcher(const PassSpec& s);
+
 /// The weights a pass may change, in program order (option `match`: a regex on the name).
 std::vector<WeightUse> selected(PassContext& ctx, const PassSpec& s);
 
@@ -100,6 +106,9 @@ bool read_later(const Dag& dag, std::size_t from, std::int32_t d);
 /// Graph rewrites (rewrite.cpp).
 void pass_fuse_merge(PassContext& ctx, const PassSpec& s);
 void pass_fuse_compose(PassContext& ctx, const PassSpec& s);
+void pass_fuse_activation(PassContext& ctx, const PassSpec& s);
+void pass_fuse_ln_affine(PassContext& ctx, const PassSpec& s);
+void pass_dce(PassContext& ctx, const PassSpec& s);
 /// Structured pruning (structured.cpp).
 void pass_prune_heads(PassContext& ctx, const PassSpec& s);
 void pass_prune_neurons(PassContext& ctx, const PassSpec& s);

@@ -572,13 +572,12 @@ void pass_bf16(PassContext& ctx, const PassSpec& s) {
   }
   nlohmann::json j = tally.json(s.text());
   if (emb == "true") {
-    const std::string pattern = opt_str(s, "match", "");
-    const std::regex re(pattern);  // selected() above has checked it
+    const auto matches = name_matcher(s);
     std::vector<std::string> refused;
     nlohmann::json tables = nlohmann::json::array(), tied = nlohmann::json::object();
     int64_t before = 0, after = 0;
     for (const auto& u : ctx.ed.embedding_tables(&refused)) {
-      if (!pattern.empty() && !std::regex_search(u.name, re)) continue;
+      if (!matches(u.name)) continue;
       const DenseWeight t = ctx.ed.load_table(u);
       Buf b = to_bf16(t.w, u.vocab, u.d);
       ctx.ed.replace_embedding(u, {tensor("w", b)}, {{"format", "bf16"}});
@@ -676,157 +675,6 @@ void pass_lowrank(PassContext& ctx, const PassSpec& s) {
     tally.add(u, r * (u.n + u.k) * 4, 0);
   }
   ctx.log.push_back(tally.json(s.text()));
-}
-
-// ---------------------------------------------------------------- graph rewrites
-
-
-/// fuse.activation: nn.linear followed by an element-wise activation task on its
-/// output becomes one nn.linear with the activation fused in its epilogue.
-void pass_fuse_activation(PassContext& ctx, const PassSpec& s) {
-  static const std::map<std::string, std::string> acts = {{components::kRelu, "relu"}, {components::kSilu, "silu"}, {components::kGelu, ""}};
-  Dag& dag = ctx.ed.dag();
-  int64_t fused = 0;
-  for (std::size_t i = 0; i < dag.tasks.size(); ++i) {
-    TaskNode& lin = dag.tasks[i];
-    if (lin.comp->name != components::kLinear || lin.args.get_string("activation") != "none") continue;
-    if (lin.bindings[ctx.ed.port_index(lin, "r")].ref.data >= 0) continue;  // act(z) + r != act(z + r)
-    const DataRef y = lin.bindings[ctx.ed.port_index(lin, "y")].ref;
-    // the next task touching y's data must be the activation reading exactly y
-    std::size_t j = i + 1;
-    while (j < dag.tasks.size() && !touches(dag.tasks[j], y.data)) ++j;
-    if (j == dag.tasks.size()) continue;
-    const TaskNode& act = dag.tasks[j];
-    auto it = acts.find(act.comp->name);
-    if (it == acts.end() || act.bindings.size() < 2 || !(act.bindings[0].ref == y)) continue;
-    std::string a = it->second;
-    if (act.comp->name == components::kGelu) a = act.args.get_string("approximate") == "tanh" ? "gelu_tanh" : "gelu";
-    const DataRef z = act.bindings[1].ref;
-    // y itself must not be needed afterwards unless the activation wrote it in place
-    if (!(z == y) && read_later(dag, j, y.data)) continue;
-    // nothing between i and j may touch z
-    bool clash = false;
-    for (std::size_t m = i + 1; m < j && !clash; ++m) clash = touches(dag.tasks[m], z.data);
-    if (clash) continue;
-    ctx.ed.set_arg(lin, "activation", a);
-    ctx.ed.bind(lin, "y", z, Access::write);
-    ctx.ed.remove_task(j);
-    ++fused;
-  }
-  ctx.log.push_back({{"pass", s.text()}, {"fused", fused}});
-}
-
-/// fuse.ln_affine: y = LN(x) γ + β read only by linear layers becomes y = LN(x)
-/// and every such layer W' = W diag(γ), b' = b + W β (the affine folded into
-/// the next GEMM). Changes the graph: the compressed file alone no longer
-/// describes the model, run the rewritten workflow.
-void pass_fuse_ln_affine(PassContext& ctx, const PassSpec& s) {
-  Dag& dag = ctx.ed.dag();
-  int64_t folded = 0, layers = 0;
-  for (std::size_t i = 0; i < dag.tasks.size(); ++i) {
-    const TaskNode& ln = dag.tasks[i];
-    if (ln.comp->name != components::kLayerNorm && ln.comp->name != components::kRmsNorm) continue;
-    const bool has_beta = ln.comp->name == components::kLayerNorm;
-    const std::size_t pg = ctx.ed.port_index(ln, has_beta ? "gamma" : "weight");
-    const std::size_t pb = has_beta ? ctx.ed.port_index(ln, "beta") : pg;
-    const DataRef g = ln.bindings[pg].ref, b = has_beta ? ln.bindings[pb].ref : DataRef{};
-    if (g.data < 0 && b.data < 0) continue;
-    const DataRef y = ln.bindings[ctx.ed.port_index(ln, "y")].ref;
-    if (y.tile >= 0) continue;
-    // every reader of this value must be a dense linear reading it whole as x
-    std::vector<std::size_t> readers;
-    bool ok = true;
-    for (std::size_t j = i + 1; j < dag.tasks.size() && ok; ++j) {
-      const TaskNode& t = dag.tasks[j];
-      bool reads = false, overwrites = false;
-      for (std::size_t p = 0; p < t.bindings.size(); ++p) {
-        if (t.bindings[p].ref.data != y.data) continue;
-        if (t.bindings[p].mode == Access::write && t.bindings[p].ref.tile < 0) overwrites = true;
-        else if (t.comp->name == components::kLinear && t.comp->ports[p].name == "x" && t.bindings[p].ref == y) reads = true;
-        else ok = false;
-      }
-      if (!ok) break;
-      if (reads) readers.push_back(j);
-      if (overwrites && !reads) break;
-    }
-    if (!ok || readers.empty()) continue;
-    // the weights of those readers, each read by them only
-    std::vector<WeightUse> uses;
-    for (const WeightUse& u : ctx.ed.linear_weights()) {
-      bool mine = false, other = false;
-      for (std::size_t t : u.tasks) (std::find(readers.begin(), readers.end(), t) != readers.end() ? mine : other) = true;
-      if (mine && other) ok = false;
-      if (mine) uses.push_back(u);
-    }
-    std::size_t covered = 0;
-    for (const WeightUse& u : uses) covered += u.tasks.size();
-    if (!ok || covered != readers.size()) continue;
-    const std::vector<float> gamma = g.data >= 0 ? ctx.ed.load_values(g.data) : std::vector<float>{};
-    const std::vector<float> beta = b.data >= 0 ? ctx.ed.load_values(b.data) : std::vector<float>{};
-    for (const WeightUse& u : uses) {
-      if ((!gamma.empty() && int64_t(gamma.size()) != u.k) || (!beta.empty() && int64_t(beta.size()) != u.k)) ok = false;
-      // biases: one tensor (whole or tiled like the weight) or none
-      for (std::size_t t : u.tasks) {
-        const DataRef bb = dag.tasks[t].bindings[ctx.ed.port_index(dag.tasks[t], "b")].ref;
-        const DataRef b0 = dag.tasks[u.tasks.front()].bindings[ctx.ed.port_index(dag.tasks[u.tasks.front()], "b")].ref;
-        if (bb.data != b0.data) ok = false;
-      }
-    }
-    if (!ok) continue;
-    for (const WeightUse& u : uses) {
-      const DenseWeight dw = ctx.ed.load(u);
-      const TaskNode& t0 = dag.tasks[u.tasks.front()];
-      const DataRef b0 = t0.bindings[ctx.ed.port_index(t0, "b")].ref;
-      std::vector<float> bias = b0.data >= 0 ? ctx.ed.load_values(b0.data) : std::vector<float>(std::size_t(u.n), 0.0f);
-      if (int64_t(bias.size()) != u.n) continue;
-      std::vector<float> w(dw.w.size());
-      for (int64_t r = 0; r < u.n; ++r) {
-        double acc = 0;
-        for (int64_t c = 0; c < u.k; ++c) {
-          const float v = dw.w[std::size_t(r * u.k + c)];
-          w[std::size_t(r * u.k + c)] = gamma.empty() ? v : v * gamma[std::size_t(c)];
-          if (!beta.empty()) acc += double(v) * beta[std::size_t(c)];
-        }
-        bias[std::size_t(r)] = float(double(bias[std::size_t(r)]) + acc);
-      }
-      Buf wb = Buf::of(w, u.n, u.k), bb = Buf::of(bias, 1, u.n);
-      NewTensor tw = tensor("w", wb), tb = tensor("b", bb);
-      tw.shape = {u.n, u.k};
-      tb.shape = {u.n};
-      ctx.ed.replace(u, {std::move(tw), std::move(tb)}, {{"transpose_w", "true"}});
-      ctx.ed.mark_graph_changed(u.name);
-      ++layers;
-    }
-    TaskNode& lnm = dag.tasks[i];
-    ctx.ed.unbind(lnm, has_beta ? "gamma" : "weight");
-    if (has_beta) ctx.ed.unbind(lnm, "beta");
-    ++folded;
-  }
-  ctx.log.push_back({{"pass", s.text()}, {"folded", folded}, {"layers", layers}});
-}
-
-/// dce: removes tasks whose outputs nobody reads afterwards (tasks without
-/// outputs, like io.save, are kept: they are the workflow's effects).
-void pass_dce(PassContext& ctx, const PassSpec& s) {
-  Dag& dag = ctx.ed.dag();
-  int64_t removed = 0;
-  for (bool again = true; again;) {
-    again = false;
-    for (std::size_t i = dag.tasks.size(); i-- > 0;) {
-      const TaskNode& t = dag.tasks[i];
-      bool has_output = false, live = false;
-      for (const Binding& b : t.bindings) {
-        if (b.ref.data < 0 || b.mode == Access::read) continue;
-        has_output = true;
-        live = live || read_later(dag, i, b.ref.data);
-      }
-      if (!has_output || live) continue;
-      ctx.ed.remove_task(i);
-      ++removed;
-      again = true;
-    }
-  }
-  ctx.log.push_back({{"pass", s.text()}, {"removed", removed}});
 }
 
 // ---------------------------------------------------------------- the list
