@@ -1,5 +1,6 @@
 #include "quant/bf16_linear.hpp"
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -69,12 +70,15 @@ void linear_bf16(const float* x, std::int64_t m, std::int64_t ldx, const std::ui
   a.kp = (k + 31) / 32 * 32;
   // rows of 64-byte lines from a 64-byte boundary: no vector load splits a line
   thread_local std::vector<std::uint16_t> buf;
-  buf.assign(static_cast<std::size_t>(m * a.kp + 32), 0);
+  buf.resize(static_cast<std::size_t>(m * a.kp + 32));
   std::uint16_t* q = buf.data() + (64 - reinterpret_cast<std::uintptr_t>(buf.data()) % 64) % 64 / 2;
   auto* convert = isa == Bf16Isa::avx512_bf16 ? bf16_impl::to_bf16_avx512
                   : isa == Bf16Isa::avx2       ? bf16_impl::to_bf16_avx2
                                                : bf16_impl::to_bf16_scalar;
-  for (std::int64_t i = 0; i < m; ++i) convert(x + i * ldx, k, q + i * a.kp);
+  for (std::int64_t i = 0; i < m; ++i) {  // each row, then zeros to kp (the kernels read whole 32-blocks)
+    convert(x + i * ldx, k, q + i * a.kp);
+    std::fill(q + i * a.kp + k, q + (i + 1) * a.kp, std::uint16_t(0));
+  }
   a.q = q;
   switch (isa) {
     case Bf16Isa::avx512_bf16: return bf16_impl::run_avx512(a, w, n, ldw, y, ldy);
