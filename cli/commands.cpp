@@ -732,60 +732,6 @@ nlohmann::json run_info(const RunArgs& a, const Dag& dag, const DataStore& store
   return info;
 }
 
-// Where the wall time of `ymlopt run` goes, phase by phase from the start of the
-// command (report.json "phases_us"; the summary's "wall" line). The run phase is
-// split into the runtime's start and stop, its set-up, the warm-up runs and the
-// makespan.
-class PhaseClock {
- public:
-  void mark(const char* phase) {
-    const auto now = std::chrono::steady_clock::now();
-    phases_[phase] = us(now - last_);
-    last_ = now;
-  }
-  double total_us() const { return us(last_ - start_); }
-  nlohmann::json json(const RunTotals& t) const {
-    nlohmann::json j = phases_;
-    if (phases_.contains("run")) {
-      double warm = 0;
-      for (double w : t.warmup_us) warm += w;
-      j["run_split"] = {{"runtime_start_stop", phases_["run"].get<double>() - t.setup_us - warm - t.makespan_us},
-                        {"setup", t.setup_us}, {"warmup", warm}, {"makespan", t.makespan_us}};
-    }
-    j["total"] = total_us();
-    return j;
-  }
-  /// "wall 651.2 ms: probe 4.1, compile 21.0, ..., report 6.3 ms (...)" (`j`: json()).
-  std::string line(const nlohmann::json& j) const {
-    std::ostringstream o;
-    o.setf(std::ios::fixed);
-    o.precision(1);
-    o << "wall " << (total_us() + us(std::chrono::steady_clock::now() - last_)) / 1e3 << " ms:";
-    const char* sep = " ";
-    for (const char* p : {"probe", "compile", "data", "predict"}) {
-      if (!j.contains(p)) continue;
-      o << sep << p << " " << j[p].get<double>() / 1e3;
-      sep = ", ";
-    }
-    if (j.contains("run_split")) {
-      const auto& r = j["run_split"];
-      o << sep << "runtime start+stop " << r["runtime_start_stop"].get<double>() / 1e3 << ", set-up "
-        << r["setup"].get<double>() / 1e3;
-      if (r["warmup"].get<double>() > 0) o << ", warm-up runs " << r["warmup"].get<double>() / 1e3;
-      o << ", makespan " << r["makespan"].get<double>() / 1e3;
-    }
-    if (j.contains("history")) o << ", history " << j["history"].get<double>() / 1e3;
-    o << ", report " << us(std::chrono::steady_clock::now() - last_) / 1e3
-      << " ms (from the command's start; loading the process and exiting come on top)\n";
-    return o.str();
-  }
-
- private:
-  static double us(std::chrono::steady_clock::duration d) { return std::chrono::duration<double, std::micro>(d).count(); }
-  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now(), last_ = start_;
-  nlohmann::json phases_ = nlohmann::json::object();
-};
-
 // Writes report.json, trace.json and run.log and prints the summary; the exit code.
 int report_run(const RunArgs& a, const Dag& dag, const DataStore& store, const Topology& topo, const DagFootprint& foot,
                const Prediction& prediction, Checkpoint* checkpoint, RunState& s, std::ostringstream& log,

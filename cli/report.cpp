@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <fstream>
 #include <map>
+#include <sstream>
 #include <stdexcept>
 
 namespace ymlopt {
@@ -84,6 +85,54 @@ nlohmann::json unite_json(const Dag& dag, const ExecResult& r) {
   return out;
 }
 }  // namespace
+
+namespace {
+double us_of(std::chrono::steady_clock::duration d) { return std::chrono::duration<double, std::micro>(d).count(); }
+}  // namespace
+
+void PhaseClock::mark(const char* phase) {
+  const auto now = std::chrono::steady_clock::now();
+  phases_[phase] = us_of(now - last_);
+  last_ = now;
+}
+
+double PhaseClock::total_us() const { return us_of(last_ - start_); }
+
+nlohmann::json PhaseClock::json(const RunTotals& t) const {
+  nlohmann::json j = phases_;
+  if (phases_.contains("run")) {
+    double warm = 0;
+    for (double w : t.warmup_us) warm += w;
+    j["run_split"] = {{"runtime_start_stop", phases_["run"].get<double>() - t.setup_us - warm - t.makespan_us},
+                      {"setup", t.setup_us}, {"warmup", warm}, {"makespan", t.makespan_us}};
+  }
+  j["total"] = total_us();
+  return j;
+}
+
+std::string PhaseClock::line(const nlohmann::json& j) const {
+  const double report = us_of(std::chrono::steady_clock::now() - last_);
+  std::ostringstream o;
+  o.setf(std::ios::fixed);
+  o.precision(1);
+  o << "wall " << (total_us() + report) / 1e3 << " ms:";
+  const char* sep = " ";
+  for (const char* p : {"probe", "compile", "data", "predict"}) {
+    if (!j.contains(p)) continue;
+    o << sep << p << " " << j[p].get<double>() / 1e3;
+    sep = ", ";
+  }
+  if (j.contains("run_split")) {
+    const auto& r = j["run_split"];
+    o << sep << "runtime start+stop " << r["runtime_start_stop"].get<double>() / 1e3 << ", set-up "
+      << r["setup"].get<double>() / 1e3;
+    if (r["warmup"].get<double>() > 0) o << ", warm-up runs " << r["warmup"].get<double>() / 1e3;
+    o << ", makespan " << r["makespan"].get<double>() / 1e3;
+  }
+  if (j.contains("history")) o << ", history " << j["history"].get<double>() / 1e3;
+  o << ", report " << report / 1e3 << " ms (from the command's start; loading the process and exiting come on top)\n";
+  return o.str();
+}
 
 RunTotals compute_totals(const Dag& dag, const ExecResult& r) {
   RunTotals t;

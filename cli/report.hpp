@@ -1,4 +1,5 @@
 #pragma once
+#include <chrono>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,26 @@ struct RunTotals {
 };
 
 RunTotals compute_totals(const Dag& dag, const ExecResult& r);
+
+/// Where the wall time of `ymlopt run` goes, phase by phase from the start of
+/// the command (report.json "phases_us"; the summary's "wall" line). The run
+/// phase is split into the runtime's start and stop, its set-up, the warm-up
+/// runs and the makespan.
+///   PhaseClock clock;  ...  clock.mark("compile");  ...  clock.json(totals)
+class PhaseClock {
+ public:
+  /// Ends phase `phase` now (it began at the previous mark, or at construction).
+  void mark(const char* phase);
+  double total_us() const;
+  nlohmann::json json(const RunTotals& t) const;
+  /// "wall 651.2 ms: probe 4.1, compile 21.0, ..., report 6.3 ms (...)" (`j`: json()).
+  std::string line(const nlohmann::json& j) const;
+
+ private:
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now(), last_ = start_;
+  nlohmann::json phases_ = nlohmann::json::object();
+};
+
 /// report.json: per task (id, name, component, file, line, worker, start/end µs,
 /// flops, bytes, results) and totals. `task_ranks` (MPI runs): the rank that
 /// ran each task, reported as the task's "rank" (null: none).
