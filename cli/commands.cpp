@@ -296,7 +296,8 @@ int cmd_info(const std::vector<std::string>& args) {
                                     {"fxt", sb.fxt}, {"max_cpus", sb.max_cpus}, {"workers", workers}}},
                         {"cuda", {{"kernels", cuda_kernels}, {"devices", cuda_devices}, {"nm24", cuda_nm24}}},
                         {"opencl", opencl},
-                        {"gemm", {{"blas.gemm f32", gemm::sgemm_library()}, {"model kernels f32", "OpenBLAS sgemm"},
+                        {"gemm", {{"blas.gemm f32", gemm::sgemm_library()},
+                                  {"model kernels f32", "OpenBLAS sgemm; nn.linear " + gemm::sgemm_panels_description()},
                                   {"f64", gemm::dgemm_library()}}},
                         {"sparse", {{"csr below 8 tokens", nn::csr_gemv_description()}}},
                         {"quant", {{"int8/int4 linear", quant::best_isa_name()}, {"bf16 linear", quant::bf16_best_isa_name()}}},
@@ -306,7 +307,8 @@ int cmd_info(const std::vector<std::string>& args) {
   }
   std::cout << format_topology(topo);
   std::cout << "GEMM in tasks (1 thread each): blas.gemm f32 " << gemm::sgemm_library()
-            << ", nn.linear/attention f32 OpenBLAS sgemm, f64 " << gemm::dgemm_library() << "\n";
+            << ", nn.linear/attention f32 OpenBLAS sgemm (nn.linear " << gemm::sgemm_panels_description()
+            << " from a weight's second use), f64 " << gemm::dgemm_library() << "\n";
   std::cout << "Sparse nn.linear: CSR below 8 tokens on " << nn::csr_gemv_description() << "\n";
   std::cout << "Quantized nn.linear: int8/int4 kernels for " << quant::best_isa_name() << ", bf16 for "
             << quant::bf16_best_isa_name() << "\n";

@@ -1,5 +1,7 @@
 #include "report.hpp"
 
+#include "gemm/gemm.hpp"
+
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -286,6 +288,10 @@ nlohmann::json make_report(const Dag& dag, const ExecResult& r, const RunTotals&
                        t.blas_peak_gflops > 0 && t.makespan_us > 0 ? t.flops / t.makespan_us / 1e3 / t.blas_peak_gflops : 0.0},
                       {"peak_rss_bytes", t.peak_rss_bytes},
                       {"bytes_moved", moved}};
+  // weights packed into panels in this process (nn.linear f32, gemm::sgemm_panels): part of the peak RSS
+  const gemm::PackCacheStats kp = gemm::sgemm_pack_cache_stats();
+  report["kept_panels"] = {{"packed", kp.misses}, {"reused", kp.hits}, {"first_uses", kp.deferred},
+                           {"left_unpacked", kp.refused}, {"bytes", kp.bytes}, {"budget_bytes", kp.budget}};
   if (!r.warnings.empty()) report["warnings"] = r.warnings;
   if (dag.dynamic()) {
     report["unites"] = unite_json(dag, r);

@@ -48,12 +48,31 @@ void gemm(bool transa, bool transb, std::int64_t m, std::int64_t n, std::int64_t
 /// panels (the reuse is on and the product is big enough to be worth it).
 bool keeps_panels(std::int64_t m, std::int64_t n, std::int64_t k, double alpha);
 
-/// The packed-panel cache of f64 GEMMs: panels packed (misses) and reused
-/// (hits), entries dropped for room, bytes held now and at most.
+/// f32 with operand ids: given ids.b, op(B) is packed into column panels on
+/// its second use in a run and kept per id (sgemm_panels.hpp;
+/// YMLOPT_SGEMM_PACK_CACHE_MB, default 2048; full: the rest run unpacked on
+/// `lib`, as does the first use) and the product runs on them; ids.a is not
+/// used (A is packed per call, in blocks, as every GEMM does).
+void gemm(bool transa, bool transb, std::int64_t m, std::int64_t n, std::int64_t k, float alpha, const float* a,
+          std::int64_t lda, const float* b, std::int64_t ldb, float beta, float* c, std::int64_t ldc,
+          OperandIds ids, Library lib = Library::best);
+
+/// An f32 gemm() of these dimensions with ids.b keeps op(B)'s panels.
+bool keeps_sgemm_panels(std::int64_t m, std::int64_t n, std::int64_t k);
+
+/// A packed-panel cache: panels packed (misses) and reused (hits), entries
+/// dropped for room, bytes held now and at most, and (f32, which never drops
+/// one) operands left unpacked because the budget was spent, and first uses
+/// (not packed).
 struct PackCacheStats {
-  std::int64_t hits = 0, misses = 0, evictions = 0, bytes = 0, peak = 0, budget = 0;
+  std::int64_t hits = 0, misses = 0, evictions = 0, bytes = 0, peak = 0, budget = 0, refused = 0, deferred = 0;
 };
-PackCacheStats pack_cache_stats();
+PackCacheStats pack_cache_stats();         // f64
+PackCacheStats sgemm_pack_cache_stats();   // f32
+
+/// "weights packed once into 32-column panels (AVX-512 kernel, cache 2048 MiB)",
+/// or that they are not kept.
+std::string sgemm_panels_description();
 
 /// "OpenBLAS dgemm, packed panels reused (SKYLAKEX kernel, cache 256 MiB)", or
 /// why the reuse is off: OpenBLAS without exported kernels, a kernel that

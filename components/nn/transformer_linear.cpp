@@ -166,6 +166,8 @@ Cost linear_cost(const TaskShape& t) {
   if (acc && a != Act::none) c.extra_bytes = mn * double(dtype_size(t.ports[0].dtype));
   if (f == nn::WeightFormat::csr && nn::keeps_csr_plan(d.m))  // the GEMV plan, ~1.3x the arrays at 90% zeros
     c.kept_ports = 1u << nn::kW | 1u << nn::kWIndex | 1u << nn::kWPtr;
+  if (f == nn::WeightFormat::dense && t.ports[0].dtype == DType::f32 && gemm::keeps_sgemm_panels(d.m, d.n, d.k))
+    c.kept_ports = 1u << nn::kW;  // packed into column panels once per weight
   return c;
 }
 
@@ -188,8 +190,12 @@ void linear_cpu(KernelContext& ctx) {
     // z = x W (dense: + beta z); compressed formats overwrite z
     auto product = [&](T* z, int64_t ldz, bool accumulate) {
       if (f == nn::WeightFormat::dense) {
-        gemm::gemm(false, tw, m, n, k, T(1), xp, ld_of(x), static_cast<const T*>(w.data), ld_of(w),
-                accumulate ? T(1) : T(0), z, ldz, kModelGemm);
+        if constexpr (std::is_same_v<T, float>)  // a named weight is packed once (gemm::sgemm_panels)
+          gemm::gemm(false, tw, m, n, k, T(1), xp, ld_of(x), static_cast<const T*>(w.data), ld_of(w),
+                     accumulate ? T(1) : T(0), z, ldz, gemm::OperandIds{0, w.content_id}, kModelGemm);
+        else
+          gemm::gemm(false, tw, m, n, k, T(1), xp, ld_of(x), static_cast<const T*>(w.data), ld_of(w),
+                     accumulate ? T(1) : T(0), z, ldz, kModelGemm);
       } else if constexpr (std::is_same_v<T, float>) {
         nn::compressed_product(ctx.ports(), ctx.args(), f, xp, m, ld_of(x), z, ldz);
       } else {

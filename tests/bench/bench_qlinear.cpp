@@ -8,6 +8,8 @@
 // and quant::linear with int8 per channel, int4 group 128 (symmetric), q4_0 and q8_0, and
 // quant::linear_weight_only on the int8 weights (activations kept f32: "int8 w-only"),
 // and quant::linear_bf16 on the weights rounded to bf16 ("bf16", f32 accumulation),
+// and gemm::sgemm_panels on the f32 weights packed once ("f32 panels": nn.linear's
+// dense f32 product when its weight is kept packed),
 // split over t persistent std::threads by output rows (QWeight::rows). Weights are quantized
 // once (not timed); activation quantization is inside every timed call. Prints the
 // median time of --reps calls and speed-ups over sgemm measured in the same run,
@@ -33,6 +35,7 @@
 
 #include "bench_util.hpp"
 #include "gemm/gemm.hpp"
+#include "gemm/sgemm_panels.hpp"
 #include "quant/bf16_linear.hpp"
 #include "quant/quant.hpp"
 
@@ -129,6 +132,14 @@ void bf16_mt(const float* x, long m, long k, const std::uint16_t* w, long n, flo
   });
 }
 
+void panels_mt(const float* x, long m, long k, const float* panels, long n, float* y, Pool& pool) {
+  const long parts = pool.size();
+  pool.run([&](int t) {  // whole panels per thread
+    const long p = (n + 31) / 32, n0 = p * t / parts * 32, n1 = std::min(n, p * (t + 1) / parts * 32);
+    if (n1 > n0) ymlopt::gemm::sgemm_panels(false, m, n1 - n0, k, 1.0f, x, k, panels + n0 * k, 0.0f, y + n0, n);
+  });
+}
+
 double rel_err(const std::vector<float>& a, const std::vector<float>& ref) {
   double num = 0, den = 0;
   for (std::size_t i = 0; i < a.size(); ++i) {
@@ -143,8 +154,8 @@ double rel_err(const std::vector<float>& a, const std::vector<float>& ref) {
 int main(int argc, char** argv) {
   bench::Args args(argc, argv);
   const int reps = static_cast<int>(args.num("--reps", 21));
-  // 0 int8, 1 int4-g128, 2 q4_0, 3 int8 weight-only, 4 q8_0, 5 bf16
-  const std::string formats = args.str("--formats", "012345");
+  // 0 int8, 1 int4-g128, 2 q4_0, 3 int8 weight-only, 4 q8_0, 5 bf16, 6 f32 panels
+  const std::string formats = args.str("--formats", "0123456");
   const std::string isa_name = args.str("--isa", "best");  // best, scalar, avx2, avx512
   const Isa isa = isa_name == "scalar" ? Isa::scalar
                   : isa_name == "avx2" ? Isa::avx2
@@ -162,13 +173,14 @@ int main(int argc, char** argv) {
   std::printf("ymlopt_bench_qlinear: reps=%d (median), isa=%s, cpu: %s\n", reps,
               isa == Isa::best ? ymlopt::quant::best_isa_name() : isa_name.c_str(),
               bench::cpu_model().c_str());
-  std::printf("bf16 path: %s\n", ymlopt::quant::bf16_best_isa_name());
+  std::printf("bf16 path: %s; f32 panels: %s\n", ymlopt::quant::bf16_best_isa_name(), ymlopt::gemm::sgemm_panels_isa_name());
   std::printf("openblas: corename=%s OPENBLAS_CORETYPE=%s\n", openblas_get_corename(), coretype ? coretype : "(unset)");
   std::printf("task f32 column: blas.gemm's f32 GEMM at 1 thread, %s (nn.linear's dense f32 path is the sgemm column)\n",
               ymlopt::gemm::sgemm_library().c_str());
-  std::printf("%-10s %5s %3s %10s %10s %16s %16s %16s %16s %16s %16s %18s   %s\n", "k x n", "M", "thr", "sgemm ms",
-              "sgemv ms", "int8 ms (x)", "int4g128 ms (x)", "q4_0 ms (x)", "int8 w-only (x)", "q8_0 ms (x)",
-              "bf16 ms (x)", "task f32 ms (int8x)", "rel.err int8/int4g128/q4_0/int8 w-only/q8_0/bf16");
+  std::printf("%-10s %5s %3s %10s %10s %16s %16s %16s %16s %16s %16s %16s %18s   %s\n", "k x n", "M", "thr",
+              "sgemm ms", "sgemv ms", "int8 ms (x)", "int4g128 ms (x)", "q4_0 ms (x)", "int8 w-only (x)", "q8_0 ms (x)",
+              "bf16 ms (x)", "f32 panels (x)", "task f32 ms (int8x)",
+              "rel.err int8/int4g128/q4_0/int8 w-only/q8_0/bf16/f32 panels");
 
   std::mt19937 gen(42);
   std::normal_distribution<float> nd(0.0f, 1.0f);
@@ -181,16 +193,19 @@ int main(int argc, char** argv) {
     const auto q80 = ymlopt::quant::quantize_q8_0(w.data(), n, k, k);
     std::vector<std::uint16_t> wb(w.size());
     for (std::size_t i = 0; i < w.size(); ++i) wb[i] = ymlopt::half::bf16_bits_from_float(w[i]);
+    std::vector<float> panels(static_cast<std::size_t>(ymlopt::gemm::panel_floats(n, k)));
+    ymlopt::gemm::pack_panels(w.data(), true, n, k, k, panels.data());
     for (long m : ms) {
       std::vector<float> x(static_cast<std::size_t>(m * k)), y(static_cast<std::size_t>(m * n)), yq(y.size());
       for (float& v : x) v = nd(gen);
       for (long t : threads) {
         openblas_set_num_threads(static_cast<int>(t));
         Pool pool(static_cast<int>(t));
-        constexpr int F = 6;
-        const QWeight views[F] = {q8.view(), q4.view(), q40.view(), q8.view(), q80.view(), q8.view()};
+        constexpr int F = 7;
+        const QWeight views[F] = {q8.view(), q4.view(), q40.view(), q8.view(), q80.view(), q8.view(), q8.view()};
         auto run_format = [&](int v) {
           if (v == 5) bf16_mt(x.data(), m, k, wb.data(), n, yq.data(), pool);
+          else if (v == 6) panels_mt(x.data(), m, k, panels.data(), n, yq.data(), pool);
           else qlinear_mt(x.data(), m, k, views[v], yq.data(), pool, isa, v == 3);
         };
         auto sgemm = [&] {
@@ -207,7 +222,7 @@ int main(int argc, char** argv) {
         // Interleaved: every rep times sgemm and then each format back to back, so that the
         // ratios compare calls made under the same load (this machine is shared).
         std::vector<double> ts, tv, tqs[F], ratio[F], tf, ratio_f;
-        double err[F] = {0, 0, 0, 0, 0, 0};
+        double err[F] = {0, 0, 0, 0, 0, 0, 0};
         for (int r = -1; r < reps; ++r) {
           const double s0 = timed(sgemm), v0 = m == 1 ? timed(sgemv) : 0, f0 = t == 1 ? timed(task_f32) : 0;
           for (int v = 0; v < F; ++v) {
@@ -240,9 +255,10 @@ int main(int argc, char** argv) {
         if (!tf.empty())
           std::snprintf(fc, sizeof fc, "%.3f (%.2fx)", bench::median(tf) * 1e3,
                         ratio_f.empty() ? 0.0 : bench::median(ratio_f));
-        std::printf("%4ldx%-5ld %5ld %3ld %10.3f %10s %16s %16s %16s %16s %16s %16s %18s   %.4f/%.4f/%.4f/%.4f/%.4f/%.4f\n",
-                    k, n, m, t, t_sgemm * 1e3, gv, c[0], c[1], c[2], c[3], c[4], c[5], fc, err[0], err[1], err[2],
-                    err[3], err[4], err[5]);
+        std::printf(
+            "%4ldx%-5ld %5ld %3ld %10.3f %10s %16s %16s %16s %16s %16s %16s %16s %18s   %.4f/%.4f/%.4f/%.4f/%.4f/%.4f/%.1e\n",
+            k, n, m, t, t_sgemm * 1e3, gv, c[0], c[1], c[2], c[3], c[4], c[5], c[6], fc, err[0], err[1], err[2], err[3],
+            err[4], err[5], err[6]);
         std::fflush(stdout);
       }
     }

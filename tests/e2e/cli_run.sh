@@ -259,6 +259,26 @@ assert r["machine"]["devices_probed"] == may_cuda, (r["machine"]["devices_probed
 PY
   expect_in "wall " "the summary's wall line"
 done
+# nn.linear's f32 weights: a single forward packs none (first uses), a warm-up
+# run packs them on their second use and reuses them after; the same logits
+write_ids "$tmp/gids.npy" 64
+"$y" model init --arch gpt2 --preset tiny --seed 3 "$tmp/g.safetensors" >/dev/null
+G=(workflows/models/gpt2.xml --set weights="$tmp/g.safetensors" --set ids="$tmp/gids.npy" --set batch=2 --set seq=32
+  --set layers=2 --set width=96 --set heads=3 --set vocab=512 --set context=64 --set tile_n=32 -q)
+expect_rc 0 "gpt2 tiny, one forward" -- "$y" run "${G[@]}" --out "$tmp/gp1"
+expect_rc 0 "gpt2 tiny, 2 warm-up runs" -- "$y" run "${G[@]}" --warmup 2 --out "$tmp/gp3"
+python3 - "$tmp/gp1" "$tmp/gp3" <<'PY' || fails=$((fails + 1))
+import json, struct, sys
+one, warm = (json.load(open(d + "/report.json"))["kept_panels"] for d in sys.argv[1:3])
+assert one["packed"] == 0 and one["first_uses"] > 0 and one["bytes"] == 0, one
+assert warm["packed"] == one["first_uses"] and warm["reused"] == warm["packed"] and warm["bytes"] > 0, (one, warm)
+a, b = (open(d + "/logits.npy", "rb").read() for d in sys.argv[1:3])
+n = (len(a) - 128) // 4
+x, y = struct.unpack(f"<{n}f", a[-4 * n:]), struct.unpack(f"<{n}f", b[-4 * n:])
+worst = max(abs(p - q) for p, q in zip(x, y)) / max(abs(p) for p in x)
+assert worst < 1e-5, worst
+print("ok: kept panels", warm, "logits within", worst)
+PY
 expect_rc 2 "negative --warmup" -- "$y" run workflows/models/mlp2.xml --warmup -1 --out "$tmp/w1"
 expect_in "--warmup must be >= 0" "negative warm-up refused"
 expect_rc 2 "--warmup with --checkpoint" -- "$y" run workflows/models/mlp2.xml --warmup 1 --checkpoint tasks --out "$tmp/w2"

@@ -127,8 +127,12 @@ one_case() {
   local ewarm kwarm
   read -r ey ky < <(errors "$d/run/logits.npy" logits "$d/ref.npy")
   read -r ewarm kwarm < <(errors "$d/warm-run/logits.npy" logits "$d/ref.npy")
-  [ "$ewarm $kwarm" = "$ey $ky" ] ||
-    { echo "    FAIL: the warm run's errors differ from the first run's ($ewarm / $kwarm)"; fails=$((fails + 1)); }
+  # warm runs multiply f32 weights from packed panels (summed in another order): the same logits within f32 rounding
+  local dwarm
+  dwarm=$("$py" -c "import numpy as np, sys; a, r = (np.load(f).astype(np.float64).ravel() for f in sys.argv[1:3])
+print('%.3e' % (np.abs(a - r).max() / max(np.abs(r).max(), 1e-30)))" "$d/warm-run/logits.npy" "$d/run/logits.npy")
+  "$py" -c "import sys; sys.exit(0 if float(sys.argv[1]) <= 1e-5 else 1)" "$dwarm" ||
+    { echo "    FAIL: the warm run's logits differ from the first run's by $dwarm (errors $ewarm / $kwarm)"; fails=$((fails + 1)); }
   read -r el kl < <(errors "$d/llama.npy" logp "$d/ref.npy")
   if [ "$dtype" = f32 ]; then
     check "ymlopt max |d log p| vs PyTorch" "$ey" "${TOL_F32:-1e-2}"

@@ -51,6 +51,39 @@ TEST(ContentCache, BuildsOnceEvictsLeastRecentlyUsed) {
   EXPECT_EQ(s.bytes, 10);
 }
 
+// Eviction::keep refuses what does not fit what is left (the entries held stay);
+// Admission::second answers the first request of each key in an epoch with null.
+TEST(ContentCache, KeepRefusesWhenFullAndSecondAdmitsOnTheSecondRequest) {
+  Cache keep(100, Eviction::keep);
+  int builds = 0;
+  const std::uint64_t e = 1ull << 32;
+  EXPECT_TRUE(get(keep, e | 1, 60, &builds));
+  EXPECT_FALSE(get(keep, e | 2, 60, &builds)) << "60 + 60 > 100: refused, 1 not evicted";
+  EXPECT_TRUE(get(keep, e | 1, 60, &builds));
+  EXPECT_TRUE(get(keep, e | 3, 40, &builds)) << "40 fits what is left";
+  ContentCacheStats s = keep.stats();
+  EXPECT_EQ(s.refused, 1);
+  EXPECT_EQ(s.evictions, 0);
+  EXPECT_EQ(s.bytes, 100);
+  EXPECT_EQ(builds, 2);
+
+  Cache second(100, Eviction::lru, Admission::second);
+  builds = 0;
+  EXPECT_FALSE(get(second, e | 1, 10, &builds));
+  EXPECT_EQ(builds, 0);
+  EXPECT_TRUE(get(second, e | 1, 10, &builds));
+  EXPECT_TRUE(get(second, e | 1, 10, &builds));
+  EXPECT_EQ(builds, 1);
+  s = second.stats();
+  EXPECT_EQ(s.deferred, 1);
+  EXPECT_EQ(s.misses, 1);
+  EXPECT_EQ(s.hits, 1);
+  const std::uint64_t e2 = 2ull << 32;  // a newer epoch forgets what was seen as well
+  EXPECT_FALSE(get(second, e2 | 1, 10, &builds));
+  EXPECT_TRUE(get(second, e2 | 1, 10, &builds));
+  EXPECT_EQ(builds, 2);
+}
+
 TEST(ContentCache, ConcurrentRequestsShareOneBuildAndAFailureIsRetried) {
   Cache c(1 << 20);
   std::atomic<int> builds{0};

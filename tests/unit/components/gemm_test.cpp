@@ -2,11 +2,13 @@
 // it, OpenBLAS otherwise) against naive long-double references and BLAS edge
 // semantics.
 #include "gemm/gemm.hpp"
+#include "gemm/sgemm_panels.hpp"
 
 #include <bit>
 #include <cmath>
 #include <limits>
 #include <thread>
+#include <vector>
 
 #include "test_context.hpp"
 
@@ -177,6 +179,110 @@ TEST(PackedDgemm, NewerRunDropsOlderPanels) {
   EXPECT_GT(one_call, 2 * 128 * 128 * 8 - 1);
   call_with(0xfff20001);
   EXPECT_EQ(gemm::pack_cache_stats().bytes, one_call) << "the older run's panels are gone";
+}
+
+// f32 with panels (sgemm_panels.hpp): every path this CPU has against a
+// long-double reference and against the scalar path, on shapes across the
+// tiles (12 / 6 / 4 rows, 32 columns, k blocks of 512), both layouts of B,
+// op(A) transposed, alpha and beta (beta == 0 ignores NaN in C), and the
+// padding of C untouched.
+std::vector<gemm::SgemmIsa> panel_isas() {
+  std::vector<gemm::SgemmIsa> v{gemm::SgemmIsa::scalar};
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) v.push_back(gemm::SgemmIsa::avx2);
+  if (__builtin_cpu_supports("avx512f")) v.push_back(gemm::SgemmIsa::avx512);
+  return v;
+}
+
+TEST(SgemmPanels, EveryPathMatchesTheReference) {
+  struct Case {
+    std::int64_t m, n, k;
+  };
+  std::uint32_t seed = 21;
+  for (Case cs : {Case{1, 1, 1}, Case{13, 33, 7}, Case{12, 32, 512}, Case{25, 70, 513}, Case{128, 96, 1030},
+                  Case{7, 31, 64}})
+    for (bool ta : {false, true})
+      for (bool tb : {false, true})
+        for (int betas = 0; betas < 3; ++betas) {
+          const float alpha = betas == 2 ? -0.5f : 1.0f, beta = betas == 0 ? 0.0f : betas == 1 ? 1.0f : 0.25f;
+          Mat<float> a(ta ? cs.k : cs.m, ta ? cs.m : cs.k, 3), b(tb ? cs.n : cs.k, tb ? cs.k : cs.n, 5),
+              c0(cs.m, cs.n, 2);
+          a.random(seed++);
+          b.random(seed++);
+          c0.random(seed++);
+          if (beta == 0.0f)
+            for (std::int64_t i = 0; i < c0.rows; ++i)
+              for (std::int64_t j = 0; j < c0.cols; ++j) c0(i, j) = std::numeric_limits<float>::quiet_NaN();
+          Mat<float> zero = c0;
+          if (beta == 0.0f)
+            for (std::int64_t i = 0; i < zero.rows; ++i)
+              for (std::int64_t j = 0; j < zero.cols; ++j) zero(i, j) = 0;
+          const auto ref = naive_gemm(a, b, zero, ta, tb, (long double)alpha, (long double)beta);
+          std::vector<float> panels(std::size_t(gemm::panel_floats(cs.n, cs.k)), 99.0f);
+          gemm::pack_panels(b.buf.data(), tb, cs.n, cs.k, b.ld, panels.data());
+          std::vector<float> scalar_out;
+          for (gemm::SgemmIsa isa : panel_isas()) {
+            SCOPED_TRACE(::testing::Message() << cs.m << "x" << cs.n << "x" << cs.k << " ta=" << ta << " tb=" << tb
+                                              << " beta=" << beta << " isa=" << int(isa));
+            Mat<float> c = c0;
+            gemm::sgemm_panels(ta, cs.m, cs.n, cs.k, alpha, a.buf.data(), a.ld, panels.data(), beta, c.buf.data(),
+                               c.ld, isa);
+            EXPECT_LT(max_rel_err(c, ref), 40 * eps<float>());
+            for (std::int64_t i = 0; i < c.rows; ++i)
+              for (std::int64_t j = c.cols; j < c.ld; ++j) ASSERT_EQ(c(i, j), 77.0f) << "padding written";
+            if (isa == gemm::SgemmIsa::scalar) {
+              scalar_out = c.buf;
+            } else {  // the vector paths sum in another order: within the f32 bound of the scalar one
+              Mat<float> s = c;
+              s.buf = scalar_out;
+              double worst = 0;
+              for (std::int64_t i = 0; i < c.rows; ++i)
+                for (std::int64_t j = 0; j < c.cols; ++j) worst = std::max(worst, double(std::fabs(c(i, j) - s(i, j))));
+              EXPECT_LT(worst, 1e-4 * std::sqrt(double(cs.k))) << "against the scalar path";
+            }
+          }
+        }
+}
+
+// Panels hold zeros past n, and a product with k == 0 or alpha == 0 only scales C.
+TEST(SgemmPanels, PacksZerosPastNAndScalesOnlyWithoutWork) {
+  Mat<float> b(3, 5);  // [n = 3, k = 5], packed as op(B) = Bᵀ
+  b.random(4);
+  std::vector<float> p(std::size_t(gemm::panel_floats(3, 5)), 1.0f);
+  ASSERT_EQ(p.size(), 32u * 5u);
+  gemm::pack_panels(b.buf.data(), true, 3, 5, b.ld, p.data());
+  for (std::int64_t q = 0; q < 5; ++q)
+    for (std::int64_t j = 0; j < 32; ++j)
+      EXPECT_EQ(p[std::size_t(q * 32 + j)], j < 3 ? b(j, q) : 0.0f) << q << "," << j;
+  Mat<float> a(2, 5), c(2, 3);
+  a.random(5);
+  for (auto& v : c.buf) v = 2.0f;
+  gemm::sgemm_panels(false, 2, 3, 0, 1.0f, a.buf.data(), a.ld, p.data(), 0.5f, c.buf.data(), c.ld);
+  EXPECT_EQ(c(1, 2), 1.0f);
+  gemm::sgemm_panels(false, 2, 3, 5, 0.0f, a.buf.data(), a.ld, p.data(), 0.0f, c.buf.data(), c.ld);
+  EXPECT_EQ(c(0, 0), 0.0f);
+}
+
+// gemm() with ids.b: the first use of an operand in a run runs unpacked, the
+// second packs it, the third finds it; every call gives the reference product.
+TEST(SgemmPanels, KeptPerIdFromTheSecondUse) {
+  if (!gemm::keeps_sgemm_panels(64, 96, 80)) GTEST_SKIP() << gemm::sgemm_panels_description();
+  Mat<float> a(64, 80), b(96, 80), c(64, 96), zero(64, 96);
+  a.random(1), b.random(2);
+  for (auto& v : zero.buf) v = 0;
+  const auto ref = naive_gemm(a, b, zero, false, true, 1.0L, 0.0L);
+  const std::uint64_t id = std::uint64_t(0xfff30000) << 32 | 7;
+  const gemm::PackCacheStats s0 = gemm::sgemm_pack_cache_stats();
+  for (int use = 0; use < 3; ++use) {
+    for (auto& v : c.buf) v = std::numeric_limits<float>::quiet_NaN();
+    gemm::gemm(false, true, 64, 96, 80, 1.0f, a.buf.data(), a.ld, b.buf.data(), b.ld, 0.0f, c.buf.data(), c.ld,
+               gemm::OperandIds{0, id});
+    EXPECT_LT(max_rel_err(c, ref), 40 * eps<float>()) << "use " << use;
+  }
+  const gemm::PackCacheStats s1 = gemm::sgemm_pack_cache_stats();
+  EXPECT_EQ(s1.deferred - s0.deferred, 1);
+  EXPECT_EQ(s1.misses - s0.misses, 1);
+  EXPECT_EQ(s1.hits - s0.hits, 1);
+  EXPECT_NE(gemm::sgemm_panels_description().find("panels"), std::string::npos);
 }
 
 TEST(Gemm, NamesItsLibrary) {

@@ -19,11 +19,14 @@
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 
 namespace ymlopt {
 
 struct ContentCacheStats {
   std::int64_t hits = 0, misses = 0, evictions = 0, bytes = 0, peak = 0, budget = 0;
+  std::int64_t refused = 0;   // Eviction::keep: entries that did not fit what was left
+  std::int64_t deferred = 0;  // Admission::second: first requests, answered without a value
 };
 
 /// A budget in bytes from the environment variable `name` (MiB, a whole number
@@ -43,6 +46,17 @@ inline std::int64_t cache_budget_from_env(const char* name, std::int64_t default
   return mib << 20;
 }
 
+/// What a full cache does with a new entry: drop the least recently used ones
+/// (lru), or refuse it (keep: for values read in a cycle larger than the
+/// budget, such as a model's weights every forward, where LRU would drop each
+/// one just before it is read again).
+enum class Eviction { lru, keep };
+
+/// When a key gets its value: on the first request, or on the second one of
+/// the same epoch (the first answers null: a value that costs as much to
+/// build as one use saves is only worth building for contents read again).
+enum class Admission { first, second };
+
 /// Values of type V under keys K (K carries the content id; the caller passes
 /// its epoch, the id's high 32 bits), built once each, shared while in use.
 ///
@@ -54,22 +68,27 @@ inline std::int64_t cache_budget_from_env(const char* name, std::int64_t default
 template <class K, class V, class Hash = std::hash<K>>
 class ContentCache {
  public:
-  explicit ContentCache(std::int64_t budget_bytes) : budget_(budget_bytes) {}
+  explicit ContentCache(std::int64_t budget_bytes, Eviction eviction = Eviction::lru,
+                        Admission admission = Admission::first)
+      : budget_(budget_bytes), eviction_(eviction), admission_(admission) {}
   std::int64_t budget() const { return budget_; }  // fixed at construction: read without the lock
 
   /// The value under `key`, built by make(V&) on the first request (concurrent
   /// requests for the same key wait for that build; one that throws is tried
   /// again by the next request); null when size() bytes, asked on a miss only,
-  /// do not fit the budget. size() and make() run outside the cache's lock (a
+  /// do not fit the budget (Eviction::keep: do not fit what is left of it),
+  /// and on the first request under Admission::second (size() is not asked). size() and make() run outside the cache's lock (a
   /// plan's size costs a pass over the weight); an exception from size()
   /// leaves nothing behind.
   template <class Size, class Make>
   std::shared_ptr<const V> get(const K& key, std::uint64_t epoch, Size&& size, Make&& make) {
     std::shared_ptr<Entry> e = find(key, epoch);
     if (!e) {
+      if (admission_ == Admission::second && first_sight(key, epoch)) return nullptr;
       const std::int64_t need = size();
       if (need > budget_) return nullptr;
       e = insert(key, epoch, need);
+      if (!e) return nullptr;
     }
     std::call_once(e->once, [&] { make(e->value); });
     return std::shared_ptr<const V>(e, &e->value);
@@ -77,7 +96,7 @@ class ContentCache {
 
   ContentCacheStats stats() {
     std::lock_guard<std::mutex> lock(mu_);
-    return ContentCacheStats{hits_, misses_, evictions_, bytes_, peak_, budget_};
+    return ContentCacheStats{hits_, misses_, evictions_, bytes_, peak_, budget_, refused_, deferred_};
   }
 
  private:
@@ -96,7 +115,16 @@ class ContentCache {
     if (epoch <= epoch_) return;
     epoch_ = epoch;
     evictions_ += static_cast<std::int64_t>(map_.size());
-    map_.clear(), lru_.clear(), bytes_ = 0;
+    map_.clear(), lru_.clear(), seen_.clear(), bytes_ = 0;
+  }
+  // Whether this is the first request for key in its epoch (Admission::second).
+  bool first_sight(const K& key, std::uint64_t epoch) {
+    std::lock_guard<std::mutex> lock(mu_);
+    advance(epoch);
+    if (map_.count(key)) return false;
+    if (!seen_.insert(key).second) return false;
+    ++deferred_;
+    return true;
   }
   // Under the lock: the entry under key, most recently used now; null if none.
   std::shared_ptr<Entry> hit(const K& key) {
@@ -112,11 +140,15 @@ class ContentCache {
     return hit(key);
   }
   // A new entry of `need` bytes (least recently used ones out first), or the one
-  // another request put there while this one sized it.
+  // another request put there while this one sized it; null when full (keep).
   std::shared_ptr<Entry> insert(const K& key, std::uint64_t epoch, std::int64_t need) {
     std::lock_guard<std::mutex> lock(mu_);
     advance(epoch);
     if (auto e = hit(key)) return e;
+    if (eviction_ == Eviction::keep && bytes_ + need > budget_) {
+      ++refused_;
+      return nullptr;
+    }
     while (bytes_ + need > budget_ && !lru_.empty()) {
       auto victim = map_.find(lru_.back());
       bytes_ -= victim->second.bytes;
@@ -135,9 +167,12 @@ class ContentCache {
 
   std::mutex mu_;
   std::unordered_map<K, Slot, Hash> map_;
+  std::unordered_set<K, Hash> seen_;  // Admission::second: keys requested once
   std::list<K> lru_;  // most recent first
   const std::int64_t budget_;
-  std::int64_t bytes_ = 0, peak_ = 0, hits_ = 0, misses_ = 0, evictions_ = 0;
+  const Eviction eviction_;
+  const Admission admission_;
+  std::int64_t bytes_ = 0, peak_ = 0, hits_ = 0, misses_ = 0, evictions_ = 0, refused_ = 0, deferred_ = 0;
   std::uint64_t epoch_ = 0;
 };
 
