@@ -1,6 +1,7 @@
 #include "report.hpp"
 
 #include "gemm/gemm.hpp"
+#include "quant/qlinear.hpp"
 
 #include <sys/resource.h>
 #include <unistd.h>
@@ -288,10 +289,13 @@ nlohmann::json make_report(const Dag& dag, const ExecResult& r, const RunTotals&
                        t.blas_peak_gflops > 0 && t.makespan_us > 0 ? t.flops / t.makespan_us / 1e3 / t.blas_peak_gflops : 0.0},
                       {"peak_rss_bytes", t.peak_rss_bytes},
                       {"bytes_moved", moved}};
-  // weights packed into panels in this process (nn.linear f32, gemm::sgemm_panels): part of the peak RSS
-  const gemm::PackCacheStats kp = gemm::sgemm_pack_cache_stats();
-  report["kept_panels"] = {{"packed", kp.misses}, {"reused", kp.hits}, {"first_uses", kp.deferred},
-                           {"left_unpacked", kp.refused}, {"bytes", kp.bytes}, {"budget_bytes", kp.budget}};
+  // weights packed into panels in this process (nn.linear: f32 by gemm::sgemm_panels, int8/int4/q8_0/q4_0 by
+  // quant::linear's AVX-512 panel kernels): part of the peak RSS
+  auto kept = [](const auto& s) {
+    return json{{"packed", s.misses}, {"reused", s.hits},     {"first_uses", s.deferred},
+                {"left_unpacked", s.refused}, {"bytes", s.bytes}, {"budget_bytes", s.budget}};
+  };
+  report["kept_panels"] = {{"f32", kept(gemm::sgemm_pack_cache_stats())}, {"quantized", kept(quant::panel_cache_stats())}};
   if (!r.warnings.empty()) report["warnings"] = r.warnings;
   if (dag.dynamic()) {
     report["unites"] = unite_json(dag, r);

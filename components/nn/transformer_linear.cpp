@@ -6,6 +6,7 @@
 
 #include "nn/linear_formats.hpp"
 #include "nn/nn.hpp"
+#include "quant/qlinear.hpp"
 #include "tensor/simd.hpp"
 
 namespace ymlopt::transformer {
@@ -168,6 +169,9 @@ Cost linear_cost(const TaskShape& t) {
     c.kept_ports = 1u << nn::kW | 1u << nn::kWIndex | 1u << nn::kWPtr;
   if (f == nn::WeightFormat::dense && t.ports[0].dtype == DType::f32 && gemm::keeps_sgemm_panels(d.m, d.n, d.k))
     c.kept_ports = 1u << nn::kW;  // packed into column panels once per weight
+  if ((f == nn::WeightFormat::int8 || f == nn::WeightFormat::int4) && t.args.get_string("activations") != "f32" &&
+      quant::keeps_panels(t.args.get_int("group"), t.ports[nn::kWZero].bound(), d.m))
+    c.kept_ports = 1u << nn::kW | 1u << nn::kWScale;  // the VNNI panels, packed once per weight
   return c;
 }
 

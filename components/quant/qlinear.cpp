@@ -32,6 +32,8 @@ QWeight QWeight::of(int bits, const TensorView& q, const TensorView& scale, cons
   w.group = group;
   w.scale = scale.data;
   w.scale_dtype = scale.dtype;
+  w.q_id = q.content_id;
+  w.scale_id = scale.content_id;
   // per row the scales may be an [n] vector (a 1 x n view: stride 1 between rows) or [n, 1]
   w.scale_ld = group == 0 && scale.rows == 1 ? 1 : scale.ld;
   if (zero.bound()) {
@@ -52,7 +54,15 @@ QWeight QWeight::rows(int64_t n0, int64_t n1) const {
   if (scale) r.scale = static_cast<const char*>(scale) + n0 * scale_ld * static_cast<int64_t>(dtype_size(scale_dtype));
   if (zero) r.zero = static_cast<const char*>(zero) + n0 * zero_ld * static_cast<int64_t>(dtype_size(zero_dtype));
   if (code_sum) r.code_sum = code_sum + n0 * code_sum_ld;
+  if (n0 != 0 || n1 != n) r.q_id = r.scale_id = 0;  // the ids name the whole weight's contents
   return r;
+}
+
+ContentCacheStats panel_cache_stats() { return linear_impl::kept_panel_stats(); }
+
+bool keeps_panels(int64_t group, bool asymmetric, int64_t m) {
+  return cpu_has_avx512_vnni() && panel_cache_stats().budget > 0 && !asymmetric &&
+         (group == kBlock || (group == 0 && m >= 16));
 }
 
 bool cpu_has_avx512_vnni() {

@@ -32,6 +32,7 @@
 //   weight rows at a time so that one vpdpbusd advances 16 outputs (activations
 //   broadcast); all paths again give bit-identical y.
 #pragma once
+#include <ymlopt/content_cache.hpp>
 #include <ymlopt/sdk.hpp>
 
 #include <cstdint>
@@ -56,6 +57,10 @@ struct QWeight {
   /// row r in group g (or in the whole row when group == 0). Null: computed per call.
   const std::int32_t* code_sum = nullptr;
   std::int64_t code_sum_ld = 0;
+  /// Content ids of the codes and scales (TensorView::content_id; 0: unnamed).
+  /// With both named, the AVX-512 panel kernels keep the packed panels of this
+  /// weight from its second use in a run (YMLOPT_QLINEAR_PACK_CACHE_MB).
+  std::uint64_t q_id = 0, scale_id = 0;
 
   std::int64_t groups() const { return group > 0 ? k / group : 1; }
   /// The sub-weight of rows [n0, n1).
@@ -67,6 +72,13 @@ struct QWeight {
   static QWeight of(int bits, const TensorView& q, const TensorView& scale, const TensorView& zero,
                     std::int64_t n, std::int64_t k, std::int64_t group);
 };
+
+/// The kept panels of quantized weights: packed (misses), reused (hits), first
+/// uses (deferred), left unpacked once the budget was spent (refused), bytes.
+ContentCacheStats panel_cache_stats();
+/// Whether linear() keeps the panels of a named weight of this kind multiplied
+/// by m rows (AVX-512 VNNI; symmetric groups of 32, or per channel from 16 rows).
+bool keeps_panels(std::int64_t group, bool asymmetric, std::int64_t m);
 
 /// Which kernel linear uses: the best the CPU supports (AVX-512 VNNI, else AVX2,
 /// else scalar), or a forced one (tests, benchmarks). All give bit-identical y.

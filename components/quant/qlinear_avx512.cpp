@@ -6,6 +6,8 @@
 #include <immintrin.h>
 
 #include <cstring>
+#include <memory>
+#include <ymlopt/content_cache.hpp>
 
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wuninitialized"
@@ -465,18 +467,65 @@ YMLOPT_AVX512 __attribute__((noinline)) void pc_panel_tile(const PanelActs& A, i
 using TileFn = void (*)(const PanelActs&, int64_t, const uint8_t*, const float*, float*, int64_t, int64_t);
 constexpr int kMR = 6, kNV = 2;
 
-/// Packs 16 kNV weight rows at a time and runs every row tile of A on the panel.
+// ------------------------------------------------------------ kept panels
+
+/// Every panel of one weight, as run_panels packs them one at a time.
+struct Panels {
+  std::vector<uint8_t> q;  // panel p at p * qsize
+  std::vector<float> s;    // panel p at p * ssize
+};
+struct PanelKey {
+  std::uint64_t q_id, scale_id;
+  int64_t n, k, group;
+  int bits;
+  bool operator==(const PanelKey&) const = default;
+};
+struct PanelKeyHash {
+  std::size_t operator()(const PanelKey& k) const {
+    std::size_t h = std::hash<std::uint64_t>()(k.q_id) * 31 + std::hash<std::uint64_t>()(k.scale_id);
+    return h ^ (std::hash<int64_t>()(k.n * 131 + k.k) << 1) ^ std::size_t(k.group * 7 + k.bits);
+  }
+};
+
+// As gemm's f32 panels (sgemm_panels.cpp): never evicting (a forward reads its
+// weights in the same order each time), and packing a weight on its second
+// use in a run (one use costs the same packing either way).
+ContentCache<PanelKey, Panels, PanelKeyHash>& kept() {
+  static ContentCache<PanelKey, Panels, PanelKeyHash> c(cache_budget_from_env("YMLOPT_QLINEAR_PACK_CACHE_MB", 2048),
+                                                        Eviction::keep, Admission::second);
+  return c;
+}
+
+/// Packs 16 kNV weight rows at a time and runs every row tile of A on the panel;
+/// a named weight's panels come packed from kept() from its second use on.
 void run_panels(const PanelActs& A, const QWeight& w, const TileFn (&tiles)[kNV][kMR], float* y, int64_t ldy) {
   constexpr int MR = kMR, NV = kNV;
-  std::vector<uint8_t> pq(static_cast<std::size_t>(A.kq / 4 * NV * 64));
-  std::vector<float> ps(static_cast<std::size_t>(A.blocks * NV * kLanes));
-  for (int64_t j0 = 0; j0 < w.n; j0 += NV * kLanes) {
+  const auto qsize = static_cast<std::size_t>(A.kq / 4 * NV * 64);
+  const auto ssize = static_cast<std::size_t>(A.blocks * NV * kLanes);
+  const int64_t panels = (w.n + NV * kLanes - 1) / (NV * kLanes);
+  auto nv_of = [&](int64_t j0) { return static_cast<int>((std::min<int64_t>(NV * kLanes, w.n - j0) + kLanes - 1) / kLanes); };
+  std::shared_ptr<const Panels> all;
+  if (w.q_id && w.scale_id)
+    all = kept().get(
+        PanelKey{w.q_id, w.scale_id, w.n, w.k, w.group, w.bits}, w.q_id >> 32,
+        [&] { return std::int64_t(panels) * std::int64_t(qsize + ssize * sizeof(float)); },
+        [&](Panels& p) {
+          p.q.resize(qsize * std::size_t(panels));
+          p.s.resize(ssize * std::size_t(panels));
+          for (int64_t j0 = 0, i = 0; j0 < w.n; j0 += NV * kLanes, ++i)
+            pack_panel_avx512(w, j0, nv_of(j0), p.q.data() + std::size_t(i) * qsize, p.s.data() + std::size_t(i) * ssize);
+        });
+  std::vector<uint8_t> own_q(all ? 0 : qsize);
+  std::vector<float> own_s(all ? 0 : ssize);
+  for (int64_t j0 = 0, p = 0; j0 < w.n; j0 += NV * kLanes, ++p) {
     const int64_t cols = std::min<int64_t>(NV * kLanes, w.n - j0);
-    const int nv = static_cast<int>((cols + kLanes - 1) / kLanes);
-    pack_panel_avx512(w, j0, nv, pq.data(), ps.data());
+    const int nv = nv_of(j0);
+    const uint8_t* pq = all ? all->q.data() + std::size_t(p) * qsize : own_q.data();
+    const float* ps = all ? all->s.data() + std::size_t(p) * ssize : own_s.data();
+    if (!all) pack_panel_avx512(w, j0, nv, own_q.data(), own_s.data());
     for (int64_t i = 0; i < A.m; i += MR) {
       const int64_t mr = std::min<int64_t>(MR, A.m - i);
-      tiles[nv - 1][mr - 1](A, i, pq.data(), ps.data(), y + i * ldy + j0, ldy, cols);
+      tiles[nv - 1][mr - 1](A, i, pq, ps, y + i * ldy + j0, ldy, cols);
     }
   }
 }
@@ -489,6 +538,8 @@ void b32_avx512(const PanelActs& A, const QWeight& w, float* y, int64_t ldy) {
       {b32_tile<1, 2>, b32_tile<2, 2>, b32_tile<3, 2>, b32_tile<4, 2>, b32_tile<5, 2>, b32_tile<6, 2>}};
   run_panels(A, w, tiles, y, ldy);
 }
+
+ContentCacheStats kept_panel_stats() { return kept().stats(); }
 
 void pc_panel_avx512(const PanelActs& A, const QWeight& w, float* y, int64_t ldy) {
   static constexpr TileFn tiles[kNV][kMR] = {{pc_panel_tile<1, 1>, pc_panel_tile<2, 1>, pc_panel_tile<3, 1>,

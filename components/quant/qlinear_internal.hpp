@@ -247,6 +247,8 @@ void b32_avx512(const PanelActs& A, const QWeight& w, float* y, int64_t ldy);
 /// Symmetric per-channel weights on AVX-512: the exact int32 dot products of the
 /// other paths (so the same y), from panels: y = a_i · (float(t) · s_j).
 void pc_panel_avx512(const PanelActs& A, const QWeight& w, float* y, int64_t ldy);
+/// The kept panels of those two paths (qlinear_avx512.cpp).
+ContentCacheStats kept_panel_stats();
 
 // ---- the driver (qlinear.cpp) ----------------------------------------------------
 

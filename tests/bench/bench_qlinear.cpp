@@ -1,7 +1,12 @@
 // Quantized linear (quant::linear) against OpenBLAS f32 sgemm on GPT-2 124M layer shapes.
 //
 //   ymlopt_bench_qlinear [--m 1,16,128,512] [--shapes 768x2304,768x768,768x3072,3072x768]
-//                        [--threads 1,2] [--reps 21] [--isa best|scalar|avx2|avx512]
+//                        [--threads 1,2] [--reps 21] [--isa best|scalar|avx2|avx512] [--formats 0123456]
+//                        [--kept]
+//
+// --kept names the quantized weights (QWeight::q_id), so that the AVX-512 panel
+// kernels pack them once (on the second call) and reuse the panels, as in a
+// model run; at one thread only (the threads' row slices are not named).
 //
 // For each shape (k x n: x is [m, k], W is [n, k] as torch Linear) and M: sgemm
 // (cblas_sgemm, B transposed; at M = 1 also sgemv) with openblas_set_num_threads(t),
@@ -156,6 +161,7 @@ int main(int argc, char** argv) {
   const int reps = static_cast<int>(args.num("--reps", 21));
   // 0 int8, 1 int4-g128, 2 q4_0, 3 int8 weight-only, 4 q8_0, 5 bf16, 6 f32 panels
   const std::string formats = args.str("--formats", "0123456");
+  const bool kept = args.has("--kept");
   const std::string isa_name = args.str("--isa", "best");  // best, scalar, avx2, avx512
   const Isa isa = isa_name == "scalar" ? Isa::scalar
                   : isa_name == "avx2" ? Isa::avx2
@@ -184,6 +190,7 @@ int main(int argc, char** argv) {
 
   std::mt19937 gen(42);
   std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::uint64_t id_base = 0;  // --kept: distinct ids per shape and M
   for (const auto& [k, n] : shapes) {
     std::vector<float> w(static_cast<std::size_t>(n * k));
     for (float& v : w) v = 0.02f * nd(gen);
@@ -202,7 +209,13 @@ int main(int argc, char** argv) {
         openblas_set_num_threads(static_cast<int>(t));
         Pool pool(static_cast<int>(t));
         constexpr int F = 7;
-        const QWeight views[F] = {q8.view(), q4.view(), q40.view(), q8.view(), q80.view(), q8.view(), q8.view()};
+        QWeight views[F] = {q8.view(), q4.view(), q40.view(), q8.view(), q80.view(), q8.view(), q8.view()};
+        if (kept)  // named weights: the panel kernels keep them packed (from the second call)
+          for (int v = 0; v < F; ++v) {
+            views[v].q_id = (std::uint64_t(1) << 32) + id_base + std::uint64_t(2 * v);
+            views[v].scale_id = views[v].q_id + 1;
+          }
+        id_base += 100;
         auto run_format = [&](int v) {
           if (v == 5) bf16_mt(x.data(), m, k, wb.data(), n, yq.data(), pool);
           else if (v == 6) panels_mt(x.data(), m, k, panels.data(), n, yq.data(), pool);

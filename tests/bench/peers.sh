@@ -171,6 +171,12 @@ yw_run = st.median(t["warmup_us"][1:] + [t["makespan_us"]]) / 1e3
 name, seq, dtype, ey, eo = sys.argv[4:9]
 print(f"| {name} | {seq} | {dtype} | {ym:.1f} | {om:.1f} | **{ym / om:.2f}** | {yw:.0f} | {ow:.0f} | {yw / ow:.2f} "
       f"| {yw_run:.1f} | {ow_run:.1f} | **{yw_run / ow_run:.2f}** | {ey} | {eo} |")
+# both sides' times include writing the output (ymlopt: io.save, with fsync; ORT: save_ms, without):
+# the forward alone, on the last warm run (ymlopt: makespan less the save task's time)
+save = sum(x["end_us"] - x["start_us"] for x in json.load(open(sys.argv[3]))["tasks"] if x["component"] == "io.save")
+yc, oc = (t["makespan_us"] - save) / 1e3, st.median(r["run_ms"] for r in warm)
+print(f"    warm forward alone (no output save): ymlopt {yc:.1f} ms (last run), ORT {oc:.1f} ms: {yc / oc:.2f}",
+      file=sys.stderr)
 PY
 }
 

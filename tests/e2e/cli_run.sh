@@ -269,7 +269,7 @@ expect_rc 0 "gpt2 tiny, one forward" -- "$y" run "${G[@]}" --out "$tmp/gp1"
 expect_rc 0 "gpt2 tiny, 2 warm-up runs" -- "$y" run "${G[@]}" --warmup 2 --out "$tmp/gp3"
 python3 - "$tmp/gp1" "$tmp/gp3" <<'PY' || fails=$((fails + 1))
 import json, struct, sys
-one, warm = (json.load(open(d + "/report.json"))["kept_panels"] for d in sys.argv[1:3])
+one, warm = (json.load(open(d + "/report.json"))["kept_panels"]["f32"] for d in sys.argv[1:3])
 assert one["packed"] == 0 and one["first_uses"] > 0 and one["bytes"] == 0, one
 assert warm["packed"] == one["first_uses"] and warm["reused"] == warm["packed"] and warm["bytes"] > 0, (one, warm)
 a, b = (open(d + "/logits.npy", "rb").read() for d in sys.argv[1:3])
