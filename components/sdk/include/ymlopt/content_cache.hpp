@@ -84,6 +84,7 @@ class ContentCache {
   std::shared_ptr<const V> get(const K& key, std::uint64_t epoch, Size&& size, Make&& make) {
     std::shared_ptr<Entry> e = find(key, epoch);
     if (!e) {
+      if (budget_ == 0) return nullptr;  // off: nothing to count either
       if (admission_ == Admission::second && first_sight(key, epoch)) return nullptr;
       const std::int64_t need = size();
       if (need > budget_) return nullptr;
