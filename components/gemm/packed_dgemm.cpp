@@ -127,10 +127,7 @@ struct Key {
 };
 struct KeyHash {
   size_t operator()(const Key& k) const {
-    size_t h = std::hash<std::uint64_t>()(k.id);
-    h ^= std::hash<long>()(k.rows) + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
-    h ^= std::hash<long>()(k.k) + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
-    return h ^ (size_t(k.a_side) << 1) ^ size_t(k.trans);
+    return hash_fields(k.id, k.rows, k.k, k.a_side, k.trans);
   }
 };
 

@@ -171,10 +171,7 @@ struct Key {
 };
 struct KeyHash {
   std::size_t operator()(const Key& k) const {
-    std::size_t h = std::hash<std::uint64_t>()(k.id);
-    h ^= std::hash<int64_t>()(k.n) + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
-    h ^= std::hash<int64_t>()(k.k) + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
-    return h ^ std::size_t(k.trans);
+    return hash_fields(k.id, k.n, k.k, k.trans);
   }
 };
 

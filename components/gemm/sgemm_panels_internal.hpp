@@ -32,10 +32,7 @@ void block_avx2(const Block& blk);
 void block_avx512(const Block& blk);
 
 /// Rows of A per pass over the panels (its packed block stays in L2).
-#ifndef RPP
-#define RPP 96
-#endif
-constexpr std::int64_t kRowsPerPass = RPP;
+constexpr std::int64_t kRowsPerPass = 96;
 
 /// Rows per tile: AVX-512 12 x 2 accumulators (14 was slower with 512-deep blocks).
 constexpr std::int64_t kMrScalar = 4, kMrAvx2 = 6, kMrAvx512 = 12;

@@ -79,10 +79,7 @@ struct PlanKey {
 };
 struct PlanKeyHash {
   std::size_t operator()(const PlanKey& k) const {
-    std::size_t h = std::hash<std::uint64_t>()(k.w);
-    for (std::uint64_t v : {k.index, k.ptr, std::uint64_t(k.n), std::uint64_t(k.k)})
-      h ^= std::hash<std::uint64_t>()(v) + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
-    return h;
+    return hash_fields(k.w, k.index, k.ptr, k.n, k.k);
   }
 };
 using PlanCache = ContentCache<PlanKey, sparse::CsrPlan, PlanKeyHash>;

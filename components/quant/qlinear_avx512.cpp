@@ -482,8 +482,7 @@ struct PanelKey {
 };
 struct PanelKeyHash {
   std::size_t operator()(const PanelKey& k) const {
-    std::size_t h = std::hash<std::uint64_t>()(k.q_id) * 31 + std::hash<std::uint64_t>()(k.scale_id);
-    return h ^ (std::hash<int64_t>()(k.n * 131 + k.k) << 1) ^ std::size_t(k.group * 7 + k.bits);
+    return hash_fields(k.q_id, k.scale_id, k.n, k.k, k.group, k.bits);
   }
 };
 

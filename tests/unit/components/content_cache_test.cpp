@@ -51,7 +51,8 @@ TEST(ContentCache, BuildsOnceEvictsLeastRecentlyUsed) {
   EXPECT_EQ(s.bytes, 10);
 }
 
-// Eviction::keep refuses what does not fit what is left (the entries held stay);
+// Eviction::keep refuses what does not fit what is left (the entries held stay)
+// and, as LRU does, what is larger than the budget;
 // Admission::second answers the first request of each key in an epoch with null.
 TEST(ContentCache, KeepRefusesWhenFullAndSecondAdmitsOnTheSecondRequest) {
   Cache keep(100, Eviction::keep);
@@ -66,6 +67,8 @@ TEST(ContentCache, KeepRefusesWhenFullAndSecondAdmitsOnTheSecondRequest) {
   EXPECT_EQ(s.evictions, 0);
   EXPECT_EQ(s.bytes, 100);
   EXPECT_EQ(builds, 2);
+  EXPECT_FALSE(get(keep, e | 4, 101, &builds)) << "larger than the whole budget";
+  EXPECT_EQ(keep.stats().refused, 2);
 
   Cache second(100, Eviction::lru, Admission::second);
   builds = 0;

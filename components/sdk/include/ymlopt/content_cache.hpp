@@ -25,7 +25,7 @@ namespace ymlopt {
 
 struct ContentCacheStats {
   std::int64_t hits = 0, misses = 0, evictions = 0, bytes = 0, peak = 0, budget = 0;
-  std::int64_t refused = 0;   // Eviction::keep: entries that did not fit what was left
+  std::int64_t refused = 0;   // entries larger than the budget, or (Eviction::keep) than what was left
   std::int64_t deferred = 0;  // Admission::second: first requests, answered without a value
 };
 
@@ -44,6 +44,14 @@ inline std::int64_t cache_budget_from_env(const char* name, std::int64_t default
                    static_cast<long long>(default_mib));
   }
   return mib << 20;
+}
+
+/// A hash of a key's fields (content ids, dimensions, flags) for ContentCache:
+///   struct KeyHash { std::size_t operator()(const Key& k) const { return hash_fields(k.id, k.n, k.k); } };
+template <class... T> std::size_t hash_fields(const T&... v) {
+  std::size_t h = 0;
+  ((h ^= std::hash<std::uint64_t>()(static_cast<std::uint64_t>(v)) + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2)), ...);
+  return h;
 }
 
 /// What a full cache does with a new entry: drop the least recently used ones
@@ -87,7 +95,6 @@ class ContentCache {
       if (budget_ == 0) return nullptr;  // off: nothing to count either
       if (admission_ == Admission::second && first_sight(key, epoch)) return nullptr;
       const std::int64_t need = size();
-      if (need > budget_) return nullptr;
       e = insert(key, epoch, need);
       if (!e) return nullptr;
     }
@@ -141,12 +148,13 @@ class ContentCache {
     return hit(key);
   }
   // A new entry of `need` bytes (least recently used ones out first), or the one
-  // another request put there while this one sized it; null when full (keep).
+  // another request put there while this one sized it; null when it does not
+  // fit the budget (keep: what is left of it).
   std::shared_ptr<Entry> insert(const K& key, std::uint64_t epoch, std::int64_t need) {
     std::lock_guard<std::mutex> lock(mu_);
     advance(epoch);
     if (auto e = hit(key)) return e;
-    if (eviction_ == Eviction::keep && bytes_ + need > budget_) {
+    if (need > budget_ || (eviction_ == Eviction::keep && bytes_ + need > budget_)) {
       ++refused_;
       return nullptr;
     }
