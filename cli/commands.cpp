@@ -12,6 +12,7 @@
 #include <sstream>
 #include <thread>
 
+#include "model_checkpoint.hpp"
 #include "gemm/gemm.hpp"
 #include "io/tensor_file.hpp"
 #include "nn/linear_formats.hpp"
@@ -98,6 +99,9 @@ std::vector<std::pair<std::string, std::string>> parse_sets(const std::vector<st
 // Options shared by run/check/graph.
 void add_workflow_options(po::options_description& d, WorkflowArgs& a) {
   d.add_options()("set,s", po::value(&a.sets)->composing(), "override a parameter: NAME=VALUE (repeatable)")(
+      "model", po::value(&a.model),
+      "a checkpoint (Hugging Face folder: config.json + safetensors, sharded or not; or a safetensors file) "
+      "that sets the workflow's weights, prefix and shape parameters; --set still overrides")(
       "plugin", po::value(&a.plugins)->composing(), "load components from a plugin library (repeatable)")(
       "max-tasks", po::value(&a.max_tasks)->default_value(a.max_tasks),
       "refuse a workflow that expands to more tasks (or a loop with more iterations)");
@@ -178,6 +182,25 @@ int compile(const WorkflowArgs& a, const ComponentRegistry& reg, CompileResult& 
   o.sets = parse_sets(a.sets);
   o.check_files = check_files;
   o.max_tasks = a.max_tasks;
+  if (!a.model.empty()) {
+    try {
+      const ModelCheckpoint c = read_checkpoint(a.model);
+      // the model workflows are named after the architecture they compute
+      const std::string stem = fs::path(a.file).stem().string();
+      if ((stem == "gpt2" || stem == "bert" || stem == "llama") && stem != c.shape.arch) {
+        msg << "ymlopt: error: --model " << a.model << " is a " << c.shape.arch << " checkpoint but " << a.file
+            << " computes " << stem << ": use " << (fs::path(a.file).parent_path() / (c.shape.arch + ".xml")).string()
+            << "\n";
+        return done(1);
+      }
+      o.model_sets = c.params;
+      o.model_missing = c.undetermined;
+      o.model_origin = "--model " + a.model;
+    } catch (const ModelCheckpointError& e) {
+      msg << "ymlopt: error: --model: " << e.what() << "\n";
+      return done(1);
+    }
+  }
   out = compile_workflow(o, reg, diags);
   msg << diags.str();
   if (out.usage_error) return done(2);

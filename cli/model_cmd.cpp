@@ -6,6 +6,7 @@
 #include <iostream>
 #include <ymlopt/half.hpp>
 
+#include "model_checkpoint.hpp"
 #include "io/tensor_file.hpp"
 #include "usage_error.hpp"
 #include "ymlopt/scheduler/data_store.hpp"
@@ -20,7 +21,9 @@ const char* kModelUsage =
     "usage: ymlopt model init --arch gpt2|bert|llama --preset NAME [--seed S] [--dtype f32|f16|bf16]\n"
     "                         [--layers N] [--width D] [--heads H] [--kv-heads K] [--ffn F] [--vocab V]\n"
     "                         [--context C] OUT.safetensors\n"
-    "       ymlopt model info --arch A --preset NAME [overrides]\n";
+    "       ymlopt model info --arch A --preset NAME [overrides]\n"
+    "       ymlopt model info PATH    a checkpoint: a Hugging Face folder (config.json, model.safetensors\n"
+    "                                 or shards with model.safetensors.index.json) or a safetensors file\n";
 
 // A normal(0, std) sample, deterministic in (seed, stream, index): Box-Muller
 // on two counter-based uniforms, so a tensor's values do not depend on order.
@@ -40,6 +43,10 @@ int cmd_model(const std::vector<std::string>& args) {
     }
     throw UsageError(args.empty() ? "model: missing subcommand (init or info)"
                                   : "model: unknown subcommand '" + args[0] + "' (expected init or info)");
+  }
+  if (args[0] == "info" && args.size() == 2 && !args[1].starts_with("-")) {
+    std::cout << describe(read_checkpoint(args[1]));
+    return 0;
   }
   const bool init = args[0] == "init";
   std::string arch, preset, dtype_s = "f32", out;

@@ -260,18 +260,26 @@ int main(int argc, char** argv) {
         const double t_sgemm = bench::median(ts), t_sgemv = bench::median(tv);
         double tq[F];
         for (int v = 0; v < F; ++v) tq[v] = bench::median(tqs[v]);
-        char c[F][40];
-        for (int v = 0; v < F; ++v)
-          std::snprintf(c[v], sizeof c[v], "%.3f (%.2fx)", tq[v] * 1e3, tqs[v].empty() ? 0.0 : bench::median(ratio[v]));
+        // a format not run (--formats) prints "-", not a time
+        char c[F][40], e[F][16];
+        for (int v = 0; v < F; ++v) {
+          if (tqs[v].empty()) {
+            std::snprintf(c[v], sizeof c[v], "-");
+            std::snprintf(e[v], sizeof e[v], "-");
+            continue;
+          }
+          std::snprintf(c[v], sizeof c[v], "%.3f (%.2fx)", tq[v] * 1e3, bench::median(ratio[v]));
+          std::snprintf(e[v], sizeof e[v], v == 6 ? "%.1e" : "%.4f", err[v]);
+        }
         char gv[16] = "-", fc[40] = "-";
         if (m == 1) std::snprintf(gv, sizeof gv, "%.3f", t_sgemv * 1e3);
-        if (!tf.empty())
-          std::snprintf(fc, sizeof fc, "%.3f (%.2fx)", bench::median(tf) * 1e3,
-                        ratio_f.empty() ? 0.0 : bench::median(ratio_f));
-        std::printf(
-            "%4ldx%-5ld %5ld %3ld %10.3f %10s %16s %16s %16s %16s %16s %16s %16s %18s   %.4f/%.4f/%.4f/%.4f/%.4f/%.4f/%.1e\n",
-            k, n, m, t, t_sgemm * 1e3, gv, c[0], c[1], c[2], c[3], c[4], c[5], c[6], fc, err[0], err[1], err[2], err[3],
-            err[4], err[5], err[6]);
+        if (!tf.empty() && !ratio_f.empty())
+          std::snprintf(fc, sizeof fc, "%.3f (%.2fx)", bench::median(tf) * 1e3, bench::median(ratio_f));
+        else if (!tf.empty())
+          std::snprintf(fc, sizeof fc, "%.3f", bench::median(tf) * 1e3);
+        std::printf("%4ldx%-5ld %5ld %3ld %10.3f %10s %16s %16s %16s %16s %16s %16s %16s %18s   %s/%s/%s/%s/%s/%s/%s\n", k,
+                    n, m, t, t_sgemm * 1e3, gv, c[0], c[1], c[2], c[3], c[4], c[5], c[6], fc, e[0], e[1], e[2], e[3],
+                    e[4], e[5], e[6]);
         std::fflush(stdout);
       }
     }

@@ -23,11 +23,12 @@
 #include <string_view>
 #include <unordered_map>
 
-#include "io/tensor_file.hpp"
 #include <unordered_set>
 #include <utility>
 #include <vector>
 
+#include "io/shard_index.hpp"
+#include "io/tensor_file.hpp"
 #include "ymlopt/engine/compiler.hpp"
 #include "ymlopt/engine/expr.hpp"
 
@@ -153,6 +154,7 @@ class Compiler {
   static std::optional<Value> convert(const Value& v, const std::string& type);
 
   // expansion.cpp
+  std::optional<Value> model_param(const std::string& name, std::string& origin) const;
   void declare_params(const Element& wf, const std::vector<std::pair<std::string, std::string>>& sets,
                       bool from_cli, const std::vector<const Attr*>& set_locs);
   void body(const std::vector<Element>& children);
@@ -173,6 +175,8 @@ class Compiler {
   bool data_source(const Element& e, DataDecl& d);
   void push_decl(DataDecl d);
   void check_source(const DataDecl& d, const Attr& src);
+  /// src= names a shard index: d.src becomes the shard holding d.key; false (reported) when none does.
+  bool shard_source(DataDecl& d, const Attr& src);
   /// The header of the file at `path`, read on the first call (throws as io::index_file).
   const io::FileIndex& file_index(const std::string& path);
   std::optional<DataRef> resolve(const std::string& text, const Attr& a);
@@ -252,6 +256,7 @@ class Compiler {
   std::set<std::string> missing_files_;  // each reported once
   std::set<std::string> broken_files_;   // unreadable header: reported at the first data reading the file
   std::map<std::string, io::FileIndex> file_index_;  // headers read, by path: once per file, not per data
+  std::map<std::string, io::ShardIndex> shard_index_;  // shard indexes read, by path
   long double nested_trips_ = 1;         // iterations of the from/to loops being expanded, multiplied
   std::map<std::string, const xml::Document*> docs_by_path_;
   std::vector<std::string> call_stack_;

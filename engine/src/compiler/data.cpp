@@ -235,6 +235,10 @@ bool Compiler::data_source(const Element& e, DataDecl& d) {
         diags_.error(r->loc, "reshape=\"" + r->value + "\" must be true or false");
       d.reshape = r->value == "true";
     }
+    if (io::is_shard_index(d.src) && path_exists(p)) {
+      if (!shard_source(d, *src)) return true;
+      p = d.src;
+    }
     if (!opts_.check_files) {
       // dry run: the declaration alone sizes the tensor
     } else if (!path_exists(p)) {
@@ -270,6 +274,34 @@ const io::FileIndex& Compiler::file_index(const std::string& path) {
   auto it = file_index_.find(path);
   if (it == file_index_.end()) it = file_index_.emplace(path, io::index_file(path)).first;
   return it->second;
+}
+
+bool Compiler::shard_source(DataDecl& d, const Attr& src) {
+  auto it = shard_index_.find(d.src);
+  if (it == shard_index_.end()) {
+    try {
+      it = shard_index_.emplace(d.src, io::read_shard_index(d.src)).first;
+    } catch (const io::IoError& e) {
+      if (broken_files_.insert(d.src).second) diags_.error(src.loc, e.what());
+      return false;
+    }
+  }
+  const io::ShardIndex& ix = it->second;
+  if (d.key.empty()) {
+    diags_.error(src.loc, d.src + " is a shard index: name the tensor with key=");
+    return false;
+  }
+  const auto hit = ix.shard_of.find(d.key);
+  if (hit == ix.shard_of.end()) {
+    std::vector<std::string> names;
+    for (const auto& [n, f] : ix.shard_of) names.push_back(n);
+    diags_.error(src.loc, d.src + " maps no tensor '" + d.key + "'" + did_you_mean(d.key, names));
+    return false;
+  }
+  if (!path_exists(hit->second) && missing_files_.insert(hit->second).second)
+    diags_.error(src.loc, "cannot open '" + hit->second + "', the shard " + d.src + " names for '" + d.key + "'");
+  d.src = hit->second;
+  return true;
 }
 
 // The file behind src= must hold the declared dtype and shape (read from its header only).

@@ -38,6 +38,15 @@ void Compiler::declare_params(const Element& wf, const std::vector<std::pair<std
       origin = from_cli ? "--set " + sets[k].first + "=" + sets[k].second : "";
       if (!from_cli) where = set_locs[k]->loc;
     }
+    if (!v && from_cli) v = model_param(na->value, origin);
+    if (!v && from_cli && origin.empty() &&
+        std::count(opts_.model_missing.begin(), opts_.model_missing.end(), na->value)) {
+      diags_.add(Diagnostic{dag_.file, 0, 0, Severity::error,
+                            opts_.model_origin + ": the checkpoint does not determine parameter '" + na->value +
+                                "' (no config.json gives it, no tensor's shape fixes it): use --set " + na->value +
+                                "=VALUE"});
+      usage_error_ = true;  // the default stands in, so that nothing else is reported about it
+    }
     if (!v) {
       const Attr* d = e.find("default");
       if (!d) {
@@ -61,6 +70,12 @@ void Compiler::declare_params(const Element& wf, const std::vector<std::pair<std
     }
     vars_.emplace_back(na->value, std::move(*typed));
   }
+  if (from_cli)
+    for (const auto& [name, value] : opts_.model_sets)
+      if (std::find(names.begin(), names.end(), name) == names.end())
+        diags_.add(Diagnostic{dag_.file, 0, 0, Severity::warning,
+                              opts_.model_origin + " gives " + name + "=" + value +
+                                  " but the workflow has no parameter '" + name + "': ignored"});
   for (size_t k = 0; k < sets.size(); ++k) {
     if (used[k]) continue;
     const std::string msg = "unknown parameter '" + sets[k].first + "'" + did_you_mean(sets[k].first, names);
@@ -71,6 +86,16 @@ void Compiler::declare_params(const Element& wf, const std::vector<std::pair<std
       diags_.error(set_locs[k]->loc, msg);
     }
   }
+}
+
+// The checkpoint's value of parameter `name` (--model), with `origin` set; nullopt if it gives none.
+std::optional<Value> Compiler::model_param(const std::string& name, std::string& origin) const {
+  for (const auto& [n, value] : opts_.model_sets)
+    if (n == name) {
+      origin = opts_.model_origin + " (" + n + "=" + value + ")";
+      return Value::of_string(value);
+    }
+  return std::nullopt;
 }
 
 // A block; the names its <let>s bind end with it.

@@ -19,6 +19,14 @@ struct CompileOptions {
   /// Check that src= files exist and hold what the workflow declares. Off for
   /// dry runs, which size a model from its declarations alone.
   bool check_files = true;
+  /// Parameters a checkpoint gives (`--model DIR`): each one the workflow
+  /// declares takes its value unless `sets` names it; a workflow that declares
+  /// none of them gets a warning per value it ignores.
+  std::vector<std::pair<std::string, std::string>> model_sets{};
+  /// Parameters the checkpoint does not determine: a workflow that declares
+  /// one needs it in `sets`.
+  std::vector<std::string> model_missing{};
+  std::string model_origin{};  // "--model DIR", for messages
 };
 
 /// Outcome of compilation: the DAG, or diagnostics. `usage_error` is set when

@@ -1,0 +1,172 @@
+#!/usr/bin/env bash
+# Hugging Face model folders: `ymlopt model info PATH` and `ymlopt run WF --model PATH`.
+# The folders are built here from `ymlopt model init` checkpoints the way the hub
+# ships them (config.json with HF names, tensor names under a prefix, shards with
+# model.safetensors.index.json); --model must give the same logits as the
+# parameters typed out with --set, and every bad folder a clear error.
+source "$(dirname "$0")/lib.sh"
+y=$1
+wf=workflows/models
+
+# hf SRC DIR PREFIX SHARDS CONFIG_JSON [DROP]: DIR holds SRC's tensors under PREFIX, in
+# SHARDS files (1: model.safetensors), and config.json (none when CONFIG_JSON is
+# empty); DROP names a tensor left out. Pure Python, no numpy.
+hf() {
+  python3 - "$@" <<'PY'
+import json, os, struct, sys
+src, out, prefix, shards, config = sys.argv[1:6]
+drop = sys.argv[6] if len(sys.argv) > 6 else None
+b = open(src, "rb").read()
+n = struct.unpack("<Q", b[:8])[0]
+h = json.loads(b[8:8 + n])
+h.pop("__metadata__", None)
+data = b[8 + n:]
+t = {prefix + k: (v["dtype"], v["shape"], data[v["data_offsets"][0]:v["data_offsets"][1]]) for k, v in h.items() if k != drop}
+def write(path, part):
+    hd, off = {}, 0
+    for k, (dt, sh, raw) in part.items():
+        hd[k] = {"dtype": dt, "shape": sh, "data_offsets": [off, off + len(raw)]}
+        off += len(raw)
+    hj = json.dumps(hd).encode()
+    hj += b" " * (-len(hj) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(hj)) + hj + b"".join(raw for _, _, raw in part.values()))
+os.makedirs(out, exist_ok=True)
+if config:
+    open(out + "/config.json", "w").write(config)
+shards = int(shards)
+if shards == 1:
+    write(out + "/model.safetensors", t)
+else:
+    keys, wm = list(t), {}
+    per = -(-len(keys) // shards)
+    for i in range(shards):
+        name = "model-%05d-of-%05d.safetensors" % (i + 1, shards)
+        part = {k: t[k] for k in keys[i * per:(i + 1) * per]}
+        write(out + "/" + name, part)
+        wm.update({k: name for k in part})
+    json.dump({"metadata": {"total_size": sum(len(v[2]) for v in t.values())}, "weight_map": wm},
+              open(out + "/model.safetensors.index.json", "w"))
+PY
+}
+# same_logits WHAT FILE DIR_A DIR_B
+same_logits() { same_file "$1" "$3/$2" "$4/$2"; }
+
+for arch in gpt2 bert llama; do
+  "$y" model init --arch $arch --preset tiny --seed 3 "$tmp/$arch.safetensors" >/dev/null
+done
+write_ids "$tmp/ids.npy" 16
+gpt2_cfg='{"model_type": "gpt2", "n_layer": 2, "n_embd": 96, "n_head": 3, "n_inner": null, "vocab_size": 512,
+  "n_positions": 64, "layer_norm_epsilon": 1e-05, "activation_function": "gelu_new", "architectures": ["GPT2LMHeadModel"]}'
+bert_cfg='{"model_type": "bert", "num_hidden_layers": 2, "hidden_size": 96, "num_attention_heads": 6,
+  "intermediate_size": 200, "vocab_size": 512, "max_position_embeddings": 64, "type_vocab_size": 2,
+  "layer_norm_eps": 1e-12, "hidden_act": "gelu", "position_embedding_type": "absolute"}'
+llama_cfg='{"model_type": "llama", "num_hidden_layers": 2, "hidden_size": 96, "num_attention_heads": 6,
+  "num_key_value_heads": 2, "intermediate_size": 160, "vocab_size": 512, "max_position_embeddings": 64,
+  "rms_norm_eps": 1e-06, "rope_theta": 10000.0, "hidden_act": "silu", "tie_word_embeddings": false, "rope_scaling": null}'
+hf "$tmp/gpt2.safetensors" "$tmp/gpt2" transformer. 3 "$gpt2_cfg"
+hf "$tmp/bert.safetensors" "$tmp/bert" bert. 2 "$bert_cfg"
+hf "$tmp/llama.safetensors" "$tmp/llama" "" 1 "$llama_cfg"
+run=(--set ids="$tmp/ids.npy" --set seq=16 -q --backend sequential)
+
+# model info
+expect_rc 0 "info: sharded gpt2 folder" -- "$y" model info "$tmp/gpt2"
+expect_in "gpt2 checkpoint ($tmp/gpt2/config.json, model_type 'gpt2')" "architecture from config.json"
+expect_in "(3 shards), tensor names under 'transformer.'" "shards and prefix"
+expect_in "layers 2, width 96, heads 3, ffn 384, vocab 512, context 64, eps 1e-05, embeddings tied" "shapes"
+expect_in "28 tensors, 279168 parameters; F32 1116672 bytes" "counts and bytes by dtype"
+expect_rc 0 "info: llama folder" -- "$y" model info "$tmp/llama"
+expect_in "heads 6 (2 kv), ffn 160" "grouped-query heads"
+expect_in "lm_head_key=lm_head.weight" "untied LM head"
+expect_rc 0 "info: a lone safetensors file" -- "$y" model info "$tmp/gpt2.safetensors"
+expect_in "no config.json: shapes from the tensors" "source of the shapes"
+expect_in "undetermined (no config.json gives them, no tensor shape fixes them): heads" "what is missing"
+
+# --model gives what --set gives
+for arch in gpt2 bert llama; do
+  out_file=logits.npy
+  [ $arch = bert ] && out_file=hidden.npy
+  expect_rc 0 "$arch: run --model" -- "$y" run $wf/$arch.xml --model "$tmp/$arch" "${run[@]}" -o "$tmp/m_$arch"
+done
+expect_rc 0 "gpt2: run with the shapes typed out" -- "$y" run $wf/gpt2.xml "${run[@]}" -o "$tmp/s_gpt2" \
+  --set weights="$tmp/gpt2.safetensors" --set layers=2 --set width=96 --set heads=3 --set ffn=384 --set vocab=512 --set context=64
+same_logits "gpt2: --model (3 shards, prefix) = --set" logits.npy "$tmp/m_gpt2" "$tmp/s_gpt2"
+expect_rc 0 "bert: run with the shapes typed out" -- "$y" run $wf/bert.xml "${run[@]}" -o "$tmp/s_bert" \
+  --set weights="$tmp/bert.safetensors" --set layers=2 --set width=96 --set heads=6 --set ffn=200 --set vocab=512 --set context=64
+same_logits "bert: --model (2 shards, prefix) = --set" hidden.npy "$tmp/m_bert" "$tmp/s_bert"
+expect_rc 0 "llama: run with the shapes typed out" -- "$y" run $wf/llama.xml "${run[@]}" -o "$tmp/s_llama" \
+  --set weights="$tmp/llama.safetensors" --set layers=2 --set width=96 --set heads=6 --set kv_heads=2 --set ffn=160 --set vocab=512
+same_logits "llama: --model = --set" logits.npy "$tmp/m_llama" "$tmp/s_llama"
+# a shard index is a src= of its own, without --model
+expect_rc 0 "gpt2: weights= a shard index" -- "$y" run $wf/gpt2.xml "${run[@]}" -o "$tmp/i_gpt2" \
+  --set weights="$tmp/gpt2/model.safetensors.index.json" --set prefix=transformer. --set layers=2 --set width=96 \
+  --set heads=3 --set ffn=384 --set vocab=512 --set context=64
+same_logits "gpt2: weights=INDEX = the single file" logits.npy "$tmp/i_gpt2" "$tmp/s_gpt2"
+# --set overrides --model
+expect_rc 0 "gpt2: --model with --set layers=1" -- "$y" run $wf/gpt2.xml --model "$tmp/gpt2" --set layers=1 "${run[@]}" -o "$tmp/m1"
+expect_rc 0 "gpt2: one layer typed out" -- "$y" run $wf/gpt2.xml "${run[@]}" -o "$tmp/s1" \
+  --set weights="$tmp/gpt2.safetensors" --set layers=1 --set width=96 --set heads=3 --set ffn=384 --set vocab=512 --set context=64
+same_logits "gpt2: --set layers=1 wins over config.json" logits.npy "$tmp/m1" "$tmp/s1"
+# tied embeddings: no lm_head.weight, the LM head reads the embedding table
+python3 - "$tmp/llama.safetensors" "$tmp/llama_eq.safetensors" <<'PY'
+import json, struct, sys
+b = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", b[:8])[0]
+h = json.loads(b[8:8 + n]); d = bytearray(b[8 + n:])
+e, l = h["model.embed_tokens.weight"]["data_offsets"], h["lm_head.weight"]["data_offsets"]
+d[l[0]:l[1]] = d[e[0]:e[1]]
+open(sys.argv[2], "wb").write(b[:8 + n] + bytes(d))
+PY
+hf "$tmp/llama.safetensors" "$tmp/llama_tied" "" 1 "${llama_cfg/\"tie_word_embeddings\": false/\"tie_word_embeddings\": true}" lm_head.weight
+hf "$tmp/llama_eq.safetensors" "$tmp/llama_eq" "" 1 "$llama_cfg"
+expect_rc 0 "llama tied: info" -- "$y" model info "$tmp/llama_tied"
+expect_in "lm_head_key=model.embed_tokens.weight" "the LM head reads the embedding table"
+expect_rc 0 "llama tied: run" -- "$y" run $wf/llama.xml --model "$tmp/llama_tied" "${run[@]}" -o "$tmp/t1"
+expect_rc 0 "llama untied, lm_head = embeddings: run" -- "$y" run $wf/llama.xml --model "$tmp/llama_eq" "${run[@]}" -o "$tmp/t2"
+same_logits "llama: tied embeddings = an LM head equal to them" logits.npy "$tmp/t1" "$tmp/t2"
+# shapes from the tensors alone: heads must be given
+expect_rc 2 "lone file: heads undetermined" -- "$y" run $wf/gpt2.xml --model "$tmp/gpt2.safetensors" "${run[@]}" -o "$tmp/x"
+expect_in "the checkpoint does not determine parameter 'heads'" "message"
+expect_in "use --set heads=VALUE" "what to do"
+expect_rc 0 "lone file with --set heads" -- "$y" run $wf/gpt2.xml --model "$tmp/gpt2.safetensors" --set heads=3 "${run[@]}" -o "$tmp/lone"
+same_logits "gpt2: shapes from the tensors + heads = --set" logits.npy "$tmp/lone" "$tmp/s_gpt2"
+
+# bad folders
+mkdir -p "$tmp/empty" && touch "$tmp/empty/pytorch_model.bin"
+expect_rc 1 "no weights" -- "$y" model info "$tmp/empty"
+expect_in "no weights: expected model.safetensors, or shards and model.safetensors.index.json (pytorch_model.bin is not read" "message"
+expect_rc 1 "no weights (--model)" -- "$y" run $wf/gpt2.xml --model "$tmp/empty" "${run[@]}" -o "$tmp/x"
+expect_in "ymlopt: error: --model: $tmp/empty: no weights" "message"
+hf "$tmp/gpt2.safetensors" "$tmp/badjson" "" 1 $'{\n  "model_type": "gpt2",\n  "n_layer": 2,,\n}'
+expect_rc 1 "config.json not JSON" -- "$y" model info "$tmp/badjson"
+expect_in "$tmp/badjson/config.json: line 3, column 16: not valid JSON" "file, line and column"
+hf "$tmp/gpt2.safetensors" "$tmp/contra" "" 1 "${gpt2_cfg/\"n_inner\": null/\"n_inner\": 400}"
+expect_rc 1 "config contradicts the tensors" -- "$y" model info "$tmp/contra"
+expect_in "'h.0.mlp.c_fc.weight' is [96, 384] but $tmp/contra/config.json gives [96, 400]" "names both"
+hf "$tmp/gpt2.safetensors" "$tmp/layers3" "" 2 "${gpt2_cfg/\"n_layer\": 2/\"n_layer\": 3}"
+expect_rc 1 "config has more layers than the weights" -- "$y" model info "$tmp/layers3"
+expect_in "no tensor 'h.2.ln_1.weight': $tmp/layers3/config.json gives 3 layers" "message"
+hf "$tmp/llama.safetensors" "$tmp/scaled" "" 1 "${llama_cfg/\"rope_scaling\": null/\"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": 8.0\}}"
+expect_rc 1 "rope_scaling" -- "$y" model info "$tmp/scaled"
+expect_in "'rope_scaling' is" "message"
+expect_in "the llama workflow computes plain RoPE, without scaling" "why"
+hf "$tmp/llama.safetensors" "$tmp/typo" "" 1 '{"model_type": "lama"}'
+expect_rc 1 "unknown model_type" -- "$y" model info "$tmp/typo"
+expect_in "model_type 'lama': the model workflows compute gpt2, bert and llama (did you mean 'llama'?)" "message"
+expect_rc 1 "a gpt2 folder to the llama workflow" -- "$y" run $wf/llama.xml --model "$tmp/gpt2" "${run[@]}" -o "$tmp/x"
+expect_in "is a gpt2 checkpoint but $wf/llama.xml computes llama: use $wf/gpt2.xml" "message"
+cp -r "$tmp/bert" "$tmp/noshard" && rm "$tmp/noshard/model-00002-of-00002.safetensors"
+expect_rc 1 "a missing shard" -- "$y" model info "$tmp/noshard"
+expect_in "$tmp/noshard/model-00002-of-00002.safetensors: cannot open" "message"
+cp -r "$tmp/bert" "$tmp/lying" && sed -i 's/"bert.pooler.dense.bias": "model-00002/"bert.pooler.dense.bias": "model-00001/' "$tmp/lying/model.safetensors.index.json"
+expect_rc 1 "an index naming the wrong shard" -- "$y" model info "$tmp/lying"
+expect_in "maps 'bert.pooler.dense.bias' to $tmp/lying/model-00001-of-00002.safetensors, which has no such tensor" "message"
+cp -r "$tmp/bert" "$tmp/escape" && sed -i 's#"bert.pooler.dense.bias": "model-00002-of-00002.safetensors"#"bert.pooler.dense.bias": "../x.safetensors"#' "$tmp/escape/model.safetensors.index.json"
+expect_rc 1 "an index leaving its folder" -- "$y" model info "$tmp/escape"
+expect_in "maps to '../x.safetensors', which is not a file in the index's folder" "message"
+expect_rc 1 "a key the index does not map" -- "$y" run $wf/bert.xml "${run[@]}" -o "$tmp/x" \
+  --set weights="$tmp/bert/model.safetensors.index.json" --set layers=2 --set width=96 --set heads=6 --set ffn=200 \
+  --set vocab=512 --set context=64
+expect_in "model.safetensors.index.json maps no tensor 'embeddings.word_embeddings.weight' (did you mean 'bert.embeddings.word_embeddings.weight'?)" "message with a suggestion"
+expect_rc 2 "--model without a value" -- "$y" run $wf/gpt2.xml --model
+finish
