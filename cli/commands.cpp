@@ -14,6 +14,7 @@
 
 #include "model_checkpoint.hpp"
 #include "gemm/gemm.hpp"
+#include "io/shard_index.hpp"
 #include "io/tensor_file.hpp"
 #include "nn/linear_formats.hpp"
 #include "quant/bf16_linear.hpp"
@@ -195,6 +196,13 @@ int compile(const WorkflowArgs& a, const ComponentRegistry& reg, CompileResult& 
             << "\n";
         return done(1);
       }
+      if ((stem == "gpt2" || stem == "bert" || stem == "llama") &&
+          (c.bytes_by_dtype.count("BF16") || c.bytes_by_dtype.count("F16"))) {
+        msg << "ymlopt: error: --model " << a.model << " holds " << (c.bytes_by_dtype.count("BF16") ? "bf16" : "f16")
+            << " weights and " << a.file << " computes in f32: widen them once with `ymlopt convert " << a.model
+            << " " << a.model << "-f32`, then --model " << a.model << "-f32\n";
+        return done(1);
+      }
       o.model_sets = c.params;
       o.model_missing = c.undetermined;
       o.model_origin = "--model " + a.model;
@@ -354,15 +362,28 @@ int cmd_info(const std::vector<std::string>& args) {
   return 0;
 }
 
+std::string mib(double bytes);
+
 int cmd_convert(const std::vector<std::string>& args) {
   std::string in, out;
-  po::options_description d("ymlopt convert MODEL.json|MODEL.gguf OUT.safetensors");
-  d.add_options()("help,h", "show this help")("input", po::value(&in),
-                                              "TF.js model.json (shards beside it), or llama.cpp's GGUF (llama, gpt2)")(
-      "output", po::value(&out), "safetensors file to write");
+  po::options_description d("ymlopt convert MODEL.json|MODEL.gguf OUT.safetensors | ymlopt convert MODEL_DIR OUT_DIR");
+  d.add_options()("help,h", "show this help")(
+      "input", po::value(&in),
+      "TF.js model.json (shards beside it), llama.cpp's GGUF (llama, gpt2), or a Hugging Face model folder "
+      "(f16/bf16 weights are widened to f32 in OUT_DIR/model.safetensors, config and tokenizer copied)")(
+      "output", po::value(&out), "safetensors file (folder for a model folder) to write");
   if (parse_positional_or_help(args, d, {"input", "output"}, "convert")) return 0;
-  if (in.empty() || out.empty()) throw UsageError("convert: expected MODEL.json or MODEL.gguf, and OUT.safetensors");
+  if (in.empty() || out.empty())
+    throw UsageError("convert: expected MODEL.json, MODEL.gguf or MODEL_DIR, and the output");
   if (std::filesystem::path(in).extension() == ".gguf") return convert_gguf(in, out);
+  if (std::filesystem::is_directory(in) || io::is_shard_index(in)) {
+    const ModelCheckpoint c = read_checkpoint(in);
+    const std::int64_t bytes = convert_checkpoint_to_f32(c, out);
+    std::cout << "wrote " << out << "/model.safetensors: " << c.tensors.size() << " tensors, " << c.parameters
+              << " parameters, " << mib(double(bytes)) << "\nrun it with: ymlopt run workflows/models/" << c.shape.arch
+              << ".xml --model " << out << "\n";
+    return 0;
+  }
   try {
     io::convert_tfjs(in, out);
   } catch (const std::exception& e) {

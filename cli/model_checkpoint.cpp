@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstring>
+#include <memory>
 #include <cstdio>
 #include <cmath>
 #include <filesystem>
@@ -12,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "io/shard_index.hpp"
+#include "ymlopt/half.hpp"
 #include "ymlopt/xml/diagnostic.hpp"
 
 namespace ymlopt {
@@ -385,6 +388,58 @@ void complete_checkpoint(ModelCheckpoint& c) {
   shapes_from_tensors(c);
   check_tensors(c);
   make_params(c);
+}
+
+std::int64_t convert_checkpoint_to_f32(const ModelCheckpoint& c, const std::string& out_dir) {
+  std::error_code ec;
+  fs::create_directories(out_dir, ec);
+  if (ec) fail(out_dir, "cannot create: " + ec.message());
+  if (fs::equivalent(out_dir, fs::path(c.weights).parent_path(), ec)) fail(out_dir, "is the checkpoint's own folder");
+  // every tensor, from the file that holds it
+  std::vector<std::unique_ptr<io::MappedTensorFile>> files;
+  std::vector<std::pair<io::MappedTensorFile*, io::TensorInfo>> src;
+  std::vector<io::TensorInfo> out;
+  try {
+    for (const auto& f : c.files) {
+      files.push_back(std::make_unique<io::MappedTensorFile>(f));
+      for (auto t : io::list_tensors(f)) {
+        io::TensorInfo o = t;
+        if (t.dtype == DType::f16 || t.dtype == DType::bf16) o.dtype = DType::f32, o.stored_dtype = "F32";
+        if (!o.dtype) fail(f, "'" + t.name + "' has dtype " + t.stored_dtype + ", which ymlopt does not read");
+        src.emplace_back(files.back().get(), std::move(t));
+        out.push_back(std::move(o));
+      }
+    }
+    const std::string target = (fs::path(out_dir) / "model.safetensors").string();
+    io::save_safetensors_streamed(
+        target, out,
+        [&](std::size_t i, std::span<std::byte> bytes) {
+          auto& [file, info] = src[i];
+          const std::byte* p = file->tensor(info.name);
+          if (info.dtype == out[i].dtype) {
+            std::memcpy(bytes.data(), p, bytes.size());
+            return;
+          }
+          const bool bf16 = info.dtype == DType::bf16;
+          for (std::size_t k = 0; k < bytes.size() / 4; ++k) {
+            std::uint16_t h;
+            std::memcpy(&h, p + 2 * k, 2);
+            const float v = bf16 ? half::bf16_bits_to_float(h) : float(half::f16_bits_to_double(h));
+            std::memcpy(bytes.data() + 4 * k, &v, 4);
+          }
+        },
+        {{"format", "pt"}, {"ymlopt.converted_from", c.weights}});
+    for (const char* name : {"config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json",
+                             "special_tokens_map.json"}) {
+      const fs::path from = fs::path(c.weights).parent_path() / name;
+      if (fs::exists(from)) fs::copy_file(from, fs::path(out_dir) / name, fs::copy_options::overwrite_existing);
+    }
+    return std::int64_t(fs::file_size(target));
+  } catch (const io::IoError& e) {
+    throw ModelCheckpointError(e.what());
+  } catch (const fs::filesystem_error& e) {
+    throw ModelCheckpointError(std::string(e.what()));
+  }
 }
 
 std::string describe(const ModelCheckpoint& c) {

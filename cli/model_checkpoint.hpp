@@ -61,6 +61,12 @@ void apply_config(const std::string& file, const std::string& text, ModelCheckpo
 /// against the shapes, and c.params. Throws ModelCheckpointError.
 void complete_checkpoint(ModelCheckpoint& c);
 
+/// Writes OUT_DIR/model.safetensors with every f16/bf16 tensor of `c` widened
+/// to f32 (exactly; other dtypes as stored), tensor by tensor, and copies
+/// config.json and the tokenizer files beside it: a folder the model
+/// workflows (which compute in f32) read with --model. Returns the bytes written.
+std::int64_t convert_checkpoint_to_f32(const ModelCheckpoint& c, const std::string& out_dir);
+
 /// The description `ymlopt model info PATH` prints.
 std::string describe(const ModelCheckpoint& c);
 

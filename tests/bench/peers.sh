@@ -21,7 +21,9 @@
 #   ORT ms     session.run + writing the output .npy, the session's first run
 #   wall       the whole process (start, weights, graph, forward, save, exit)
 #   warm       steady state, one process each: `ymlopt run --warmup REPS` (the median
-#              of its runs after the first) and ORT with REPS+1 runs (median of 2..)
+#              of its runs after the second: the second packs the weights, which ORT
+#              does when it creates the session, before its first run) and ORT with
+#              REPS+1 runs (median of 2..)
 # ratio = ymlopt / ORT (above 1: ymlopt is slower). Medians over REPS rounds.
 # Env: THREADS (default nproc: StarPU CPU workers and ORT intra-op threads),
 # TOL_F32 / TOL_BF16 / TOL_INT8 (max |out - ref| / max |ref|, defaults 1e-4 / 0.05 / 0.1;
@@ -167,7 +169,7 @@ ym, yw, om, ow = (st.median(c) for c in zip(*rows))
 warm = json.load(open(sys.argv[2]))["rounds"][1:]
 ow_run = st.median(r["run_ms"] + r["save_ms"] for r in warm)
 t = json.load(open(sys.argv[3]))["totals"]
-yw_run = st.median(t["warmup_us"][1:] + [t["makespan_us"]]) / 1e3
+yw_run = st.median(t["warmup_us"][2:] + [t["makespan_us"]]) / 1e3  # after the packing run
 name, seq, dtype, ey, eo = sys.argv[4:9]
 print(f"| {name} | {seq} | {dtype} | {ym:.1f} | {om:.1f} | **{ym / om:.2f}** | {yw:.0f} | {ow:.0f} | {yw / ow:.2f} "
       f"| {yw_run:.1f} | {ow_run:.1f} | **{yw_run / ow_run:.2f}** | {ey} | {eo} |")

@@ -131,6 +131,35 @@ expect_in "use --set heads=VALUE" "what to do"
 expect_rc 0 "lone file with --set heads" -- "$y" run $wf/gpt2.xml --model "$tmp/gpt2.safetensors" --set heads=3 "${run[@]}" -o "$tmp/lone"
 same_logits "gpt2: shapes from the tensors + heads = --set" logits.npy "$tmp/lone" "$tmp/s_gpt2"
 
+# a bf16 folder: refused by the f32 workflows with the command that widens it; `convert` widens it
+"$y" model init --arch llama --preset tiny --seed 5 --dtype bf16 "$tmp/l16.safetensors" >/dev/null
+hf "$tmp/l16.safetensors" "$tmp/llama16" "" 2 "$llama_cfg"
+echo '{"model": {"type": "BPE", "vocab": {}, "merges": []}}' >"$tmp/llama16/tokenizer.json"
+expect_rc 1 "bf16 folder to the f32 workflow" -- "$y" run $wf/llama.xml --model "$tmp/llama16" "${run[@]}" -o "$tmp/x"
+expect_in "holds bf16 weights and $wf/llama.xml computes in f32: widen them once with \`ymlopt convert $tmp/llama16 $tmp/llama16-f32\`" "message"
+expect_rc 0 "convert a bf16 folder" -- "$y" convert "$tmp/llama16" "$tmp/llama16-f32"
+expect_in "run it with: ymlopt run workflows/models/llama.xml --model $tmp/llama16-f32" "next step"
+[ -f "$tmp/llama16-f32/config.json" ] && [ -f "$tmp/llama16-f32/tokenizer.json" ] || { echo "FAIL: config and tokenizer not copied"; fails=$((fails + 1)); }
+expect_rc 0 "run the widened folder" -- "$y" run $wf/llama.xml --model "$tmp/llama16-f32" "${run[@]}" -o "$tmp/w1"
+python3 - "$tmp/l16.safetensors" "$tmp/l32.safetensors" <<'PY'
+import json, struct, sys
+b = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", b[:8])[0]
+h = json.loads(b[8:8 + n]); h.pop("__metadata__", None); d = b[8 + n:]
+out, chunks, off = {}, [], 0
+for k, v in h.items():
+    raw = d[v["data_offsets"][0]:v["data_offsets"][1]]
+    assert v["dtype"] == "BF16"
+    wide = b"".join(b"\0\0" + raw[i:i + 2] for i in range(0, len(raw), 2))  # bf16 -> f32: the high half
+    out[k] = {"dtype": "F32", "shape": v["shape"], "data_offsets": [off, off + len(wide)]}
+    off += len(wide); chunks.append(wide)
+hj = json.dumps(out).encode(); hj += b" " * (-len(hj) % 8)
+open(sys.argv[2], "wb").write(struct.pack("<Q", len(hj)) + hj + b"".join(chunks))
+PY
+expect_rc 0 "the same weights widened by Python" -- "$y" run $wf/llama.xml "${run[@]}" -o "$tmp/w2" \
+  --set weights="$tmp/l32.safetensors" --set layers=2 --set width=96 --set heads=6 --set kv_heads=2 --set ffn=160 --set vocab=512
+same_logits "llama: convert's f32 = bf16 widened independently" logits.npy "$tmp/w1" "$tmp/w2"
+
 # bad folders
 mkdir -p "$tmp/empty" && touch "$tmp/empty/pytorch_model.bin"
 expect_rc 1 "no weights" -- "$y" model info "$tmp/empty"
