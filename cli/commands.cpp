@@ -197,8 +197,8 @@ int compile(const WorkflowArgs& a, const ComponentRegistry& reg, CompileResult& 
         return done(1);
       }
       if ((stem == "gpt2" || stem == "bert" || stem == "llama") &&
-          (c.bytes_by_dtype.count("BF16") || c.bytes_by_dtype.count("F16"))) {
-        msg << "ymlopt: error: --model " << a.model << " holds " << (c.bytes_by_dtype.count("BF16") ? "bf16" : "f16")
+          (c.dense_dtypes.count("BF16") || c.dense_dtypes.count("F16"))) {
+        msg << "ymlopt: error: --model " << a.model << " holds " << (c.dense_dtypes.count("BF16") ? "bf16" : "f16")
             << " weights and " << a.file << " computes in f32: widen them once with `ymlopt convert " << a.model
             << " " << a.model << "-f32`, then --model " << a.model << "-f32\n";
         return done(1);

@@ -1,5 +1,7 @@
 #include "gguf_model.hpp"
 
+#include <charconv>
+
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
@@ -601,10 +603,12 @@ std::string GgufImport::run_flags() const {
   if (cfg.arch == "llama") s += " --set kv_heads=" + std::to_string(cfg.kv_heads);
   s += " --set ffn=" + std::to_string(cfg.ffn) + " --set vocab=" + std::to_string(cfg.vocab);
   if (cfg.arch == "gpt2" && cfg.context) s += " --set context=" + std::to_string(cfg.context);
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.9g", eps);
+  s += std::string(" --set eps=") + buf;
   if (cfg.arch == "llama") {
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%g", eps);
-    s += std::string(" --set eps=") + buf;
+    std::snprintf(buf, sizeof buf, "%.9g", rope_theta);
+    s += std::string(" --set rope_theta=") + buf;
   }
   return s;
 }
@@ -612,10 +616,6 @@ std::string GgufImport::run_flags() const {
 GgufImport import_gguf(const std::string& gguf_path, const std::string& out) {
   const gg::File f = gg::read(gguf_path);
   GgufImport g = read_config(f);
-  if (g.cfg.arch == "gpt2" && std::abs(g.eps - 1e-5) > 1e-12)
-    g.notes.push_back("layer_norm_epsilon " + std::to_string(g.eps) + ": workflows/models/gpt2.xml uses 1e-5");
-  if (g.cfg.arch == "llama" && g.rope_theta != 10000)
-    g.notes.push_back("rope.freq_base " + std::to_string(g.rope_theta) + ": workflows/models/llama.xml's nn.rope uses 10000");
   std::map<std::string, const Map*> by_gg;
   const std::vector<Map> maps = tensor_maps(g.cfg);
   for (const Map& m : maps) by_gg[m.gg] = &m;
@@ -645,10 +645,10 @@ GgufImport import_gguf(const std::string& gguf_path, const std::string& out) {
     g.notes.push_back("output.weight tied to token_embd.weight: lm_head.weight is a copy");
   }
   // the hyper-parameters the tensors do not give, for `ymlopt export` to write back
-  auto rec = [&](const char* name, double v) {
+  auto rec = [&](const char* name, double v) {  // GGUF holds them as f32: the shortest text of that f32 (1e-05)
     char buf[32];
-    std::snprintf(buf, sizeof buf, "%.9g", v);
-    w.meta[std::string("ymlopt.hparams.") + name] = buf;
+    const auto r = std::to_chars(buf, buf + sizeof buf, float(v));
+    w.meta[std::string("ymlopt.hparams.") + name] = std::string(buf, r.ptr);
   };
   rec("heads", double(g.cfg.heads));
   rec("kv_heads", double(g.cfg.kv_heads));

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <memory>
 #include <cstdio>
+#include <cstdlib>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -221,7 +222,9 @@ void find_weights(const std::string& path, ModelCheckpoint& c) {
   }
   for (const auto& f : c.files) {
     try {
-      for (auto& t : io::list_tensors(f)) c.tensors.push_back(std::move(t));
+      io::FileIndex ix = io::index_file(f);
+      if (c.metadata.empty()) c.metadata = std::move(ix.metadata);
+      for (auto& t : ix.tensors) c.tensors.push_back(std::move(t));
     } catch (const io::IoError& e) {
       throw ModelCheckpointError(e.what());
     }
@@ -272,7 +275,18 @@ void shapes_from_tensors(ModelCheckpoint& c) {
   for (const auto& t : c.tensors) by_name[t.name] = &t;
   auto dim = [&](const std::string& name, std::size_t axis) -> std::int64_t {
     auto it = by_name.find(c.prefix + name);
-    return it != by_name.end() && it->second->shape.size() > axis ? it->second->shape[axis] : 0;
+    if (it != by_name.end()) return it->second->shape.size() > axis ? it->second->shape[axis] : 0;
+    // stored compressed: the format record ("... layout=nk n=N k=K") gives the logical shape
+    const auto rec = c.metadata.find("ymlopt.format." + c.prefix + name);
+    if (rec == c.metadata.end() || axis > 1) return 0;
+    std::int64_t n = 0, k = 0;
+    std::istringstream fields(rec->second);
+    for (std::string f; fields >> f;) {
+      if (f.rfind("n=", 0) == 0) n = std::atoll(f.c_str() + 2);
+      if (f.rfind("k=", 0) == 0) k = std::atoll(f.c_str() + 2);
+    }
+    const bool kn = rec->second.find("layout=kn") != std::string::npos;
+    return (axis == 0) != kn ? n : k;  // nk: [n, k]; kn: [k, n]
   };
   ArchConfig& s = c.shape;
   auto set = [](std::int64_t& field, std::int64_t v) {
@@ -290,7 +304,8 @@ void shapes_from_tensors(ModelCheckpoint& c) {
   } else {
     set(s.vocab, dim("model.embed_tokens.weight", 0)), set(s.width, dim("model.embed_tokens.weight", 1));
     set(s.ffn, dim("model.layers.0.mlp.gate_proj.weight", 0));
-    if (c.config.empty()) c.tied = !by_name.count(c.prefix + "lm_head.weight");
+    if (c.config.empty())
+      c.tied = !by_name.count(c.prefix + "lm_head.weight") && !by_name.count(c.prefix + "lm_head.weight.w");
   }
   const auto [stem, probe] = layer_probe(s.arch);
   if (!s.layers)
@@ -310,7 +325,7 @@ void shapes_from_tensors(ModelCheckpoint& c) {
 }
 
 /// Every tensor the architecture has at these shapes is there, with its shape.
-void check_tensors(const ModelCheckpoint& c) {
+void check_tensors(ModelCheckpoint& c) {
   const ArchConfig& s = c.shape;
   if (!c.undetermined.empty()) return;
   std::map<std::string, const io::TensorInfo*> by_name;
@@ -327,11 +342,13 @@ void check_tensors(const ModelCheckpoint& c) {
   const std::string from = c.config.empty() ? "the other tensors' shapes give" : c.config + " gives";
   for (const WeightSpec& w : weight_specs(s)) {
     const auto it = by_name.find(c.prefix + w.name);
+    if (it == by_name.end() && by_name.count(c.prefix + w.name + ".w")) continue;  // stored compressed: the compiler checks it
     if (it == by_name.end()) {
       if (w.name.rfind("pooler.", 0) == 0 || (w.name == "lm_head.weight" && c.tied)) continue;
       fail(c.weights, "no tensor '" + c.prefix + w.name + "', which a " + s.arch + " of " + std::to_string(s.layers) +
                           " layers has" + (w.name == "lm_head.weight" ? " (unless tie_word_embeddings is true)" : ""));
     }
+    c.dense_dtypes.insert(it->second->stored_dtype);
     if (it->second->shape != w.shape)
       fail(c.weights, "'" + it->first + "' is " + shape_str(it->second->shape) + " but " + from + " " +
                           shape_str(w.shape) + " (layers " + std::to_string(s.layers) + ", width " +
@@ -383,8 +400,29 @@ ModelCheckpoint read_checkpoint(const std::string& path) {
   return c;
 }
 
+/// What `ymlopt convert X.gguf` recorded of the hyper-parameters no tensor
+/// shows (metadata ymlopt.hparams.*), for a file without config.json.
+void hparams_from_metadata(ModelCheckpoint& c) {
+  if (!c.config.empty()) return;
+  auto num = [&](const char* key) -> std::optional<double> {
+    const auto it = c.metadata.find(std::string("ymlopt.hparams.") + key);
+    if (it == c.metadata.end()) return std::nullopt;
+    char* end = nullptr;
+    const double v = std::strtod(it->second.c_str(), &end);
+    if (end == it->second.c_str() || *end || !(v > 0) || v > 1e12)
+      fail(c.weights, "metadata ymlopt.hparams." + std::string(key) + " is '" + it->second + "', not a positive number");
+    return v;
+  };
+  if (auto v = num("heads")) c.shape.heads = std::int64_t(*v);
+  if (auto v = num("kv_heads")) c.shape.kv_heads = std::int64_t(*v);
+  if (auto v = num("context")) c.shape.context = std::int64_t(*v);
+  if (auto v = num("eps")) c.eps = *v;
+  if (auto v = num("rope_theta"); v && c.shape.arch == "llama") c.rope_theta = *v;
+}
+
 void complete_checkpoint(ModelCheckpoint& c) {
   find_prefix(c);
+  hparams_from_metadata(c);
   shapes_from_tensors(c);
   check_tensors(c);
   make_params(c);

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -38,8 +39,10 @@ struct ModelCheckpoint {
   bool tied = false;                 // the LM head reads the token embedding table
   std::vector<std::string> undetermined;  // shape parameters neither config.json nor the tensors fix
   std::vector<io::TensorInfo> tensors;    // of every weight file
+  std::map<std::string, std::string> metadata;  // the (first) weight file's __metadata__
   std::map<std::string, std::int64_t> bytes_by_dtype;  // stored dtype name -> bytes
   std::int64_t parameters = 0;            // elements of every tensor
+  std::set<std::string> dense_dtypes;     // stored dtypes of the architecture's dense weights ("F32", "BF16")
   /// Workflow parameters, in this order: weights, prefix, the shapes, eps,
   /// rope_theta, lm_head_key (tied llama).
   std::vector<std::pair<std::string, std::string>> params;

@@ -137,6 +137,18 @@ roundtrip() {
   expect_rc 0 "$name: logits of the checkpoint" -- "$y" run "$@" --set weights="$st" -o "$tmp/$name.run1"
   expect_rc 0 "$name: logits of the converted file" -- "$y" run "$@" --set weights="$tmp/$name.safetensors" -o "$tmp/$name.run2"
   same_file "$name: the same logits" "$tmp/$name.run1/logits.npy" "$tmp/$name.run2/logits.npy"
+  # the converted file alone: its tensors and the hyper-parameters convert recorded
+  expect_rc 0 "$name: model info of the converted file" -- "$y" model info "$tmp/$name.safetensors"
+  expect_in "heads $heads" "the heads from the GGUF"
+  # the same run without the shapes: they come from the file
+  local own=() skip=0 a
+  for a in "$@"; do
+    if [ $skip = 1 ]; then skip=0; [[ "$a" =~ ^(layers|width|heads|kv_heads|ffn|vocab|context)= ]] || own+=(--set "$a"); continue; fi
+    if [ "$a" = --set ]; then skip=1; continue; fi
+    own+=("$a")
+  done
+  expect_rc 0 "$name: --model on the converted file" -- "$y" run "${own[@]}" --model "$tmp/$name.safetensors" -o "$tmp/$name.run3"
+  same_file "$name: --model gives the same logits" "$tmp/$name.run2/logits.npy" "$tmp/$name.run3/logits.npy"
 }
 roundtrip llama "$tmp/l.safetensors" llama 6 2 "${L[@]}"
 roundtrip gpt2 "$tmp/g.safetensors" gpt2 3 3 "${G[@]}"
