@@ -509,6 +509,8 @@ std::string describe(const ModelCheckpoint& c) {
     for (const auto& u : c.undetermined) o << " " << u;
     o << "\n";
   }
+  if (const fs::path tok = fs::path(c.weights).parent_path() / "tokenizer.json"; !c.config.empty() && fs::exists(tok))
+    o << "  tokenizer: " << tok.string() << " (ymlopt tokenize --model " << c.path << ")\n";
   o << "  workflow parameters (--model):";
   for (const auto& [name, value] : c.params) o << " " << name << "=" << value;
   o << "\n";

@@ -23,6 +23,7 @@ const char* kUsage =
     "       ymlopt tokenize --tokenizer tokenizer.json [--special] --json FILE    ... of each string of a JSON list\n"
     "       ymlopt tokenize --tokenizer tokenizer.json --decode [--skip-special] IDS...\n"
     "                                 the text of each IDS (a JSON array), one JSON string per line\n"
+    "--model DIR stands for --tokenizer DIR/tokenizer.json (a Hugging Face model folder).\n"
     "tokenizer_config.json beside tokenizer.json is read when present.\n";
 
 /// "[1, 2, 3]" -> ids; throws UsageError naming the argument.
@@ -52,11 +53,12 @@ std::string json_ids(const std::vector<std::int32_t>& ids) {
 }  // namespace
 
 int cmd_tokenize(const std::vector<std::string>& args) {
-  std::string path, lines, json_file;
+  std::string path, lines, json_file, model;
   std::vector<std::string> inputs;
   bool special = false, decode = false, skip_special = false, stats = false;
   po::options_description d("options");
   d.add_options()("help,h", "show this help")("tokenizer,t", po::value(&path), "tokenizer.json")(
+      "model", po::value(&model), "a model folder holding tokenizer.json")(
       "special", po::bool_switch(&special), "add the post-processor template's special tokens (BOS, EOS, CLS ...)")(
       "decode", po::bool_switch(&decode), "ids to text")(
       "skip-special", po::bool_switch(&skip_special), "with --decode: leave the special tokens out")(
@@ -77,7 +79,9 @@ int cmd_tokenize(const std::vector<std::string>& args) {
   } catch (const po::error& e) {
     throw UsageError(std::string("tokenize: ") + e.what());
   }
-  if (path.empty()) throw UsageError("tokenize: --tokenizer FILE is required");
+  if (!path.empty() && !model.empty()) throw UsageError("tokenize: give --tokenizer FILE or --model DIR, not both");
+  if (!model.empty()) path = model + "/tokenizer.json";
+  if (path.empty()) throw UsageError("tokenize: --tokenizer FILE (or --model DIR) is required");
   const int sources = int(!inputs.empty()) + int(!lines.empty()) + int(!json_file.empty());
   if (sources > 1) throw UsageError("tokenize: give one of TEXT..., --lines FILE and --json FILE");
   if (sources == 0) throw UsageError("tokenize: nothing to tokenize (TEXT..., --lines FILE or --json FILE)");

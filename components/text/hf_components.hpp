@@ -111,6 +111,7 @@ struct Model {
   Vocab vocab;
   std::string unk_token;  // "" when none
   std::string type;
+  std::string where;      // the file, for errors
   bool fuse_unk = false;  // runs of unknown tokens become one (Unigram always; BPE/WordPiece per the file)
 };
 

@@ -140,6 +140,7 @@ class Bpe final : public Model {
             continue;
           }
         }
+        if (unk_token.empty()) fail(where, "token '" + t + "' is not in the vocabulary and the model has no unk_token");
         out.push_back(unk_token);
       }
     }
@@ -346,10 +347,13 @@ class Unigram final : public Model {
 std::unique_ptr<Model> make_model(const json& j, const std::string& where) {
   if (!j.is_object()) fail(where, "no \"model\" object");
   const std::string type = str_of(j, "type", "");
-  if (type == "BPE" || (type.empty() && j.contains("merges"))) return std::make_unique<Bpe>(j, where);
-  if (type == "WordPiece") return std::make_unique<WordPiece>(j, where);
-  if (type == "Unigram") return std::make_unique<Unigram>(j, where);
-  fail(where, "model type '" + type + "' is not supported (BPE, WordPiece, Unigram)");
+  std::unique_ptr<Model> m;
+  if (type == "BPE" || (type.empty() && j.contains("merges"))) m = std::make_unique<Bpe>(j, where);
+  else if (type == "WordPiece") m = std::make_unique<WordPiece>(j, where);
+  else if (type == "Unigram") m = std::make_unique<Unigram>(j, where);
+  else fail(where, "model type '" + type + "' is not supported (BPE, WordPiece, Unigram)");
+  m->where = where;
+  return m;
 }
 
 }  // namespace ymlopt::text::hf

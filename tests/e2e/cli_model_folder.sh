@@ -137,6 +137,11 @@ hf "$tmp/l16.safetensors" "$tmp/llama16" "" 2 "$llama_cfg"
 echo '{"model": {"type": "BPE", "vocab": {}, "merges": []}}' >"$tmp/llama16/tokenizer.json"
 expect_rc 1 "bf16 folder to the f32 workflow" -- "$y" run $wf/llama.xml --model "$tmp/llama16" "${run[@]}" -o "$tmp/x"
 expect_in "holds bf16 weights and $wf/llama.xml computes in f32: widen them once with \`ymlopt convert $tmp/llama16 $tmp/llama16-f32\`" "message"
+expect_rc 0 "info names the tokenizer" -- "$y" model info "$tmp/llama16"
+expect_in "tokenizer: $tmp/llama16/tokenizer.json (ymlopt tokenize --model $tmp/llama16)" "message"
+expect_rc 1 "tokenize --model: a tokenizer that encodes nothing it does not know" -- "$y" tokenize --model "$tmp/llama16" hi
+expect_in "token 'h' is not in the vocabulary and the model has no unk_token" "message"
+expect_rc 2 "tokenize with both --model and --tokenizer" -- "$y" tokenize --model "$tmp/llama16" --tokenizer x.json hi
 expect_rc 0 "convert a bf16 folder" -- "$y" convert "$tmp/llama16" "$tmp/llama16-f32"
 expect_in "run it with: ymlopt run workflows/models/llama.xml --model $tmp/llama16-f32" "next step"
 [ -f "$tmp/llama16-f32/config.json" ] && [ -f "$tmp/llama16-f32/tokenizer.json" ] || { echo "FAIL: config and tokenizer not copied"; fails=$((fails + 1)); }
