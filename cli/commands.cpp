@@ -13,6 +13,8 @@
 #include <thread>
 
 #include "model_checkpoint.hpp"
+#include "text/hf_tokenizer.hpp"
+#include "ymlopt/scheduler/scratch_dir.hpp"
 #include "gemm/gemm.hpp"
 #include "io/shard_index.hpp"
 #include "io/tensor_file.hpp"
@@ -105,6 +107,9 @@ void add_workflow_options(po::options_description& d, WorkflowArgs& a) {
       "model", po::value(&a.model),
       "a checkpoint (Hugging Face folder: config.json + safetensors, sharded or not; or a safetensors file) "
       "that sets the workflow's weights, prefix and shape parameters; --set still overrides")(
+      "prompt", po::value(&a.prompt),
+      "text for the model: --model DIR's tokenizer.json turns it into the ids (with its special tokens), and "
+      "sets the workflow's ids, seq and batch=1")(
       "plugin", po::value(&a.plugins)->composing(), "load components from a plugin library (repeatable)")(
       "max-tasks", po::value(&a.max_tasks)->default_value(a.max_tasks),
       "refuse a workflow that expands to more tasks (or a loop with more iterations)");
@@ -210,6 +215,47 @@ int compile(const WorkflowArgs& a, const ComponentRegistry& reg, CompileResult& 
       msg << "ymlopt: error: --model: " << e.what() << "\n";
       return done(1);
     }
+  }
+  if (!a.prompt.empty()) {
+    if (a.model.empty()) {
+      msg << "ymlopt: error: --prompt needs --model DIR (its tokenizer.json turns the text into ids)\n";
+      return done(2);
+    }
+    for (const auto& [name, value] : o.sets)
+      if (name == "ids" || name == "seq" || name == "batch") {
+        msg << "ymlopt: error: --prompt sets ids, seq and batch: drop --set " << name << "=" << value << "\n";
+        return done(2);
+      }
+    std::vector<std::int32_t> ids;
+    try {
+      ids = text::HfTokenizer::from_file((fs::path(a.model) / "tokenizer.json").string()).encode(a.prompt, true);
+    } catch (const std::exception& e) {
+      msg << "ymlopt: error: --prompt: " << e.what() << "\n";
+      return done(1);
+    }
+    std::int64_t context = 0;
+    for (const auto& [name, value] : o.model_sets)
+      if (name == "context") context = std::stoll(value);
+    if (ids.empty()) {
+      msg << "ymlopt: error: --prompt: the text gives no tokens\n";
+      return done(1);
+    }
+    if (context > 0 && std::int64_t(ids.size()) > context) {
+      msg << "ymlopt: error: --prompt is " << ids.size() << " tokens, longer than the model's context of " << context
+          << "\n";
+      return done(1);
+    }
+    static const ScratchDir scratch("prompt");  // lives until the process exits
+    const std::string path = scratch.path() + "/ids-" + std::to_string(o.model_sets.size()) + ".npy";
+    TensorView v;
+    v.data = ids.data();
+    v.dtype = DType::i32;
+    v.rows = std::int64_t(ids.size());
+    v.cols = 1;
+    v.ld = 1;
+    v.shape = {std::int64_t(ids.size())};
+    io::save_npy(path, v);
+    o.model_sets.insert(o.model_sets.end(), {{"ids", path}, {"seq", std::to_string(ids.size())}, {"batch", "1"}});
   }
   out = compile_workflow(o, reg, diags);
   msg << diags.str();
@@ -553,6 +599,8 @@ bool parse_run_args(const std::vector<std::string>& args, RunArgs& a) {
     if (a.wf.file.empty()) a.wf.file = recorded.file;
     a.wf.sets = merge_sets(recorded.sets, a.wf.sets);
     if (a.wf.plugins.empty()) a.wf.plugins = recorded.plugins;
+    if (a.wf.model.empty()) a.wf.model = recorded.model;
+    if (a.wf.prompt.empty()) a.wf.prompt = recorded.prompt;
     a.out = a.resume;
   }
   if (a.backend == "starpu-mpi" && a.checkpoint_mode == "tasks")

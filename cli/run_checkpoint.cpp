@@ -22,7 +22,9 @@ std::string absolute(const std::string& p) {
 void save_invocation(const std::string& run_dir, const WorkflowArgs& wf) {
   nlohmann::json plugins = nlohmann::json::array();
   for (const auto& p : wf.plugins) plugins.push_back(absolute(p));
-  const nlohmann::json j = {{"workflow", absolute(wf.file)}, {"set", wf.sets}, {"plugins", plugins}};
+  nlohmann::json j = {{"workflow", absolute(wf.file)}, {"set", wf.sets}, {"plugins", plugins}};
+  if (!wf.model.empty()) j["model"] = absolute(wf.model);
+  if (!wf.prompt.empty()) j["prompt"] = wf.prompt;
   fs::create_directories(run_dir + "/checkpoint");
   write_file_atomic(run_dir + "/checkpoint/run.json", j.dump(1) + "\n");
 }
@@ -40,6 +42,8 @@ WorkflowArgs load_invocation(const std::string& run_dir) {
     wf.file = j.at("workflow").get<std::string>();
     wf.sets = j.at("set").get<std::vector<std::string>>();
     wf.plugins = j.at("plugins").get<std::vector<std::string>>();
+    if (j.contains("model")) wf.model = j.at("model").get<std::string>();  // records before --model have none
+    if (j.contains("prompt")) wf.prompt = j.at("prompt").get<std::string>();
   } catch (const std::exception& e) {
     throw UsageError("--resume: " + path + ": not a ymlopt run record (" + e.what() + ")");
   }

@@ -16,13 +16,14 @@ struct WorkflowArgs {
   std::string file;
   std::vector<std::string> sets;
   std::vector<std::string> plugins;
-  std::string model;  // --model: a checkpoint whose config and tensors set the parameters
+  std::string model;   // --model: a checkpoint whose config and tensors set the parameters
+  std::string prompt;  // --prompt: text the model folder's tokenizer turns into the ids (with --model)
   std::size_t max_tasks = CompileOptions{}.max_tasks;
 };
 
 /// --set NAME=VALUE -> pairs; a malformed one is a UsageError.
 std::vector<std::pair<std::string, std::string>> parse_sets(const std::vector<std::string>& sets);
-/// Adds --set, --model, --plugin and --max-tasks.
+/// Adds --set, --model, --prompt, --plugin and --max-tasks.
 void add_workflow_options(boost::program_options::options_description& d, WorkflowArgs& a);
 /// Parses a subcommand's options (the workflow file positional when wf is given);
 /// prints the help and returns true on --help; throws UsageError (also when the

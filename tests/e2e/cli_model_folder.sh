@@ -124,6 +124,37 @@ expect_in "lm_head_key=model.embed_tokens.weight" "the LM head reads the embeddi
 expect_rc 0 "llama tied: run" -- "$y" run $wf/llama.xml --model "$tmp/llama_tied" "${run[@]}" -o "$tmp/t1"
 expect_rc 0 "llama untied, lm_head = embeddings: run" -- "$y" run $wf/llama.xml --model "$tmp/llama_eq" "${run[@]}" -o "$tmp/t2"
 same_logits "llama: tied embeddings = an LM head equal to them" logits.npy "$tmp/t1" "$tmp/t2"
+# --prompt: the folder's tokenizer.json makes the ids (a byte-level BPE of the fuzz seeds)
+cp tests/fuzz/corpus_tokenizer/seed_bytelevel_bpe.json "$tmp/llama/tokenizer.json"
+expect_rc 0 "llama: tokenize with the folder's tokenizer" -- "$y" tokenize --model "$tmp/llama" --special "hello there, the world"
+python3 - "$tmp/prompt_ids.npy" "$out" <<'PY'
+import json, struct, sys
+ids = json.loads(sys.argv[2])
+hdr = "{'descr': '<i4', 'fortran_order': False, 'shape': (%d,), }" % len(ids)
+hdr += " " * (63 - (10 + len(hdr)) % 64) + "\n"
+open(sys.argv[1], "wb").write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(hdr)) + hdr.encode() + struct.pack("<%di" % len(ids), *ids))
+PY
+n=$(python3 -c 'import json,sys; print(len(json.loads(sys.argv[1])))' "$out")
+expect_rc 0 "llama: run --prompt" -- "$y" run $wf/llama.xml --model "$tmp/llama" --prompt "hello there, the world" \
+  -q --backend sequential -o "$tmp/p1"
+expect_rc 0 "llama: the same ids given as a file" -- "$y" run $wf/llama.xml --model "$tmp/llama" \
+  --set ids="$tmp/prompt_ids.npy" --set seq="$n" -q --backend sequential -o "$tmp/p2"
+same_logits "llama: --prompt = its ids" logits.npy "$tmp/p1" "$tmp/p2"
+# the run record keeps --model and --prompt: --resume runs the same model on the same ids
+expect_rc 0 "llama: checkpointed run with --model and --prompt" -- "$y" run $wf/llama.xml --model "$tmp/llama" \
+  --prompt "hello there, the world" -q --backend sequential --checkpoint tasks -o "$tmp/p3"
+expect_rc 0 "llama: --resume" -- "$y" run --resume "$tmp/p3" -q --backend sequential
+same_logits "llama: the resumed run's logits" logits.npy "$tmp/p1" "$tmp/p3"
+expect_rc 2 "--prompt without --model" -- "$y" run $wf/llama.xml --prompt hi -q -o "$tmp/x"
+expect_in "--prompt needs --model DIR" "message"
+expect_rc 2 "--prompt with --set seq" -- "$y" run $wf/llama.xml --model "$tmp/llama" --prompt hi --set seq=4 -q -o "$tmp/x"
+expect_in "--prompt sets ids, seq and batch: drop --set seq=4" "message"
+expect_rc 1 "--prompt without a tokenizer.json" -- "$y" run $wf/bert.xml --model "$tmp/bert" --prompt hi -q -o "$tmp/x"
+expect_in "$tmp/bert/tokenizer.json: cannot open" "message"
+cp tests/fuzz/corpus_tokenizer/seed_bytelevel_bpe.json "$tmp/gpt2/tokenizer.json"
+expect_rc 1 "a prompt longer than the context" -- "$y" run $wf/gpt2.xml --model "$tmp/gpt2" --prompt "$(printf 'x %.0s' $(seq 70))" -q -o "$tmp/x"
+expect_in "tokens, longer than the model's context of 64" "message"
+
 # shapes from the tensors alone: heads must be given
 expect_rc 2 "lone file: heads undetermined" -- "$y" run $wf/gpt2.xml --model "$tmp/gpt2.safetensors" "${run[@]}" -o "$tmp/x"
 expect_in "the checkpoint does not determine parameter 'heads'" "message"
