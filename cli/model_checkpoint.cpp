@@ -466,7 +466,12 @@ std::int64_t convert_checkpoint_to_f32(const ModelCheckpoint& c, const std::stri
             std::memcpy(bytes.data() + 4 * k, &v, 4);
           }
         },
-        {{"format", "pt"}, {"ymlopt.converted_from", c.weights}});
+        [&] {  // the source's records (quantized weights' formats among them) stay true of the widened file
+          std::map<std::string, std::string> meta = c.metadata;
+          meta["format"] = "pt";
+          meta["ymlopt.converted_from"] = c.weights;
+          return meta;
+        }());
     for (const char* name : {"config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json",
                              "special_tokens_map.json"}) {
       const fs::path from = fs::path(c.weights).parent_path() / name;
