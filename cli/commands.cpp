@@ -13,8 +13,6 @@
 #include <thread>
 
 #include "model_checkpoint.hpp"
-#include "text/hf_tokenizer.hpp"
-#include "ymlopt/scheduler/scratch_dir.hpp"
 #include "gemm/gemm.hpp"
 #include "io/shard_index.hpp"
 #include "io/tensor_file.hpp"
@@ -226,36 +224,16 @@ int compile(const WorkflowArgs& a, const ComponentRegistry& reg, CompileResult& 
         msg << "ymlopt: error: --prompt sets ids, seq and batch: drop --set " << name << "=" << value << "\n";
         return done(2);
       }
-    std::vector<std::int32_t> ids;
+    std::int64_t context = 0;
+    for (const auto& [name, value] : o.model_sets)
+      if (name == "context") context = std::stoll(value);
     try {
-      ids = text::HfTokenizer::from_file((fs::path(a.model) / "tokenizer.json").string()).encode(a.prompt, true);
+      const PromptIds p = prompt_ids(a.model, a.prompt, context);
+      o.model_sets.insert(o.model_sets.end(), {{"ids", p.path}, {"seq", std::to_string(p.count)}, {"batch", "1"}});
     } catch (const std::exception& e) {
       msg << "ymlopt: error: --prompt: " << e.what() << "\n";
       return done(1);
     }
-    std::int64_t context = 0;
-    for (const auto& [name, value] : o.model_sets)
-      if (name == "context") context = std::stoll(value);
-    if (ids.empty()) {
-      msg << "ymlopt: error: --prompt: the text gives no tokens\n";
-      return done(1);
-    }
-    if (context > 0 && std::int64_t(ids.size()) > context) {
-      msg << "ymlopt: error: --prompt is " << ids.size() << " tokens, longer than the model's context of " << context
-          << "\n";
-      return done(1);
-    }
-    static const ScratchDir scratch("prompt");  // lives until the process exits
-    const std::string path = scratch.path() + "/ids-" + std::to_string(o.model_sets.size()) + ".npy";
-    TensorView v;
-    v.data = ids.data();
-    v.dtype = DType::i32;
-    v.rows = std::int64_t(ids.size());
-    v.cols = 1;
-    v.ld = 1;
-    v.shape = {std::int64_t(ids.size())};
-    io::save_npy(path, v);
-    o.model_sets.insert(o.model_sets.end(), {{"ids", path}, {"seq", std::to_string(ids.size())}, {"batch", "1"}});
   }
   out = compile_workflow(o, reg, diags);
   msg << diags.str();

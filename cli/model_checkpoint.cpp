@@ -15,6 +15,8 @@
 #include <nlohmann/json.hpp>
 
 #include "io/shard_index.hpp"
+#include "text/hf_tokenizer.hpp"
+#include "ymlopt/scheduler/scratch_dir.hpp"
 #include "ymlopt/half.hpp"
 #include "ymlopt/xml/diagnostic.hpp"
 
@@ -483,6 +485,27 @@ std::int64_t convert_checkpoint_to_f32(const ModelCheckpoint& c, const std::stri
   } catch (const fs::filesystem_error& e) {
     throw ModelCheckpointError(std::string(e.what()));
   }
+}
+
+PromptIds prompt_ids(const std::string& model_dir, const std::string& prompt, std::int64_t context) {
+  const std::vector<std::int32_t> ids =
+      text::HfTokenizer::from_file((fs::path(model_dir) / "tokenizer.json").string()).encode(prompt, true);
+  if (ids.empty()) throw ModelCheckpointError("the text gives no tokens");
+  if (context > 0 && std::int64_t(ids.size()) > context)
+    throw ModelCheckpointError(std::to_string(ids.size()) + " tokens, longer than the model's context of " +
+                               std::to_string(context));
+  static const ScratchDir scratch("prompt");  // lives until the process exits
+  static int serial = 0;
+  PromptIds p{scratch.path() + "/ids-" + std::to_string(serial++) + ".npy", ids.size()};
+  TensorView v;
+  v.data = const_cast<std::int32_t*>(ids.data());
+  v.dtype = DType::i32;
+  v.rows = std::int64_t(ids.size());
+  v.cols = 1;
+  v.ld = 1;
+  v.shape = {std::int64_t(ids.size())};
+  io::save_npy(p.path, v);
+  return p;
 }
 
 std::string describe(const ModelCheckpoint& c) {

@@ -70,6 +70,15 @@ void complete_checkpoint(ModelCheckpoint& c);
 /// workflows (which compute in f32) read with --model. Returns the bytes written.
 std::int64_t convert_checkpoint_to_f32(const ModelCheckpoint& c, const std::string& out_dir);
 
+/// `prompt`'s ids under DIR/tokenizer.json (with the template's special
+/// tokens), written to a scratch .npy that lasts until the process exits.
+/// Throws (the tokenizer's errors; no tokens; more than `context` > 0).
+struct PromptIds {
+  std::string path;
+  std::size_t count = 0;
+};
+PromptIds prompt_ids(const std::string& model_dir, const std::string& prompt, std::int64_t context);
+
 /// The description `ymlopt model info PATH` prints.
 std::string describe(const ModelCheckpoint& c);
 
