@@ -7,6 +7,7 @@
 #include <set>
 #include <sstream>
 
+#include "io/shard_index.hpp"
 #include "text/hf_components.hpp"
 
 namespace ymlopt::text {
@@ -39,15 +40,9 @@ json parse(std::string_view text, const std::string& where) {
   try {
     return json::parse(text);
   } catch (const json::parse_error& e) {
-    // line and column of the byte the parser stopped at
-    std::size_t line = 1, col = 1;
-    for (std::size_t i = 0; i + 1 < e.byte && i < text.size(); ++i) {
-      if (text[i] == '\n') ++line, col = 1;
-      else ++col;
-    }
-    hf::fail(where, "line " + std::to_string(line) + ", column " + std::to_string(col) + ": not valid JSON");
-  } catch (const json::exception& e) {
-    hf::fail(where, std::string("not valid JSON: ") + e.what());
+    hf::fail(where, io::line_column(text, e.byte ? e.byte - 1 : 0) + ": not valid JSON");
+  } catch (const json::exception& e) {  // a number out of range
+    hf::fail(where, "not valid JSON: " + io::json_reason(e));
   }
 }
 
