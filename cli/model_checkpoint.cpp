@@ -18,6 +18,7 @@
 #include "text/hf_tokenizer.hpp"
 #include "ymlopt/scheduler/scratch_dir.hpp"
 #include "ymlopt/half.hpp"
+#include "ymlopt/parse_position.hpp"
 #include "ymlopt/xml/diagnostic.hpp"
 
 namespace ymlopt {
@@ -99,9 +100,9 @@ void apply_config(const std::string& file, const std::string& text, ModelCheckpo
   try {
     j = json::parse(text);
   } catch (const json::parse_error& e) {
-    fail(file, io::line_column(text, e.byte ? e.byte - 1 : 0) + ": not valid JSON");
+    fail(file, line_column(text, e.byte ? e.byte - 1 : 0) + ": not valid JSON");
   } catch (const json::exception& e) {  // a number out of range
-    fail(file, std::string("not valid JSON: ") + io::json_reason(e));
+    fail(file, std::string("not valid JSON: ") + json_reason(e));
   }
   if (!j.is_object()) fail(file, "a config is a JSON object");
   const ConfigReader r{file, j};

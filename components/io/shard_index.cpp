@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "io/tensor_file.hpp"
+#include "ymlopt/parse_position.hpp"
 
 namespace ymlopt::io {
 
@@ -16,21 +17,6 @@ namespace fs = std::filesystem;
 bool is_shard_index(std::string_view path) {
   constexpr std::string_view suffix = ".index.json";
   return path.size() > suffix.size() && path.substr(path.size() - suffix.size()) == suffix;
-}
-
-std::string line_column(std::string_view text, std::size_t at) {
-  std::size_t line = 1, col = 1;
-  for (std::size_t i = 0; i < at && i < text.size(); ++i) {
-    if (text[i] == '\n') ++line, col = 1;
-    else ++col;
-  }
-  return "line " + std::to_string(line) + ", column " + std::to_string(col);
-}
-
-std::string json_reason(const std::exception& e) {
-  const std::string w = e.what();
-  const auto tag = w.find("] ");
-  return w.rfind("[json.exception.", 0) == 0 && tag != std::string::npos ? w.substr(tag + 2) : w;
 }
 
 ShardIndex read_shard_index(const std::string& path) {

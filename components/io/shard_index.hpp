@@ -32,9 +32,4 @@ ShardIndex read_shard_index(const std::string& path);
 /// The same from the file's text (`path` names it in errors and locates the shards).
 ShardIndex parse_shard_index(const std::string& path, std::string_view text);
 
-/// "line L, column C" of byte offset `at` in `text` (1-based), for parse errors.
-std::string line_column(std::string_view text, std::size_t at);
-/// A JSON library error's message without its "[json.exception.NAME.ID] " tag.
-std::string json_reason(const std::exception& e);
-
 }  // namespace ymlopt::io

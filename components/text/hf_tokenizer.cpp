@@ -7,7 +7,7 @@
 #include <set>
 #include <sstream>
 
-#include "io/shard_index.hpp"
+#include "ymlopt/parse_position.hpp"
 #include "text/hf_components.hpp"
 
 namespace ymlopt::text {
@@ -40,9 +40,9 @@ json parse(std::string_view text, const std::string& where) {
   try {
     return json::parse(text);
   } catch (const json::parse_error& e) {
-    hf::fail(where, io::line_column(text, e.byte ? e.byte - 1 : 0) + ": not valid JSON");
+    hf::fail(where, line_column(text, e.byte ? e.byte - 1 : 0) + ": not valid JSON");
   } catch (const json::exception& e) {  // a number out of range
-    hf::fail(where, "not valid JSON: " + io::json_reason(e));
+    hf::fail(where, "not valid JSON: " + json_reason(e));
   }
 }
 
