@@ -495,6 +495,10 @@ PromptIds prompt_ids(const std::string& model_dir, const std::string& prompt, st
   if (context > 0 && std::int64_t(ids.size()) > context)
     throw ModelCheckpointError(std::to_string(ids.size()) + " tokens, longer than the model's context of " +
                                std::to_string(context));
+  return save_prompt_ids(ids);
+}
+
+PromptIds save_prompt_ids(const std::vector<std::int32_t>& ids) {
   static const ScratchDir scratch("prompt");  // lives until the process exits
   static int serial = 0;
   PromptIds p{scratch.path() + "/ids-" + std::to_string(serial++) + ".npy", ids.size()};

@@ -78,6 +78,8 @@ struct PromptIds {
   std::size_t count = 0;
 };
 PromptIds prompt_ids(const std::string& model_dir, const std::string& prompt, std::int64_t context);
+/// `ids` written to a scratch .npy (i32 [n]) that lasts until the process exits.
+PromptIds save_prompt_ids(const std::vector<std::int32_t>& ids);
 
 /// The description `ymlopt model info PATH` prints.
 std::string describe(const ModelCheckpoint& c);

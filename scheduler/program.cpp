@@ -87,8 +87,9 @@ struct UniteRun {
 
 class ProgramRunner {
  public:
-  ProgramRunner(const Dag& dag, DataStore& store, Session& s, ExecResult& r)
-      : dag_(dag), store_(store), s_(s), groups_(s.rank_groups()), r_(r), t0_(Clock::now()), conds_(dag.regions.size()) {
+  ProgramRunner(const Dag& dag, DataStore& store, Session& s, ExecResult& r, const ExecOptions& opts)
+      : dag_(dag), store_(store), s_(s), groups_(s.rank_groups()), r_(r), t0_(Clock::now()), conds_(dag.regions.size()),
+        on_iteration_(opts.on_iteration) {
     for (size_t i = 0; i < dag.regions.size(); ++i)
       if (!dag.regions[i].cond.empty()) conds_[i] = Template::compile("${" + dag.regions[i].cond + "}");
     if (ranks() > 1) {
@@ -223,14 +224,21 @@ class ProgramRunner {
     return v.number() != 0 && !std::isnan(v.number());
   }
 
+  void observe(std::int32_t region, std::int64_t iteration, const Scope& sc, std::int64_t& seen) {
+    if (iteration == seen) return;
+    seen = iteration;
+    if (on_iteration_ && !sc.rec && leads()) on_iteration_(region, iteration, s_);
+  }
+
   Outcome loop(std::int32_t region, Scope& sc) {
     const Region& g = dag_.regions[size_t(region)];
     const bool until = g.kind == Region::Kind::until;
-    std::int64_t it = 0;
+    std::int64_t it = 0, seen = -1;
     bool ended_by_condition = false;
     Outcome out = Outcome::done;
     try {
       for (; it < g.max_iter; ++it) {
+        observe(region, it, sc, seen);
         if (!until && !condition(region)) {
           ended_by_condition = true;
           break;
@@ -255,6 +263,7 @@ class ProgramRunner {
       fail(sc, where(g) + "loop condition '" + g.cond + "': " + e.message);
       out = Outcome::failed;
     }
+    if (out == Outcome::done) observe(region, it, sc, seen);
     if (out == Outcome::done && !ended_by_condition) sc.converged = false;  // ran out of iterations
     if (sc.ship) {
       std::lock_guard<std::mutex> lock(sc.ship->mu);
@@ -658,6 +667,7 @@ class ProgramRunner {
   ExecResult& r_;
   Clock::time_point t0_;
   std::vector<std::shared_ptr<const Template>> conds_;
+  std::function<void(std::int32_t, std::int64_t, Session&)> on_iteration_;
   unite::UniteBoard board_{false};
   UnitePlacement place_;  // several ranks: where co-methods run
   unite::Peers peers_;    // several ranks: the other ranks' co-methods
@@ -730,7 +740,7 @@ ExecResult run_program(Executor& ex, const Dag& dag, DataStore& store, const Exe
   ExecResult r;
   auto s = ex.open(dag, store, opts, progress, r);
   if (!s) return r;
-  ProgramRunner p(dag, store, *s, r);
+  ProgramRunner p(dag, store, *s, r, opts);
   const Outcome o = p.run();
   s->close(r);
   if (o == Outcome::failed && r.ok) {  // a co-method, loop or exchange failure the runner did not see

@@ -7,6 +7,10 @@
 //   nn.linear                y (+)= act(x W + b), one GEMM, W as [k,n] or [n,k]
 //   nn.attention             multi-head / grouped-query scaled dot-product attention
 //   nn.rope                  rotary position embedding, in place ("half" or "interleaved" pairs)
+//   nn.positions             a step's positions from the tokens already cached
+//   nn.kv_append             a step's keys or values written into a KV cache
+//   nn.kv_attention          attention of a step's queries over a KV cache
+//   nn.sample                the next token: greedy, or temperature / top-k / top-p / min-p
 //   nn.sinusoidal_positions  the sinusoidal position table
 //   nn.swiglu                y = silu(gate) * up
 //   nn.tanh                  y = tanh(x)
@@ -127,7 +131,7 @@ void register_transformer(Registry& reg) {
       attention_cpu, attention_check, attention_cost, YMLOPT_CUDA_KERNEL(attention)), YMLOPT_OPENCL_KERNEL(attention)));
   reg.add(with_opencl(kutil::make_component("nn.rope",
       "rotary position embedding in place: each head's pairs (x_a, x_b) are rotated by angle "
-      "pos * base^(-2i/rotary_dim), pos = row % seq + offset; style 'half' pairs (i, i + rotary_dim/2) (LLaMA/HF "
+      "pos * base^(-2i/rotary_dim), pos = positions[row] when that port is bound, else row % seq + offset; style 'half' pairs (i, i + rotary_dim/2) (LLaMA/HF "
       "rotate_half, GPT-NeoX), 'interleaved' pairs (2i, 2i+1) (GPT-J)",
       rope_ports(),
       {{"heads", ParamType::int_, "", true, "number of heads (x has heads*dh columns)"},
@@ -137,6 +141,35 @@ void register_transformer(Registry& reg) {
        {"style", ParamType::string_, "half", false, "'half' (rotate_half) or 'interleaved' (GPT-J)"},
        {"rotary_dim", ParamType::int_, "0", false, "rotate only the first rotary_dim dims of each head; 0: dh"}},
       rope_cpu, rope_check, rope_cost, YMLOPT_CUDA_KERNEL(rope)), YMLOPT_OPENCL_KERNEL(rope)));
+  kutil::add_component(reg, "nn.positions",
+      "positions[r] = pos + r for the rows of a generation step, then pos += rows (pos: the tokens already in the "
+      "KV cache)",
+      positions_ports(), {}, positions_cpu, positions_check, positions_cost);
+  kutil::add_component(reg, "nn.kv_append",
+      "cache[positions[r], :] = x[r, :]: a step's keys or values written into a KV cache [context, width]; a "
+      "position outside the cache is an error (the context is full)",
+      kv_append_ports(), {}, kv_append_cpu, kv_append_check, kv_append_cost);
+  kutil::add_component(reg, "nn.kv_attention",
+      "attention over a KV cache: query row r (head h) attends cache rows 0 .. positions[r] of kv head h / (heads / "
+      "kv_heads): y = softmax(scale q k^T) v. The causal prefill of a prompt and each one-token decode step alike",
+      kv_attention_ports(),
+      {{"heads", ParamType::int_, "", true, "number of query heads (q has heads*dh columns)"},
+       {"kv_heads", ParamType::int_, "0", false, "number of key/value heads; 0: heads (must divide heads)"},
+       {"scale", ParamType::float_, "0", false, "score scale; 0: 1/sqrt(dh)"}},
+      kv_attention_cpu, kv_attention_check, kv_attention_cost);
+  kutil::add_component(reg, "nn.sample",
+      "the next token from the last row of logits: greedy (temperature 0: the first largest logit) or drawn from "
+      "softmax(logits / temperature) restricted to the top_k largest, the smallest set reaching probability top_p and "
+      "those above min_p times the top one; the draw hashes (seed, count). Appends it to 'generated' and clears "
+      "'running' at an end token or when 'generated' is full",
+      sample_ports(),
+      {{"temperature", ParamType::float_, "0", false, "0: greedy; > 0: sampling temperature"},
+       {"top_k", ParamType::int_, "0", false, "keep the k largest logits; 0: all"},
+       {"top_p", ParamType::float_, "1", false, "keep the smallest set of tokens whose probability reaches top_p"},
+       {"min_p", ParamType::float_, "0", false, "drop tokens below min_p times the most likely one's probability"},
+       {"seed", ParamType::int_, "0", false, "seed of the draws"},
+       {"eos", ParamType::string_, "", false, "end tokens, comma-separated ids (e.g. '2' or '128001,128009')"}},
+      sample_cpu, sample_check, sample_cost);
   kutil::add_component(reg, "nn.sinusoidal_positions",
       "sinusoidal position table: layout 'interleaved' (Attention is all you need): y[p, 2i] = sin(p / "
       "base^(2i/d)), y[p, 2i+1] = cos(p / base^(2i/d)); layout 'concat' (tensor2tensor get_timing_signal_1d, USE): "

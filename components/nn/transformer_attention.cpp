@@ -83,6 +83,34 @@ Cost attention_cost(const TaskShape& t) {
   return c;
 }
 
+template <class T>
+void attend_block(const T* Q, int64_t ldq, const T* K, int64_t ldk, const T* V, int64_t ldv, T* Y, int64_t ldy,
+                  int64_t nq, int64_t nk, int64_t dh, const int64_t* lim, double scale, T* sc, double* inv) {
+  // scores = scale * Q K^T: [nq, nk], leading dimension nk
+  gemm::gemm(false, true, nq, nk, dh, T(scale), Q, ldq, K, ldk, T(0), sc, nk, kModelGemm);
+  kutil::run_widest([=] {  // the softmax rows: vexp on 16 lanes with AVX-512
+    for (int64_t r = 0; r < nq; ++r) {
+      T* srow = sc + r * nk;
+      const int64_t l = lim[r];
+      const T mx = max8(srow, l);
+      for (int64_t j = 0; j < l; ++j) srow[j] = vexp(srow[j] - mx);
+      for (int64_t j = l; j < nk; ++j) srow[j] = T(0);
+      inv[r] = 1.0 / sum8(l, [srow](int64_t j) { return double(srow[j]); });
+    }
+  });
+  // Y = P V (unnormalized), then each row times 1/sum
+  gemm::gemm(false, false, nq, dh, nk, T(1), sc, nk, V, ldv, T(0), Y, ldy, kModelGemm);
+  for (int64_t r = 0; r < nq; ++r) {
+    T* yr = Y + r * ldy;
+    const T f = T(inv[r]);
+    for (int64_t c = 0; c < dh; ++c) yr[c] *= f;
+  }
+}
+template void attend_block<float>(const float*, int64_t, const float*, int64_t, const float*, int64_t, float*, int64_t,
+                                  int64_t, int64_t, int64_t, const int64_t*, double, float*, double*);
+template void attend_block<double>(const double*, int64_t, const double*, int64_t, const double*, int64_t, double*,
+                                   int64_t, int64_t, int64_t, int64_t, const int64_t*, double, double*, double*);
+
 namespace {
 
 template <class T>
@@ -92,6 +120,7 @@ void attention_kernel(const TensorView& q, const TensorView& k, const TensorView
   const int64_t bq = std::min(S, kQueryBlock);
   std::vector<T> sc(static_cast<std::size_t>(bq * S));  // one [query block, seq] score block
   std::vector<double> inv(static_cast<std::size_t>(bq));
+  std::vector<int64_t> lim(static_cast<std::size_t>(bq));
   const int64_t ldq = ld_of(q), ldk = ld_of(k), ldv = ld_of(v), ldy = ld_of(y);
   for (int64_t b = 0; b < d.batch; ++b) {
     for (int64_t h = d.hb; h < d.he; ++h) {
@@ -102,28 +131,9 @@ void attention_kernel(const TensorView& q, const TensorView& k, const TensorView
       T* Y = static_cast<T*>(y.data) + b * S * ldy + h * dh;
       for (int64_t i0 = 0; i0 < S; i0 += bq) {
         const int64_t nq = std::min(bq, S - i0), nk = causal ? i0 + nq : S;
-        // scores = scale * Q_blk K^T: [nq, nk], leading dimension nk
-        gemm::gemm(false, true, nq, nk, dh, T(scale), Q + i0 * ldq, ldq, K, ldk, T(0), sc.data(), nk, kModelGemm);
-        T* const scores = sc.data();
-        double* const inv_sum = inv.data();
-        kutil::run_widest([=] {  // the softmax rows: vexp on 16 lanes with AVX-512
-          for (int64_t r = 0; r < nq; ++r) {
-            T* srow = scores + r * nk;
-            const int64_t lim = causal ? i0 + r + 1 : nk;
-            const T mx = max8(srow, lim);
-            for (int64_t j = 0; j < lim; ++j) srow[j] = vexp(srow[j] - mx);
-            for (int64_t j = lim; j < nk; ++j) srow[j] = T(0);
-            inv_sum[r] = 1.0 / sum8(lim, [srow](int64_t j) { return double(srow[j]); });
-          }
-        });
-        // Y_blk = P V (unnormalized), then each row times 1/sum
-        T* Yb = Y + i0 * ldy;
-        gemm::gemm(false, false, nq, dh, nk, T(1), sc.data(), nk, V, ldv, T(0), Yb, ldy, kModelGemm);
-        for (int64_t r = 0; r < nq; ++r) {
-          T* yr = Yb + r * ldy;
-          const T f = T(inv[static_cast<std::size_t>(r)]);
-          for (int64_t c = 0; c < dh; ++c) yr[c] *= f;
-        }
+        for (int64_t r = 0; r < nq; ++r) lim[static_cast<std::size_t>(r)] = causal ? i0 + r + 1 : nk;
+        attend_block(Q + i0 * ldq, ldq, K, ldk, V, ldv, Y + i0 * ldy, ldy, nq, nk, dh, lim.data(), scale, sc.data(),
+                     inv.data());
       }
     }
   }

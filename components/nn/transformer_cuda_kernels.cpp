@@ -127,7 +127,11 @@ void embedding_cuda(KernelContext& ctx) {
                       to_string(table.rows) + " rows (ids must be in [0, " + to_string(table.rows) + "))");
 }
 
-std::string rope_cuda_check(const TaskShape& t) { return f32_only(t, rope_ports().size()); }
+std::string rope_cuda_check(const TaskShape& t) {
+  if (t.ports.size() == rope_ports().size() && t.ports[1].bound())
+    return "positions read from a tensor (port 'positions') run on the CPU kernel";
+  return f32_only(t, rope_ports().size());
+}
 
 void rope_cuda(KernelContext& ctx) {
   cuda_validate(ctx, rope_ports(), rope_check, rope_cuda_check);

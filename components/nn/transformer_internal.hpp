@@ -8,6 +8,8 @@
 //   transformer_linear.cpp        the activations and nn.linear
 //   transformer_attention.cpp     nn.attention
 //   transformer_rope.cpp          nn.rope
+//   transformer_kv.cpp            nn.positions, nn.kv_append, nn.kv_attention
+//   transformer_sample.cpp        nn.sample
 //   transformer_sinusoidal.cpp    nn.sinusoidal_positions
 //   transformer_elementwise.cpp   nn.swiglu, nn.tanh, nn.l2normalize
 //   transformer_pool.cpp          nn.pool
@@ -230,6 +232,32 @@ AttnDims attn_dims(const TaskShape& t);
 std::string attention_check(const TaskShape& t);
 Cost attention_cost(const TaskShape& t);
 void attention_cpu(KernelContext& ctx);
+/// One head's attention for nq query rows against keys [0, nk): row r attends
+/// keys j < lim[r] (<= nk); scores = scale Q K^T, softmax, Y = P V. Scratch:
+/// sc [nq * nk], inv [nq]. Shared by nn.attention and nn.kv_attention.
+template <class T>
+void attend_block(const T* Q, int64_t ldq, const T* K, int64_t ldk, const T* V, int64_t ldv, T* Y, int64_t ldy,
+                  int64_t nq, int64_t nk, int64_t dh, const int64_t* lim, double scale, T* sc, double* inv);
+
+// nn.positions, nn.kv_append, nn.kv_attention (a KV cache at runtime positions)
+const std::vector<PortSpec>& positions_ports();
+std::string positions_check(const TaskShape& t);
+Cost positions_cost(const TaskShape& t);
+void positions_cpu(KernelContext& ctx);
+const std::vector<PortSpec>& kv_append_ports();
+std::string kv_append_check(const TaskShape& t);
+Cost kv_append_cost(const TaskShape& t);
+void kv_append_cpu(KernelContext& ctx);
+const std::vector<PortSpec>& kv_attention_ports();
+std::string kv_attention_check(const TaskShape& t);
+Cost kv_attention_cost(const TaskShape& t);
+void kv_attention_cpu(KernelContext& ctx);
+
+// nn.sample
+const std::vector<PortSpec>& sample_ports();
+std::string sample_check(const TaskShape& t);
+Cost sample_cost(const TaskShape& t);
+void sample_cpu(KernelContext& ctx);
 
 // nn.rope
 const std::vector<PortSpec>& rope_ports();

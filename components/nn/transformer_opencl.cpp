@@ -350,6 +350,8 @@ void swiglu_opencl(KernelContext& ctx) {
 constexpr std::int64_t kRopeMaxPosition = std::int64_t(1) << 24;
 
 std::string rope_opencl_check(const TaskShape& t) {
+  if (t.ports.size() == rope_ports().size() && t.ports[1].bound())
+    return "positions read from a tensor (port 'positions') run on the CPU kernel";
   if (auto m = f32_ports(t, rope_ports().size()); !m.empty()) return m;
   if (t.args.get_int("heads") < 1 || t.ports[0].rows == 0) return "";  // rope_check reports a bad heads
   const RopeDims d = rope_dims(t);

@@ -10,6 +10,9 @@ namespace ymlopt::transformer {
 const std::vector<PortSpec>& rope_ports() {
   static const std::vector<PortSpec> p = {
       {"x", Access::read_write, kFloat, false, 2, "queries or keys [tokens, heads*dh], rotated in place"},
+      {"positions", Access::read, {DType::i32}, true, 2,
+       "the position of each row [tokens] (nn.positions; generation at a runtime offset); unbound: row % seq + "
+       "offset"},
   };
   return p;
 }
@@ -47,6 +50,8 @@ std::string rope_check(const TaskShape& t) {
                : "port 'x' is " + dims(p[0]) + ": head dim " + to_string(d.dh) + " (columns / heads=" +
                      to_string(heads) + ") must be even";
   if (!(a.get_float("base") > 0)) return "param 'base' is " + a.get("base").text + ": must be > 0";
+  if (p[1].bound() && num_ids(p[1]) != p[0].rows)
+    return "port 'positions' is " + dims(p[1]) + " but 'x' has " + to_string(p[0].rows) + " rows (one position each)";
   return "";
 }
 
@@ -58,7 +63,7 @@ Cost rope_cost(const TaskShape& t) {
 
 void rope_cpu(KernelContext& ctx) {
   kutil::validate(ctx, rope_ports(), rope_check);
-  const TensorView& x = ctx.port(0);
+  const TensorView &x = ctx.port(0), &pos = ctx.port(1);
   const RopeDims d = rope_dims(TaskShape{ctx.ports(), ctx.args()});
   const int64_t t = x.rows, half = d.rd / 2;
   if (t == 0 || half == 0) return;
@@ -67,20 +72,25 @@ void rope_cpu(KernelContext& ctx) {
   const bool interleaved = ctx.arg_string("style") == "interleaved";
   kutil::dispatch_float(x.dtype, [&](auto tg) {
     using T = typename decltype(tg)::type;
-    // cos/sin table for the positions that occur: [min(seq, t), half]
-    const int64_t npos = std::min(d.seq, t);
     std::vector<double> inv_freq(static_cast<std::size_t>(half));
     for (int64_t i = 0; i < half; ++i)
       inv_freq[static_cast<std::size_t>(i)] = std::pow(base, -2.0 * double(i) / double(d.rd));
+    // cos/sin per distinct position: [npos, half]; rows map to table rows
+    const std::int32_t* given = pos.bound() ? static_cast<const std::int32_t*>(pos.data) : nullptr;
+    const int64_t npos = given ? t : std::min(d.seq, t);
     std::vector<T> cs(static_cast<std::size_t>(npos * half)), sn(cs.size());
-    for (int64_t p = 0; p < npos; ++p)
+    for (int64_t p = 0; p < npos; ++p) {
+      const double at = given ? double(given[p]) : double(p + offset);
+      if (given && given[p] < 0)
+        throw KernelError("port 'positions' holds " + to_string(given[p]) + " at row " + to_string(p) + ": positions are >= 0");
       for (int64_t i = 0; i < half; ++i) {
-        const double ang = double(p + offset) * inv_freq[static_cast<std::size_t>(i)];
+        const double ang = at * inv_freq[static_cast<std::size_t>(i)];
         cs[static_cast<std::size_t>(p * half + i)] = T(std::cos(ang));
         sn[static_cast<std::size_t>(p * half + i)] = T(std::sin(ang));
       }
+    }
     for (int64_t r = 0; r < t; ++r) {
-      const int64_t p = r % d.seq;
+      const int64_t p = given ? r : r % d.seq;
       const T* c = cs.data() + p * half;
       const T* s = sn.data() + p * half;
       T* xr = row<T>(x, r);

@@ -1,9 +1,41 @@
 #include "ymlopt/engine/analysis.hpp"
 
 #include <algorithm>
+#include <set>
 #include <vector>
 
 namespace ymlopt {
+
+namespace {
+
+// The caches are what nn.kv_append writes (its port 'cache'): each distinct
+// tile is one layer's block of one tensor.
+DagFootprint::KvCache kv_cache_of(const Dag& dag) {
+  DagFootprint::KvCache kv;
+  std::set<std::pair<std::int32_t, std::int32_t>> blocks;  // (data, tile)
+  std::map<std::int32_t, std::set<std::int64_t>> row_blocks;
+  for (const TaskNode& t : dag.tasks) {
+    if (t.comp->name != "nn.kv_append") continue;
+    for (std::size_t p = 0; p < t.bindings.size(); ++p)
+      if (t.comp->ports[p].name == "cache" && t.bindings[p].ref.data >= 0) {
+        const DataRef& r = t.bindings[p].ref;
+        if (!blocks.insert({r.data, r.tile}).second) continue;
+        const DataDecl& d = dag.data[size_t(r.data)];
+        const TensorView v = dag.ref_view(r);
+        kv.bytes_per_token += v.cols * std::int64_t(dtype_size(d.dtype));
+        kv.context = std::max(kv.context, v.rows);
+        row_blocks[r.data].insert(r.tile < 0 ? 0 : r.tile / d.ntile_c);
+      }
+  }
+  for (const auto& [d, rows] : row_blocks) {
+    kv.tensors.push_back(dag.data[size_t(d)].name);
+    kv.bytes += dag.data[size_t(d)].bytes();
+    kv.layers = std::max(kv.layers, std::int64_t(rows.size()));
+  }
+  return kv;
+}
+
+}  // namespace
 
 DagFootprint analyze(const Dag& dag) {
   DagFootprint f;
@@ -41,6 +73,7 @@ DagFootprint analyze(const Dag& dag) {
     live += x;
     f.activation_peak = std::max(f.activation_peak, live);
   }
+  f.kv_cache = kv_cache_of(dag);
   return f;
 }
 

@@ -49,7 +49,9 @@ cat > "$tmp/trunc3.xml" <<XML
   <data name="C" shape="1024,1024" src="$tmp/trunc.safetensors" key="C"/>
   <data name="D" shape="1024,1024" src="$tmp/trunc.safetensors" key="C"/>
   <data name="E" shape="1024,1024" src="$tmp/trunc.safetensors" key="C"/>
-  <task component="tensor.add"><in port="a" data="C"/><in port="b" data="D"/><out port="c" data="E"/></task>
+  <data name="F" shape="1024,1024"/>
+  <task component="tensor.add"><in port="a" data="C"/><in port="b" data="D"/><out port="c" data="F"/></task>
+  <task component="tensor.add"><in port="a" data="F"/><in port="b" data="E"/><out port="c" data="F"/></task>
 </workflow>
 XML
 expect_rc 1 "one broken file read three times" -- "$y" check "$tmp/trunc3.xml"

@@ -8,47 +8,6 @@ source "$(dirname "$0")/lib.sh"
 y=$1
 wf=workflows/models
 
-# hf SRC DIR PREFIX SHARDS CONFIG_JSON [DROP]: DIR holds SRC's tensors under PREFIX, in
-# SHARDS files (1: model.safetensors), and config.json (none when CONFIG_JSON is
-# empty); DROP names a tensor left out. Pure Python, no numpy.
-hf() {
-  python3 - "$@" <<'PY'
-import json, os, struct, sys
-src, out, prefix, shards, config = sys.argv[1:6]
-drop = sys.argv[6] if len(sys.argv) > 6 else None
-b = open(src, "rb").read()
-n = struct.unpack("<Q", b[:8])[0]
-h = json.loads(b[8:8 + n])
-h.pop("__metadata__", None)
-data = b[8 + n:]
-t = {prefix + k: (v["dtype"], v["shape"], data[v["data_offsets"][0]:v["data_offsets"][1]]) for k, v in h.items() if k != drop}
-def write(path, part):
-    hd, off = {}, 0
-    for k, (dt, sh, raw) in part.items():
-        hd[k] = {"dtype": dt, "shape": sh, "data_offsets": [off, off + len(raw)]}
-        off += len(raw)
-    hj = json.dumps(hd).encode()
-    hj += b" " * (-len(hj) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(hj)) + hj + b"".join(raw for _, _, raw in part.values()))
-os.makedirs(out, exist_ok=True)
-if config:
-    open(out + "/config.json", "w").write(config)
-shards = int(shards)
-if shards == 1:
-    write(out + "/model.safetensors", t)
-else:
-    keys, wm = list(t), {}
-    per = -(-len(keys) // shards)
-    for i in range(shards):
-        name = "model-%05d-of-%05d.safetensors" % (i + 1, shards)
-        part = {k: t[k] for k in keys[i * per:(i + 1) * per]}
-        write(out + "/" + name, part)
-        wm.update({k: name for k in part})
-    json.dump({"metadata": {"total_size": sum(len(v[2]) for v in t.values())}, "weight_map": wm},
-              open(out + "/model.safetensors.index.json", "w"))
-PY
-}
 # same_logits WHAT FILE DIR_A DIR_B
 same_logits() { same_file "$1" "$3/$2" "$4/$2"; }
 

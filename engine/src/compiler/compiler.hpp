@@ -238,6 +238,8 @@ class Compiler {
   // unite.cpp
   void unite(const Element& e);
   void comethod(const Element& e);
+  /// The data a declaration of an unwritten file tensor shares, or -1.
+  std::int32_t shared_file_tensor(const DataDecl& d);
 
   const CompileOptions& opts_;
   const ComponentRegistry& reg_;
@@ -252,6 +254,11 @@ class Compiler {
   std::unordered_map<const Attr*, std::shared_ptr<const Template>> templates_;
   std::unordered_map<const ComponentSpec*, std::vector<ArgValue>> defaults_;
   std::unordered_map<const Element*, std::int32_t> bound_;
+  // data read from one file tensor: the first declaration of each (file, key,
+  // dtype, shape, tiling, format, placement), and the data a second
+  // declaration shares (its name), which no task may write
+  std::map<std::string, std::int32_t> file_data_;
+  std::map<std::int32_t, std::string> shared_file_data_;
   std::unordered_set<const Element*> checked_;
   std::set<std::string> missing_files_;  // each reported once
   std::set<std::string> broken_files_;   // unreadable header: reported at the first data reading the file

@@ -47,6 +47,13 @@ void Compiler::data(const Element& e) {
     return;
   }
   if (diags_.has_errors() && d.shape.empty()) return;
+  if (const std::int32_t same = shared_file_tensor(d); same >= 0) {  // one tensor for both names
+    shared_file_data_.emplace(same, d.name);
+    pending_companions_.clear();
+    fr.failed_data.erase(name);
+    fr.data[name] = same;
+    return;
+  }
   // files are used in place (their rows are dense); allocated tensors may be padded
   d.ld = d.init == InitKind::file ? d.cols : padded_ld(d.rows, d.cols, d.dtype);
   fr.failed_data.erase(name);
@@ -59,6 +66,27 @@ void Compiler::data(const Element& e) {
     push_decl(std::move(cd));
   }
   pending_companions_.clear();
+}
+
+// A second declaration of a file tensor (the same sub-workflow called twice, as
+// generation's prefill and decode step do) reads the first one's storage
+// instead of a copy, as long as no task has written it; tasks may not write it
+// afterwards (access() refuses).
+std::int32_t Compiler::shared_file_tensor(const DataDecl& d) {
+  if (d.init != InitKind::file) return -1;
+  std::string key = d.src + '\n' + d.key + '\n' + dtype_name(d.dtype) + shape_str(d.shape) + '\n' +
+                    std::to_string(d.tile_rows) + 'x' + std::to_string(d.tile_cols) + '\n' + d.format + '\n' +
+                    d.distribute + '\n' + std::to_string(d.owner) + (d.reshape ? "\nreshape" : "");
+  for (auto c : d.col_starts) key += ',' + std::to_string(c);
+  const auto it = file_data_.find(key);
+  if (it == file_data_.end()) {
+    file_data_.emplace(std::move(key), std::int32_t(dag_.data.size()));
+    return -1;
+  }
+  const DataState& st = states_[size_t(it->second)];
+  bool written = st.whole.writer >= 0;
+  for (const AccessState& t : st.tiles) written = written || t.writer >= 0;
+  return written ? -1 : it->second;
 }
 
 // dtype= and shape=: the tensor's element type, dimensions, rows and columns.

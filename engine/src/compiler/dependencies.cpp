@@ -62,6 +62,13 @@ bool Compiler::access(std::int32_t t, const Binding& b, std::vector<std::int32_t
   DataState& s = states_[size_t(b.ref.data)];
   const bool reads = b.mode != Access::write;
   const bool writes = b.mode != Access::read;
+  if (writes && shared_file_data_.count(b.ref.data)) {
+    const DataDecl& d = dag_.data[size_t(b.ref.data)];
+    diags_.error(loc, who() + ": port '" + port + "' writes '" + dag_.ref_name(b.ref) + "', which '" +
+                          shared_file_data_.at(b.ref.data) + "' also reads ('" + (d.key.empty() ? d.src : d.key) +
+                          "' of " + d.src + ", loaded once for both): write a tensor.copy of it instead");
+    return false;
+  }
   auto add = [&](std::int32_t p) {
     if (p >= 0 && p != t) preds.push_back(p);
   };

@@ -28,7 +28,8 @@ TEST(ComponentRegistry, NamesAreRegistered) {
       "tensor.copy", "tensor.add",  "tensor.scale", "tensor.transpose", "tensor.norm",   "tensor.compare",
       "nn.relu",     "nn.gelu",     "nn.silu",     "nn.softmax",       "nn.embedding",  "nn.layernorm",
       "nn.rmsnorm",  "nn.linear",   "nn.attention", "nn.rope",         "nn.sinusoidal_positions",
-      "nn.swiglu",   "nn.tanh",     "nn.l2normalize", "nn.pool"};
+      "nn.swiglu",   "nn.tanh",     "nn.l2normalize", "nn.pool",   "nn.positions", "nn.kv_append",
+      "nn.kv_attention", "nn.sample"};
   EXPECT_EQ(names, expected);
 }
 
@@ -101,17 +102,23 @@ TEST(ComponentRegistry, ValidShapesPassCheckAndCostIsPositive) {
       {"nn.rmsnorm", {shape_view(d, 4, 3), vec3, shape_view(d, 4, 3)}},
       {"nn.linear", {shape_view(d, 4, 5), shape_view(d, 5, 3), vec3, shape_view(d, 4, 3), shape_view(d, 4, 3), {}, {}, {}, {}}},
       {"nn.attention", {shape_view(d, 4, 6), shape_view(d, 4, 6), shape_view(d, 4, 6), shape_view(d, 4, 6)}},
-      {"nn.rope", {shape_view(d, 4, 6)}},
+      {"nn.rope", {shape_view(d, 4, 6), ids}},
       {"nn.sinusoidal_positions", {shape_view(d, 4, 6)}},
       {"nn.swiglu", {shape_view(d, 4, 3), shape_view(d, 4, 3), shape_view(d, 4, 3)}},
       {"nn.tanh", {shape_view(d, 4, 3), shape_view(d, 4, 3)}},
       {"nn.l2normalize", {shape_view(d, 4, 3), shape_view(d, 4, 3)}},
       {"nn.pool", {shape_view(d, 4, 3), shape_view(d, 1, 3)}},
+      {"nn.positions", {shape_view(DType::i32, 1, 1), ids}},
+      {"nn.kv_append", {shape_view(d, 4, 6), ids, shape_view(d, 9, 6)}},
+      {"nn.kv_attention", {shape_view(d, 4, 6), shape_view(d, 9, 6), shape_view(d, 9, 6), ids, shape_view(d, 4, 6)}},
+      {"nn.sample", {shape_view(d, 4, 10), shape_view(DType::i32, 1, 1), shape_view(DType::i32, 1, 5),
+                     shape_view(DType::i32, 1, 1), shape_view(DType::i32, 1, 1)}},
   };
   // required params (no default) of the components that have some
   const std::map<std::string, std::map<std::string, std::string>> args = {
       {"nn.attention", {{"heads", "2"}}},
       {"nn.rope", {{"heads", "3"}}},
+      {"nn.kv_attention", {{"heads", "2"}}},
   };
   for (const auto& [name, s] : reg.specs) {
     SCOPED_TRACE(name);

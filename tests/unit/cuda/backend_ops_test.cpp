@@ -181,11 +181,11 @@ std::vector<Case> cases() {
   c.push_back({"nn.embedding", "[300,1] ids vocab 7 d 1000 strided y",
                {ids(300, 7, 36, true), f32(7, 1000, 37, 4), out_f32(300, 1000, 3), HostPort{}, HostPort{}, HostPort{}, HostPort{}}, {}, 0});
   // rope: cos/sin in double on both sides, then two f32 products and a sum (an FMA on the GPU)
-  c.push_back({"nn.rope", "half h4 d16 seq 6 offset 3", {f32(12, 64, 38, 0, 2.f)},
+  c.push_back({"nn.rope", "half h4 d16 seq 6 offset 3", {f32(12, 64, 38, 0, 2.f), HostPort{}},
                {{"heads", "4"}, {"seq", "6"}, {"offset", "3"}}, 1e-6});
-  c.push_back({"nn.rope", "interleaved h2 d10 rotary 6 base 500 strided", {f32(9, 20, 39, 3, 2.f)},
+  c.push_back({"nn.rope", "interleaved h2 d10 rotary 6 base 500 strided", {f32(9, 20, 39, 3, 2.f), HostPort{}},
                {{"heads", "2"}, {"style", "interleaved"}, {"rotary_dim", "6"}, {"base", "500"}}, 1e-6});
-  c.push_back({"nn.rope", "half h1 d128 long positions", {f32(3, 128, 40, 0, 2.f)},
+  c.push_back({"nn.rope", "half h1 d128 long positions", {f32(3, 128, 40, 0, 2.f), HostPort{}},
                {{"heads", "1"}, {"offset", "4000"}}, 1e-6});
   // dequant: (code - zero) * scale, the same two f32 roundings: bit-exact
   c.push_back({"quant.dequant", "int8 per channel 5x37", {codes(5, 37, 41), positive_f32(1, 5, 42, 0.01f, 0.1f), HostPort{}, out_f32(5, 37)},

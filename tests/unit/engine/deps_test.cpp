@@ -1,9 +1,11 @@
 // Dependency inference: RAW, WAR, WAW on whole tensors and tiles, events.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <random>
 #include <set>
 
+#include "io/tensor_file.hpp"
 #include "test_util.hpp"
 #include "ymlopt/engine/analysis.hpp"
 
@@ -396,4 +398,32 @@ TEST(ContentIds, ReadsOfDataTheTaskWritesAndRuntimeLoopsGetNone) {
   ASSERT_TRUE(loop.dynamic());
   const ContentIds l = content_ids(loop);
   EXPECT_EQ(l.ids, std::vector<std::uint32_t>(l.ids.size(), 0u));
+}
+
+// Two declarations of one file tensor (a sub-workflow called twice) share its
+// storage while no task writes it; a write to it afterwards is refused, and a
+// tensor already written gets a copy of its own.
+TEST(SharedFileData, OneTensorForTwoNamesUntilSomethingWritesIt) {
+  const std::string dir = testing::TempDir() + "/ymlopt-shared-file-data";
+  std::filesystem::create_directories(dir);
+  const std::string file = dir + "/w.safetensors";
+  std::vector<float> a(12, 0.5f);
+  io::save_safetensors(file, {{"a", {a.data(), DType::f32, 3, 4, 4, Shape{3, 4}}}});
+  auto decl = [&](const std::string& name, const std::string& extra = "") {
+    return "<data name=\"" + name + "\" shape=\"3,4\" src=\"" + file + "\" key=\"a\"" + extra + "/>\n";
+  };
+  Dag g = compile_ok(decl("x") + decl("y") + R"(<data name="out" shape="3,4"/>)" +
+                     R"(<task component="tensor.add"><in port="a" data="x"/><in port="b" data="y"/><out port="c" data="out"/></task>)");
+  ASSERT_EQ(g.data.size(), 2u);
+  EXPECT_EQ(g.tasks[0].bindings[0].ref.data, g.tasks[0].bindings[1].ref.data);
+  EXPECT_EQ(compile_ok(decl("x") + decl("y", " tile=\"1,4\"")).data.size(), 2u) << "another tiling: another tensor";
+  Diagnostics d;
+  auto r = test::compile("<workflow name=\"t\">" + decl("x") + decl("y") + scale("y") + "</workflow>", d);
+  EXPECT_FALSE(r.ok);
+  EXPECT_NE(d.str().find("writes 'x', which 'y' also reads ('a' of " + file + ", loaded once for both)"),
+            std::string::npos)
+      << d.str();
+  Dag written = compile_ok(decl("x") + scale("x") + decl("y") + scale("y"));
+  EXPECT_EQ(written.data.size(), 2u) << "x was written before y was declared";
+  EXPECT_NE(written.tasks[0].bindings[0].ref.data, written.tasks[1].bindings[0].ref.data);
 }

@@ -348,18 +348,19 @@ void add_nn_elementwise_cases(std::vector<Case>& c, std::uint32_t& seed) {
 
 void add_nn_rope_cases(std::vector<Case>& c, std::uint32_t& seed) {
   const DType f = DType::f32;
-  c.push_back({"nn.rope", "7x16 half, 2 heads", {random(f, 7, 16, seed++, 0, 2)}, {{"heads", "2"}}, 1e-5});
-  c.push_back({"nn.rope", "15x18 ld 23 interleaved, 3 heads, seq 5, offset 3", {random(f, 15, 18, seed++, 5, 2)},
+  const HostPort none;  // positions: unbound (the OpenCL kernel takes offsets only)
+  c.push_back({"nn.rope", "7x16 half, 2 heads", {random(f, 7, 16, seed++, 0, 2), none}, {{"heads", "2"}}, 1e-5});
+  c.push_back({"nn.rope", "15x18 ld 23 interleaved, 3 heads, seq 5, offset 3", {random(f, 15, 18, seed++, 5, 2), none},
                {{"heads", "3"}, {"seq", "5"}, {"offset", "3"}, {"style", "interleaved"}}, 1e-5});
   c.push_back({"nn.rope", "33x512 half, 8 heads, rotary_dim 32, offset 1000, base 5e5",
-               {random(f, 33, 512, seed++, 0, 2)},
+               {random(f, 33, 512, seed++, 0, 2), none},
                {{"heads", "8"}, {"rotary_dim", "32"}, {"offset", "1000"}, {"base", "500000"}}, 1e-5});
-  c.push_back({"nn.rope", "1x10 interleaved, rotary_dim 4, offset 100000", {random(f, 1, 10, seed++)},
+  c.push_back({"nn.rope", "1x10 interleaved, rotary_dim 4, offset 100000", {random(f, 1, 10, seed++), none},
                {{"heads", "1"}, {"rotary_dim", "4"}, {"offset", "100000"}, {"style", "interleaved"}}, 1e-5});
-  c.push_back({"nn.rope", "9x512 ld 520 half, 4 heads, offset 2^24 - 16", {random(f, 9, 512, seed++, 8, 2)},
+  c.push_back({"nn.rope", "9x512 ld 520 half, 4 heads, offset 2^24 - 16", {random(f, 9, 512, seed++, 8, 2), none},
                {{"heads", "4"}, {"offset", "16777200"}}, 1e-5});
   c.push_back({"nn.rope", "20x64 interleaved, 2 heads, seq 4, offset 7, rotary_dim 30",
-               {random(f, 20, 64, seed++, 0, 2)},
+               {random(f, 20, 64, seed++, 0, 2), none},
                {{"heads", "2"}, {"seq", "4"}, {"offset", "7"}, {"rotary_dim", "30"}, {"style", "interleaved"}}, 1e-5});
 }
 
@@ -650,8 +651,8 @@ TEST(OpenclBackendOps, NnOpenclChecksSendWhatTheKernelsDoNotHandleToTheCpu) {
       {"nn.swiglu", {random(d, 3, 4, 1), random(d, 3, 4, 2), out(d, 3, 4)}, {}, "f32 only"},
       {"nn.layernorm", {random(d, 3, 4, 1), none, none, out(d, 3, 4)}, {}, "f32 only"},
       {"nn.rmsnorm", {random(d, 3, 4, 1), none, out(d, 3, 4)}, {}, "f32 only"},
-      {"nn.rope", {random(d, 4, 8, 1)}, {{"heads", "2"}}, "f32 only"},
-      {"nn.rope", {random(f, 4, 8, 1)}, {{"heads", "2"}, {"offset", "16777213"}}, "positions below 2^24"},
+      {"nn.rope", {random(d, 4, 8, 1), none}, {{"heads", "2"}}, "f32 only"},
+      {"nn.rope", {random(f, 4, 8, 1), none}, {{"heads", "2"}, {"offset", "16777213"}}, "positions below 2^24"},
       {"nn.embedding",
        {token_ids(4, 10, 1), random(DType::i8, 10, 8, 2, 0, 100), out(f, 4, 8), scale, none, none, none},
        {{"format", "int8"}}, "dense tables only"},

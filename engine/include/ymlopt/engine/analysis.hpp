@@ -20,6 +20,15 @@ struct DagFootprint {
   std::int64_t activation_peak = 0;   // live non-parameter tensors, at the worst point of the topological order
   double flops = 0;
   std::map<std::string, double> flops_by_component;
+  /// The key/value caches of generation: the tiles nn.kv_append writes (one
+  /// row block of `context` rows per layer and cache tensor). Empty when none.
+  struct KvCache {
+    std::vector<std::string> tensors;   // the data holding them
+    std::int64_t bytes = 0;             // those tensors, allocated whole
+    std::int64_t layers = 0;            // row blocks per tensor
+    std::int64_t context = 0;           // rows per block: the longest sequence
+    std::int64_t bytes_per_token = 0;   // one row of every block: every layer, keys and values
+  } kv_cache;
 };
 
 DagFootprint analyze(const Dag& dag);

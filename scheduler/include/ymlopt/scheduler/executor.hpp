@@ -33,6 +33,7 @@ struct TaskRecord {
 };
 
 class Checkpoint;
+class Session;
 
 /// Options common to every backend.
 struct ExecOptions {
@@ -66,6 +67,11 @@ struct ExecOptions {
   /// run_program runs them, writing the init= values of the tensors tasks
   /// write again before each run; warmup_refusal says which DAGs cannot.
   int warmup = 0;
+  /// Called by run_program on the control thread at each iteration boundary of
+  /// a runtime loop outside co-methods (before the first iteration, iteration 0,
+  /// and after each, 1, 2, ...), with the session for reading data
+  /// (acquire/release): generation streams its tokens from it.
+  std::function<void(std::int32_t region, std::int64_t iteration, Session& s)> on_iteration;
 };
 
 /// Live counters for the progress line (updated by workers, read by the CLI).

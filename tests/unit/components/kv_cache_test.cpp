@@ -1,0 +1,252 @@
+// Generation's components (components/nn/transformer_kv.cpp, transformer_sample.cpp):
+// nn.kv_attention against a long-double softmax attention and against
+// nn.attention's causal forward, step by step; nn.kv_append, nn.positions,
+// nn.rope at given positions; nn.sample's greedy choice, filters and draws.
+#include <cmath>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "nn/nn.hpp"
+#include "test_context.hpp"
+
+namespace ymlopt::test {
+namespace {
+
+using LD = long double;
+
+class KvCache : public ::testing::Test {
+ protected:
+  void SetUp() override { register_nn(reg); }
+  TestRegistry reg;
+};
+
+Mat<std::int32_t> ints(std::vector<std::int32_t> v) {
+  Mat<std::int32_t> m(1, std::int64_t(v.size()), 0, DType::i32, 0);
+  for (std::size_t i = 0; i < v.size(); ++i) m(0, std::int64_t(i)) = v[i];
+  return m;
+}
+
+TensorView vec1(Mat<std::int32_t>& m) {
+  TensorView v = m.view();
+  v.shape = {m.cols};
+  return v;
+}
+
+/// y[r] for query row r attending keys 0..pos[r] of kv head h / group, in long double.
+LD ref_attention(const Mat<float>& q, const Mat<float>& k, const Mat<float>& v, std::int64_t r, std::int64_t pos,
+                 std::int64_t h, std::int64_t group, std::int64_t dh, std::int64_t c) {
+  const std::int64_t g = h / group;
+  std::vector<LD> s(std::size_t(pos + 1));
+  LD mx = -INFINITY;
+  for (std::int64_t j = 0; j <= pos; ++j) {
+    LD d = 0;
+    for (std::int64_t i = 0; i < dh; ++i) d += LD(q(r, h * dh + i)) * LD(k(j, g * dh + i));
+    s[std::size_t(j)] = d / std::sqrt(LD(dh));
+    mx = std::max(mx, s[std::size_t(j)]);
+  }
+  LD num = 0, den = 0;
+  for (std::int64_t j = 0; j <= pos; ++j) {
+    const LD e = std::exp(s[std::size_t(j)] - mx);
+    den += e;
+    num += e * LD(v(j, g * dh + c));
+  }
+  return num / den;
+}
+
+TEST_F(KvCache, AttentionAtScatteredPositionsMatchesLongDouble) {
+  const std::int64_t heads = 6, kv = 2, dh = 5, ctx = 37, rows = 4;
+  Mat<float> q(rows, heads * dh, 3), k(ctx, kv * dh, 1), v(ctx, kv * dh, 2), y(rows, heads * dh, 3);
+  q.random(1), k.random(2), v.random(3);
+  auto pos = ints({0, 36, 7, 20});
+  run(reg, "nn.kv_attention", {q.view(), k.view(), v.view(), vec1(pos), y.view()},
+      {{"heads", "6"}, {"kv_heads", "2"}});
+  int bad = 0;
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t h = 0; h < heads; ++h)
+      for (std::int64_t c = 0; c < dh; ++c) {
+        const LD ref = ref_attention(q, k, v, r, pos(0, r), h, heads / kv, dh, c);
+        if (std::fabs(LD(y(r, h * dh + c)) - ref) > 1e-5L && bad++ < 5)
+          ADD_FAILURE() << "row " << r << " head " << h << " col " << c << ": " << y(r, h * dh + c) << " vs "
+                        << double(ref);
+      }
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t c = heads * dh; c < y.ld; ++c) EXPECT_EQ(y(r, c), 77.0f) << "padding untouched";
+}
+
+// A prefill of 9 tokens, then one-token steps, each appending its k/v to the
+// caches: every step's output equals that row of one causal nn.attention over
+// the 14 tokens (the decode logits equal the full forward's).
+TEST_F(KvCache, PrefillThenStepsEqualCausalAttention) {
+  const std::int64_t heads = 4, kv = 2, dh = 8, total = 14, prefill = 9, ctx = 20;
+  Mat<float> q(total, heads * dh), k(total, kv * dh), v(total, kv * dh), full(total, heads * dh);
+  q.random(11), k.random(12), v.random(13);
+  run(reg, "nn.attention", {q.view(), k.view(), v.view(), full.view()},
+      {{"heads", "4"}, {"kv_heads", "2"}, {"causal", "true"}});
+  Mat<float> kc(ctx, kv * dh, 0, DType::f32, NAN), vc(ctx, kv * dh, 0, DType::f32, NAN);  // unwritten rows: NaN
+  auto counter = ints({0});
+  std::int64_t done = 0;
+  while (done < total) {
+    const std::int64_t n = done == 0 ? prefill : 1;
+    Mat<std::int32_t> positions(1, n, 0, DType::i32, -1);
+    TensorView pv = vec1(positions);
+    TensorView cv = vec1(counter);
+    run(reg, "nn.positions", {cv, pv});
+    ASSERT_EQ(counter(0, 0), done + n);
+    for (std::int64_t r = 0; r < n; ++r) ASSERT_EQ(positions(0, r), done + r);
+    TensorView qs = q.view(), ks = k.view(), vs = v.view();
+    for (TensorView* t : {&qs, &ks, &vs}) {
+      t->data = static_cast<float*>(t->data) + done * t->ld;
+      t->rows = n;
+      t->shape[0] = n;
+    }
+    run(reg, "nn.kv_append", {ks, pv, kc.view()});
+    run(reg, "nn.kv_append", {vs, pv, vc.view()});
+    Mat<float> y(n, heads * dh);
+    run(reg, "nn.kv_attention", {qs, kc.view(), vc.view(), pv, y.view()}, {{"heads", "4"}, {"kv_heads", "2"}});
+    for (std::int64_t r = 0; r < n; ++r)
+      for (std::int64_t c = 0; c < heads * dh; ++c)
+        ASSERT_NEAR(y(r, c), full(done + r, c), 1e-6) << "token " << done + r << " col " << c;
+    done += n;
+  }
+  for (std::int64_t r = total; r < ctx; ++r) EXPECT_TRUE(std::isnan(kc(r, 0))) << "row " << r << " written";
+}
+
+TEST_F(KvCache, AppendRefusesAFullContext) {
+  Mat<float> x(2, 3), cache(4, 3);
+  auto pos = ints({3, 4});
+  try {
+    run(reg, "nn.kv_append", {x.view(), vec1(pos), cache.view()});
+    FAIL() << "no error";
+  } catch (const KernelError& e) {
+    EXPECT_NE(std::string(e.what()).find("position 4 (row 1) is outside the cache's 4 rows: the context is full"),
+              std::string::npos)
+        << e.what();
+  }
+  Mat<float> long_x(5, 3);
+  auto five = ints({0, 1, 2, 3, 4});
+  EXPECT_NE(check(reg, "nn.kv_append", {long_x.view(), vec1(five), cache.view()}).find("longer than the context"),
+            std::string::npos);
+  auto neg = ints({-1});
+  Mat<float> one(1, 3);
+  TensorView nv = vec1(neg);
+  EXPECT_THROW(run(reg, "nn.kv_append", {one.view(), nv, cache.view()}), KernelError);
+  Mat<float> narrow(1, 2);
+  auto p0 = ints({0});
+  EXPECT_NE(check(reg, "nn.kv_append", {narrow.view(), vec1(p0), cache.view()}).find("widths must match"),
+            std::string::npos);
+}
+
+TEST_F(KvCache, RopeAtGivenPositionsEqualsRopeAtAnOffset) {
+  Mat<double> a(3, 12), b(3, 12);
+  a.random(5);
+  b.buf = a.buf;
+  run(reg, "nn.rope", {a.view()}, {{"heads", "2"}, {"offset", "40"}});
+  auto pos = ints({40, 41, 42});
+  run(reg, "nn.rope", {b.view(), vec1(pos)}, {{"heads", "2"}});
+  for (std::size_t i = 0; i < a.buf.size(); ++i) ASSERT_DOUBLE_EQ(a.buf[i], b.buf[i]);
+  // scattered positions: row r rotated as a one-row tensor at offset pos[r]
+  Mat<double> c(2, 12), d(1, 12), e(1, 12);
+  c.random(6);
+  for (std::int64_t j = 0; j < 12; ++j) d(0, j) = c(0, j), e(0, j) = c(1, j);
+  auto sc = ints({1000, 3});
+  run(reg, "nn.rope", {c.view(), vec1(sc)}, {{"heads", "2"}});
+  run(reg, "nn.rope", {d.view()}, {{"heads", "2"}, {"offset", "1000"}});
+  run(reg, "nn.rope", {e.view()}, {{"heads", "2"}, {"offset", "3"}});
+  for (std::int64_t j = 0; j < 12; ++j) {
+    EXPECT_DOUBLE_EQ(c(0, j), d(0, j));
+    EXPECT_DOUBLE_EQ(c(1, j), e(0, j));
+  }
+  auto two = ints({1, 2});
+  Mat<double> three(3, 12);
+  EXPECT_NE(check(reg, "nn.rope", {three.view(), vec1(two)}, {{"heads", "2"}}).find("one position each"),
+            std::string::npos);
+}
+
+struct Sampler {
+  Mat<std::int32_t> token = ints({-1}), generated, count = ints({0}), running = ints({-1});
+  explicit Sampler(std::int64_t cap) : generated(1, cap, 0, DType::i32, -1) {}
+  std::vector<TensorView> ports(Mat<float>& logits) {
+    return {logits.view(), vec1(token), vec1(generated), vec1(count), vec1(running)};
+  }
+};
+
+TEST_F(KvCache, SampleGreedyTakesTheFirstLargestOfTheLastRow) {
+  Mat<float> logits(2, 5);
+  const float rows[2][5] = {{9, 9, 9, 9, 9}, {0.5f, 3, -1, 3, 2}};
+  for (int r = 0; r < 2; ++r)
+    for (int c = 0; c < 5; ++c) logits(r, c) = rows[r][c];
+  Sampler s(3);
+  run(reg, "nn.sample", s.ports(logits));
+  EXPECT_EQ(s.token(0, 0), 1);
+  EXPECT_EQ(s.generated(0, 0), 1);
+  EXPECT_EQ(s.count(0, 0), 1);
+  EXPECT_EQ(s.running(0, 0), 1);
+  run(reg, "nn.sample", s.ports(logits), {{"eos", "4, 1"}});  // an end token stops
+  EXPECT_EQ(s.generated(0, 1), 1);
+  EXPECT_EQ(s.running(0, 0), 0);
+  run(reg, "nn.sample", s.ports(logits));  // the third fills 'generated'
+  EXPECT_EQ(s.count(0, 0), 3);
+  EXPECT_EQ(s.running(0, 0), 0);
+  EXPECT_THROW(run(reg, "nn.sample", s.ports(logits)), KernelError);  // no room left
+}
+
+TEST_F(KvCache, SampleDrawsFollowTheFilteredSoftmax) {
+  Mat<float> logits(1, 4);
+  const LD p[4] = {0.5L, 0.3L, 0.15L, 0.05L};
+  for (int c = 0; c < 4; ++c) logits(0, c) = float(std::log(p[c]));
+  auto freq = [&](const std::map<std::string, std::string>& args) {
+    const int n = 20000;
+    Sampler s(n);
+    for (int i = 0; i < n; ++i) run(reg, "nn.sample", s.ports(logits), args);
+    std::vector<double> f(4, 0);
+    for (int i = 0; i < n; ++i) f[std::size_t(s.generated(0, i))] += 1.0 / n;
+    return f;
+  };
+  const auto plain = freq({{"temperature", "1"}, {"seed", "7"}});
+  for (int c = 0; c < 4; ++c) EXPECT_NEAR(plain[std::size_t(c)], double(p[c]), 0.015) << "token " << c;
+  const auto top2 = freq({{"temperature", "1"}, {"top_k", "2"}, {"seed", "8"}});
+  EXPECT_NEAR(top2[0], 0.5 / 0.8, 0.015);
+  EXPECT_EQ(top2[2] + top2[3], 0.0);
+  const auto nucleus = freq({{"temperature", "1"}, {"top_p", "0.75"}, {"seed", "9"}});  // 0.5 + 0.3 reaches it
+  EXPECT_NEAR(nucleus[1], 0.3 / 0.8, 0.015);
+  EXPECT_EQ(nucleus[2] + nucleus[3], 0.0);
+  const auto minp = freq({{"temperature", "1"}, {"min_p", "0.2"}, {"seed", "10"}});  // drops p < 0.1
+  EXPECT_EQ(minp[3], 0.0);
+  EXPECT_NEAR(minp[2], 0.15 / 0.95, 0.015);
+  const auto cold = freq({{"temperature", "0.25"}, {"seed", "11"}});  // p^4, renormalized
+  LD z = 0;
+  for (LD x : p) z += std::pow(x, 4.0L);
+  EXPECT_NEAR(cold[1], double(std::pow(p[1], 4.0L) / z), 0.015);
+  // the same seed draws the same tokens
+  Sampler a(50), b(50);
+  for (int i = 0; i < 50; ++i) {
+    run(reg, "nn.sample", a.ports(logits), {{"temperature", "1"}, {"seed", "3"}});
+    run(reg, "nn.sample", b.ports(logits), {{"temperature", "1"}, {"seed", "3"}});
+  }
+  EXPECT_EQ(a.generated.buf, b.generated.buf);
+}
+
+TEST_F(KvCache, SampleRefusesBadArgsAndLogits) {
+  Mat<float> logits(1, 4);
+  logits.random(1);
+  Sampler s(2);
+  auto msg = [&](const std::map<std::string, std::string>& args) { return check(reg, "nn.sample", s.ports(logits), args); };
+  EXPECT_NE(msg({{"temperature", "-1"}}).find("must be >= 0"), std::string::npos);
+  EXPECT_NE(msg({{"top_p", "0"}}).find("(0, 1]"), std::string::npos);
+  EXPECT_NE(msg({{"top_k", "-2"}}).find("top_k"), std::string::npos);
+  EXPECT_NE(msg({{"eos", "4"}}).find("names token 4 but the vocabulary has 4"), std::string::npos);
+  EXPECT_NE(msg({{"eos", "2,x"}}).find("holds 'x'"), std::string::npos);
+  EXPECT_EQ(msg({{"eos", "3, 0"}}), "");
+  logits(0, 2) = NAN;
+  try {
+    run(reg, "nn.sample", s.ports(logits));
+    FAIL() << "no error";
+  } catch (const KernelError& e) {
+    EXPECT_NE(std::string(e.what()).find("NaN at token 2"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace ymlopt::test
