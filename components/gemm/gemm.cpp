@@ -40,12 +40,36 @@ template <class T> void scale_only(std::int64_t m, std::int64_t n, T beta, T* c,
     for (std::int64_t j = 0; j < n; ++j) c[i * ldc + j] = beta == T(0) ? T(0) : beta * c[i * ldc + j];
 }
 
+/// A product with one row or one column of output is a matrix-vector product:
+/// cblas_?gemv streams the matrix once, where a GEMM would first copy it into
+/// packed panels (OpenBLAS 0.3.21 does, for m = 1): generation's decode steps
+/// (one token) are such products. False when neither m nor n is 1.
+template <class T, class Gemv>
+bool as_gemv(Gemv gemv, bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, T alpha, const T* a,
+             std::int64_t lda, const T* b, std::int64_t ldb, T beta, T* c, std::int64_t ldc) {
+  if (m != 1 && n != 1) return false;
+  if (beta == T(0))  // BLAS may scale y by 0 (NaN stays NaN): beta == 0 must not read C
+    for (std::int64_t i = 0; i < (m == 1 ? n : m); ++i) c[m == 1 ? i : i * ldc] = T(0);
+  if (m == 1) {  // c[0, :] = alpha op(A)[0, :] op(B) + beta c: the vector is A's row (or column)
+    const std::int64_t incx = ta ? lda : 1;
+    if (tb) gemv(CblasRowMajor, CblasNoTrans, bi(n), bi(k), alpha, b, bi(ldb), a, bi(incx), beta, c, 1);
+    else gemv(CblasRowMajor, CblasTrans, bi(k), bi(n), alpha, b, bi(ldb), a, bi(incx), beta, c, 1);
+    return true;
+  }
+  // n == 1: c[:, 0] = alpha op(A) op(B)[:, 0] + beta c: the vector is B's column (or row)
+  const std::int64_t incx = tb ? 1 : ldb;
+  if (ta) gemv(CblasRowMajor, CblasTrans, bi(k), bi(m), alpha, a, bi(lda), b, bi(incx), beta, c, bi(ldc));
+  else gemv(CblasRowMajor, CblasNoTrans, bi(m), bi(k), alpha, a, bi(lda), b, bi(incx), beta, c, bi(ldc));
+  return true;
+}
+
 }  // namespace
 
 void gemm(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, float alpha, const float* a,
           std::int64_t lda, const float* b, std::int64_t ldb, float beta, float* c, std::int64_t ldc, Library lib) {
   if (m == 0 || n == 0) return;
   if (k == 0) return scale_only(m, n, beta, c, ldc);
+  if (as_gemv(cblas_sgemv, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)) return;
 #if YMLOPT_HAVE_ONEDNN
   if (lib == Library::best) {
     single_threaded();
@@ -66,6 +90,7 @@ void gemm(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, doub
           std::int64_t lda, const double* b, std::int64_t ldb, double beta, double* c, std::int64_t ldc, Library) {
   if (m == 0 || n == 0) return;
   if (k == 0) return scale_only(m, n, beta, c, ldc);
+  if (as_gemv(cblas_dgemv, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)) return;
   cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, bi(m), bi(n), bi(k),
               alpha, a, bi(lda), b, bi(ldb), beta, c, bi(ldc));
 }

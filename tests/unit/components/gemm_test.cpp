@@ -35,7 +35,9 @@ TYPED_TEST(GemmTyped, MatchesNaiveOnBlockedShapes) {
   };
   std::uint32_t seed = 7;
   for (gemm::Library lib : {gemm::Library::best, gemm::Library::openblas})
-  for (Case cs : {Case{131, 97, 257}, Case{64, 300, 33}, Case{1, 513, 129}, Case{517, 3, 64}})
+  // m = 1, n = 1 and both: the matrix-vector path (strided vectors when transposed)
+  for (Case cs : {Case{131, 97, 257}, Case{64, 300, 33}, Case{1, 513, 129}, Case{517, 3, 64}, Case{300, 1, 77},
+                  Case{1, 1, 50}})
     for (bool ta : {false, true})
       for (bool tb : {false, true}) {
         Mat<T> a(ta ? cs.k : cs.m, ta ? cs.m : cs.k, 5), b(tb ? cs.n : cs.k, tb ? cs.k : cs.n, 16),
@@ -68,6 +70,25 @@ TYPED_TEST(GemmTyped, BetaZeroIgnoresNaNInC) {
   const auto ref = naive_gemm(a, b, zero, false, false, 1, 0);
   call(false, false, a, b, c, T(1), T(0));
   EXPECT_LT(max_rel_err(c, ref), 20 * eps<T>());
+}
+
+// The same for one row or one column of C (the matrix-vector path), every transpose.
+TYPED_TEST(GemmTyped, BetaZeroIgnoresNaNInAVectorC) {
+  using T = TypeParam;
+  for (auto [m, n] : {std::pair<std::int64_t, std::int64_t>{1, 37}, {29, 1}})
+    for (bool ta : {false, true})
+      for (bool tb : {false, true}) {
+        const std::int64_t k = 45;
+        Mat<T> a(ta ? k : m, ta ? m : k, 3), b(tb ? n : k, tb ? k : n, 2), c(m, n, 1), zero(m, n, 1);
+        a.random(3);
+        b.random(4);
+        for (auto& v : c.buf) v = std::numeric_limits<T>::quiet_NaN();
+        for (auto& v : zero.buf) v = 0;
+        const auto ref = naive_gemm(a, b, zero, ta, tb, 1, 0);
+        call(ta, tb, a, b, c, T(1), T(0));
+        SCOPED_TRACE(::testing::Message() << m << "x" << n << " ta=" << ta << " tb=" << tb);
+        EXPECT_LT(max_rel_err(c, ref), 20 * eps<T>());
+      }
 }
 
 // k == 0: C = beta C; m or n == 0: nothing to do (no call into the library).
