@@ -6,6 +6,12 @@
 // prints the times as one JSON line:
 //
 //   node llama_run.mjs MODEL.gguf IDS.npy OUT.npy [--threads T] [--rounds N] [--peers DIR]
+//   node llama_run.mjs MODEL.gguf IDS.npy OUT.npy --decode N [--threads T] [--rounds R]
+//
+// --decode N: instead, R rounds of generation: the prefill of the ids, then
+// greedy decode steps until N tokens (llama.cpp's sampler at temperature 0);
+// OUT.npy gets the last round's N token ids (i32), and each round's JSON has
+// prefill_ms (to the first token) and decode_ms (the N - 1 tokens after it).
 //
 // Context: F32 KV cache (llama.cpp's default F16 would add its own rounding),
 // one batch holding every id. --peers DIR: where scripts/fetch_peers.sh
@@ -19,7 +25,7 @@ import {fileURLToPath, pathToFileURL} from 'url';
 const here = path.dirname(fileURLToPath(import.meta.url));
 
 function parseArgs(argv) {
-  const a = {pos: [], threads: os.cpus().length, rounds: 1,
+  const a = {pos: [], threads: os.cpus().length, rounds: 1, decode: 0,
     peers: process.env.YMLOPT_PEERS_DIR || path.join(here, '../../../third_party_cache/peers')};
   for (let i = 0; i < argv.length; ++i) {
     const k = argv[i];
@@ -46,8 +52,8 @@ function readIds(file) {
   return ids;
 }
 
-function writeNpy(file, rows, cols, data) {
-  let h = `{'descr': '<f4', 'fortran_order': False, 'shape': (${rows}, ${cols}), }`;
+function writeNpy(file, rows, cols, data, descr = '<f4') {
+  let h = `{'descr': '${descr}', 'fortran_order': False, 'shape': (${rows}, ${cols}), }`;
   h += ' '.repeat(63 - ((10 + h.length) % 64)) + '\n';
   const head = Buffer.alloc(10);
   head.write('\x93NUMPY\x01\x00', 0, 'latin1');
@@ -65,10 +71,35 @@ const ids = readIds(idsPath);
 const t0 = performance.now();
 const llama = await getLlama({gpu: false, build: 'never', logLevel: 'error'});
 const model = await llama.loadModel({modelPath, useMmap: true});
-const context = await model.createContext({contextSize: ids.length + 8, batchSize: ids.length, threads: a.threads,
+const context = await model.createContext({contextSize: ids.length + a.decode + 8, batchSize: ids.length, threads: a.threads,
   experimentalKvCacheKeyType: 'F32', experimentalKvCacheValueType: 'F32'});
 const seq = context.getSequence();
 const load_ms = performance.now() - t0;
+
+if (a.decode > 0) {
+  const rounds = [];
+  let tokens = [];
+  for (let r = 0; r < a.rounds; ++r) {
+    await seq.clearHistory();
+    tokens = [];
+    const t0 = performance.now();
+    let first = 0;
+    const gen = seq.evaluate(ids, {temperature: 0});
+    for await (const tok of gen) {
+      if (tokens.length === 0) first = performance.now();
+      tokens.push(tok);
+      if (tokens.length >= a.decode) break;
+    }
+    const end = performance.now();
+    rounds.push({prefill_ms: first - t0, decode_ms: end - first});
+  }
+  writeNpy(outPath, 1, tokens.length, Int32Array.from(tokens), '<i4');
+  console.log(JSON.stringify({llama_cpp: `node-llama-cpp ${version}`, threads: a.threads, load_ms, rounds,
+    tokens: tokens.length}));
+  await context.dispose();
+  await model.dispose();
+  process.exit(0);
+}
 
 const rounds = [];
 for (let r = 0; r < a.rounds; ++r) {
