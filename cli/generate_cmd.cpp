@@ -1,6 +1,7 @@
 #include "generate_cmd.hpp"
 
 #include <boost/program_options.hpp>
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -263,11 +264,13 @@ int cmd_generate(const std::vector<std::string>& args) {
   using Clock = std::chrono::steady_clock;
   Clock::time_point first, last;
   std::size_t first_count = 0, count = 0;
+  std::vector<double> steps;  // seconds per token of each decode step
   RunHooks hooks;
   hooks.on_iteration = [&](const Dag& dag, const DataStore& store, std::int32_t, std::int64_t, Session& s) {
     const auto ids = read_generated(dag, store, &s);
     const auto now = Clock::now();
     if (first_count == 0) first = now, first_count = ids.size();
+    else if (ids.size() > count) steps.push_back(std::chrono::duration<double>(now - last).count() / double(ids.size() - count));
     last = now, count = ids.size();
     out.update(ids);
   };
@@ -287,11 +290,14 @@ int cmd_generate(const std::vector<std::string>& args) {
   std::snprintf(buf, sizeof buf, "prompt: %zu tokens in %.1f ms (%.1f tokens/s); ", prompt.size(), prefill_s * 1e3,
                 prefill_s > 0 ? double(prompt.size()) / prefill_s : 0.0);
   std::cerr << buf;
-  if (count > first_count && decode_s > 0)
-    std::snprintf(buf, sizeof buf, "decode: %zu tokens in %.1f ms (%.2f tokens/s)", count - first_count, decode_s * 1e3,
-                  double(count - first_count) / decode_s);
-  else
+  if (count > first_count && decode_s > 0 && !steps.empty()) {
+    std::nth_element(steps.begin(), steps.begin() + std::ptrdiff_t(steps.size() / 2), steps.end());
+    std::snprintf(buf, sizeof buf, "decode: %zu tokens in %.1f ms (%.2f tokens/s; median step %.1f ms)",
+                  count - first_count, decode_s * 1e3, double(count - first_count) / decode_s,
+                  steps[steps.size() / 2] * 1e3);
+  } else {
     std::snprintf(buf, sizeof buf, "decode: none (the prefill drew the only token)");
+  }
   std::cerr << buf << "; " << count << " generated, "
             << (std::int64_t(count) >= a.max_new ? "stopped at -n " + std::to_string(a.max_new) : std::string("stopped at an end token"))
             << "; run directory " << r.out << "\n";

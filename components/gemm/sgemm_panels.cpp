@@ -189,7 +189,9 @@ ContentCache<Key, Kept, KeyHash>& kept() {
 }  // namespace
 
 bool keeps_sgemm_panels(int64_t m, int64_t n, int64_t k) {
-  return m > 0 && n >= 16 && k >= 16 && kept().budget() > 0;
+  // one row (a decode step) runs as a GEMV that streams the weight as it is:
+  // panels would only add a packed copy
+  return m > 1 && n >= 16 && k >= 16 && kept().budget() > 0;
 }
 
 void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda, const float* b,

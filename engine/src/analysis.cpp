@@ -1,6 +1,7 @@
 #include "ymlopt/engine/analysis.hpp"
 
 #include <algorithm>
+#include <map>
 #include <set>
 #include <vector>
 
@@ -90,7 +91,20 @@ ContentIds content_ids(const Dag& dag) {
   c.first.assign(dag.tasks.size() + 1, 0);
   for (size_t i = 0; i < dag.tasks.size(); ++i) c.first[i + 1] = c.first[i] + dag.tasks[i].bindings.size();
   c.ids.assign(c.first.back(), 0);
-  if (dag.dynamic()) return c;
+  if (dag.dynamic()) {
+    // tasks run again: only data no task writes (weights) keep one content per
+    // tensor and tile for the whole run
+    const std::vector<char> w = written_data(dag);
+    std::map<std::pair<std::int32_t, std::int32_t>, std::uint32_t> ids;
+    for (size_t i = 0; i < dag.tasks.size(); ++i)
+      for (size_t p = 0; p < dag.tasks[i].bindings.size(); ++p) {
+        const DataRef& r = dag.tasks[i].bindings[p].ref;
+        if (r.data < 0 || w[size_t(r.data)]) continue;
+        auto it = ids.emplace(std::make_pair(r.data, r.tile), std::uint32_t(ids.size() + 1)).first;
+        c.ids[c.first[i] + p] = it->second;
+      }
+    return c;
+  }
   // The id of the current version of each whole tensor and each tile (0: none
   // given yet), in one pass over the tasks in program order. A tile's id is
   // valid while no whole-tensor write came after it (whole_writes then).

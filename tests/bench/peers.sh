@@ -3,7 +3,8 @@
 # weights, ids and thread count; both outputs checked against the PyTorch
 # reference forward (tests/reference/transformers_ref.py, float64). Then, with
 # the same REPS and SMOKE, ymlopt against llama.cpp on LLaMA
-# (tests/bench/peers/llama_cpp.sh; LLAMA=0 leaves it out, LLAMA_CASES sets its CASES).
+# (tests/bench/peers/llama_cpp.sh; LLAMA=0 leaves it out, LLAMA_CASES sets its CASES),
+# and with DECODE=N (SMOKE: 8) their generation of N tokens (llama_cpp.sh's DECODE).
 #
 #   tests/bench/peers.sh [BUILD_DIR|YMLOPT_BINARY] [REPS]         # default build, 5
 #   CASES="gpt2:124M:128:f32 bert:base:128:int8" tests/bench/peers.sh build 5
@@ -201,8 +202,14 @@ echo "load average at the end:$(uptime | sed 's/.*load average: */ /')"
 if [ "${LLAMA:-1}" = 1 ]; then
   echo
   rc=0
-  CASES=${LLAMA_CASES:-} bash "$peers_py/llama_cpp.sh" "$y" "$reps" || rc=$?
+  DECODE=0 CASES=${LLAMA_CASES:-} bash "$peers_py/llama_cpp.sh" "$y" "$reps" || rc=$?
   [ "$rc" = 0 ] || [ "$rc" = 77 ] || fails=$((fails + 1))
+  if [ "${SMOKE:-0}" = 1 ] || [ "${DECODE:-0}" -gt 0 ]; then  # generation: prefill + KV-cache decode steps
+    echo
+    rc=0
+    DECODE=${DECODE:-8} CASES=${LLAMA_CASES:-} bash "$peers_py/llama_cpp.sh" "$y" "$reps" || rc=$?
+    [ "$rc" = 0 ] || [ "$rc" = 77 ] || fails=$((fails + 1))
+  fi
 fi
 if [ $fails -ne 0 ]; then echo "$fails check(s) failed"; exit 1; fi
 echo "all checks passed"

@@ -7,6 +7,7 @@
 #   tests/bench/peers/llama_cpp.sh [BUILD_DIR|YMLOPT_BINARY] [REPS]            # default build, 5
 #   CASES="llama:1.1B:128:f32 llama:1.1B:128:q8_0 llama:1.1B:128:q4_0" tests/bench/peers/llama_cpp.sh
 #   SMOKE=1 tests/bench/peers/llama_cpp.sh build       # tiny llama f32 and q4_0, 1 round (ctest)
+#   DECODE=64 PROMPT=32 tests/bench/peers/llama_cpp.sh build 3   # generation instead (below)
 #
 # A case is llama:PRESET:SEQ:DTYPE, DTYPE f32, q8_0 or q4_0: ymlopt runs the
 # weights `ymlopt optimize --sequence workflows/sequences/DTYPE.xml` writes,
@@ -24,6 +25,13 @@
 # reaches 4e-3 on the 1.1B model, ours 1e-5; a wrong export is off by O(1)).
 # Quantized: KL below TOL_KL (default 0.02 for q8_0, 0.5 for q4_0: 4-bit codes
 # of seeded normal weights cost ~0.17 in both engines).
+# DECODE=N: generation instead of the prefill: the first PROMPT ids (default 32)
+# as the prompt, then N tokens, greedy, in `ymlopt generate` (a prefill, then a
+# runtime loop of KV-cache decode steps) and in llama.cpp (llama_run.mjs --decode
+# N), alternating REPS rounds: the prefill's ms, the decode's tokens/s over its
+# N - 1 steps (ymlopt's include packing the quantized weights' panels in the
+# first step; llama.cpp repacks at load) and ymlopt's median step; and how many
+# greedy tokens the engines share (f32 must share all of them).
 # Env: THREADS (default nproc), KEEP=DIR keeps the files. Exit 77 (skip) when
 # node-llama-cpp cannot be fetched or Python lacks torch/numpy.
 set -euo pipefail
@@ -89,16 +97,16 @@ prepare() {
   "$py" -c "import numpy as np; np.save('$d/ids.npy', (np.arange($seq) * 7919 % $vocab).astype(np.int32))"
   wf_args=(workflows/models/llama.xml --set ids="$d/ids.npy" --set seq=$seq --set layers=$layers --set width=$width
     --set heads=$heads --set kv_heads=$kv --set ffn=$ffn --set vocab=$vocab)
-  local ref=$work/ref-llama-$preset-$seq.npy
-  [ -f "$ref" ] || "$py" tests/reference/transformers_ref.py --arch llama --weights "$w" --layers "$layers" \
-    --heads "$heads" --kv-heads "$kv" --ids "$d/ids.npy" --batch 1 --seq "$seq" --threads "$threads" --save "$ref" >/dev/null
-  ln -sf "$ref" "$d/ref.npy"
+  ref_args=(--arch llama --weights "$w" --layers "$layers" --heads "$heads" --kv-heads "$kv" --ids "$d/ids.npy"
+    --batch 1 --seq "$seq" --threads "$threads")
+  gen_args=(--set heads="$heads" --set kv_heads="$kv")
   if [ "$dtype" != f32 ]; then
     [ -f "$work/$dtype-$preset/llama.opt.safetensors" ] || "$y" optimize "${wf_args[@]}" --set weights="$w" \
       --sequence "workflows/sequences/$dtype.xml" -o "$work/$dtype-$preset" >/dev/null
     w=$work/$dtype-$preset/llama.opt.safetensors
   fi
   wf_args+=(--set weights="$w")
+  gen_args+=(--model "$w")
   "$y" export "$w" "$d/model.gguf" --arch llama --preset "$preset" | sed 's/^/    /'
 }
 
@@ -109,6 +117,9 @@ one_case() {
   [[ "$arch" == llama && "$dtype" =~ ^(f32|q8_0|q4_0)$ ]] || { echo "llama_cpp: bad case '$1' (llama:PRESET:SEQ:f32|q8_0|q4_0)" >&2; exit 2; }
   echo "== llama $preset seq $seq $dtype"
   prepare "$preset" "$seq" "$dtype"
+  local ref=$work/ref-llama-$preset-$seq.npy
+  [ -f "$ref" ] || "$py" tests/reference/transformers_ref.py "${ref_args[@]}" --save "$ref" >/dev/null
+  ln -sf "$ref" "$d/ref.npy"
   : >"$d/rounds.tsv"
   for r in $(seq 1 "$reps"); do
     t0=$(now_ms)
@@ -155,6 +166,46 @@ print(f"| {name} | {seq} | {dtype} | {ym:.1f} | {lm:.1f} | **{ym / lm:.2f}** | {
 PY
 }
 
+# decode_case llama:PRESET:SEQ:DTYPE: generation rounds, alternating; prints the table row
+decode_case() {
+  local arch preset seq dtype r ids
+  IFS=: read -r arch preset seq dtype <<<"$1"
+  echo "== llama $preset generation: prompt $prompt_n, $decode_n tokens, $dtype"
+  prepare "$preset" "$seq" "$dtype"
+  ids=$("$py" -c "import numpy as np, sys; a = np.load(sys.argv[1])[:int(sys.argv[2])]; np.save(sys.argv[3], a)
+print(','.join(map(str, a)))" "$d/ids.npy" "$prompt_n" "$d/prompt.npy")
+  : >"$d/gen.tsv"
+  for r in $(seq 1 "$reps"); do
+    "$y" generate "${gen_args[@]}" --ids "$ids" -n "$decode_n" --ignore-eos --ncpu "$threads" -o "$d/gen" >/dev/null 2>"$d/gen.err" ||
+      { cat "$d/gen.err"; exit 1; }
+    node tests/bench/peers/llama_run.mjs "$d/model.gguf" "$d/prompt.npy" "$d/lgen.npy" --decode "$decode_n" \
+      --threads "$threads" >"$d/lgen.json"
+    "$py" - "$d/gen.err" "$d/lgen.json" >>"$d/gen.tsv" <<'PY'
+import json, re, sys
+e = open(sys.argv[1]).read()
+p = float(re.search(r"prompt: \d+ tokens in ([0-9.]+) ms", e).group(1))
+m = re.search(r"decode: (\d+) tokens in ([0-9.]+) ms .*median step ([0-9.]+) ms", e)
+l = json.load(open(sys.argv[2]))["rounds"][0]
+n = int(m.group(1))
+print(p, n / float(m.group(2)) * 1e3, float(m.group(3)), l["prefill_ms"], n / l["decode_ms"] * 1e3, sep="\t")
+PY
+  done
+  "$py" - "$d/gen.tsv" "$d/gen/generated.npy" "$d/lgen.npy" "llama-$preset" "$dtype" "$prompt_n" "$decode_n" <<'PY' | tee -a "$work/table.txt"
+import statistics as st, sys, numpy as np
+rows = [list(map(float, l.split("\t"))) for l in open(sys.argv[1]) if l.strip()]
+yp, yt, ystep, lp, lt = (st.median(c) for c in zip(*rows))
+a, b = np.load(sys.argv[2]).ravel(), np.load(sys.argv[3]).ravel()
+same = int(np.argmin(np.append(a == b, False)))
+name, dtype, pn, dn = sys.argv[4:8]
+print(f"| {name} | {dtype} | {pn} + {dn} | {yp:.0f} | {lp:.0f} | {yt:.2f} | {lt:.2f} | **{lt / yt:.2f}** | {ystep:.1f} "
+      f"| {1e3 / ystep:.2f} | {same} / {len(a)} |")
+PY
+  if [ "$dtype" = f32 ] && ! cmp -s <("$py" -c "import numpy as np,sys; print(list(np.load(sys.argv[1]).ravel()))" "$d/gen/generated.npy") \
+    <("$py" -c "import numpy as np,sys; print(list(np.load(sys.argv[1]).ravel()))" "$d/lgen.npy"); then
+    echo "    FAIL: f32 greedy tokens differ between ymlopt and llama.cpp"; fails=$((fails + 1))
+  fi
+}
+
 echo "peers: ymlopt vs llama.cpp, $(date -u '+%Y-%m-%d %H:%M UTC')"
 flags=$(grep -o -w -E 'avx2|avx512f|avx512_vnni|avx512_bf16|avx_vnni|amx_tile|amx_int8|amx_bf16' /proc/cpuinfo | sort -u | xargs || true)
 grep -q amx <<<"$flags" || flags+=" (no AMX)"
@@ -163,6 +214,19 @@ echo "CPU: $(lscpu | sed -n 's/^Model name: *//p') (family $(lscpu | sed -n 's/^
 echo "load average:$(uptime | sed 's/.*load average: */ /')"
 echo "threads=$threads reps=$reps; ymlopt $y ($("$y" --version | head -1))"
 : >"$work/table.txt"
+decode_n=${DECODE:-0}
+prompt_n=${PROMPT:-32}
+if [ "$decode_n" -gt 0 ]; then
+  for c in $cases; do decode_case "$c"; done
+  echo
+  echo "| model | dtype | prompt + new | ymlopt prefill ms | llama.cpp prefill ms | ymlopt tokens/s | llama.cpp tokens/s | time ratio | ymlopt median step ms | ymlopt steady tokens/s | same greedy tokens |"
+  echo "|---|---|---|---|---|---|---|---|---|---|---|"
+  cat "$work/table.txt"
+  echo "load average at the end:$(uptime | sed 's/.*load average: */ /')"
+  if [ $fails -ne 0 ]; then echo "$fails check(s) failed"; exit 1; fi
+  echo "all checks passed"
+  exit 0
+fi
 for c in $cases; do one_case "$c"; done
 echo
 echo "| model | seq | dtype | ymlopt ms | llama.cpp ms | ratio | ymlopt warm ms | llama.cpp warm ms | warm ratio | ymlopt wall ms | llama.cpp wall ms | ymlopt max dlogp / KL | llama.cpp max dlogp / KL |"

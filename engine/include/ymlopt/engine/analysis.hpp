@@ -36,8 +36,9 @@ DagFootprint analyze(const Dag& dag);
 /// Names the contents each read-only port sees, for TensorView::content_id:
 /// ids[first[t] + p] of task t's port p is nonzero for a read whose data (or
 /// tile) no task writes between two reads with the same id: one id per
-/// version of each tensor and tile. Written ports get 0, and so does every
-/// port of a DAG with runtime loops or co-methods (tasks that run again).
+/// version of each tensor and tile. Written ports get 0. In a DAG with runtime
+/// loops or co-methods (tasks that run again) only reads of data no task writes
+/// (weights) get one: one per tensor and tile.
 ///
 ///   ContentIds c = content_ids(dag);
 ///   std::uint32_t id = c.ids[c.first[t] + p];
