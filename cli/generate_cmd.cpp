@@ -17,6 +17,7 @@
 #include "text/hf_tokenizer.hpp"
 #include "usage_error.hpp"
 #include "ymlopt/parse_position.hpp"
+#include "ymlopt/xml/diagnostic.hpp"
 
 namespace po = boost::program_options;
 namespace fs = std::filesystem;
@@ -26,7 +27,7 @@ namespace ymlopt {
 namespace {
 
 struct GenerateArgs {
-  std::string model, prompt, ids, workflow, eos;
+  std::string model, prompt, ids, workflow, eos, kv_dtype = "f32";
   std::int64_t max_new = 32, context = 0, top_k = 0, seed = 0;
   double temperature = 0, top_p = 1, min_p = 0;
   bool ignore_eos = false, quiet = false;
@@ -68,6 +69,8 @@ bool parse_generate_args(const std::vector<std::string>& args, GenerateArgs& a) 
       "end tokens, comma-separated (default: generation_config.json, config.json or the tokenizer's)")(
       "ignore-eos", po::bool_switch(&a.ignore_eos), "generate max-new tokens whatever they are")(
       "context", po::value(&a.context), "KV cache rows per layer (default: prompt + max-new)")(
+      "kv-dtype", po::value(&a.kv_dtype),
+      "the KV cache's storage: f32 (default), f16, or i8 (a scale per token and head): half or a quarter the memory")(
       "workflow", po::value(&a.workflow), "the generate workflow (default: workflows/models/ARCH_generate.xml)")(
       "set,s", po::value(&a.run.wf.sets)->composing(), "override a workflow parameter: NAME=VALUE (repeatable)")(
       "out,o", po::value(&a.run.out), "run directory (default runs/<workflow>-<time>): generated.npy, report.json")(
@@ -94,13 +97,17 @@ bool parse_generate_args(const std::vector<std::string>& args, GenerateArgs& a) 
   if (!(a.top_p > 0 && a.top_p <= 1)) throw UsageError("generate: --top-p must be in (0, 1]");
   if (!(a.min_p >= 0 && a.min_p < 1)) throw UsageError("generate: --min-p must be in [0, 1)");
   if (a.context < 0) throw UsageError("generate: --context must be >= 0");
+  if (a.kv_dtype != "f32" && a.kv_dtype != "f16" && a.kv_dtype != "i8")
+    throw UsageError("generate: --kv-dtype is f32, f16 or i8, not '" + a.kv_dtype + "'" +
+                     did_you_mean(a.kv_dtype, {"f32", "f16", "i8"}));
   if (a.ignore_eos && !a.eos.empty()) throw UsageError("generate: --eos and --ignore-eos contradict each other");
   if (!a.eos.empty()) parse_id_list(a.eos, "--eos");
   if (a.run.backend != "starpu" && a.run.backend != "sequential")
     throw UsageError("generate: --backend is starpu or sequential, not '" + a.run.backend + "'");
   if (a.run.ncpu < 0) throw UsageError("generate: --ncpu must be >= 0");
   for (const auto& [name, value] : parse_sets(a.run.wf.sets))
-    for (const char* mine : {"ids", "seq", "max_new", "cache_rows", "temperature", "top_k", "top_p", "min_p", "seed", "eos"})
+    for (const char* mine : {"ids", "seq", "max_new", "cache_rows", "temperature", "top_k", "top_p", "min_p", "seed", "eos",
+                             "kv_dtype"})
       if (name == mine) throw UsageError("generate: --set " + name + "=" + value + ": give it as an option of generate");
   return true;
 }
@@ -254,7 +261,7 @@ int cmd_generate(const std::vector<std::string>& args) {
   for (const std::string& s :
        {"ids=" + ids.path, "seq=" + std::to_string(prompt.size()), "max_new=" + std::to_string(a.max_new),
         "temperature=" + num(a.temperature), "top_k=" + std::to_string(a.top_k), "top_p=" + num(a.top_p),
-        "min_p=" + num(a.min_p), "seed=" + std::to_string(a.seed), "eos=" + eos_list})
+        "min_p=" + num(a.min_p), "seed=" + std::to_string(a.seed), "eos=" + eos_list, "kv_dtype=" + a.kv_dtype})
     r.wf.sets.push_back(s);
   if (a.context > 0) r.wf.sets.push_back("cache_rows=" + std::to_string(a.context));
   r.quiet = true;

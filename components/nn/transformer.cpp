@@ -146,12 +146,15 @@ void register_transformer(Registry& reg) {
       "KV cache)",
       positions_ports(), {}, positions_cpu, positions_check, positions_cost);
   kutil::add_component(reg, "nn.kv_append",
-      "cache[positions[r], :] = x[r, :]: a step's keys or values written into a KV cache [context, width]; a "
-      "position outside the cache is an error (the context is full)",
-      kv_append_ports(), {}, kv_append_cpu, kv_append_check, kv_append_cost);
+      "cache[positions[r], :] = x[r, :]: a step's keys or values written into a KV cache [context, width], stored "
+      "as x, as f16, or as int8 codes with one scale per row and head (max|x| / 127); a position outside the cache "
+      "is an error (the context is full)",
+      kv_append_ports(), {{"heads", ParamType::int_, "1", false, "heads in a row (an i8 cache: a scale each)"}},
+      kv_append_cpu, kv_append_check, kv_append_cost);
   kutil::add_component(reg, "nn.kv_attention",
       "attention over a KV cache: query row r (head h) attends cache rows 0 .. positions[r] of kv head h / (heads / "
-      "kv_heads): y = softmax(scale q k^T) v. The causal prefill of a prompt and each one-token decode step alike",
+      "kv_heads): y = softmax(scale q k^T) v; an f16 or i8 cache is widened row by row. The causal prefill of a "
+      "prompt and each one-token decode step alike",
       kv_attention_ports(),
       {{"heads", ParamType::int_, "", true, "number of query heads (q has heads*dh columns)"},
        {"kv_heads", ParamType::int_, "0", false, "number of key/value heads; 0: heads (must divide heads)"},

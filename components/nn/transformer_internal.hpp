@@ -252,6 +252,11 @@ const std::vector<PortSpec>& kv_attention_ports();
 std::string kv_attention_check(const TaskShape& t);
 Cost kv_attention_cost(const TaskShape& t);
 void kv_attention_cpu(KernelContext& ctx);
+/// f16 bit patterns widened (an f16 cache's rows): F16C where the CPU has it,
+/// else the scalar conversion (exact both ways; tested against each other).
+void widen_f16(const std::uint16_t* c, int64_t n, float* o);
+void widen_f16(const std::uint16_t* c, int64_t n, double* o);
+void widen_f16_scalar(const std::uint16_t* c, int64_t n, float* o);
 
 // nn.sample
 const std::vector<PortSpec>& sample_ports();

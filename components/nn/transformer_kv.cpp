@@ -7,7 +7,11 @@
 // every step.
 #include "nn/transformer_internal.hpp"
 
+#include <immintrin.h>
+
 #include <cstring>
+
+#include <ymlopt/half.hpp>
 
 namespace ymlopt::transformer {
 
@@ -66,13 +70,121 @@ void positions_cpu(KernelContext& ctx) {
   *pos += std::int32_t(n);
 }
 
+// ============================================================ cache storage
+// A cache holds its rows in the activations' dtype, in f16 (f32 activations),
+// or in int8 with one f32 scale per row and head: code = round(x / s),
+// s = max|x| / 127 over the head's dh values (symmetric, per token and head).
+
+namespace {
+
+bool cache_dtype_ok(DType cache, DType act) { return cache == act || cache == DType::i8 || (cache == DType::f16 && act == DType::f32); }
+
+/// "" when `cache` (port c) can store rows of dtype `act` with the scale port sc
+/// bound exactly when it is int8, one scale per row and head.
+std::string check_cache(const std::vector<PortSpec>& s, std::span<const TensorView> p, std::size_t c, std::size_t sc,
+                        DType act, int64_t heads) {
+  if (!cache_dtype_ok(p[c].dtype, act))
+    return "port '" + s[c].name + "' has dtype " + dtype_name(p[c].dtype) + ": a cache of " + dtype_name(act) +
+           " rows is " + dtype_name(act) + ", f16 (f32 rows) or i8 (with scales)";
+  const bool i8 = p[c].dtype == DType::i8;
+  if (i8 && !p[sc].bound()) return "port '" + s[c].name + "' is i8: bind '" + s[sc].name + "' (a scale per row and head)";
+  if (!i8 && p[sc].bound())
+    return "port '" + s[sc].name + "' is bound but '" + s[c].name + "' is " + dtype_name(p[c].dtype) + ", not i8";
+  if (i8 && (p[sc].rows != p[c].rows || p[sc].cols != heads))
+    return "port '" + s[sc].name + "' is " + dims(p[sc]) + " but expected " + rc(p[c].rows, heads) + " (a scale per row of '" +
+           s[c].name + "' and head)";
+  if (i8 && p[c].cols % heads != 0)
+    return "port '" + s[c].name + "' is " + dims(p[c]) + ": " + to_string(p[c].cols) + " columns are not a multiple of " +
+           to_string(heads) + " heads";
+  return "";
+}
+
+/// Stores row `x` (n values, `heads` heads) as cache row `dst` (its scales at `scale`).
+template <class T> void store_row(const T* x, int64_t n, int64_t heads, const TensorView& cache, int64_t row, float* scale) {
+  char* dst = static_cast<char*>(cache.data) + std::size_t(row) * std::size_t(cache.ld) * dtype_size(cache.dtype);
+  switch (cache.dtype) {
+    case DType::f16: {
+      auto* d = reinterpret_cast<std::uint16_t*>(dst);
+      for (int64_t j = 0; j < n; ++j) d[j] = half::f16_bits_from_double(double(x[j]));
+      break;
+    }
+    case DType::i8: {
+      auto* d = reinterpret_cast<std::int8_t*>(dst);
+      const int64_t dh = n / heads;
+      for (int64_t h = 0; h < heads; ++h) {
+        double amax = 0;
+        for (int64_t j = h * dh; j < (h + 1) * dh; ++j) amax = std::max(amax, std::fabs(double(x[j])));
+        const double sc = amax / 127.0;
+        scale[h] = float(sc);
+        for (int64_t j = h * dh; j < (h + 1) * dh; ++j)
+          d[j] = sc > 0 ? std::int8_t(std::clamp(std::nearbyint(double(x[j]) / double(float(sc))), -127.0, 127.0)) : 0;
+      }
+      break;
+    }
+    default: std::memcpy(dst, x, std::size_t(n) * sizeof(T));
+  }
+}
+
+/// Rows [0, rows) of a cache in T: as stored, or widened (f16), or codes times
+/// their scales (i8) into `out` [rows, cols] (leading dimension cols).
+template <class T>
+const T* cache_rows(const TensorView& cache, const TensorView& scale, int64_t rows, int64_t heads, std::vector<T>& out,
+                    int64_t* ld) {
+  if (cache.dtype == dtype_of<T>()) {
+    *ld = ld_of(cache);
+    return static_cast<const T*>(cache.data);
+  }
+  const int64_t n = cache.cols, dh = n / heads;
+  out.resize(std::size_t(rows * n));
+  *ld = n;
+  for (int64_t r = 0; r < rows; ++r) {
+    T* o = out.data() + r * n;
+    if (cache.dtype == DType::f16) {
+      const auto* c = static_cast<const std::uint16_t*>(cache.data) + r * cache.ld;
+      widen_f16(c, n, o);
+    } else {
+      const auto* c = static_cast<const std::int8_t*>(cache.data) + r * cache.ld;
+      const float* sc = static_cast<const float*>(scale.data) + r * scale.ld;
+      for (int64_t h = 0; h < heads; ++h)
+        for (int64_t j = h * dh; j < (h + 1) * dh; ++j) o[j] = T(c[j]) * T(sc[h]);
+    }
+  }
+  return out.data();
+}
+
+}  // namespace
+
+// f16 -> float, 8 at a time with F16C where the CPU has it (exact either way).
+__attribute__((target("avx,f16c"))) static void widen_f16_f16c(const std::uint16_t* c, int64_t n, float* o) {
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8)
+    _mm256_storeu_ps(o + j, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(c + j))));
+  for (; j < n; ++j) o[j] = float(half::f16_bits_to_double(c[j]));
+}
+
+void widen_f16_scalar(const std::uint16_t* c, int64_t n, float* o) {
+  for (int64_t j = 0; j < n; ++j) o[j] = float(half::f16_bits_to_double(c[j]));
+}
+
+void widen_f16(const std::uint16_t* c, int64_t n, float* o) {
+  static const bool f16c = __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx");
+  if (f16c) widen_f16_f16c(c, n, o);
+  else widen_f16_scalar(c, n, o);
+}
+
+void widen_f16(const std::uint16_t* c, int64_t n, double* o) {
+  for (int64_t j = 0; j < n; ++j) o[j] = half::f16_bits_to_double(c[j]);
+}
+
 // ============================================================ nn.kv_append
 
 const std::vector<PortSpec>& kv_append_ports() {
   static const std::vector<PortSpec> p = {
       {"x", Access::read, kFloat, false, 2, "this step's keys or values [rows, width]"},
       {"positions", Access::read, {DType::i32}, false, 2, "the cache row of each row of x [rows]"},
-      {"cache", Access::read_write, kFloat, false, 2, "the cache [context, width]; only the rows named are written"},
+      {"cache", Access::read_write, {DType::f32, DType::f64, DType::f16, DType::i8}, false, 2,
+       "the cache [context, width] in x's dtype, f16 or i8; only the rows named are written"},
+      {"scale", Access::read_write, {DType::f32}, true, 2, "i8 cache: one scale per row and head [context, heads]"},
   };
   return p;
 }
@@ -81,7 +193,10 @@ std::string kv_append_check(const TaskShape& t) {
   const auto& s = kv_append_ports();
   const auto& p = t.ports;
   if (auto m = kutil::ports_present(s, p); !m.empty()) return m;
-  if (auto m = first_error({kutil::same_dtype(s, p, 2, 0), one_position_per_row(s, p, 1, 0)}); !m.empty()) return m;
+  if (auto m = first_error({kutil::float_dtype(s, p, 0), positive_param(t.args, "heads"), one_position_per_row(s, p, 1, 0)});
+      !m.empty())
+    return m;
+  if (auto m = check_cache(s, p, 2, 3, p[0].dtype, t.args.get_int("heads")); !m.empty()) return m;
   if (p[2].cols != p[0].cols)
     return "port 'cache' is " + dims(p[2]) + " but 'x' is " + dims(p[0]) + ": the widths must match";
   if (p[0].rows > p[2].rows)
@@ -93,19 +208,25 @@ std::string kv_append_check(const TaskShape& t) {
 Cost kv_append_cost(const TaskShape& t) {
   Cost c;
   if (t.ports.size() != kv_append_ports().size()) return c;
-  c.bytes = 2 * kutil::bytes_of(t.ports[0]) + kutil::bytes_of(t.ports[1]);  // x read, its rows of the cache written
+  // x read, its rows of the cache (and their scales) written
+  c.bytes = kutil::bytes_of(t.ports[0]) + kutil::bytes_of(t.ports[1]) +
+            double(t.ports[0].rows) * double(t.ports[0].cols) * double(dtype_size(t.ports[2].dtype)) +
+            (t.ports[3].bound() ? double(t.ports[0].rows) * double(t.ports[3].cols) * 4 : 0);
   return c;
 }
 
 void kv_append_cpu(KernelContext& ctx) {
   kutil::validate(ctx, kv_append_ports(), kv_append_check);
-  const TensorView &x = ctx.port(0), &pos = ctx.port(1), &cache = ctx.port(2);
+  const TensorView &x = ctx.port(0), &pos = ctx.port(1), &cache = ctx.port(2), &scale = ctx.port(3);
   check_positions(pos, x.rows, cache.rows, "cache");
-  const std::size_t es = dtype_size(x.dtype), row_bytes = std::size_t(x.cols) * es;
   const std::int32_t* p = ints(pos);
-  for (int64_t r = 0; r < x.rows; ++r)
-    std::memcpy(static_cast<char*>(cache.data) + std::size_t(p[r]) * std::size_t(cache.ld) * es,
-                static_cast<const char*>(x.data) + std::size_t(r) * std::size_t(x.ld) * es, row_bytes);
+  const int64_t heads = ctx.arg_int("heads");
+  kutil::dispatch_float(x.dtype, [&](auto tg) {
+    using T = typename decltype(tg)::type;
+    for (int64_t r = 0; r < x.rows; ++r)
+      store_row(row<T>(x, r), x.cols, heads, cache, p[r],
+                scale.bound() ? static_cast<float*>(scale.data) + std::size_t(p[r]) * std::size_t(scale.ld) : nullptr);
+  });
 }
 
 // ============================================================ nn.kv_attention
@@ -113,11 +234,15 @@ void kv_append_cpu(KernelContext& ctx) {
 const std::vector<PortSpec>& kv_attention_ports() {
   static const std::vector<PortSpec> p = {
       {"q", Access::read, kFloat, false, 2, "this step's queries [rows, heads*dh]"},
-      {"k", Access::read, kFloat, false, 2, "the key cache [context, kv_heads*dh]"},
-      {"v", Access::read, kFloat, false, 2, "the value cache [context, kv_heads*dh]"},
+      {"k", Access::read, {DType::f32, DType::f64, DType::f16, DType::i8}, false, 2,
+       "the key cache [context, kv_heads*dh]: q's dtype, f16 or i8 (nn.kv_append's storage)"},
+      {"v", Access::read, {DType::f32, DType::f64, DType::f16, DType::i8}, false, 2,
+       "the value cache [context, kv_heads*dh], stored like k or not"},
       {"positions", Access::read, {DType::i32}, false, 2,
        "the position of each query [rows]: it attends cache rows 0 .. its position"},
       {"y", Access::write, kFloat, false, 2, "output [rows, heads*dh]"},
+      {"k_scale", Access::read, {DType::f32}, true, 2, "i8 key cache: its scales [context, kv_heads]"},
+      {"v_scale", Access::read, {DType::f32}, true, 2, "i8 value cache: its scales [context, kv_heads]"},
   };
   return p;
 }
@@ -145,12 +270,14 @@ std::string kv_attention_check(const TaskShape& t) {
   const auto& p = t.ports;
   const Args& a = t.args;
   if (auto m = kutil::ports_present(s, p); !m.empty()) return m;
-  if (auto m = first_error({kutil::same_dtype(s, p, 1, 0), kutil::same_dtype(s, p, 2, 0), kutil::same_dtype(s, p, 4, 0),
-                            positive_param(a, "heads"), nonneg_param(a, "kv_heads"), one_position_per_row(s, p, 3, 0)});
+  if (auto m = first_error({kutil::float_dtype(s, p, 0), kutil::same_dtype(s, p, 4, 0), positive_param(a, "heads"),
+                            nonneg_param(a, "kv_heads"), one_position_per_row(s, p, 3, 0)});
       !m.empty())
     return m;
   const int64_t heads = a.get_int("heads");
   const int64_t kv = a.get_int("kv_heads") > 0 ? a.get_int("kv_heads") : heads;
+  if (auto m = first_error({check_cache(s, p, 1, 5, p[0].dtype, kv), check_cache(s, p, 2, 6, p[0].dtype, kv)}); !m.empty())
+    return m;
   if (heads % kv != 0)
     return "param 'kv_heads' is " + to_string(kv) + ": heads=" + to_string(heads) + " must be a multiple of kv_heads";
   if (p[0].cols % heads != 0 || p[0].cols == 0)
@@ -174,16 +301,18 @@ Cost kv_attention_cost(const TaskShape& t) {
   const KvDims d = kv_dims(t);
   // the positions are known at run time only: priced as a full cache
   const double keys = double(d.ctx), es = double(dtype_size(t.ports[0].dtype));
+  const double ks = double(dtype_size(t.ports[1].dtype)), vs = double(dtype_size(t.ports[2].dtype));
   Cost c;
   c.flops = double(d.rows) * double(d.heads) * keys * (4 * double(d.dh) + 5);
-  c.bytes = es * (2 * double(d.rows) * double(d.heads * d.dh) + 2 * keys * double(d.kv * d.dh));
+  c.bytes = es * 2 * double(d.rows) * double(d.heads * d.dh) + (ks + vs) * keys * double(d.kv * d.dh);
   c.extra_bytes = es * double(std::min(d.rows, kKvQueryBlock)) * keys;
   return c;
 }
 
 void kv_attention_cpu(KernelContext& ctx) {
   kutil::validate(ctx, kv_attention_ports(), kv_attention_check);
-  const TensorView &q = ctx.port(0), &k = ctx.port(1), &v = ctx.port(2), &pos = ctx.port(3), &y = ctx.port(4);
+  const TensorView &q = ctx.port(0), &k = ctx.port(1), &v = ctx.port(2), &pos = ctx.port(3), &y = ctx.port(4),
+                   &ks = ctx.port(5), &vs = ctx.port(6);
   const KvDims d = kv_dims(TaskShape{ctx.ports(), ctx.args()});
   if (d.rows == 0) return;
   check_positions(pos, d.rows, d.ctx, "key cache");
@@ -198,7 +327,12 @@ void kv_attention_cpu(KernelContext& ctx) {
     std::vector<T> sc(static_cast<std::size_t>(bq * most));
     std::vector<double> inv(static_cast<std::size_t>(bq));
     std::vector<int64_t> lim(static_cast<std::size_t>(bq));
-    const int64_t ldq = ld_of(q), ldk = ld_of(k), ldv = ld_of(v), ldy = ld_of(y);
+    // the cache rows any query reads, in T (widened or dequantized when stored otherwise)
+    std::vector<T> kw, vw;
+    int64_t ldk = 0, ldv = 0;
+    const T* K = cache_rows<T>(k, ks, most, d.kv, kw, &ldk);
+    const T* V = cache_rows<T>(v, vs, most, d.kv, vw, &ldv);
+    const int64_t ldq = ld_of(q), ldy = ld_of(y);
     for (int64_t i0 = 0; i0 < d.rows; i0 += bq) {
       const int64_t nq = std::min(bq, d.rows - i0);
       int64_t nk = 0;
@@ -208,9 +342,9 @@ void kv_attention_cpu(KernelContext& ctx) {
       }
       for (int64_t h = 0; h < d.heads; ++h) {
         const int64_t g = h / group;
-        attend_block(static_cast<const T*>(q.data) + i0 * ldq + h * d.dh, ldq, static_cast<const T*>(k.data) + g * d.dh,
-                     ldk, static_cast<const T*>(v.data) + g * d.dh, ldv, static_cast<T*>(y.data) + i0 * ldy + h * d.dh,
-                     ldy, nq, nk, d.dh, lim.data(), scale, sc.data(), inv.data());
+        attend_block(static_cast<const T*>(q.data) + i0 * ldq + h * d.dh, ldq, K + g * d.dh, ldk, V + g * d.dh, ldv,
+                     static_cast<T*>(y.data) + i0 * ldy + h * d.dh, ldy, nq, nk, d.dh, lim.data(), scale, sc.data(),
+                     inv.data());
       }
     }
   });

@@ -9,8 +9,8 @@ namespace ymlopt {
 
 namespace {
 
-// The caches are what nn.kv_append writes (its port 'cache'): each distinct
-// tile is one layer's block of one tensor.
+// The caches are what nn.kv_append writes (its ports 'cache' and, for an int8
+// cache, 'scale'): each distinct tile is one layer's block of one tensor.
 DagFootprint::KvCache kv_cache_of(const Dag& dag) {
   DagFootprint::KvCache kv;
   std::set<std::pair<std::int32_t, std::int32_t>> blocks;  // (data, tile)
@@ -18,7 +18,7 @@ DagFootprint::KvCache kv_cache_of(const Dag& dag) {
   for (const TaskNode& t : dag.tasks) {
     if (t.comp->name != "nn.kv_append") continue;
     for (std::size_t p = 0; p < t.bindings.size(); ++p)
-      if (t.comp->ports[p].name == "cache" && t.bindings[p].ref.data >= 0) {
+      if ((t.comp->ports[p].name == "cache" || t.comp->ports[p].name == "scale") && t.bindings[p].ref.data >= 0) {
         const DataRef& r = t.bindings[p].ref;
         if (!blocks.insert({r.data, r.tile}).second) continue;
         const DataDecl& d = dag.data[size_t(r.data)];

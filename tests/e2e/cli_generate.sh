@@ -71,6 +71,27 @@ expect_rc 0 "--dry-run of a generate workflow" -- \
   "$y" run $wf/llama_generate.xml --model "$tmp/llama" --set seq=7 --set max_new=57 --dry-run
 expect_in "KV cache: 0.0 MiB (kc, vc): 2 layers x 64 tokens; 512 bytes per token (256 per layer)" "KV cache size by context"
 
+# the cache in f16 and int8: half and under a third of the bytes, logits within their rounding
+for dt in f16 i8; do
+  expect_rc 0 "llama: a $dt KV cache" -- \
+    "$y" generate --model "$tmp/llama" --ids $prompt -n 8 --ignore-eos --kv-dtype $dt -q --backend sequential -o "$tmp/kv_$dt"
+  expect_rc 0 "$dt cache: its bytes and its logits" -- "$py" - "$tmp/g_llama" "$tmp/kv_$dt" $dt <<'PY'
+import json, sys, numpy as np
+ref, run, dt = sys.argv[1:4]
+kv = json.load(open(run + "/report.json"))["memory"]["kv_cache"]
+# per token: 2 layers x (k + v) x 32 values of 2 bytes, or of 1 byte plus a 4-byte scale per kv head (2)
+want = 2 * 2 * 32 * 2 if dt == "f16" else 2 * 2 * (32 + 2 * 4)
+assert kv["bytes_per_token"] == want, (kv, want)
+a, b = np.load(ref + "/logits.npy"), np.load(run + "/logits.npy")
+err = np.abs(a - b).max() / np.abs(a).max()
+assert err < (1e-3 if dt == "f16" else 2e-2), err
+assert (np.load(ref + "/generated.npy") == np.load(run + "/generated.npy")).all()
+print(dt, "max rel err", err)
+PY
+done
+expect_rc 2 "--kv-dtype f8" -- "$y" generate --model "$tmp/llama" --ids $prompt --kv-dtype f8
+expect_in "--kv-dtype is f32, f16 or i8" "names the choices"
+
 # sampling: the seed decides
 sample=(--ids $prompt -n 12 --ignore-eos --temperature 0.9 --top-k 50 --top-p 0.95 -q)
 expect_rc 0 "sampled, seed 7" -- "$y" generate --model "$tmp/llama" "${sample[@]}" --seed 7 -o "$tmp/s7"

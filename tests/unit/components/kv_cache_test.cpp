@@ -2,13 +2,17 @@
 // nn.kv_attention against a long-double softmax attention and against
 // nn.attention's causal forward, step by step; nn.kv_append, nn.positions,
 // nn.rope at given positions; nn.sample's greedy choice, filters and draws.
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <map>
 #include <string>
 #include <vector>
 
+#include <ymlopt/half.hpp>
+
 #include "nn/nn.hpp"
+#include "nn/transformer_internal.hpp"
 #include "test_context.hpp"
 
 namespace ymlopt::test {
@@ -111,6 +115,85 @@ TEST_F(KvCache, PrefillThenStepsEqualCausalAttention) {
     done += n;
   }
   for (std::int64_t r = total; r < ctx; ++r) EXPECT_TRUE(std::isnan(kc(r, 0))) << "row " << r << " written";
+}
+
+// f16 and int8 caches: the stored rows are the rounded keys and values (f16
+// exactly; int8 within half a step of the row-and-head scale), and attention
+// over them equals attention over those rounded values.
+TEST_F(KvCache, F16AndInt8CachesAttendToTheirRoundedRows) {
+  const std::int64_t heads = 4, kv = 2, dh = 8, total = 11, ctx = 16;
+  Mat<float> q(total, heads * dh), k(total, kv * dh), v(total, kv * dh);
+  q.random(21), k.random(22, -3, 3), v.random(23);
+  auto pos = ints({0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10});
+  for (DType dt : {DType::f16, DType::i8}) {
+    SCOPED_TRACE(dtype_name(dt));
+    const bool i8 = dt == DType::i8;
+    Mat<std::uint16_t> kh(ctx, kv * dh, 0, DType::f16, 0), vh(ctx, kv * dh, 0, DType::f16, 0);
+    Mat<std::int8_t> kq(ctx, kv * dh, 0, DType::i8, 0), vq(ctx, kv * dh, 0, DType::i8, 0);
+    Mat<float> ks(ctx, kv, 0, DType::f32, 0), vs(ctx, kv, 0, DType::f32, 0);
+    TensorView kc = i8 ? kq.view() : kh.view(), vc = i8 ? vq.view() : vh.view();
+    TensorView kst = i8 ? ks.view() : TensorView{}, vst = i8 ? vs.view() : TensorView{};
+    run(reg, "nn.kv_append", {k.view(), vec1(pos), kc, kst}, {{"heads", "2"}});
+    run(reg, "nn.kv_append", {v.view(), vec1(pos), vc, vst}, {{"heads", "2"}});
+    // the rounded rows, as the cache holds them
+    Mat<float> kr(total, kv * dh), vr(total, kv * dh);
+    for (std::int64_t r = 0; r < total; ++r)
+      for (std::int64_t c = 0; c < kv * dh; ++c) {
+        if (i8) {
+          kr(r, c) = float(kq(r, c)) * ks(r, c / dh);
+          vr(r, c) = float(vq(r, c)) * vs(r, c / dh);
+          ASSERT_LE(std::fabs(kr(r, c) - k(r, c)), ks(r, c / dh) * 0.5f * 1.0001f) << r << "," << c;
+        } else {
+          kr(r, c) = float(half::f16_bits_to_double(kh(r, c)));
+          vr(r, c) = float(half::f16_bits_to_double(vh(r, c)));
+          ASSERT_EQ(kh(r, c), half::f16_bits_from_double(double(k(r, c))));
+        }
+      }
+    Mat<float> y(total, heads * dh), want(total, heads * dh);
+    run(reg, "nn.kv_attention", {q.view(), kc, vc, vec1(pos), y.view(), kst, vst}, {{"heads", "4"}, {"kv_heads", "2"}});
+    run(reg, "nn.attention", {q.view(), kr.view(), vr.view(), want.view()},
+        {{"heads", "4"}, {"kv_heads", "2"}, {"causal", "true"}});
+    for (std::int64_t r = 0; r < total; ++r)
+      for (std::int64_t c = 0; c < heads * dh; ++c) ASSERT_NEAR(y(r, c), want(r, c), 1e-5) << r << "," << c;
+  }
+  // an all-zero head stores scale 0 and codes 0
+  Mat<float> zero(1, 8, 0, DType::f32, 0);
+  Mat<std::int8_t> zc(2, 8, 0, DType::i8, 5);
+  Mat<float> zs(2, 2, 0, DType::f32, 9);
+  auto p0 = ints({1});
+  run(reg, "nn.kv_append", {zero.view(), vec1(p0), zc.view(), zs.view()}, {{"heads", "2"}});
+  EXPECT_EQ(zs(1, 0), 0.0f);
+  EXPECT_EQ(zc(1, 3), 0);
+  EXPECT_EQ(zc(0, 3), 5) << "row 0 untouched";
+}
+
+TEST_F(KvCache, F16WideningMatchesTheScalarPath) {
+  std::vector<std::uint16_t> bits;
+  for (std::uint32_t b = 0; b < 65536; ++b)
+    if ((b & 0x7c00u) != 0x7c00u || (b & 0x3ffu) == 0) bits.push_back(std::uint16_t(b));  // NaNs aside
+  std::vector<float> fast(bits.size()), slow(bits.size());
+  transformer::widen_f16(bits.data(), std::int64_t(bits.size()), fast.data());
+  transformer::widen_f16_scalar(bits.data(), std::int64_t(bits.size()), slow.data());
+  for (std::size_t i = 0; i < bits.size(); ++i)
+    ASSERT_EQ(std::bit_cast<std::uint32_t>(fast[i]), std::bit_cast<std::uint32_t>(slow[i])) << std::hex << bits[i];
+}
+
+TEST_F(KvCache, CacheStorageChecks) {
+  Mat<float> x(2, 8);
+  Mat<std::int8_t> c8(4, 8, 0, DType::i8, 0);
+  Mat<float> sc(4, 2), bad(4, 3);
+  Mat<float> c32(4, 8);
+  auto p = ints({0, 1});
+  EXPECT_NE(check(reg, "nn.kv_append", {x.view(), vec1(p), c8.view()}, {{"heads", "2"}}).find("bind 'scale'"),
+            std::string::npos);
+  EXPECT_NE(check(reg, "nn.kv_append", {x.view(), vec1(p), c32.view(), sc.view()}, {{"heads", "2"}}).find("not i8"),
+            std::string::npos);
+  EXPECT_NE(check(reg, "nn.kv_append", {x.view(), vec1(p), c8.view(), bad.view()}, {{"heads", "2"}}).find("expected 4x2"),
+            std::string::npos);
+  EXPECT_EQ(check(reg, "nn.kv_append", {x.view(), vec1(p), c8.view(), sc.view()}, {{"heads", "2"}}), "");
+  Mat<double> xd(2, 8);
+  Mat<std::uint16_t> c16(4, 8, 0, DType::f16, 0);
+  EXPECT_NE(check(reg, "nn.kv_append", {xd.view(), vec1(p), c16.view()}).find("f16 (f32 rows)"), std::string::npos);
 }
 
 TEST_F(KvCache, AppendRefusesAFullContext) {

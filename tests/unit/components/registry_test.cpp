@@ -109,8 +109,8 @@ TEST(ComponentRegistry, ValidShapesPassCheckAndCostIsPositive) {
       {"nn.l2normalize", {shape_view(d, 4, 3), shape_view(d, 4, 3)}},
       {"nn.pool", {shape_view(d, 4, 3), shape_view(d, 1, 3)}},
       {"nn.positions", {shape_view(DType::i32, 1, 1), ids}},
-      {"nn.kv_append", {shape_view(d, 4, 6), ids, shape_view(d, 9, 6)}},
-      {"nn.kv_attention", {shape_view(d, 4, 6), shape_view(d, 9, 6), shape_view(d, 9, 6), ids, shape_view(d, 4, 6)}},
+      {"nn.kv_append", {shape_view(d, 4, 6), ids, shape_view(d, 9, 6), {}}},
+      {"nn.kv_attention", {shape_view(d, 4, 6), shape_view(d, 9, 6), shape_view(d, 9, 6), ids, shape_view(d, 4, 6), {}, {}}},
       {"nn.sample", {shape_view(d, 4, 10), shape_view(DType::i32, 1, 1), shape_view(DType::i32, 1, 5),
                      shape_view(DType::i32, 1, 1), shape_view(DType::i32, 1, 1)}},
   };

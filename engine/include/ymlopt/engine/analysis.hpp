@@ -21,7 +21,8 @@ struct DagFootprint {
   double flops = 0;
   std::map<std::string, double> flops_by_component;
   /// The key/value caches of generation: the tiles nn.kv_append writes (one
-  /// row block of `context` rows per layer and cache tensor). Empty when none.
+  /// row block of `context` rows per layer and cache tensor, and an int8
+  /// cache's scales). Empty when none.
   struct KvCache {
     std::vector<std::string> tensors;   // the data holding them
     std::int64_t bytes = 0;             // those tensors, allocated whole
