@@ -66,7 +66,8 @@ bool parse_generate_args(const std::vector<std::string>& args, GenerateArgs& a) 
       "min-p", po::value(&a.min_p), "drop tokens below this fraction of the most likely one's probability")(
       "seed", po::value(&a.seed), "seed of the draws (a run is reproducible)")(
       "eos", po::value(&a.eos),
-      "end tokens, comma-separated (default: generation_config.json, config.json or the tokenizer's)")(
+      "end tokens, comma-separated ids or token strings such as '</s>' (default: generation_config.json, "
+      "config.json or the tokenizer's)")(
       "ignore-eos", po::bool_switch(&a.ignore_eos), "generate max-new tokens whatever they are")(
       "context", po::value(&a.context), "KV cache rows per layer (default: prompt + max-new)")(
       "kv-dtype", po::value(&a.kv_dtype),
@@ -101,7 +102,6 @@ bool parse_generate_args(const std::vector<std::string>& args, GenerateArgs& a) 
     throw UsageError("generate: --kv-dtype is f32, f16 or i8, not '" + a.kv_dtype + "'" +
                      did_you_mean(a.kv_dtype, {"f32", "f16", "i8"}));
   if (a.ignore_eos && !a.eos.empty()) throw UsageError("generate: --eos and --ignore-eos contradict each other");
-  if (!a.eos.empty()) parse_id_list(a.eos, "--eos");
   if (a.run.backend != "starpu" && a.run.backend != "sequential")
     throw UsageError("generate: --backend is starpu or sequential, not '" + a.run.backend + "'");
   if (a.run.ncpu < 0) throw UsageError("generate: --ncpu must be >= 0");
@@ -143,6 +143,27 @@ std::vector<std::int64_t> model_eos(const ModelCheckpoint& c, const text::HfToke
   }
   if (tok && tok->eos_id()) return {*tok->eos_id()};
   return {};
+}
+
+/// --eos: ids, or token strings the model's tokenizer knows ("</s>,<|eot_id|>").
+std::vector<std::int64_t> eos_tokens(const std::string& text, const text::HfTokenizer* tok, const std::string& model) {
+  std::vector<std::int64_t> ids;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    char* end = nullptr;
+    const long long v = std::strtoll(item.c_str(), &end, 10);
+    if (!item.empty() && !*end && v >= 0) {
+      ids.push_back(v);
+      continue;
+    }
+    if (!tok) throw ModelCheckpointError("--eos names '" + item + "', but " + model + " has no tokenizer.json to look it up");
+    const auto id = tok->token_to_id(item);
+    if (!id) throw ModelCheckpointError("--eos: '" + item + "' is not a token of " + model + "'s tokenizer.json");
+    ids.push_back(*id);
+  }
+  if (ids.empty()) throw UsageError("generate: --eos names no token");
+  return ids;
 }
 
 /// Prints the generated text as it grows: the decoding of every token so
@@ -231,7 +252,7 @@ int cmd_generate(const std::vector<std::string>& args) {
                        std::to_string(prompt.size()) + " tokens and -n " + std::to_string(a.max_new));
     if (!a.ignore_eos) {
       if (!a.eos.empty())
-        for (auto id : parse_id_list(a.eos, "--eos")) eos.push_back(id);
+        eos = eos_tokens(a.eos, tok ? &*tok : nullptr, a.model);
       else
         eos = model_eos(c, tok ? &*tok : nullptr);
     }

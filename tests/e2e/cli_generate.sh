@@ -118,6 +118,8 @@ expect_in "-n must be >= 1, not 0" "says why"
 expect_rc 2 "--top-p 0" -- "$y" generate --model "$tmp/llama" --ids $prompt --top-p 0
 expect_rc 2 "no prompt" -- "$y" generate --model "$tmp/llama"
 expect_rc 2 "bad ids" -- "$y" generate --model "$tmp/llama" --ids 1,x
+expect_rc 1 "--eos by name without a tokenizer" -- "$y" generate --model "$tmp/llama" --ids 1 --eos "</s>"
+expect_in "has no tokenizer.json to look it up" "says why"
 expect_rc 2 "--set of a generate option" -- "$y" generate --model "$tmp/llama" --ids 1 --set seed=3
 expect_rc 1 "--prompt without tokenizer.json" -- "$y" generate --model "$tmp/llama" --prompt hello
 expect_in "no tokenizer.json to turn --prompt into ids" "says what is missing"
@@ -150,6 +152,9 @@ PY
   want=$("$py" -c "import json,sys; print('Once upon a time' + json.loads(sys.argv[1]))" "$out")
   [ "$streamed" = "$want" ] && echo "ok: the streamed text is the decoded ids" ||
     { echo "FAIL: streamed '$streamed', decoded '$want'"; fails=$((fails + 1)); }
+  expect_rc 0 "--eos as a token string" -- "$y" generate --model "$tmp/l32k" --prompt "Once" -n 2 --eos "</s>"
+  expect_rc 1 "--eos naming an unknown token" -- "$y" generate --model "$tmp/l32k" --prompt "Once" -n 2 --eos "<nope>"
+  expect_in "--eos: '<nope>' is not a token of $tmp/l32k's tokenizer.json" "names the token and the file"
 else
   echo "skip: text in and out (YMLOPT_TOKENIZERS_DIR unset; scripts/fetch_tokenizers.sh)"
 fi
