@@ -180,16 +180,16 @@ int compile(const WorkflowArgs& a, const ComponentRegistry& reg, CompileResult& 
   if (!a.model.empty()) {
     try {
       const ModelCheckpoint c = read_checkpoint(a.model);
-      // the model workflows are named after the architecture they compute
-      const std::string stem = fs::path(a.file).stem().string();
-      if ((stem == "gpt2" || stem == "bert" || stem == "llama") && stem != c.shape.arch) {
+      // the model workflows are named after the architecture they compute (gpt2.xml, llama_generate.xml)
+      const std::string stem = fs::path(a.file).stem().string(), arch = stem.substr(0, stem.find('_'));
+      const bool model_wf = arch == "gpt2" || arch == "bert" || arch == "llama";
+      if (model_wf && arch != c.shape.arch) {
         msg << "ymlopt: error: --model " << a.model << " is a " << c.shape.arch << " checkpoint but " << a.file
-            << " computes " << stem << ": use " << (fs::path(a.file).parent_path() / (c.shape.arch + ".xml")).string()
-            << "\n";
+            << " computes " << arch << ": use "
+            << (fs::path(a.file).parent_path() / (c.shape.arch + stem.substr(arch.size()) + ".xml")).string() << "\n";
         return done(1);
       }
-      if ((stem == "gpt2" || stem == "bert" || stem == "llama") &&
-          (c.dense_dtypes.count("BF16") || c.dense_dtypes.count("F16"))) {
+      if (model_wf && (c.dense_dtypes.count("BF16") || c.dense_dtypes.count("F16"))) {
         msg << "ymlopt: error: --model " << a.model << " holds " << (c.dense_dtypes.count("BF16") ? "bf16" : "f16")
             << " weights and " << a.file << " computes in f32: widen them once with `ymlopt convert " << a.model
             << " " << a.model << "-f32`, then --model " << a.model << "-f32\n";
@@ -219,6 +219,7 @@ int compile(const WorkflowArgs& a, const ComponentRegistry& reg, CompileResult& 
     try {
       const PromptIds p = prompt_ids(a.model, a.prompt, context);
       o.model_sets.insert(o.model_sets.end(), {{"ids", p.path}, {"seq", std::to_string(p.count)}, {"batch", "1"}});
+      o.model_optional.push_back("batch");  // a generate workflow runs one sequence and has no batch
     } catch (const std::exception& e) {
       msg << "ymlopt: error: --prompt: " << e.what() << "\n";
       return done(1);

@@ -131,6 +131,9 @@ expect_in "param 'eos' names token 9999 but the vocabulary has 512" "the sampler
 expect_rc 1 "an id outside the vocabulary" -- "$y" generate --model "$tmp/llama" --ids 5,600 -n 2
 expect_in "600" "names the id"
 "$y" model init --arch bert --preset tiny "$tmp/bert.safetensors" >/dev/null
+expect_rc 1 "a gpt2 folder on the llama workflow" -- \
+  "$y" run $wf/llama_generate.xml --model "$tmp/gpt2" --set ids="$tmp/full_llama.npy" --set seq=14 -q
+expect_in "computes llama: use $wf/gpt2_generate.xml" "names the right workflow"
 expect_rc 1 "an encoder" -- "$y" generate --model "$tmp/bert.safetensors" --ids $prompt
 expect_in "only decoders (gpt2, llama) generate" "says which"
 

@@ -72,7 +72,8 @@ void Compiler::declare_params(const Element& wf, const std::vector<std::pair<std
   }
   if (from_cli)
     for (const auto& [name, value] : opts_.model_sets)
-      if (std::find(names.begin(), names.end(), name) == names.end())
+      if (std::find(names.begin(), names.end(), name) == names.end() &&
+          std::find(opts_.model_optional.begin(), opts_.model_optional.end(), name) == opts_.model_optional.end())
         diags_.add(Diagnostic{dag_.file, 0, 0, Severity::warning,
                               opts_.model_origin + " gives " + name + "=" + value +
                                   " but the workflow has no parameter '" + name + "': ignored"});

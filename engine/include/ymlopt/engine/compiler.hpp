@@ -26,6 +26,9 @@ struct CompileOptions {
   /// Parameters the checkpoint does not determine: a workflow that declares
   /// one needs it in `sets`.
   std::vector<std::string> model_missing{};
+  /// Names in model_sets a workflow may leave undeclared without a warning
+  /// (`--prompt` gives batch=1, which generation workflows do not have).
+  std::vector<std::string> model_optional{};
   std::string model_origin{};  // "--model DIR", for messages
 };
 
