@@ -151,6 +151,8 @@ void apply_config(const std::string& file, const std::string& text, ModelCheckpo
     r.only("hidden_act", {"silu"}, "the llama workflow computes SwiGLU (silu)");
     if (const json* v = r.find({"rope_scaling"}))
       fail(file, "'rope_scaling' is " + v->dump() + ": the llama workflow computes plain RoPE, without scaling");
+    if (const json* v = r.find({"sliding_window"}); v && r.flag("use_sliding_window").value_or(true))
+      fail(file, "'sliding_window' is " + v->dump() + ": the llama workflows attend to the whole context");
     for (const char* b : {"attention_bias", "mlp_bias"})
       if (r.flag(b).value_or(false)) fail(file, std::string("'") + b + "' is true: the llama workflow has no such biases");
     if (const std::int64_t hd = r.count({"head_dim"}); hd && s.heads && s.width && hd * s.heads != s.width)

@@ -174,6 +174,9 @@ hf "$tmp/llama.safetensors" "$tmp/scaled" "" 1 "${llama_cfg/\"rope_scaling\": nu
 expect_rc 1 "rope_scaling" -- "$y" model info "$tmp/scaled"
 expect_in "'rope_scaling' is" "message"
 expect_in "the llama workflow computes plain RoPE, without scaling" "why"
+hf "$tmp/llama.safetensors" "$tmp/windowed" "" 1 "${llama_cfg/\"rope_scaling\": null/\"sliding_window\": 4096}"
+expect_rc 1 "a sliding window" -- "$y" model info "$tmp/windowed"
+expect_in "'sliding_window' is 4096: the llama workflows attend to the whole context" "message"
 hf "$tmp/llama.safetensors" "$tmp/typo" "" 1 '{"model_type": "lama"}'
 expect_rc 1 "unknown model_type" -- "$y" model info "$tmp/typo"
 expect_in "model_type 'lama': the model workflows compute gpt2, bert and llama (did you mean 'llama'?)" "message"
