@@ -7,7 +7,6 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
-#include <nlohmann/json.hpp>
 #include <optional>
 #include <sstream>
 
@@ -16,7 +15,6 @@
 #include "run_cmd.hpp"
 #include "text/hf_tokenizer.hpp"
 #include "usage_error.hpp"
-#include "ymlopt/parse_position.hpp"
 #include "ymlopt/xml/diagnostic.hpp"
 
 namespace po = boost::program_options;
@@ -121,25 +119,7 @@ std::vector<std::int64_t> model_eos(const ModelCheckpoint& c, const text::HfToke
     if (!in) continue;
     std::ostringstream ss;
     ss << in.rdbuf();
-    const std::string text = ss.str();
-    nlohmann::json j;
-    try {
-      j = nlohmann::json::parse(text);
-    } catch (const nlohmann::json::parse_error& e) {
-      throw ModelCheckpointError((dir / name).string() + ": " + line_column(text, e.byte ? e.byte - 1 : 0) +
-                                 ": not valid JSON");
-    } catch (const nlohmann::json::exception& e) {
-      throw ModelCheckpointError((dir / name).string() + ": not valid JSON: " + json_reason(e));
-    }
-    if (!j.is_object() || !j.contains("eos_token_id") || j["eos_token_id"].is_null()) continue;
-    std::vector<std::int64_t> ids;
-    const auto& e = j["eos_token_id"];
-    for (const auto& v : e.is_array() ? e : nlohmann::json::array({e})) {
-      if (!v.is_number_integer() || v.get<std::int64_t>() < 0)
-        throw ModelCheckpointError((dir / name).string() + ": eos_token_id holds " + v.dump() + ": not a token id");
-      ids.push_back(v.get<std::int64_t>());
-    }
-    return ids;
+    if (auto ids = eos_token_ids((dir / name).string(), ss.str())) return *ids;
   }
   if (tok && tok->eos_id()) return {*tok->eos_id()};
   return {};

@@ -515,6 +515,26 @@ PromptIds save_prompt_ids(const std::vector<std::int32_t>& ids) {
   return p;
 }
 
+std::optional<std::vector<std::int64_t>> eos_token_ids(const std::string& file, const std::string& text) {
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const json::parse_error& e) {
+    fail(file, line_column(text, e.byte ? e.byte - 1 : 0) + ": not valid JSON");
+  } catch (const json::exception& e) {
+    fail(file, std::string("not valid JSON: ") + json_reason(e));
+  }
+  if (!j.is_object() || !j.contains("eos_token_id") || j["eos_token_id"].is_null()) return std::nullopt;
+  std::vector<std::int64_t> ids;
+  const json& e = j["eos_token_id"];
+  for (const json& v : e.is_array() ? e : json::array({e})) {
+    if (!v.is_number_integer() || v.get<std::int64_t>() < 0 || v.get<std::int64_t>() > INT32_MAX)
+      fail(file, "eos_token_id holds " + v.dump() + ": not a token id");
+    ids.push_back(v.get<std::int64_t>());
+  }
+  return ids;
+}
+
 std::string describe(const ModelCheckpoint& c) {
   const ArchConfig& s = c.shape;
   std::ostringstream o;

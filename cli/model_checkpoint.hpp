@@ -81,6 +81,11 @@ PromptIds prompt_ids(const std::string& model_dir, const std::string& prompt, st
 /// `ids` written to a scratch .npy (i32 [n]) that lasts until the process exits.
 PromptIds save_prompt_ids(const std::vector<std::int32_t>& ids);
 
+/// The end tokens a generation_config.json or config.json names (eos_token_id:
+/// an id or a list); nullopt when it names none. Throws ModelCheckpointError
+/// ("FILE: line L, column C: ...") on bad JSON or a value that is no token id.
+std::optional<std::vector<std::int64_t>> eos_token_ids(const std::string& file, const std::string& text);
+
 /// The description `ymlopt model info PATH` prints.
 std::string describe(const ModelCheckpoint& c);
 

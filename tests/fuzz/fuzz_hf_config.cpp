@@ -1,5 +1,6 @@
-// libFuzzer target: any bytes as a Hugging Face checkpoint's config.json and as
-// its model.safetensors.index.json. Each parse must end with its result or its
+// libFuzzer target: any bytes as a Hugging Face checkpoint's config.json, as
+// its model.safetensors.index.json and as its generation_config.json (the end
+// tokens `ymlopt generate` reads). Each parse must end with its result or its
 // error (ModelCheckpointError / IoError); a config that parses is then checked
 // against the tensors of a tiny checkpoint of its architecture, as
 // `ymlopt model info DIR` does: never a crash, a sanitizer report, a hang or
@@ -20,6 +21,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   try {
     (void)ymlopt::io::parse_shard_index("fuzz/model.safetensors.index.json", text);
   } catch (const ymlopt::io::IoError&) {
+  }
+  try {
+    (void)ymlopt::eos_token_ids("fuzz/generation_config.json", text);
+  } catch (const ymlopt::ModelCheckpointError&) {
   }
   ymlopt::ModelCheckpoint c;
   c.path = c.weights = "fuzz";
