@@ -274,8 +274,16 @@ int cmd_generate(const std::vector<std::string>& args) {
   std::size_t first_count = 0, count = 0;
   std::vector<double> steps;  // seconds per token of each decode step
   RunHooks hooks;
+  std::string watch_error;  // a workflow without the data generate reads: the run goes on, then fails
   hooks.on_iteration = [&](const Dag& dag, const DataStore& store, std::int32_t, std::int64_t, Session& s) {
-    const auto ids = read_generated(dag, store, &s);
+    if (!watch_error.empty()) return;
+    std::vector<std::int32_t> ids;
+    try {
+      ids = read_generated(dag, store, &s);
+    } catch (const std::runtime_error& e) {
+      watch_error = e.what();
+      return;
+    }
     const auto now = Clock::now();
     if (first_count == 0) first = now, first_count = ids.size();
     else if (ids.size() > count) steps.push_back(std::chrono::duration<double>(now - last).count() / double(ids.size() - count));
@@ -284,14 +292,24 @@ int cmd_generate(const std::vector<std::string>& args) {
   };
   double prefill_s = 0;
   hooks.after_run = [&](const Dag& dag, const DataStore& store, const ExecResult& res) {
-    if (!res.ok) return;
-    const auto ids = read_generated(dag, store, nullptr);
+    if (!res.ok || !watch_error.empty()) return;
+    std::vector<std::int32_t> ids;
+    try {
+      ids = read_generated(dag, store, nullptr);
+    } catch (const std::runtime_error& e) {
+      watch_error = e.what();
+      return;
+    }
     out.update(ids);
     count = ids.size();
     prefill_s = prefill_seconds(dag, res);
   };
   const int rc = run_command(r, hooks);
   std::cout << "\n" << std::flush;
+  if (rc == 0 && !watch_error.empty()) {
+    std::cerr << "ymlopt: error: generate: " << watch_error << "\n";
+    return 1;
+  }
   if (rc != 0 || a.quiet) return rc;
   char buf[256];
   const double decode_s = std::chrono::duration<double>(last - first).count();

@@ -134,6 +134,9 @@ expect_in "600" "names the id"
 expect_rc 1 "a gpt2 folder on the llama workflow" -- \
   "$y" run $wf/llama_generate.xml --model "$tmp/gpt2" --set ids="$tmp/full_llama.npy" --set seq=14 -q
 expect_in "computes llama: use $wf/gpt2_generate.xml" "names the right workflow"
+expect_rc 2 "--workflow that is no generate workflow" -- \
+  "$y" generate --model "$tmp/llama" --ids $prompt -n 2 --workflow workflows/linalg/power_iteration.xml
+expect_in "unknown parameter 'max_new'" "names what it lacks"
 expect_rc 1 "an encoder" -- "$y" generate --model "$tmp/bert.safetensors" --ids $prompt
 expect_in "only decoders (gpt2, llama) generate" "says which"
 
