@@ -2,6 +2,7 @@
 
 #include <boost/program_options.hpp>
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -32,17 +33,25 @@ struct GenerateArgs {
   RunArgs run;
 };
 
+/// A token id written in decimal (0 .. 2^31 - 1), else nullopt.
+std::optional<std::int32_t> id_of(const std::string& s) {
+  char* end = nullptr;
+  errno = 0;
+  const long long v = std::strtoll(s.c_str(), &end, 10);
+  if (s.empty() || *end || errno || v < 0 || v > INT32_MAX) return std::nullopt;
+  return std::int32_t(v);
+}
+
 /// "1,5,9" -> ids; a UsageError naming the option otherwise.
 std::vector<std::int32_t> parse_id_list(const std::string& text, const char* option) {
   std::vector<std::int32_t> ids;
   std::stringstream ss(text);
   std::string tok;
   while (std::getline(ss, tok, ',')) {
-    char* end = nullptr;
-    const long long v = std::strtoll(tok.c_str(), &end, 10);
-    if (tok.empty() || *end || v < 0 || v > INT32_MAX)
+    const auto id = id_of(tok);
+    if (!id)
       throw UsageError(std::string("generate: ") + option + " expects token ids >= 0 separated by commas, not '" + text + "'");
-    ids.push_back(std::int32_t(v));
+    ids.push_back(*id);
   }
   return ids;
 }
@@ -90,6 +99,8 @@ bool parse_generate_args(const std::vector<std::string>& args, GenerateArgs& a) 
   if (a.model.empty()) throw UsageError("generate: --model DIR is required");
   if (a.prompt.empty() == a.ids.empty()) throw UsageError("generate: give the prompt as --prompt TEXT or --ids IDS (one of them)");
   if (a.max_new < 1) throw UsageError("generate: -n must be >= 1, not " + std::to_string(a.max_new));
+  if (a.max_new > INT32_MAX / 2 || a.context > INT32_MAX / 2)  // positions are i32
+    throw UsageError("generate: -n and --context must be below 2^30 tokens");
   if (!(a.temperature >= 0) || !std::isfinite(a.temperature))
     throw UsageError("generate: --temperature must be >= 0 (0: greedy)");
   if (a.top_k < 0) throw UsageError("generate: --top-k must be >= 0 (0: every token)");
@@ -131,10 +142,8 @@ std::vector<std::int64_t> eos_tokens(const std::string& text, const text::HfToke
   std::stringstream ss(text);
   std::string item;
   while (std::getline(ss, item, ',')) {
-    char* end = nullptr;
-    const long long v = std::strtoll(item.c_str(), &end, 10);
-    if (!item.empty() && !*end && v >= 0) {
-      ids.push_back(v);
+    if (const auto v = id_of(item)) {
+      ids.push_back(*v);
       continue;
     }
     if (!tok) throw ModelCheckpointError("--eos names '" + item + "', but " + model + " has no tokenizer.json to look it up");

@@ -129,7 +129,10 @@ expect_in "the prompt's 60 tokens and -n 10 make 70, more than the model's conte
 expect_rc 1 "an end token outside the vocabulary" -- "$y" generate --model "$tmp/llama" --ids $prompt --eos 9999
 expect_in "param 'eos' names token 9999 but the vocabulary has 512" "the sampler's check"
 expect_rc 1 "an id outside the vocabulary" -- "$y" generate --model "$tmp/llama" --ids 5,600 -n 2
-expect_in "600" "names the id"
+expect_in "llama_step.xml:" "names the step workflow's file and line"
+expect_in "error: task 'embed' (component nn.embedding) failed: id 600 at position 1 is out of range" "names the id and the task"
+expect_rc 2 "-n past the i32 positions" -- "$y" generate --model "$tmp/llama" --ids $prompt -n 2000000000
+expect_in "must be below 2^30 tokens" "says the limit"
 "$y" model init --arch bert --preset tiny "$tmp/bert.safetensors" >/dev/null
 expect_rc 1 "a gpt2 folder on the llama workflow" -- \
   "$y" run $wf/llama_generate.xml --model "$tmp/gpt2" --set ids="$tmp/full_llama.npy" --set seq=14 -q
