@@ -308,9 +308,25 @@ YMLOPT_AVX512 inline void transpose16(__m512i* r) {
   }
 }
 
+/// How a weight's panels are stored. The block path (Q8_0 / Q4_0) keeps what
+/// the weight stores: int4 codes two per byte (steps 2p and 2p + 1 of 4 k in
+/// the low and high nibbles of one 64-byte vector), f16 scales as f16. The
+/// per-channel path keeps one byte per code and f32 scales.
+struct PanelFormat {
+  bool nibbles = false, half = false;
+  static PanelFormat of(const QWeight& w) {
+    const bool block = w.group == kBlock;
+    return {block && w.bits == 4, block && w.scale_dtype == DType::f16};
+  }
+  /// Bytes of one panel of nv vectors: codes, then scales.
+  std::size_t code_bytes(int64_t kq, int nv) const { return std::size_t(kq / (nibbles ? 8 : 4) * nv * 64); }
+  std::size_t scale_bytes(int64_t blocks, int nv) const { return std::size_t(blocks * nv * kLanes) * (half ? 2 : 4); }
+};
+
 /// pack_panel with add = 128 for int8 (u8 = code + 128) and 0 for int4, 64 k of
-/// 16 rows per transpose; k/4 rounded up (codes past k are 0, then + add).
-YMLOPT_AVX512 void pack_panel_avx512(const QWeight& w, int64_t j0, int nv, uint8_t* q, float* s) {
+/// 16 rows per transpose; k/4 rounded up (codes past k are 0, then + add); in
+/// format f (nibbles: k a multiple of 8).
+YMLOPT_AVX512 void pack_panel_avx512(const QWeight& w, int64_t j0, int nv, PanelFormat f, uint8_t* q, void* s) {
   const bool w4 = w.bits == 4;
   const __m512i flip = _mm512_set1_epi8(w4 ? 0 : -128), lo = _mm512_set1_epi16(0x0f), hi = _mm512_set1_epi16(0x0f00);
   for (int v = 0; v < nv; ++v)
@@ -334,14 +350,29 @@ YMLOPT_AVX512 void pack_panel_avx512(const QWeight& w, int64_t j0, int nv, uint8
         }
       }
       transpose16(r);
-      for (int64_t t = 0; t < (rem + 3) / 4; ++t)
-        _mm512_storeu_si512(q + ((16 * c + t) * nv + v) * 64, _mm512_xor_si512(r[t], flip));
+      if (f.nibbles) {  // codes 0..15: the odd step shifted into the high nibble stays within its byte
+        for (int64_t t = 0; t < (rem + 7) / 8; ++t)
+          _mm512_storeu_si512(q + ((8 * c + t) * nv + v) * 64, _mm512_or_si512(r[2 * t], _mm512_slli_epi16(r[2 * t + 1], 4)));
+      } else {
+        for (int64_t t = 0; t < (rem + 3) / 4; ++t)
+          _mm512_storeu_si512(q + ((16 * c + t) * nv + v) * 64, _mm512_xor_si512(r[t], flip));
+      }
     }
   const int64_t blocks = w.group == 0 ? 1 : w.k / kBlock;
+  if (f.half) {
+    for (int v = 0; v < nv; ++v)
+      for (int l = 0; l < kLanes; ++l) {
+        const int64_t row = j0 + kLanes * v + l;
+        auto* dst = static_cast<std::uint16_t*>(s) + v * kLanes + l;
+        const auto* src = static_cast<const std::uint16_t*>(w.scale) + row * w.scale_ld;
+        for (int64_t b = 0; b < blocks; ++b) dst[b * nv * kLanes] = row < w.n ? src[b] : std::uint16_t{0};
+      }
+    return;
+  }
   for (int v = 0; v < nv; ++v)
     for (int l = 0; l < kLanes; ++l) {
       const int64_t row = j0 + kLanes * v + l;
-      float* dst = s + v * kLanes + l;
+      float* dst = static_cast<float*>(s) + v * kLanes + l;
       if (row >= w.n) {
         for (int64_t b = 0; b < blocks; ++b) dst[b * nv * kLanes] = 0.0f;
       } else if (w.scale_dtype == DType::f16) {
@@ -376,13 +407,15 @@ YMLOPT_AVX512 inline void store_tile(const __m512 (&f)[MR][NV], float* y, int64_
 
 /// MR activation rows x 16 NV outputs over all of k: per block, int32 lanes from
 /// zc (the offset correction) through 8 vpdpbusd steps, then one fma with s · a.
-template <int MR, int NV>
-YMLOPT_AVX512 __attribute__((noinline)) void b32_tile(const PanelActs& A, int64_t i0, const uint8_t* pq, const float* ps,
+/// Nib: the panel's codes are nibble pairs (PanelFormat); Half: f16 scales.
+template <int MR, int NV, bool Nib, bool Half>
+YMLOPT_AVX512 __attribute__((noinline)) void b32_tile(const PanelActs& A, int64_t i0, const uint8_t* pq, const void* ps,
                                                       float* y, int64_t ldy, int64_t cols) {
   const int64_t B = A.blocks, k = A.kq;
   const int8_t* xq = A.q.data() + i0 * k;
   const float* xa = A.a.data() + i0 * B;
   const int32_t* xz = A.zc.data() + i0 * B;
+  const __m512i low = _mm512_set1_epi8(0x0f);
   __m512 f[MR][NV];
 #pragma GCC unroll 16
   for (int i = 0; i < MR; ++i)
@@ -396,12 +429,19 @@ YMLOPT_AVX512 __attribute__((noinline)) void b32_tile(const PanelActs& A, int64_
 #pragma GCC unroll 16
       for (int v = 0; v < NV; ++v) acc[i][v] = z;
     }
-    const uint8_t* pb = pq + b * 8 * NV * 64;
+    const uint8_t* pb = pq + b * (Nib ? 4 : 8) * NV * 64;
 #pragma GCC unroll 8
     for (int t = 0; t < 8; ++t) {
       __m512i wv[NV];
 #pragma GCC unroll 16
-      for (int v = 0; v < NV; ++v) wv[v] = _mm512_loadu_si512(pb + (t * NV + v) * 64);
+      for (int v = 0; v < NV; ++v) {
+        if constexpr (Nib) {
+          const __m512i x = _mm512_loadu_si512(pb + ((t / 2) * NV + v) * 64);
+          wv[v] = _mm512_and_si512(t % 2 ? _mm512_srli_epi16(x, 4) : x, low);
+        } else {
+          wv[v] = _mm512_loadu_si512(pb + (t * NV + v) * 64);
+        }
+      }
 #pragma GCC unroll 16
       for (int i = 0; i < MR; ++i) {
         int32_t x4;
@@ -413,7 +453,13 @@ YMLOPT_AVX512 __attribute__((noinline)) void b32_tile(const PanelActs& A, int64_
     }
     __m512 sv[NV];
 #pragma GCC unroll 16
-    for (int v = 0; v < NV; ++v) sv[v] = _mm512_loadu_ps(ps + (b * NV + v) * kLanes);
+    for (int v = 0; v < NV; ++v) {
+      if constexpr (Half)
+        sv[v] = _mm512_cvtph_ps(_mm256_loadu_si256(
+            reinterpret_cast<const __m256i*>(static_cast<const std::uint16_t*>(ps) + (b * NV + v) * kLanes)));
+      else
+        sv[v] = _mm512_loadu_ps(static_cast<const float*>(ps) + (b * NV + v) * kLanes);
+    }
 #pragma GCC unroll 16
     for (int i = 0; i < MR; ++i) {
       const __m512 a = _mm512_set1_ps(xa[i * B + b]);
@@ -429,7 +475,8 @@ YMLOPT_AVX512 __attribute__((noinline)) void b32_tile(const PanelActs& A, int64_
 /// y = a · (float(t) · s) (finish_pc's operations).
 template <int MR, int NV>
 YMLOPT_AVX512 __attribute__((noinline)) void pc_panel_tile(const PanelActs& A, int64_t i0, const uint8_t* pq,
-                                                           const float* ps, float* y, int64_t ldy, int64_t cols) {
+                                                           const void* scales, float* y, int64_t ldy, int64_t cols) {
+  const auto* ps = static_cast<const float*>(scales);
   const int64_t kq = A.kq, nq = kq / 4;
   const int8_t* xq = A.q.data() + i0 * kq;
   __m512i acc[MR][NV];
@@ -464,7 +511,7 @@ YMLOPT_AVX512 __attribute__((noinline)) void pc_panel_tile(const PanelActs& A, i
   store_tile<MR, NV>(f, y, ldy, cols);
 }
 
-using TileFn = void (*)(const PanelActs&, int64_t, const uint8_t*, const float*, float*, int64_t, int64_t);
+using TileFn = void (*)(const PanelActs&, int64_t, const uint8_t*, const void*, float*, int64_t, int64_t);
 constexpr int kMR = 6, kNV = 2;
 
 // ------------------------------------------------------------ kept panels
@@ -472,7 +519,7 @@ constexpr int kMR = 6, kNV = 2;
 /// Every panel of one weight, as run_panels packs them one at a time.
 struct Panels {
   std::vector<uint8_t> q;  // panel p at p * qsize
-  std::vector<float> s;    // panel p at p * ssize
+  std::vector<uint8_t> s;  // panel p at p * ssize (f32 or f16 scales)
 };
 struct PanelKey {
   std::uint64_t q_id, scale_id;
@@ -495,33 +542,34 @@ ContentCache<PanelKey, Panels, PanelKeyHash>& kept() {
   return c;
 }
 
-/// Packs 16 kNV weight rows at a time and runs every row tile of A on the panel;
-/// a named weight's panels come packed from kept() from its second use on.
-void run_panels(const PanelActs& A, const QWeight& w, const TileFn (&tiles)[kNV][kMR], float* y, int64_t ldy) {
+/// Packs 16 kNV weight rows at a time in format f and runs every row tile of A
+/// on the panel; a named weight's panels come packed from kept() from its
+/// second use on.
+void run_panels(const PanelActs& A, const QWeight& w, PanelFormat f, const TileFn (&tiles)[kNV][kMR], float* y,
+                int64_t ldy) {
   constexpr int MR = kMR, NV = kNV;
-  const auto qsize = static_cast<std::size_t>(A.kq / 4 * NV * 64);
-  const auto ssize = static_cast<std::size_t>(A.blocks * NV * kLanes);
+  const std::size_t qsize = f.code_bytes(A.kq, NV), ssize = f.scale_bytes(A.blocks, NV);
   const int64_t panels = (w.n + NV * kLanes - 1) / (NV * kLanes);
   auto nv_of = [&](int64_t j0) { return static_cast<int>((std::min<int64_t>(NV * kLanes, w.n - j0) + kLanes - 1) / kLanes); };
   std::shared_ptr<const Panels> all;
   if (w.q_id && w.scale_id)
     all = kept().get(
         PanelKey{w.q_id, w.scale_id, w.n, w.k, w.group, w.bits}, w.q_id >> 32,
-        [&] { return std::int64_t(panels) * std::int64_t(qsize + ssize * sizeof(float)); },
+        [&] { return std::int64_t(panels) * std::int64_t(qsize + ssize); },
         [&](Panels& p) {
           p.q.resize(qsize * std::size_t(panels));
           p.s.resize(ssize * std::size_t(panels));
           for (int64_t j0 = 0, i = 0; j0 < w.n; j0 += NV * kLanes, ++i)
-            pack_panel_avx512(w, j0, nv_of(j0), p.q.data() + std::size_t(i) * qsize, p.s.data() + std::size_t(i) * ssize);
+            pack_panel_avx512(w, j0, nv_of(j0), f, p.q.data() + std::size_t(i) * qsize,
+                              p.s.data() + std::size_t(i) * ssize);
         });
-  std::vector<uint8_t> own_q(all ? 0 : qsize);
-  std::vector<float> own_s(all ? 0 : ssize);
+  std::vector<uint8_t> own_q(all ? 0 : qsize), own_s(all ? 0 : ssize);
   for (int64_t j0 = 0, p = 0; j0 < w.n; j0 += NV * kLanes, ++p) {
     const int64_t cols = std::min<int64_t>(NV * kLanes, w.n - j0);
     const int nv = nv_of(j0);
     const uint8_t* pq = all ? all->q.data() + std::size_t(p) * qsize : own_q.data();
-    const float* ps = all ? all->s.data() + std::size_t(p) * ssize : own_s.data();
-    if (!all) pack_panel_avx512(w, j0, nv, own_q.data(), own_s.data());
+    const void* ps = all ? all->s.data() + std::size_t(p) * ssize : own_s.data();
+    if (!all) pack_panel_avx512(w, j0, nv, f, own_q.data(), own_s.data());
     for (int64_t i = 0; i < A.m; i += MR) {
       const int64_t mr = std::min<int64_t>(MR, A.m - i);
       tiles[nv - 1][mr - 1](A, i, pq, ps, y + i * ldy + j0, ldy, cols);
@@ -529,13 +577,21 @@ void run_panels(const PanelActs& A, const QWeight& w, const TileFn (&tiles)[kNV]
   }
 }
 
+template <bool Nib, bool Half>
+constexpr TileFn b32_tiles[kNV][kMR] = {
+    {b32_tile<1, 1, Nib, Half>, b32_tile<2, 1, Nib, Half>, b32_tile<3, 1, Nib, Half>, b32_tile<4, 1, Nib, Half>,
+     b32_tile<5, 1, Nib, Half>, b32_tile<6, 1, Nib, Half>},
+    {b32_tile<1, 2, Nib, Half>, b32_tile<2, 2, Nib, Half>, b32_tile<3, 2, Nib, Half>, b32_tile<4, 2, Nib, Half>,
+     b32_tile<5, 2, Nib, Half>, b32_tile<6, 2, Nib, Half>}};
+
 }  // namespace
 
 void b32_avx512(const PanelActs& A, const QWeight& w, float* y, int64_t ldy) {
-  static constexpr TileFn tiles[kNV][kMR] = {
-      {b32_tile<1, 1>, b32_tile<2, 1>, b32_tile<3, 1>, b32_tile<4, 1>, b32_tile<5, 1>, b32_tile<6, 1>},
-      {b32_tile<1, 2>, b32_tile<2, 2>, b32_tile<3, 2>, b32_tile<4, 2>, b32_tile<5, 2>, b32_tile<6, 2>}};
-  run_panels(A, w, tiles, y, ldy);
+  const PanelFormat f = PanelFormat::of(w);
+  if (f.nibbles)
+    run_panels(A, w, f, f.half ? b32_tiles<true, true> : b32_tiles<true, false>, y, ldy);
+  else
+    run_panels(A, w, f, f.half ? b32_tiles<false, true> : b32_tiles<false, false>, y, ldy);
 }
 
 ContentCacheStats kept_panel_stats() { return kept().stats(); }
@@ -545,7 +601,7 @@ void pc_panel_avx512(const PanelActs& A, const QWeight& w, float* y, int64_t ldy
                                               pc_panel_tile<4, 1>, pc_panel_tile<5, 1>, pc_panel_tile<6, 1>},
                                              {pc_panel_tile<1, 2>, pc_panel_tile<2, 2>, pc_panel_tile<3, 2>,
                                               pc_panel_tile<4, 2>, pc_panel_tile<5, 2>, pc_panel_tile<6, 2>}};
-  run_panels(A, w, tiles, y, ldy);
+  run_panels(A, w, PanelFormat{}, tiles, y, ldy);
 }
 
 template void pc_avx512<false, false>(const Acts&, const QWeight&, const Fin&, float*, int64_t);

@@ -692,34 +692,37 @@ TEST(QLinearTest, RowSlicesGiveTheSameColumns) {
 // each time; row slices of a named weight are not taken for the whole.
 TEST(QLinearTest, KeptPanelsGiveTheSameBits) {
   if (!quant::cpu_has_avx512_vnni()) GTEST_SKIP() << "no AVX-512 VNNI on this CPU";
-  const std::int64_t m = 20, k = 384, n = 70;  // m >= 16: the per-channel panels as well
-  const std::vector<float> x = random_vec(static_cast<std::size_t>(m * k), 31);
+  const std::int64_t k = 384, n = 70;
   const std::vector<float> wf = random_vec(static_cast<std::size_t>(n * k), 32, 0.05f);
   std::uint64_t id = (std::uint64_t(0xfff40000) << 32) + 1;  // an epoch no run of this process reaches
-  for (const Scheme& s : all_schemes()) {
-    SCOPED_TRACE(s.name);
-    const QuantizedWeight q = run_scheme(s, wf.data(), n, k, k);
-    QWeight w = q.view();
-    w.q_id = id++;
-    w.scale_id = id++;
-    std::vector<float> ref(static_cast<std::size_t>(m * n)), y(ref.size());
-    quant::linear(x.data(), m, k, w, ref.data(), n, quant::Isa::scalar);
-    const ContentCacheStats s0 = quant::panel_cache_stats();
-    for (int use = 0; use < 3; ++use) {
-      std::fill(y.begin(), y.end(), -1.0f);
-      quant::linear(x.data(), m, k, w, y.data(), n, quant::Isa::avx512_vnni);
-      for (std::size_t i = 0; i < y.size(); ++i) ASSERT_EQ(y[i], ref[i]) << "use " << use << ", element " << i;
+  // m = 1: one token (decode) on the q8_0/q4_0 panels; m >= 16: the per-channel panels as well
+  for (const std::int64_t m : {std::int64_t{1}, std::int64_t{20}}) {
+    for (const Scheme& s : all_schemes()) {
+      SCOPED_TRACE(s.name + ", m " + std::to_string(m));
+      const std::vector<float> x = random_vec(static_cast<std::size_t>(m * k), 31);
+      const QuantizedWeight q = run_scheme(s, wf.data(), n, k, k);
+      QWeight w = q.view();
+      w.q_id = id++;
+      w.scale_id = id++;
+      std::vector<float> ref(static_cast<std::size_t>(m * n)), y(ref.size());
+      quant::linear(x.data(), m, k, w, ref.data(), n, quant::Isa::scalar);
+      const ContentCacheStats s0 = quant::panel_cache_stats();
+      for (int use = 0; use < 3; ++use) {
+        std::fill(y.begin(), y.end(), -1.0f);
+        quant::linear(x.data(), m, k, w, y.data(), n, quant::Isa::avx512_vnni);
+        for (std::size_t i = 0; i < y.size(); ++i) ASSERT_EQ(y[i], ref[i]) << "use " << use << ", element " << i;
+      }
+      const ContentCacheStats s1 = quant::panel_cache_stats();
+      const bool panels = (w.group == 32 && !w.zero) || (w.group == 0 && !w.zero && m >= 16);  // q8_0/q4_0, per channel
+      EXPECT_EQ(s1.misses - s0.misses, panels ? 1 : 0);
+      EXPECT_EQ(s1.hits - s0.hits, panels ? 1 : 0);
+      for (auto [n0, n1] : {std::pair<std::int64_t, std::int64_t>{0, 33}, {33, 70}}) {
+        const QWeight part = w.rows(n0, n1);
+        EXPECT_EQ(part.q_id, 0u);
+        quant::linear(x.data(), m, k, part, y.data() + n0, n, quant::Isa::avx512_vnni);
+      }
+      for (std::size_t i = 0; i < y.size(); ++i) ASSERT_EQ(y[i], ref[i]) << "row slices, element " << i;
     }
-    const ContentCacheStats s1 = quant::panel_cache_stats();
-    const bool panels = (w.group == 32 && !w.zero) || (w.group == 0 && !w.zero);  // q8_0/q4_0 and per channel
-    EXPECT_EQ(s1.misses - s0.misses, panels ? 1 : 0);
-    EXPECT_EQ(s1.hits - s0.hits, panels ? 1 : 0);
-    for (auto [n0, n1] : {std::pair<std::int64_t, std::int64_t>{0, 33}, {33, 70}}) {
-      const QWeight part = w.rows(n0, n1);
-      EXPECT_EQ(part.q_id, 0u);
-      quant::linear(x.data(), m, k, part, y.data() + n0, n, quant::Isa::avx512_vnni);
-    }
-    for (std::size_t i = 0; i < y.size(); ++i) ASSERT_EQ(y[i], ref[i]) << "row slices, element " << i;
   }
 }
 
