@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -313,44 +314,76 @@ nlohmann::json make_report(const Dag& dag, const ExecResult& r, const RunTotals&
   return report;
 }
 
-nlohmann::json make_trace(const Dag& dag, const ExecResult& r, const std::vector<std::int32_t>* task_ranks) {
+std::string trace_json(const Dag& dag, const ExecResult& r, const std::vector<std::int32_t>* task_ranks) {
+  // Written as text, not built as a json tree: a generation of a few hundred
+  // tokens has hundreds of thousands of task runs.
   using nlohmann::json;
-  json ev = json::array();
+  std::string o;
+  o.reserve(256 + (r.records.size() + r.repeats.size()) * 200);
+  o += "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[";
+  bool first = true;
+  auto meta = [&](const json& e) {
+    if (!first) o += ',';
+    first = false;
+    o += e.dump();
+  };
   for (size_t w = 0; w < r.workers.size(); ++w)
-    ev.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", 1}, {"tid", w}, {"args", {{"name", r.workers[w]}}}});
-  ev.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", 1}, {"args", {{"name", dag.name}}}});
+    meta({{"name", "thread_name"}, {"ph", "M"}, {"pid", 1}, {"tid", w}, {"args", {{"name", r.workers[w]}}}});
+  meta({{"name", "process_name"}, {"ph", "M"}, {"pid", 1}, {"args", {{"name", dag.name}}}});
   // co-methods: one process (a group of worker lanes) each
   std::map<std::int32_t, int> lane_of;
   for (const auto& n : dag.tasks)
     if (n.comethod >= 0 && !lane_of.count(n.comethod)) {
       const int pid = 2 + int(lane_of.size());
       lane_of[n.comethod] = pid;
-      ev.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", pid},
-                    {"args", {{"name", "co-method " + dag.comethod_path(n.comethod)}}}});
+      meta({{"name", "process_name"}, {"ph", "M"}, {"pid", pid},
+            {"args", {{"name", "co-method " + dag.comethod_path(n.comethod)}}}});
       for (size_t w = 0; w < r.workers.size(); ++w)
-        ev.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", pid}, {"tid", w}, {"args", {{"name", r.workers[w]}}}});
+        meta({{"name", "thread_name"}, {"ph", "M"}, {"pid", pid}, {"tid", w}, {"args", {{"name", r.workers[w]}}}});
     }
-  std::vector<const TaskRecord*> all;
-  for (const auto& rec : r.repeats) all.push_back(&rec);
-  for (const auto& rec : r.records) all.push_back(&rec);
-  for (const TaskRecord* rp : all) {
-    const TaskRecord& rec = *rp;
+  // the per-task parts that do not change between runs of a task, once each
+  std::vector<std::string> head(dag.tasks.size());
+  auto number = [&](double v) {
+    if (!std::isfinite(v)) {  // as nlohmann::json writes them
+      o += "null";
+      return;
+    }
+    char buf[32];
+    const auto res = std::to_chars(buf, buf + sizeof buf, v);
+    o.append(buf, res.ptr);
+  };
+  auto run = [&](const TaskRecord& rec) {
     const TaskNode& n = dag.tasks[size_t(rec.task)];
-    if (!rec.ran && n.id != r.failed_task) continue;
-    json args = {{"id", n.id}, {"line", n.loc.line}, {"flops", n.cost.flops}};
-    if (rec.iteration > 0) args["iteration"] = rec.iteration;
-    if (task_ranks) args["rank"] = (*task_ranks)[size_t(n.id)];
-    for (const auto& [k, v] : rec.results) args[k] = v;
-    ev.push_back({{"name", n.label.empty() ? n.comp->name : n.label},
-                  {"cat", n.comp->name},
-                  {"ph", "X"},
-                  {"pid", n.comethod >= 0 ? lane_of[n.comethod] : 1},
-                  {"tid", std::max(0, rec.worker)},
-                  {"ts", rec.start_us},
-                  {"dur", std::max(0.0, rec.end_us - rec.start_us)},
-                  {"args", args}});
-  }
-  return json{{"traceEvents", ev}, {"displayTimeUnit", "ms"}};
+    if (!rec.ran && n.id != r.failed_task) return;
+    std::string& h = head[size_t(n.id)];
+    if (h.empty()) {
+      h = "{\"name\":" + json(n.label.empty() ? n.comp->name : n.label).dump() + ",\"cat\":" + json(n.comp->name).dump() +
+          ",\"ph\":\"X\",\"pid\":" + std::to_string(n.comethod >= 0 ? lane_of[n.comethod] : 1) + ",\"tid\":";
+    }
+    if (!first) o += ',';
+    first = false;
+    o += h;
+    o += std::to_string(std::max(0, rec.worker));
+    o += ",\"ts\":";
+    number(rec.start_us);
+    o += ",\"dur\":";
+    number(std::max(0.0, rec.end_us - rec.start_us));
+    o += ",\"args\":{\"id\":" + std::to_string(n.id) + ",\"line\":" + std::to_string(n.loc.line) + ",\"flops\":";
+    number(n.cost.flops);
+    if (rec.iteration > 0) o += ",\"iteration\":" + std::to_string(rec.iteration);
+    if (task_ranks) o += ",\"rank\":" + std::to_string((*task_ranks)[size_t(n.id)]);
+    for (const auto& [k, v] : rec.results) {
+      o += ',';
+      o += json(k).dump();
+      o += ':';
+      number(v);
+    }
+    o += "}}";
+  };
+  for (const auto& rec : r.repeats) run(rec);
+  for (const auto& rec : r.records) run(rec);
+  o += "]}";
+  return o;
 }
 
 namespace {

@@ -50,9 +50,9 @@ class PhaseClock {
 /// ran each task, reported as the task's "rank" (null: none).
 nlohmann::json make_report(const Dag& dag, const ExecResult& r, const RunTotals& t, const nlohmann::json& run_info,
                            const std::vector<std::int32_t>* task_ranks = nullptr);
-/// Chrome trace format (Perfetto): one lane per worker (MPI runs: one per
-/// RANK:WORKER, the task's rank in its args).
-nlohmann::json make_trace(const Dag& dag, const ExecResult& r, const std::vector<std::int32_t>* task_ranks = nullptr);
+/// trace.json's text, Chrome trace format (Perfetto): one lane per worker (MPI
+/// runs: one per RANK:WORKER, the task's rank in its args).
+std::string trace_json(const Dag& dag, const ExecResult& r, const std::vector<std::int32_t>* task_ranks = nullptr);
 /// Per-component table: count, total time, GFLOP/s; and task results.
 std::string summary_table(const Dag& dag, const ExecResult& r, const RunTotals& t);
 /// Writes `text` to `path` atomically (temporary file, then rename).

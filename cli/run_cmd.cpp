@@ -372,7 +372,11 @@ int report_run(const RunArgs& a, const Dag& dag, const DataStore& store, const T
   info["phases_us"] = phases;
   const auto* ranks = s.task_ranks.empty() ? nullptr : &s.task_ranks;
   write_file_atomic(a.out + "/report.json", make_report(dag, res, totals, info, ranks).dump(1) + "\n");
-  write_file_atomic(a.out + "/trace.json", make_trace(dag, res, ranks).dump() + "\n");
+  {
+    std::string trace = trace_json(dag, res, ranks);
+    trace += '\n';
+    write_file_atomic(a.out + "/trace.json", trace);
+  }
   for (const auto& w : res.warnings) {
     std::cerr << "ymlopt: warning: " << w << "\n";
     log << "warning: " << w << "\n";
