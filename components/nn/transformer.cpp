@@ -10,6 +10,7 @@
 //   nn.positions             a step's positions from the tokens already cached
 //   nn.kv_append             a step's keys or values written into a KV cache
 //   nn.kv_attention          attention of a step's queries over a KV cache
+//   nn.kv_blocks             a batch's KV cache blocks, given and taken back
 //   nn.sample                the next token: greedy, or temperature / top-k / top-p / min-p
 //   nn.sinusoidal_positions  the sinusoidal position table
 //   nn.swiglu                y = silu(gate) * up
@@ -143,13 +144,21 @@ void register_transformer(Registry& reg) {
       rope_cpu, rope_check, rope_cost, YMLOPT_CUDA_KERNEL(rope)), YMLOPT_OPENCL_KERNEL(rope)));
   kutil::add_component(reg, "nn.positions",
       "positions[r] = pos + r for the rows of a generation step, then pos += rows (pos: the tokens already in the "
-      "KV cache)",
+      "KV cache); a batch (seq bound): each row takes its sequence's next position, -1 for a finished sequence",
       positions_ports(), {}, positions_cpu, positions_check, positions_cost);
+  kutil::add_component(reg, "nn.kv_blocks",
+      "a batch's KV cache in blocks of `block` tokens from a pool: the blocks of finished sequences go back, then "
+      "each row's sequence gets a block for its position if it has none (the lowest free one); a full pool is an "
+      "error",
+      kv_blocks_ports(), {{"block", ParamType::int_, "", true, "tokens per block"}}, kv_blocks_cpu, kv_blocks_check,
+      kv_blocks_cost);
   kutil::add_component(reg, "nn.kv_append",
       "cache[positions[r], :] = x[r, :]: a step's keys or values written into a KV cache [context, width], stored "
       "as x, as f16, or as int8 codes with one scale per row and head (max|x| / 127); a position outside the cache "
-      "is an error (the context is full)",
-      kv_append_ports(), {{"heads", ParamType::int_, "1", false, "heads in a row (an i8 cache: a scale each)"}},
+      "is an error (the context is full); a batch (seq and table bound): at the row of each position's block",
+      kv_append_ports(),
+      {{"heads", ParamType::int_, "1", false, "heads in a row (an i8 cache: a scale each)"},
+       {"block", ParamType::int_, "0", false, "a batch: tokens per block of the table"}},
       kv_append_cpu, kv_append_check, kv_append_cost);
   kutil::add_component(reg, "nn.kv_attention",
       "attention over a KV cache: query row r (head h) attends cache rows 0 .. positions[r] of kv head h / (heads / "
@@ -158,7 +167,8 @@ void register_transformer(Registry& reg) {
       kv_attention_ports(),
       {{"heads", ParamType::int_, "", true, "number of query heads (q has heads*dh columns)"},
        {"kv_heads", ParamType::int_, "0", false, "number of key/value heads; 0: heads (must divide heads)"},
-       {"scale", ParamType::float_, "0", false, "score scale; 0: 1/sqrt(dh)"}},
+       {"scale", ParamType::float_, "0", false, "score scale; 0: 1/sqrt(dh)"},
+       {"block", ParamType::int_, "0", false, "a batch: tokens per block of the table"}},
       kv_attention_cpu, kv_attention_check, kv_attention_cost);
   kutil::add_component(reg, "nn.sample",
       "the next token from the last row of logits: greedy (temperature 0: the first largest logit) or drawn from "

@@ -8,7 +8,7 @@
 //   transformer_linear.cpp        the activations and nn.linear
 //   transformer_attention.cpp     nn.attention
 //   transformer_rope.cpp          nn.rope
-//   transformer_kv.cpp            nn.positions, nn.kv_append, nn.kv_attention
+//   transformer_kv.cpp            nn.positions, nn.kv_blocks, nn.kv_append, nn.kv_attention
 //   transformer_sample.cpp        nn.sample
 //   transformer_sinusoidal.cpp    nn.sinusoidal_positions
 //   transformer_elementwise.cpp   nn.swiglu, nn.tanh, nn.l2normalize
@@ -244,6 +244,10 @@ const std::vector<PortSpec>& positions_ports();
 std::string positions_check(const TaskShape& t);
 Cost positions_cost(const TaskShape& t);
 void positions_cpu(KernelContext& ctx);
+const std::vector<PortSpec>& kv_blocks_ports();
+std::string kv_blocks_check(const TaskShape& t);
+Cost kv_blocks_cost(const TaskShape& t);
+void kv_blocks_cpu(KernelContext& ctx);
 const std::vector<PortSpec>& kv_append_ports();
 std::string kv_append_check(const TaskShape& t);
 Cost kv_append_cost(const TaskShape& t);

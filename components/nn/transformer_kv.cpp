@@ -5,6 +5,14 @@
 // rows) and each decode step (one row) are the same tasks with different row
 // counts; the positions are read at run time, so one compiled loop body serves
 // every step.
+//
+// A batch of sequences (ports `seq` and `table`) keeps its caches in blocks of
+// `block` rows from a pool: nn.kv_blocks gives a sequence a block when it
+// reaches one and takes its blocks back once it has finished, so sequences of
+// different lengths hold what they use, not the longest context each. Row r of
+// a step belongs to sequence seq[r]; its position p is at cache row
+// table[seq[r], p / block] * block + p % block. A negative position marks an
+// idle row (a finished sequence's): not stored, attended to nothing (y = 0).
 #include "nn/transformer_internal.hpp"
 
 #include <immintrin.h>
@@ -36,14 +44,64 @@ void check_positions(const TensorView& pos, int64_t n, int64_t ctx, const char* 
                         "'s " + to_string(ctx) + " rows: the context is full (give the cache more rows)");
 }
 
+/// A batch's cache rows (ports `seq` and `table`, arg `block`): where position
+/// p of row r's sequence lives. Unpaged (no table): row p itself.
+struct Paging {
+  const std::int32_t* seq = nullptr;
+  const std::int32_t* table = nullptr;
+  int64_t ld = 0, per = 0, seqs = 0, block = 0;
+
+  Paging(const TensorView& s, const TensorView& t, int64_t bs) {
+    if (!t.bound()) return;
+    seq = ints(s);
+    table = ints(t);
+    ld = t.ld;
+    per = t.cols;
+    seqs = t.rows;
+    block = bs;
+  }
+  bool paged() const { return table != nullptr; }
+  int64_t sequence(int64_t r) const { return seq ? seq[r] : 0; }
+  /// The cache row of position p of sequence s (its block must be given).
+  int64_t row(int64_t s, int64_t p, int64_t cache_rows) const {
+    if (!table) return p;
+    if (s < 0 || s >= seqs) throw KernelError("port 'seq' holds " + to_string(s) + ": the table has " + to_string(seqs) + " sequences");
+    if (p / block >= per)
+      throw KernelError("position " + to_string(p) + " is past the table's " + to_string(per) + " blocks of " +
+                        to_string(block) + " tokens");
+    const std::int32_t b = table[s * ld + p / block];
+    if (b < 0 || (int64_t(b) + 1) * block > cache_rows)
+      throw KernelError("sequence " + to_string(s) + " has " + (b < 0 ? std::string("no block") : "block " + to_string(b)) +
+                        " for position " + to_string(p) + (b < 0 ? " (nn.kv_blocks gives them)" : ": past the cache"));
+    return int64_t(b) * block + p % block;
+  }
+};
+
+/// "" when ports seq (i) and table (i + 1) are both bound or both not, with
+/// arg `block` and the cache's rows (port c) a whole number of blocks.
+std::string check_paging(const std::vector<PortSpec>& s, std::span<const TensorView> p, const Args& a, std::size_t i,
+                         std::size_t c, std::size_t rows_of) {
+  if (p[i].bound() != p[i + 1].bound()) return "ports 'seq' and 'table' go together (a batch in blocks): bind both";
+  if (!p[i].bound()) return "";
+  if (auto m = first_error({positive_param(a, "block"), one_position_per_row(s, p, i, rows_of)}); !m.empty()) return m;
+  if (p[c].rows % a.get_int("block") != 0)
+    return "port '" + s[c].name + "' has " + to_string(p[c].rows) + " rows: not a whole number of blocks of " +
+           to_string(a.get_int("block"));
+  return "";
+}
+
 }  // namespace
 
 // ============================================================ nn.positions
 
 const std::vector<PortSpec>& positions_ports() {
   static const std::vector<PortSpec> p = {
-      {"pos", Access::read_write, {DType::i32}, false, 1, "tokens already in the cache [1]; advanced by the rows"},
+      {"pos", Access::read_write, {DType::i32}, false, 1,
+       "tokens already in the cache [1] (a batch: per sequence [sequences]); advanced by the rows"},
       {"positions", Access::write, {DType::i32}, false, 2, "the positions of this step's rows [rows]: pos, pos + 1, ..."},
+      {"seq", Access::read, {DType::i32}, true, 1, "a batch: the sequence of each row [rows]"},
+      {"alive", Access::read, {DType::i32}, true, 1,
+       "a batch: 1 while a sequence generates [sequences]; a finished one's rows get position -1"},
   };
   return p;
 }
@@ -52,8 +110,17 @@ std::string positions_check(const TaskShape& t) {
   const auto& s = positions_ports();
   const auto& p = t.ports;
   if (auto m = kutil::ports_present(s, p); !m.empty()) return m;
-  if (p[0].rows * p[0].cols != 1) return "port 'pos' is " + dims(p[0]) + ": a counter of one element";
   if (num_ids(p[1]) < 0) return "port 'positions' is " + dims(p[1]) + ": expected shape [rows] or [rows, 1]";
+  if (!p[2].bound()) {
+    if (p[3].bound()) return "port 'alive' is bound without 'seq' (a batch needs both)";
+    if (p[0].rows * p[0].cols != 1) return "port 'pos' is " + dims(p[0]) + ": a counter of one element";
+    return "";
+  }
+  if (num_ids(p[2]) != num_ids(p[1]))
+    return "port 'seq' is " + dims(p[2]) + " but 'positions' is " + dims(p[1]) + ": a sequence per row";
+  const int64_t b = p[0].rows * p[0].cols;
+  if (p[3].bound() && p[3].rows * p[3].cols != b)
+    return "port 'alive' is " + dims(p[3]) + " but 'pos' counts " + to_string(b) + " sequences";
   return "";
 }
 
@@ -63,11 +130,95 @@ void positions_cpu(KernelContext& ctx) {
   kutil::validate(ctx, positions_ports(), positions_check);
   auto* pos = static_cast<std::int32_t*>(ctx.port(0).data);
   auto* out = static_cast<std::int32_t*>(ctx.port(1).data);
-  const int64_t n = num_ids(ctx.port(1));
-  if (*pos < 0) throw KernelError("port 'pos' holds " + to_string(*pos) + ": a count of tokens is >= 0");
-  if (int64_t(*pos) + n > INT32_MAX) throw KernelError("port 'pos' would pass 2^31 - 1");
-  for (int64_t r = 0; r < n; ++r) out[r] = std::int32_t(*pos + r);
-  *pos += std::int32_t(n);
+  const int64_t n = num_ids(ctx.port(1)), b = ctx.port(0).rows * ctx.port(0).cols;
+  const std::int32_t* seq = ctx.port(2).bound() ? ints(ctx.port(2)) : nullptr;
+  const std::int32_t* alive = ctx.port(3).bound() ? ints(ctx.port(3)) : nullptr;
+  for (int64_t s = 0; s < b; ++s)
+    if (pos[s] < 0) throw KernelError("port 'pos' holds " + to_string(pos[s]) + ": a count of tokens is >= 0");
+  for (int64_t r = 0; r < n; ++r) {
+    const int64_t s = seq ? seq[r] : 0;
+    if (s < 0 || s >= b)
+      throw KernelError("port 'seq' holds " + to_string(s) + " at row " + to_string(r) + ": the batch has " +
+                        to_string(b) + " sequences");
+    if (alive && !alive[s]) {
+      out[r] = -1;
+      continue;
+    }
+    if (pos[s] == INT32_MAX) throw KernelError("port 'pos' would pass 2^31 - 1");
+    out[r] = pos[s]++;
+  }
+}
+
+// ============================================================ nn.kv_blocks
+
+const std::vector<PortSpec>& kv_blocks_ports() {
+  static const std::vector<PortSpec> p = {
+      {"positions", Access::read, {DType::i32}, false, 1, "this step's positions [rows] (nn.positions; < 0: idle)"},
+      {"seq", Access::read, {DType::i32}, false, 1, "the sequence of each row [rows]"},
+      {"alive", Access::read, {DType::i32}, false, 1, "1 while a sequence generates [sequences]; 0: its blocks go back"},
+      {"table", Access::read_write, {DType::i32}, false, 2,
+       "the block of each sequence's block of positions [sequences, blocks per sequence]; -1: none"},
+      {"pool", Access::read_write, {DType::i32}, false, 1,
+       "[2 + blocks]: blocks in use, the most in use at once, then 1 per block in use (zeros: all free)"},
+  };
+  return p;
+}
+
+std::string kv_blocks_check(const TaskShape& t) {
+  const auto& s = kv_blocks_ports();
+  const auto& p = t.ports;
+  if (auto m = kutil::ports_present(s, p); !m.empty()) return m;
+  if (auto m = positive_param(t.args, "block"); !m.empty()) return m;
+  if (num_ids(p[0]) < 0 || num_ids(p[1]) != num_ids(p[0]))
+    return "port 'seq' is " + dims(p[1]) + " but 'positions' is " + dims(p[0]) + ": a sequence per row";
+  if (p[2].rows * p[2].cols != p[3].rows)
+    return "port 'table' is " + dims(p[3]) + " but 'alive' counts " + to_string(p[2].rows * p[2].cols) + " sequences";
+  if (p[4].rows * p[4].cols < 3) return "port 'pool' is " + dims(p[4]) + ": 2 counters and one entry per block";
+  return "";
+}
+
+Cost kv_blocks_cost(const TaskShape& t) { return kutil::io_cost(kv_blocks_ports(), t, 0); }
+
+void kv_blocks_cpu(KernelContext& ctx) {
+  kutil::validate(ctx, kv_blocks_ports(), kv_blocks_check);
+  const std::int32_t *pos = ints(ctx.port(0)), *seq = ints(ctx.port(1)), *alive = ints(ctx.port(2));
+  const TensorView& tv = ctx.port(3);
+  auto* table = static_cast<std::int32_t*>(tv.data);
+  auto* pool = static_cast<std::int32_t*>(ctx.port(4).data);
+  const int64_t seqs = tv.rows, per = tv.cols, blocks = ctx.port(4).rows * ctx.port(4).cols - 2, bs = ctx.arg_int("block");
+  std::int32_t* used = pool + 2;
+  for (int64_t s = 0; s < seqs; ++s)  // a finished sequence's blocks go back to the pool
+    if (!alive[s])
+      for (int64_t j = 0; j < per; ++j) {
+        std::int32_t& b = table[s * tv.ld + j];
+        if (b < 0) continue;
+        if (b >= blocks || !used[b]) throw KernelError("port 'table' names block " + to_string(b) + ", not one in use");
+        used[b] = 0;
+        --pool[0];
+        b = -1;
+      }
+  int64_t next = 0;  // the lowest block that may be free
+  for (int64_t r = 0; r < num_ids(ctx.port(0)); ++r) {
+    if (pos[r] < 0) continue;
+    if (seq[r] < 0 || seq[r] >= seqs)
+      throw KernelError("port 'seq' holds " + to_string(seq[r]) + " at row " + to_string(r) + ": the batch has " +
+                        to_string(seqs) + " sequences");
+    const int64_t j = pos[r] / bs;
+    if (j >= per)
+      throw KernelError("position " + to_string(pos[r]) + " of sequence " + to_string(seq[r]) + " is past its " +
+                        to_string(per) + " blocks of " + to_string(bs) + " tokens: the context is full");
+    std::int32_t& b = table[seq[r] * tv.ld + j];
+    if (b >= 0) continue;
+    while (next < blocks && used[next]) ++next;
+    if (next == blocks)
+      throw KernelError("the KV cache pool is full: its " + to_string(blocks) + " blocks of " + to_string(bs) +
+                        " tokens are in use and sequence " + to_string(seq[r]) + " needs one for position " +
+                        to_string(pos[r]) + " (give the pool more blocks)");
+    used[next] = 1;
+    b = std::int32_t(next);
+    pool[1] = std::max(pool[1], ++pool[0]);
+  }
+  ctx.report("blocks_in_use", pool[0]);
 }
 
 // ============================================================ cache storage
@@ -125,12 +276,13 @@ template <class T> void store_row(const T* x, int64_t n, int64_t heads, const Te
   }
 }
 
-/// Rows [0, rows) of a cache in T: as stored, or widened (f16), or codes times
-/// their scales (i8) into `out` [rows, cols] (leading dimension cols).
+/// Positions [0, rows) of sequence s in a cache, in T: as stored (unpaged, T),
+/// or copied from their blocks, widened (f16) or codes times their scales (i8)
+/// into `out` [rows, cols] (leading dimension cols).
 template <class T>
-const T* cache_rows(const TensorView& cache, const TensorView& scale, int64_t rows, int64_t heads, std::vector<T>& out,
-                    int64_t* ld) {
-  if (cache.dtype == dtype_of<T>()) {
+const T* cache_rows(const TensorView& cache, const TensorView& scale, int64_t rows, int64_t heads, const Paging& pg,
+                    int64_t s, std::vector<T>& out, int64_t* ld) {
+  if (cache.dtype == dtype_of<T>() && !pg.paged()) {
     *ld = ld_of(cache);
     return static_cast<const T*>(cache.data);
   }
@@ -139,12 +291,15 @@ const T* cache_rows(const TensorView& cache, const TensorView& scale, int64_t ro
   *ld = n;
   for (int64_t r = 0; r < rows; ++r) {
     T* o = out.data() + r * n;
-    if (cache.dtype == DType::f16) {
-      const auto* c = static_cast<const std::uint16_t*>(cache.data) + r * cache.ld;
+    const int64_t at = pg.row(s, r, cache.rows);
+    if (cache.dtype == dtype_of<T>()) {
+      std::memcpy(o, static_cast<const T*>(cache.data) + at * cache.ld, std::size_t(n) * sizeof(T));
+    } else if (cache.dtype == DType::f16) {
+      const auto* c = static_cast<const std::uint16_t*>(cache.data) + at * cache.ld;
       widen_f16(c, n, o);
     } else {
-      const auto* c = static_cast<const std::int8_t*>(cache.data) + r * cache.ld;
-      const float* sc = static_cast<const float*>(scale.data) + r * scale.ld;
+      const auto* c = static_cast<const std::int8_t*>(cache.data) + at * cache.ld;
+      const float* sc = static_cast<const float*>(scale.data) + at * scale.ld;
       for (int64_t h = 0; h < heads; ++h)
         for (int64_t j = h * dh; j < (h + 1) * dh; ++j) o[j] = T(c[j]) * T(sc[h]);
     }
@@ -185,6 +340,9 @@ const std::vector<PortSpec>& kv_append_ports() {
       {"cache", Access::read_write, {DType::f32, DType::f64, DType::f16, DType::i8}, false, 2,
        "the cache [context, width] in x's dtype, f16 or i8; only the rows named are written"},
       {"scale", Access::read_write, {DType::f32}, true, 2, "i8 cache: one scale per row and head [context, heads]"},
+      {"seq", Access::read, {DType::i32}, true, 1, "a batch: the sequence of each row [rows]"},
+      {"table", Access::read, {DType::i32}, true, 2,
+       "a batch: each sequence's blocks [sequences, blocks per sequence] (nn.kv_blocks); the cache is their pool"},
   };
   return p;
 }
@@ -199,10 +357,10 @@ std::string kv_append_check(const TaskShape& t) {
   if (auto m = check_cache(s, p, 2, 3, p[0].dtype, t.args.get_int("heads")); !m.empty()) return m;
   if (p[2].cols != p[0].cols)
     return "port 'cache' is " + dims(p[2]) + " but 'x' is " + dims(p[0]) + ": the widths must match";
-  if (p[0].rows > p[2].rows)
+  if (!p[4].bound() && p[0].rows > p[2].rows)
     return "port 'x' has " + to_string(p[0].rows) + " rows but the cache holds " + to_string(p[2].rows) +
            ": the prompt is longer than the context";
-  return "";
+  return check_paging(s, p, t.args, 4, 2, 0);
 }
 
 Cost kv_append_cost(const TaskShape& t) {
@@ -218,14 +376,18 @@ Cost kv_append_cost(const TaskShape& t) {
 void kv_append_cpu(KernelContext& ctx) {
   kutil::validate(ctx, kv_append_ports(), kv_append_check);
   const TensorView &x = ctx.port(0), &pos = ctx.port(1), &cache = ctx.port(2), &scale = ctx.port(3);
-  check_positions(pos, x.rows, cache.rows, "cache");
+  const Paging pg(ctx.port(4), ctx.port(5), ctx.arg_int("block"));
+  if (!pg.paged()) check_positions(pos, x.rows, cache.rows, "cache");
   const std::int32_t* p = ints(pos);
   const int64_t heads = ctx.arg_int("heads");
   kutil::dispatch_float(x.dtype, [&](auto tg) {
     using T = typename decltype(tg)::type;
-    for (int64_t r = 0; r < x.rows; ++r)
-      store_row(row<T>(x, r), x.cols, heads, cache, p[r],
-                scale.bound() ? static_cast<float*>(scale.data) + std::size_t(p[r]) * std::size_t(scale.ld) : nullptr);
+    for (int64_t r = 0; r < x.rows; ++r) {
+      if (p[r] < 0 && pg.paged()) continue;  // an idle row
+      const int64_t at = pg.row(pg.sequence(r), p[r], cache.rows);
+      store_row(row<T>(x, r), x.cols, heads, cache, at,
+                scale.bound() ? static_cast<float*>(scale.data) + std::size_t(at) * std::size_t(scale.ld) : nullptr);
+    }
   });
 }
 
@@ -243,6 +405,9 @@ const std::vector<PortSpec>& kv_attention_ports() {
       {"y", Access::write, kFloat, false, 2, "output [rows, heads*dh]"},
       {"k_scale", Access::read, {DType::f32}, true, 2, "i8 key cache: its scales [context, kv_heads]"},
       {"v_scale", Access::read, {DType::f32}, true, 2, "i8 value cache: its scales [context, kv_heads]"},
+      {"seq", Access::read, {DType::i32}, true, 1, "a batch: the sequence of each query [rows]"},
+      {"table", Access::read, {DType::i32}, true, 2,
+       "a batch: each sequence's blocks [sequences, blocks per sequence]; k and v are their pool"},
   };
   return p;
 }
@@ -291,7 +456,7 @@ std::string kv_attention_check(const TaskShape& t) {
     return m;
   if (a.get_float("scale") < 0 || !std::isfinite(a.get_float("scale")))
     return "param 'scale' is " + a.get("scale").text + ": must be finite and >= 0 (0: 1/sqrt(head dim))";
-  return "";
+  return check_paging(s, p, a, 7, 1, 0);
 }
 
 constexpr int64_t kKvQueryBlock = 128;
@@ -315,36 +480,49 @@ void kv_attention_cpu(KernelContext& ctx) {
                    &ks = ctx.port(5), &vs = ctx.port(6);
   const KvDims d = kv_dims(TaskShape{ctx.ports(), ctx.args()});
   if (d.rows == 0) return;
-  check_positions(pos, d.rows, d.ctx, "key cache");
+  const Paging pg(ctx.port(7), ctx.port(8), ctx.arg_int("block"));
+  if (!pg.paged()) check_positions(pos, d.rows, d.ctx, "key cache");
   const double sp = ctx.arg_float("scale");
   const double scale = sp > 0 ? sp : 1.0 / std::sqrt(double(d.dh));
   const std::int32_t* p = ints(pos);
   const int64_t group = d.heads / d.kv, bq = std::min(d.rows, kKvQueryBlock);
   kutil::dispatch_float(q.dtype, [&](auto tg) {
     using T = typename decltype(tg)::type;
-    int64_t most = 0;
-    for (int64_t r = 0; r < d.rows; ++r) most = std::max<int64_t>(most, p[r] + 1);
-    std::vector<T> sc(static_cast<std::size_t>(bq * most));
+    std::vector<T> sc, kw, vw;
     std::vector<double> inv(static_cast<std::size_t>(bq));
     std::vector<int64_t> lim(static_cast<std::size_t>(bq));
-    // the cache rows any query reads, in T (widened or dequantized when stored otherwise)
-    std::vector<T> kw, vw;
-    int64_t ldk = 0, ldv = 0;
-    const T* K = cache_rows<T>(k, ks, most, d.kv, kw, &ldk);
-    const T* V = cache_rows<T>(v, vs, most, d.kv, vw, &ldv);
     const int64_t ldq = ld_of(q), ldy = ld_of(y);
-    for (int64_t i0 = 0; i0 < d.rows; i0 += bq) {
-      const int64_t nq = std::min(bq, d.rows - i0);
-      int64_t nk = 0;
-      for (int64_t r = 0; r < nq; ++r) {
-        lim[static_cast<std::size_t>(r)] = p[i0 + r] + 1;
-        nk = std::max(nk, lim[static_cast<std::size_t>(r)]);
+    // runs of consecutive rows of one sequence (unpaged: all rows are one)
+    for (int64_t r0 = 0, r1 = 0; r0 < d.rows; r0 = r1) {
+      const int64_t s = pg.sequence(r0);
+      int64_t most = 0;
+      bool idle = false;
+      for (r1 = r0; r1 < d.rows && pg.sequence(r1) == s; ++r1) {
+        idle = idle || p[r1] < 0;
+        most = std::max<int64_t>(most, int64_t(p[r1]) + 1);
       }
-      for (int64_t h = 0; h < d.heads; ++h) {
-        const int64_t g = h / group;
-        attend_block(static_cast<const T*>(q.data) + i0 * ldq + h * d.dh, ldq, K + g * d.dh, ldk, V + g * d.dh, ldv,
-                     static_cast<T*>(y.data) + i0 * ldy + h * d.dh, ldy, nq, nk, d.dh, lim.data(), scale, sc.data(),
-                     inv.data());
+      if (idle) {  // a finished sequence's rows (nn.positions gives all of them -1)
+        for (int64_t r = r0; r < r1; ++r) std::fill_n(static_cast<T*>(y.data) + r * ldy, y.cols, T(0));
+        continue;
+      }
+      // the cache rows the run reads, in T (gathered from blocks, widened or dequantized)
+      int64_t ldk = 0, ldv = 0;
+      const T* K = cache_rows<T>(k, ks, most, d.kv, pg, s, kw, &ldk);
+      const T* V = cache_rows<T>(v, vs, most, d.kv, pg, s, vw, &ldv);
+      sc.resize(static_cast<std::size_t>(bq * most));
+      for (int64_t i0 = r0; i0 < r1; i0 += bq) {
+        const int64_t nq = std::min(bq, r1 - i0);
+        int64_t nk = 0;
+        for (int64_t r = 0; r < nq; ++r) {
+          lim[static_cast<std::size_t>(r)] = p[i0 + r] + 1;
+          nk = std::max(nk, lim[static_cast<std::size_t>(r)]);
+        }
+        for (int64_t h = 0; h < d.heads; ++h) {
+          const int64_t g = h / group;
+          attend_block(static_cast<const T*>(q.data) + i0 * ldq + h * d.dh, ldq, K + g * d.dh, ldk, V + g * d.dh, ldv,
+                       static_cast<T*>(y.data) + i0 * ldy + h * d.dh, ldy, nq, nk, d.dh, lim.data(), scale, sc.data(),
+                       inv.data());
+        }
       }
     }
   });

@@ -11,8 +11,8 @@ const std::vector<PortSpec>& rope_ports() {
   static const std::vector<PortSpec> p = {
       {"x", Access::read_write, kFloat, false, 2, "queries or keys [tokens, heads*dh], rotated in place"},
       {"positions", Access::read, {DType::i32}, true, 2,
-       "the position of each row [tokens] (nn.positions; generation at a runtime offset); unbound: row % seq + "
-       "offset"},
+       "the position of each row [tokens] (nn.positions; generation at a runtime offset; < 0: an idle row, left "
+       "as it is); unbound: row % seq + offset"},
   };
   return p;
 }
@@ -81,10 +81,8 @@ void rope_cpu(KernelContext& ctx) {
     std::vector<T> cs(static_cast<std::size_t>(npos * half)), sn(cs.size());
     for (int64_t p = 0; p < npos; ++p) {
       const double at = given ? double(given[p]) : double(p + offset);
-      if (given && given[p] < 0)
-        throw KernelError("port 'positions' holds " + to_string(given[p]) + " at row " + to_string(p) + ": positions are >= 0");
-      for (int64_t i = 0; i < half; ++i) {
-        const double ang = at * inv_freq[static_cast<std::size_t>(i)];
+      for (int64_t i = 0; i < half; ++i) {  // a negative position: an idle row (nn.positions), left as it is
+        const double ang = at < 0 ? 0.0 : at * inv_freq[static_cast<std::size_t>(i)];
         cs[static_cast<std::size_t>(p * half + i)] = T(std::cos(ang));
         sn[static_cast<std::size_t>(p * half + i)] = T(std::sin(ang));
       }

@@ -18,7 +18,11 @@ const std::vector<PortSpec>& sample_ports() {
        "the tokens generated so far [max_new]; the new one goes to index count"},
       {"count", Access::read_write, {DType::i32}, false, 1, "how many tokens are in 'generated' [1]; incremented"},
       {"running", Access::write, {DType::i32}, false, 1,
-       "1 while generation goes on, 0 once the token is an end token or 'generated' is full [1]"},
+       "1 while generation goes on, 0 once the token is an end token or 'generated' is full [1] (a batch: the "
+       "sequences still going)"},
+      {"alive", Access::read_write, {DType::i32}, true, 1,
+       "a batch of sequences [sequences]: 1 while each goes on; then row s of logits, token, generated and count "
+       "is sequence s's"},
   };
   return p;
 }
@@ -108,9 +112,14 @@ std::string sample_check(const TaskShape& t) {
   if (auto m = kutil::ports_present(s, p); !m.empty()) return m;
   if (auto m = kutil::float_dtype(s, p, 0); !m.empty()) return m;
   if (p[0].rows < 1 || p[0].cols < 1) return "port 'logits' is " + dims(p[0]) + ": no row to sample";
-  for (std::size_t i : {std::size_t(1), std::size_t(3), std::size_t(4)})
-    if (p[i].rows * p[i].cols != 1) return "port '" + s[i].name + "' is " + dims(p[i]) + ": one element";
-  if (p[2].rows * p[2].cols < 1) return "port 'generated' is empty: room for one token at least";
+  const int64_t b = p[5].bound() ? p[5].rows * p[5].cols : 1;
+  if (p[5].bound() && p[0].rows != b)
+    return "port 'logits' is " + dims(p[0]) + " but 'alive' counts " + to_string(b) + " sequences (a row each)";
+  for (std::size_t i : {std::size_t(1), std::size_t(3)})
+    if (p[i].rows * p[i].cols != b) return "port '" + s[i].name + "' is " + dims(p[i]) + ": " + to_string(b) + " element(s), one per sequence";
+  if (p[4].rows * p[4].cols != 1) return "port 'running' is " + dims(p[4]) + ": one element";
+  if (p[2].rows * p[2].cols < b || (p[5].bound() && p[2].rows != b))
+    return "port 'generated' is " + dims(p[2]) + ": room for one token at least" + (p[5].bound() ? " per sequence, a row each" : "");
   const double temp = a.get_float("temperature"), top_p = a.get_float("top_p"), min_p = a.get_float("min_p");
   if (!(temp >= 0) || !std::isfinite(temp))
     return "param 'temperature' is " + a.get("temperature").text + ": must be >= 0 (0: greedy)";
@@ -134,34 +143,42 @@ Cost sample_cost(const TaskShape& t) {
 
 void sample_cpu(KernelContext& ctx) {
   kutil::validate(ctx, sample_ports(), sample_check);
-  const TensorView& logits = ctx.port(0);
+  const TensorView &logits = ctx.port(0), &gen = ctx.port(2);
   auto* token = static_cast<std::int32_t*>(ctx.port(1).data);
-  auto* generated = static_cast<std::int32_t*>(ctx.port(2).data);
   auto* count = static_cast<std::int32_t*>(ctx.port(3).data);
   auto* running = static_cast<std::int32_t*>(ctx.port(4).data);
-  const int64_t cap = ctx.port(2).rows * ctx.port(2).cols, n = logits.cols;
-  if (*count < 0 || *count >= cap)
-    throw KernelError("port 'count' holds " + to_string(*count) + " but 'generated' has room for " + to_string(cap));
+  auto* alive = ctx.port(5).bound() ? static_cast<std::int32_t*>(ctx.port(5).data) : nullptr;
+  const int64_t b = alive ? logits.rows : 1, n = logits.cols;
+  const int64_t cap = alive ? gen.cols : gen.rows * gen.cols;
   const double temp = ctx.arg_float("temperature");
-  int64_t id = 0;
-  kutil::dispatch_float(logits.dtype, [&](auto tg) {
-    using T = typename decltype(tg)::type;
-    const T* l = row<T>(logits, logits.rows - 1);
-    for (int64_t j = 0; j < n; ++j)
-      if (!std::isfinite(double(l[j])) && !(std::isinf(double(l[j])) && l[j] < 0))
-        throw KernelError("the logits hold " + std::string(std::isnan(double(l[j])) ? "NaN" : "+inf") + " at token " +
-                          to_string(j));
-    if (temp == 0) id = argmax(l, n);
-    else
-      id = draw(l, n, temp, ctx.arg_int("top_k"), ctx.arg_float("top_p"), ctx.arg_float("min_p"),
-                uniform(std::uint64_t(ctx.arg_int("seed")), std::uint64_t(*count)));
-  });
-  *token = std::int32_t(id);
-  generated[*count] = std::int32_t(id);
-  ++*count;
-  bool stop = *count >= cap;
-  for (std::int64_t e : parse_ids(ctx.arg_string("eos"), nullptr)) stop = stop || e == id;
-  *running = stop ? 0 : 1;
+  const std::vector<std::int64_t> eos = parse_ids(ctx.arg_string("eos"), nullptr);
+  *running = 0;
+  for (int64_t s = 0; s < b; ++s) {
+    if (alive && !alive[s]) continue;
+    if (count[s] < 0 || count[s] >= cap)
+      throw KernelError("port 'count' holds " + to_string(count[s]) + (alive ? " for sequence " + to_string(s) : "") +
+                        " but 'generated' has room for " + to_string(cap));
+    int64_t id = 0;
+    kutil::dispatch_float(logits.dtype, [&](auto tg) {
+      using T = typename decltype(tg)::type;
+      const T* l = row<T>(logits, alive ? s : logits.rows - 1);
+      for (int64_t j = 0; j < n; ++j)
+        if (!std::isfinite(double(l[j])) && !(std::isinf(double(l[j])) && l[j] < 0))
+          throw KernelError("the logits hold " + std::string(std::isnan(double(l[j])) ? "NaN" : "+inf") + " at token " +
+                            to_string(j));
+      if (temp == 0) id = argmax(l, n);
+      else  // sequence s draws from seed + s: a batch of one draws as a lone sequence does
+        id = draw(l, n, temp, ctx.arg_int("top_k"), ctx.arg_float("top_p"), ctx.arg_float("min_p"),
+                  uniform(std::uint64_t(ctx.arg_int("seed")) + std::uint64_t(s), std::uint64_t(count[s])));
+    });
+    token[s] = std::int32_t(id);
+    static_cast<std::int32_t*>(gen.data)[s * gen.ld * (alive ? 1 : 0) + count[s]] = std::int32_t(id);
+    ++count[s];
+    bool stop = count[s] >= cap;
+    for (std::int64_t e : eos) stop = stop || e == id;
+    if (alive) alive[s] = stop ? 0 : 1;
+    if (!stop) ++*running;
+  }
 }
 
 }  // namespace ymlopt::transformer

@@ -117,6 +117,109 @@ TEST_F(KvCache, PrefillThenStepsEqualCausalAttention) {
   for (std::int64_t r = total; r < ctx; ++r) EXPECT_TRUE(std::isnan(kc(r, 0))) << "row " << r << " written";
 }
 
+// A batch of three sequences in one pool of blocks: the prompts (5, 2 and 7
+// tokens, concatenated) in one prefill, then one row per sequence and step;
+// sequence 1 finishes after the first step. Every row equals that sequence's
+// own causal attention (nn.attention over its tokens), a finished sequence's
+// row is 0 and its blocks go back to the pool, and no block is shared.
+TEST_F(KvCache, BatchInBlocksEqualsEachSequenceAlone) {
+  const std::int64_t heads = 4, kv = 2, dh = 4, block = 3, blocks = 9, per = 4, steps = 3;
+  const std::vector<std::int64_t> prompt = {5, 2, 7};
+  const std::int64_t B = 3;
+  std::vector<Mat<float>> q, k, v, full;  // each sequence's tokens: prompt + steps
+  for (std::int64_t s = 0; s < B; ++s) {
+    const std::int64_t n = prompt[std::size_t(s)] + steps;
+    q.emplace_back(n, heads * dh), k.emplace_back(n, kv * dh), v.emplace_back(n, kv * dh), full.emplace_back(n, heads * dh);
+    q.back().random(unsigned(40 + s)), k.back().random(unsigned(50 + s)), v.back().random(unsigned(60 + s));
+    run(reg, "nn.attention", {q.back().view(), k.back().view(), v.back().view(), full.back().view()},
+        {{"heads", "4"}, {"kv_heads", "2"}, {"causal", "true"}});
+  }
+  Mat<float> kc(blocks * block, kv * dh, 0, DType::f32, NAN), vc(blocks * block, kv * dh, 0, DType::f32, NAN);
+  Mat<std::int32_t> table(B, per, 0, DType::i32, -1), pool(1, blocks + 2, 0, DType::i32, 0);
+  auto lens = ints({0, 0, 0}), alive = ints({1, 1, 1});
+  const std::map<std::string, std::string> paged = {{"heads", "4"}, {"kv_heads", "2"}, {"block", "3"}};
+  std::vector<std::int64_t> done(B, 0);
+  for (std::int64_t step = 0; step <= steps; ++step) {
+    if (step == 2) alive(0, 1) = 0;  // sequence 1 finished after the first decode step
+    std::vector<std::int32_t> seq;  // this step's rows: the prompts, then one row per sequence
+    for (std::int64_t s = 0; s < B; ++s)
+      for (std::int64_t i = 0; i < (step == 0 ? prompt[std::size_t(s)] : 1); ++i) seq.push_back(std::int32_t(s));
+    const std::int64_t n = std::int64_t(seq.size());
+    auto seqm = ints(seq);
+    Mat<std::int32_t> positions(1, n, 0, DType::i32, -7);
+    Mat<float> qs(n, heads * dh), ks(n, kv * dh), vs(n, kv * dh), y(n, heads * dh, 0, DType::f32, 99);
+    for (std::int64_t r = 0, s = -1, t = 0; r < n; ++r) {
+      if (seq[std::size_t(r)] != s) s = seq[std::size_t(r)], t = done[std::size_t(s)];
+      for (std::int64_t c = 0; c < heads * dh; ++c) qs(r, c) = q[std::size_t(s)](t, c);
+      for (std::int64_t c = 0; c < kv * dh; ++c) ks(r, c) = k[std::size_t(s)](t, c), vs(r, c) = v[std::size_t(s)](t, c);
+      ++t;
+    }
+    run(reg, "nn.positions", {vec1(lens), vec1(positions), vec1(seqm), vec1(alive)});
+    run(reg, "nn.kv_blocks", {vec1(positions), vec1(seqm), vec1(alive), table.view(), vec1(pool)}, {{"block", "3"}});
+    run(reg, "nn.kv_append", {ks.view(), vec1(positions), kc.view(), {}, vec1(seqm), table.view()}, {{"block", "3"}});
+    run(reg, "nn.kv_append", {vs.view(), vec1(positions), vc.view(), {}, vec1(seqm), table.view()}, {{"block", "3"}});
+    Mat<float> rot = qs;
+    run(reg, "nn.rope", {rot.view(), vec1(positions)}, {{"heads", "4"}});  // an idle row stays as it is
+    for (std::int64_t r = 0; r < n; ++r)
+      if (positions(0, r) < 0)
+        for (std::int64_t c = 0; c < heads * dh; ++c) ASSERT_EQ(rot(r, c), qs(r, c));
+    run(reg, "nn.kv_attention", {qs.view(), kc.view(), vc.view(), vec1(positions), y.view(), {}, {}, vec1(seqm), table.view()},
+        paged);
+    for (std::int64_t r = 0, s = -1, t = 0; r < n; ++r) {
+      if (seq[std::size_t(r)] != s) s = seq[std::size_t(r)], t = done[std::size_t(s)];
+      if (!alive(0, s)) {
+        EXPECT_EQ(positions(0, r), -1);
+        for (std::int64_t c = 0; c < heads * dh; ++c) ASSERT_EQ(y(r, c), 0.0f) << "finished sequence " << s;
+        continue;
+      }
+      ASSERT_EQ(positions(0, r), t);
+      for (std::int64_t c = 0; c < heads * dh; ++c)
+        ASSERT_NEAR(y(r, c), full[std::size_t(s)](t, c), 1e-6) << "step " << step << " sequence " << s << " token " << t;
+      ++t;
+    }
+    for (std::int64_t s = 0; s < B; ++s)
+      if (alive(0, s)) done[std::size_t(s)] += step == 0 ? prompt[std::size_t(s)] : 1;
+    // blocks: each live sequence holds ceil(len / block), none twice; the counters agree
+    std::vector<int> owner(blocks, -1);
+    std::int64_t held = 0;
+    for (std::int64_t s = 0; s < B; ++s)
+      for (std::int64_t j = 0; j < per; ++j) {
+        const std::int32_t b = table(s, j);
+        const bool want = alive(0, s) && j < (done[std::size_t(s)] + block - 1) / block;
+        ASSERT_EQ(b >= 0, want) << "sequence " << s << " block " << j << " at step " << step;
+        if (b < 0) continue;
+        ASSERT_EQ(owner[std::size_t(b)], -1) << "block " << b << " shared";
+        owner[std::size_t(b)] = int(s);
+        ASSERT_EQ(pool(0, 2 + b), 1);
+        ++held;
+      }
+    ASSERT_EQ(pool(0, 0), held);
+  }
+  EXPECT_EQ(pool(0, 1), 3 + 4);  // the most at once: at the end (8 and 10 tokens; sequence 1 gave its block back)
+  // the pool runs out: a clear error naming the sequence and position
+  Mat<std::int32_t> small(1, 2 + 2, 0, DType::i32, 0), t1(1, per, 0, DType::i32, -1);
+  auto p9 = ints({0, 3, 6}), s0 = ints({0, 0, 0}), a1 = ints({1});
+  try {
+    run(reg, "nn.kv_blocks", {vec1(p9), vec1(s0), vec1(a1), t1.view(), vec1(small)}, {{"block", "3"}});
+    ADD_FAILURE() << "a full pool was accepted";
+  } catch (const KernelError& e) {
+    EXPECT_NE(std::string(e.what()).find("pool is full: its 2 blocks of 3 tokens are in use and sequence 0 needs one for "
+                                         "position 6"), std::string::npos) << e.what();
+  }
+  // past the table: the context is full
+  auto p12 = ints({12}), z = ints({0});
+  Mat<std::int32_t> big(1, 2 + 9, 0, DType::i32, 0), t2(1, per, 0, DType::i32, -1);
+  EXPECT_THROW(run(reg, "nn.kv_blocks", {vec1(p12), vec1(z), vec1(a1), t2.view(), vec1(big)}, {{"block", "3"}}),
+               KernelError);
+  // seq without table is a check error; a pool of rows not a whole number of blocks too
+  Mat<float> x1(1, kv * dh), c10(10, kv * dh);
+  EXPECT_NE(check(reg, "nn.kv_append", {x1.view(), vec1(z), kc.view(), {}, vec1(z), {}}, {{"block", "3"}}).find("go together"),
+            std::string::npos);
+  EXPECT_NE(check(reg, "nn.kv_append", {x1.view(), vec1(z), c10.view(), {}, vec1(z), table.view()}, {{"block", "3"}})
+                .find("not a whole number of blocks of 3"),
+            std::string::npos);
+}
+
 // f16 and int8 caches: the stored rows are the rounded keys and values (f16
 // exactly; int8 within half a step of the row-and-head scale), and attention
 // over them equals attention over those rounded values.

@@ -29,7 +29,7 @@ TEST(ComponentRegistry, NamesAreRegistered) {
       "nn.relu",     "nn.gelu",     "nn.silu",     "nn.softmax",       "nn.embedding",  "nn.layernorm",
       "nn.rmsnorm",  "nn.linear",   "nn.attention", "nn.rope",         "nn.sinusoidal_positions",
       "nn.swiglu",   "nn.tanh",     "nn.l2normalize", "nn.pool",   "nn.positions", "nn.kv_append",
-      "nn.kv_attention", "nn.sample"};
+      "nn.kv_attention", "nn.kv_blocks", "nn.sample"};
   EXPECT_EQ(names, expected);
 }
 
@@ -108,17 +108,19 @@ TEST(ComponentRegistry, ValidShapesPassCheckAndCostIsPositive) {
       {"nn.tanh", {shape_view(d, 4, 3), shape_view(d, 4, 3)}},
       {"nn.l2normalize", {shape_view(d, 4, 3), shape_view(d, 4, 3)}},
       {"nn.pool", {shape_view(d, 4, 3), shape_view(d, 1, 3)}},
-      {"nn.positions", {shape_view(DType::i32, 1, 1), ids}},
-      {"nn.kv_append", {shape_view(d, 4, 6), ids, shape_view(d, 9, 6), {}}},
-      {"nn.kv_attention", {shape_view(d, 4, 6), shape_view(d, 9, 6), shape_view(d, 9, 6), ids, shape_view(d, 4, 6), {}, {}}},
+      {"nn.positions", {shape_view(DType::i32, 1, 1), ids, {}, {}}},
+      {"nn.kv_append", {shape_view(d, 4, 6), ids, shape_view(d, 9, 6), {}, {}, {}}},
+      {"nn.kv_attention", {shape_view(d, 4, 6), shape_view(d, 9, 6), shape_view(d, 9, 6), ids, shape_view(d, 4, 6), {}, {}, {}, {}}},
+      {"nn.kv_blocks", {ids, ids, shape_view(DType::i32, 2, 1), shape_view(DType::i32, 2, 3), shape_view(DType::i32, 1, 8)}},
       {"nn.sample", {shape_view(d, 4, 10), shape_view(DType::i32, 1, 1), shape_view(DType::i32, 1, 5),
-                     shape_view(DType::i32, 1, 1), shape_view(DType::i32, 1, 1)}},
+                     shape_view(DType::i32, 1, 1), shape_view(DType::i32, 1, 1), {}}},
   };
   // required params (no default) of the components that have some
   const std::map<std::string, std::map<std::string, std::string>> args = {
       {"nn.attention", {{"heads", "2"}}},
       {"nn.rope", {{"heads", "3"}}},
       {"nn.kv_attention", {{"heads", "2"}}},
+      {"nn.kv_blocks", {{"block", "4"}}},
   };
   for (const auto& [name, s] : reg.specs) {
     SCOPED_TRACE(name);
