@@ -57,7 +57,9 @@ std::string format_footprint(const Dag& dag, const DagFootprint& f) {
   if (const auto& kv = f.kv_cache; !kv.tensors.empty()) {
     o << "KV cache: " << mib(double(kv.bytes)) << " (";
     for (std::size_t i = 0; i < kv.tensors.size(); ++i) o << (i ? ", " : "") << kv.tensors[i];
-    o << "): " << kv.layers << " layers x " << kv.context << " tokens; " << kv.bytes_per_token << " bytes per token ("
+    o << "): " << kv.layers << " layers x " << kv.context << " tokens";
+    if (kv.block > 0) o << " (" << kv.context / kv.block << " blocks of " << kv.block << ", taken as sequences reach them)";
+    o << "; " << kv.bytes_per_token << " bytes per token ("
       << (kv.layers ? kv.bytes_per_token / kv.layers : 0) << " per layer), " << mib(double(kv.bytes_per_token * kv.context))
       << " at a full context\n";
   }
@@ -347,7 +349,8 @@ nlohmann::json run_info(const RunArgs& a, const Dag& dag, const DataStore& store
                                   {"layers", kv.layers},
                                   {"context", kv.context},
                                   {"bytes_per_token", kv.bytes_per_token},
-                                  {"bytes_per_token_per_layer", kv.layers ? kv.bytes_per_token / kv.layers : 0}};
+                                  {"bytes_per_token_per_layer", kv.layers ? kv.bytes_per_token / kv.layers : 0},
+                                  {"block", kv.block}};
   return info;
 }
 

@@ -58,6 +58,9 @@ void initialise(const DataDecl& d, void* p) {
       each([v](std::int64_t, std::int64_t) { return v; });
       break;
     }
+    case InitKind::range:  // 0, 1, 2, ... in row-major order
+      each([&](std::int64_t r, std::int64_t c) { return double(r * d.cols + c); });
+      break;
     case InitKind::identity:
       for (std::int64_t i = 0; i < d.rows; ++i) store_value(p, d.dtype, i * d.ld + i, 1.0);
       break;
@@ -102,6 +105,9 @@ void populate(const std::byte* p, std::size_t n) {
   (void)p, (void)n;
 #endif
 }
+
+/// Zero-initialised tensors from this size on are mapped, not allocated and cleared.
+constexpr size_t kLazyBytes = size_t(1) << 21;
 
 }  // namespace
 
@@ -154,6 +160,17 @@ DataStore::DataStore(const Dag& dag, const std::vector<char>& resident) : dag_(d
       continue;
     }
     const size_t bytes = (size_t(d.storage_bytes()) + 63) / 64 * 64;
+    if ((d.init == InitKind::zeros || d.init == InitKind::none) && bytes >= kLazyBytes) {
+      // zero pages from the kernel, each allocated when first written: a KV
+      // cache pool holds in memory the blocks its sequences have reached
+      void* z = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      if (z == MAP_FAILED)
+        throw std::runtime_error("out of memory allocating " + std::to_string(bytes) + " bytes for '" + d.name + "'");
+      mappings_.emplace_back(z, [bytes](void* q) { ::munmap(q, bytes); });
+      ptrs_.push_back(z);
+      total_ += bytes;
+      continue;
+    }
     void* p = std::aligned_alloc(64, bytes ? bytes : 64);
     if (!p) throw std::runtime_error("out of memory allocating " + std::to_string(bytes) + " bytes for '" + d.name + "'");
     owned_.emplace_back(p);

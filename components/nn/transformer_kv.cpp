@@ -102,6 +102,8 @@ const std::vector<PortSpec>& positions_ports() {
       {"seq", Access::read, {DType::i32}, true, 1, "a batch: the sequence of each row [rows]"},
       {"alive", Access::read, {DType::i32}, true, 1,
        "a batch: 1 while a sequence generates [sequences]; a finished one's rows get position -1"},
+      {"lookup", Access::write, {DType::i32}, true, 1,
+       "the positions with idle rows at 0 [rows]: ids for a position-embedding table (GPT-2's wpe)"},
   };
   return p;
 }
@@ -112,13 +114,15 @@ std::string positions_check(const TaskShape& t) {
   if (auto m = kutil::ports_present(s, p); !m.empty()) return m;
   if (num_ids(p[1]) < 0) return "port 'positions' is " + dims(p[1]) + ": expected shape [rows] or [rows, 1]";
   if (!p[2].bound()) {
-    if (p[3].bound()) return "port 'alive' is bound without 'seq' (a batch needs both)";
+    if (p[3].bound() || p[4].bound()) return "ports 'alive' and 'lookup' are a batch's: bind 'seq' too";
     if (p[0].rows * p[0].cols != 1) return "port 'pos' is " + dims(p[0]) + ": a counter of one element";
     return "";
   }
   if (num_ids(p[2]) != num_ids(p[1]))
     return "port 'seq' is " + dims(p[2]) + " but 'positions' is " + dims(p[1]) + ": a sequence per row";
   const int64_t b = p[0].rows * p[0].cols;
+  if (p[4].bound() && num_ids(p[4]) != num_ids(p[1]))
+    return "port 'lookup' is " + dims(p[4]) + " but 'positions' is " + dims(p[1]) + ": one per row";
   if (p[3].bound() && p[3].rows * p[3].cols != b)
     return "port 'alive' is " + dims(p[3]) + " but 'pos' counts " + to_string(b) + " sequences";
   return "";
@@ -133,6 +137,7 @@ void positions_cpu(KernelContext& ctx) {
   const int64_t n = num_ids(ctx.port(1)), b = ctx.port(0).rows * ctx.port(0).cols;
   const std::int32_t* seq = ctx.port(2).bound() ? ints(ctx.port(2)) : nullptr;
   const std::int32_t* alive = ctx.port(3).bound() ? ints(ctx.port(3)) : nullptr;
+  auto* lookup = ctx.port(4).bound() ? static_cast<std::int32_t*>(ctx.port(4).data) : nullptr;
   for (int64_t s = 0; s < b; ++s)
     if (pos[s] < 0) throw KernelError("port 'pos' holds " + to_string(pos[s]) + ": a count of tokens is >= 0");
   for (int64_t r = 0; r < n; ++r) {
@@ -142,10 +147,11 @@ void positions_cpu(KernelContext& ctx) {
                         to_string(b) + " sequences");
     if (alive && !alive[s]) {
       out[r] = -1;
-      continue;
+    } else {
+      if (pos[s] == INT32_MAX) throw KernelError("port 'pos' would pass 2^31 - 1");
+      out[r] = pos[s]++;
     }
-    if (pos[s] == INT32_MAX) throw KernelError("port 'pos' would pass 2^31 - 1");
-    out[r] = pos[s]++;
+    if (lookup) lookup[r] = std::max(out[r], 0);
   }
 }
 

@@ -14,8 +14,8 @@ const std::vector<PortSpec>& sample_ports() {
   static const std::vector<PortSpec> p = {
       {"logits", Access::read, kFloat, false, 2, "logits [rows, vocab]; the last row is sampled"},
       {"token", Access::write, {DType::i32}, false, 1, "the token drawn [1] (the next step's input)"},
-      {"generated", Access::read_write, {DType::i32}, false, 1,
-       "the tokens generated so far [max_new]; the new one goes to index count"},
+      {"generated", Access::read_write, {DType::i32}, false, 2,
+       "the tokens generated so far [max_new] (a batch: [sequences, max_new]); the new one goes to index count"},
       {"count", Access::read_write, {DType::i32}, false, 1, "how many tokens are in 'generated' [1]; incremented"},
       {"running", Access::write, {DType::i32}, false, 1,
        "1 while generation goes on, 0 once the token is an end token or 'generated' is full [1] (a batch: the "

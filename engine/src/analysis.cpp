@@ -18,6 +18,8 @@ DagFootprint::KvCache kv_cache_of(const Dag& dag) {
   for (const TaskNode& t : dag.tasks) {
     if (t.comp->name != "nn.kv_append") continue;
     for (std::size_t p = 0; p < t.bindings.size(); ++p)
+      if (t.comp->ports[p].name == "table" && t.bindings[p].ref.data >= 0) kv.block = t.args.get_int("block");
+    for (std::size_t p = 0; p < t.bindings.size(); ++p)
       if ((t.comp->ports[p].name == "cache" || t.comp->ports[p].name == "scale") && t.bindings[p].ref.data >= 0) {
         const DataRef& r = t.bindings[p].ref;
         if (!blocks.insert({r.data, r.tile}).second) continue;

@@ -76,6 +76,7 @@ const char* init_name(InitKind k) {
     case InitKind::spd: return "spd";
     case InitKind::dominant: return "dominant";
     case InitKind::value: return "value";
+    case InitKind::range: return "range";
     default: return nullptr;
   }
 }

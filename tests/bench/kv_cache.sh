@@ -24,10 +24,8 @@ if [ -n "${KEEP:-}" ]; then work=$KEEP; mkdir -p "$work"; else work=$(mktemp -d)
 export STARPU_SILENT=1
 w=$work/llama-$preset.safetensors
 [ -f "$w" ] || "$y" model init --arch llama --preset "$preset" --seed 1 "$w" >/dev/null
-info=$("$y" model info --arch llama --preset "$preset")
-heads=$(sed -n 's/.* \([0-9]*\) heads.*/\1/p' <<<"$info")
-kv=$(sed -n 's/.*(\([0-9]*\) kv).*/\1/p' <<<"$info")
-vocab=$(sed -n 's/.* vocab \([0-9]*\);.*/\1/p' <<<"$info")
+source "$here/tests/bench/llama_shape.sh"
+llama_shape "$y" "$preset"
 
 echo "kv_cache: llama $preset, $prompts prompts of $prompt_n tokens, $new_n new, $(date -u '+%Y-%m-%d %H:%M UTC')"
 echo "CPU: $(lscpu | sed -n 's/^Model name: *//p') (family $(lscpu | sed -n 's/^CPU family: *//p'), model $(lscpu | sed -n 's/^Model: *//p')), $(nproc) cores; threads=$threads"

@@ -30,7 +30,7 @@ decode_matches() {
   "$py" - "$prompt" "$dir" "$tmp/full_$arch.npy" <<'PY'
 import sys, numpy as np
 prompt = [int(x) for x in sys.argv[1].split(",")]
-g = np.load(sys.argv[2] + "/generated.npy")
+g = np.load(sys.argv[2] + "/generated.npy")[0]  # [sequences, max_new]
 np.save(sys.argv[3], np.array(prompt + list(g[:-1]), dtype=np.int32))
 PY
   expect_rc 0 "$arch: the full forward over prompt + fed-back tokens" -- \
@@ -39,7 +39,7 @@ PY
 import sys, numpy as np
 step = np.load(sys.argv[1] + "/logits.npy")[0]
 full = np.load(sys.argv[2] + "/logits.npy")
-g = np.load(sys.argv[1] + "/generated.npy")
+g = np.load(sys.argv[1] + "/generated.npy")[0]
 err = np.abs(step - full[-1]).max() / max(1.0, np.abs(full[-1]).max())
 assert err <= 1e-5, err
 assert list(full[6:].argmax(1)) == list(g), (full[6:].argmax(1), g)
@@ -59,17 +59,82 @@ for arch in gpt2 llama; do
   same_file "$arch: StarPU and sequential tokens" "$tmp/g_$arch/generated.npy" "$tmp/s_$arch/generated.npy"
 done
 
-# the KV cache in report.json and --dry-run: 2 layers x (k + v) x kv width x 4 bytes per token
+# a batch: three prompts of different lengths in one run (one prefill of their 15
+# ids, then a row per sequence and step), each sequence's tokens and last logits
+# those of its prompt alone; the cache in blocks of 2 tokens
+p2=5,9,2
+p3=11,3,8,1,6
+for arch in gpt2 llama; do
+  for p in 2 3; do
+    pv=p$p
+    expect_rc 0 "$arch: prompt $p alone" -- "$y" generate --model "$tmp/$arch" --ids ${!pv} -n 8 --ignore-eos -q -o "$tmp/one${p}_$arch"
+  done
+  expect_rc 0 "$arch: a batch of 3" -- \
+    "$y" generate --model "$tmp/$arch" --ids $prompt --ids $p2 --ids $p3 -n 8 --ignore-eos --set block=2 -o "$tmp/b_$arch"
+  expect_in "--- sequence 2 ---" "$arch: each sequence printed"
+  expect_in "prompt: 15 tokens in" "$arch: one prefill of the three prompts"
+  expect_in "3 sequences: 3 stopped at -n 8" "$arch: why they stopped"
+  expect_in "KV cache: at most 18 of its 24 blocks in use" "$arch: blocks reached (7 + 5 + 6 of 2 tokens: the last token is not cached)"
+  expect_rc 0 "$arch: batch = each prompt alone (tokens; logits 1e-5)" -- "$py" - "$tmp/b_$arch" "$tmp/g_$arch" \
+    "$tmp/one2_$arch" "$tmp/one3_$arch" <<'PY'
+import sys, numpy as np
+b, rest = sys.argv[1], sys.argv[2:]
+g, l = np.load(b + "/generated.npy"), np.load(b + "/logits.npy")
+assert g.shape == (3, 8), g.shape
+for s, one in enumerate(rest):
+    assert (g[s] == np.load(one + "/generated.npy")[0]).all(), (s, g[s])
+    ref = np.load(one + "/logits.npy")[0]
+    err = np.abs(l[s] - ref).max() / max(1.0, np.abs(ref).max())
+    assert err <= 1e-5, (s, err)
+print("batch = alone")
+PY
+done
+# a sequence that ends gives its blocks back: the second prompt's first token as
+# the end token; a pool of exactly the blocks needed when they are given back
+# (without that it would need more) runs, a smaller one is a clear error
+expect_rc 0 "llama: end tokens in a batch" -- "$py" - "$tmp" <<'PY'
+import sys, numpy as np
+t = sys.argv[1]
+eos = int(np.load(t + "/one2_llama/generated.npy")[0][0])
+runs = [np.load(t + d + "/generated.npy")[0] for d in ("/g_llama", "/one2_llama", "/one3_llama")]
+lens = [7, 3, 5]
+gen = []
+for r in runs:  # tokens up to and with the first end token
+    hit = [i for i, x in enumerate(r) if x == eos]
+    gen.append(list(r[:hit[0] + 1]) if hit else list(r))
+peak = max(sum(-(-(p + k) // 2) for p, g in zip(lens, gen) if len(g) > k) for k in range(8))
+held = max(sum(-(-(p + k) // 2) for p, g in zip(lens, gen) if k < 8) for k in range(8))
+open(t + "/eos.txt", "w").write(f"{eos} {peak} {held} {' '.join(str(len(g)) for g in gen)}\n")
+assert peak < held, (peak, held)
+PY
+read -r eos peak held n1 n2 n3 <"$tmp/eos.txt"
+expect_rc 0 "llama: a batch that ends early, in the blocks it needs ($peak of $held)" -- \
+  "$y" generate --model "$tmp/llama" --ids $prompt --ids $p2 --ids $p3 -n 8 --eos $eos --set block=2 --set blocks=$peak \
+  -o "$tmp/be"
+expect_in "KV cache: at most $peak of its $peak blocks in use" "every block used, none twice"
+expect_rc 0 "llama: each sequence stopped at its end token" -- "$py" - "$tmp/be/generated.npy" $eos $n1 $n2 $n3 <<'PY'
+import sys, numpy as np
+g, eos = np.load(sys.argv[1]), int(sys.argv[2])
+for s, n in enumerate(map(int, sys.argv[3:])):
+    assert (g[s][n:] == 0).all() and (n == 8 or g[s][n - 1] == eos) and eos not in g[s][:n - 1], (s, n, g[s])
+print(g)
+PY
+expect_rc 1 "llama: a pool too small" -- \
+  "$y" generate --model "$tmp/llama" --ids $prompt --ids $p2 --ids $p3 -n 8 --ignore-eos --set block=2 --set blocks=12
+expect_in "the KV cache pool is full: its 12 blocks of 2 tokens are in use" "names the pool"
+
+# the KV cache in report.json and --dry-run: 2 layers x (k + v) x kv width x 4 bytes per token,
+# a pool of blocks of 16 tokens (15 tokens: one block)
 expect_rc 0 "KV cache accounted in report.json" -- "$py" - "$tmp/g_llama/report.json" "$tmp/g_gpt2/report.json" <<'PY'
 import json, sys
 for path, per_token in zip(sys.argv[1:], (2 * 2 * 32 * 4, 2 * 2 * 96 * 4)):
     kv = json.load(open(path))["memory"]["kv_cache"]
-    assert kv["bytes_per_token"] == per_token and kv["layers"] == 2 and kv["context"] == 15, kv
-    assert kv["bytes"] == per_token * 15 and kv["bytes_per_token_per_layer"] == per_token // 2, kv
+    assert kv["bytes_per_token"] == per_token and kv["layers"] == 2 and kv["context"] == 16 and kv["block"] == 16, kv
+    assert kv["bytes"] == per_token * 16 and kv["bytes_per_token_per_layer"] == per_token // 2, kv
 PY
 expect_rc 0 "--dry-run of a generate workflow" -- \
   "$y" run $wf/llama_generate.xml --model "$tmp/llama" --set seq=7 --set max_new=57 --dry-run
-expect_in "KV cache: 0.0 MiB (kc, vc): 2 layers x 64 tokens; 512 bytes per token (256 per layer)" "KV cache size by context"
+expect_in "KV cache: 0.0 MiB (kc, vc): 2 layers x 64 tokens (4 blocks of 16, taken as sequences reach them); 512 bytes per token (256 per layer)" "KV cache size by context"
 
 # the cache in f16 and int8: half and under a third of the bytes, logits within their rounding
 for dt in f16 i8; do
@@ -101,7 +166,7 @@ same_file "one seed, one sequence" "$tmp/s7/generated.npy" "$tmp/s7b/generated.n
 cmp -s "$tmp/s7/generated.npy" "$tmp/s8/generated.npy" && { echo "FAIL: seeds 7 and 8 drew the same 12 tokens"; fails=$((fails + 1)); }
 
 # end tokens: --eos, then generation_config.json's eos_token_id
-first=$("$py" -c "import numpy as np; print(np.load('$tmp/g_llama/generated.npy')[0])")
+first=$("$py" -c "import numpy as np; print(np.load('$tmp/g_llama/generated.npy').ravel()[0])")
 expect_rc 0 "--eos stops at the end token" -- "$y" generate --model "$tmp/llama" --ids $prompt -n 8 --eos $first
 expect_in "1 generated, stopped at an end token" "stopped by --eos"
 echo "{\"eos_token_id\": [3, $first]}" >"$tmp/llama/generation_config.json"
@@ -154,7 +219,7 @@ if [ -n "${YMLOPT_TOKENIZERS_DIR:-}" ]; then
   expect_in "Once upon a time" "the prompt echoed"
   expect_rc 0 "the generated ids decoded" -- "$py" - "$tmp/t/generated.npy" <<'PY'
 import json, sys, numpy as np
-print(json.dumps([int(x) for x in np.load(sys.argv[1])]))
+print(json.dumps([int(x) for x in np.load(sys.argv[1]).ravel()]))
 PY
   expect_rc 0 "tokenize --decode" -- "$y" tokenize --model "$tmp/l32k" --decode --skip-special "$out"
   streamed=$(head -1 <<<"$text")

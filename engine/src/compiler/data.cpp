@@ -215,7 +215,7 @@ void Compiler::data_init(const Element& e, const std::string& name, DataDecl& d)
     static const std::vector<std::pair<std::string, InitKind>> kinds = {
         {"zeros", InitKind::zeros},   {"ones", InitKind::ones}, {"identity", InitKind::identity},
         {"random", InitKind::random}, {"spd", InitKind::spd},   {"dominant", InitKind::dominant},
-        {"value", InitKind::value}};
+        {"value", InitKind::value},   {"range", InitKind::range}};
     std::vector<std::string> names;
     for (auto& [k, v] : kinds) {
       names.push_back(k);
@@ -223,7 +223,7 @@ void Compiler::data_init(const Element& e, const std::string& name, DataDecl& d)
     }
     if (d.init == InitKind::none)
       diags_.error(init->loc, "unknown init '" + init->value + "'" + did_you_mean(init->value, names) +
-                                  " (expected zeros, ones, identity, random, spd, dominant or value)");
+                                  " (expected zeros, ones, identity, random, spd, dominant, value or range)");
     if ((d.init == InitKind::identity || d.init == InitKind::spd || d.init == InitKind::dominant) &&
         (d.shape.size() != 2 || d.shape[0] != d.shape[1]))
       diags_.error(init->loc, "init=\"" + init->value + "\" needs a square 2-D shape, not " + shape_str(d.shape));

@@ -51,6 +51,7 @@ threads=${THREADS:-$(nproc)}
 py=/usr/bin/python3
 export STARPU_SILENT=1
 cd "$here"
+source tests/bench/llama_shape.sh
 "$py" -c "import torch, numpy" 2>/dev/null || { echo "skip: $py lacks torch or numpy"; exit 77; }
 peers_dir=$(scripts/fetch_peers.sh) || { echo "skip: node-llama-cpp could not be fetched (scripts/fetch_peers.sh, above)"; exit 77; }
 export YMLOPT_PEERS_DIR=$peers_dir
@@ -83,18 +84,12 @@ check() {  # WHAT VALUE TOL
 
 # prepare PRESET SEQ DTYPE: $d/ids.npy, $d/ref.npy, $d/model.gguf, wf_args
 prepare() {
-  local preset=$1 seq=$2 dtype=$3 info layers width heads kv ffn vocab w
+  local preset=$1 seq=$2 dtype=$3 layers width heads kv ffn vocab w
   d=$work/llama-$preset-$seq-$dtype
   mkdir -p "$d"
   w=$work/llama-$preset.safetensors
   [ -f "$w" ] || "$y" model init --arch llama --preset "$preset" --seed 1 "$w" >/dev/null
-  info=$("$y" model info --arch llama --preset "$preset")
-  layers=$(sed -n 's/.*: \([0-9]*\) layers.*/\1/p' <<<"$info")
-  width=$(sed -n 's/.* width \([0-9]*\),.*/\1/p' <<<"$info")
-  heads=$(sed -n 's/.* \([0-9]*\) heads.*/\1/p' <<<"$info")
-  kv=$(sed -n 's/.*(\([0-9]*\) kv).*/\1/p' <<<"$info")
-  ffn=$(sed -n 's/.* ffn \([0-9]*\),.*/\1/p' <<<"$info")
-  vocab=$(sed -n 's/.* vocab \([0-9]*\);.*/\1/p' <<<"$info")
+  llama_shape "$y" "$preset"
   "$py" -c "import numpy as np; np.save('$d/ids.npy', (np.arange($seq) * 7919 % $vocab).astype(np.int32))"
   wf_args=(workflows/models/llama.xml --set ids="$d/ids.npy" --set seq=$seq --set layers=$layers --set width=$width
     --set heads=$heads --set kv_heads=$kv --set ffn=$ffn --set vocab=$vocab)

@@ -154,15 +154,18 @@ TEST_F(KvCache, BatchInBlocksEqualsEachSequenceAlone) {
       for (std::int64_t c = 0; c < kv * dh; ++c) ks(r, c) = k[std::size_t(s)](t, c), vs(r, c) = v[std::size_t(s)](t, c);
       ++t;
     }
-    run(reg, "nn.positions", {vec1(lens), vec1(positions), vec1(seqm), vec1(alive)});
+    Mat<std::int32_t> lookup(1, n, 0, DType::i32, -7);
+    run(reg, "nn.positions", {vec1(lens), vec1(positions), vec1(seqm), vec1(alive), vec1(lookup)});
+    for (std::int64_t r = 0; r < n; ++r) ASSERT_EQ(lookup(0, r), std::max(positions(0, r), 0));
     run(reg, "nn.kv_blocks", {vec1(positions), vec1(seqm), vec1(alive), table.view(), vec1(pool)}, {{"block", "3"}});
     run(reg, "nn.kv_append", {ks.view(), vec1(positions), kc.view(), {}, vec1(seqm), table.view()}, {{"block", "3"}});
     run(reg, "nn.kv_append", {vs.view(), vec1(positions), vc.view(), {}, vec1(seqm), table.view()}, {{"block", "3"}});
     Mat<float> rot = qs;
     run(reg, "nn.rope", {rot.view(), vec1(positions)}, {{"heads", "4"}});  // an idle row stays as it is
-    for (std::int64_t r = 0; r < n; ++r)
-      if (positions(0, r) < 0)
-        for (std::int64_t c = 0; c < heads * dh; ++c) ASSERT_EQ(rot(r, c), qs(r, c));
+    for (std::int64_t r = 0; r < n; ++r) {
+      if (positions(0, r) >= 0) continue;
+      for (std::int64_t c = 0; c < heads * dh; ++c) ASSERT_EQ(rot(r, c), qs(r, c));
+    }
     run(reg, "nn.kv_attention", {qs.view(), kc.view(), vc.view(), vec1(positions), y.view(), {}, {}, vec1(seqm), table.view()},
         paged);
     for (std::int64_t r = 0, s = -1, t = 0; r < n; ++r) {

@@ -108,7 +108,7 @@ TEST(ComponentRegistry, ValidShapesPassCheckAndCostIsPositive) {
       {"nn.tanh", {shape_view(d, 4, 3), shape_view(d, 4, 3)}},
       {"nn.l2normalize", {shape_view(d, 4, 3), shape_view(d, 4, 3)}},
       {"nn.pool", {shape_view(d, 4, 3), shape_view(d, 1, 3)}},
-      {"nn.positions", {shape_view(DType::i32, 1, 1), ids, {}, {}}},
+      {"nn.positions", {shape_view(DType::i32, 1, 1), ids, {}, {}, {}}},
       {"nn.kv_append", {shape_view(d, 4, 6), ids, shape_view(d, 9, 6), {}, {}, {}}},
       {"nn.kv_attention", {shape_view(d, 4, 6), shape_view(d, 9, 6), shape_view(d, 9, 6), ids, shape_view(d, 4, 6), {}, {}, {}, {}}},
       {"nn.kv_blocks", {ids, ids, shape_view(DType::i32, 2, 1), shape_view(DType::i32, 2, 3), shape_view(DType::i32, 1, 8)}},

@@ -29,6 +29,7 @@ struct DagFootprint {
     std::int64_t layers = 0;            // row blocks per tensor
     std::int64_t context = 0;           // rows per block: the longest sequence
     std::int64_t bytes_per_token = 0;   // one row of every block: every layer, keys and values
+    std::int64_t block = 0;             // a batch's pool: tokens per block (nn.kv_blocks); 0: one sequence's rows
   } kv_cache;
 };
 

@@ -12,7 +12,7 @@
 
 namespace ymlopt {
 
-enum class InitKind : std::uint8_t { none, zeros, ones, identity, random, spd, dominant, value, file };
+enum class InitKind : std::uint8_t { none, zeros, ones, identity, random, spd, dominant, value, range, file };
 
 /// Which kind of worker may run a task: any (the scheduler chooses among the
 /// kinds the component has kernels for), or only CPU, OpenCL or CUDA workers
