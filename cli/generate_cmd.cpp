@@ -9,7 +9,9 @@
 #include <fstream>
 #include <iostream>
 #include <optional>
+#include <set>
 #include <sstream>
+#include <thread>
 
 #include "embed_cmd.hpp"
 #include "model_checkpoint.hpp"
@@ -281,7 +283,7 @@ std::vector<std::vector<std::int32_t>> prompt_ids_of(const GenerateArgs& a, cons
 
 /// The workflow parameters of a generation: the prompts concatenated (a batch
 /// also names each id's sequence and each sequence's last row), sampling, cache.
-void generate_sets(const GenerateArgs& a, const std::vector<std::vector<std::int32_t>>& prompts,
+void generate_sets(const GenerateArgs& a, const ModelCheckpoint& c, const std::vector<std::vector<std::int32_t>>& prompts,
                    const std::string& eos_list, std::vector<std::string>& sets) {
   std::vector<std::int32_t> all, seq, last;
   std::size_t longest = 0;
@@ -303,10 +305,17 @@ void generate_sets(const GenerateArgs& a, const std::vector<std::vector<std::int
         "min_p=" + num(a.min_p), "seed=" + std::to_string(a.seed), "eos=" + eos_list, "kv_dtype=" + a.kv_dtype,
         "cache_rows=" + std::to_string(a.context > 0 ? a.context : std::int64_t(longest) + a.max_new)})
     sets.push_back(s);
+  std::set<std::string> given;  // by --set: those win over what is derived here
+  for (const auto& [name, value] : parse_sets(sets)) given.insert(name);
+  // tiles sized for the CPU workers; the same on both backends, so they give the same tokens
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  if (!given.count("workers")) sets.push_back("workers=" + std::to_string(a.run.ncpu > 0 ? unsigned(a.run.ncpu) : cores));
   if (prompts.size() > 1)
     for (const std::string& s : {"batch=" + std::to_string(prompts.size()), "prompt_seq=" + save_prompt_ids(seq).path,
                                  "prompt_last=" + save_prompt_ids(last).path})
       sets.push_back(s);
+  if (prompts.size() > 1 && c.window > 0 && !given.count("longest"))  // sizes a window's pool
+    sets.push_back("longest=" + std::to_string(longest));
 }
 
 /// A batch's texts, once every sequence has ended: its prompt, then its tokens.
@@ -365,7 +374,7 @@ int cmd_generate(const std::vector<std::string>& args) {
   RunArgs& r = a.run;
   r.wf.file = a.workflow.empty() ? workflows_dir() + "/models/" + c.shape.arch + "_generate.xml" : a.workflow;
   r.wf.model = a.model;
-  generate_sets(a, prompts, eos_list, r.wf.sets);
+  generate_sets(a, c, prompts, eos_list, r.wf.sets);
   r.quiet = true;
   const bool batch = prompts.size() > 1;
   std::size_t prompt_tokens = 0;

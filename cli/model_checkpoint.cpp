@@ -134,7 +134,7 @@ void apply_config(const std::string& file, const std::string& text, ModelCheckpo
     c.eps = r.real("layer_norm_eps");
     r.only("hidden_act", {"gelu"}, "the bert workflow computes the exact (erf) GELU");
     r.only("position_embedding_type", {"absolute"}, "the bert workflow adds absolute position embeddings");
-  } else if (type == "llama") {
+  } else if (type == "llama" || type == "mistral") {  // Mistral: LLaMA's tensors, and a sliding window
     s.arch = "llama";
     s.layers = r.count({"num_hidden_layers"});
     s.width = r.count({"hidden_size"});
@@ -151,16 +151,15 @@ void apply_config(const std::string& file, const std::string& text, ModelCheckpo
     r.only("hidden_act", {"silu"}, "the llama workflow computes SwiGLU (silu)");
     if (const json* v = r.find({"rope_scaling"}))
       fail(file, "'rope_scaling' is " + v->dump() + ": the llama workflow computes plain RoPE, without scaling");
-    if (const json* v = r.find({"sliding_window"}); v && r.flag("use_sliding_window").value_or(true))
-      fail(file, "'sliding_window' is " + v->dump() + ": the llama workflows attend to the whole context");
+    if (r.flag("use_sliding_window").value_or(true)) c.window = r.count({"sliding_window"});
     for (const char* b : {"attention_bias", "mlp_bias"})
       if (r.flag(b).value_or(false)) fail(file, std::string("'") + b + "' is true: the llama workflow has no such biases");
     if (const std::int64_t hd = r.count({"head_dim"}); hd && s.heads && s.width && hd * s.heads != s.width)
       fail(file, "'head_dim' " + std::to_string(hd) + " times " + std::to_string(s.heads) +
                      " heads is not hidden_size " + std::to_string(s.width) + ": the llama workflow needs it to be");
   } else {
-    fail(file, "model_type '" + type + "': the model workflows compute gpt2, bert and llama" +
-                   did_you_mean(type, {"gpt2", "bert", "llama"}));
+    fail(file, "model_type '" + type + "': the model workflows compute gpt2, bert and llama (and mistral)" +
+                   did_you_mean(type, {"gpt2", "bert", "llama", "mistral"}));
   }
   if (s.heads && s.width % s.heads) fail(file, "hidden size " + std::to_string(s.width) + " is not a multiple of " +
                                                    std::to_string(s.heads) + " heads");
@@ -384,6 +383,7 @@ void make_params(ModelCheckpoint& c) {
   if (s.arch == "bert") put("type_vocab", s.type_vocab);
   if (c.eps) p.emplace_back("eps", number(*c.eps));
   if (c.rope_theta) p.emplace_back("rope_theta", number(*c.rope_theta));
+  if (c.window) p.emplace_back("window", std::to_string(c.window));
   if (s.arch == "llama")
     p.emplace_back("lm_head_key", c.prefix + (c.tied ? "model.embed_tokens.weight" : "lm_head.weight"));
 }
@@ -551,6 +551,7 @@ std::string describe(const ModelCheckpoint& c) {
   if (s.arch != "llama" || s.context) o << ", context " << v(s.context);
   if (c.eps) o << ", eps " << number(*c.eps);
   if (c.rope_theta) o << ", rope_theta " << number(*c.rope_theta);
+  if (c.window) o << ", sliding window " << c.window;
   if (s.arch != "bert") o << ", embeddings " << (c.tied ? "tied" : "untied") << " to the LM head";
   o << "\n  " << c.tensors.size() << " tensors, " << c.parameters << " parameters;";
   for (const auto& [dtype, bytes] : c.bytes_by_dtype) {

@@ -36,6 +36,7 @@ struct ModelCheckpoint {
   std::string prefix;                // before the architecture's tensor names: "transformer.", "bert.", ""
   std::optional<double> eps;         // the norms' epsilon
   std::optional<double> rope_theta;  // llama
+  std::int64_t window = 0;           // llama (Mistral): a sliding window of keys; 0: none
   bool tied = false;                 // the LM head reads the token embedding table
   std::vector<std::string> undetermined;  // shape parameters neither config.json nor the tensors fix
   std::vector<io::TensorInfo> tensors;    // of every weight file
@@ -44,7 +45,7 @@ struct ModelCheckpoint {
   std::int64_t parameters = 0;            // elements of every tensor
   std::set<std::string> dense_dtypes;     // stored dtypes of the architecture's dense weights ("F32", "BF16")
   /// Workflow parameters, in this order: weights, prefix, the shapes, eps,
-  /// rope_theta, lm_head_key (tied llama).
+  /// rope_theta, window (when there is one), lm_head_key (tied llama).
   std::vector<std::pair<std::string, std::string>> params;
 };
 

@@ -126,6 +126,8 @@ void register_transformer(Registry& reg) {
        {"kv_heads", ParamType::int_, "0", false, "number of key/value heads; 0: heads (must divide heads)"},
        seq,
        {"causal", ParamType::bool_, "false", false, "mask keys after the query position"},
+       {"window", ParamType::int_, "0", false,
+        "causal: a sliding window, query i attends keys i - window < j <= i (Mistral); 0: every earlier key"},
        {"scale", ParamType::float_, "0", false, "score scale; 0: 1/sqrt(dh)"},
        {"head_begin", ParamType::int_, "0", false, "first head computed"},
        {"head_end", ParamType::int_, "0", false, "one past the last head computed; 0 with head_begin=0: all heads"}},
@@ -149,9 +151,11 @@ void register_transformer(Registry& reg) {
   kutil::add_component(reg, "nn.kv_blocks",
       "a batch's KV cache in blocks of `block` tokens from a pool: the blocks of finished sequences go back, then "
       "each row's sequence gets a block for its position if it has none (the lowest free one); a full pool is an "
-      "error",
-      kv_blocks_ports(), {{"block", ParamType::int_, "", true, "tokens per block"}}, kv_blocks_cpu, kv_blocks_check,
-      kv_blocks_cost);
+      "error. With a sliding window, the blocks every query of the step has left behind go back too",
+      kv_blocks_ports(),
+      {{"block", ParamType::int_, "", true, "tokens per block"},
+       {"window", ParamType::int_, "0", false, "the attention's sliding window (nn.kv_attention's); 0: none"}},
+      kv_blocks_cpu, kv_blocks_check, kv_blocks_cost);
   kutil::add_component(reg, "nn.kv_append",
       "cache[positions[r], :] = x[r, :]: a step's keys or values written into a KV cache [context, width], stored "
       "as x, as f16, or as int8 codes with one scale per row and head (max|x| / 127); a position outside the cache "
@@ -161,12 +165,14 @@ void register_transformer(Registry& reg) {
        {"block", ParamType::int_, "0", false, "a batch: tokens per block of the table"}},
       kv_append_cpu, kv_append_check, kv_append_cost);
   kutil::add_component(reg, "nn.kv_attention",
-      "attention over a KV cache: query row r (head h) attends cache rows 0 .. positions[r] of kv head h / (heads / "
-      "kv_heads): y = softmax(scale q k^T) v; an f16 or i8 cache is widened row by row. The causal prefill of a "
-      "prompt and each one-token decode step alike",
+      "attention over a KV cache: query row r (head h) attends cache rows 0 .. positions[r] (a sliding window: "
+      "the last `window` of them) of kv head h / (heads / kv_heads): y = softmax(scale q k^T) v; an f16 or i8 "
+      "cache is widened row by row. The causal prefill of a prompt and each one-token decode step alike",
       kv_attention_ports(),
       {{"heads", ParamType::int_, "", true, "number of query heads (q has heads*dh columns)"},
        {"kv_heads", ParamType::int_, "0", false, "number of key/value heads; 0: heads (must divide heads)"},
+       {"window", ParamType::int_, "0", false,
+        "a sliding window: position p attends p - window < j <= p (Mistral); 0: every earlier position"},
        {"scale", ParamType::float_, "0", false, "score scale; 0: 1/sqrt(dh)"},
        {"block", ParamType::int_, "0", false, "a batch: tokens per block of the table"}},
       kv_attention_cpu, kv_attention_check, kv_attention_cost);

@@ -62,6 +62,8 @@ std::string attention_check(const TaskShape& t) {
            ") (params head_begin, head_end) is not a non-empty range within [0, " + to_string(heads) + ")";
   if (a.get_float("scale") < 0 || !std::isfinite(a.get_float("scale")))
     return "param 'scale' is " + a.get("scale").text + ": must be finite and >= 0 (0: 1/sqrt(head dim))";
+  if (auto m = nonneg_param(a, "window"); !m.empty()) return m;
+  if (a.get_int("window") > 0 && !a.get_bool("causal")) return "param 'window' is a causal mask's: set causal=true";
   return "";
 }
 
@@ -72,7 +74,10 @@ Cost attention_cost(const TaskShape& t) {
   const AttnDims d = attn_dims(t);
   if (d.seq <= 0 || d.he <= d.hb) return {};
   const double nh = double(d.he - d.hb), S = double(d.seq), B = double(d.batch);
-  const double pairs = t.args.get_bool("causal") ? S * (S + 1) / 2 : S * S;
+  const double w = double(t.args.get_int("window"));
+  const double pairs = !t.args.get_bool("causal") ? S * S
+                       : w > 0 && w < S ? w * (w + 1) / 2 + (S - w) * w  // a window's band
+                                        : S * (S + 1) / 2;
   Cost c;
   c.flops = B * nh * pairs * (4 * double(d.dh) + 5);
   const double es = double(dtype_size(t.ports[0].dtype));
@@ -85,17 +90,19 @@ Cost attention_cost(const TaskShape& t) {
 
 template <class T>
 void attend_block(const T* Q, int64_t ldq, const T* K, int64_t ldk, const T* V, int64_t ldv, T* Y, int64_t ldy,
-                  int64_t nq, int64_t nk, int64_t dh, const int64_t* lim, double scale, T* sc, double* inv) {
+                  int64_t nq, int64_t nk, int64_t dh, const int64_t* lo, const int64_t* lim, double scale, T* sc,
+                  double* inv) {
   // scores = scale * Q K^T: [nq, nk], leading dimension nk
   gemm::gemm(false, true, nq, nk, dh, T(scale), Q, ldq, K, ldk, T(0), sc, nk, kModelGemm);
   kutil::run_widest([=] {  // the softmax rows: vexp on 16 lanes with AVX-512
     for (int64_t r = 0; r < nq; ++r) {
       T* srow = sc + r * nk;
-      const int64_t l = lim[r];
-      const T mx = max8(srow, l);
-      for (int64_t j = 0; j < l; ++j) srow[j] = vexp(srow[j] - mx);
-      for (int64_t j = l; j < nk; ++j) srow[j] = T(0);
-      inv[r] = 1.0 / sum8(l, [srow](int64_t j) { return double(srow[j]); });
+      const int64_t f = lo ? lo[r] : 0, l = lim[r];
+      const T mx = max8(srow + f, l - f);
+      std::fill(srow, srow + f, T(0));
+      for (int64_t j = f; j < l; ++j) srow[j] = vexp(srow[j] - mx);
+      std::fill(srow + l, srow + nk, T(0));
+      inv[r] = 1.0 / sum8(l - f, [srow, f](int64_t j) { return double(srow[f + j]); });
     }
   });
   // Y = P V (unnormalized), then each row times 1/sum
@@ -107,20 +114,21 @@ void attend_block(const T* Q, int64_t ldq, const T* K, int64_t ldk, const T* V, 
   }
 }
 template void attend_block<float>(const float*, int64_t, const float*, int64_t, const float*, int64_t, float*, int64_t,
-                                  int64_t, int64_t, int64_t, const int64_t*, double, float*, double*);
+                                  int64_t, int64_t, int64_t, const int64_t*, const int64_t*, double, float*, double*);
 template void attend_block<double>(const double*, int64_t, const double*, int64_t, const double*, int64_t, double*,
-                                   int64_t, int64_t, int64_t, int64_t, const int64_t*, double, double*, double*);
+                                   int64_t, int64_t, int64_t, int64_t, const int64_t*, const int64_t*, double, double*,
+                                   double*);
 
 namespace {
 
 template <class T>
 void attention_kernel(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& y,
-                      const AttnDims& d, bool causal, double scale) {
+                      const AttnDims& d, bool causal, int64_t window, double scale) {
   const int64_t S = d.seq, dh = d.dh, group = d.heads / d.kv;
   const int64_t bq = std::min(S, kQueryBlock);
   std::vector<T> sc(static_cast<std::size_t>(bq * S));  // one [query block, seq] score block
   std::vector<double> inv(static_cast<std::size_t>(bq));
-  std::vector<int64_t> lim(static_cast<std::size_t>(bq));
+  std::vector<int64_t> lo(static_cast<std::size_t>(bq)), lim(static_cast<std::size_t>(bq));
   const int64_t ldq = ld_of(q), ldk = ld_of(k), ldv = ld_of(v), ldy = ld_of(y);
   for (int64_t b = 0; b < d.batch; ++b) {
     for (int64_t h = d.hb; h < d.he; ++h) {
@@ -130,10 +138,16 @@ void attention_kernel(const TensorView& q, const TensorView& k, const TensorView
       const T* V = static_cast<const T*>(v.data) + b * S * ldv + g * dh;
       T* Y = static_cast<T*>(y.data) + b * S * ldy + h * dh;
       for (int64_t i0 = 0; i0 < S; i0 += bq) {
-        const int64_t nq = std::min(bq, S - i0), nk = causal ? i0 + nq : S;
-        for (int64_t r = 0; r < nq; ++r) lim[static_cast<std::size_t>(r)] = causal ? i0 + r + 1 : nk;
-        attend_block(Q + i0 * ldq, ldq, K, ldk, V, ldv, Y + i0 * ldy, ldy, nq, nk, dh, lim.data(), scale, sc.data(),
-                     inv.data());
+        // keys [k0, k0 + nk); a window: query i sees i - window < j <= i
+        const int64_t k0 = window > 0 ? std::max<int64_t>(0, i0 - window + 1) : 0;
+        const int64_t nq = std::min(bq, S - i0), nk = (causal ? i0 + nq : S) - k0;
+        for (int64_t r = 0; r < nq; ++r) {
+          const int64_t i = i0 + r;
+          lim[static_cast<std::size_t>(r)] = causal ? i + 1 - k0 : nk;
+          lo[static_cast<std::size_t>(r)] = window > 0 ? std::max<int64_t>(0, i - window + 1) - k0 : 0;
+        }
+        attend_block(Q + i0 * ldq, ldq, K + k0 * ldk, ldk, V + k0 * ldv, ldv, Y + i0 * ldy, ldy, nq, nk, dh, lo.data(),
+                     lim.data(), scale, sc.data(), inv.data());
       }
     }
   }
@@ -149,9 +163,10 @@ void attention_cpu(KernelContext& ctx) {
   const double sp = ctx.arg_float("scale");
   const double scale = sp > 0 ? sp : 1.0 / std::sqrt(double(d.dh));
   const bool causal = ctx.arg_bool("causal");
+  const int64_t window = ctx.arg_int("window");
   kutil::dispatch_float(q.dtype, [&](auto tg) {
     using T = typename decltype(tg)::type;
-    attention_kernel<T>(q, k, v, y, d, causal, scale);
+    attention_kernel<T>(q, k, v, y, d, causal, window, scale);
   });
 }
 

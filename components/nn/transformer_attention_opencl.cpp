@@ -38,7 +38,7 @@ void load_tile(__local float* t, __global const float* src, ulong ld, ulong j0, 
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void attention_rows(
     __global const float* q, ulong qo, ulong ldq, __global const float* k, ulong ko, ulong ldk,
     __global const float* v, ulong vo, ulong ldv, __global float* y, ulong yo, ulong ldy, ulong seq, uint dh,
-    uint group, uint head_begin, float scale, int causal) {
+    uint group, uint head_begin, float scale, int causal, ulong window) {
   __local float qs[BQ * DHP];  // the block's queries, times scale
   __local float kv[BK * KS];   // a K tile, then the V tile of the same keys
   __local float ss[BQ * SS];   // scores, then probabilities
@@ -63,14 +63,16 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void attention_rows(
   float acc[NACC];  // element t + a*WG of the block's [BQ][DHP] output
   for (uint a = 0; a < NACC; ++a) acc[a] = 0.0f;
   const ulong kend = causal ? min(i0 + BQ, seq) : seq;
-  for (ulong j0 = 0; j0 < kend; j0 += BK) {
+  // a window: query i sees keys i - window < j <= i; tiles before the block's first are skipped
+  const ulong kbegin = window > 0 && i0 + 1 > window ? (i0 + 1 - window) / BK * BK : 0;
+  for (ulong j0 = kbegin; j0 < kend; j0 += BK) {
     load_tile(kv, K, ldk, j0, seq, dh);
     barrier(CLK_LOCAL_MEM_FENCE);
     for (uint e = t; e < BQ * BK; e += WG) {
       const uint r = e / BK, j = e % BK;
       const ulong qi = i0 + r, key = j0 + j;
       float s = -INFINITY;
-      if (qi < seq && key < seq && (!causal || key <= qi)) {
+      if (qi < seq && key < seq && (!causal || key <= qi) && (window == 0 || key + window > qi)) {
         s = 0.0f;
         for (uint c = 0; c < DHP; ++c) s += qs[r * DHP + c] * kv[j * KS + c];
       }
@@ -182,7 +184,8 @@ void attention_opencl(KernelContext& ctx) {
   k.arg(0, qo.mem).arg(1, qo.offset).arg(2, qo.ld).arg(3, ko.mem).arg(4, ko.offset).arg(5, ko.ld);
   k.arg(6, vo.mem).arg(7, vo.offset).arg(8, vo.ld).arg(9, yo.mem).arg(10, yo.offset).arg(11, yo.ld);
   k.arg(12, cl_ulong(d.seq)).arg(13, cl_uint(d.dh)).arg(14, cl_uint(d.heads / d.kv)).arg(15, cl_uint(d.hb));
-  k.arg(16, cl_float(scale)).arg(17, cl_int(ctx.arg_bool("causal")));
+  k.arg(16, cl_float(scale)).arg(17, cl_int(ctx.arg_bool("causal")))
+      .arg(18, cl_ulong(ctx.arg_int("window")));
   const std::int64_t blocks = (d.seq + tiles.bq - 1) / tiles.bq;
   const std::size_t global[3] = {std::size_t(blocks) * wg, std::size_t(d.he - d.hb), std::size_t(d.batch)};
   const std::size_t local[3] = {wg, 1, 1};

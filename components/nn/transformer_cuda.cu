@@ -48,6 +48,7 @@ struct AttnArgs {
   long long seq, dh, group, head_begin, ldq, ldk, ldv, ldy;
   float scale;
   bool causal;
+  long long window;  // > 0: query i attends keys i - window < j <= i
 };
 
 __global__ void __launch_bounds__(kWarps * 32) attention_kernel(AttnArgs a) {
@@ -77,7 +78,9 @@ __global__ void __launch_bounds__(kWarps * 32) attention_kernel(AttnArgs a) {
   // causal: keys after the block's last query are never needed
   const long long q_last = i0 + kBq - 1 < S - 1 ? i0 + kBq - 1 : S - 1;
   const long long kend = a.causal ? q_last + 1 : S;
-  for (long long j0 = 0; j0 < kend; j0 += kBk) {
+  // a window: tiles before the block's first query's window are never needed
+  const long long kbegin = a.window > 0 && i0 + 1 > a.window ? (i0 + 1 - a.window) / kBk * kBk : 0;
+  for (long long j0 = kbegin; j0 < kend; j0 += kBk) {
     __syncthreads();  // the previous tile is no longer read (and qs is written, first time)
     for (int e = tid; e < kBk * kDmax; e += blockDim.x) {
       const int r = e / kDmax, c = e % kDmax;
@@ -91,7 +94,7 @@ __global__ void __launch_bounds__(kWarps * 32) attention_kernel(AttnArgs a) {
       const long long qi = i0 + qr;
       if (qi >= S) continue;  // warp-uniform
       const long long key = j0 + lane;
-      const bool valid = key < S && (!a.causal || key <= qi);
+      const bool valid = key < S && (!a.causal || key <= qi) && (a.window == 0 || key + a.window > qi);
       float s = -INFINITY;
       if (valid) {
         float dot = 0.f;
@@ -171,6 +174,7 @@ std::string attention_shape_error(const AttentionShape& s) {
   if (s.head_begin < 0 || s.head_begin >= s.head_end || s.head_end > s.heads)
     return "attention_f32: head range [" + i2s(s.head_begin) + ", " + i2s(s.head_end) +
            ") is not a non-empty range within [0, " + i2s(s.heads) + ")";
+  if (s.window < 0) return "attention_f32: window " + i2s(s.window) + " is negative";
   const std::int64_t qw = s.heads * s.head_dim, kw = s.kv_heads * s.head_dim;
   if (s.ldq < qw || s.ldy < qw || s.ldk < kw || s.ldv < kw)
     return "attention_f32: leading dimensions ldq " + i2s(s.ldq) + ", ldy " + i2s(s.ldy) + " (need >= " + i2s(qw) +
@@ -184,7 +188,7 @@ void attention_f32(const float* q, const float* k, const float* v, float* y, con
   if (std::string e = attention_shape_error(s); !e.empty()) throw std::invalid_argument(e);
   if (s.batch == 0 || s.seq == 0) return;
   AttnArgs a{q, k, v, y, s.seq, s.head_dim, s.heads / s.kv_heads, s.head_begin, s.ldq, s.ldk, s.ldv, s.ldy,
-             scale, causal};
+             scale, causal, s.window};
   const dim3 grid(unsigned((s.seq + kBq - 1) / kBq), unsigned(s.head_end - s.head_begin), unsigned(s.batch));
   attention_kernel<<<grid, kWarps * 32, 0, as_stream(stream)>>>(a);
   check(cudaGetLastError(), "attention_f32 launch");

@@ -21,10 +21,12 @@ inline constexpr std::int64_t kAttentionMaxHeadDim = 128;
 /// Layout of one nn.attention task: batch * seq token rows; q, y have heads *
 /// head_dim columns (head h at columns h*head_dim), k, v kv_heads * head_dim
 /// (query head h reads kv head h / (heads / kv_heads)). Only heads
-/// [head_begin, head_end) are computed and written.
+/// [head_begin, head_end) are computed and written. window > 0 (causal): query
+/// i attends keys i - window < j <= i.
 struct AttentionShape {
   std::int64_t batch = 0, seq = 0, heads = 0, kv_heads = 0, head_dim = 0, head_begin = 0, head_end = 0;
   std::int64_t ldq = 0, ldk = 0, ldv = 0, ldy = 0;
+  std::int64_t window = 0;
 };
 
 /// "" when attention_f32 accepts `s`, else what is wrong (head_dim above 128,

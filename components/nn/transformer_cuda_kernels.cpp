@@ -81,6 +81,7 @@ nn::cuda::AttentionShape attention_cuda_shape(const TaskShape& t) {
   s.ldq = ld_of(t.ports[0]);
   s.ldk = ld_of(t.ports[1]);
   s.ldv = ld_of(t.ports[2]);
+  s.window = t.args.get_int("window");
   s.ldy = ld_of(t.ports[3]);
   return s;
 }

@@ -233,11 +233,13 @@ std::string attention_check(const TaskShape& t);
 Cost attention_cost(const TaskShape& t);
 void attention_cpu(KernelContext& ctx);
 /// One head's attention for nq query rows against keys [0, nk): row r attends
-/// keys j < lim[r] (<= nk); scores = scale Q K^T, softmax, Y = P V. Scratch:
-/// sc [nq * nk], inv [nq]. Shared by nn.attention and nn.kv_attention.
+/// keys lo[r] <= j < lim[r] (<= nk; lo null: 0); scores = scale Q K^T, softmax,
+/// Y = P V. Scratch: sc [nq * nk], inv [nq]. Shared by nn.attention and
+/// nn.kv_attention.
 template <class T>
 void attend_block(const T* Q, int64_t ldq, const T* K, int64_t ldk, const T* V, int64_t ldv, T* Y, int64_t ldy,
-                  int64_t nq, int64_t nk, int64_t dh, const int64_t* lim, double scale, T* sc, double* inv);
+                  int64_t nq, int64_t nk, int64_t dh, const int64_t* lo, const int64_t* lim, double scale, T* sc,
+                  double* inv);
 
 // nn.positions, nn.kv_append, nn.kv_attention (a KV cache at runtime positions)
 const std::vector<PortSpec>& positions_ports();

@@ -13,6 +13,11 @@
 // a step belongs to sequence seq[r]; its position p is at cache row
 // table[seq[r], p / block] * block + p % block. A negative position marks an
 // idle row (a finished sequence's): not stored, attended to nothing (y = 0).
+//
+// A sliding window (arg `window`, Mistral's): position p attends positions
+// p - window < j <= p, and nn.kv_blocks gives back the blocks that all of a
+// step's queries have passed, so a sequence holds about window / block + 1
+// blocks however long it runs.
 #include "nn/transformer_internal.hpp"
 
 #include <immintrin.h>
@@ -180,7 +185,7 @@ std::string kv_blocks_check(const TaskShape& t) {
   if (p[2].rows * p[2].cols != p[3].rows)
     return "port 'table' is " + dims(p[3]) + " but 'alive' counts " + to_string(p[2].rows * p[2].cols) + " sequences";
   if (p[4].rows * p[4].cols < 3) return "port 'pool' is " + dims(p[4]) + ": 2 counters and one entry per block";
-  return "";
+  return nonneg_param(t.args, "window");
 }
 
 Cost kv_blocks_cost(const TaskShape& t) { return kutil::io_cost(kv_blocks_ports(), t, 0); }
@@ -193,22 +198,34 @@ void kv_blocks_cpu(KernelContext& ctx) {
   auto* pool = static_cast<std::int32_t*>(ctx.port(4).data);
   const int64_t seqs = tv.rows, per = tv.cols, blocks = ctx.port(4).rows * ctx.port(4).cols - 2, bs = ctx.arg_int("block");
   std::int32_t* used = pool + 2;
-  for (int64_t s = 0; s < seqs; ++s)  // a finished sequence's blocks go back to the pool
-    if (!alive[s])
-      for (int64_t j = 0; j < per; ++j) {
-        std::int32_t& b = table[s * tv.ld + j];
-        if (b < 0) continue;
-        if (b >= blocks || !used[b]) throw KernelError("port 'table' names block " + to_string(b) + ", not one in use");
-        used[b] = 0;
-        --pool[0];
-        b = -1;
-      }
-  int64_t next = 0;  // the lowest block that may be free
-  for (int64_t r = 0; r < num_ids(ctx.port(0)); ++r) {
-    if (pos[r] < 0) continue;
-    if (seq[r] < 0 || seq[r] >= seqs)
+  const int64_t rows = num_ids(ctx.port(0)), window = ctx.arg_int("window");
+  for (int64_t r = 0; r < rows; ++r)
+    if (pos[r] >= 0 && (seq[r] < 0 || seq[r] >= seqs))
       throw KernelError("port 'seq' holds " + to_string(seq[r]) + " at row " + to_string(r) + ": the batch has " +
                         to_string(seqs) + " sequences");
+  // a sequence's first position in this step: with a window, its blocks
+  // before position first - window + 1 are never attended again
+  std::vector<int64_t> first(std::size_t(seqs), -1);
+  for (int64_t r = 0; r < rows; ++r)
+    if (pos[r] >= 0) {
+      int64_t& f = first[std::size_t(seq[r])];
+      f = f < 0 ? pos[r] : std::min<int64_t>(f, pos[r]);
+    }
+  for (int64_t s = 0; s < seqs; ++s) {  // blocks no query reaches again go back to the pool
+    const int64_t f = first[std::size_t(s)];
+    const int64_t drop = !alive[s] ? per : window > 0 && f >= 0 ? std::max<int64_t>(0, f - window + 1) / bs : 0;
+    for (int64_t j = 0; j < std::min(drop, per); ++j) {
+      std::int32_t& b = table[s * tv.ld + j];
+      if (b < 0) continue;
+      if (b >= blocks || !used[b]) throw KernelError("port 'table' names block " + to_string(b) + ", not one in use");
+      used[b] = 0;
+      --pool[0];
+      b = -1;
+    }
+  }
+  int64_t next = 0;  // the lowest block that may be free
+  for (int64_t r = 0; r < rows; ++r) {
+    if (pos[r] < 0) continue;
     const int64_t j = pos[r] / bs;
     if (j >= per)
       throw KernelError("position " + to_string(pos[r]) + " of sequence " + to_string(seq[r]) + " is past its " +
@@ -282,22 +299,22 @@ template <class T> void store_row(const T* x, int64_t n, int64_t heads, const Te
   }
 }
 
-/// Positions [0, rows) of sequence s in a cache, in T: as stored (unpaged, T),
-/// or copied from their blocks, widened (f16) or codes times their scales (i8)
-/// into `out` [rows, cols] (leading dimension cols).
+/// Positions [first, end) of sequence s in a cache, in T: as stored (unpaged,
+/// T), or copied from their blocks, widened (f16) or codes times their scales
+/// (i8) into `out` [end - first, cols] (leading dimension cols).
 template <class T>
-const T* cache_rows(const TensorView& cache, const TensorView& scale, int64_t rows, int64_t heads, const Paging& pg,
-                    int64_t s, std::vector<T>& out, int64_t* ld) {
+const T* cache_rows(const TensorView& cache, const TensorView& scale, int64_t first, int64_t end, int64_t heads,
+                    const Paging& pg, int64_t s, std::vector<T>& out, int64_t* ld) {
   if (cache.dtype == dtype_of<T>() && !pg.paged()) {
     *ld = ld_of(cache);
-    return static_cast<const T*>(cache.data);
+    return static_cast<const T*>(cache.data) + first * *ld;
   }
   const int64_t n = cache.cols, dh = n / heads;
-  out.resize(std::size_t(rows * n));
+  out.resize(std::size_t((end - first) * n));
   *ld = n;
-  for (int64_t r = 0; r < rows; ++r) {
+  for (int64_t r = 0; r < end - first; ++r) {
     T* o = out.data() + r * n;
-    const int64_t at = pg.row(s, r, cache.rows);
+    const int64_t at = pg.row(s, first + r, cache.rows);
     if (cache.dtype == dtype_of<T>()) {
       std::memcpy(o, static_cast<const T*>(cache.data) + at * cache.ld, std::size_t(n) * sizeof(T));
     } else if (cache.dtype == DType::f16) {
@@ -462,6 +479,7 @@ std::string kv_attention_check(const TaskShape& t) {
     return m;
   if (a.get_float("scale") < 0 || !std::isfinite(a.get_float("scale")))
     return "param 'scale' is " + a.get("scale").text + ": must be finite and >= 0 (0: 1/sqrt(head dim))";
+  if (auto m = nonneg_param(a, "window"); !m.empty()) return m;
   return check_paging(s, p, a, 7, 1, 0);
 }
 
@@ -470,8 +488,9 @@ constexpr int64_t kKvQueryBlock = 128;
 Cost kv_attention_cost(const TaskShape& t) {
   if (t.ports.size() != kv_attention_ports().size() || t.args.get_int("heads") < 1) return {};
   const KvDims d = kv_dims(t);
-  // the positions are known at run time only: priced as a full cache
-  const double keys = double(d.ctx), es = double(dtype_size(t.ports[0].dtype));
+  // the positions are known at run time only: priced as a full cache (or window)
+  const int64_t w = t.args.get_int("window");
+  const double keys = double(w > 0 ? std::min(w + d.rows - 1, d.ctx) : d.ctx), es = double(dtype_size(t.ports[0].dtype));
   const double ks = double(dtype_size(t.ports[1].dtype)), vs = double(dtype_size(t.ports[2].dtype));
   Cost c;
   c.flops = double(d.rows) * double(d.heads) * keys * (4 * double(d.dh) + 5);
@@ -491,43 +510,47 @@ void kv_attention_cpu(KernelContext& ctx) {
   const double sp = ctx.arg_float("scale");
   const double scale = sp > 0 ? sp : 1.0 / std::sqrt(double(d.dh));
   const std::int32_t* p = ints(pos);
-  const int64_t group = d.heads / d.kv, bq = std::min(d.rows, kKvQueryBlock);
+  const int64_t group = d.heads / d.kv, bq = std::min(d.rows, kKvQueryBlock), window = ctx.arg_int("window");
   kutil::dispatch_float(q.dtype, [&](auto tg) {
     using T = typename decltype(tg)::type;
     std::vector<T> sc, kw, vw;
     std::vector<double> inv(static_cast<std::size_t>(bq));
-    std::vector<int64_t> lim(static_cast<std::size_t>(bq));
+    std::vector<int64_t> lo(static_cast<std::size_t>(bq)), lim(static_cast<std::size_t>(bq));
     const int64_t ldq = ld_of(q), ldy = ld_of(y);
+    // the first position a query at p attends
+    auto from = [window](int64_t pos) { return window > 0 ? std::max<int64_t>(0, pos - window + 1) : 0; };
     // runs of consecutive rows of one sequence (unpaged: all rows are one)
     for (int64_t r0 = 0, r1 = 0; r0 < d.rows; r0 = r1) {
       const int64_t s = pg.sequence(r0);
-      int64_t most = 0;
+      int64_t least = INT64_MAX, most = 0;
       bool idle = false;
       for (r1 = r0; r1 < d.rows && pg.sequence(r1) == s; ++r1) {
         idle = idle || p[r1] < 0;
+        least = std::min(least, from(p[r1]));
         most = std::max<int64_t>(most, int64_t(p[r1]) + 1);
       }
       if (idle) {  // a finished sequence's rows (nn.positions gives all of them -1)
         for (int64_t r = r0; r < r1; ++r) std::fill_n(static_cast<T*>(y.data) + r * ldy, y.cols, T(0));
         continue;
       }
-      // the cache rows the run reads, in T (gathered from blocks, widened or dequantized)
+      // the cache rows the run reads, [least, most), in T (gathered from blocks, widened or dequantized)
       int64_t ldk = 0, ldv = 0;
-      const T* K = cache_rows<T>(k, ks, most, d.kv, pg, s, kw, &ldk);
-      const T* V = cache_rows<T>(v, vs, most, d.kv, pg, s, vw, &ldv);
-      sc.resize(static_cast<std::size_t>(bq * most));
+      const T* K = cache_rows<T>(k, ks, least, most, d.kv, pg, s, kw, &ldk);
+      const T* V = cache_rows<T>(v, vs, least, most, d.kv, pg, s, vw, &ldv);
+      sc.resize(static_cast<std::size_t>(bq * (most - least)));
       for (int64_t i0 = r0; i0 < r1; i0 += bq) {
         const int64_t nq = std::min(bq, r1 - i0);
         int64_t nk = 0;
         for (int64_t r = 0; r < nq; ++r) {
-          lim[static_cast<std::size_t>(r)] = p[i0 + r] + 1;
+          lo[static_cast<std::size_t>(r)] = from(p[i0 + r]) - least;
+          lim[static_cast<std::size_t>(r)] = p[i0 + r] + 1 - least;
           nk = std::max(nk, lim[static_cast<std::size_t>(r)]);
         }
         for (int64_t h = 0; h < d.heads; ++h) {
           const int64_t g = h / group;
           attend_block(static_cast<const T*>(q.data) + i0 * ldq + h * d.dh, ldq, K + g * d.dh, ldk, V + g * d.dh, ldv,
-                       static_cast<T*>(y.data) + i0 * ldy + h * d.dh, ldy, nq, nk, d.dh, lim.data(), scale, sc.data(),
-                       inv.data());
+                       static_cast<T*>(y.data) + i0 * ldy + h * d.dh, ldy, nq, nk, d.dh, window > 0 ? lo.data() : nullptr,
+                       lim.data(), scale, sc.data(), inv.data());
         }
       }
     }

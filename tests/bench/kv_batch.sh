@@ -28,19 +28,8 @@ py=/usr/bin/python3
 if [ -n "${KEEP:-}" ]; then work=$KEEP; mkdir -p "$work"; else work=$(mktemp -d); trap 'rm -rf "$work"' EXIT; fi
 export STARPU_SILENT=1
 cd "$here"
-w=$work/llama-$preset.safetensors
-[ -f "$w" ] || "$y" model init --arch llama --preset "$preset" --seed 1 "$w" >/dev/null
 source tests/bench/llama_shape.sh
-llama_shape "$y" "$preset"
-if [ "$dtype" != f32 ]; then
-  q=$work/$dtype-$preset/llama.opt.safetensors
-  "$py" -c "import numpy as np; np.save('$work/ids8.npy', np.arange(8, dtype=np.int32))"
-  [ -f "$q" ] || "$y" optimize workflows/models/llama.xml --set weights="$w" --set ids="$work/ids8.npy" \
-    --set layers="$layers" --set width="$width" \
-    --set heads="$heads" --set kv_heads="$kv" --set ffn="$ffn" --set vocab="$vocab" --set seq=8 \
-    --sequence "workflows/sequences/$dtype.xml" -o "$work/$dtype-$preset" >/dev/null
-  w=$q
-fi
+llama_weights "$y" "$preset" "$dtype" "$work"
 gen=("$y" generate --model "$w" --set heads="$heads" --set kv_heads="$kv" --set block="$block" -n "$new_n" --ignore-eos
   --ncpu "$threads")
 

@@ -123,6 +123,50 @@ expect_rc 1 "llama: a pool too small" -- \
   "$y" generate --model "$tmp/llama" --ids $prompt --ids $p2 --ids $p3 -n 8 --ignore-eos --set block=2 --set blocks=12
 expect_in "the KV cache pool is full: its 12 blocks of 2 tokens are in use" "names the pool"
 
+# a sliding window (Mistral's): the llama weights under model_type mistral with
+# sliding_window 4. Decode steps equal the windowed full forward (llama.xml),
+# which equals the float64 PyTorch forward with Mistral's mask (and not the one
+# without); a batch equals each prompt alone; the cache holds a prompt's blocks,
+# then those of its last 4 positions (blocks of 2)
+mistral_cfg=${llama_cfg/\"model_type\": \"llama\"/\"model_type\": \"mistral\", \"sliding_window\": 4}
+hf "$tmp/llama.safetensors" "$tmp/mistral" "" 1 "$mistral_cfg"
+expect_rc 0 "mistral: greedy generation in a window of 4" -- \
+  "$y" generate --model "$tmp/mistral" --ids $prompt -n 12 --ignore-eos --backend sequential --set block=2 -o "$tmp/w"
+expect_in "KV cache: at most 4 of its 4 blocks in use" "mistral: the prompt's 4 blocks, then 3"
+"$py" -c "import numpy as np, sys; g = np.load(sys.argv[1])[0]
+np.save(sys.argv[2], np.array([5, 17, 300, 2, 44, 9, 120] + list(g[:-1]), dtype=np.int32))" "$tmp/w/generated.npy" "$tmp/wids.npy"
+expect_rc 0 "mistral: the windowed full forward" -- \
+  "$y" run $wf/llama.xml --model "$tmp/mistral" --set ids="$tmp/wids.npy" --set seq=18 -q --backend sequential -o "$tmp/wfull"
+expect_rc 0 "mistral: decode logits = windowed full forward (1e-5), greedy = argmax" -- "$py" - "$tmp/w" "$tmp/wfull" <<'PY'
+import sys, numpy as np
+step, full = np.load(sys.argv[1] + "/logits.npy")[0], np.load(sys.argv[2] + "/logits.npy")
+g = np.load(sys.argv[1] + "/generated.npy")[0]
+err = np.abs(step - full[-1]).max() / max(1.0, np.abs(full[-1]).max())
+assert err <= 1e-5, err
+assert list(full[6:].argmax(1)) == list(g), (full[6:].argmax(1), g)
+PY
+ref_args=(--arch llama --weights "$tmp/llama.safetensors" --ids "$tmp/wids.npy" --batch 1 --seq 18 --layers 2 --heads 6
+  --kv-heads 2 --compare "$tmp/wfull/logits.npy")
+expect_rc 0 "mistral: the full forward = PyTorch with a window of 4 (1e-4)" -- "$py" tests/reference/transformers_ref.py \
+  "${ref_args[@]}" --window 4
+expect_rc 1 "mistral: and not PyTorch without the window" -- "$py" tests/reference/transformers_ref.py "${ref_args[@]}" --tol 1e-2
+expect_rc 0 "mistral: StarPU gives the same tokens" -- \
+  "$y" generate --model "$tmp/mistral" --ids $prompt -n 12 --ignore-eos -q --set block=2 -o "$tmp/ws"
+same_file "mistral: StarPU and sequential tokens" "$tmp/w/generated.npy" "$tmp/ws/generated.npy"
+for p in 2 3; do
+  pv=p$p
+  expect_rc 0 "mistral: prompt $p alone" -- "$y" generate --model "$tmp/mistral" --ids ${!pv} -n 12 --ignore-eos -q -o "$tmp/wone$p"
+done
+expect_rc 0 "mistral: a batch of 3 in a window" -- \
+  "$y" generate --model "$tmp/mistral" --ids $prompt --ids $p2 --ids $p3 -n 12 --ignore-eos --set block=2 -o "$tmp/wb"
+expect_in "KV cache: at most 9 of its 12 blocks in use" "mistral: the prompts' 4 + 2 + 3 blocks, then 3 each at most"
+expect_rc 0 "mistral: batch = each prompt alone" -- "$py" - "$tmp/wb" "$tmp/w" "$tmp/wone2" "$tmp/wone3" <<'PY'
+import sys, numpy as np
+g = np.load(sys.argv[1] + "/generated.npy")
+for s, one in enumerate(sys.argv[2:]):
+    assert (g[s] == np.load(one + "/generated.npy")[0]).all(), (s, g[s])
+PY
+
 # the KV cache in report.json and --dry-run: 2 layers x (k + v) x kv width x 4 bytes per token,
 # a pool of blocks of 16 tokens (15 tokens: one block)
 expect_rc 0 "KV cache accounted in report.json" -- "$py" - "$tmp/g_llama/report.json" "$tmp/g_gpt2/report.json" <<'PY'

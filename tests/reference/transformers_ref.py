@@ -57,7 +57,7 @@ def gelu_erf(x):
     return 0.5 * x * (1 + torch.erf(x / math.sqrt(2)))
 
 
-def attention(q, k, v, heads, kv_heads, causal):
+def attention(q, k, v, heads, kv_heads, causal, window=0):
     # q [B, S, H*dh], k/v [B, S, KV*dh]
     B, S, _ = q.shape
     dh = q.shape[-1] // heads
@@ -70,6 +70,8 @@ def attention(q, k, v, heads, kv_heads, causal):
     s = q @ k.transpose(-1, -2) / math.sqrt(dh)
     if causal:
         mask = torch.triu(torch.ones(S, S, dtype=torch.bool), 1)
+        if window > 0:  # Mistral's sliding window: query i sees keys i - window < j <= i
+            mask |= torch.tril(torch.ones(S, S, dtype=torch.bool), -window)
         s = s.masked_fill(mask, float("-inf"))
     p = torch.softmax(s, dim=-1)
     return (p @ v).transpose(1, 2).reshape(B, S, heads * dh)
@@ -132,7 +134,7 @@ def llama(w, ids, a):
         q = rope_half(x @ w[p + "self_attn.q_proj.weight"].T, a.heads)
         k = rope_half(x @ w[p + "self_attn.k_proj.weight"].T, a.kv_heads)
         v = x @ w[p + "self_attn.v_proj.weight"].T
-        h = h + attention(q, k, v, a.heads, a.kv_heads, True) @ w[p + "self_attn.o_proj.weight"].T
+        h = h + attention(q, k, v, a.heads, a.kv_heads, True, a.window) @ w[p + "self_attn.o_proj.weight"].T
         x = rms_norm(h, w[p + "post_attention_layernorm.weight"], 1e-6)
         g = x @ w[p + "mlp.gate_proj.weight"].T
         u = x @ w[p + "mlp.up_proj.weight"].T
@@ -151,6 +153,7 @@ def main():
     ap.add_argument("--layers", type=int, required=True)
     ap.add_argument("--heads", type=int, required=True)
     ap.add_argument("--kv-heads", type=int, default=0)
+    ap.add_argument("--window", type=int, default=0, help="llama: a sliding window of this many keys (0: none)")
     ap.add_argument("--compare")
     ap.add_argument("--save")
     ap.add_argument("--tol", type=float, default=1e-4)

@@ -38,20 +38,21 @@ TensorView vec1(Mat<std::int32_t>& m) {
   return v;
 }
 
-/// y[r] for query row r attending keys 0..pos[r] of kv head h / group, in long double.
+/// y[r] for query row r attending keys 0..pos[r] (a window: the last `window`
+/// of them) of kv head h / group, in long double.
 LD ref_attention(const Mat<float>& q, const Mat<float>& k, const Mat<float>& v, std::int64_t r, std::int64_t pos,
-                 std::int64_t h, std::int64_t group, std::int64_t dh, std::int64_t c) {
-  const std::int64_t g = h / group;
+                 std::int64_t h, std::int64_t group, std::int64_t dh, std::int64_t c, std::int64_t window = 0) {
+  const std::int64_t g = h / group, lo = window > 0 ? std::max<std::int64_t>(0, pos - window + 1) : 0;
   std::vector<LD> s(std::size_t(pos + 1));
   LD mx = -INFINITY;
-  for (std::int64_t j = 0; j <= pos; ++j) {
+  for (std::int64_t j = lo; j <= pos; ++j) {
     LD d = 0;
     for (std::int64_t i = 0; i < dh; ++i) d += LD(q(r, h * dh + i)) * LD(k(j, g * dh + i));
     s[std::size_t(j)] = d / std::sqrt(LD(dh));
     mx = std::max(mx, s[std::size_t(j)]);
   }
   LD num = 0, den = 0;
-  for (std::int64_t j = 0; j <= pos; ++j) {
+  for (std::int64_t j = lo; j <= pos; ++j) {
     const LD e = std::exp(s[std::size_t(j)] - mx);
     den += e;
     num += e * LD(v(j, g * dh + c));
@@ -220,6 +221,60 @@ TEST_F(KvCache, BatchInBlocksEqualsEachSequenceAlone) {
             std::string::npos);
   EXPECT_NE(check(reg, "nn.kv_append", {x1.view(), vec1(z), c10.view(), {}, vec1(z), table.view()}, {{"block", "3"}})
                 .find("not a whole number of blocks of 3"),
+            std::string::npos);
+}
+
+// A sliding window of 5 (Mistral's): nn.attention's causal forward over 23
+// tokens and a paged cache filled by a prefill of 9 then one-token steps both
+// give each token attention over its last 5 keys (long double reference); the
+// blocks every query has passed go back, so after the prefill the sequence
+// holds the 3 blocks of 2 that its last 5 positions touch.
+TEST_F(KvCache, SlidingWindowAttendsTheLastKeysAndGivesBlocksBack) {
+  const std::int64_t heads = 4, kv = 2, dh = 6, total = 23, prefill = 9, window = 5, block = 2, per = 12, blocks = 6;
+  Mat<float> q(total, heads * dh), k(total, kv * dh), v(total, kv * dh), full(total, heads * dh);
+  q.random(21), k.random(22), v.random(23);
+  run(reg, "nn.attention", {q.view(), k.view(), v.view(), full.view()},
+      {{"heads", "4"}, {"kv_heads", "2"}, {"causal", "true"}, {"window", "5"}});
+  for (std::int64_t r = 0; r < total; ++r)
+    for (std::int64_t h = 0; h < heads; ++h)
+      for (std::int64_t c = 0; c < dh; ++c)
+        ASSERT_NEAR(LD(full(r, h * dh + c)), ref_attention(q, k, v, r, r, h, heads / kv, dh, c, window), 1e-5L)
+            << "token " << r << " head " << h;
+  Mat<float> kc(blocks * block, kv * dh, 0, DType::f32, NAN), vc(blocks * block, kv * dh, 0, DType::f32, NAN);
+  Mat<std::int32_t> table(1, per, 0, DType::i32, -1), pool(1, blocks + 2, 0, DType::i32, 0);
+  auto lens = ints({0}), alive = ints({1});
+  const std::map<std::string, std::string> paged = {{"heads", "4"}, {"kv_heads", "2"}, {"block", "2"}, {"window", "5"}};
+  for (std::int64_t done = 0; done < total;) {
+    const std::int64_t n = done == 0 ? prefill : 1;
+    Mat<std::int32_t> positions(1, n, 0, DType::i32, -1);
+    auto seq = ints(std::vector<std::int32_t>(std::size_t(n), 0));
+    run(reg, "nn.positions", {vec1(lens), vec1(positions), vec1(seq), vec1(alive), {}});
+    run(reg, "nn.kv_blocks", {vec1(positions), vec1(seq), vec1(alive), table.view(), vec1(pool)},
+        {{"block", "2"}, {"window", "5"}});
+    TensorView qs = q.view(), ks = k.view(), vs = v.view();
+    for (TensorView* t : {&qs, &ks, &vs}) {
+      t->data = static_cast<float*>(t->data) + done * t->ld;
+      t->rows = n;
+      t->shape[0] = n;
+    }
+    run(reg, "nn.kv_append", {ks, vec1(positions), kc.view(), {}, vec1(seq), table.view()}, {{"block", "2"}});
+    run(reg, "nn.kv_append", {vs, vec1(positions), vc.view(), {}, vec1(seq), table.view()}, {{"block", "2"}});
+    Mat<float> y(n, heads * dh);
+    run(reg, "nn.kv_attention", {qs, kc.view(), vc.view(), vec1(positions), y.view(), {}, {}, vec1(seq), table.view()},
+        paged);
+    for (std::int64_t r = 0; r < n; ++r)
+      for (std::int64_t c = 0; c < heads * dh; ++c)
+        ASSERT_NEAR(y(r, c), full(done + r, c), 1e-6) << "token " << done + r << " col " << c;
+    // held: blocks from the one holding the step's first query's first key to the last token's
+    const std::int64_t first = std::max<std::int64_t>(0, done - window + 1) / block, last = (done + n - 1) / block;
+    for (std::int64_t j = 0; j < per; ++j) ASSERT_EQ(table(0, j) >= 0, j >= first && j <= last) << "block " << j << " at " << done;
+    ASSERT_EQ(pool(0, 0), last - first + 1);
+    done += n;
+  }
+  EXPECT_EQ(pool(0, 1), 5);  // the prefill's 9 tokens; then 3
+  EXPECT_NE(check(reg, "nn.attention", {q.view(), k.view(), v.view(), full.view()},
+                      {{"heads", "4"}, {"kv_heads", "2"}, {"window", "5"}})
+                .find("causal"),
             std::string::npos);
 }
 

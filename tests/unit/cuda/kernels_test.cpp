@@ -188,20 +188,20 @@ std::vector<long double> attention_ref(const std::vector<float>& q, const std::v
     for (std::int64_t h = s.head_begin; h < s.head_end; ++h) {
       const std::int64_t g = h / group;
       for (std::int64_t i = 0; i < S; ++i) {
-        const std::int64_t lim = causal ? i + 1 : S;
+        const std::int64_t lim = causal ? i + 1 : S, lo = s.window > 0 ? std::max<std::int64_t>(0, i - s.window + 1) : 0;
         std::vector<long double> p(static_cast<std::size_t>(lim), 0);
         long double mx = -INFINITY, sum = 0;
-        for (std::int64_t j = 0; j < lim; ++j) {
+        for (std::int64_t j = lo; j < lim; ++j) {
           long double d = 0;
           for (std::int64_t c = 0; c < dh; ++c)
             d += (long double)q[static_cast<std::size_t>((b * S + i) * s.ldq + h * dh + c)] * k[static_cast<std::size_t>((b * S + j) * s.ldk + g * dh + c)];
           p[static_cast<std::size_t>(j)] = d * scale;
           mx = std::max(mx, p[static_cast<std::size_t>(j)]);
         }
-        for (auto& e : p) sum += (e = std::exp(e - mx));
+        for (std::int64_t j = lo; j < lim; ++j) sum += (p[static_cast<std::size_t>(j)] = std::exp(p[static_cast<std::size_t>(j)] - mx));
         for (std::int64_t c = 0; c < dh; ++c) {
           long double acc = 0;
-          for (std::int64_t j = 0; j < lim; ++j) acc += p[static_cast<std::size_t>(j)] * v[static_cast<std::size_t>((b * S + j) * s.ldv + g * dh + c)];
+          for (std::int64_t j = lo; j < lim; ++j) acc += p[static_cast<std::size_t>(j)] * v[static_cast<std::size_t>((b * S + j) * s.ldv + g * dh + c)];
           out[static_cast<std::size_t>((b * S + i) * s.ldy + h * dh + c)] = acc / sum;
         }
       }
@@ -214,10 +214,12 @@ TEST(CudaKernels, AttentionMatchesLongDouble) {
   struct Conf {
     std::int64_t batch, seq, heads, kv, dh, hb, he, pad;
     bool causal;
+    std::int64_t window;
   };
-  for (const Conf& f : {Conf{2, 37, 2, 2, 16, 0, 2, 0, true}, Conf{1, 100, 4, 2, 64, 1, 4, 3, false},
-                        Conf{1, 65, 1, 1, 128, 0, 1, 0, true}, Conf{3, 5, 3, 1, 3, 0, 3, 1, false},
-                        Conf{1, 1, 2, 2, 8, 0, 2, 0, true}}) {
+  for (const Conf& f : {Conf{2, 37, 2, 2, 16, 0, 2, 0, true, 0}, Conf{1, 100, 4, 2, 64, 1, 4, 3, false, 0},
+                        Conf{1, 65, 1, 1, 128, 0, 1, 0, true, 0}, Conf{3, 5, 3, 1, 3, 0, 3, 1, false, 0},
+                        Conf{1, 1, 2, 2, 8, 0, 2, 0, true, 0}, Conf{2, 100, 4, 2, 32, 0, 4, 1, true, 7},
+                        Conf{1, 70, 2, 2, 16, 0, 2, 0, true, 33}}) {
     nc::AttentionShape s;
     s.batch = f.batch;
     s.seq = f.seq;
@@ -228,6 +230,7 @@ TEST(CudaKernels, AttentionMatchesLongDouble) {
     s.head_end = f.he;
     s.ldq = s.ldy = f.heads * f.dh + f.pad;
     s.ldk = s.ldv = f.kv * f.dh + f.pad;
+    s.window = f.window;
     const std::int64_t T = f.batch * f.seq;
     auto q = rnd(static_cast<std::size_t>(T * s.ldq), 1, 2.f), k = rnd(static_cast<std::size_t>(T * s.ldk), 2, 2.f), v = rnd(static_cast<std::size_t>(T * s.ldv), 3);
     std::vector<float> y0(static_cast<std::size_t>(T * s.ldy), 77.f);
@@ -235,7 +238,7 @@ TEST(CudaKernels, AttentionMatchesLongDouble) {
     const float scale = 1.f / std::sqrt(float(f.dh));
     nc::attention_f32(dq.p, dk.p, dv.p, dy.p, s, f.causal, scale, nullptr);
     const auto want = attention_ref(q, k, v, s, f.causal, scale, std::vector<long double>(y0.begin(), y0.end()));
-    SCOPED_TRACE("seq " + std::to_string(f.seq) + " dh " + std::to_string(f.dh));
+    SCOPED_TRACE("seq " + std::to_string(f.seq) + " dh " + std::to_string(f.dh) + " window " + std::to_string(f.window));
     expect_close(dy.host(), want, 1e-4);  // unwritten heads and padding keep 77
   }
 }

@@ -397,6 +397,9 @@ void add_nn_attention_cases(std::vector<Case>& c, std::uint32_t& seed) {
   att("7 tokens, 2 heads of 8", 7, 2, 2, 8, {}, 0);
   att("seq 37 x 2, GQA 8/2 heads of 16, causal, strided", 74, 8, 2, 16, {{"seq", "37"}, {"causal", "true"}}, 3);
   att("seq 33, GQA 4/1 heads of 64, causal, scale 0.3", 33, 4, 1, 64, {{"causal", "true"}, {"scale", "0.3"}}, 0);
+  att("seq 70 x 2, GQA 4/2 heads of 16, causal, window 9", 140, 4, 2, 16,
+      {{"seq", "70"}, {"causal", "true"}, {"window", "9"}}, 1);
+  att("seq 150, 2 heads of 32, causal, window 37", 150, 2, 2, 32, {{"causal", "true"}, {"window", "37"}}, 0);
   att("seq 129, 2 heads of 128, heads [1, 2), strided", 129, 2, 2, 128, {{"head_begin", "1"}, {"head_end", "2"}}, 5);
   att("seq 129, 2 heads of 128, causal", 129, 2, 2, 128, {{"causal", "true"}}, 0);
   att("seq 20, 1 head of 256, causal", 20, 1, 1, 256, {{"causal", "true"}}, 1);
