@@ -5,11 +5,11 @@
 # A window at least as long as the context must give the tokens of no window
 # (checked).
 #
-#   tests/bench/kv_window.sh [BUILD_DIR|YMLOPT_BINARY]        # llama 1.1B q4_0, prompt 256, 512 new
+#   tests/bench/kv_window.sh [BUILD_DIR|YMLOPT_BINARY]        # llama 1.1B q4_0, prompt 64, 960 new
 #   PRESET=tiny DTYPE=f32 PROMPT=24 NEW=24 WINDOWS="0 8" tests/bench/kv_window.sh build   # the ctest smoke
 #
 # Env: PRESET (llama preset, default 1.1B), DTYPE (f32, q8_0 or q4_0; default
-# q4_0), PROMPT (prompt tokens, 256), NEW (tokens generated, 512), WINDOWS
+# q4_0), PROMPT (prompt tokens, 64), NEW (tokens generated, 960), WINDOWS
 # (default "0 64 256"; 0: none; the context's length is added), BLOCK (16),
 # THREADS (nproc), KEEP=DIR keeps the files (and the model).
 set -euo pipefail
@@ -17,7 +17,7 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 arg=${1:-build}
 if [ -f "$arg" ] && [ -x "$arg" ]; then y=$(cd "$(dirname "$arg")" && pwd)/$(basename "$arg"); else y=$arg/bin/ymlopt; fi
 [ -x "$y" ] || { echo "kv_window: no ymlopt binary at $y" >&2; exit 2; }
-preset=${PRESET:-1.1B} dtype=${DTYPE:-q4_0} prompt_n=${PROMPT:-256} new_n=${NEW:-512} block=${BLOCK:-16}
+preset=${PRESET:-1.1B} dtype=${DTYPE:-q4_0} prompt_n=${PROMPT:-64} new_n=${NEW:-960} block=${BLOCK:-16}
 threads=${THREADS:-$(nproc)}
 read -r -a windows <<<"${WINDOWS:-0 64 256}"
 windows+=($((prompt_n + new_n)))
