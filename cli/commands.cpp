@@ -197,6 +197,9 @@ int compile(const WorkflowArgs& a, const ComponentRegistry& reg, CompileResult& 
       }
       o.model_sets = c.params;
       o.model_missing = c.undetermined;
+      if (c.window)
+        o.model_required.emplace_back("window", "it is the model's sliding window, and without it the workflow "
+                                                "would attend to the whole context");
       o.model_origin = "--model " + a.model;
     } catch (const ModelCheckpointError& e) {
       msg << "ymlopt: error: --model: " << e.what() << "\n";

@@ -177,6 +177,18 @@ expect_in "the llama workflow computes plain RoPE, without scaling" "why"
 hf "$tmp/llama.safetensors" "$tmp/windowed" "" 1 "${llama_cfg/\"rope_scaling\": null/\"sliding_window\": 4096}"
 expect_rc 0 "a sliding window (Mistral's)" -- "$y" model info "$tmp/windowed"
 expect_in ", sliding window 4096" "the window"
+# a workflow without the window would compute another model: an error, not a warning
+python3 - $wf/llama.xml "$tmp/llama_nowindow.xml" <<'PY'
+import re, sys
+s = open(sys.argv[1]).read()
+s = re.sub(r'\s*<param name="window"[^>]*/>', "", s, flags=re.S).replace('<arg name="window" value="${window}"/>', "")
+assert "window" not in s
+open(sys.argv[2], "w").write(s)
+PY
+expect_rc 1 "a windowed folder on a workflow without a window" -- \
+  "$y" run "$tmp/llama_nowindow.xml" --model "$tmp/windowed" "${run[@]}" -o "$tmp/x"
+expect_in "--model $tmp/windowed gives window=4096 but the workflow has no parameter 'window': it is the model's sliding window" "message"
+expect_rc 0 "the windowed folder on llama.xml" -- "$y" run $wf/llama.xml --model "$tmp/windowed" "${run[@]}" -o "$tmp/x"
 hf "$tmp/llama.safetensors" "$tmp/unwindowed" "" 1 "${llama_cfg/\"rope_scaling\": null/\"sliding_window\": 4096, \"use_sliding_window\": false}"
 expect_rc 0 "a sliding window not used" -- "$y" model info "$tmp/unwindowed"
 grep -qF "sliding window" <<<"$out" && { echo "FAIL: use_sliding_window false still gives a window"; fails=$((fails + 1)); }

@@ -71,12 +71,19 @@ void Compiler::declare_params(const Element& wf, const std::vector<std::pair<std
     vars_.emplace_back(na->value, std::move(*typed));
   }
   if (from_cli)
-    for (const auto& [name, value] : opts_.model_sets)
-      if (std::find(names.begin(), names.end(), name) == names.end() &&
-          std::find(opts_.model_optional.begin(), opts_.model_optional.end(), name) == opts_.model_optional.end())
-        diags_.add(Diagnostic{dag_.file, 0, 0, Severity::warning,
-                              opts_.model_origin + " gives " + name + "=" + value +
-                                  " but the workflow has no parameter '" + name + "': ignored"});
+    for (const auto& [name, value] : opts_.model_sets) {
+      if (std::find(names.begin(), names.end(), name) != names.end() ||
+          std::find(opts_.model_optional.begin(), opts_.model_optional.end(), name) != opts_.model_optional.end())
+        continue;
+      const auto req = std::find_if(opts_.model_required.begin(), opts_.model_required.end(),
+                                    [&](const auto& r) { return r.first == name; });
+      const std::string msg =
+          opts_.model_origin + " gives " + name + "=" + value + " but the workflow has no parameter '" + name + "'";
+      if (req != opts_.model_required.end())
+        diags_.add(Diagnostic{dag_.file, 0, 0, Severity::error, msg + ": " + req->second});
+      else
+        diags_.add(Diagnostic{dag_.file, 0, 0, Severity::warning, msg + ": ignored"});
+    }
   for (size_t k = 0; k < sets.size(); ++k) {
     if (used[k]) continue;
     const std::string msg = "unknown parameter '" + sets[k].first + "'" + did_you_mean(sets[k].first, names);

@@ -29,6 +29,9 @@ struct CompileOptions {
   /// Names in model_sets a workflow may leave undeclared without a warning
   /// (`--prompt` gives batch=1, which generation workflows do not have).
   std::vector<std::string> model_optional{};
+  /// Names in model_sets a workflow must declare, each with why: without it
+  /// the workflow computes another model (a sliding window). An error.
+  std::vector<std::pair<std::string, std::string>> model_required{};
   std::string model_origin{};  // "--model DIR", for messages
 };
 
