@@ -534,6 +534,16 @@ BindPlan plan_binding(const Topology& t, const std::string& spec, int ncpu, int 
   return p;
 }
 
+int progress_thread_bindid(const BindPlan& p, const Topology& t) {
+  if (p.mode == "none" || p.pus.empty()) return -1;
+  for (int os : p.cpuset) {
+    if (std::find(p.pus.begin(), p.pus.end(), os) != p.pus.end()) continue;
+    const auto it = std::find_if(t.pu_list.begin(), t.pu_list.end(), [&](const PuInfo& q) { return q.os_index == os; });
+    if (it != t.pu_list.end() && it->starpu_index >= 0) return it->starpu_index;
+  }
+  return -1;
+}
+
 std::string format_bind_plan(const BindPlan& p) {
   std::ostringstream s;
   s << p.mode << ": " << plural(p.ncpu, "CPU worker");

@@ -41,6 +41,7 @@ class StarpuBinding {
   void record();
 
   const BindPlan& plan() const { return plan_; }
+  const Topology& topology() const { return topo_; }
 
  private:
   void restore_env();

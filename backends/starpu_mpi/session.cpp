@@ -131,6 +131,35 @@ void MpiSession::set_starpu_env() {
   if (!std::getenv("STARPU_COMM_STATS")) setenv("STARPU_COMM_STATS", "1", 1);
 }
 
+namespace {
+
+/// While alive, StarPU-MPI's progress thread is placed by ymlopt: on a PU of
+/// the rank's cpuset that no worker has (STARPU_MPI_THREAD_CPUID), else not
+/// bound (STARPU_MPI_NOBIND: it shares the rank's own PUs). StarPU 1.3 would
+/// bind it to the next PU of the whole machine, another rank's worker's when
+/// ranks are bound to cores (GPT-2 on 2 ranks of one core each: 5.3 s against
+/// 1.3-1.9 s). Left alone when the user set any of the three variables.
+class ProgressThreadPlace {
+ public:
+  explicit ProgressThreadPlace(const StarpuBinding& b) {
+    for (const char* v : {"STARPU_MPI_NOBIND", "STARPU_MPI_THREAD_CPUID", "STARPU_MPI_THREAD_COREID"})
+      if (std::getenv(v)) return;
+    const int id = progress_thread_bindid(b.plan(), b.topology());
+    name_ = id >= 0 ? "STARPU_MPI_THREAD_CPUID" : "STARPU_MPI_NOBIND";
+    setenv(name_, id >= 0 ? std::to_string(id).c_str() : "1", 1);
+  }
+  ~ProgressThreadPlace() {
+    if (name_) unsetenv(name_);
+  }
+  ProgressThreadPlace(const ProgressThreadPlace&) = delete;
+  ProgressThreadPlace& operator=(const ProgressThreadPlace&) = delete;
+
+ private:
+  const char* name_ = nullptr;
+};
+
+}  // namespace
+
 // starpu_mpi_init_conf on this rank's share of the node; its workers to r.workers.
 bool MpiSession::init_starpu(ExecResult& r) {
   starpu_conf conf;
@@ -171,6 +200,7 @@ bool MpiSession::init_starpu(ExecResult& r) {
   }
   {
     const DeviceConf devices(conf, opts_);  // --opencl, --opencl-on-cpus
+    const ProgressThreadPlace progress(binding_);
     if (int ret = starpu_mpi_init_conf(nullptr, nullptr, 0, MPI_COMM_WORLD, &conf); ret != 0) {
       r.error = "rank " + std::to_string(world_.rank) + ": starpu_mpi_init_conf failed: " + std::strerror(-ret);
       return false;

@@ -131,6 +131,20 @@ TEST(PlanBinding, AnExplicitListMustLieInTheCpuset) {
             "--bind: PU 2 is not in this process's cpuset (usable PUs: 4-7)");
 }
 
+TEST(PlanBinding, TheMpiProgressThreadTakesASparePuOfTheCpuset) {
+  // a rank bound to PUs 4-6 with 2 workers: PU 6 is free; StarPU ids skip a PU the cgroup forbids
+  Topology t = machine(8, 1, {4, 5, 6});
+  t.pu_list[0].starpu_index = -1;
+  for (int i = 1; i < 8; ++i) t.pu_list[size_t(i)].starpu_index = i - 1;
+  EXPECT_EQ(progress_thread_bindid(plan_binding(t, "", 2, 64), t), 5);
+  // workers on every PU of the cpuset (one rank per core), or not bound: none of its own
+  EXPECT_EQ(progress_thread_bindid(plan_binding(t, "", 0, 64), t), -1);
+  EXPECT_EQ(progress_thread_bindid(plan_binding(machine(2, 1, {1}), "", 0, 64), machine(2, 1, {1})), -1);
+  EXPECT_EQ(progress_thread_bindid(plan_binding(t, "none", 1, 64), t), -1);
+  // --bind 6: the first free PU is 4
+  EXPECT_EQ(progress_thread_bindid(plan_binding(t, "6", 0, 64), t), 3);
+}
+
 TEST(PlanBinding, NoneBindsNothing) {
   const BindPlan p = plan_binding(machine(2, 1, {0, 1}), "none", 0, 64);
   EXPECT_EQ(p.mode, "none");

@@ -147,6 +147,16 @@ struct BindPlan {
 ///   plan_binding(probe_topology(), "0,1", 0, 4).pus == {0, 1}
 BindPlan plan_binding(const Topology& t, const std::string& spec, int ncpu, int max_cpus);
 
+/// Where a StarPU-MPI rank's progress thread goes: the StarPU bind id of the
+/// first PU of the cpuset no worker of `p` is bound to, or -1 when there is
+/// none (the workers fill the cpuset, or float: --bind none). The thread polls
+/// MPI while any request is pending, so it needs a PU of its own; StarPU 1.3
+/// would take the next bind id of the whole machine, outside a bound rank's
+/// cpuset, onto another rank's worker. -1: leave it unbound, to share the
+/// rank's own PUs.
+///   progress_thread_bindid(plan_binding(t, "", 1, 64), t) == 1   // cpuset 0-1, one worker on PU 0
+int progress_thread_bindid(const BindPlan& p, const Topology& t);
+
 /// "auto: 2 workers on PUs 0-1 (cpuset 0-1)" — for `ymlopt info`.
 std::string format_bind_plan(const BindPlan& p);
 nlohmann::json bind_plan_json(const BindPlan& p);
