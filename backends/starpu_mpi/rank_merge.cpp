@@ -1,4 +1,6 @@
 // The ranks' results merged into one run (rank_result_json, merge_rank_results).
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <cstdint>
 #include <limits>
@@ -31,7 +33,10 @@ nlohmann::json rank_result_json(const ExecResult& r, const MpiRankStats& s) {
   json kinds = json::array(), transfers = json::array();
   for (Where w : r.worker_kinds) kinds.push_back(where_name(w));
   for (const auto& x : r.transfers) transfers.push_back({x.src, x.dst, x.bytes, x.count});
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
   return {{"rank", s.rank},         {"ok", r.ok},
+          {"peak_rss_bytes", std::int64_t(ru.ru_maxrss) * 1024},
           {"error", r.error},       {"failed_task", r.failed_task},
           {"workers", r.workers},   {"makespan_us", r.makespan_us},
           {"runtime", r.runtime},   {"scheduler", r.scheduler},
@@ -118,6 +123,7 @@ MergedRun merge_rank_results(const Dag& dag, const std::vector<std::string>& per
                        {"bytes_sent", sent},
                        {"bytes_received", received[r]},
                        {"allocated_bytes", j.value("allocated_bytes", std::uint64_t(0))},
+                       {"peak_rss_bytes", j.value("peak_rss_bytes", std::int64_t(0))},
                        {"status", j["ok"].get<bool>() ? "ok" : "failed"}});
     if (!j["ok"].get<bool>()) {
       const std::int32_t ft = j["failed_task"].get<std::int32_t>();

@@ -72,6 +72,7 @@ lanes = {e["args"]["name"] for e in json.load(open(d + "/trace.json"))["traceEve
 assert lanes == set(r["workers"]) and all(":" in w for w in lanes), lanes
 moved = r["mpi"]["bytes_moved"]
 assert moved > 0 and moved == sum(p["bytes_received"] for p in r["mpi"]["per_rank"])
+assert all(p["peak_rss_bytes"] > 2**20 for p in r["mpi"]["per_rank"]), r["mpi"]["per_rank"]  # each rank's own
 extra = sorted(set(os.listdir(d)) - {"report.json", "trace.json", "dag.dot", "run.log", "starpu", "C.safetensors", "L.safetensors", "LU.safetensors", "logits.npy"})
 assert not extra, extra
 print("%d ranks ran %s tasks, %.2f MiB moved" % (n, sorted((p["rank"], p["tasks_run"]) for p in r["mpi"]["per_rank"]), moved / 2**20))
