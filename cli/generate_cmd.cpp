@@ -293,6 +293,8 @@ void generate_sets(const GenerateArgs& a, const ModelCheckpoint& c, const std::v
     last.push_back(std::int32_t(all.size() - 1));
     longest = std::max(longest, prompts[s].size());
   }
+  std::set<std::string> given;  // by --set: those win over what is derived here
+  for (const auto& [name, value] : parse_sets(sets)) given.insert(name);
   auto num = [](double v) {
     std::ostringstream o;
     o.precision(17);
@@ -305,8 +307,6 @@ void generate_sets(const GenerateArgs& a, const ModelCheckpoint& c, const std::v
         "min_p=" + num(a.min_p), "seed=" + std::to_string(a.seed), "eos=" + eos_list, "kv_dtype=" + a.kv_dtype,
         "cache_rows=" + std::to_string(a.context > 0 ? a.context : std::int64_t(longest) + a.max_new)})
     sets.push_back(s);
-  std::set<std::string> given;  // by --set: those win over what is derived here
-  for (const auto& [name, value] : parse_sets(sets)) given.insert(name);
   // tiles sized for the CPU workers; the same on both backends, so they give the same tokens
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   if (!given.count("workers")) sets.push_back("workers=" + std::to_string(a.run.ncpu > 0 ? unsigned(a.run.ncpu) : cores));

@@ -139,12 +139,12 @@ void attention_kernel(const TensorView& q, const TensorView& k, const TensorView
       T* Y = static_cast<T*>(y.data) + b * S * ldy + h * dh;
       for (int64_t i0 = 0; i0 < S; i0 += bq) {
         // keys [k0, k0 + nk); a window: query i sees i - window < j <= i
-        const int64_t k0 = window > 0 ? std::max<int64_t>(0, i0 - window + 1) : 0;
+        const int64_t k0 = window_first(i0, window);
         const int64_t nq = std::min(bq, S - i0), nk = (causal ? i0 + nq : S) - k0;
         for (int64_t r = 0; r < nq; ++r) {
           const int64_t i = i0 + r;
           lim[static_cast<std::size_t>(r)] = causal ? i + 1 - k0 : nk;
-          lo[static_cast<std::size_t>(r)] = window > 0 ? std::max<int64_t>(0, i - window + 1) - k0 : 0;
+          lo[static_cast<std::size_t>(r)] = window_first(i, window) - k0;
         }
         attend_block(Q + i0 * ldq, ldq, K + k0 * ldk, ldk, V + k0 * ldv, ldv, Y + i0 * ldy, ldy, nq, nk, dh, lo.data(),
                      lim.data(), scale, sc.data(), inv.data());

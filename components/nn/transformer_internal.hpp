@@ -232,6 +232,12 @@ AttnDims attn_dims(const TaskShape& t);
 std::string attention_check(const TaskShape& t);
 Cost attention_cost(const TaskShape& t);
 void attention_cpu(KernelContext& ctx);
+/// The first position a query at `pos` attends: pos - window + 1 under a
+/// sliding window (Mistral's: the last `window` positions, its own included),
+/// 0 without one (window 0). Shared by nn.attention, nn.kv_attention and
+/// nn.kv_blocks (which gives back the blocks before it).
+inline int64_t window_first(int64_t pos, int64_t window) { return window > 0 ? std::max<int64_t>(0, pos - window + 1) : 0; }
+
 /// One head's attention for nq query rows against keys [0, nk): row r attends
 /// keys lo[r] <= j < lim[r] (<= nk; lo null: 0); scores = scale Q K^T, softmax,
 /// Y = P V. Scratch: sc [nq * nk], inv [nq]. Shared by nn.attention and

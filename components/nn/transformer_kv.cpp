@@ -213,7 +213,7 @@ void kv_blocks_cpu(KernelContext& ctx) {
     }
   for (int64_t s = 0; s < seqs; ++s) {  // blocks no query reaches again go back to the pool
     const int64_t f = first[std::size_t(s)];
-    const int64_t drop = !alive[s] ? per : window > 0 && f >= 0 ? std::max<int64_t>(0, f - window + 1) / bs : 0;
+    const int64_t drop = !alive[s] ? per : f >= 0 ? window_first(f, window) / bs : 0;
     for (int64_t j = 0; j < std::min(drop, per); ++j) {
       std::int32_t& b = table[s * tv.ld + j];
       if (b < 0) continue;
@@ -517,8 +517,6 @@ void kv_attention_cpu(KernelContext& ctx) {
     std::vector<double> inv(static_cast<std::size_t>(bq));
     std::vector<int64_t> lo(static_cast<std::size_t>(bq)), lim(static_cast<std::size_t>(bq));
     const int64_t ldq = ld_of(q), ldy = ld_of(y);
-    // the first position a query at p attends
-    auto from = [window](int64_t pos) { return window > 0 ? std::max<int64_t>(0, pos - window + 1) : 0; };
     // runs of consecutive rows of one sequence (unpaged: all rows are one)
     for (int64_t r0 = 0, r1 = 0; r0 < d.rows; r0 = r1) {
       const int64_t s = pg.sequence(r0);
@@ -526,7 +524,7 @@ void kv_attention_cpu(KernelContext& ctx) {
       bool idle = false;
       for (r1 = r0; r1 < d.rows && pg.sequence(r1) == s; ++r1) {
         idle = idle || p[r1] < 0;
-        least = std::min(least, from(p[r1]));
+        least = std::min(least, window_first(p[r1], window));
         most = std::max<int64_t>(most, int64_t(p[r1]) + 1);
       }
       if (idle) {  // a finished sequence's rows (nn.positions gives all of them -1)
@@ -542,7 +540,7 @@ void kv_attention_cpu(KernelContext& ctx) {
         const int64_t nq = std::min(bq, r1 - i0);
         int64_t nk = 0;
         for (int64_t r = 0; r < nq; ++r) {
-          lo[static_cast<std::size_t>(r)] = from(p[i0 + r]) - least;
+          lo[static_cast<std::size_t>(r)] = window_first(p[i0 + r], window) - least;
           lim[static_cast<std::size_t>(r)] = p[i0 + r] + 1 - least;
           nk = std::max(nk, lim[static_cast<std::size_t>(r)]);
         }
