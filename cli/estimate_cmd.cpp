@@ -1,6 +1,7 @@
 #include "estimate_cmd.hpp"
 
 #include <boost/program_options.hpp>
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 #include <sstream>
@@ -35,24 +36,38 @@ std::string ms(double s) {
   return buf;
 }
 
-// What the StarPU-MPI backend's DataStore allocates on each rank (resident_data:
-// what the rank owns, whole tensors for any owned tile) and what every rank maps
-// of the src= files (pages come in as its tasks read them).
+// What the StarPU-MPI backend's DataStore holds on each rank (residency():
+// the tensors it owns whole, its own tiles of the others, each in a block of
+// its own, src= tiles read into them): allocated, and mapped from the src=
+// files (tensors held whole, used in place).
 struct RankMemory {
-  std::vector<std::int64_t> allocated;
-  std::int64_t mapped = 0;
+  std::vector<std::int64_t> allocated, mapped;
 };
 RankMemory rank_memory(const Dag& dag, int ranks) {
   RankMemory m;
   m.allocated.assign(size_t(ranks), 0);
+  m.mapped.assign(size_t(ranks), 0);
   const DataOwners own = data_owners(dag, ranks);
-  for (const DataDecl& d : dag.data)
-    if (d.format.empty() && d.init == InitKind::file) m.mapped += d.bytes();
+  auto aligned = [](std::int64_t b) { return (b + 63) / 64 * 64; };  // DataStore's aligned blocks
   for (int r = 0; r < ranks; ++r) {
-    const std::vector<char> resident = resident_data(dag, own, r, ranks);
-    for (size_t d = 0; d < dag.data.size(); ++d)
-      if (resident[d] && dag.data[d].init != InitKind::file)
-        m.allocated[size_t(r)] += (dag.data[d].storage_bytes() + 63) / 64 * 64;  // DataStore's aligned blocks
+    const Residency held = residency(dag, own, r, ranks);
+    for (size_t i = 0; i < dag.data.size(); ++i) {
+      const DataDecl& d = dag.data[i];
+      const auto& mine = held.tiles[i];
+      auto tile_bytes = [&](std::int64_t t) {
+        return d.tile_nrows(t / d.ntile_c) * d.tile_ncols(t % d.ntile_c) * std::int64_t(dtype_size(d.dtype));
+      };
+      if (held.data[i] == Holding::whole && d.init != InitKind::file) m.allocated[size_t(r)] += aligned(d.storage_bytes());
+      if (held.data[i] == Holding::whole && d.init == InitKind::file) {
+        // the pages its tasks read: all, or its own tiles' when it owns only some
+        if (mine.empty() || std::find(mine.begin(), mine.end(), 0) == mine.end()) m.mapped[size_t(r)] += d.bytes();
+        else
+          for (std::int64_t t = 0; t < d.ntiles(); ++t) m.mapped[size_t(r)] += mine[size_t(t)] ? tile_bytes(t) : 0;
+      }
+      if (held.data[i] != Holding::tiles) continue;
+      for (std::int64_t t = 0; t < d.ntiles(); ++t)
+        if (mine[size_t(t)]) m.allocated[size_t(r)] += aligned(tile_bytes(t));
+    }
   }
   return m;
 }
@@ -66,6 +81,7 @@ nlohmann::json estimate_json(const Dag& dag, const ClusterSpec& spec, const Dist
   for (const RankEstimate& r : e.per_rank)
     ranks.push_back({{"rank", r.rank},
                      {"allocated_bytes", mem.allocated[size_t(r.rank)]},
+                     {"mapped_bytes", mem.mapped[size_t(r.rank)]},
                      {"node", r.node},
                      {"tasks", r.tasks},
                      {"busy_us", r.busy_s * 1e6},
@@ -102,7 +118,6 @@ nlohmann::json estimate_json(const Dag& dag, const ClusterSpec& spec, const Dist
           {"sync_tasks", e.sync_tasks},
           {"flops", one_rank.flops},
           {"per_rank", ranks},
-          {"mapped_per_rank", mem.mapped},
           {"one_process_bytes", one_rank.parameter_bytes + one_rank.activation_bytes}};
 }
 
@@ -142,10 +157,10 @@ std::string format_estimate(const Dag& dag, const ClusterSpec& spec, const Distr
     o << buf;
   }
   const RankMemory mem = rank_memory(dag, e.ranks);
-  o << "memory with the starpu-mpi backend: each rank allocates the tensors it owns (whole tensors for any owned "
-       "tile), StarPU what it receives; every rank maps the src= files ("
-    << human_bytes(double(mem.mapped)) << ", pages read on demand)\nallocated per rank:";
-  for (size_t r = 0; r < mem.allocated.size(); ++r) o << (r ? ", " : " ") << human_bytes(double(mem.allocated[r]));
+  o << "memory with the starpu-mpi backend: each rank holds the tensors it owns whole and its own tiles of the "
+       "others, StarPU what it receives\nheld per rank (allocated + mapped from src= files):";
+  for (size_t r = 0; r < mem.allocated.size(); ++r)
+    o << (r ? ", " : " ") << human_bytes(double(mem.allocated[r])) << " + " << human_bytes(double(mem.mapped[r]));
   o << " (one process: " << human_bytes(double(one_rank.parameter_bytes + one_rank.activation_bytes)) << ")\n";
   return o.str();
 }

@@ -247,7 +247,7 @@ bool open_run_dir(std::string& out, const Dag& dag, const RankWorld& w) {
 std::unique_ptr<DataStore> make_run_store(const Dag& dag, const RankWorld& w) {
   std::unique_ptr<DataStore> store;
   try {
-    store = w.use_mpi ? std::make_unique<DataStore>(dag, resident_data(dag, data_owners(dag, w.nranks), w.rank, w.nranks))
+    store = w.use_mpi ? std::make_unique<DataStore>(dag, residency(dag, data_owners(dag, w.nranks), w.rank, w.nranks))
                       : std::make_unique<DataStore>(dag);
   } catch (const std::exception& e) {
     std::cerr << "ymlopt: error: " << (w.use_mpi ? "rank " + std::to_string(w.rank) + ": " : "") << e.what() << "\n";

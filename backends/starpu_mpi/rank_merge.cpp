@@ -41,6 +41,7 @@ nlohmann::json rank_result_json(const ExecResult& r, const MpiRankStats& s) {
           {"workers", r.workers},   {"makespan_us", r.makespan_us},
           {"runtime", r.runtime},   {"scheduler", r.scheduler},
           {"warnings", r.warnings}, {"sent_to", s.sent_to}, {"allocated_bytes", s.allocated_bytes},
+          {"mapped_bytes", s.mapped_bytes},
           {"records", recs},        {"repeats", repeats},
           {"loops", loops},         {"placement", placement_json(last_starpu_placement())},
           {"worker_kinds", kinds},  {"transfers", transfers}};
@@ -123,6 +124,7 @@ MergedRun merge_rank_results(const Dag& dag, const std::vector<std::string>& per
                        {"bytes_sent", sent},
                        {"bytes_received", received[r]},
                        {"allocated_bytes", j.value("allocated_bytes", std::uint64_t(0))},
+                       {"mapped_bytes", j.value("mapped_bytes", std::uint64_t(0))},
                        {"peak_rss_bytes", j.value("peak_rss_bytes", std::int64_t(0))},
                        {"status", j["ok"].get<bool>() ? "ok" : "failed"}});
     if (!j["ok"].get<bool>()) {

@@ -253,11 +253,12 @@ void MpiSession::register_data() {
   tiles_.assign(nd, {});
   starpu_mpi_tag_t tag = 1;
   // data this rank does not hold (DataStore base null: neither owned nor
-  // replicated) have no home buffer: StarPU allocates a copy on first receive
-  auto register_one = [&](starpu_data_handle_t& h, char* ptr, const DataDecl& d, std::int64_t rows, std::int64_t cols,
-                          std::int32_t owner) {
+  // replicated) have no home buffer: StarPU allocates a copy on first receive;
+  // a tile held on its own (Holding::tiles) is registered on its block
+  auto register_one = [&](starpu_data_handle_t& h, char* ptr, std::int64_t ld, const DataDecl& d, std::int64_t rows,
+                          std::int64_t cols, std::int32_t owner) {
     if (ptr)
-      starpu_matrix_data_register(&h, STARPU_MAIN_RAM, reinterpret_cast<uintptr_t>(ptr), std::uint32_t(d.ld),
+      starpu_matrix_data_register(&h, STARPU_MAIN_RAM, reinterpret_cast<uintptr_t>(ptr), std::uint32_t(ld),
                                   std::uint32_t(cols), std::uint32_t(rows), dtype_size(d.dtype));
     else
       starpu_matrix_data_register(&h, -1, 0, std::uint32_t(cols), std::uint32_t(cols), std::uint32_t(rows),
@@ -274,20 +275,24 @@ void MpiSession::register_data() {
   };
   stats_.owners.assign(nd, 0);
   stats_.allocated_bytes = store_.total_bytes();
+  stats_.mapped_bytes = store_.mapped_bytes();
   for (size_t i = 0; i < nd; ++i) {
     const DataDecl& d = dag_.data[i];
     stats_.owners[i] = owners_[i][0];
     if (!d.format.empty()) continue;  // stored compressed: tasks read its companions
     char* base = static_cast<char*>(store_.base(std::int32_t(i)));
-    register_one(whole_[i], base, d, d.rows, d.cols, owners_[i][0]);
+    register_one(whole_[i], base, d.ld, d, d.rows, d.cols, owners_[i][0]);
     starpu_data_set_name(whole_[i], d.name.c_str());
     if (!d.tiled()) continue;
     tiles_[i].resize(size_t(d.ntiles()));
     for (std::int64_t t = 0; t < d.ntiles(); ++t) {
       const std::int64_t tr = t / d.ntile_c, tc = t % d.ntile_c;
-      char* p = base ? base + (size_t(d.tile_row0(tr)) * size_t(d.ld) + size_t(d.tile_col0(tc))) * dtype_size(d.dtype)
-                     : nullptr;
-      register_one(tiles_[i][size_t(t)], p, d, d.tile_nrows(tr), d.tile_ncols(tc), owners_[i][size_t(1 + t)]);
+      char* own = static_cast<char*>(store_.tile_base(std::int32_t(i), t));  // a held tile's own block
+      char* p = own    ? own
+                : base ? base + (size_t(d.tile_row0(tr)) * size_t(d.ld) + size_t(d.tile_col0(tc))) * dtype_size(d.dtype)
+                       : nullptr;
+      register_one(tiles_[i][size_t(t)], p, own ? d.tile_ncols(tc) : d.ld, d, d.tile_nrows(tr), d.tile_ncols(tc),
+                   owners_[i][size_t(1 + t)]);
     }
   }
 }

@@ -48,11 +48,13 @@ struct MpiRankStats {
   std::vector<std::uint64_t> sent_to;  // bytes this rank sent to each rank
   std::vector<std::int32_t> owners;    // owner rank of each data (whole tensor), by data index
   std::uint64_t allocated_bytes = 0;   // the rank's DataStore (what it owns; received copies not counted)
+  std::uint64_t mapped_bytes = 0;      // its src= tensors used in place (DataStore::mapped_bytes)
 };
 
 /// The StarPU-MPI backend: each rank registers every tensor and every tile as
-/// its own StarPU handle (tiles point into their tensor's memory; data the
-/// rank's DataStore does not hold, see resident_data, get no home buffer and
+/// its own StarPU handle (tiles point into their tensor's memory, or, on a
+/// rank holding only its tiles of a tensor, into their own blocks; data the
+/// rank's DataStore does not hold, see residency(), get no home buffer and
 /// StarPU allocates received copies) with an owner rank and a unique tag (starpu_mpi_data_register). Owners are the
 /// engine's data_owners (ymlopt/engine/distribution.hpp: the data's
 /// distribute=/owner=, else 2-D block-cyclic tiles on a p x q grid of ranks, one

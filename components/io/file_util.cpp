@@ -18,7 +18,7 @@ void fail(const std::string& path, const std::string& why) { throw IoError(path 
 
 std::string errno_text(int err) { return std::strerror(err); }
 
-MappedFile::MappedFile(const std::string& path, bool writable) {
+MappedFile::MappedFile(const std::string& path, bool writable) : path_(path) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) fail(path, "cannot open: " + errno_text(errno));
   struct stat st {};
@@ -41,11 +41,25 @@ MappedFile::MappedFile(const std::string& path, bool writable) {
     }
     data_ = static_cast<const std::byte*>(p);
   }
-  ::close(fd);
+  fd_ = fd;  // kept for read_at
 }
 
 MappedFile::~MappedFile() {
   if (data_) ::munmap(const_cast<std::byte*>(data_), size_);
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void MappedFile::read_at(const std::byte* at, void* dst, std::size_t n) const {
+  if (at < data_ || std::size_t(at - data_) > size_ || n > size_ - std::size_t(at - data_))
+    fail(path_, "read past the end of the file");
+  auto* out = static_cast<char*>(dst);
+  off_t off = off_t(at - data_);
+  while (n > 0) {
+    const ssize_t got = ::pread(fd_, out, n, off);
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) fail(path_, got < 0 ? "cannot read: " + errno_text(errno) : "the file shrank while it was read");
+    out += got, off += got, n -= std::size_t(got);
+  }
 }
 
 AtomicWriter::AtomicWriter(std::string path) : path_(std::move(path)), tmp_(path_ + ".tmp." + std::to_string(::getpid())) {

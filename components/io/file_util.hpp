@@ -28,8 +28,14 @@ class MappedFile {
 
   const std::byte* data() const { return data_; }
   std::size_t size() const { return size_; }
+  /// Copies the n file bytes that the mapping shows at `at` into `dst` with
+  /// pread: the mapping's pages are not touched, so they never count in this
+  /// process's resident memory. Throws IoError on a read error or past the end.
+  void read_at(const std::byte* at, void* dst, std::size_t n) const;
 
  private:
+  std::string path_;
+  int fd_ = -1;
   const std::byte* data_ = nullptr;
   std::size_t size_ = 0;
 };

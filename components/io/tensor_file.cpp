@@ -562,6 +562,10 @@ std::byte* MappedTensorFile::tensor(const std::string& key, TensorInfo* info) co
   return const_cast<std::byte*>(loc.data);
 }
 
+void MappedTensorFile::read_at(const std::byte* at, void* dst, std::size_t n) const {
+  impl_->file.read_at(at, dst, n);
+}
+
 TensorData load_tensor(const std::string& path, const std::string& key) {
   format_of(path);
   MappedFile f(path);

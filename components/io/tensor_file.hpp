@@ -102,6 +102,9 @@ class MappedTensorFile {
   MappedTensorFile& operator=(const MappedTensorFile&) = delete;
   /// The bytes of tensor `key` (for .npy, the array) inside the mapping.
   std::byte* tensor(const std::string& key, TensorInfo* info = nullptr) const;
+  /// Copies n bytes of the file, those the mapping shows at `at`, into `dst`
+  /// without touching the mapping (pread). Throws IoError.
+  void read_at(const std::byte* at, void* dst, std::size_t n) const;
 
  private:
   struct Impl;

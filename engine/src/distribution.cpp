@@ -14,26 +14,63 @@ namespace ymlopt {
 
 // ---------------------------------------------------------------- placement
 
-std::vector<char> resident_data(const Dag& dag, const DataOwners& own, int rank, int size) {
-  std::vector<char> r(dag.data.size(), 0);
+Residency Residency::all(const Dag& dag) {
+  Residency r;
+  r.data.assign(dag.data.size(), Holding::whole);
+  r.tiles.assign(dag.data.size(), {});
+  for (size_t d = 0; d < dag.data.size(); ++d)
+    if (!dag.data[d].format.empty()) r.data[d] = Holding::none;  // stored compressed: no memory of its own
+  return r;
+}
+
+std::vector<char> used_whole(const Dag& dag) {
+  std::vector<char> w(dag.data.size(), 0);
+  for (const TaskNode& t : dag.tasks)
+    for (const Binding& b : t.bindings)
+      if (b.ref.data >= 0 && b.ref.tile < 0) w[size_t(b.ref.data)] = 1;
+  for (const Region& g : dag.regions)
+    for (const auto* list : {&g.cond_data, &g.data, &g.scores, &g.save_exit, &g.keep})
+      for (auto d : *list) w[size_t(d)] = 1;
+  return w;
+}
+
+Residency residency(const Dag& dag, const DataOwners& own, int rank, int size) {
+  Residency r;
+  r.data.assign(dag.data.size(), Holding::none);
+  r.tiles.assign(dag.data.size(), {});
+  const std::vector<char> whole = used_whole(dag);
   for (size_t d = 0; d < dag.data.size(); ++d) {
-    if (!dag.data[d].format.empty()) continue;  // stored compressed: no memory of its own
-    r[d] = dag.data[d].distribute == "replicate" ||
-           std::find(own[d].begin(), own[d].end(), std::int32_t(rank)) != own[d].end();
+    const DataDecl& dd = dag.data[d];
+    if (!dd.format.empty()) continue;  // stored compressed: no memory of its own
+    if (dd.distribute == "replicate" || (own[d][0] == rank && !dd.tiled())) {
+      r.data[d] = Holding::whole;
+      continue;
+    }
+    if (!dd.tiled()) continue;
+    std::vector<char> mine(size_t(dd.ntiles()), 0);
+    bool any = false;
+    for (size_t t = 0; t < mine.size(); ++t) {
+      mine[t] = own[d][1 + t] == rank;
+      any |= bool(mine[t]);
+    }
+    const bool all = std::find(mine.begin(), mine.end(), 0) == mine.end();
+    if (own[d][0] == rank && (whole[d] || all)) r.data[d] = Holding::whole, r.tiles[d] = std::move(mine);
+    else if (any) r.data[d] = Holding::tiles, r.tiles[d] = std::move(mine);
   }
   // every rank evaluates the runtime loops' conditions: it holds their scalars;
   // every rank runs the publishes and gathers outside co-methods, and every
   // rank of a co-method's group those of the co-method
+  auto hold = [&](std::int32_t d) { r.data[size_t(d)] = Holding::whole, r.tiles[size_t(d)].clear(); };
   const UnitePlacement up = unite_placement(dag, size);
   for (size_t i = 0; i < dag.regions.size(); ++i) {
     const Region& g = dag.regions[i];
-    for (auto d : g.cond_data) r[size_t(d)] = 1;
+    for (auto d : g.cond_data) hold(d);
     if (g.kind != Region::Kind::publish && g.kind != Region::Kind::gather) continue;
     const std::int32_t grp = up.region_group[i];
     const auto& ranks = grp < 0 ? std::vector<std::int32_t>{} : up.groups[size_t(grp)];
     if (grp >= 0 && (ranks.size() < 2 || std::find(ranks.begin(), ranks.end(), rank) == ranks.end())) continue;
-    for (auto d : g.data) r[size_t(d)] = 1;
-    for (auto d : g.scores) r[size_t(d)] = 1;
+    for (auto d : g.data) hold(d);
+    for (auto d : g.scores) hold(d);
   }
   return r;
 }

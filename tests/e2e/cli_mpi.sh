@@ -196,6 +196,41 @@ for n in 2 4; do
   echo "  $out"
 done
 
+# memory that scales with ranks: GPT-2 with 60 MB of f32 weights in column tiles. Each rank
+# holds what it owns (its tiles in blocks of their own, read from the file; wte whole on its
+# owner, of which it reads its own rows), exactly as `ymlopt estimate` predicts, and its
+# peak RSS falls with the ranks: every rank used to map and read every weight
+"$y" model init --arch gpt2 --preset tiny --seed 5 --layers 4 --width 512 --heads 8 --ffn 2048 --vocab 4096 --context 64 \
+  "$tmp/m.safetensors" >/dev/null
+write_ids "$tmp/mids.npy" 32
+big=(workflows/models/gpt2.xml --set weights="$tmp/m.safetensors" --set ids="$tmp/mids.npy" --set seq=32 --set layers=4
+  --set width=512 --set heads=8 --set vocab=4096 --set context=64)
+expect_rc 0 "gpt2 60 MB on 1 rank" -- mpi 1 run "${big[@]}" --backend starpu-mpi --ncpu 1 --quiet --out "$tmp/big-1"
+for n in 2 4; do
+  expect_rc 0 "gpt2 60 MB on $n ranks" -- mpi $n run "${big[@]}" --backend starpu-mpi --ncpu 1 --quiet --out "$tmp/big-$n"
+  expect_rc 0 "gpt2 60 MB on $n ranks equals 1 rank" -- same "$tmp/big-$n/logits.npy" "$tmp/big-1/logits.npy" 1e-5
+  expect_rc 0 "estimate of gpt2 60 MB on $n ranks" -- "$y" estimate "${big[@]}" --nodes 1 --ranks-per-node $n --ncpu 1 --json
+  printf '%s\n' "$out" >"$tmp/big-est-$n.json"
+  expect_rc 0 "gpt2 60 MB on $n ranks: each rank holds its share, as estimated, and its peak RSS falls" -- \
+    python3 - "$n" "$tmp/big-1/report.json" "$tmp/big-$n/report.json" "$tmp/big-est-$n.json" <<'PY'
+import json, sys
+n = int(sys.argv[1])
+one, r, e = (json.load(open(p)) for p in sys.argv[2:5])
+held = lambda p: p["allocated_bytes"] + p["mapped_bytes"]
+weights = one["memory"]["parameter_total"]
+assert [held(p) for p in r["mpi"]["per_rank"]] == [held(p) for p in e["per_rank"]], (r["mpi"]["per_rank"], e["per_rank"])
+assert sum(held(p) for p in r["mpi"]["per_rank"]) < 1.1 * held(one["mpi"]["per_rank"][0])  # split, not copied
+rss1 = one["mpi"]["per_rank"][0]["peak_rss_bytes"]
+for p in r["mpi"]["per_rank"]:
+    assert held(p) < weights / n + weights / 4, (held(p), weights)
+    assert p["peak_rss_bytes"] < rss1 - 0.3 * weights, (p["peak_rss_bytes"], rss1, weights)
+print("weights %.1f MiB; held per rank %s MiB; peak RSS %s MiB (1 rank: %.0f)" % (weights / 2**20,
+      [round(held(p) / 2**20, 1) for p in r["mpi"]["per_rank"]],
+      [round(p["peak_rss_bytes"] / 2**20) for p in r["mpi"]["per_rank"]], rss1 / 2**20))
+PY
+  echo "  $out"
+done
+
 # tensors written whole, then read as tiles on 3 ranks: the split sends each tile of D to its
 # owner, and rank 2 (E is all on rank 1) has no task of its own, so it reaches the end of the run
 # before its receives are posted. Hung in 5 of 5 runs until the backend waited for every transfer

@@ -10,15 +10,9 @@
 #include "ymlopt/engine/perf_model.hpp"
 
 using namespace ymlopt;
+using test::compile_ok;
 
 namespace {
-
-Dag compile_ok(const std::string& xml) {
-  Diagnostics diags;
-  CompileResult r = test::compile(xml, diags);
-  EXPECT_TRUE(r.ok) << diags.str();
-  return std::move(r.dag);
-}
 
 std::int32_t data_index(const Dag& dag, const std::string& name) {
   for (size_t i = 0; i < dag.data.size(); ++i)
@@ -275,11 +269,16 @@ TEST(Distribution, EveryRankHoldsWhatItOwnsAndTheLoopConditions) {
                      big = data_index(dag, "big");
   std::vector<int> holders_of_other;
   for (int rank = 0; rank < 2; ++rank) {
-    const std::vector<char> res = resident_data(dag, own, rank, 2);
-    EXPECT_TRUE(res[size_t(r)]) << "rank " << rank;  // the condition's scalar: everywhere
-    EXPECT_TRUE(res[size_t(a)]);                      // A's tiles are on both ranks (1 x 2 grid)
-    EXPECT_EQ(bool(res[size_t(big)]), own[size_t(big)][0] == rank);
-    if (res[size_t(other)]) holders_of_other.push_back(rank);
+    const Residency res = residency(dag, own, rank, 2);
+    EXPECT_EQ(res.data[size_t(r)], Holding::whole) << "rank " << rank;  // the condition's scalar: everywhere
+    // A is scaled whole: its owner holds it whole; the other rank holds its
+    // tiles (1 x 2 grid: tile column modulo 2), each in a block of its own
+    EXPECT_EQ(res.data[size_t(a)], own[size_t(a)][0] == rank ? Holding::whole : Holding::tiles);
+    if (res.data[size_t(a)] == Holding::tiles) {
+      EXPECT_EQ(res.tiles[size_t(a)], (std::vector<char>{0, 1, 0, 1}));
+    }
+    EXPECT_EQ(res.data[size_t(big)] == Holding::whole, own[size_t(big)][0] == rank);
+    if (res.data[size_t(other)] != Holding::none) holders_of_other.push_back(rank);
   }
   EXPECT_EQ(holders_of_other, std::vector<int>{own[size_t(other)][0]});  // not a condition: its owner only
 }
@@ -323,10 +322,10 @@ TEST(Distribution, CoMethodsRunOnTheirRankAndOwnWhatTheyWrite) {
   const auto a = own[size_t(data_index(dag, "A"))];
   EXPECT_NE(a[1], a[2]);  // A keeps its block-cyclic tiles
   for (int rank = 0; rank < 2; ++rank) {
-    const std::vector<char> res = resident_data(dag, own, rank, 2);
-    EXPECT_TRUE(res[size_t(data_index(dag, "best"))]) << "rank " << rank;
-    EXPECT_TRUE(res[size_t(data_index(dag, "score"))]);
-    EXPECT_EQ(bool(res[size_t(data_index(dag, "v2"))]), rank == 1);
+    const Residency res = residency(dag, own, rank, 2);
+    EXPECT_EQ(res.data[size_t(data_index(dag, "best"))], Holding::whole) << "rank " << rank;
+    EXPECT_EQ(res.data[size_t(data_index(dag, "score"))], Holding::whole);
+    EXPECT_EQ(res.data[size_t(data_index(dag, "v2"))], rank == 1 ? Holding::whole : Holding::none);
   }
 }
 
@@ -395,9 +394,14 @@ TEST(Distribution, CoMethodsOnMoreRanksGetRankGroups) {
     }
     for (int rank = 0; rank < 4; ++rank) {
       const bool in = rank / 2 == m - 1;
-      const std::vector<char> res = resident_data(dag, own, rank, 4);
-      EXPECT_EQ(bool(res[size_t(data_index(dag, "n" + std::to_string(m)))]), in) << "rank " << rank << " c" << m;
-      EXPECT_EQ(bool(res[size_t(data_index(dag, "g" + std::to_string(m)))]), in);
+      const Residency res = residency(dag, own, rank, 4);
+      EXPECT_EQ(res.data[size_t(data_index(dag, "n" + std::to_string(m)))] == Holding::whole, in)
+          << "rank " << rank << " c" << m;
+      EXPECT_EQ(res.data[size_t(data_index(dag, "g" + std::to_string(m)))] == Holding::whole, in);
+      // C is read whole by the norm on the group's leader; the other rank of
+      // the group holds its 2 tiles only
+      const Holding c = res.data[size_t(data_index(dag, "C" + std::to_string(m)))];
+      EXPECT_EQ(c, !in ? Holding::none : rank == first ? Holding::whole : Holding::tiles);
     }
   }
   // three co-methods on 4 ranks: {0}, {1}, {2, 3}; on 2 ranks one rank each

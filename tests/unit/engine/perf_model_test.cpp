@@ -18,6 +18,7 @@
 #include "ymlopt/scheduler/data_store.hpp"
 
 using namespace ymlopt;
+using test::compile_ok;
 
 namespace {
 
@@ -33,13 +34,6 @@ Dag hand_dag(const std::vector<std::vector<std::int32_t>>& preds) {
     d.topo_order.push_back(std::int32_t(i));
   }
   return d;
-}
-
-Dag compile_ok(const std::string& xml) {
-  Diagnostics diags;
-  CompileResult r = test::compile(xml, diags);
-  EXPECT_TRUE(r.ok) << diags.str();
-  return std::move(r.dag);
 }
 
 Calibration flat_calibration() {

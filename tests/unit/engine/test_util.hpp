@@ -1,4 +1,6 @@
 #pragma once
+#include <gtest/gtest.h>
+
 #include <string>
 
 #include "register_builtin.hpp"
@@ -21,6 +23,14 @@ inline CompileResult compile(const std::string& xml, Diagnostics& diags,
   CompileOptions o;
   o.sets = std::move(sets);
   return compile_workflow_text("test.xml", xml, o, builtins(), diags);
+}
+
+/// The DAG of a workflow that must compile (a failure is reported, with the diagnostics).
+inline Dag compile_ok(const std::string& xml) {
+  Diagnostics diags;
+  CompileResult r = compile(xml, diags);
+  EXPECT_TRUE(r.ok) << diags.str();
+  return std::move(r.dag);
 }
 
 }  // namespace ymlopt::test

@@ -61,16 +61,40 @@ struct UnitePlacement {
 };
 UnitePlacement unite_placement(const Dag& dag, int size);
 
-/// The data rank `rank` of `size` allocates and initialises (DataStore's
-/// `resident`): those it owns whole or a tile of (tiles alias their tensor's
-/// memory), distribute="replicate" data, the scalars runtime loop conditions
-/// read (every rank evaluates them), the data of publishes and gathers outside
+/// What a rank keeps in memory of one data.
+enum class Holding : std::uint8_t {
+  none,   // nothing up front: StarPU-MPI allocates a copy when a task receives it
+  whole,  // the tensor (its tiles are strided views into it)
+  tiles,  // only the tiles it owns, each in its own contiguous block
+};
+
+/// What one rank allocates and initialises (the DataStore's residency).
+struct Residency {
+  std::vector<Holding> data;             // by data id
+  /// By data id: the tiles this rank owns, tile t at [t] (Holding::tiles:
+  /// those it holds; Holding::whole: those whose file pages it reads up
+  /// front). Empty: all of them.
+  std::vector<std::vector<char>> tiles;
+  /// Everything whole (one process).
+  static Residency all(const Dag& dag);
+};
+
+/// What rank `rank` of `size` holds. Whole: data it owns untiled, tiled data
+/// it owns whole when some task or region reads or writes them whole or when
+/// it owns every tile,
+/// distribute="replicate" data, the scalars runtime loop conditions read
+/// (every rank evaluates them), the data of publishes and gathers outside
 /// co-methods (every rank runs them) and of those of a co-method on a group of
-/// several ranks (every rank of the group runs them). The others get no memory
-/// up front: StarPU-MPI allocates a copy when a task of this rank receives them.
+/// several ranks (every rank of the group runs them). Tiles: the tiles it
+/// owns of any other tiled data, so that a rank holding a column tile of a
+/// weight allocates and reads that tile, not the tensor.
 ///
-///   DataStore store(dag, resident_data(dag, data_owners(dag, 4), rank, 4));
-std::vector<char> resident_data(const Dag& dag, const DataOwners& own, int rank, int size);
+///   DataStore store(dag, residency(dag, data_owners(dag, 4), rank, 4));
+Residency residency(const Dag& dag, const DataOwners& own, int rank, int size);
+
+/// By data id: 1 when a task binds the tensor whole or a region (loop
+/// condition, publish, gather, unite exit) names it.
+std::vector<char> used_whole(const Dag& dag);
 
 /// Owner of the tensor or tile a binding refers to (-1 for an unbound port).
 std::int32_t ref_owner(const DataOwners& own, const DataRef& ref);
