@@ -1,7 +1,6 @@
 #include "estimate_cmd.hpp"
 
 #include <boost/program_options.hpp>
-#include <algorithm>
 #include <cstdio>
 #include <iostream>
 #include <sstream>
@@ -45,29 +44,11 @@ struct RankMemory {
 };
 RankMemory rank_memory(const Dag& dag, int ranks) {
   RankMemory m;
-  m.allocated.assign(size_t(ranks), 0);
-  m.mapped.assign(size_t(ranks), 0);
   const DataOwners own = data_owners(dag, ranks);
-  auto aligned = [](std::int64_t b) { return (b + 63) / 64 * 64; };  // DataStore's aligned blocks
   for (int r = 0; r < ranks; ++r) {
-    const Residency held = residency(dag, own, r, ranks);
-    for (size_t i = 0; i < dag.data.size(); ++i) {
-      const DataDecl& d = dag.data[i];
-      const auto& mine = held.tiles[i];
-      auto tile_bytes = [&](std::int64_t t) {
-        return d.tile_nrows(t / d.ntile_c) * d.tile_ncols(t % d.ntile_c) * std::int64_t(dtype_size(d.dtype));
-      };
-      if (held.data[i] == Holding::whole && d.init != InitKind::file) m.allocated[size_t(r)] += aligned(d.storage_bytes());
-      if (held.data[i] == Holding::whole && d.init == InitKind::file) {
-        // the pages its tasks read: all, or its own tiles' when it owns only some
-        if (mine.empty() || std::find(mine.begin(), mine.end(), 0) == mine.end()) m.mapped[size_t(r)] += d.bytes();
-        else
-          for (std::int64_t t = 0; t < d.ntiles(); ++t) m.mapped[size_t(r)] += mine[size_t(t)] ? tile_bytes(t) : 0;
-      }
-      if (held.data[i] != Holding::tiles) continue;
-      for (std::int64_t t = 0; t < d.ntiles(); ++t)
-        if (mine[size_t(t)]) m.allocated[size_t(r)] += aligned(tile_bytes(t));
-    }
+    const HeldBytes b = held_bytes(dag, residency(dag, own, r, ranks));
+    m.allocated.push_back(b.allocated);
+    m.mapped.push_back(b.mapped);
   }
   return m;
 }

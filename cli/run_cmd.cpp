@@ -2,9 +2,11 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <boost/program_options.hpp>
 #include <chrono>
+#include <cstdio>
 #include <ctime>
 #include <filesystem>
 #include <iostream>
@@ -30,6 +32,7 @@
 #include "ymlopt/engine/compiler.hpp"
 #include "ymlopt/engine/distribution.hpp"
 #include "ymlopt/engine/dot.hpp"
+#include "ymlopt/scheduler/memory_limit.hpp"
 #include "ymlopt/scheduler/topology.hpp"
 
 
@@ -242,13 +245,47 @@ bool open_run_dir(std::string& out, const Dag& dag, const RankWorld& w) {
   return !ec;
 }
 
+std::string mib(std::int64_t b) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f MiB", double(b) / (1 << 20));
+  return buf;
+}
+
+// Why the data `held` cannot fit in this process's memory limit (cgroup,
+// RLIMIT_AS) beside what it already uses, and on how many ranks they would;
+// "" when they fit or nothing limits it. Checked before allocating anything, so
+// that a run too big for its node fails with this, not an OOM kill halfway.
+std::string memory_shortfall(const Dag& dag, const Residency& held, const RankWorld& w) {
+  const MemoryLimit limit = memory_limit();
+  if (!limit.limited()) return "";
+  const HeldBytes need = held_bytes(dag, held);
+  const std::int64_t used = resident_bytes();
+  if (need.total() + used <= limit.bytes) return "";
+  std::string msg = "out of memory: the data " + std::string(w.use_mpi ? "this rank holds" : "of the run") + " need " +
+                    mib(need.total()) + " (" + mib(need.allocated) + " allocated, " + mib(need.mapped) +
+                    " mapped from src= files) beside the " + mib(used) + " in use, over the limit of " +
+                    mib(limit.bytes) + " (" + limit.source + ")";
+  for (int n = std::max(2, 2 * w.nranks); n <= 64; n *= 2) {
+    const DataOwners own = data_owners(dag, n);
+    std::int64_t worst = 0;
+    for (int r = 0; r < n; ++r) worst = std::max(worst, held_bytes(dag, residency(dag, own, r, n)).total());
+    if (worst + used > limit.bytes) continue;
+    return msg + "; on " + std::to_string(n) + " ranks of the starpu-mpi backend each would hold at most " + mib(worst) +
+           " (`ymlopt estimate --nodes " + std::to_string(n) + "` plans it)";
+  }
+  return msg + "; even 64 ranks would not hold it";
+}
+
 // The run's data; an MPI rank holds the data it owns (StarPU-MPI allocates
-// what it receives). Null (on every rank) if one could not allocate.
+// what it receives). Null (on every rank) if one could not allocate, or if
+// its data would not fit in its memory limit.
 std::unique_ptr<DataStore> make_run_store(const Dag& dag, const RankWorld& w) {
   std::unique_ptr<DataStore> store;
   try {
-    store = w.use_mpi ? std::make_unique<DataStore>(dag, residency(dag, data_owners(dag, w.nranks), w.rank, w.nranks))
-                      : std::make_unique<DataStore>(dag);
+    const Residency held =
+        w.use_mpi ? residency(dag, data_owners(dag, w.nranks), w.rank, w.nranks) : Residency::all(dag);
+    if (const std::string why = memory_shortfall(dag, held, w); !why.empty()) throw std::runtime_error(why);
+    store = std::make_unique<DataStore>(dag, held);
   } catch (const std::exception& e) {
     std::cerr << "ymlopt: error: " << (w.use_mpi ? "rank " + std::to_string(w.rank) + ": " : "") << e.what() << "\n";
   }

@@ -34,6 +34,28 @@ std::vector<char> used_whole(const Dag& dag) {
   return w;
 }
 
+HeldBytes held_bytes(const Dag& dag, const Residency& held) {
+  HeldBytes b;
+  auto aligned = [](std::int64_t n) { return (n + 63) / 64 * 64; };
+  for (size_t i = 0; i < dag.data.size(); ++i) {
+    const DataDecl& d = dag.data[i];
+    const auto& mine = held.tiles[i];
+    auto tile_bytes = [&](std::int64_t t) {
+      return d.tile_nrows(t / d.ntile_c) * d.tile_ncols(t % d.ntile_c) * std::int64_t(dtype_size(d.dtype));
+    };
+    const bool all = std::find(mine.begin(), mine.end(), 0) == mine.end();
+    if (held.data[i] == Holding::whole && d.init != InitKind::file) b.allocated += aligned(d.storage_bytes());
+    if (held.data[i] == Holding::whole && d.init == InitKind::file) {
+      if (all) b.mapped += d.bytes();
+      else
+        for (std::int64_t t = 0; t < d.ntiles(); ++t) b.mapped += mine[size_t(t)] ? tile_bytes(t) : 0;
+    }
+    if (held.data[i] == Holding::tiles)
+      for (std::int64_t t = 0; t < d.ntiles(); ++t) b.allocated += mine[size_t(t)] ? aligned(tile_bytes(t)) : 0;
+  }
+  return b;
+}
+
 Residency residency(const Dag& dag, const DataOwners& own, int rank, int size) {
   Residency r;
   r.data.assign(dag.data.size(), Holding::none);

@@ -231,6 +231,29 @@ PY
   echo "  $out"
 done
 
+# past one rank's memory: a 208 MiB GPT-2, each rank in a memory cgroup of its own limited to
+# 180 MiB (as Slurm's --mem-per-cpu does). One rank refuses to start with a clear message that
+# names the limit and the ranks that fit; 2 and 4 ranks run it and give the unlimited logits
+if cg=$(tests/e2e/in_memory_cgroup.sh --make); then
+  "$y" model init --arch gpt2 --preset tiny --seed 5 --layers 4 --width 1024 --heads 8 --ffn 4096 --vocab 4096 \
+    --context 64 "$tmp/l.safetensors" >/dev/null
+  lg=(workflows/models/gpt2.xml --set weights="$tmp/l.safetensors" --set ids="$tmp/mids.npy" --set seq=32 --set layers=4
+    --set width=1024 --set heads=8 --set vocab=4096 --set context=64 --quiet --backend starpu-mpi --ncpu 1)
+  limited() { local n=$1; shift; timeout 60 mpirun --oversubscribe -np "$n" tests/e2e/in_memory_cgroup.sh "$cg" $((180 << 20)) "$y" "$@"; }
+  expect_rc 0 "gpt2 208 MiB, no limit" -- mpi 1 run "${lg[@]}" --out "$tmp/lg-free"
+  expect_rc 1 "gpt2 208 MiB on 1 rank limited to 180 MiB" -- limited 1 run "${lg[@]}" --out "$tmp/lg-1"
+  expect_in "rank 0: out of memory: the data this rank holds need 210.3 MiB (1.9 MiB allocated, 208.5 MiB mapped from src= files) beside the" "message: what it needs"
+  expect_in "MiB in use, over the limit of 180.0 MiB (cgroup " "message: the limit and where it comes from"
+  expect_in "; on 2 ranks of the starpu-mpi backend each would hold at most 105.9 MiB (\`ymlopt estimate --nodes 2\` plans it)" "message: what fits"
+  for n in 2 4; do
+    expect_rc 0 "gpt2 208 MiB on $n ranks limited to 180 MiB each" -- limited $n run "${lg[@]}" --out "$tmp/lg-$n"
+    expect_rc 0 "gpt2 208 MiB on $n limited ranks equals the unlimited run" -- same "$tmp/lg-$n/logits.npy" "$tmp/lg-free/logits.npy" 1e-5
+  done
+  tests/e2e/in_memory_cgroup.sh --remove "$cg"
+else
+  echo "skip: $cg: the runs under a memory limit"
+fi
+
 # tensors written whole, then read as tiles on 3 ranks: the split sends each tile of D to its
 # owner, and rank 2 (E is all on rank 1) has no task of its own, so it reaches the end of the run
 # before its receives are posted. Hung in 5 of 5 runs until the backend waited for every transfer

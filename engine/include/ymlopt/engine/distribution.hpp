@@ -92,6 +92,17 @@ struct Residency {
 ///   DataStore store(dag, residency(dag, data_owners(dag, 4), rank, 4));
 Residency residency(const Dag& dag, const DataOwners& own, int rank, int size);
 
+/// The bytes a DataStore holding `held` keeps: allocated (64-byte aligned
+/// blocks: whole tensors not from files, held tiles) and mapped (src= tensors
+/// held whole, used in place: all of one, or the tiles the rank owns of it).
+///
+///   HeldBytes b = held_bytes(dag, residency(dag, data_owners(dag, 2), 0, 2));
+struct HeldBytes {
+  std::int64_t allocated = 0, mapped = 0;
+  std::int64_t total() const { return allocated + mapped; }
+};
+HeldBytes held_bytes(const Dag& dag, const Residency& held);
+
 /// By data id: 1 when a task binds the tensor whole or a region (loop
 /// condition, publish, gather, unite exit) names it.
 std::vector<char> used_whole(const Dag& dag);
