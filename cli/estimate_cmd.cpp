@@ -41,6 +41,12 @@ std::string ms(double s) {
 // files (tensors held whole, used in place).
 struct RankMemory {
   std::vector<std::int64_t> allocated, mapped;
+  /// Predicted peak RSS of rank r: its data, received copies and temporaries,
+  /// plus `overhead` (the process beyond them, measured by earlier runs).
+  double rss(const RankEstimate& r, double overhead) const {
+    return double(allocated[size_t(r.rank)] + mapped[size_t(r.rank)] + r.remote_peak_bytes + r.workspace_peak_bytes) +
+           overhead;
+  }
 };
 RankMemory rank_memory(const Dag& dag, int ranks) {
   RankMemory m;
@@ -56,13 +62,15 @@ RankMemory rank_memory(const Dag& dag, int ranks) {
 }  // namespace
 
 nlohmann::json estimate_json(const Dag& dag, const ClusterSpec& spec, const DistributedEstimate& e,
-                             const Prediction& one_rank) {
+                             const Prediction& one_rank, double rank_overhead) {
   const RankMemory mem = rank_memory(dag, e.ranks);
   nlohmann::json ranks = nlohmann::json::array();
   for (const RankEstimate& r : e.per_rank)
     ranks.push_back({{"rank", r.rank},
                      {"allocated_bytes", mem.allocated[size_t(r.rank)]},
                      {"mapped_bytes", mem.mapped[size_t(r.rank)]},
+                     {"peak_rss_bytes", rank_overhead < 0 ? nlohmann::json(nullptr)
+                                                          : nlohmann::json(mem.rss(r, rank_overhead))},
                      {"node", r.node},
                      {"tasks", r.tasks},
                      {"busy_us", r.busy_s * 1e6},
@@ -99,11 +107,12 @@ nlohmann::json estimate_json(const Dag& dag, const ClusterSpec& spec, const Dist
           {"sync_tasks", e.sync_tasks},
           {"flops", one_rank.flops},
           {"per_rank", ranks},
+          {"rank_overhead_bytes", rank_overhead < 0 ? nlohmann::json(nullptr) : nlohmann::json(rank_overhead)},
           {"one_process_bytes", one_rank.parameter_bytes + one_rank.activation_bytes}};
 }
 
 std::string format_estimate(const Dag& dag, const ClusterSpec& spec, const DistributedEstimate& e,
-                            const Prediction& one_rank) {
+                            const Prediction& one_rank, double rank_overhead) {
   std::ostringstream o;
   const int cores = spec.cores_per_node > 0 ? spec.cores_per_node : spec.ranks_per_node * spec.workers_per_rank;
   char buf[256];
@@ -143,6 +152,14 @@ std::string format_estimate(const Dag& dag, const ClusterSpec& spec, const Distr
   for (size_t r = 0; r < mem.allocated.size(); ++r)
     o << (r ? ", " : " ") << human_bytes(double(mem.allocated[r])) << " + " << human_bytes(double(mem.mapped[r]));
   o << " (one process: " << human_bytes(double(one_rank.parameter_bytes + one_rank.activation_bytes)) << ")\n";
+  if (rank_overhead < 0) {
+    o << "peak RSS per rank: run it once with --backend starpu-mpi to measure what a rank uses beyond its data\n";
+    return o.str();
+  }
+  o << "peak RSS per rank (its data, received copies, temporaries, and " << human_bytes(rank_overhead)
+    << " a rank used beyond them in earlier runs):";
+  for (const RankEstimate& r : e.per_rank) o << (r.rank ? ", " : " ") << human_bytes(mem.rss(r, rank_overhead));
+  o << "\n";
   return o.str();
 }
 
@@ -213,8 +230,8 @@ int cmd_estimate(const std::vector<std::string>& args) {
   auto oh = cal.task_overhead_us.find("starpu");
   spec.sync_seconds = oh != cal.task_overhead_us.end() ? oh->second * 1e-6 : 0;
   const DistributedEstimate e = estimate_distributed(dag, one.task_s, spec);
-  if (json) std::cout << estimate_json(dag, spec, e, one).dump(1) << "\n";
-  else std::cout << format_estimate(dag, spec, e, one);
+  if (json) std::cout << estimate_json(dag, spec, e, one, history.rank_overhead()).dump(1) << "\n";
+  else std::cout << format_estimate(dag, spec, e, one, history.rank_overhead());
   return 0;
 }
 

@@ -14,15 +14,17 @@ namespace ymlopt {
 /// The estimate as JSON (format "ymlopt-estimate-1"): cluster, makespan_us,
 /// one_rank_makespan_us, bytes_moved, messages, per_rank [{rank, node, tasks, busy_us,
 /// bytes_sent, bytes_received, owned_bytes, remote_peak_bytes, workspace_peak_bytes,
-/// peak_bytes}], and allocated_per_rank_today (what the backend allocates on every rank now).
+/// peak_bytes, allocated_bytes, mapped_bytes (what the backend's DataStore holds),
+/// peak_rss_bytes (with `rank_overhead` >= 0, a rank's measured RSS beyond its data
+/// from earlier runs: History::rank_overhead; else null)}], rank_overhead_bytes.
 ///
-///   nlohmann::json j = estimate_json(dag, spec, est, one_rank, calibrated);
+///   nlohmann::json j = estimate_json(dag, spec, est, one_rank, history.rank_overhead());
 nlohmann::json estimate_json(const Dag& dag, const ClusterSpec& spec, const DistributedEstimate& e,
-                             const Prediction& one_rank);
+                             const Prediction& one_rank, double rank_overhead = -1);
 
 /// The estimate as the table `ymlopt estimate` prints.
 std::string format_estimate(const Dag& dag, const ClusterSpec& spec, const DistributedEstimate& e,
-                            const Prediction& one_rank);
+                            const Prediction& one_rank, double rank_overhead = -1);
 
 /// `ymlopt estimate WF.xml --nodes N [--ranks-per-node R] [--ncpu C] [--cores-per-node K]
 /// [--bandwidth GB/s] [--latency us] [--intra-bandwidth GB/s] [--json] [--no-history]

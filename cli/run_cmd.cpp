@@ -361,6 +361,27 @@ std::optional<int> merge_ranks(const Dag& dag, RunState& s, const RankWorld& w) 
   return std::nullopt;
 }
 
+// A StarPU-MPI run's per-rank peak RSS beyond what `ymlopt estimate` counts
+// (data held, received copies, temporaries: priced here on the run's own task
+// times), into the history that the estimate adds back.
+void record_rank_overhead(History& h, const Dag& dag, const RunState& s, int ncpu) {
+  const auto& ranks = s.mpi_info.value("per_rank", nlohmann::json::array());
+  if (ranks.empty()) return;
+  ClusterSpec spec;
+  spec.ranks_per_node = int(ranks.size());
+  spec.workers_per_rank = std::max(ncpu, 1);
+  const DistributedEstimate e = estimate_distributed(dag, task_seconds(s.run.result), spec);
+  for (size_t r = 0; r < ranks.size() && r < e.per_rank.size(); ++r) {
+    const auto& p = ranks[r];
+    const double data = p.value("allocated_bytes", 0.0) + p.value("mapped_bytes", 0.0) +
+                        double(e.per_rank[r].remote_peak_bytes + e.per_rank[r].workspace_peak_bytes);
+    const double rss = p.value("peak_rss_bytes", 0.0);
+    if (rss > data) h.rank_overhead_bytes.push_back(rss - data);
+  }
+  auto& v = h.rank_overhead_bytes;
+  if (v.size() > History::kHistorySamples) v.erase(v.begin(), v.end() - History::kHistorySamples);
+}
+
 // The run's description in report.json: workflow, backend, parameters,
 // machine and placement, memory, checkpoint, prediction against measurement.
 nlohmann::json run_info(const RunArgs& a, const Dag& dag, const DataStore& store, const Topology& topo,
@@ -595,8 +616,9 @@ int run_command(RunArgs& a, const RunHooks& hooks) {
   if (checkpoint) checkpoint->finish();  // everything persisted before the report says so
   clock.mark("run");
   if (const std::optional<int> rc = merge_ranks(dag, s, world)) return *rc;
-  if (s.run.result.ok && !a.no_history && !world.use_mpi) {
-    record_history(history, dag, task_seconds(s.run.result));
+  if (s.run.result.ok && !a.no_history && world.rank == 0) {
+    if (world.use_mpi) record_rank_overhead(history, dag, s, a.ncpu);
+    else record_history(history, dag, task_seconds(s.run.result));
     try {
       save_history(history);
     } catch (const std::exception& e) {

@@ -255,14 +255,21 @@ Schedule simulate_schedule(const Dag& dag, const std::vector<double>& seconds, i
 
 // ------------------------------------------------------------------ prediction
 
-double History::median(const std::string& footprint) const {
-  auto it = seconds.find(footprint);
-  if (it == seconds.end() || it->second.empty()) return -1;
-  std::vector<double> v = it->second;
+namespace {
+double median_of(std::vector<double> v) {
+  if (v.empty()) return -1;
   std::sort(v.begin(), v.end());
   const std::size_t n = v.size();
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
+}  // namespace
+
+double History::median(const std::string& footprint) const {
+  auto it = seconds.find(footprint);
+  return it == seconds.end() ? -1 : median_of(it->second);
+}
+
+double History::rank_overhead() const { return median_of(rank_overhead_bytes); }
 
 std::string task_footprint(const TaskNode& t, const Dag& dag) {
   std::ostringstream o;
@@ -298,8 +305,9 @@ History load_history(const std::string& path) {
   try {
     const nlohmann::json j = nlohmann::json::parse(in);
     for (const auto& [k, v] : j.at("seconds").items()) h.seconds[k] = v.get<std::vector<double>>();
+    h.rank_overhead_bytes = j.value("rank_overhead_bytes", std::vector<double>{});
   } catch (const std::exception&) {
-    h.seconds.clear();  // a damaged history is no history
+    h = History{};  // a damaged history is no history
   }
   return h;
 }
@@ -311,7 +319,11 @@ void save_history(const History& h, const std::string& path) {
   const std::string tmp = path + ".tmp" + std::to_string(::getpid());
   {
     std::ofstream out(tmp, std::ios::trunc);
-    out << nlohmann::json{{"format", "ymlopt-history-1"}, {"seconds", h.seconds}}.dump() << "\n";
+    out << nlohmann::json{{"format", "ymlopt-history-1"},
+                          {"seconds", h.seconds},
+                          {"rank_overhead_bytes", h.rank_overhead_bytes}}
+               .dump()
+        << "\n";
     if (!out) throw std::runtime_error(tmp + ": cannot write the performance history");
   }
   std::filesystem::rename(tmp, path);

@@ -111,8 +111,13 @@ Schedule simulate_schedule(const Dag& dag, const std::vector<double>& seconds, i
 struct History {
   static constexpr std::size_t kHistorySamples = 16;
   std::map<std::string, std::vector<double>> seconds;  // footprint -> samples (kernel seconds)
+  /// A StarPU-MPI rank's peak RSS beyond its data (held, received copies,
+  /// temporaries): the process itself, its runtimes and buffers. Samples in bytes.
+  std::vector<double> rank_overhead_bytes;
   /// Median of a footprint's samples; -1 when it has none.
   double median(const std::string& footprint) const;
+  /// Median of rank_overhead_bytes; -1 when there is none.
+  double rank_overhead() const;
 };
 /// "component|arg=value,...|dtype[shape];..." of a task: what its time depends on.
 std::string task_footprint(const TaskNode& t, const Dag& dag);
