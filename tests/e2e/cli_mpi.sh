@@ -203,6 +203,9 @@ done
 # records what a rank used beyond its data (a history of its own here); the estimate made
 # before the next run adds it back and predicts each rank's peak RSS within 10%
 export XDG_CACHE_HOME="$tmp/cache"
+# a sanitizer's shadow memory and quarantine (100+ MiB per process) make RSS say nothing of the data
+sanitized=0
+if ldd "$y" | grep -q 'lib[at]san'; then sanitized=1; echo "note: sanitizer build: peak RSS not compared"; fi
 "$y" model init --arch gpt2 --preset tiny --seed 5 --layers 4 --width 512 --heads 8 --ffn 2048 --vocab 4096 --context 64 \
   "$tmp/m.safetensors" >/dev/null
 write_ids "$tmp/mids.npy" 32
@@ -215,9 +218,9 @@ for n in 2 4; do
   expect_rc 0 "gpt2 56 MiB on $n ranks" -- mpi $n run "${big[@]}" --backend starpu-mpi --ncpu 1 --quiet --out "$tmp/big-$n"
   expect_rc 0 "gpt2 56 MiB on $n ranks equals 1 rank" -- same "$tmp/big-$n/logits.npy" "$tmp/big-1/logits.npy" 1e-5
   expect_rc 0 "gpt2 56 MiB on $n ranks: each rank holds its share, as estimated, and its peak RSS falls, as estimated" -- \
-    python3 - "$n" "$tmp/big-1/report.json" "$tmp/big-$n/report.json" "$tmp/big-est-$n.json" <<'PY'
+    python3 - "$n" "$tmp/big-1/report.json" "$tmp/big-$n/report.json" "$tmp/big-est-$n.json" "$sanitized" <<'PY'
 import json, sys
-n = int(sys.argv[1])
+n, sanitized = int(sys.argv[1]), sys.argv[5] == "1"
 one, r, e = (json.load(open(p)) for p in sys.argv[2:5])
 held = lambda p: p["allocated_bytes"] + p["mapped_bytes"]
 weights = one["memory"]["parameter_total"]
@@ -228,8 +231,8 @@ real = [p["peak_rss_bytes"] for p in r["mpi"]["per_rank"]]
 pred = [p["peak_rss_bytes"] for p in e["per_rank"]]
 for p, rss, guess in zip(r["mpi"]["per_rank"], real, pred):
     assert held(p) < weights / n + weights / 4, (held(p), weights)
-    assert rss < rss1 - 0.3 * weights, (rss, rss1, weights)
-    assert abs(guess - rss) <= 0.1 * rss, (pred, real)
+    assert sanitized or rss < rss1 - 0.3 * weights, (rss, rss1, weights)
+    assert sanitized or abs(guess - rss) <= 0.1 * rss, (pred, real)
 print("weights %.1f MiB; held per rank %s MiB; peak RSS %s MiB, estimated %s (1 rank: %.0f)" % (weights / 2**20,
       [round(held(p) / 2**20, 1) for p in r["mpi"]["per_rank"]], [round(x / 2**20) for x in real],
       [round(x / 2**20) for x in pred], rss1 / 2**20))
@@ -241,7 +244,9 @@ unset XDG_CACHE_HOME
 # past one rank's memory: a 208 MiB GPT-2, each rank in a memory cgroup of its own limited to
 # 180 MiB (as Slurm's --mem-per-cpu does). One rank refuses to start with a clear message that
 # names the limit and the ranks that fit; 2 and 4 ranks run it and give the unlimited logits
-if cg=$(tests/e2e/in_memory_cgroup.sh --make); then
+if [ $sanitized = 1 ]; then
+  echo "skip: sanitizer build: the runs under a memory limit"
+elif cg=$(tests/e2e/in_memory_cgroup.sh --make); then
   "$y" model init --arch gpt2 --preset tiny --seed 5 --layers 4 --width 1024 --heads 8 --ffn 4096 --vocab 4096 \
     --context 64 "$tmp/l.safetensors" >/dev/null
   lg=(workflows/models/gpt2.xml --set weights="$tmp/l.safetensors" --set ids="$tmp/mids.npy" --set seq=32 --set layers=4

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Memory per rank under --backend starpu-mpi: GPT-2 124M and TinyLlama-shaped (1.1B) f32
+# forwards on 1, 2 and 4 ranks (mpirun --oversubscribe, --ncpu 1 per rank). Per rank: peak
+# RSS, the data it holds (allocated + mapped from the weight file), bytes sent and received,
+# busy time; beside each, `ymlopt estimate` made before the run, whose peak RSS adds what a
+# rank used beyond its data in the runs before (a task history of this script's own).
+#   tests/bench/mpi_memory.sh build/bin/ymlopt [WORKDIR]   # MODELS="gpt2 llama" SEQ=128
+# WORKDIR keeps the seeded checkpoints (1.1B: 4.4 GB) for the next call.
+set -u
+y=$(realpath "$1")
+T=${2:-$(mktemp -d)}
+mkdir -p "$T"
+cd "$(dirname "$0")/../.."
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl=self,vader OPENBLAS_NUM_THREADS=1
+export STARPU_SILENT=1 XDG_CACHE_HOME="$T/cache"
+rm -rf "$XDG_CACHE_HOME"
+source tests/bench/openblas_core.sh
+seq=${SEQ:-128}
+python3 - "$T/ids.npy" "$seq" <<'PY'
+import struct, sys
+n = int(sys.argv[2])
+hdr = "{'descr': '<i4', 'fortran_order': False, 'shape': (%d,), }" % n
+hdr += " " * (63 - (10 + len(hdr)) % 64) + "\n"
+with open(sys.argv[1], "wb") as f:
+    f.write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(hdr)) + hdr.encode())
+    f.write(struct.pack("<%di" % n, *[(i * 37 + 11) % 32000 for i in range(n)]))
+PY
+declare -A WF
+[ -f "$T/gpt2.safetensors" ] || "$y" model init --arch gpt2 --preset 124M "$T/gpt2.safetensors" >/dev/null
+WF[gpt2]="workflows/models/gpt2.xml --set weights=$T/gpt2.safetensors --set ids=$T/ids.npy --set seq=$seq"
+if [[ " ${MODELS:-gpt2 llama} " == *" llama "* ]]; then
+  [ -f "$T/llama.safetensors" ] || "$y" model init --arch llama --preset 1.1B "$T/llama.safetensors" >/dev/null
+  WF[llama]="workflows/models/llama.xml --set weights=$T/llama.safetensors --set ids=$T/ids.npy --set seq=$seq
+    --set layers=22 --set width=2048 --set heads=32 --set kv_heads=4 --set ffn=5632 --set vocab=32000"
+fi
+for m in ${MODELS:-gpt2 llama}; do
+  for n in 1 2 4; do
+    "$y" estimate ${WF[$m]} --nodes 1 --ranks-per-node $n --ncpu 1 --cores-per-node 2 --json >"$T/$m-$n.est.json"
+    timeout 600 mpirun --oversubscribe -np $n "$y" run ${WF[$m]} --backend starpu-mpi --ncpu 1 --quiet \
+      --out "$T/$m-$n" >/dev/null 2>"$T/$m-$n.err" || echo "FAIL: $m on $n ranks (see $T/$m-$n.err)"
+  done
+done
+python3 - "$T" ${MODELS:-gpt2 llama} <<'PY'
+import json, sys
+T = sys.argv[1]
+mib = lambda b: "%.0f" % (b / 2**20) if b is not None else "-"
+print("| model | ranks | rank | peak RSS MiB | estimated | held MiB (alloc + mapped) | estimated | sent MiB | received MiB | busy ms | makespan ms |")
+print("|---|---|---|---|---|---|---|---|---|---|---|")
+for m in sys.argv[2:]:
+    for n in (1, 2, 4):
+        try:
+            r, e = json.load(open(f"{T}/{m}-{n}/report.json")), json.load(open(f"{T}/{m}-{n}.est.json"))
+        except OSError:
+            continue
+        for p, q in zip(r["mpi"]["per_rank"], e["per_rank"]):
+            held = lambda x: f"{mib(x['allocated_bytes'] + x['mapped_bytes'])} ({mib(x['allocated_bytes'])} + {mib(x['mapped_bytes'])})"
+            print(f"| {m} | {n} | {p['rank']} | {mib(p['peak_rss_bytes'])} | {mib(q['peak_rss_bytes'])} | {held(p)} | {held(q)} | "
+                  f"{p['bytes_sent'] / 2**20:.1f} | {p['bytes_received'] / 2**20:.1f} | {p['busy_us'] / 1e3:.0f} | "
+                  f"{r['totals']['makespan_us'] / 1e3:.0f} |")
+PY
