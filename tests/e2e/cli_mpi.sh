@@ -196,6 +196,37 @@ for n in 2 4; do
   echo "  $out"
 done
 
+# tensor parallel (--set tp=N, Megatron): shard g's columns of c_attn and c_fc, rows of the two
+# projections, on rank g. Two layers, batch 2: equal to the unsharded sequential forward; on N
+# ranks the StarPU-MPI bytes equal the estimate's, and each layer moves what tp implies, no more:
+# per block the LayerNorm's output to N - 1 ranks and N - 1 partial outputs back, T x width f32 each
+"$y" model init --arch gpt2 --preset tiny --seed 3 --layers 2 --heads 4 "$tmp/tp.safetensors" >/dev/null
+tpw=(workflows/models/gpt2.xml --set weights="$tmp/tp.safetensors" --set ids="$tmp/ids.npy" --set batch=2 --set seq=7
+  --set layers=2 --set width=96 --set heads=4 --set vocab=512 --set context=64)
+expect_rc 0 "gpt2 2 layers sequential" -- "$y" run "${tpw[@]}" --quiet --backend sequential --out "$tmp/tp-seq"
+for n in 2 4; do
+  expect_rc 0 "gpt2 tp=$n sequential" -- "$y" run "${tpw[@]}" --set tp=$n --quiet --backend sequential --out "$tmp/tp$n-seq"
+  expect_rc 0 "gpt2 tp=$n equals the unsharded forward" -- same "$tmp/tp$n-seq/logits.npy" "$tmp/tp-seq/logits.npy" 1e-5
+  expect_rc 0 "gpt2 tp=$n on $n ranks" -- mpi $n run "${tpw[@]}" --set tp=$n --quiet --backend starpu-mpi --ncpu 1 --out "$tmp/tp$n"
+  expect_rc 0 "gpt2 tp=$n on $n ranks equals the unsharded forward" -- same "$tmp/tp$n/logits.npy" "$tmp/tp-seq/logits.npy" 1e-5
+  for l in 1 2; do
+    "$y" estimate "${tpw[@]}" --set tp=$n --set layers=$l --nodes 1 --ranks-per-node $n --ncpu 1 --json >"$tmp/tp$n-est$l.json"
+  done
+  expect_rc 0 "gpt2 tp=$n on $n ranks: bytes as estimated, per layer as tp implies" -- \
+    python3 - "$n" "$tmp/tp$n/report.json" "$tmp/tp$n-est2.json" "$tmp/tp$n-est1.json" <<'PY'
+import json, sys
+n = int(sys.argv[1])
+r, e2, e1 = (json.load(open(p)) for p in sys.argv[2:5])
+real = [(p["bytes_sent"], p["bytes_received"]) for p in r["mpi"]["per_rank"]]
+assert r["mpi"]["bytes_moved"] == e2["bytes_moved"] and real == [(p["bytes_sent"], p["bytes_received"]) for p in e2["per_rank"]]
+T, width = 14, 96
+layer = e2["bytes_moved"] - e1["bytes_moved"]
+assert layer == 2 * 2 * (n - 1) * T * width * 4, (layer, n)
+print("%d bytes moved, %d per layer = 2 blocks x 2 x (N - 1) x T x width x 4" % (e2["bytes_moved"], layer))
+PY
+  echo "  $out"
+done
+
 # memory that scales with ranks: GPT-2 with 56 MiB of f32 weights in column tiles. Each rank
 # holds what it owns (its tiles in blocks of their own, read from the file; wte whole on its
 # owner, of which it reads its own rows), exactly as `ymlopt estimate` predicts, and its
@@ -256,7 +287,7 @@ elif cg=$(tests/e2e/in_memory_cgroup.sh --make); then
   expect_rc 1 "gpt2 208 MiB on 1 rank limited to 180 MiB" -- limited 1 run "${lg[@]}" --out "$tmp/lg-1"
   expect_in "rank 0: out of memory: the data this rank holds need 210.3 MiB (1.9 MiB allocated, 208.5 MiB mapped from src= files) beside the" "message: what it needs"
   expect_in "MiB in use, over the limit of 180.0 MiB (cgroup " "message: the limit and where it comes from"
-  expect_in "; on 2 ranks of the starpu-mpi backend each would hold at most 105.9 MiB (\`ymlopt estimate --nodes 2\` plans it)" "message: what fits"
+  expect_in "; on 2 ranks of the starpu-mpi backend each would hold at most 106.0 MiB (\`ymlopt estimate --nodes 2\` plans it)" "message: what fits"
   for n in 2 4; do
     expect_rc 0 "gpt2 208 MiB on $n ranks limited to 180 MiB each" -- limited $n run "${lg[@]}" --out "$tmp/lg-$n"
     expect_rc 0 "gpt2 208 MiB on $n limited ranks equals the unlimited run" -- same "$tmp/lg-$n/logits.npy" "$tmp/lg-free/logits.npy" 1e-5
