@@ -544,9 +544,10 @@ starpu_task* MpiSession::submit(std::int32_t id, std::vector<starpu_data_descr>&
                     int context, int priority) {
   const TaskNode& t = dag_.tasks[size_t(id)];
   if (!operands(id, descr, false, err)) return nullptr;
-  // owner computes; saving happens once, on rank 0 (outputs gathered there);
-  // the join/split no-ops above are what ymlopt estimate replays
-  const int xrank = task_rank(t, owners_);
+  // where it moves least (owner computes on ties); saving happens once, on
+  // rank 0 (outputs gathered there); the join/split no-ops above are what
+  // ymlopt estimate replays
+  const int xrank = task_rank(dag_, t, owners_);
   starpu_codelet* cl = &by_comp_[t.comp]->cl;
   starpu_task* task = starpu_mpi_task_build(MPI_COMM_WORLD, cl, STARPU_EXECUTE_ON_NODE, xrank, STARPU_DATA_MODE_ARRAY,
                                             descr.data(), int(descr.size()), 0);

@@ -121,7 +121,7 @@ void MpiSession::unite_begin(std::int32_t region) {
     if (group < 0) continue;
     // on a group of several ranks, where StarPU-MPI will run the task
     const int rank = place_.groups[size_t(group)].size() < 2 ? place_.task_rank[size_t(t)]
-                                                              : task_rank(dag_.tasks[size_t(t)], owners_);
+                                                              : task_rank(dag_, dag_.tasks[size_t(t)], owners_);
     for (const Binding& b : dag_.tasks[size_t(t)].bindings)
       if (b.ref.data >= 0) bring(size_t(b.ref.data), b.ref.tile, group, rank);
   }

@@ -254,16 +254,53 @@ std::int32_t ref_owner(const DataOwners& own, const DataRef& ref) {
   return own[size_t(ref.data)][ref.tile >= 0 ? size_t(1 + ref.tile) : 0];
 }
 
-std::int32_t task_rank(const TaskNode& t, const DataOwners& own) {
+std::int32_t task_rank(const Dag& dag, const TaskNode& t, const DataOwners& own) {
   if (t.comp && t.comp->name == "io.save") return 0;
-  std::int32_t first = -1;
+  // each operand once: whether the task reads it, writes it
+  struct Operand {
+    DataRef ref;
+    std::int32_t owner;
+    bool read = false, written = false;
+  };
+  std::vector<Operand> ops;
+  std::int32_t owner_computes = -1, first = -1;
   for (const Binding& b : t.bindings) {
     const std::int32_t o = ref_owner(own, b.ref);
     if (o < 0) continue;
-    if (b.mode != Access::read) return o;
+    if (b.mode != Access::read && owner_computes < 0) owner_computes = o;
     if (first < 0) first = o;
+    auto it = std::find_if(ops.begin(), ops.end(), [&](const Operand& x) { return x.ref == b.ref; });
+    if (it == ops.end()) it = ops.insert(ops.end(), {b.ref, o});
+    it->read |= b.mode != Access::write;
+    it->written |= b.mode != Access::read;
   }
-  return std::max(first, 0);
+  // bytes that running on rank r moves: operands it reads and does not own,
+  // and those it writes and does not own (they go back to their owners);
+  // replicated data are everywhere until written
+  auto moved = [&](std::int32_t r) {
+    std::int64_t n = 0;
+    for (const Operand& x : ops) {
+      if (x.owner == r) continue;
+      const DataDecl& d = dag.data[size_t(x.ref.data)];
+      const std::int64_t bytes = x.ref.tile < 0 ? d.bytes()
+                                                : d.tile_nrows(x.ref.tile / d.ntile_c) * d.tile_ncols(x.ref.tile % d.ntile_c) *
+                                                      std::int64_t(dtype_size(d.dtype));
+      n += bytes * ((x.read && d.distribute != "replicate") + x.written);
+    }
+    return n;
+  };
+  // owner computes, unless another operand's owner moves at least kFewer
+  // times fewer bytes (a lookup in a large table, a reduction of a large
+  // input): moving a small weight to save a somewhat larger activation would
+  // pile the work of other ranks onto one
+  constexpr std::int64_t kFewer = 8;
+  const std::int32_t home = owner_computes >= 0 ? owner_computes : std::max(first, 0);
+  std::int32_t best = home;
+  std::int64_t least = moved(home);
+  const std::int64_t bound = least;
+  for (const Operand& x : ops)
+    if (const std::int64_t m = moved(x.owner); m < least && m * kFewer <= bound) best = x.owner, least = m;
+  return best;
 }
 
 // ---------------------------------------------------------------- simulation
@@ -508,7 +545,7 @@ DistributedEstimate estimate_distributed(const Dag& dag, const std::vector<doubl
       if (it != ops.end()) it->second |= mode;
       else ops.emplace_back(h, mode);
     }
-    const std::int32_t x = task_rank(t, own);
+    const std::int32_t x = task_rank(dag, t, own);
     e.task_ranks[size_t(id)] = x;
     const int n = rp.add_node(x, seconds[size_t(id)] * e.time_scale);
     task_node[size_t(id)] = n;

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Memory per rank under --backend starpu-mpi: GPT-2 124M and TinyLlama-shaped (1.1B) f32
-# forwards on 1, 2 and 4 ranks (mpirun --oversubscribe, --ncpu 1 per rank). Per rank: peak
+# forwards on 1, 2 and 4 ranks (mpirun --oversubscribe, --ncpu 1 per rank), with the default
+# column tiles and (DISTS="cols tp") with --set tp=RANKS (Megatron shards). Per rank: peak
 # RSS, the data it holds (allocated + mapped from the weight file), bytes sent and received,
 # busy time; beside each, `ymlopt estimate` made before the run, whose peak RSS adds what a
 # rank used beyond its data in the runs before (a task history of this script's own).
-#   tests/bench/mpi_memory.sh build/bin/ymlopt [WORKDIR]   # MODELS="gpt2 llama" SEQ=128
+#   tests/bench/mpi_memory.sh build/bin/ymlopt [WORKDIR]   # MODELS="gpt2 llama" SEQ=128 DISTS="cols tp"
 # WORKDIR keeps the seeded checkpoints (1.1B: 4.4 GB) for the next call.
 set -u
 y=$(realpath "$1")
@@ -35,26 +36,32 @@ if [[ " ${MODELS:-gpt2 llama} " == *" llama "* ]]; then
 fi
 for m in ${MODELS:-gpt2 llama}; do
   for n in 1 2 4; do
-    "$y" estimate ${WF[$m]} --nodes 1 --ranks-per-node $n --ncpu 1 --cores-per-node 2 --json >"$T/$m-$n.est.json"
-    timeout 600 mpirun --oversubscribe -np $n "$y" run ${WF[$m]} --backend starpu-mpi --ncpu 1 --quiet \
-      --out "$T/$m-$n" >/dev/null 2>"$T/$m-$n.err" || echo "FAIL: $m on $n ranks (see $T/$m-$n.err)"
+    for d in ${DISTS:-cols tp}; do
+      [ $d = tp ] && [ $n = 1 ] && continue
+      tp=$([ $d = tp ] && echo $n || echo 0)
+      "$y" estimate ${WF[$m]} --set tp=$tp --nodes 1 --ranks-per-node $n --ncpu 1 --cores-per-node 2 --json >"$T/$m-$d-$n.est.json"
+      timeout 600 mpirun --oversubscribe -np $n "$y" run ${WF[$m]} --set tp=$tp --backend starpu-mpi --ncpu 1 --quiet \
+        --out "$T/$m-$d-$n" >/dev/null 2>"$T/$m-$d-$n.err" || echo "FAIL: $m $d on $n ranks (see $T/$m-$d-$n.err)"
+    done
   done
 done
-python3 - "$T" ${MODELS:-gpt2 llama} <<'PY'
+python3 - "$T" "${DISTS:-cols tp}" ${MODELS:-gpt2 llama} <<'PY'
 import json, sys
-T = sys.argv[1]
+T, dists = sys.argv[1], sys.argv[2].split()
 mib = lambda b: "%.0f" % (b / 2**20) if b is not None else "-"
-print("| model | ranks | rank | peak RSS MiB | estimated | held MiB (alloc + mapped) | estimated | sent MiB | received MiB | busy ms | makespan ms |")
-print("|---|---|---|---|---|---|---|---|---|---|---|")
-for m in sys.argv[2:]:
+print("| model | split | ranks | rank | peak RSS MiB | estimated | held MiB (alloc + mapped) | estimated | sent MiB | received MiB | moved MiB (estimated) | busy ms | makespan ms |")
+print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+for m in sys.argv[3:]:
     for n in (1, 2, 4):
-        try:
-            r, e = json.load(open(f"{T}/{m}-{n}/report.json")), json.load(open(f"{T}/{m}-{n}.est.json"))
-        except OSError:
-            continue
-        for p, q in zip(r["mpi"]["per_rank"], e["per_rank"]):
-            held = lambda x: f"{mib(x['allocated_bytes'] + x['mapped_bytes'])} ({mib(x['allocated_bytes'])} + {mib(x['mapped_bytes'])})"
-            print(f"| {m} | {n} | {p['rank']} | {mib(p['peak_rss_bytes'])} | {mib(q['peak_rss_bytes'])} | {held(p)} | {held(q)} | "
-                  f"{p['bytes_sent'] / 2**20:.1f} | {p['bytes_received'] / 2**20:.1f} | {p['busy_us'] / 1e3:.0f} | "
-                  f"{r['totals']['makespan_us'] / 1e3:.0f} |")
+        for d in dists:
+            try:
+                r, e = json.load(open(f"{T}/{m}-{d}-{n}/report.json")), json.load(open(f"{T}/{m}-{d}-{n}.est.json"))
+            except OSError:
+                continue
+            for p, q in zip(r["mpi"]["per_rank"], e["per_rank"]):
+                held = lambda x: f"{mib(x['allocated_bytes'] + x['mapped_bytes'])} ({mib(x['allocated_bytes'])} + {mib(x['mapped_bytes'])})"
+                moved = f"{r['mpi']['bytes_moved'] / 2**20:.1f} ({e['bytes_moved'] / 2**20:.1f})" if p["rank"] == 0 else ""
+                print(f"| {m} | {d} | {n} | {p['rank']} | {mib(p['peak_rss_bytes'])} | {mib(q['peak_rss_bytes'])} | {held(p)} | {held(q)} | "
+                      f"{p['bytes_sent'] / 2**20:.1f} | {p['bytes_received'] / 2**20:.1f} | {moved} | {p['busy_us'] / 1e3:.0f} | "
+                      f"{r['totals']['makespan_us'] / 1e3:.0f} |")
 PY

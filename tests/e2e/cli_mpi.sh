@@ -227,6 +227,28 @@ PY
   echo "  $out"
 done
 
+# the same for LLaMA (grouped-query attention: tp divides kv_heads), tp=2 on 2 ranks
+"$y" model init --arch llama --preset tiny --seed 4 --layers 2 "$tmp/tpl.safetensors" >/dev/null
+tpl=(workflows/models/llama.xml --set weights="$tmp/tpl.safetensors" --set ids="$tmp/ids.npy" --set batch=2 --set seq=7
+  --set layers=2 --set width=96 --set heads=6 --set kv_heads=2 --set ffn=160 --set vocab=512 --set tile_vocab=128)
+expect_rc 0 "llama 2 layers sequential" -- "$y" run "${tpl[@]}" --quiet --backend sequential --out "$tmp/tpl-seq"
+expect_rc 0 "llama tp=2 on 2 ranks" -- mpi 2 run "${tpl[@]}" --set tp=2 --quiet --backend starpu-mpi --ncpu 1 --out "$tmp/tpl2"
+expect_rc 0 "llama tp=2 on 2 ranks equals the unsharded forward" -- same "$tmp/tpl2/logits.npy" "$tmp/tpl-seq/logits.npy" 1e-5
+for l in 1 2; do
+  "$y" estimate "${tpl[@]}" --set tp=2 --set layers=$l --nodes 1 --ranks-per-node 2 --ncpu 1 --json >"$tmp/tpl2-est$l.json"
+done
+expect_rc 0 "llama tp=2 on 2 ranks: bytes as estimated, per layer as tp implies" -- \
+  python3 - 2 "$tmp/tpl2/report.json" "$tmp/tpl2-est2.json" "$tmp/tpl2-est1.json" <<'PY'
+import json, sys
+n = int(sys.argv[1])
+r, e2, e1 = (json.load(open(p)) for p in sys.argv[2:5])
+assert r["mpi"]["bytes_moved"] == e2["bytes_moved"], (r["mpi"]["bytes_moved"], e2["bytes_moved"])
+layer = e2["bytes_moved"] - e1["bytes_moved"]
+assert layer == 2 * 2 * (n - 1) * 14 * 96 * 4, layer
+print("%d bytes moved, %d per layer" % (e2["bytes_moved"], layer))
+PY
+echo "  $out"
+
 # memory that scales with ranks: GPT-2 with 56 MiB of f32 weights in column tiles. Each rank
 # holds what it owns (its tiles in blocks of their own, read from the file; wte whole on its
 # owner, of which it reads its own rows), exactly as `ymlopt estimate` predicts, and its

@@ -66,11 +66,11 @@ TEST(Distribution, TaskRunsOnTheOwnerOfItsFirstWrittenOperand) {
     <save data="C" to="C.safetensors"/>
   </workflow>)");
   const DataOwners own = data_owners(dag, 2);
-  EXPECT_EQ(task_rank(dag.tasks[0], own), 1);  // C tile 3 -> rank 1, although A[0,0] is on rank 0
+  EXPECT_EQ(task_rank(dag, dag.tasks[0], own), 1);  // C tile 3 -> rank 1, although A[0,0] is on rank 0
   ASSERT_EQ(dag.tasks.back().comp->name, "io.save");
   const DataOwners own4 = data_owners(dag, 4);
-  EXPECT_EQ(task_rank(dag.tasks[0], own4), 3);
-  EXPECT_EQ(task_rank(dag.tasks.back(), own4), 0);  // saving happens on rank 0
+  EXPECT_EQ(task_rank(dag, dag.tasks[0], own4), 3);
+  EXPECT_EQ(task_rank(dag, dag.tasks.back(), own4), 0);  // saving happens on rank 0
 }
 
 TEST(Distribution, OneTransferBetweenNodesHasExactBytesAndTime) {
@@ -228,11 +228,11 @@ TEST(Distribution, BadSpecsAreRejected) {
 }
 
 TEST(Distribution, DataWrittenOnAnotherRankGoBackToTheOwner) {
-  // eigen.power runs on rank 0 (the owner of its first output, val) and also writes vec, rank
-  // 1's: vec goes back to rank 1, and the write leaves rank 0 without a valid copy, so the
-  // next reader on rank 0 receives it again
+  // eigen.power runs on rank 0 (M and val are there) and also writes vec, rank 1's: vec goes
+  // back to rank 1, and the write leaves rank 0 without a valid copy, so the next reader on
+  // rank 0 receives it again
   const Dag dag = compile_ok(R"(<workflow name="back">
-    <data name="M" shape="64,64" init="spd" seed="1" owner="1"/>
+    <data name="M" shape="64,64" init="spd" seed="1" owner="0"/>
     <data name="val" shape="1" owner="0"/>
     <data name="vec" shape="64" owner="1"/>
     <data name="S" shape="64" owner="0"/>
@@ -245,10 +245,33 @@ TEST(Distribution, DataWrittenOnAnotherRankGoBackToTheOwner) {
   spec.latency_us = 0;
   const DistributedEstimate e = estimate_distributed(dag, {1e-3, 1e-3}, spec);
   EXPECT_EQ(e.task_ranks, (std::vector<std::int32_t>{0, 0}));
-  EXPECT_EQ(e.per_rank[1].bytes_sent, std::uint64_t(kTileBytes + 256));  // M, then vec again
-  EXPECT_EQ(e.per_rank[0].bytes_sent, 256u);                            // vec back to its owner
-  EXPECT_EQ(e.bytes_moved, std::uint64_t(kTileBytes + 512));
-  EXPECT_NEAR(e.makespan_s, kTileBytes / 1e9 + 1e-3 + 512 / 1e9 + 1e-3, 1e-12);
+  EXPECT_EQ(e.per_rank[0].bytes_sent, 256u);  // vec back to its owner
+  EXPECT_EQ(e.per_rank[1].bytes_sent, 256u);  // then vec again
+  EXPECT_EQ(e.bytes_moved, 512u);
+  EXPECT_NEAR(e.makespan_s, 1e-3 + 512 / 1e9 + 1e-3, 1e-12);
+}
+
+TEST(Distribution, ATaskRunsWhereItMovesFewestBytes) {
+  // an embedding lookup writes a small h on rank 1 from a large table on rank 0: it runs on
+  // rank 0 and sends h (T x width) back, instead of receiving the table; replicated data
+  // cost nothing to read, so a LayerNorm runs with its output
+  const Dag dag = compile_ok(R"(<workflow name="embed">
+    <data name="ids" dtype="i32" shape="16" init="zeros" owner="1"/>
+    <data name="table" shape="1000,64" init="random" seed="1" owner="0"/>
+    <data name="h" shape="16,64" owner="1"/>
+    <data name="g" shape="64" init="ones" distribute="replicate"/>
+    <data name="b" shape="64" init="zeros" distribute="replicate"/>
+    <data name="x" shape="16,64" owner="1"/>
+    <task component="nn.embedding"><in port="ids" data="ids"/><in port="table" data="table"/><out port="y" data="h"/></task>
+    <task component="nn.layernorm"><in port="x" data="h"/><in port="gamma" data="g"/><in port="beta" data="b"/><out port="y" data="x"/></task>
+  </workflow>)");
+  const DataOwners own = data_owners(dag, 2);
+  EXPECT_EQ(task_rank(dag, dag.tasks[0], own), 0);  // 64 bytes of ids + 4 KiB of h back, not 250 KiB of table
+  EXPECT_EQ(task_rank(dag, dag.tasks[1], own), 1);
+  ClusterSpec spec;
+  spec.nodes = 2;
+  const DistributedEstimate e = estimate_distributed(dag, {1e-3, 1e-3}, spec);
+  EXPECT_EQ(e.bytes_moved, 16u * 4 + 16 * 64 * 4);  // ids there, h back
 }
 
 TEST(Distribution, EveryRankHoldsWhatItOwnsAndTheLoopConditions) {
@@ -390,7 +413,7 @@ TEST(Distribution, CoMethodsOnMoreRanksGetRankGroups) {
     for (std::int32_t t = 0; t < 5; ++t) {  // the copies run where their tile lives, the norm on the leader
       const TaskNode& task = dag.tasks[size_t(5 * (m - 1) + t)];
       EXPECT_EQ(p.task_group[size_t(task.id)], m - 1);
-      EXPECT_EQ(task_rank(task, own), t < 4 ? own[c][size_t(1 + t)] : first);
+      EXPECT_EQ(task_rank(dag, task, own), t < 4 ? own[c][size_t(1 + t)] : first);
     }
     for (int rank = 0; rank < 4; ++rank) {
       const bool in = rank / 2 == m - 1;

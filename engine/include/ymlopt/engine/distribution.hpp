@@ -4,7 +4,7 @@
 // No MPI or StarPU here: the backend and the estimate share these rules.
 //
 //   DataOwners own = data_owners(dag, 4);
-//   std::int32_t r = task_rank(dag.tasks[0], own);         // owner computes
+//   std::int32_t r = task_rank(dag, dag.tasks[0], own);    // where it moves least
 //   ClusterSpec spec;  spec.nodes = 2;  spec.ranks_per_node = 2;
 //   DistributedEstimate e = estimate_distributed(dag, seconds, spec);
 //   std::cout << e.makespan_s << " s, " << e.bytes_moved << " bytes moved\n";
@@ -110,13 +110,17 @@ std::vector<char> used_whole(const Dag& dag);
 /// Owner of the tensor or tile a binding refers to (-1 for an unbound port).
 std::int32_t ref_owner(const DataOwners& own, const DataRef& ref);
 
-/// The rank that runs a task (owner computes, as StarPU-MPI's
-/// STARPU_EXECUTE_ON_NODE gets it from the backend): io.save on rank 0 (outputs
-/// are gathered there); else the owner of the first written operand; else of the
-/// first bound operand; else rank 0.
+/// The rank that runs a task (as StarPU-MPI's STARPU_EXECUTE_ON_NODE gets it
+/// from the backend): io.save on rank 0 (outputs are gathered there); else the
+/// owner of the first written operand (owner computes), else of the first bound
+/// one, else rank 0 - unless the owner of another operand moves at least 8x
+/// fewer bytes (operands read from other ranks, written ones sent back to
+/// their owners; replicated data read anywhere): then the one that moves
+/// fewest. An embedding lookup thus runs where its table is, not where its
+/// small output is.
 ///
-///   std::int32_t r = task_rank(t, own);   // blas.gemm writing C[1,0] -> owner of that tile
-std::int32_t task_rank(const TaskNode& t, const DataOwners& own);
+///   std::int32_t r = task_rank(dag, t, own);   // blas.gemm writing C[1,0] -> owner of that tile
+std::int32_t task_rank(const Dag& dag, const TaskNode& t, const DataOwners& own);
 
 /// The machines of a distributed run to simulate.
 struct ClusterSpec {
