@@ -249,6 +249,37 @@ print("%d bytes moved, %d per layer" % (e2["bytes_moved"], layer))
 PY
 echo "  $out"
 
+# pipeline parallel (gpt2_pipeline.xml): layer ranges and their activations on rank s, one
+# micro-batch per sequence. Equal to gpt2.xml sequential; on 2 and 4 ranks (= stages) the bytes
+# equal the estimate's and are exactly what the pipeline implies: each stage boundary one
+# T x width f32 activation, the lookup's output back to stage 0 (the tied table is on the last
+# stage) and the ids to it, the logits to rank 0 for the save
+"$y" model init --arch gpt2 --preset tiny --seed 3 --layers 4 "$tmp/pp.safetensors" >/dev/null
+write_ids "$tmp/pids.npy" 32
+ppw=(--set weights="$tmp/pp.safetensors" --set ids="$tmp/pids.npy" --set batch=4 --set seq=8 --set layers=4 --set width=96
+  --set heads=3 --set vocab=512 --set context=64 --set tile_vocab=100)
+expect_rc 0 "gpt2.xml 4 sequences sequential" -- "$y" run workflows/models/gpt2.xml "${ppw[@]}" --quiet --backend sequential --out "$tmp/pp-ref"
+expect_rc 0 "gpt2_pipeline.xml sequential" -- "$y" run workflows/models/gpt2_pipeline.xml "${ppw[@]}" --quiet --backend sequential --out "$tmp/pp-seq"
+expect_rc 0 "gpt2_pipeline.xml equals gpt2.xml" -- same "$tmp/pp-seq/logits.npy" "$tmp/pp-ref/logits.npy" 1e-5
+for n in 2 4; do
+  expect_rc 0 "gpt2 in $n stages on $n ranks" -- mpi $n run workflows/models/gpt2_pipeline.xml "${ppw[@]}" --set stages=$n --quiet \
+    --backend starpu-mpi --ncpu 1 --out "$tmp/pp$n"
+  expect_rc 0 "gpt2 in $n stages on $n ranks equals gpt2.xml" -- same "$tmp/pp$n/logits.npy" "$tmp/pp-ref/logits.npy" 1e-5
+  "$y" estimate workflows/models/gpt2_pipeline.xml "${ppw[@]}" --set stages=$n --nodes 1 --ranks-per-node $n --ncpu 1 --json >"$tmp/pp$n-est.json"
+  expect_rc 0 "gpt2 in $n stages: bytes as estimated and as the pipeline implies" -- \
+    python3 - $n "$tmp/pp$n/report.json" "$tmp/pp$n-est.json" <<'PY'
+import json, sys
+n = int(sys.argv[1])
+r, e = (json.load(open(p)) for p in sys.argv[2:4])
+assert r["mpi"]["bytes_moved"] == e["bytes_moved"], (r["mpi"]["bytes_moved"], e["bytes_moved"])
+T, width, vocab = 32, 96, 512
+implied = (n - 1) * T * width * 4 + T * 4 + T * width * 4 + T * vocab * 4
+assert r["mpi"]["bytes_moved"] == implied, (r["mpi"]["bytes_moved"], implied)
+print("%d bytes moved = %d stage boundaries + ids, embeddings and logits" % (implied, n - 1))
+PY
+  echo "  $out"
+done
+
 # memory that scales with ranks: GPT-2 with 56 MiB of f32 weights in column tiles. Each rank
 # holds what it owns (its tiles in blocks of their own, read from the file; wte whole on its
 # owner, of which it reads its own rows), exactly as `ymlopt estimate` predicts, and its
