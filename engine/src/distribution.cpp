@@ -292,9 +292,13 @@ std::int32_t task_rank(const Dag& dag, const TaskNode& t, const DataOwners& own)
   // owner computes, unless another operand's owner moves at least kFewer
   // times fewer bytes (a lookup in a large table, a reduction of a large
   // input): moving a small weight to save a somewhat larger activation would
-  // pile the work of other ranks onto one
+  // pile the work of other ranks onto one. A task that updates an operand in
+  // place stays with it: a chain of updates (y += x A[i, j] over i) would send
+  // it back and forth between the ranks of the A tiles
   constexpr std::int64_t kFewer = 8;
   const std::int32_t home = owner_computes >= 0 ? owner_computes : std::max(first, 0);
+  for (const Operand& x : ops)
+    if (x.read && x.written) return home;
   std::int32_t best = home;
   std::int64_t least = moved(home);
   const std::int64_t bound = least;

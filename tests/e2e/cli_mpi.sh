@@ -280,6 +280,22 @@ PY
   echo "  $out"
 done
 
+# the same for LLaMA (llama_pipeline.xml; the token table on stage 0), 2 stages on 2 ranks:
+# the boundary's activations and the logits to rank 0, nothing else
+"$y" model init --arch llama --preset tiny --seed 4 --layers 4 "$tmp/lpp.safetensors" >/dev/null
+lppw=(--set weights="$tmp/lpp.safetensors" --set ids="$tmp/pids.npy" --set batch=4 --set seq=8 --set layers=4 --set width=96
+  --set heads=6 --set kv_heads=2 --set ffn=160 --set vocab=512 --set tile_vocab=128)
+expect_rc 0 "llama.xml 4 sequences sequential" -- "$y" run workflows/models/llama.xml "${lppw[@]}" --quiet --backend sequential --out "$tmp/lpp-ref"
+expect_rc 0 "llama in 2 stages on 2 ranks" -- mpi 2 run workflows/models/llama_pipeline.xml "${lppw[@]}" --set stages=2 --quiet \
+  --backend starpu-mpi --ncpu 1 --out "$tmp/lpp2"
+expect_rc 0 "llama in 2 stages on 2 ranks equals llama.xml" -- same "$tmp/lpp2/logits.npy" "$tmp/lpp-ref/logits.npy" 1e-5
+expect_rc 0 "llama in 2 stages: bytes as the pipeline implies" -- python3 - "$tmp/lpp2/report.json" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+implied = 1 * 32 * 96 * 4 + 32 * 512 * 4
+assert r["mpi"]["bytes_moved"] == implied, (r["mpi"]["bytes_moved"], implied)
+PY
+
 # memory that scales with ranks: GPT-2 with 56 MiB of f32 weights in column tiles. Each rank
 # holds what it owns (its tiles in blocks of their own, read from the file; wte whole on its
 # owner, of which it reads its own rows), exactly as `ymlopt estimate` predicts, and its

@@ -272,6 +272,17 @@ TEST(Distribution, ATaskRunsWhereItMovesFewestBytes) {
   spec.nodes = 2;
   const DistributedEstimate e = estimate_distributed(dag, {1e-3, 1e-3}, spec);
   EXPECT_EQ(e.bytes_moved, 16u * 4 + 16 * 64 * 4);  // ids there, h back
+  // an update in place stays with its operand, however large the others: y += x A[0,1]
+  // on y's rank, not on A's tile's (a chain over A's tiles would send y back and forth)
+  const Dag upd = compile_ok(R"(<workflow name="update">
+    <data name="A" shape="64,128" tile="64,64" init="random" seed="1"/>
+    <data name="x" shape="1,64" init="ones" owner="0"/>
+    <data name="y" shape="1,64" init="zeros" owner="0"/>
+    <task component="blas.gemm"><in port="a" data="x"/><in port="b" data="A[0,1]"/><inout port="c" data="y"/><arg name="beta" value="1"/></task>
+  </workflow>)");
+  const DataOwners uown = data_owners(upd, 2);
+  ASSERT_EQ(uown[0][2], 1);  // A[0,1] on rank 1
+  EXPECT_EQ(task_rank(upd, upd.tasks[0], uown), 0);
 }
 
 TEST(Distribution, EveryRankHoldsWhatItOwnsAndTheLoopConditions) {

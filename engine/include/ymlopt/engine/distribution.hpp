@@ -113,11 +113,11 @@ std::int32_t ref_owner(const DataOwners& own, const DataRef& ref);
 /// The rank that runs a task (as StarPU-MPI's STARPU_EXECUTE_ON_NODE gets it
 /// from the backend): io.save on rank 0 (outputs are gathered there); else the
 /// owner of the first written operand (owner computes), else of the first bound
-/// one, else rank 0 - unless the owner of another operand moves at least 8x
-/// fewer bytes (operands read from other ranks, written ones sent back to
-/// their owners; replicated data read anywhere): then the one that moves
-/// fewest. An embedding lookup thus runs where its table is, not where its
-/// small output is.
+/// one, else rank 0 - unless the task updates no operand in place and the
+/// owner of another operand moves at least 8x fewer bytes (operands read from
+/// other ranks, written ones sent back to their owners; replicated data read
+/// anywhere): then the one that moves fewest. An embedding lookup thus runs
+/// where its table is, not where its small output is.
 ///
 ///   std::int32_t r = task_rank(dag, t, own);   // blas.gemm writing C[1,0] -> owner of that tile
 std::int32_t task_rank(const Dag& dag, const TaskNode& t, const DataOwners& own);
