@@ -18,6 +18,15 @@ if [ "$1" = --make ]; then
   mkdir "$dir" 2>/dev/null || { echo "cannot create a cgroup under $(dirname "$dir")"; exit 77; }
   [ -f "$dir/memory.limit_in_bytes" ] || echo +memory >"$dir/cgroup.subtree_control" 2>/dev/null || {
     rmdir "$dir"; echo "cannot enable the memory controller in $dir"; exit 77; }
+  # a probe: a limit can be set on a child and a process moved into it
+  probe=$dir/probe
+  if ! { mkdir "$probe" &&
+         { [ -f "$probe/memory.limit_in_bytes" ] && echo 1073741824 >"$probe/memory.limit_in_bytes" ||
+           echo 1073741824 >"$probe/memory.max"; } &&
+         sh -c "echo \$\$ >'$probe/cgroup.procs'"; } 2>/dev/null; then
+    rmdir "$probe" "$dir" 2>/dev/null; echo "cannot limit a process's memory under $dir"; exit 77
+  fi
+  rmdir "$probe"
   echo "$dir"
   exit 0
 fi
