@@ -7,6 +7,7 @@
 #include <boost/program_options.hpp>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <ctime>
 #include <filesystem>
 #include <iostream>
@@ -15,6 +16,8 @@
 #include <thread>
 
 #include "blas_peak.hpp"
+#include "gemm/gemm.hpp"
+#include "quant/qlinear.hpp"
 #include "calibrate_cmd.hpp"
 #include "report.hpp"
 #include "run_checkpoint.hpp"
@@ -276,6 +279,18 @@ std::string memory_shortfall(const Dag& dag, const Residency& held, const RankWo
   return msg + "; even 64 ranks would not hold it";
 }
 
+// Under a memory limit, the kernels' caches of packed weights (f32 and
+// quantized panels: copies of the weights, kept for the run) get at most a
+// quarter each of what the data and the process leave of it: a run that fits
+// must not be pushed past its limit by its own caches.
+void cap_panel_caches(std::int64_t data_bytes) {
+  const MemoryLimit limit = memory_limit();
+  if (!limit.limited()) return;
+  const std::int64_t quarter = std::max<std::int64_t>(0, limit.bytes - data_bytes - resident_bytes()) / 4;
+  gemm::limit_sgemm_pack_cache(quarter);
+  quant::limit_panel_cache(quarter);
+}
+
 // The run's data; an MPI rank holds the data it owns (StarPU-MPI allocates
 // what it receives). Null (on every rank) if one could not allocate, or if
 // its data would not fit in its memory limit.
@@ -285,6 +300,7 @@ std::unique_ptr<DataStore> make_run_store(const Dag& dag, const RankWorld& w) {
     const Residency held =
         w.use_mpi ? residency(dag, data_owners(dag, w.nranks), w.rank, w.nranks) : Residency::all(dag);
     if (const std::string why = memory_shortfall(dag, held, w); !why.empty()) throw std::runtime_error(why);
+    cap_panel_caches(held_bytes(dag, held).total());
     store = std::make_unique<DataStore>(dag, held);
   } catch (const std::exception& e) {
     std::cerr << "ymlopt: error: " << (w.use_mpi ? "rank " + std::to_string(w.rank) + ": " : "") << e.what() << "\n";

@@ -69,6 +69,8 @@ struct PackCacheStats {
 };
 PackCacheStats pack_cache_stats();         // f64
 PackCacheStats sgemm_pack_cache_stats();   // f32
+/// Lowers the f32 panel cache's budget (a run under a memory limit); panels kept stay.
+void limit_sgemm_pack_cache(std::int64_t bytes);
 
 /// "weights packed once into 32-column panels (AVX-512 kernel, cache 2048 MiB)",
 /// or that they are not kept.

@@ -216,6 +216,8 @@ PackCacheStats sgemm_pack_cache_stats() {
   return PackCacheStats{s.hits, s.misses, s.evictions, s.bytes, s.peak, s.budget, s.refused, s.deferred};
 }
 
+void limit_sgemm_pack_cache(std::int64_t bytes) { kept().lower_budget(bytes); }
+
 std::string sgemm_panels_description() {
   if (kept().budget() == 0) return "panels not kept (YMLOPT_SGEMM_PACK_CACHE_MB=0)";
   return std::string("weights packed once into 32-column panels (") + sgemm_panels_isa_name() + " kernel, cache " +

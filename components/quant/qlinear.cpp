@@ -59,6 +59,7 @@ QWeight QWeight::rows(int64_t n0, int64_t n1) const {
 }
 
 ContentCacheStats panel_cache_stats() { return linear_impl::kept_panel_stats(); }
+void limit_panel_cache(std::int64_t bytes) { linear_impl::limit_kept_panels(bytes); }
 
 bool keeps_panels(int64_t group, bool asymmetric, int64_t m) {
   return cpu_has_avx512_vnni() && panel_cache_stats().budget > 0 && !asymmetric &&

@@ -76,6 +76,8 @@ struct QWeight {
 /// The kept panels of quantized weights: packed (misses), reused (hits), first
 /// uses (deferred), left unpacked once the budget was spent (refused), bytes.
 ContentCacheStats panel_cache_stats();
+/// Lowers the kept panels' budget (a run under a memory limit); panels kept stay.
+void limit_panel_cache(std::int64_t bytes);
 /// Whether linear() keeps the panels of a named weight of this kind multiplied
 /// by m rows (AVX-512 VNNI; symmetric groups of 32, or per channel from 16 rows).
 bool keeps_panels(std::int64_t group, bool asymmetric, std::int64_t m);

@@ -624,6 +624,7 @@ void b32_avx512(const PanelActs& A, const QWeight& w, float* y, int64_t ldy) {
 }
 
 ContentCacheStats kept_panel_stats() { return kept().stats(); }
+void limit_kept_panels(std::int64_t bytes) { kept().lower_budget(bytes); }
 
 void pc_panel_avx512(const PanelActs& A, const QWeight& w, float* y, int64_t ldy) {
   static constexpr TileFn tiles[kNV][kMR] = {{pc_panel_tile<1, 1>, pc_panel_tile<2, 1>, pc_panel_tile<3, 1>,

@@ -249,6 +249,7 @@ void b32_avx512(const PanelActs& A, const QWeight& w, float* y, int64_t ldy);
 void pc_panel_avx512(const PanelActs& A, const QWeight& w, float* y, int64_t ldy);
 /// The kept panels of those two paths (qlinear_avx512.cpp).
 ContentCacheStats kept_panel_stats();
+void limit_kept_panels(std::int64_t bytes);
 
 // ---- the driver (qlinear.cpp) ----------------------------------------------------
 

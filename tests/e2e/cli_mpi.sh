@@ -361,6 +361,19 @@ elif cg=$(tests/e2e/in_memory_cgroup.sh --make); then
     expect_rc 0 "gpt2 208 MiB on $n ranks limited to 180 MiB each" -- limited $n run "${lg[@]}" --out "$tmp/lg-$n"
     expect_rc 0 "gpt2 208 MiB on $n limited ranks equals the unlimited run" -- same "$tmp/lg-$n/logits.npy" "$tmp/lg-free/logits.npy" 1e-5
   done
+  # under the limit, the caches of packed weights (copies kept for the run: a pipeline stage
+  # reads each weight once per sequence) get a quarter each of what the data leave
+  expect_rc 0 "a pipeline under 180 MiB per rank" -- limited 2 run workflows/models/gpt2_pipeline.xml --set weights="$tmp/m.safetensors" \
+    --set ids="$tmp/pids.npy" --set batch=4 --set seq=8 --set layers=4 --set width=512 --set heads=8 --set vocab=4096 \
+    --set context=64 --set stages=2 --quiet --backend starpu-mpi --ncpu 1 --out "$tmp/cg-pp"
+  expect_rc 0 "the panel cache is capped by the memory limit" -- python3 - "$tmp/cg-pp/report.json" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+budget, held = r["kept_panels"]["f32"]["budget_bytes"], r["mpi"]["per_rank"][0]["allocated_bytes"] + r["mpi"]["per_rank"][0]["mapped_bytes"]
+assert 0 <= budget <= ((180 << 20) - held) // 4, (budget, held)
+print("f32 panel budget %.1f MiB beside %.1f MiB of data" % (budget / 2**20, held / 2**20))
+PY
+  echo "  $out"
   tests/e2e/in_memory_cgroup.sh --remove "$cg"
 else
   echo "skip: $cg: the runs under a memory limit"

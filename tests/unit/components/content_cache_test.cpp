@@ -137,6 +137,24 @@ TEST(ContentCache, SizeRunsOutsideTheLock) {
   EXPECT_EQ(s.bytes, 24);
 }
 
+TEST(ContentCache, ALoweredBudgetKeepsWhatItHasAndRefusesWhatNoLongerFits) {
+  Cache c(100, Eviction::keep);
+  int builds = 0;
+  EXPECT_NE(get(c, 1, 40, &builds), nullptr);
+  c.lower_budget(50);
+  EXPECT_EQ(c.budget(), 50);
+  EXPECT_EQ(get(c, 2, 20, &builds), nullptr);  // 40 + 20 > 50
+  EXPECT_NE(get(c, 1, 40, &builds), nullptr);  // still kept
+  EXPECT_NE(get(c, 3, 10, &builds), nullptr);
+  c.lower_budget(200);  // never raised
+  EXPECT_EQ(c.budget(), 50);
+  c.lower_budget(-5);
+  EXPECT_EQ(c.budget(), 0);
+  EXPECT_EQ(get(c, 4, 1, &builds), nullptr);
+  EXPECT_EQ(builds, 2);
+  EXPECT_EQ(c.stats().budget, 0);
+}
+
 TEST(ContentCache, BudgetFromEnvironment) {
   ::unsetenv("YMLOPT_TEST_CACHE_MB");
   EXPECT_EQ(cache_budget_from_env("YMLOPT_TEST_CACHE_MB", 256), std::int64_t(256) << 20);

@@ -17,6 +17,7 @@
 #include <list>
 #include <memory>
 #include <mutex>
+#include <atomic>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
@@ -79,7 +80,12 @@ class ContentCache {
   explicit ContentCache(std::int64_t budget_bytes, Eviction eviction = Eviction::lru,
                         Admission admission = Admission::first)
       : budget_(budget_bytes), eviction_(eviction), admission_(admission) {}
-  std::int64_t budget() const { return budget_; }  // fixed at construction: read without the lock
+  std::int64_t budget() const { return budget_.load(std::memory_order_relaxed); }
+  /// Lowers the budget to `bytes` (never raises it); entries already kept stay.
+  void lower_budget(std::int64_t bytes) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (bytes < budget_.load(std::memory_order_relaxed)) budget_.store(std::max<std::int64_t>(bytes, 0));
+  }
 
   /// The value under `key`, built by make(V&) on the first request (concurrent
   /// requests for the same key wait for that build; one that throws is tried
@@ -92,7 +98,7 @@ class ContentCache {
   std::shared_ptr<const V> get(const K& key, std::uint64_t epoch, Size&& size, Make&& make) {
     std::shared_ptr<Entry> e = find(key, epoch);
     if (!e) {
-      if (budget_ == 0) return nullptr;  // off: nothing to count either
+      if (budget() == 0) return nullptr;  // off: nothing to count either
       if (admission_ == Admission::second && first_sight(key, epoch)) return nullptr;
       const std::int64_t need = size();
       e = insert(key, epoch, need);
@@ -104,7 +110,7 @@ class ContentCache {
 
   ContentCacheStats stats() {
     std::lock_guard<std::mutex> lock(mu_);
-    return ContentCacheStats{hits_, misses_, evictions_, bytes_, peak_, budget_, refused_, deferred_};
+    return ContentCacheStats{hits_, misses_, evictions_, bytes_, peak_, budget(), refused_, deferred_};
   }
 
  private:
@@ -154,11 +160,12 @@ class ContentCache {
     std::lock_guard<std::mutex> lock(mu_);
     advance(epoch);
     if (auto e = hit(key)) return e;
-    if (need > budget_ || (eviction_ == Eviction::keep && bytes_ + need > budget_)) {
+    const std::int64_t budget = budget_.load(std::memory_order_relaxed);
+    if (need > budget || (eviction_ == Eviction::keep && bytes_ + need > budget)) {
       ++refused_;
       return nullptr;
     }
-    while (bytes_ + need > budget_ && !lru_.empty()) {
+    while (bytes_ + need > budget && !lru_.empty()) {
       auto victim = map_.find(lru_.back());
       bytes_ -= victim->second.bytes;
       map_.erase(victim);
@@ -178,7 +185,7 @@ class ContentCache {
   std::unordered_map<K, Slot, Hash> map_;
   std::unordered_set<K, Hash> seen_;  // Admission::second: keys requested once
   std::list<K> lru_;  // most recent first
-  const std::int64_t budget_;
+  std::atomic<std::int64_t> budget_;
   const Eviction eviction_;
   const Admission admission_;
   std::int64_t bytes_ = 0, peak_ = 0, hits_ = 0, misses_ = 0, evictions_ = 0, refused_ = 0, deferred_ = 0;
