@@ -5,22 +5,9 @@
 # and bytes moved. The estimate models the ranks as one node with --cores-per-node 2.
 #   tests/bench/estimate_vs_mpi.sh build-mpi/bin/ymlopt [WORKDIR]   # REPS=3 WORKFLOWS="gemm cholesky gpt2"
 set -u
-y=$(realpath "$1")
-T=${2:-$(mktemp -d)}
-mkdir -p "$T"
-cd "$(dirname "$0")/../.."
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl=self,vader OPENBLAS_NUM_THREADS=1
-source tests/bench/openblas_core.sh
+source "$(dirname "$0")/mpi_setup.sh"
 "$y" model init --arch gpt2 --preset tiny --seed 3 --layers 1 "$T/w.safetensors" >/dev/null
-python3 - "$T/ids.npy" 14 <<'PY'
-import struct, sys
-n = int(sys.argv[2])
-hdr = "{'descr': '<i4', 'fortran_order': False, 'shape': (%d,), }" % n
-hdr += " " * (63 - (10 + len(hdr)) % 64) + "\n"
-with open(sys.argv[1], "wb") as f:
-    f.write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(hdr)) + hdr.encode())
-    f.write(struct.pack("<%di" % n, *[(i * 37) % 512 for i in range(n)]))
-PY
+write_ids "$T/ids.npy" 14
 declare -A WF
 WF[gemm]="workflows/linalg/tiled_gemm.xml --set n=2048 --set bs=512"
 WF[cholesky]="workflows/linalg/cholesky.xml --set n=2048 --set bs=256 --set verify=false"

@@ -8,24 +8,11 @@
 #   tests/bench/mpi_memory.sh build/bin/ymlopt [WORKDIR]   # MODELS="gpt2 llama" SEQ=128 DISTS="cols tp"
 # WORKDIR keeps the seeded checkpoints (1.1B: 4.4 GB) for the next call.
 set -u
-y=$(realpath "$1")
-T=${2:-$(mktemp -d)}
-mkdir -p "$T"
-cd "$(dirname "$0")/../.."
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl=self,vader OPENBLAS_NUM_THREADS=1
+source "$(dirname "$0")/mpi_setup.sh"
 export STARPU_SILENT=1 XDG_CACHE_HOME="$T/cache"
 rm -rf "$XDG_CACHE_HOME"
-source tests/bench/openblas_core.sh
 seq=${SEQ:-128}
-python3 - "$T/ids.npy" "$seq" <<'PY'
-import struct, sys
-n = int(sys.argv[2])
-hdr = "{'descr': '<i4', 'fortran_order': False, 'shape': (%d,), }" % n
-hdr += " " * (63 - (10 + len(hdr)) % 64) + "\n"
-with open(sys.argv[1], "wb") as f:
-    f.write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(hdr)) + hdr.encode())
-    f.write(struct.pack("<%di" % n, *[(i * 37 + 11) % 32000 for i in range(n)]))
-PY
+write_ids "$T/ids.npy" "$seq" 32000 37 11
 declare -A WF
 [ -f "$T/gpt2.safetensors" ] || "$y" model init --arch gpt2 --preset 124M "$T/gpt2.safetensors" >/dev/null
 WF[gpt2]="workflows/models/gpt2.xml --set weights=$T/gpt2.safetensors --set ids=$T/ids.npy --set seq=$seq"
