@@ -14,6 +14,14 @@ namespace ymlopt {
 
 // ---------------------------------------------------------------- placement
 
+namespace {
+// Bytes of a tensor (tile < 0) or of one of its tiles.
+std::int64_t ref_bytes(const DataDecl& d, std::int64_t tile) {
+  if (tile < 0) return d.bytes();
+  return d.tile_nrows(tile / d.ntile_c) * d.tile_ncols(tile % d.ntile_c) * std::int64_t(dtype_size(d.dtype));
+}
+}  // namespace
+
 Residency Residency::all(const Dag& dag) {
   Residency r;
   r.data.assign(dag.data.size(), Holding::whole);
@@ -40,18 +48,15 @@ HeldBytes held_bytes(const Dag& dag, const Residency& held) {
   for (size_t i = 0; i < dag.data.size(); ++i) {
     const DataDecl& d = dag.data[i];
     const auto& mine = held.tiles[i];
-    auto tile_bytes = [&](std::int64_t t) {
-      return d.tile_nrows(t / d.ntile_c) * d.tile_ncols(t % d.ntile_c) * std::int64_t(dtype_size(d.dtype));
-    };
     const bool all = std::find(mine.begin(), mine.end(), 0) == mine.end();
     if (held.data[i] == Holding::whole && d.init != InitKind::file) b.allocated += aligned(d.storage_bytes());
     if (held.data[i] == Holding::whole && d.init == InitKind::file) {
       if (all) b.mapped += d.bytes();
       else
-        for (std::int64_t t = 0; t < d.ntiles(); ++t) b.mapped += mine[size_t(t)] ? tile_bytes(t) : 0;
+        for (std::int64_t t = 0; t < d.ntiles(); ++t) b.mapped += mine[size_t(t)] ? ref_bytes(d, t) : 0;
     }
     if (held.data[i] == Holding::tiles)
-      for (std::int64_t t = 0; t < d.ntiles(); ++t) b.allocated += mine[size_t(t)] ? aligned(tile_bytes(t)) : 0;
+      for (std::int64_t t = 0; t < d.ntiles(); ++t) b.allocated += mine[size_t(t)] ? aligned(ref_bytes(d, t)) : 0;
   }
   return b;
 }
@@ -282,10 +287,7 @@ std::int32_t task_rank(const Dag& dag, const TaskNode& t, const DataOwners& own)
     for (const Operand& x : ops) {
       if (x.owner == r) continue;
       const DataDecl& d = dag.data[size_t(x.ref.data)];
-      const std::int64_t bytes = x.ref.tile < 0 ? d.bytes()
-                                                : d.tile_nrows(x.ref.tile / d.ntile_c) * d.tile_ncols(x.ref.tile % d.ntile_c) *
-                                                      std::int64_t(dtype_size(d.dtype));
-      n += bytes * ((x.read && d.distribute != "replicate") + x.written);
+      n += ref_bytes(d, x.ref.tile) * ((x.read && d.distribute != "replicate") + x.written);
     }
     return n;
   };
@@ -341,12 +343,7 @@ class Replay {
       base_[d] = int(owner_.size());
       const auto& o = own[d];
       for (size_t k = 0; k < o.size(); ++k) {
-        std::int64_t bytes = 0;
-        if (k == 0) bytes = decl.bytes();
-        else {
-          const std::int64_t t = std::int64_t(k) - 1, tr = t / decl.ntile_c, tc = t % decl.ntile_c;
-          bytes = decl.tile_nrows(tr) * decl.tile_ncols(tc) * std::int64_t(dtype_size(decl.dtype));
-        }
+        const std::int64_t bytes = ref_bytes(decl, std::int64_t(k) - 1);
         owner_.push_back(o[k]);
         bytes_.push_back(decl.format.empty() ? bytes : -1);  // stored compressed: no handle
       }
