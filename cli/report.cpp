@@ -296,7 +296,8 @@ nlohmann::json make_report(const Dag& dag, const ExecResult& r, const RunTotals&
     return json{{"packed", s.misses}, {"reused", s.hits},     {"first_uses", s.deferred},
                 {"left_unpacked", s.refused}, {"bytes", s.bytes}, {"budget_bytes", s.budget}};
   };
-  report["kept_panels"] = {{"f32", kept(gemm::sgemm_pack_cache_stats())}, {"quantized", kept(quant::panel_cache_stats())}};
+  report["kept_panels"] = {{"f32", kept(gemm::sgemm_pack_cache_stats())}, {"quantized", kept(quant::panel_cache_stats())},
+                           {"quantized_activations", kept(quant::acts_cache_stats())}};
   if (!r.warnings.empty()) report["warnings"] = r.warnings;
   if (dag.dynamic()) {
     report["unites"] = unite_json(dag, r);

@@ -63,13 +63,16 @@ TaskRunner::TaskRunner(const Dag& dag, const ExecOptions& opts, Progress& progre
   static std::atomic<std::uint64_t> epochs{0};
   epoch_ = epochs.fetch_add(1, std::memory_order_relaxed) + 1;
   if (epoch_ < (std::uint64_t(1) << 32)) content_ = content_ids(dag);
-  if (opts.warmup > 0 && !content_.ids.empty()) {  // a tensor a task writes changes between repeats: no id
+  if (opts.warmup > 0 && !content_.ids.empty()) {  // a tensor a task writes changes between repeats
     const std::vector<char> written = written_data(dag);
+    varies_.assign(content_.ids.size(), 0);
     for (const auto& t : dag.tasks)
       for (size_t p = 0; p < t.bindings.size(); ++p) {
         const std::int32_t d = t.bindings[p].ref.data;  // -1: an optional port left unbound
-        if (d >= 0 && written[size_t(d)]) content_.ids[content_.first[size_t(t.id)] + p] = 0;
+        if (d >= 0 && written[size_t(d)]) varies_[content_.first[size_t(t.id)] + p] = 1;
       }
+    const std::uint64_t top = *std::max_element(content_.ids.begin(), content_.ids.end());
+    if ((top + 1) * (std::uint64_t(opts.warmup) + 1) < (std::uint64_t(1) << 32)) id_span_ = top + 1;
   }
   // The runtime provides the parallelism; BLAS inside a task is single-threaded,
   // which also makes every backend compute bit-identical results.
@@ -89,6 +92,7 @@ void TaskRunner::start_clock() {
 
 void TaskRunner::next_repeat() {
   warmup_us_.push_back(now_us());
+  ++repeat_;
   for (size_t i = 0; i < records_.size(); ++i) {
     records_[i] = TaskRecord{};
     records_[i].task = std::int32_t(i);
@@ -124,7 +128,9 @@ void TaskRunner::port_templates(const TaskNode& t, TensorView* out) const {
 
 std::uint64_t TaskRunner::content_id(std::int32_t task, std::size_t port) const {
   if (content_.ids.empty()) return 0;
-  const std::uint32_t id = content_.ids[content_.first[size_t(task)] + port];
+  const std::size_t at = content_.first[size_t(task)] + port;
+  std::uint64_t id = content_.ids[at];
+  if (id && !varies_.empty() && varies_[at]) id = id_span_ ? id + repeat_ * id_span_ : 0;
   return id ? epoch_ << 32 | id : 0;
 }
 

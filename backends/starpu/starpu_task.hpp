@@ -211,6 +211,7 @@ inline std::span<const TensorView> bind_buffers(void* buffers[], const TaskExec&
     v.rows = m->ny;
     v.cols = m->nx;
     v.ld = m->ld;
+    v.content_id = ex.runner->content_id(ex.node->id, k);  // changes with each --warmup repeat
   }
   return {ex.views, n};
 }

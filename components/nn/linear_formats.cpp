@@ -222,7 +222,8 @@ void compressed_product(std::span<const TensorView> p, const Args& a, WeightForm
       if (a.get_string("activations") == "f32")
         quant::linear_weight_only(x, m, ldx, qweight(p, f, a, n, k), y, ldy);
       else
-        quant::linear(x, m, ldx, qweight(p, f, a, n, k), y, ldy);
+        quant::linear(x, m, ldx, qweight(p, f, a, n, k), y, ldy, quant::Isa::best,
+                      x == p[kX].data ? p[kX].content_id : 0);
       return;
     case WeightFormat::csr: {
       const auto* ptr = static_cast<const std::int32_t*>(p[kWPtr].data);

@@ -59,7 +59,11 @@ QWeight QWeight::rows(int64_t n0, int64_t n1) const {
 }
 
 ContentCacheStats panel_cache_stats() { return linear_impl::kept_panel_stats(); }
-void limit_panel_cache(std::int64_t bytes) { linear_impl::limit_kept_panels(bytes); }
+void limit_panel_cache(std::int64_t bytes) {
+  linear_impl::limit_kept_panels(bytes);
+  linear_impl::limit_kept_acts(bytes / 8);
+}
+ContentCacheStats acts_cache_stats() { return linear_impl::kept_acts_stats(); }
 
 bool keeps_panels(int64_t group, bool asymmetric, int64_t m) {
   return cpu_has_avx512_vnni() && panel_cache_stats().budget > 0 && !asymmetric &&
@@ -132,7 +136,8 @@ bool check_call(const char* who, const float* x, int64_t m, int64_t ldx, const Q
 
 }  // namespace linear_impl
 
-void linear(const float* x, int64_t m, int64_t ldx, const QWeight& w, float* y, int64_t ldy, Isa isa) {
+void linear(const float* x, int64_t m, int64_t ldx, const QWeight& w, float* y, int64_t ldy, Isa isa,
+            std::uint64_t x_id) {
   if (!check_call("linear", x, m, ldx, w, y, ldy)) return;
   if (w.k == 0) {
     for (int64_t i = 0; i < m; ++i) std::fill(y + i * ldy, y + i * ldy + w.n, 0.0f);
@@ -148,20 +153,20 @@ void linear(const float* x, int64_t m, int64_t ldx, const QWeight& w, float* y, 
   const bool w4 = w.bits == 4;
   if (w.group == kBlock && !w.zero) {  // Q8_0 / Q4_0: activations per block (qlinear_internal.hpp)
     const int32_t offset = path == Isa::scalar ? 0 : w4 ? 8 : path == Isa::avx512_vnni ? 128 : 0;
-    const PanelActs A = prepare_panel_acts(x, m, ldx, w.k, kBlock, offset, path);
+    const auto A = shared_panel_acts(x, m, ldx, w.k, kBlock, offset, path, x_id);
     if (path == Isa::avx512_vnni)
-      b32_avx512(A, w, y, ldy);
+      b32_avx512(*A, w, y, ldy);
     else if (path == Isa::avx2)
-      b32_avx2(A, w, y, ldy);
+      b32_avx2(*A, w, y, ldy);
     else
-      b32_scalar(A, w, y, ldy);
+      b32_scalar(*A, w, y, ldy);
     return;
   }
   const bool per_channel = w.group == 0;
   // Symmetric per channel on AVX-512 from 16 rows: the same exact int32 dot products
   // from panels (fewer rows do not repay packing them; measured on Zen 5).
   if (per_channel && !w.zero && path == Isa::avx512_vnni && m >= 16) {
-    pc_panel_avx512(prepare_panel_acts(x, m, ldx, w.k, w.k, w4 ? 8 : 128, path), w, y, ldy);
+    pc_panel_avx512(*shared_panel_acts(x, m, ldx, w.k, w.k, w4 ? 8 : 128, path, x_id), w, y, ldy);
     return;
   }
   const int64_t G = w.groups(), n = w.n;

@@ -76,8 +76,11 @@ struct QWeight {
 /// The kept panels of quantized weights: packed (misses), reused (hits), first
 /// uses (deferred), left unpacked once the budget was spent (refused), bytes.
 ContentCacheStats panel_cache_stats();
-/// Lowers the kept panels' budget (a run under a memory limit); panels kept stay.
+/// Lowers the kept panels' budget (a run under a memory limit; the kept
+/// activations get an eighth of it); entries kept stay.
 void limit_panel_cache(std::int64_t bytes);
+/// The kept quantized activations of the panel paths (linear's x_id).
+ContentCacheStats acts_cache_stats();
 /// Whether linear() keeps the panels of a named weight of this kind multiplied
 /// by m rows (AVX-512 VNNI; symmetric groups of 32, or per channel from 16 rows).
 bool keeps_panels(std::int64_t group, bool asymmetric, std::int64_t m);
@@ -98,9 +101,14 @@ const char* best_isa_name();
 /// Throws KernelError on an invalid weight description.
 void linear(const float* x, std::int64_t m, std::int64_t ldx, const QWeight& w, float* y, std::int64_t ldy);
 
-/// Same, with the kernel chosen explicitly (Isa::avx512_vnni or Isa::avx2 on a CPU without it throws).
+/// Same, with the kernel chosen explicitly (Isa::avx512_vnni or Isa::avx2 on a CPU without it throws),
+/// and x's contents named by x_id (TensorView::content_id; 0: unnamed): the
+/// panel paths (Q8_0/Q4_0, and symmetric per channel on AVX-512) then quantize
+/// one version of x once for all the column-block tasks that read it.
 ///   quant::linear(x, m, k, w, y, n, quant::Isa::scalar);  // portable reference path
-void linear(const float* x, std::int64_t m, std::int64_t ldx, const QWeight& w, float* y, std::int64_t ldy, Isa isa);
+///   quant::linear(x, m, ldx, w, y, ldy, quant::Isa::best, x_view.content_id);
+void linear(const float* x, std::int64_t m, std::int64_t ldx, const QWeight& w, float* y, std::int64_t ldy, Isa isa,
+            std::uint64_t x_id = 0);
 
 /// y[m, n] = x[m, k] · dequant(W)ᵀ with the activations kept f32 (weight-only
 /// int8/int4, "W8A32"): W is dequantized a block of rows at a time into an f32

@@ -19,6 +19,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include <ymlopt/half.hpp>
@@ -234,6 +235,14 @@ struct PanelActs {
 };
 PanelActs prepare_panel_acts(const float* x, int64_t m, int64_t ldx, int64_t k, int64_t span, int32_t offset,
                              Isa path);
+/// prepare_panel_acts for activations named by x_id (TensorView::content_id;
+/// 0: unnamed, computed for this call only): kept under that id, least
+/// recently used out first (YMLOPT_QLINEAR_ACTS_CACHE_MB, default 16), so the
+/// column-block tasks that read one version of x quantize it once, not once each.
+std::shared_ptr<const PanelActs> shared_panel_acts(const float* x, int64_t m, int64_t ldx, int64_t k, int64_t span,
+                                                   int32_t offset, Isa path, std::uint64_t x_id);
+ContentCacheStats kept_acts_stats();
+void limit_kept_acts(std::int64_t bytes);
 
 /// Packs weight rows [j0, j0 + 16 nv) into q: [k/4][nv][16][4] bytes, the codes
 /// (int8; int4 as unsigned 0..15) plus `add` modulo 256, and s: [k/32][nv][16]

@@ -321,6 +321,43 @@ void lane_zero_init(Acts& A, const Blocks& B) {
               8 * static_cast<int8_t>(A.q[static_cast<std::size_t>(i * A.kp + c * kChunk + p)]);
 }
 
+namespace {
+struct ActsKey {
+  std::uint64_t x_id;
+  int64_t m, ldx, k, span;
+  int32_t offset;
+  Isa path;
+  bool operator==(const ActsKey&) const = default;
+};
+struct ActsKeyHash {
+  std::size_t operator()(const ActsKey& k) const {
+    return hash_fields(k.x_id, k.m, k.ldx, k.k, k.span, k.offset, static_cast<int>(k.path));
+  }
+};
+// Activations live for one layer: a small LRU budget holds every version the
+// tasks in flight read.
+ContentCache<ActsKey, PanelActs, ActsKeyHash>& kept_acts() {
+  static ContentCache<ActsKey, PanelActs, ActsKeyHash> c(cache_budget_from_env("YMLOPT_QLINEAR_ACTS_CACHE_MB", 16));
+  return c;
+}
+}  // namespace
+
+std::shared_ptr<const PanelActs> shared_panel_acts(const float* x, int64_t m, int64_t ldx, int64_t k, int64_t span,
+                                                   int32_t offset, Isa path, std::uint64_t x_id) {
+  if (x_id) {
+    const int64_t kq = (k + 3) / 4 * 4, blocks = k / span;
+    auto kept = kept_acts().get(
+        ActsKey{x_id, m, ldx, k, span, offset, path}, x_id >> 32,
+        [&] { return m * kq + m * blocks * int64_t(sizeof(float) + sizeof(int32_t)); },
+        [&](PanelActs& A) { A = prepare_panel_acts(x, m, ldx, k, span, offset, path); });
+    if (kept) return kept;
+  }
+  return std::make_shared<const PanelActs>(prepare_panel_acts(x, m, ldx, k, span, offset, path));
+}
+
+ContentCacheStats kept_acts_stats() { return kept_acts().stats(); }
+void limit_kept_acts(std::int64_t bytes) { kept_acts().lower_budget(bytes); }
+
 }  // namespace ymlopt::quant::linear_impl
 
 #pragma GCC diagnostic pop

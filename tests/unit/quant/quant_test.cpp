@@ -726,6 +726,34 @@ TEST(QLinearTest, KeptPanelsGiveTheSameBits) {
   }
 }
 
+// Named activations (x_id): the column blocks of one product quantize x once
+// and give the unnamed call's bits; another x under another id is not mixed up.
+TEST(QLinearTest, KeptActivationsAreQuantizedOncePerContents) {
+  const std::int64_t k = 256, n = 64, m = 24;
+  const std::vector<float> wf = random_vec(static_cast<std::size_t>(n * k), 41, 0.05f);
+  std::uint64_t id = (std::uint64_t(0xfff50000) << 32) + 1;  // an epoch no run of this process reaches
+  for (const Scheme& s : all_schemes()) {
+    SCOPED_TRACE(s.name);
+    const QuantizedWeight q = run_scheme(s, wf.data(), n, k, k);
+    const QWeight w = q.view();
+    const bool panels = quant::cpu_has_avx512_vnni() ? (w.group == 32 || w.group == 0) && !w.zero
+                                                     : w.group == 32 && !w.zero;  // the paths that prepare PanelActs
+    for (int version = 0; version < 2; ++version) {
+      const std::vector<float> x = random_vec(static_cast<std::size_t>(m * k), 43 + version);
+      std::vector<float> ref(static_cast<std::size_t>(m * n)), y(ref.size(), -1.0f);
+      quant::linear(x.data(), m, k, w, ref.data(), n);
+      const ContentCacheStats s0 = quant::acts_cache_stats();
+      for (auto [n0, n1] : {std::pair<std::int64_t, std::int64_t>{0, 16}, {16, 48}, {48, 64}})
+        quant::linear(x.data(), m, k, w.rows(n0, n1), y.data() + n0, n, quant::Isa::best, id);
+      for (std::size_t i = 0; i < y.size(); ++i) ASSERT_EQ(y[i], ref[i]) << "version " << version << ", element " << i;
+      const ContentCacheStats s1 = quant::acts_cache_stats();
+      EXPECT_EQ(s1.misses - s0.misses, panels ? 1 : 0);
+      EXPECT_EQ(s1.hits - s0.hits, panels ? 2 : 0);
+      ++id;
+    }
+  }
+}
+
 TEST(QLinearTest, ZeroRowsAndBadWeightsAreHandled) {
   const std::int64_t k = 64, n = 4;
   std::vector<float> x(static_cast<std::size_t>(2 * k), 0.0f), y(static_cast<std::size_t>(2 * n), 5.0f);

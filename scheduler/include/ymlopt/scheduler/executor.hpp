@@ -189,7 +189,8 @@ class TaskRunner {
   /// null) to out[0 .. t.bindings.size()).
   void port_templates(const TaskNode& t, TensorView* out) const;
   /// TensorView::content_id of the task's port: this run's epoch (unique in the
-  /// process) in the high 32 bits, content_ids(dag) in the low ones; 0 if none.
+  /// process) in the high 32 bits, content_ids(dag) in the low ones (moved on
+  /// by each --warmup repeat for data some task writes); 0 if none.
   std::uint64_t content_id(std::int32_t task, std::size_t port) const;
   /// Runs the kernel; returns false if it threw (or the run was cancelled
   /// before). A task of a co-method that throws fails that co-method only.
@@ -241,6 +242,10 @@ class TaskRunner {
   std::string error_;
   ContentIds content_;  // content_id()
   std::uint64_t epoch_ = 0;
+  // --warmup: a port whose data some task writes gets a new id each repeat
+  // (id + repeat * span); span 0 when the repeats would run out of ids
+  std::vector<char> varies_;
+  std::uint64_t id_span_ = 0, repeat_ = 0;
 };
 
 
