@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "calibrate_cmd.hpp"
+#include "distribute.hpp"
 #include "usage_error.hpp"
 #include "workflow_args.hpp"
 #include "ymlopt/xml/diagnostic.hpp"
@@ -169,6 +170,7 @@ int cmd_estimate(const std::vector<std::string>& args) {
   int nodes = kNotGiven, ranks_per_node = 1, ncpu = 0, cores = 0;
   double bandwidth = 12.5, latency = 2, intra = 0, intra_latency = 1;
   bool json = false, no_history = false;
+  std::string distribute;
   po::options_description d("ymlopt estimate WF.xml --nodes N [options]");
   d.add_options()("help,h", "show this help")("nodes,N", po::value(&nodes), "number of nodes (required)")(
       "ranks-per-node", po::value(&ranks_per_node), "MPI ranks per node (default 1)")(
@@ -180,7 +182,9 @@ int cmd_estimate(const std::vector<std::string>& args) {
       "intra-bandwidth", po::value(&intra), "GB/s between ranks of one node (default: the calibrated copy bandwidth)")(
       "intra-latency", po::value(&intra_latency), "latency per message between ranks of one node in microseconds (default 1)")(
       "json", po::bool_switch(&json), "machine-readable output")(
-      "no-history", po::bool_switch(&no_history), "price tasks by the calibrated rates only, not this machine's task history");
+      "no-history", po::bool_switch(&no_history), "price tasks by the calibrated rates only, not this machine's task history")(
+      "distribute", po::value(&distribute),
+      "split a model over the ranks as `ymlopt run --distribute` does: tp, pp, tpxpp, tp=N,pp=M or auto");
   add_workflow_options(d, wf);
   std::vector<std::string> names;
   for (const auto& opt : d.options()) names.push_back("--" + opt->long_name());
@@ -210,6 +214,9 @@ int cmd_estimate(const std::vector<std::string>& args) {
   if (intra < 0 || intra != intra) throw UsageError("estimate: --intra-bandwidth must be > 0 (GB/s)");
   if (!(intra_latency >= 0)) throw UsageError("estimate: --intra-latency must be >= 0 (microseconds)");
 
+  if (!distribute.empty())
+    for (auto& s : distribute_sets(distribute, wf.file, wf.sets, nodes * ranks_per_node, ranks_per_node))
+      wf.sets.push_back(std::move(s));
   ComponentRegistry reg;
   CompileResult cr;
   if (int rc = prepare(wf, reg, cr, /*check_files=*/false)) return rc;  // plan without the weights

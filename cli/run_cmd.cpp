@@ -19,6 +19,7 @@
 #include "gemm/gemm.hpp"
 #include "quant/qlinear.hpp"
 #include "calibrate_cmd.hpp"
+#include "distribute.hpp"
 #include "report.hpp"
 #include "run_checkpoint.hpp"
 #include "run_workflow.hpp"
@@ -217,6 +218,20 @@ struct RankWorld {
 // Loads the components and compiles; under MPI rank 0 prints its diagnostics
 // once, and another rank its own only where they differ (a file that rank's
 // node lacks). The exit code (0: `cr` holds the DAG).
+// MPI ranks on rank 0's node (--distribute tpxpp and auto put the shards there), on every rank.
+int ranks_per_node(const RankWorld& w) {
+  if (!w.use_mpi) return 1;
+#ifdef YMLOPT_WITH_STARPU_MPI
+  char host[256] = {};
+  if (gethostname(host, sizeof host - 1) != 0) host[0] = 0;
+  const auto all = mpi_gather_strings(host);
+  const auto n = std::count(all.begin(), all.end(), all.empty() ? std::string() : all[0]);
+  return std::stoi(mpi_broadcast_string(std::to_string(n)));
+#else
+  return 1;
+#endif
+}
+
 int compile_run(const RunArgs& a, const RankWorld& w, ComponentRegistry& reg, CompileResult& cr) {
   std::string diagnostics;
   const int compiled = prepare(a.wf, reg, cr, !a.dry_run, w.use_mpi ? &diagnostics : nullptr);
@@ -523,7 +538,10 @@ bool parse_run_args(const std::vector<std::string>& args, RunArgs& a) {
       "warmup", po::value(&a.warmup),
       "run the workflow N times first in the same process (runtime started, weights mapped and touched), then the "
       "measured run, as a serving process runs a model again; the report is the last run's, the warm-up makespans in "
-      "totals.warmup_us");
+      "totals.warmup_us")(
+      "distribute", po::value(&a.distribute),
+      "split a model over the ranks (--backend starpu-mpi) by the workflow's parameters: tp (tensor parallel), pp "
+      "(pipeline stages), tpxpp (shards within a node, stages across nodes), tp=N,pp=M, or auto");
   add_workflow_options(d, a.wf);
   if (parse_or_help(args, d, &a.wf, true)) return false;
   if (a.wf.file.empty() && a.resume.empty()) throw UsageError("missing workflow file");
@@ -566,6 +584,9 @@ int run_command(RunArgs& a, const RunHooks& hooks) {
   PhaseClock clock;
   const Topology topo = probe_and_check_binding(a);
   const RankWorld world(a.backend == "starpu-mpi" && !a.dry_run);
+  if (!a.distribute.empty())
+    for (auto& s : distribute_sets(a.distribute, a.wf.file, a.wf.sets, world.nranks, ranks_per_node(world)))
+      a.wf.sets.push_back(std::move(s));
   clock.mark("probe");
   ComponentRegistry reg;
   CompileResult cr;

@@ -27,6 +27,7 @@ struct RunArgs {
   std::string where = "any";
   bool quiet = false, verbose = false, dry_run = false, no_history = false;
   int warmup = 0;  // --warmup
+  std::string distribute;  // --distribute (cli/distribute.hpp)
 };
 
 /// What a command running a workflow through run_command watches.

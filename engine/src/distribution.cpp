@@ -221,6 +221,14 @@ DataOwners data_owners(const Dag& dag, int size) {
       std::fill(own[i].begin(), own[i].end(), std::int32_t(d.owner % size));
       continue;
     }
+    if (d.rank_count > 0) {  // ranks=: the tiles over the group by the same rules, the tensor on its first rank
+      const int n = std::min(int(d.rank_count), size);
+      const auto [gp, gq] = grid(n);
+      std::fill(own[i].begin(), own[i].end(), std::int32_t(d.rank_first % size));
+      for (std::int64_t t = 0; t < d.ntiles(); ++t)
+        own[i][size_t(1 + t)] = std::int32_t((d.rank_first + tile_slot(d, t, n, gp, gq)) % size);
+      continue;
+    }
     if (!d.tiled()) {
       untiled.push_back(i);
       continue;

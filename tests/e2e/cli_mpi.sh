@@ -280,6 +280,39 @@ PY
   echo "  $out"
 done
 
+# tensor parallel inside pipeline stages (gpt2_pipeline.xml tp=2 x stages=2 on 4 ranks, chosen
+# with --distribute): equal to gpt2.xml; the bytes equal the estimate's and what tp x pp implies:
+# the pipeline's (stage boundary, ids, embeddings, logits), per layer and block the norm's output
+# to the other shard and its partial output back, the final norm's output to the other LM-head
+# shard, and that shard's logits columns to the stage's first rank (which holds the whole tensor)
+ppw4=("${ppw[@]}" --set heads=4)
+expect_rc 0 "gpt2.xml 4 sequences sequential, 4 heads" -- "$y" run workflows/models/gpt2.xml "${ppw4[@]}" --quiet --backend sequential --out "$tmp/pp4-ref"
+expect_rc 0 "gpt2 tp=2 x 2 stages on 4 ranks (--distribute tp=2,pp=2)" -- mpi 4 run workflows/models/gpt2_pipeline.xml "${ppw4[@]}" \
+  --distribute tp=2,pp=2 --quiet --backend starpu-mpi --ncpu 1 --out "$tmp/tpp"
+expect_rc 0 "gpt2 tp=2 x 2 stages equals gpt2.xml" -- same "$tmp/tpp/logits.npy" "$tmp/pp4-ref/logits.npy" 1e-5
+"$y" estimate workflows/models/gpt2_pipeline.xml "${ppw4[@]}" --distribute auto --nodes 2 --ranks-per-node 2 --ncpu 1 --json >"$tmp/tpp-est.json"
+expect_rc 0 "gpt2 tp=2 x 2 stages: bytes as estimated (--distribute auto on 2 nodes of 2) and as tp x pp implies" -- \
+  python3 - "$tmp/tpp/report.json" "$tmp/tpp-est.json" <<'PY'
+import json, sys
+r, e = (json.load(open(p)) for p in sys.argv[1:3])
+assert r["set"]["tp"] == "2" and r["set"]["stages"] == "2", r["set"]
+real = [(p["bytes_sent"], p["bytes_received"]) for p in r["mpi"]["per_rank"]]
+assert real == [(p["bytes_sent"], p["bytes_received"]) for p in e["per_rank"]], (real, e["per_rank"])
+T, width, vocab, layers, tp = 32, 96, 512, 4, 2
+act = T * width * 4
+pipeline = act + T * 4 + act + T * vocab * 4
+shards = layers * 2 * 2 * (tp - 1) * act + (tp - 1) * act + T * (86 + 86 + 82) * 4  # odd vocab tiles of 86 rows
+assert r["mpi"]["bytes_moved"] == pipeline + shards, (r["mpi"]["bytes_moved"], pipeline + shards)
+print("%d bytes moved = %d pipeline + %d shards" % (pipeline + shards, pipeline, shards))
+PY
+echo "  $out"
+expect_rc 2 "--distribute pp on gpt2.xml" -- "$y" run workflows/models/gpt2.xml "${ppw4[@]}" --distribute pp --dry-run
+expect_in "gpt2.xml has no pipeline parameter 'stages' (workflows/models/gpt2_pipeline.xml has)" "names the pipeline workflow"
+expect_rc 2 "--distribute tp=3 on 4 ranks" -- "$y" estimate workflows/models/gpt2_pipeline.xml "${ppw4[@]}" --distribute tp=3 --nodes 4
+expect_in "3 x 1 shards and stages, but the run has 4 ranks" "says why"
+expect_rc 1 "tp=3 does not divide 4 heads" -- "$y" run workflows/models/gpt2_pipeline.xml "${ppw4[@]}" --set tp=3 --dry-run
+expect_in "tp=3 must divide heads (4) and ffn (384)" "the workflow's require"
+
 # the same for LLaMA (llama_pipeline.xml; the token table on stage 0), 2 stages on 2 ranks:
 # the boundary's activations and the logits to rank 0, nothing else
 "$y" model init --arch llama --preset tiny --seed 4 --layers 4 "$tmp/lpp.safetensors" >/dev/null

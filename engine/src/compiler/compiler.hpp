@@ -159,6 +159,7 @@ class Compiler {
                       bool from_cli, const std::vector<const Attr*>& set_locs);
   void body(const std::vector<Element>& children);
   void let(const Element& e);
+  void require(const Element& e);
   void loop(const Element& e, bool parallel);
   void iterate(const Element& e, bool parallel, const std::string& var, const std::function<bool(std::int64_t&)>& next);
   bool too_many();

@@ -2,6 +2,7 @@
 #include "compiler.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 
 #include "io/tensor_file.hpp"
@@ -76,7 +77,8 @@ std::int32_t Compiler::shared_file_tensor(const DataDecl& d) {
   if (d.init != InitKind::file) return -1;
   std::string key = d.src + '\n' + d.key + '\n' + dtype_name(d.dtype) + shape_str(d.shape) + '\n' +
                     std::to_string(d.tile_rows) + 'x' + std::to_string(d.tile_cols) + '\n' + d.format + '\n' +
-                    d.distribute + '\n' + std::to_string(d.owner) + (d.reshape ? "\nreshape" : "");
+                    d.distribute + '\n' + std::to_string(d.owner) + '\n' + std::to_string(d.rank_first) + '+' +
+                    std::to_string(d.rank_count) + (d.reshape ? "\nreshape" : "");
   for (auto c : d.col_starts) key += ',' + std::to_string(c);
   const auto it = file_data_.find(key);
   if (it == file_data_.end()) {
@@ -203,6 +205,19 @@ void Compiler::data_placement(const Element& e, DataDecl& d) {
       if (*v < 0) diags_.error(a->loc, "owner=" + std::to_string(*v) + " is negative (expected a rank >= 0)");
       d.owner = std::int32_t(*v);
     }
+  }
+  if (const Attr* a = e.find("ranks")) {  // a rank group: "A-B"
+    auto v = render(*a);
+    if (!v) return;
+    long long lo = -1, hi = -1;
+    char tail = 0;
+    if (std::sscanf(v->c_str(), "%lld-%lld%c", &lo, &hi, &tail) != 2 || lo < 0 || hi < lo || hi >= (1LL << 30)) {
+      diags_.error(a->loc, "ranks=\"" + *v + "\" is not a rank range FIRST-LAST (0 <= FIRST <= LAST)");
+      return;
+    }
+    if (e.find("owner")) diags_.error(a->loc, "data '" + d.name + "' has both owner= and ranks=");
+    d.rank_first = std::int32_t(lo);
+    d.rank_count = std::int32_t(hi - lo + 1);
   }
 }
 

@@ -129,6 +129,21 @@ void Compiler::let(const Element& e) {
   vars_.emplace_back(name, *v);
 }
 
+// <require cond= message=>: the workflow refuses parameters it cannot run with.
+void Compiler::require(const Element& e) {
+  const Attr& cond = *e.find("cond");
+  auto c = eval(cond);
+  if (!c) return;
+  const auto n = as_number(*c);
+  if (!n) {
+    diags_.error(cond.loc, "cond=\"" + cond.value + "\" is not a boolean expression");
+    return;
+  }
+  if (*n != 0) return;
+  auto m = render(*e.find("message"));
+  if (m) diags_.error(e.loc, *m + " (" + cond.value + " is false)");
+}
+
 void Compiler::loop(const Element& e, bool parallel) {
   const Attr* var = e.find("var");
   if (!var) {  // a block: for par each child is a branch of its own

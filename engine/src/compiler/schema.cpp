@@ -19,7 +19,7 @@ const std::map<std::string, ElementRule>& rules() {
       {"workflow", {{}, {"name", "version", "xmlns", "checkpoint"}}},
       {"description", {{}, {}}},
       {"param", {{"name"}, {"type", "default", "doc"}}},
-      {"data", {{"name", "shape"}, {"dtype", "tile", "split", "init", "seed", "value", "src", "key", "reshape", "distribute", "owner"}}},
+      {"data", {{"name", "shape"}, {"dtype", "tile", "split", "init", "seed", "value", "src", "key", "reshape", "distribute", "owner", "ranks"}}},
       {"task", {{"component"}, {"name", "where"}}},
       {"in", {{"port", "data"}, {}}},
       {"out", {{"port", "data"}, {}}},
@@ -36,6 +36,7 @@ const std::map<std::string, ElementRule>& rules() {
       {"wait", {{"event"}, {}}},
       {"save", {{"data", "to"}, {"key"}}},
       {"let", {{"name", "value"}, {}}},
+      {"require", {{"cond", "message"}, {}}},
       {"unite", {{}, {"name", "exit", "budget_s", "budget_iters", "save_exit", "mapping", "better"}}},
       {"comethod", {{"name"}, {"keep", "priority", "workers"}}},
       {"until", {{"cond"}, {"max"}}},
@@ -48,7 +49,7 @@ const std::map<std::string, ElementRule>& rules() {
 
 const std::vector<std::string>& body_elements() {
   static const std::vector<std::string> v = {"param",  "data",    "task",     "par",   "seq",   "if",
-                                             "call",   "notify",  "wait",     "save",  "description", "let",
+                                             "call",   "notify",  "wait",     "save",  "description", "let",   "require",
                                              "unite",  "comethod", "until",   "while", "publish", "gather"};
   return v;
 }
@@ -84,7 +85,8 @@ void Compiler::statement(const Element& e) {
   }
   if (!check_attrs(e)) return;
   if (!region_stack_.empty() && dag_.regions[size_t(region_stack_.back())].kind == Region::Kind::unite &&
-      e.name != "comethod" && e.name != "par" && e.name != "seq" && e.name != "if" && e.name != "let") {
+      e.name != "comethod" && e.name != "par" && e.name != "seq" && e.name != "if" && e.name != "let" &&
+      e.name != "require") {
     diags_.error(e.loc, "<" + e.name + "> directly inside <unite>: a unite holds <comethod>s (possibly in <par>, <seq> "
                                        "or <if>), and each co-method holds its own steps");
     return;
@@ -98,6 +100,7 @@ void Compiler::statement(const Element& e) {
   else if (e.name == "wait") wait(e);
   else if (e.name == "save") save(e);
   else if (e.name == "let") let(e);
+  else if (e.name == "require") require(e);
   else if (e.name == "unite") unite(e);
   else if (e.name == "comethod") comethod(e);
   else if (e.name == "until" || e.name == "while") runtime_loop(e);

@@ -58,6 +58,44 @@ TEST(Distribution, OwnersFollowTheBackendRules) {
   EXPECT_EQ(own[size_t(data_index(dag, "small"))][0], 2);
 }
 
+// ranks="A-B": a rank group (a pipeline stage's tensor-parallel shards): tiles
+// by the same rules over the group, the tensor with its first rank.
+TEST(Distribution, RankGroupsPlaceTilesOverTheirRanksOnly) {
+  const Dag dag = compile_ok(R"(<workflow name="groups">
+    <data name="C" shape="8,8" tile="8,2" init="zeros" ranks="2-3"/>
+    <data name="R" shape="8,8" tile="2,8" init="zeros" ranks="4-5" distribute="rows"/>
+    <data name="W" shape="8,8" init="zeros" ranks="3-3"/>
+    <data name="G" shape="8,8" tile="2,2" init="zeros" ranks="0-3"/>
+  </workflow>)");
+  const DataOwners own = data_owners(dag, 6);
+  const auto c = own[size_t(data_index(dag, "C"))];
+  EXPECT_EQ(c, (std::vector<std::int32_t>{2, 2, 3, 2, 3}));
+  const auto r = own[size_t(data_index(dag, "R"))];
+  EXPECT_EQ(r, (std::vector<std::int32_t>{4, 4, 5, 4, 5}));
+  for (auto o : own[size_t(data_index(dag, "W"))]) EXPECT_EQ(o, 3);
+  const auto g = own[size_t(data_index(dag, "G"))];  // a 2 x 2 grid over ranks 0-3, as without ranks= on 4
+  for (int t = 0; t < 16; ++t) EXPECT_EQ(g[size_t(1 + t)], (t / 4 % 2) * 2 + t % 4 % 2) << "tile " << t;
+  // on fewer ranks than the group names: modulo the rank count, as owner=
+  EXPECT_EQ(data_owners(dag, 4)[size_t(data_index(dag, "R"))], (std::vector<std::int32_t>{0, 0, 1, 0, 1}));
+  EXPECT_EQ(data_owners(dag, 1)[size_t(data_index(dag, "C"))], (std::vector<std::int32_t>{0, 0, 0, 0, 0}));
+}
+
+TEST(Distribution, BadRankGroupsAndUnmetRequirementsAreCompileErrors) {
+  Diagnostics diags;
+  EXPECT_FALSE(test::compile(R"(<workflow name="bad">
+    <data name="A" shape="8,8" tile="8,2" init="zeros" ranks="3-1"/>
+    <data name="B" shape="8,8" init="zeros" ranks="x"/>
+    <data name="C" shape="8,8" init="zeros" ranks="0-1" owner="1"/>
+    <param name="tp" type="int" default="5"/>
+    <require cond="${12 % tp == 0}" message="12 heads do not split into ${tp} shards"/>
+  </workflow>)", diags).ok);
+  const std::string bad = diags.str();
+  EXPECT_NE(bad.find("ranks=\"3-1\" is not a rank range"), std::string::npos) << bad;
+  EXPECT_NE(bad.find("ranks=\"x\" is not a rank range"), std::string::npos) << bad;
+  EXPECT_NE(bad.find("both owner= and ranks="), std::string::npos) << bad;
+  EXPECT_NE(bad.find("12 heads do not split into 5 shards"), std::string::npos) << bad;
+}
+
 TEST(Distribution, TaskRunsOnTheOwnerOfItsFirstWrittenOperand) {
   const Dag dag = compile_ok(R"(<workflow name="rank">
     <data name="A" shape="64,256" tile="64,64" init="random" seed="1"/>

@@ -58,9 +58,12 @@ struct DataDecl {
   // Placement on MPI ranks (--backend starpu-mpi; other backends ignore it):
   // distribute="block-cyclic-2d|rows|cols|replicate" ("" = the backend's
   // default), owner="${expr}" = one rank for the whole tensor and its tiles
-  // (taken modulo the number of ranks; -1 = not given).
+  // (taken modulo the number of ranks; -1 = not given), ranks="A-B" = the
+  // tiles placed by the same rules over ranks A..B only, the tensor on A
+  // (rank_count 0 = not given).
   std::string distribute;
   std::int32_t owner = -1;
+  std::int32_t rank_first = 0, rank_count = 0;
 
   bool tiled() const { return tile_rows > 0; }
   /// Column tiles of the given widths (split=; they must add up to cols).
