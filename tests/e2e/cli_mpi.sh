@@ -328,6 +328,20 @@ r = json.load(open(sys.argv[1]))
 implied = 1 * 32 * 96 * 4 + 32 * 512 * 4
 assert r["mpi"]["bytes_moved"] == implied, (r["mpi"]["bytes_moved"], implied)
 PY
+expect_rc 0 "llama tp=2 x 2 stages on 4 ranks (--distribute tp=2,pp=2)" -- mpi 4 run workflows/models/llama_pipeline.xml "${lppw[@]}" \
+  --distribute tp=2,pp=2 --quiet --backend starpu-mpi --ncpu 1 --out "$tmp/ltpp"
+expect_rc 0 "llama tp=2 x 2 stages equals llama.xml" -- same "$tmp/ltpp/logits.npy" "$tmp/lpp-ref/logits.npy" 1e-5
+"$y" estimate workflows/models/llama_pipeline.xml "${lppw[@]}" --distribute auto --nodes 2 --ranks-per-node 2 --ncpu 1 --json >"$tmp/ltpp-est.json"
+expect_rc 0 "llama tp=2 x 2 stages: bytes as estimated and as tp x pp implies" -- \
+  python3 - "$tmp/ltpp/report.json" "$tmp/ltpp-est.json" <<'PY'
+import json, sys
+r, e = (json.load(open(p)) for p in sys.argv[1:3])
+assert r["mpi"]["bytes_moved"] == e["bytes_moved"], (r["mpi"]["bytes_moved"], e["bytes_moved"])
+T, width, vocab, layers, tp = 32, 96, 512, 4, 2
+act = T * width * 4
+implied = act + T * vocab * 4 + layers * 2 * 2 * (tp - 1) * act + (tp - 1) * act + T * 256 * 4  # odd LM-head tiles
+assert r["mpi"]["bytes_moved"] == implied, (r["mpi"]["bytes_moved"], implied)
+PY
 
 # memory that scales with ranks: GPT-2 with 56 MiB of f32 weights in column tiles. Each rank
 # holds what it owns (its tiles in blocks of their own, read from the file; wte whole on its
