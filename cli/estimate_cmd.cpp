@@ -7,6 +7,7 @@
 
 #include "calibrate_cmd.hpp"
 #include "distribute.hpp"
+#include "report.hpp"
 #include "usage_error.hpp"
 #include "workflow_args.hpp"
 #include "ymlopt/xml/diagnostic.hpp"
@@ -45,7 +46,8 @@ struct RankMemory {
   /// Predicted peak RSS of rank r: its data, received copies and temporaries,
   /// plus `overhead` (the process beyond them, measured by earlier runs).
   double rss(const RankEstimate& r, double overhead) const {
-    return double(allocated[size_t(r.rank)] + mapped[size_t(r.rank)] + r.remote_peak_bytes + r.workspace_peak_bytes) +
+    return double(allocated[size_t(r.rank)] + mapped[size_t(r.rank)] + r.remote_peak_bytes + r.workspace_peak_bytes +
+                  r.kept_bytes) +
            overhead;
   }
 };
@@ -81,6 +83,7 @@ nlohmann::json estimate_json(const Dag& dag, const ClusterSpec& spec, const Dist
                      {"owned_bytes", r.owned_bytes},
                      {"remote_peak_bytes", r.remote_peak_bytes},
                      {"workspace_peak_bytes", r.workspace_peak_bytes},
+                     {"kept_bytes", r.kept_bytes},
                      {"peak_bytes", r.peak_bytes()}});
   return {{"format", "ymlopt-estimate-1"},
           {"workflow", dag.name},
@@ -138,13 +141,14 @@ std::string format_estimate(const Dag& dag, const ClusterSpec& spec, const Distr
   std::snprintf(buf, sizeof buf, "communication: %s MiB in %lld messages (%lld join/split no-ops)\n",
                 mib(double(e.bytes_moved)).c_str(), (long long)e.messages, (long long)e.sync_tasks);
   o << buf;
-  o << "rank  node   tasks     busy ms   sent MiB   recv MiB  owned MiB  remote peak MiB  workspace MiB  peak MiB\n";
+  o << "rank  node   tasks     busy ms   sent MiB   recv MiB  owned MiB  remote peak MiB  workspace MiB  kept MiB  "
+       "peak MiB\n";
   for (const RankEstimate& r : e.per_rank) {
-    std::snprintf(buf, sizeof buf, "%4d  %4d  %6lld  %10.1f  %9s  %9s  %9s  %15s  %13s  %8s\n", r.rank, r.node,
+    std::snprintf(buf, sizeof buf, "%4d  %4d  %6lld  %10.1f  %9s  %9s  %9s  %15s  %13s  %8s  %8s\n", r.rank, r.node,
                   (long long)r.tasks, r.busy_s * 1e3, mib(double(r.bytes_sent)).c_str(),
                   mib(double(r.bytes_received)).c_str(), mib(double(r.owned_bytes)).c_str(),
                   mib(double(r.remote_peak_bytes)).c_str(), mib(double(r.workspace_peak_bytes)).c_str(),
-                  mib(double(r.peak_bytes())).c_str());
+                  mib(double(r.kept_bytes)).c_str(), mib(double(r.peak_bytes())).c_str());
     o << buf;
   }
   const RankMemory mem = rank_memory(dag, e.ranks);
@@ -236,6 +240,7 @@ int cmd_estimate(const std::vector<std::string>& args) {
   spec.intra_latency_us = intra_latency;
   auto oh = cal.task_overhead_us.find("starpu");
   spec.sync_seconds = oh != cal.task_overhead_us.end() ? oh->second * 1e-6 : 0;
+  spec.kept_budget_bytes = kept_panel_budget();
   const DistributedEstimate e = estimate_distributed(dag, one.task_s, spec);
   if (json) std::cout << estimate_json(dag, spec, e, one, history.rank_overhead()).dump(1) << "\n";
   else std::cout << format_estimate(dag, spec, e, one, history.rank_overhead());

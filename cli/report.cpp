@@ -315,6 +315,8 @@ nlohmann::json make_report(const Dag& dag, const ExecResult& r, const RunTotals&
   return report;
 }
 
+std::int64_t kept_panel_budget() { return gemm::sgemm_pack_cache_stats().budget + quant::panel_cache_stats().budget; }
+
 std::string trace_json(const Dag& dag, const ExecResult& r, const std::vector<std::int32_t>* task_ranks) {
   // Written as text, not built as a json tree: a generation of a few hundred
   // tokens has hundreds of thousands of task runs.

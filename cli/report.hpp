@@ -52,6 +52,9 @@ nlohmann::json make_report(const Dag& dag, const ExecResult& r, const RunTotals&
                            const std::vector<std::int32_t>* task_ranks = nullptr);
 /// trace.json's text, Chrome trace format (Perfetto): one lane per worker (MPI
 /// runs: one per RANK:WORKER, the task's rank in its args).
+/// What the caches of packed weights (f32 and quantized panels) may keep in this process: their budgets.
+std::int64_t kept_panel_budget();
+
 std::string trace_json(const Dag& dag, const ExecResult& r, const std::vector<std::int32_t>* task_ranks = nullptr);
 /// Per-component table: count, total time, GFLOP/s; and task results.
 std::string summary_table(const Dag& dag, const ExecResult& r, const RunTotals& t);

@@ -401,11 +401,13 @@ void record_rank_overhead(History& h, const Dag& dag, const RunState& s, int ncp
   ClusterSpec spec;
   spec.ranks_per_node = int(ranks.size());
   spec.workers_per_rank = std::max(ncpu, 1);
+  spec.kept_budget_bytes = kept_panel_budget();
   const DistributedEstimate e = estimate_distributed(dag, task_seconds(s.run.result), spec);
   for (size_t r = 0; r < ranks.size() && r < e.per_rank.size(); ++r) {
     const auto& p = ranks[r];
     const double data = p.value("allocated_bytes", 0.0) + p.value("mapped_bytes", 0.0) +
-                        double(e.per_rank[r].remote_peak_bytes + e.per_rank[r].workspace_peak_bytes);
+                        double(e.per_rank[r].remote_peak_bytes + e.per_rank[r].workspace_peak_bytes +
+                               e.per_rank[r].kept_bytes);
     const double rss = p.value("peak_rss_bytes", 0.0);
     if (rss > data) h.rank_overhead_bytes.push_back(rss - data);
   }

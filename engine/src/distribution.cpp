@@ -3,11 +3,13 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <map>
 #include <queue>
 #include <stdexcept>
 #include <string>
 #include <utility>
 
+#include "ymlopt/engine/analysis.hpp"
 #include "ymlopt/unite/placement.hpp"
 
 namespace ymlopt {
@@ -521,6 +523,33 @@ std::int64_t peak_of(std::vector<std::pair<double, double>>& ev) {
 
 }  // namespace
 
+namespace {
+
+// RankEstimate::kept_bytes: per rank, the contents of kept ports that two or
+// more of its tasks read, once each, capped at the caches' budget.
+void kept_by_rank(const Dag& dag, DistributedEstimate& e, std::int64_t budget) {
+  const ContentIds ids = content_ids(dag);
+  std::map<std::pair<std::int32_t, std::uint32_t>, std::pair<int, std::int64_t>> uses;  // (rank, id) -> uses, bytes
+  for (size_t i = 0; i < dag.tasks.size(); ++i) {
+    const TaskNode& t = dag.tasks[i];
+    for (size_t b = 0; b < t.bindings.size() && b < 32; ++b) {
+      const std::uint32_t id = ids.ids[ids.first[i] + b];
+      if (!(t.cost.kept_ports >> b & 1u) || id == 0) continue;
+      const TensorView v = dag.ref_view(t.bindings[b].ref);
+      auto& u = uses[{e.task_ranks[i], id}];
+      ++u.first;
+      u.second = v.rows * v.cols * std::int64_t(dtype_size(v.dtype));
+    }
+  }
+  for (const auto& [key, u] : uses)
+    if (u.first >= 2) {
+      std::int64_t& k = e.per_rank[size_t(key.first)].kept_bytes;
+      k = std::min(budget, k + u.second);
+    }
+}
+
+}  // namespace
+
 DistributedEstimate estimate_distributed(const Dag& dag, const std::vector<double>& seconds, const ClusterSpec& spec) {
   if (seconds.size() != dag.tasks.size()) throw std::invalid_argument("estimate_distributed: one time per task expected");
   if (spec.nodes < 1 || spec.ranks_per_node < 1 || spec.workers_per_rank < 1 || spec.cores_per_node < 0)
@@ -620,6 +649,7 @@ DistributedEstimate estimate_distributed(const Dag& dag, const std::vector<doubl
     e.per_rank[size_t(r)].remote_peak_bytes = peak_of(copy_ev[size_t(r)]);
     e.per_rank[size_t(r)].workspace_peak_bytes = peak_of(work_ev[size_t(r)]);
   }
+  kept_by_rank(dag, e, spec.kept_budget_bytes);
   return e;
 }
 

@@ -111,6 +111,38 @@ TEST(Distribution, TaskRunsOnTheOwnerOfItsFirstWrittenOperand) {
   EXPECT_EQ(task_rank(dag, dag.tasks.back(), own4), 0);  // saving happens on rank 0
 }
 
+// The f32 panel cache packs a weight on its second use: a rank whose tasks read
+// the same weight twice keeps a copy (the pipeline's micro-batches), one that
+// reads each weight once keeps nothing; the budget caps it.
+TEST(Distribution, KeptPanelsCountWhereTwoTasksOfARankReadAWeight) {
+  const Dag dag = compile_ok(R"(<workflow name="kept">
+    <data name="x" shape="32,64" tile="16,64" init="random" seed="1" distribute="rows"/>
+    <data name="W" shape="64,48" init="random" seed="2" owner="0"/>
+    <data name="V" shape="64,48" init="random" seed="3" owner="1"/>
+    <data name="y" shape="32,48" tile="16,48" init="zeros" distribute="rows"/>
+    <data name="z" shape="32,48" tile="16,48" init="zeros" distribute="rows"/>
+    <par var="b" from="0" to="2">
+      <task component="nn.linear"><in port="x" data="x[${b},0]"/><in port="w" data="W"/><out port="y" data="y[${b},0]"/></task>
+    </par>
+    <task component="nn.linear"><in port="x" data="x[1,0]"/><in port="w" data="V"/><out port="y" data="z[1,0]"/></task>
+  </workflow>)");
+  ASSERT_NE(dag.tasks[0].cost.kept_ports, 0u) << "nn.linear keeps f32 panels of a named weight";
+  ClusterSpec spec;
+  spec.ranks_per_node = 2;
+  DistributedEstimate e = estimate_distributed(dag, std::vector<double>(dag.tasks.size(), 1e-3), spec);
+  EXPECT_EQ(e.task_ranks, (std::vector<std::int32_t>{0, 1, 1}));  // y tiles on ranks 0 and 1
+  EXPECT_EQ(e.per_rank[0].kept_bytes, 0);  // W read once on rank 0, V never
+  EXPECT_EQ(e.per_rank[1].kept_bytes, 0);  // W once and V once on rank 1
+  spec.ranks_per_node = 1;
+  e = estimate_distributed(dag, std::vector<double>(dag.tasks.size(), 1e-3), spec);
+  EXPECT_EQ(e.per_rank[0].kept_bytes, 64 * 48 * 4);  // W twice; V once
+  EXPECT_EQ(e.per_rank[0].peak_bytes(),
+            e.per_rank[0].owned_bytes + e.per_rank[0].remote_peak_bytes + e.per_rank[0].workspace_peak_bytes + 64 * 48 * 4);
+  spec.kept_budget_bytes = 1000;
+  e = estimate_distributed(dag, std::vector<double>(dag.tasks.size(), 1e-3), spec);
+  EXPECT_EQ(e.per_rank[0].kept_bytes, 1000);
+}
+
 TEST(Distribution, OneTransferBetweenNodesHasExactBytesAndTime) {
   const Dag dag = compile_ok(kTwoReads);
   ClusterSpec spec;

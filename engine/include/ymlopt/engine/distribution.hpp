@@ -135,6 +135,8 @@ struct ClusterSpec {
   double intra_gbs = 5;         // between ranks of one node (shared memory: a copy)
   double intra_latency_us = 1;  // between ranks of one node, per message
   double sync_seconds = 0;      // a join/split no-op task (the per-task overhead)
+  /// What the kernels' caches of packed weights may keep per rank (their budgets).
+  std::int64_t kept_budget_bytes = std::int64_t(2) << 30;
 };
 
 /// One rank's share of the simulated run.
@@ -147,7 +149,10 @@ struct RankEstimate {
   std::int64_t owned_bytes = 0;        // tensors and tiles it owns
   std::int64_t remote_peak_bytes = 0;  // most copies of others' data held at once
   std::int64_t workspace_peak_bytes = 0;  // most cost.extra_bytes of its tasks at once
-  std::int64_t peak_bytes() const { return owned_bytes + remote_peak_bytes + workspace_peak_bytes; }
+  /// Packed copies its kernels keep (Cost::kept_ports): contents two or more of
+  /// its tasks read (the caches pack on the second use), once each, up to the budget.
+  std::int64_t kept_bytes = 0;
+  std::int64_t peak_bytes() const { return owned_bytes + remote_peak_bytes + workspace_peak_bytes + kept_bytes; }
 };
 
 /// The simulated run.
