@@ -49,7 +49,10 @@ std::string want_shape(const std::vector<PortSpec>& s, std::span<const TensorVie
 }
 
 quant::QWeight qweight(std::span<const TensorView> p, WeightFormat f, const Args& a, int64_t n, int64_t k) {
-  return quant::QWeight::of(f == WeightFormat::int4 ? 4 : 8, p[kW], p[kWScale], p[kWZero], n, k, a.get_int("group"));
+  quant::QWeight w = quant::QWeight::of(f == WeightFormat::int4 ? 4 : 8, p[kW], p[kWScale], p[kWZero], n, k,
+                                        a.get_int("group"));
+  if (!a.get_bool("keep_panels")) w.q_id = w.scale_id = 0;  // unnamed: packed per call, nothing kept
+  return w;
 }
 
 /// Row-pointer array of `rows` entries + 1 indexing `count` entries: monotone and in range.

@@ -108,7 +108,11 @@ void register_transformer(Registry& reg) {
        {"block", ParamType::int_, "0", false, "bsr: block size"},
        {"activations", ParamType::string_, "int8", false,
         "int8/int4: int8 (x quantized per token, the integer VNNI kernels) or f32 (weight-only: the codes "
-        "dequantized a block of rows at a time in cache, then an f32 GEMM)"}},
+        "dequantized a block of rows at a time in cache, then an f32 GEMM)"},
+       {"keep_panels", ParamType::bool_, "true", false,
+        "true: a weight the run reads twice or more is packed into the kernel's panels once and kept (f32, and "
+        "int8/int4 on AVX-512 VNNI); false: packed per call, no copy kept (a weight read a few times, as by a "
+        "pipeline stage's micro-batches, where the copy doubles its memory and packing does not pay)"}},
       linear_cpu, linear_check, linear_cost, YMLOPT_CUDA_KERNEL(linear));
   linear.rate = linear_rate;
   linear.compressed = linear_reader();

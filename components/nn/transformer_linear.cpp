@@ -165,6 +165,7 @@ Cost linear_cost(const TaskShape& t) {
   const double product = f == nn::WeightFormat::dense ? 2 * mn * double(d.k) : nn::compressed_flops(t.ports, f, d.m, d.n, d.k);
   Cost c = kutil::io_cost(linear_ports(), t, product + mn * act_flops(a) + (t.ports[2].bound() ? mn : 0) + (acc ? mn : 0));
   if (acc && a != Act::none) c.extra_bytes = mn * double(dtype_size(t.ports[0].dtype));
+  if (!t.args.get_bool("keep_panels")) return c;
   if (f == nn::WeightFormat::csr && nn::keeps_csr_plan(d.m))  // the GEMV plan, ~1.3x the arrays at 90% zeros
     c.kept_ports = 1u << nn::kW | 1u << nn::kWIndex | 1u << nn::kWPtr;
   if (f == nn::WeightFormat::dense && t.ports[0].dtype == DType::f32 && gemm::keeps_sgemm_panels(d.m, d.n, d.k))
@@ -178,7 +179,7 @@ Cost linear_cost(const TaskShape& t) {
 void linear_cpu(KernelContext& ctx) {
   kutil::validate(ctx, linear_ports(), linear_check);
   const TensorView &x = ctx.port(0), &w = ctx.port(1), &b = ctx.port(2), &y = ctx.port(3), &r = ctx.port(4);
-  const bool tw = ctx.arg_bool("transpose_w"), acc = r.bound();
+  const bool tw = ctx.arg_bool("transpose_w"), acc = r.bound(), keep = ctx.arg_bool("keep_panels");
   const Act a = parse_act(ctx.arg_string("activation"));
   const nn::WeightFormat f = linear_format(ctx.args());
   const int64_t m = y.rows, n = y.cols, k = x.cols;
@@ -196,7 +197,7 @@ void linear_cpu(KernelContext& ctx) {
       if (f == nn::WeightFormat::dense) {
         if constexpr (std::is_same_v<T, float>)  // a named weight is packed once (gemm::sgemm_panels)
           gemm::gemm(false, tw, m, n, k, T(1), xp, ld_of(x), static_cast<const T*>(w.data), ld_of(w),
-                     accumulate ? T(1) : T(0), z, ldz, gemm::OperandIds{0, w.content_id}, kModelGemm);
+                     accumulate ? T(1) : T(0), z, ldz, gemm::OperandIds{0, keep ? w.content_id : 0}, kModelGemm);
         else
           gemm::gemm(false, tw, m, n, k, T(1), xp, ld_of(x), static_cast<const T*>(w.data), ld_of(w),
                      accumulate ? T(1) : T(0), z, ldz, kModelGemm);
