@@ -90,10 +90,11 @@ std::vector<Problem> make_problems(double scale, int64_t k) {
   const double sizes[4] = {1e5, 2e5, 5e5, 1e6};
   for (int i = 0; i < 4; ++i) spectral("disc", {{1.0, 0}, {0.95, 0}}, n_of(sizes[i]), 100 + i, 0.9, false, 0.2);
   for (int i = 0; i < 4; ++i) spectral("box", {{1.0, 0}, {0.97, 0}}, n_of(sizes[i]), 200 + i, 0.9, true, 0.2);
-  for (int i = 0; i < 3; ++i) spectral("clustered", {{1.0, 0}, {0.99, 0}}, n_of(sizes[i]), 300 + i, 0.95, false, 0.2);
+  for (int i = 0; i < 4; ++i) spectral("clustered", {{1.0, 0}, {0.99, 0}}, n_of(sizes[i]), 300 + i, 0.95, false, 0.2);
   for (int i = 0; i < 3; ++i) spectral("pair", {{0.98, 0.05}}, n_of(sizes[i]), 400 + i, 0.9, false, 0.2);
   for (int i = 0; i < 3; ++i) spectral("origin", {{1e-3, 0}, {0.95e-3, 0}}, n_of(sizes[i]), 500 + i, 0.9e-3, false, 0.2);
-  for (double m : {446.0, 631.0, 892.0}) {  // n = (m+1)(m+2)/2: 1e5, 2e5, 4e5
+  // n = (m+1)(m+2)/2: 1e5, 2e5 (at 4e5 ARPACK alone needs over 10 minutes here)
+  for (double m : {446.0, 631.0}) {
     const int64_t mm = std::max<int64_t>(int64_t(m * std::sqrt(scale)), 12);
     ps.push_back({"markov-" + std::to_string((mm + 1) * (mm + 2) / 2), markov_random_walk(mm), Which::largest_real, {}});
   }
