@@ -280,32 +280,39 @@ PY
   echo "  $out"
 done
 
-# tensor parallel inside pipeline stages (gpt2_pipeline.xml tp=2 x stages=2 on 4 ranks, chosen
-# with --distribute): equal to gpt2.xml; the bytes equal the estimate's and what tp x pp implies:
-# the pipeline's (stage boundary, ids, embeddings, logits), per layer and block the norm's output
-# to the other shard and its partial output back, the final norm's output to the other LM-head
-# shard, and that shard's logits columns to the stage's first rank (which holds the whole tensor)
-ppw4=("${ppw[@]}" --set heads=4)
-expect_rc 0 "gpt2.xml 4 sequences sequential, 4 heads" -- "$y" run workflows/models/gpt2.xml "${ppw4[@]}" --quiet --backend sequential --out "$tmp/pp4-ref"
-expect_rc 0 "gpt2 tp=2 x 2 stages on 4 ranks (--distribute tp=2,pp=2)" -- mpi 4 run workflows/models/gpt2_pipeline.xml "${ppw4[@]}" \
-  --distribute tp=2,pp=2 --quiet --backend starpu-mpi --ncpu 1 --out "$tmp/tpp"
-expect_rc 0 "gpt2 tp=2 x 2 stages equals gpt2.xml" -- same "$tmp/tpp/logits.npy" "$tmp/pp4-ref/logits.npy" 1e-5
-"$y" estimate workflows/models/gpt2_pipeline.xml "${ppw4[@]}" --distribute auto --nodes 2 --ranks-per-node 2 --ncpu 1 --json >"$tmp/tpp-est.json"
-expect_rc 0 "gpt2 tp=2 x 2 stages: bytes as estimated (--distribute auto on 2 nodes of 2) and as tp x pp implies" -- \
-  python3 - "$tmp/tpp/report.json" "$tmp/tpp-est.json" <<'PY'
+# tensor parallel inside pipeline stages, chosen with --distribute.
+# tpxpp NAME WF REF_DIR EXTRA ODD_COLS ARGS...: WF on 4 ranks as 2 stages of 2 shards equals REF_DIR's
+# logits; its bytes equal the estimate's (--distribute auto on 2 nodes of 2), per rank, and what tp x pp
+# implies for T = 32, width 96, vocab 512, 4 layers: the stage boundary, the logits to rank 0, EXTRA
+# (GPT-2's ids to and lookup output from the tied table on the last stage), per layer and block the
+# norm's output to the other shard and its partial back, the final norm's output to the other LM-head
+# shard, and that shard's ODD_COLS logits columns to the stage's first rank (which holds the tensor)
+tpxpp() {
+  local name=$1 wf=$2 ref=$3 extra=$4 odd=$5; shift 5
+  expect_rc 0 "$name tp=2 x 2 stages on 4 ranks (--distribute tp=2,pp=2)" -- mpi 4 run "$wf" "$@" \
+    --distribute tp=2,pp=2 --quiet --backend starpu-mpi --ncpu 1 --out "$tmp/tpp-$name"
+  expect_rc 0 "$name tp=2 x 2 stages equals the one-process forward" -- same "$tmp/tpp-$name/logits.npy" "$ref/logits.npy" 1e-5
+  "$y" estimate "$wf" "$@" --distribute auto --nodes 2 --ranks-per-node 2 --ncpu 1 --json >"$tmp/tpp-$name-est.json"
+  expect_rc 0 "$name tp=2 x 2 stages: bytes as estimated and as tp x pp implies" -- \
+    python3 - "$tmp/tpp-$name/report.json" "$tmp/tpp-$name-est.json" "$extra" "$odd" <<'PY'
 import json, sys
 r, e = (json.load(open(p)) for p in sys.argv[1:3])
+extra, odd = int(sys.argv[3]), int(sys.argv[4])
 assert r["set"]["tp"] == "2" and r["set"]["stages"] == "2", r["set"]
 real = [(p["bytes_sent"], p["bytes_received"]) for p in r["mpi"]["per_rank"]]
 assert real == [(p["bytes_sent"], p["bytes_received"]) for p in e["per_rank"]], (real, e["per_rank"])
 T, width, vocab, layers, tp = 32, 96, 512, 4, 2
 act = T * width * 4
-pipeline = act + T * 4 + act + T * vocab * 4
-shards = layers * 2 * 2 * (tp - 1) * act + (tp - 1) * act + T * (86 + 86 + 82) * 4  # odd vocab tiles of 86 rows
+pipeline = act + T * vocab * 4 + extra
+shards = layers * 2 * 2 * (tp - 1) * act + (tp - 1) * act + T * odd * 4
 assert r["mpi"]["bytes_moved"] == pipeline + shards, (r["mpi"]["bytes_moved"], pipeline + shards)
 print("%d bytes moved = %d pipeline + %d shards" % (pipeline + shards, pipeline, shards))
 PY
-echo "  $out"
+  echo "  $out"
+}
+ppw4=("${ppw[@]}" --set heads=4)
+expect_rc 0 "gpt2.xml 4 sequences sequential, 4 heads" -- "$y" run workflows/models/gpt2.xml "${ppw4[@]}" --quiet --backend sequential --out "$tmp/pp4-ref"
+tpxpp gpt2 workflows/models/gpt2_pipeline.xml "$tmp/pp4-ref" $((32 * 4 + 32 * 96 * 4)) $((86 + 86 + 82)) "${ppw4[@]}"  # odd tiles of 86 rows
 expect_rc 2 "--distribute pp on gpt2.xml" -- "$y" run workflows/models/gpt2.xml "${ppw4[@]}" --distribute pp --dry-run
 expect_in "gpt2.xml has no pipeline parameter 'stages' (workflows/models/gpt2_pipeline.xml has)" "names the pipeline workflow"
 expect_rc 2 "--distribute tp=3 on 4 ranks" -- "$y" estimate workflows/models/gpt2_pipeline.xml "${ppw4[@]}" --distribute tp=3 --nodes 4
@@ -328,20 +335,7 @@ r = json.load(open(sys.argv[1]))
 implied = 1 * 32 * 96 * 4 + 32 * 512 * 4
 assert r["mpi"]["bytes_moved"] == implied, (r["mpi"]["bytes_moved"], implied)
 PY
-expect_rc 0 "llama tp=2 x 2 stages on 4 ranks (--distribute tp=2,pp=2)" -- mpi 4 run workflows/models/llama_pipeline.xml "${lppw[@]}" \
-  --distribute tp=2,pp=2 --quiet --backend starpu-mpi --ncpu 1 --out "$tmp/ltpp"
-expect_rc 0 "llama tp=2 x 2 stages equals llama.xml" -- same "$tmp/ltpp/logits.npy" "$tmp/lpp-ref/logits.npy" 1e-5
-"$y" estimate workflows/models/llama_pipeline.xml "${lppw[@]}" --distribute auto --nodes 2 --ranks-per-node 2 --ncpu 1 --json >"$tmp/ltpp-est.json"
-expect_rc 0 "llama tp=2 x 2 stages: bytes as estimated and as tp x pp implies" -- \
-  python3 - "$tmp/ltpp/report.json" "$tmp/ltpp-est.json" <<'PY'
-import json, sys
-r, e = (json.load(open(p)) for p in sys.argv[1:3])
-assert r["mpi"]["bytes_moved"] == e["bytes_moved"], (r["mpi"]["bytes_moved"], e["bytes_moved"])
-T, width, vocab, layers, tp = 32, 96, 512, 4, 2
-act = T * width * 4
-implied = act + T * vocab * 4 + layers * 2 * 2 * (tp - 1) * act + (tp - 1) * act + T * 256 * 4  # odd LM-head tiles
-assert r["mpi"]["bytes_moved"] == implied, (r["mpi"]["bytes_moved"], implied)
-PY
+tpxpp llama workflows/models/llama_pipeline.xml "$tmp/lpp-ref" 0 $((128 + 128)) "${lppw[@]}"  # odd LM-head tiles of 128
 
 # memory that scales with ranks: GPT-2 with 56 MiB of f32 weights in column tiles. Each rank
 # holds what it owns (its tiles in blocks of their own, read from the file; wte whole on its
