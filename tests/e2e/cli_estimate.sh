@@ -27,6 +27,29 @@ expect_in "unknown component 'blas.gem' (did you mean 'blas.gemm'?)" "diagnostic
 expect_rc 0 "help" -- "$y" estimate --help
 expect_in "--ranks-per-node" "options listed"
 
+# --distribute: each form gives the plan of the parameters it stands for (bytes moved and held per
+# rank equal), on a tiny GPT-2 pipeline of 4 layers and 4 heads (no weights needed: a plan)
+pp=(workflows/models/gpt2_pipeline.xml --set batch=4 --set seq=8 --set layers=4 --set width=96 --set heads=4
+  --set vocab=512 --set context=64)
+plan() { "$y" estimate "${pp[@]}" "$@" --ncpu 1 --json | python3 -c "
+import json, sys; e = json.load(sys.stdin); print(e['bytes_moved'], [(p['bytes_sent'], p['allocated_bytes']) for p in e['per_rank']])"; }
+for form in "tp|--set tp=4 --set stages=1|--nodes 1 --ranks-per-node 4" "pp|--set stages=4|--nodes 1 --ranks-per-node 4" \
+  "tpxpp|--set tp=2 --set stages=2|--nodes 2 --ranks-per-node 2" "auto|--set tp=2 --set stages=2|--nodes 2 --ranks-per-node 2" \
+  "auto|--set tp=4 --set stages=1|--nodes 1 --ranks-per-node 4" "tp=2,pp=2|--set tp=2 --set stages=2|--nodes 1 --ranks-per-node 4"; do
+  IFS='|' read -r d sets machine <<<"$form"
+  a=$(plan --distribute "$d" $machine) b=$(plan $sets $machine)
+  if [ -n "$a" ] && [ "$a" = "$b" ]; then echo "ok: --distribute $d on $machine plans as $sets"
+  else echo "FAIL: --distribute $d on $machine: '$a', $sets: '$b'"; fails=$((fails + 1)); fi
+done
+expect_rc 2 "--distribute with a --set of its parameter" -- "$y" estimate "${pp[@]}" --distribute tp --set tp=2 --nodes 2
+expect_in "ymlopt: error: --distribute tp sets tp=2: drop --set tp=2" "message"
+expect_rc 1 "--distribute tpxpp on a node of 3 ranks: 3 shards of 4 heads" -- "$y" estimate "${pp[@]}" --distribute tpxpp --nodes 1 --ranks-per-node 3
+expect_in "tp=3 must divide heads (4) and ffn (384)" "the workflow's require"
+expect_rc 2 "--distribute bogus" -- "$y" estimate "${pp[@]}" --distribute bogus --nodes 2
+expect_in "expected tp, pp, tpxpp, auto or tp=N,pp=M" "message"
+expect_rc 2 "--distribute tp on a workflow without tp" -- "$y" estimate "${gemm[@]}" --distribute tp --nodes 2
+expect_in "tiled_gemm.xml has no tensor-parallel parameter 'tp'" "message"
+
 # the table and the JSON of a 2 x 2 plan
 expect_rc 0 "estimate 2 nodes" -- "$y" estimate "${gemm[@]}" --nodes 2 --ranks-per-node 2 --ncpu 1
 expect_in "workflow 'tiled-gemm': 64 tasks on 4 ranks (2 nodes x 2 ranks, 1 worker each, 2 cores per node)" "header"
