@@ -227,7 +227,7 @@ DataOwners data_owners(const Dag& dag, int size) {
       const int n = std::min(int(d.rank_count), size);
       const auto [gp, gq] = grid(n);
       std::fill(own[i].begin(), own[i].end(), std::int32_t(d.rank_first % size));
-      for (std::int64_t t = 0; t < d.ntiles(); ++t)
+      for (std::int64_t t = 0; d.tiled() && t < d.ntiles(); ++t)
         own[i][size_t(1 + t)] = std::int32_t((d.rank_first + tile_slot(d, t, n, gp, gq)) % size);
       continue;
     }
