@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <filesystem>
 
 #include "usage_error.hpp"
 #include "ymlopt/xml/parser.hpp"
@@ -71,14 +72,16 @@ std::vector<std::string> distribute_sets(const std::string& spec, const std::str
                        std::to_string(std::max(pp, 1)) + " shards and stages, but the run has " +
                        std::to_string(ranks) + " ranks");
   }
-  const std::string name = file.substr(file.find_last_of('/') + 1);
+  const std::filesystem::path path(file);
+  const std::string name = path.filename().string();
+  // a pipeline sibling to suggest (gpt2.xml -> gpt2_pipeline.xml), when there is one
+  const std::filesystem::path sibling = path.parent_path() / (path.stem().string() + "_pipeline.xml");
+  std::error_code ec;
+  const std::string hint = std::filesystem::exists(sibling, ec) ? " (" + sibling.string() + " has)" : "";
   if (want_tp && !has_tp)
     throw UsageError("--distribute " + spec + ": " + name + " has no tensor-parallel parameter 'tp'");
   if (want_pp && !has_pp)
-    throw UsageError("--distribute " + spec + ": " + name + " has no pipeline parameter 'stages'" +
-                     (name.find("_pipeline") == std::string::npos && name.size() > 4
-                          ? " (workflows/models/" + name.substr(0, name.size() - 4) + "_pipeline.xml has)"
-                          : ""));
+    throw UsageError("--distribute " + spec + ": " + name + " has no pipeline parameter 'stages'" + hint);
   std::vector<std::string> out;
   if (has_tp && tp > 1) out.push_back("tp=" + std::to_string(tp));  // else its default: no shards
   if (has_pp) out.push_back("stages=" + std::to_string(std::max(pp, 1)));
