@@ -6,7 +6,7 @@
 // whether each found the wanted eigenvalues.
 //
 //   ymlopt_bench_eigen_suite [--scale 1.0] [--k 2] [--tol-exp 8] [--threads 2] [--only NAME]
-//                            [--max-restarts 20000]
+//                            [--max-restarts 20000] [--subspaces 5,7,10]
 //
 // Cores: MIRAM runs its co-methods one thread each (BLAS 1 thread); ARPACK runs
 // with a `--threads`-way CSR matvec (rows split evenly) and OpenBLAS on
@@ -16,7 +16,8 @@
 // that exact spectrum), the same near the origin, and Saad's Markov random
 // walk (largest real part; checked against ARPACK's values). Prints a row per
 // problem, then the median MIRAM / ARPACK time ratio over the problems both got
-// right, and every problem where MIRAM is slower or wrong.
+// right, and every problem where MIRAM is slower or wrong. ok: yes, bad (converged
+// to other values) or no (did not converge).
 #include <cblas.h>
 
 #include <algorithm>
@@ -135,6 +136,8 @@ struct Outcome {
   int64_t matvecs = 0, winner_matvecs = 0, check_matvecs = 0;
   bool converged = false;
   bool right() const { return converged && err <= 1e-6; }
+  /// "yes"; "bad": converged to other values; "no": did not converge
+  const char* verdict() const { return right() ? "yes" : converged ? "bad" : "no"; }
 };
 
 }  // namespace
@@ -146,9 +149,25 @@ int main(int argc, char** argv) {
   const int threads = std::max(1, int(arg(argc, argv, "--threads", 2)));
   const int64_t max_restarts = int64_t(arg(argc, argv, "--max-restarts", 20000));
   const std::string only = arg_s(argc, argv, "--only", "");
-  std::printf("OpenBLAS core %s; MIRAM(5,7,10) co-methods one thread each, BLAS 1 thread; ARPACK ncv 10, "
+  std::vector<int64_t> subspaces;
+  for (const char* p = arg_s(argc, argv, "--subspaces", "5,7,10"); *p;) {
+    char* end = nullptr;
+    const long m = std::strtol(p, &end, 10);
+    if (end == p || m <= k + 1) {
+      std::fprintf(stderr, "--subspaces: expected sizes > k + 1 separated by commas\n");
+      return 2;
+    }
+    subspaces.push_back(m);
+    p = *end == ',' ? end + 1 : end;
+  }
+  std::string sizes;
+  for (int64_t m : subspaces) {
+    if (!sizes.empty()) sizes += ',';
+    sizes += std::to_string(m);
+  }
+  std::printf("OpenBLAS core %s; MIRAM(%s) co-methods one thread each, BLAS 1 thread; ARPACK ncv 10, "
               "%d-thread matvec and BLAS; %u hardware threads\n",
-              openblas_get_corename(), threads, std::thread::hardware_concurrency());
+              openblas_get_corename(), sizes.c_str(), threads, std::thread::hardware_concurrency());
   std::printf("k %lld, tol %.0e, the same start vector; times in seconds, mv = matvecs (MIRAM: the winning "
               "co-method's / all co-methods'; check: those of check_wanted, in all)\n\n",
               (long long)k, tol);
@@ -185,7 +204,7 @@ int main(int argc, char** argv) {
       o.k = k;
       o.tol = tol;
       o.which = p.which;
-      o.subspaces = {5, 7, 10};
+      o.subspaces = subspaces;
       o.restart = Restart::implicit;
       o.max_restarts = max_restarts;
       o.start = start;
@@ -210,8 +229,8 @@ int main(int argc, char** argv) {
     char mv[32];
     std::snprintf(mv, sizeof mv, "%lld/%lld", (long long)mi.winner_matvecs, (long long)mi.matvecs);
     std::printf("%-18s %9lld %10lld | %9.3f %7lld %3s | %9.3f %15s %7lld %3s | %6.2f\n", p.name.c_str(),
-                (long long)n, (long long)p.a.nnz(), ar.seconds, (long long)ar.matvecs, ar.right() ? "yes" : "NO",
-                mi.seconds, mv, (long long)mi.check_matvecs, mi.right() ? "yes" : "NO", ratio);
+                (long long)n, (long long)p.a.nnz(), ar.seconds, (long long)ar.matvecs, ar.verdict(), mi.seconds, mv,
+                (long long)mi.check_matvecs, mi.verdict(), ratio);
     std::fflush(stdout);
     if (mi.right() && ar.right()) ratios.push_back(ratio);
     if (!mi.right() || ratio > 1) losses.push_back(p.name + (mi.right() ? "" : " (MIRAM wrong or not converged)"));
