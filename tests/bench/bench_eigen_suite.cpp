@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "../unit/eigen/eigen_reference.hpp"
+#include "bench_args.hpp"
 #include "eigen/eigen.hpp"
 #include "eigen/generators.hpp"
 #include "eigen/meram.hpp"
@@ -46,15 +47,8 @@ using cplx = std::complex<double>;
 
 double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
-const char* arg_s(int argc, char** argv, const char* name, const char* def) {
-  for (int i = 1; i + 1 < argc; ++i)
-    if (std::strcmp(argv[i], name) == 0) return argv[i + 1];
-  return def;
-}
-double arg(int argc, char** argv, const char* name, double def) {
-  const char* s = arg_s(argc, argv, name, nullptr);
-  return s ? std::strtod(s, nullptr) : def;
-}
+using bench::arg;
+using bench::arg_s;
 
 struct Problem {
   std::string name;
@@ -150,15 +144,11 @@ int main(int argc, char** argv) {
   const int64_t max_restarts = int64_t(arg(argc, argv, "--max-restarts", 20000));
   const std::string only = arg_s(argc, argv, "--only", "");
   std::vector<int64_t> subspaces;
-  for (const char* p = arg_s(argc, argv, "--subspaces", "5,7,10"); *p;) {
-    char* end = nullptr;
-    const long m = std::strtol(p, &end, 10);
-    if (end == p || m <= k + 1) {
-      std::fprintf(stderr, "--subspaces: expected sizes > k + 1 separated by commas\n");
-      return 2;
-    }
-    subspaces.push_back(m);
-    p = *end == ',' ? end + 1 : end;
+  try {
+    subspaces = parse_subspaces(arg_s(argc, argv, "--subspaces", "5,7,10"));
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "--subspaces: %s\n", e.what());
+    return 2;
   }
   std::string sizes;
   for (int64_t m : subspaces) {

@@ -42,6 +42,7 @@
 #include <vector>
 
 #include "../unit/eigen/eigen_reference.hpp"
+#include "bench_args.hpp"
 #include "eigen/eigen.hpp"
 #include "eigen/generators.hpp"
 #include "eigen/meram.hpp"
@@ -62,15 +63,8 @@ double median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-const char* arg_s(int argc, char** argv, const char* name, const char* def) {
-  for (int i = 1; i + 1 < argc; ++i)
-    if (std::strcmp(argv[i], name) == 0) return argv[i + 1];
-  return def;
-}
-long arg(int argc, char** argv, const char* name, long def) {
-  const char* s = arg_s(argc, argv, name, nullptr);
-  return s ? std::strtol(s, nullptr, 10) : def;
-}
+using bench::arg;
+using bench::arg_s;
 
 struct Case {
   std::string name;
@@ -301,17 +295,17 @@ void run_case(const Case& c, const Settings& st) {
 
 int main(int argc, char** argv) {
   Settings st;
-  st.n = arg(argc, argv, "--n", 2000);
-  st.k = arg(argc, argv, "--k", 2);
-  st.ncv = arg(argc, argv, "--ncv", 10);
+  st.n = int64_t(arg(argc, argv, "--n", 2000));
+  st.k = int64_t(arg(argc, argv, "--k", 2));
+  st.ncv = int64_t(arg(argc, argv, "--ncv", 10));
   st.reps = int(arg(argc, argv, "--reps", 5));
   st.tol = std::pow(10.0, -double(arg(argc, argv, "--tol-exp", 8)));
-  st.cd = arg(argc, argv, "--cd", 40);
-  st.mk = arg(argc, argv, "--markov", 40);
-  st.max_restarts = arg(argc, argv, "--max-restarts", 20000);
+  st.cd = int64_t(arg(argc, argv, "--cd", 40));
+  st.mk = int64_t(arg(argc, argv, "--markov", 40));
+  st.max_restarts = int64_t(arg(argc, argv, "--max-restarts", 20000));
   st.subspaces = parse_subspaces(arg_s(argc, argv, "--subspaces", "5,7,10"));
   st.only = arg_s(argc, argv, "--only", "");
-  st.stall = arg(argc, argv, "--stall", 0);
+  st.stall = int64_t(arg(argc, argv, "--stall", 0));
   st.lockstep = arg(argc, argv, "--deterministic", 0) != 0;
   st.restart_sel = arg_s(argc, argv, "--restart", "both");
   if (st.restart_sel != "explicit" && st.restart_sel != "implicit" && st.restart_sel != "both") {
