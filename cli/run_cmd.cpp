@@ -16,10 +16,10 @@
 #include <thread>
 
 #include "blas_peak.hpp"
-#include "gemm/gemm.hpp"
-#include "quant/qlinear.hpp"
 #include "calibrate_cmd.hpp"
 #include "distribute.hpp"
+#include "gemm/gemm.hpp"
+#include "quant/qlinear.hpp"
 #include "report.hpp"
 #include "run_checkpoint.hpp"
 #include "run_workflow.hpp"
@@ -215,9 +215,6 @@ struct RankWorld {
   }
 };
 
-// Loads the components and compiles; under MPI rank 0 prints its diagnostics
-// once, and another rank its own only where they differ (a file that rank's
-// node lacks). The exit code (0: `cr` holds the DAG).
 // MPI ranks on rank 0's node (--distribute tpxpp and auto put the shards there), on every rank.
 int ranks_per_node(const RankWorld& w) {
   if (!w.use_mpi) return 1;
@@ -232,6 +229,9 @@ int ranks_per_node(const RankWorld& w) {
 #endif
 }
 
+// Loads the components and compiles; under MPI rank 0 prints its diagnostics
+// once, and another rank its own only where they differ (a file that rank's
+// node lacks). The exit code (0: `cr` holds the DAG).
 int compile_run(const RunArgs& a, const RankWorld& w, ComponentRegistry& reg, CompileResult& cr) {
   std::string diagnostics;
   const int compiled = prepare(a.wf, reg, cr, !a.dry_run, w.use_mpi ? &diagnostics : nullptr);

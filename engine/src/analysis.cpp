@@ -88,6 +88,18 @@ std::vector<char> written_data(const Dag& dag) {
   return written;
 }
 
+void for_each_kept_read(const Dag& dag,
+                        const std::function<void(std::size_t task, std::uint32_t id, std::int64_t bytes)>& fn) {
+  const ContentIds ids = content_ids(dag);
+  for (size_t i = 0; i < dag.tasks.size(); ++i)
+    for (size_t b = 0; b < dag.tasks[i].bindings.size() && b < 32; ++b) {
+      const std::uint32_t id = ids.ids[ids.first[i] + b];
+      if (!(dag.tasks[i].cost.kept_ports >> b & 1u) || id == 0) continue;
+      const TensorView v = dag.ref_view(dag.tasks[i].bindings[b].ref);
+      fn(i, id, v.rows * v.cols * std::int64_t(dtype_size(v.dtype)));
+    }
+}
+
 ContentIds content_ids(const Dag& dag) {
   ContentIds c;
   c.first.assign(dag.tasks.size() + 1, 0);

@@ -526,21 +526,17 @@ std::int64_t peak_of(std::vector<std::pair<double, double>>& ev) {
 namespace {
 
 // RankEstimate::kept_bytes: per rank, the contents of kept ports that two or
-// more of its tasks read, once each, capped at the caches' budget.
+// more of its tasks read, once each, capped at the caches' budget. (The weight
+// caches that dominate a rank's memory, the f32 and quantized panels, pack on
+// the second use; predict() counts every kept read once, as the first-use
+// caches of f64 panels and CSR plans keep them.)
 void kept_by_rank(const Dag& dag, DistributedEstimate& e, std::int64_t budget) {
-  const ContentIds ids = content_ids(dag);
   std::map<std::pair<std::int32_t, std::uint32_t>, std::pair<int, std::int64_t>> uses;  // (rank, id) -> uses, bytes
-  for (size_t i = 0; i < dag.tasks.size(); ++i) {
-    const TaskNode& t = dag.tasks[i];
-    for (size_t b = 0; b < t.bindings.size() && b < 32; ++b) {
-      const std::uint32_t id = ids.ids[ids.first[i] + b];
-      if (!(t.cost.kept_ports >> b & 1u) || id == 0) continue;
-      const TensorView v = dag.ref_view(t.bindings[b].ref);
-      auto& u = uses[{e.task_ranks[i], id}];
-      ++u.first;
-      u.second = v.rows * v.cols * std::int64_t(dtype_size(v.dtype));
-    }
-  }
+  for_each_kept_read(dag, [&](std::size_t task, std::uint32_t id, std::int64_t bytes) {
+    auto& u = uses[{e.task_ranks[task], id}];
+    ++u.first;
+    u.second = bytes;
+  });
   for (const auto& [key, u] : uses)
     if (u.first >= 2) {
       std::int64_t& k = e.per_rank[size_t(key.first)].kept_bytes;

@@ -416,17 +416,10 @@ Prediction predict(const Dag& dag, const Calibration& c, int workers, const std:
     p.workspace_bytes = std::int64_t(peak);
   }
   // what kernels keep per content (blas.gemm's packed f64 panels), once each
-  const ContentIds ids = content_ids(dag);
-  std::vector<bool> kept(ids.ids.size() + 1, false);  // by id (ids are dense from 1)
-  for (size_t i = 0; i < n; ++i)
-    for (size_t b = 0; b < dag.tasks[i].bindings.size() && b < 32; ++b) {
-      const std::uint32_t id = ids.ids[ids.first[i] + b];
-      if (!(dag.tasks[i].cost.kept_ports >> b & 1u) || id == 0 || kept[id]) continue;
-      kept[id] = true;
-      const DataRef& r = dag.tasks[i].bindings[b].ref;
-      const TensorView rd = dag.ref_view(r);
-      p.kept_bytes += rd.rows * rd.cols * std::int64_t(dtype_size(rd.dtype));
-    }
+  std::set<std::uint32_t> kept;
+  for_each_kept_read(dag, [&](std::size_t, std::uint32_t id, std::int64_t bytes) {
+    if (kept.insert(id).second) p.kept_bytes += bytes;
+  });
   // memory exactly as DataStore allocates it
   for (const DataDecl& d : dag.data) {
     if (!d.format.empty()) continue;  // no storage: its companions hold the data

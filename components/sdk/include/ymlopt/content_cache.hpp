@@ -10,6 +10,7 @@
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -17,7 +18,6 @@
 #include <list>
 #include <memory>
 #include <mutex>
-#include <atomic>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>

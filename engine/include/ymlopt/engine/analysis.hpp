@@ -1,5 +1,6 @@
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -50,6 +51,12 @@ struct ContentIds {
 };
 
 ContentIds content_ids(const Dag& dag);
+
+/// Calls fn(task, id, bytes) for every read that a kernel may keep a copy of
+/// (a port in the task's Cost::kept_ports with a content id): what the
+/// prediction and the per-rank estimate count as kept.
+void for_each_kept_read(const Dag& dag,
+                        const std::function<void(std::size_t task, std::uint32_t id, std::int64_t bytes)>& fn);
 
 /// written[d] != 0 when some task writes data d (an out or inout port).
 std::vector<char> written_data(const Dag& dag);
