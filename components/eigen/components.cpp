@@ -4,12 +4,15 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "eigen/component_util.hpp"
 #include "eigen/eigen.hpp"
 #include "eigen/meram.hpp"
+#include "eigen/operator_ports.hpp"
 #include "eigen/workflow_components.hpp"
 #include <ymlopt/kernel_util.hpp>
 
@@ -37,9 +40,10 @@ std::string expect_vector(const std::vector<PortSpec>& s, std::span<const Tensor
   return "port '" + s[i].name + "' is " + dims(p[i]) + " but expected [" + to_string(n) + "] (" + why + ")";
 }
 
-/// "" when every bound port from `from` on has the dtype of port 0.
-std::string outputs_dtype(const std::vector<PortSpec>& s, std::span<const TensorView> p, std::size_t from) {
-  for (std::size_t i = from; i < p.size(); ++i)
+/// "" when every bound port in [from, to) has the dtype of port 0.
+std::string outputs_dtype(const std::vector<PortSpec>& s, std::span<const TensorView> p, std::size_t from,
+                          std::size_t to) {
+  for (std::size_t i = from; i < to; ++i)
     if (p[i].bound())
       if (auto m = kutil::same_dtype(s, p, i, 0); !m.empty()) return m;
   return "";
@@ -71,29 +75,6 @@ void write_columns(const TensorView& out, const std::vector<double>& vecs, int64
   });
 }
 
-/// Throws when A is not symmetric to a relative 1e-10 (f64) or 1e-5 (f32).
-void require_symmetric(const double* a, int64_t n, int64_t ld, DType dt) {
-  double amax = 0, dmax = 0;
-  int64_t wi = 0, wj = 0;
-  for (int64_t i = 0; i < n; ++i)
-    for (int64_t j = 0; j < n; ++j) {
-      amax = std::max(amax, std::abs(a[i * ld + j]));
-      if (j > i) {
-        const double d = std::abs(a[i * ld + j] - a[j * ld + i]);
-        if (d > dmax) {
-          dmax = d;
-          wi = i;
-          wj = j;
-        }
-      }
-    }
-  const double rel = dt == DType::f64 ? 1e-10 : 1e-5;
-  if (dmax > rel * amax)
-    throw KernelError("port 'a' is not symmetric: |a[" + to_string(wi) + "," + to_string(wj) + "] - a[" +
-                      to_string(wj) + "," + to_string(wi) + "]| = " + std::to_string(dmax) +
-                      " (use operator=gram for XᵀX, or eigen.arnoldi for a non-symmetric matrix)");
-}
-
 void report_result(KernelContext& ctx, const eigen::EigenResult& r) {
   ctx.report("matvecs", static_cast<double>(r.matvecs));
   ctx.report("check_matvecs", static_cast<double>(r.check_matvecs));
@@ -110,19 +91,66 @@ void report_result(KernelContext& ctx, const eigen::EigenResult& r) {
 
 // ============================================================ eigen.lanczos
 
+enum LanczosPort : std::size_t { kLa, kLvalues, kLvectors, kLindex, kLptr };
+
 const std::vector<PortSpec>& lanczos_ports() {
-  static const std::vector<PortSpec> p = {
-      {"a", Access::read, kFloat, false, 2,
-       "symmetric A [n,n] (operator=matrix), or X [m,n] (operator=gram: the operator is H = XᵀX [n,n])"},
-      {"values", Access::write, kFloat, false, 1, "the k wanted eigenvalues [k], in wanted order"},
-      {"vectors", Access::write, kFloat, true, 2, "their unit eigenvectors as columns [n,k] (optional)"},
-  };
+  static const std::vector<PortSpec> p = [] {
+    std::vector<PortSpec> v = {
+        {"a", Access::read, kFloat, false, 2,
+         "symmetric A [n,n] (operator=matrix; format=csr: its values), or X [m,n] (operator=gram: the operator is "
+         "H = XᵀX [n,n])"},
+        {"values", Access::write, kFloat, false, 1, "the k wanted eigenvalues [k], in wanted order"},
+        {"vectors", Access::write, kFloat, true, 2, "their unit eigenvectors as columns [n,k] (optional)"},
+    };
+    for (auto& c : eigen_util::csr_ports()) v.push_back(c);
+    return v;
+  }();
   return p;
 }
 
-/// Dimension of the operator: n of A [n,n], or the columns of X.
-int64_t op_dim(const TensorView& a, const Args& args) {
-  return args.get_string("operator") == "gram" ? a.cols : a.rows;
+/// Arg operator (matrix: A dense or CSR from port 0 and the index ports at
+/// `index`, index + 1; gram: X [m,n] dense, H = XᵀX): "" and the dimension *n.
+std::string matrix_or_gram(const std::vector<PortSpec>& s, std::span<const TensorView> p, const Args& a,
+                           std::size_t index, int64_t* n) {
+  if (auto m = kutil::one_of(a, "operator", {"matrix", "gram"}); !m.empty()) return m;
+  if (a.get_string("operator") == "matrix") return eigen_util::check_operator(s, p, a, 0, index, index + 1, n);
+  if (eigen_util::format_of(a) == eigen_util::OperatorFormat::csr)
+    return "format=csr needs operator=matrix (operator=gram takes a dense X [m,n])";
+  for (std::size_t i : {index, index + 1})
+    if (p[i].bound()) return "port '" + s[i].name + "' is only read with format=csr and operator=matrix";
+  *n = p[0].cols;
+  if (*n < 1) return "port 'a' is " + dims(p[0]) + ": the operator is empty";
+  return "";
+}
+
+/// The operator of a task with arg operator: a PortOperator, or XᵀX of a dense X.
+class TaskOperator {
+ public:
+  TaskOperator(KernelContext& ctx, std::size_t index) {
+    if (ctx.arg_string("operator") == "gram") {
+      const TensorView& x = ctx.port(0);
+      gram_.emplace(x);
+      op_ = eigen::gram_operator(gram_->data, x.rows, x.cols, gram_->ld);
+    } else {
+      matrix_ = std::make_unique<eigen_util::PortOperator>(ctx.port(0), ctx.port(index), ctx.port(index + 1),
+                                                           eigen_util::format_of(ctx.args()));
+      op_ = matrix_->op();
+    }
+  }
+  const eigen::LinearOperator& op() const { return op_; }
+  /// Null for operator=gram.
+  const eigen_util::PortOperator* matrix() const { return matrix_.get(); }
+
+ private:
+  std::optional<DoubleMatrix> gram_;
+  std::unique_ptr<eigen_util::PortOperator> matrix_;
+  eigen::LinearOperator op_;
+};
+
+/// Multiply-adds of one operator application (gram: two products with X).
+double op_flops(std::span<const TensorView> p, const Args& a) {
+  if (a.get_string("operator") == "gram") return 4.0 * double(p[0].rows) * double(p[0].cols);
+  return eigen_util::matvec_flops(p, a, 0);
 }
 
 std::string lanczos_check(const TaskShape& t) {
@@ -130,17 +158,14 @@ std::string lanczos_check(const TaskShape& t) {
   const auto& p = t.ports;
   const Args& a = t.args;
   if (auto m = kutil::ports_present(s, p); !m.empty()) return m;
-  if (auto m = first_error({kutil::float_dtype(s, p, 0), outputs_dtype(s, p, 1),
-                            kutil::one_of(a, "operator", {"matrix", "gram"}),
+  if (auto m = first_error({kutil::float_dtype(s, p, 0), outputs_dtype(s, p, 1, kLindex),
                             kutil::one_of(a, "which", {"largest", "magnitude"}),
                             kutil::one_of(a, "reorth", {"full", "none"}), positive_float(a, "tol"),
                             int_at_least(a, "max_restarts", 0)});
       !m.empty())
     return m;
-  if (a.get_string("operator") == "matrix")
-    if (auto m = kutil::square(s, p, 0); !m.empty()) return m;
-  const int64_t n = op_dim(p[0], a);
-  if (n < 1) return "port 'a' is " + dims(p[0]) + ": the operator is empty";
+  int64_t n = 0;
+  if (auto m = matrix_or_gram(s, p, a, kLindex, &n); !m.empty()) return m;
   const int64_t k = a.get_int("k");
   return first_error({k_and_subspace(a, n), expect_vector(s, p, 1, k, "k eigenvalues"),
                       expect_shape(s, p, 2, n, k, "n x k eigenvectors")});
@@ -148,26 +173,23 @@ std::string lanczos_check(const TaskShape& t) {
 
 Cost lanczos_cost(const TaskShape& t) {
   if (t.ports.size() != lanczos_ports().size() || lanczos_check(t) != "") return {};
-  const TensorView& a = t.ports[0];
-  const int64_t n = op_dim(a, t.args), m = auto_subspace(t.args, n);
-  const double per_matvec = t.args.get_string("operator") == "gram" ? 4.0 * double(a.rows) * double(a.cols)
-                                                                   : 2.0 * double(n) * double(n);
+  int64_t n = 0;
+  matrix_or_gram(lanczos_ports(), t.ports, t.args, kLindex, &n);
+  const int64_t m = auto_subspace(t.args, n);
   // A guess: three subspace fills; full reorthogonalisation 4 n m per matvec.
   const double matvecs = 3.0 * double(m);
-  Cost c = kutil::io_cost(lanczos_ports(), t, matvecs * (per_matvec + 4.0 * double(n) * double(m)));
+  Cost c = kutil::io_cost(lanczos_ports(), t, matvecs * (op_flops(t.ports, t.args) + 4.0 * double(n) * double(m)));
   c.extra_bytes = 8.0 * double(n) * double(m + 1) + 16.0 * double(m) * double(m);
   return c;
 }
 
 void lanczos_cpu(KernelContext& ctx) {
   kutil::validate(ctx, lanczos_ports(), lanczos_check);
-  const TensorView &a = ctx.port(0), &values = ctx.port(1), &vectors = ctx.port(2);
-  const bool gram = ctx.arg_string("operator") == "gram";
-  const DoubleMatrix d(a);
-  const int64_t n = op_dim(a, ctx.args());
-  if (!gram) require_symmetric(d.data, n, d.ld, a.dtype);
-  const eigen::LinearOperator op =
-      gram ? eigen::gram_operator(d.data, a.rows, a.cols, d.ld) : eigen::dense_operator(d.data, n, d.ld);
+  const TensorView &values = ctx.port(kLvalues), &vectors = ctx.port(kLvectors);
+  const TaskOperator a(ctx, kLindex);
+  if (a.matrix()) a.matrix()->require_symmetric("use operator=gram for XᵀX, or eigen.arnoldi for a non-symmetric matrix");
+  const eigen::LinearOperator& op = a.op();
+  const int64_t n = op.n;
   eigen::LanczosOptions o;
   o.k = ctx.arg_int("k");
   o.subspace = ctx.arg_int("subspace");
@@ -185,15 +207,21 @@ void lanczos_cpu(KernelContext& ctx) {
 
 // ============================================================ eigen.arnoldi
 
+enum ArnoldiPort : std::size_t { kAa, kAvaluesRe, kAvaluesIm, kAvectorsRe, kAvectorsIm, kAindex, kAptr };
+
 const std::vector<PortSpec>& arnoldi_ports() {
-  static const std::vector<PortSpec> p = {
-      {"a", Access::read, kFloat, false, 2, "A [n,n] (need not be symmetric)"},
-      {"values_re", Access::write, kFloat, false, 1, "real parts of the k wanted eigenvalues [k]"},
-      {"values_im", Access::write, kFloat, false, 1,
-       "imaginary parts [k]; a conjugate pair is listed +im first"},
-      {"vectors_re", Access::write, kFloat, true, 2, "real parts of the unit eigenvectors, as columns [n,k] (optional)"},
-      {"vectors_im", Access::write, kFloat, true, 2, "imaginary parts of the eigenvectors [n,k] (optional)"},
-  };
+  static const std::vector<PortSpec> p = [] {
+    std::vector<PortSpec> v = {
+        {"a", Access::read, kFloat, false, 2, "A [n,n] (need not be symmetric); format=csr: its values"},
+        {"values_re", Access::write, kFloat, false, 1, "real parts of the k wanted eigenvalues [k]"},
+        {"values_im", Access::write, kFloat, false, 1, "imaginary parts [k]; a conjugate pair is listed +im first"},
+        {"vectors_re", Access::write, kFloat, true, 2,
+         "real parts of the unit eigenvectors, as columns [n,k] (optional)"},
+        {"vectors_im", Access::write, kFloat, true, 2, "imaginary parts of the eigenvectors [n,k] (optional)"},
+    };
+    for (auto& c : eigen_util::csr_ports()) v.push_back(c);
+    return v;
+  }();
   return p;
 }
 
@@ -213,14 +241,15 @@ std::string arnoldi_check(const TaskShape& t) {
   const auto& p = t.ports;
   const Args& a = t.args;
   if (auto m = kutil::ports_present(s, p); !m.empty()) return m;
-  if (auto m = first_error({kutil::float_dtype(s, p, 0), outputs_dtype(s, p, 1), kutil::square(s, p, 0),
+  if (auto m = first_error({kutil::float_dtype(s, p, 0), outputs_dtype(s, p, 1, kAindex),
                             kutil::one_of(a, "which", {"magnitude", "real"}),
                             kutil::one_of(a, "restart", {"explicit", "implicit"}), positive_float(a, "tol"),
                             int_at_least(a, "max_restarts", 0)});
       !m.empty())
     return m;
-  const int64_t n = p[0].rows, k = a.get_int("k");
-  if (n < 1) return "port 'a' is " + dims(p[0]) + ": the operator is empty";
+  int64_t n = 0;
+  if (auto m = eigen_util::check_operator(s, p, a, kAa, kAindex, kAptr, &n); !m.empty()) return m;
+  const int64_t k = a.get_int("k");
   const int64_t sub = a.get_int("subspace");
   const int64_t m_eff = sub == 0 ? std::max<int64_t>(2 * k + 1, k + 20) : sub;
   return first_error({k_and_subspace(a, n), implicit_sizes(a, n, {m_eff}, "subspace"),
@@ -229,20 +258,27 @@ std::string arnoldi_check(const TaskShape& t) {
                       expect_shape(s, p, 4, n, k, "n x k eigenvectors")});
 }
 
+/// The operator's dimension of a checked eram/meram task.
+int64_t arnoldi_dim(const TaskShape& t) {
+  int64_t n = 0;
+  eigen_util::check_operator(arnoldi_ports(), t.ports, t.args, kAa, kAindex, kAptr, &n);
+  return n;
+}
+
 Cost arnoldi_cost(const TaskShape& t) {
   if (t.ports.size() != arnoldi_ports().size() || arnoldi_check(t) != "") return {};
-  const int64_t n = t.ports[0].rows, m = auto_subspace(t.args, n);
+  const int64_t n = arnoldi_dim(t), m = auto_subspace(t.args, n);
   const double matvecs = 10.0 * double(m);  // a guess: ten cycles
-  Cost c = kutil::io_cost(arnoldi_ports(), t, matvecs * (2.0 * double(n) * double(n) + 4.0 * double(n) * double(m)));
+  Cost c = kutil::io_cost(arnoldi_ports(), t,
+                          matvecs * (eigen_util::matvec_flops(t.ports, t.args, kAa) + 4.0 * double(n) * double(m)));
   c.extra_bytes = 8.0 * double(n) * double(m + 1) + 32.0 * double(m) * double(m);
   return c;
 }
 
 void arnoldi_cpu(KernelContext& ctx) {
   kutil::validate(ctx, arnoldi_ports(), arnoldi_check);
-  const TensorView& a = ctx.port(0);
-  const DoubleMatrix d(a);
-  const int64_t n = a.rows;
+  const eigen_util::PortOperator a(ctx.port(kAa), ctx.port(kAindex), ctx.port(kAptr), eigen_util::format_of(ctx.args()));
+  const int64_t n = a.n();
   eigen::ArnoldiOptions o;
   o.k = ctx.arg_int("k");
   o.subspace = ctx.arg_int("subspace");
@@ -251,7 +287,7 @@ void arnoldi_cpu(KernelContext& ctx) {
   o.which = ctx.arg_string("which") == "real" ? eigen::Which::largest_real : eigen::Which::largest_magnitude;
   o.seed = static_cast<std::uint64_t>(ctx.arg_int("seed"));
   o.restart = eigen::parse_restart(ctx.arg_string("restart"));
-  const eigen::EigenResult r = eigen::arnoldi(eigen::dense_operator(d.data, n, d.ld), o);
+  const eigen::EigenResult r = eigen::arnoldi(a.op(), o);
   report_result(ctx, r);
   if (!r.converged) not_converged("eigen.arnoldi", r, o.tol, o.max_restarts, "max_restarts");
   write_vector(ctx.port(1), r.values_re);
@@ -283,15 +319,16 @@ std::string meram_check(const TaskShape& t) {
   const auto& p = t.ports;
   const Args& a = t.args;
   if (auto m = kutil::ports_present(s, p); !m.empty()) return m;
-  if (auto m = first_error({kutil::float_dtype(s, p, 0), outputs_dtype(s, p, 1), kutil::square(s, p, 0),
+  if (auto m = first_error({kutil::float_dtype(s, p, 0), outputs_dtype(s, p, 1, kAindex),
                             kutil::one_of(a, "which", {"magnitude", "real"}),
                             kutil::one_of(a, "policy", {"best_set", "per_eigenvalue"}),
                             kutil::one_of(a, "restart", {"explicit", "implicit"}), positive_float(a, "tol"),
                             int_at_least(a, "max_restarts", 0), int_at_least(a, "stall_window", 0)});
       !m.empty())
     return m;
-  const int64_t n = p[0].rows, k = a.get_int("k");
-  if (n < 1) return "port 'a' is " + dims(p[0]) + ": the operator is empty";
+  int64_t n = 0;
+  if (auto m = eigen_util::check_operator(s, p, a, kAa, kAindex, kAptr, &n); !m.empty()) return m;
+  const int64_t k = a.get_int("k");
   if (k < 1 || k > n) return "param 'k' is " + to_string(k) + ": must be in [1, n = " + to_string(n) + "]";
   std::string sizes_error = subspaces_check(a, n);
   if (sizes_error.empty()) sizes_error = implicit_sizes(a, n, eigen::parse_subspaces(a.get_string("subspaces")), "subspaces");
@@ -302,23 +339,23 @@ std::string meram_check(const TaskShape& t) {
 
 Cost meram_cost(const TaskShape& t) {
   if (t.ports.size() != arnoldi_ports().size() || meram_check(t) != "") return {};
-  const int64_t n = t.ports[0].rows;
+  const int64_t n = arnoldi_dim(t);
   double msum = 0, mmax = 0;
   for (int64_t m : eigen::parse_subspaces(t.args.get_string("subspaces"))) {
     msum += double(std::min(m, n));
     mmax = std::max(mmax, double(std::min(m, n)));
   }
   const double matvecs = 10.0 * msum;  // a guess: ten cycles of every co-method
-  Cost c = kutil::io_cost(arnoldi_ports(), t, matvecs * (2.0 * double(n) * double(n) + 4.0 * double(n) * mmax));
+  Cost c = kutil::io_cost(arnoldi_ports(), t,
+                          matvecs * (eigen_util::matvec_flops(t.ports, t.args, kAa) + 4.0 * double(n) * mmax));
   c.extra_bytes = 8.0 * double(n) * (msum + 1) + 32.0 * mmax * mmax;
   return c;
 }
 
 void meram_cpu(KernelContext& ctx) {
   kutil::validate(ctx, arnoldi_ports(), meram_check);
-  const TensorView& a = ctx.port(0);
-  const DoubleMatrix d(a);
-  const int64_t n = a.rows;
+  const eigen_util::PortOperator a(ctx.port(kAa), ctx.port(kAindex), ctx.port(kAptr), eigen_util::format_of(ctx.args()));
+  const int64_t n = a.n();
   eigen::MeramOptions o;
   o.k = ctx.arg_int("k");
   o.subspaces = eigen::parse_subspaces(ctx.arg_string("subspaces"));
@@ -331,7 +368,7 @@ void meram_cpu(KernelContext& ctx) {
   o.stall_window = ctx.arg_int("stall_window");
   o.deterministic = ctx.arg_bool("deterministic");
   o.restart = eigen::parse_restart(ctx.arg_string("restart"));
-  const eigen::MeramResult m = eigen::meram(eigen::dense_operator(d.data, n, d.ld), o);
+  const eigen::MeramResult m = eigen::meram(a.op(), o);
   const eigen::EigenResult& r = m.result;
   report_result(ctx, r);
   ctx.report("critical_matvecs", static_cast<double>(m.critical_matvecs));
@@ -366,7 +403,7 @@ std::string svd_check(const TaskShape& t) {
   const auto& p = t.ports;
   const Args& a = t.args;
   if (auto m = kutil::ports_present(s, p); !m.empty()) return m;
-  if (auto m = first_error({kutil::float_dtype(s, p, 0), outputs_dtype(s, p, 1), int_at_least(a, "oversample", 0),
+  if (auto m = first_error({kutil::float_dtype(s, p, 0), outputs_dtype(s, p, 1, s.size()), int_at_least(a, "oversample", 0),
                             int_at_least(a, "power_iters", 0)});
       !m.empty())
     return m;
@@ -428,12 +465,19 @@ void svd_cpu(KernelContext& ctx) {
 
 // ============================================================ eigen.power
 
+enum PowerPort : std::size_t { kPa, kPvalue, kPvector, kPindex, kPptr };
+
 const std::vector<PortSpec>& power_ports() {
-  static const std::vector<PortSpec> p = {
-      {"a", Access::read, kFloat, false, 2, "A [n,n] (operator=matrix), or X [m,n] (operator=gram: H = XᵀX)"},
-      {"value", Access::write, kFloat, false, 1, "the eigenvalue of largest modulus [1] (Rayleigh quotient)"},
-      {"vector", Access::write, kFloat, true, 1, "its unit eigenvector [n] (optional)"},
-  };
+  static const std::vector<PortSpec> p = [] {
+    std::vector<PortSpec> v = {
+        {"a", Access::read, kFloat, false, 2,
+         "A [n,n] (operator=matrix; format=csr: its values), or X [m,n] (operator=gram: H = XᵀX)"},
+        {"value", Access::write, kFloat, false, 1, "the eigenvalue of largest modulus [1] (Rayleigh quotient)"},
+        {"vector", Access::write, kFloat, true, 1, "its unit eigenvector [n] (optional)"},
+    };
+    for (auto& c : eigen_util::csr_ports()) v.push_back(c);
+    return v;
+  }();
   return p;
 }
 
@@ -442,35 +486,29 @@ std::string power_check(const TaskShape& t) {
   const auto& p = t.ports;
   const Args& a = t.args;
   if (auto m = kutil::ports_present(s, p); !m.empty()) return m;
-  if (auto m = first_error({kutil::float_dtype(s, p, 0), outputs_dtype(s, p, 1),
-                            kutil::one_of(a, "operator", {"matrix", "gram"}), positive_float(a, "tol"),
+  if (auto m = first_error({kutil::float_dtype(s, p, 0), outputs_dtype(s, p, 1, kPindex), positive_float(a, "tol"),
                             int_at_least(a, "max_iter", 1)});
       !m.empty())
     return m;
-  if (a.get_string("operator") == "matrix")
-    if (auto m = kutil::square(s, p, 0); !m.empty()) return m;
-  const int64_t n = op_dim(p[0], a);
-  if (n < 1) return "port 'a' is " + dims(p[0]) + ": the operator is empty";
+  int64_t n = 0;
+  if (auto m = matrix_or_gram(s, p, a, kPindex, &n); !m.empty()) return m;
   return first_error({expect_vector(s, p, 1, 1, "one eigenvalue"), expect_vector(s, p, 2, n, "n")});
 }
 
 Cost power_cost(const TaskShape& t) {
   if (t.ports.size() != power_ports().size() || power_check(t) != "") return {};
-  const TensorView& a = t.ports[0];
-  const double per = (t.args.get_string("operator") == "gram" ? 4.0 : 2.0) * double(a.rows) * double(a.cols);
-  Cost c = kutil::io_cost(power_ports(), t, per * std::min<double>(100.0, double(t.args.get_int("max_iter"))));
-  c.extra_bytes = 16.0 * double(op_dim(a, t.args)) + 8.0 * double(a.rows);
+  int64_t n = 0;
+  matrix_or_gram(power_ports(), t.ports, t.args, kPindex, &n);
+  Cost c = kutil::io_cost(power_ports(), t,
+                          op_flops(t.ports, t.args) * std::min<double>(100.0, double(t.args.get_int("max_iter"))));
+  c.extra_bytes = 16.0 * double(n) + 8.0 * double(t.ports[0].rows);
   return c;
 }
 
 void power_cpu(KernelContext& ctx) {
   kutil::validate(ctx, power_ports(), power_check);
-  const TensorView& a = ctx.port(0);
-  const bool gram = ctx.arg_string("operator") == "gram";
-  const DoubleMatrix d(a);
-  const int64_t n = op_dim(a, ctx.args());
-  const eigen::LinearOperator op =
-      gram ? eigen::gram_operator(d.data, a.rows, a.cols, d.ld) : eigen::dense_operator(d.data, n, d.ld);
+  const TaskOperator a(ctx, kPindex);
+  const eigen::LinearOperator& op = a.op();
   eigen::PowerOptions o;
   o.tol = ctx.arg_float("tol");
   o.max_iter = ctx.arg_int("max_iter");
@@ -493,6 +531,7 @@ void register_eigen(Registry& reg) {
   const ParamSpec seed = {"seed", ParamType::int_, "1", false, "seed of the random start vector"};
   const ParamSpec op = {"operator", ParamType::string_, "matrix", false,
                         "matrix: port a is A; gram: port a is X and the operator is XᵀX (never formed)"};
+  const ParamSpec format = eigen_util::format_param();
 
   kutil::add_component(
       reg, "eigen.lanczos",
@@ -501,7 +540,7 @@ void register_eigen(Registry& reg) {
       lanczos_ports(),
       {k, subspace, tol, {"max_restarts", ParamType::int_, "300", false, "restart budget"},
        {"which", ParamType::string_, "largest", false, "largest (algebraic) or magnitude"},
-       {"reorth", ParamType::string_, "full", false, "full or none (three-term recurrence only)"}, op, seed},
+       {"reorth", ParamType::string_, "full", false, "full or none (three-term recurrence only)"}, op, format, seed},
       lanczos_cpu, lanczos_check, lanczos_cost);
   kutil::add_component(
       reg, "eigen.arnoldi",
@@ -514,7 +553,7 @@ void register_eigen(Registry& reg) {
        {"which", ParamType::string_, "magnitude", false, "magnitude (largest |λ|) or real (largest Re λ)"},
        {"restart", ParamType::string_, "explicit", false,
         "explicit (ERAM) or implicit (IRAM: exact shifts by implicit QR, subspace > k + 1)"},
-       seed},
+       format, seed},
       arnoldi_cpu, arnoldi_check, arnoldi_cost);
   kutil::add_component(
       reg, "eigen.meram",
@@ -535,7 +574,7 @@ void register_eigen(Registry& reg) {
         "exchanges in matvec-time order (reproducible counts) instead of fully asynchronous"},
        {"restart", ParamType::string_, "explicit", false,
         "explicit (ERAM co-methods: MERAM) or implicit (IRAM co-methods: MIRAM; every subspace > k + 1)"},
-       seed},
+       format, seed},
       meram_cpu, meram_check, meram_cost);
   kutil::add_component(
       reg, "eigen.svd_topk",
@@ -548,7 +587,7 @@ void register_eigen(Registry& reg) {
   kutil::add_component(
       reg, "eigen.power", "the eigenvalue of largest modulus by power iteration (Rayleigh quotient)", power_ports(),
       {{"tol", ParamType::float_, "1e-8", false, "converged when ||A v - λ v|| <= tol * |λ|"},
-       {"max_iter", ParamType::int_, "1000", false, "iteration budget"}, op, seed},
+       {"max_iter", ParamType::int_, "1000", false, "iteration budget"}, op, format, seed},
       power_cpu, power_check, power_cost);
   register_eigen_workflow(reg);
 }

@@ -15,6 +15,7 @@
 #include "eigen/component_util.hpp"
 #include "eigen/generators.hpp"
 #include "eigen/matrix_market.hpp"
+#include "eigen/operator_ports.hpp"
 #include <ymlopt/kernel_util.hpp>
 
 namespace ymlopt::eigen {
@@ -59,7 +60,6 @@ std::vector<std::complex<double>> parse_spectrum(const std::string& text) {
 namespace ymlopt {
 namespace {
 
-using eigen_util::DoubleMatrix;
 using eigen_util::expect_shape;
 using kutil::dims;
 using kutil::first_error;
@@ -88,17 +88,85 @@ void write_dense(const TensorView& out, const eigen::CsrMatrix& m) {
   });
 }
 
+/// The ports of a task that writes a matrix (eigen.generate, eigen.matrix_market):
+/// a dense [rows, cols], or with format=csr its values [cap], a_index and a_ptr.
+std::vector<PortSpec> matrix_out_ports(const char* dense_doc) {
+  return {{"a", Access::write, kFloat, false, 2,
+           std::string(dense_doc) + "; format=csr: the values [cap] (cap >= nonzeros, the tail zero)"},
+          {"a_index", Access::write, {DType::i32}, true, 1, "format=csr: the column of each value [cap]"},
+          {"a_ptr", Access::write, {DType::i32}, true, 1, "format=csr: row pointers [rows+1]"}};
+}
+
+/// "" when the ports of matrix_out_ports() suit arg format; *rows is the matrix's rows.
+std::string matrix_out_check(const std::vector<PortSpec>& s, std::span<const TensorView> p, const Args& a,
+                             int64_t* rows) {
+  if (auto m = first_error({kutil::float_dtype(s, p, 0), kutil::one_of(a, "format", {"dense", "csr"})}); !m.empty())
+    return m;
+  if (eigen_util::format_of(a) == eigen_util::OperatorFormat::dense) {
+    for (size_t i : {size_t{1}, size_t{2}})
+      if (p[i].bound()) return "port '" + s[i].name + "' is only written with format=csr (this task has format=dense)";
+    *rows = p[0].rows;
+  } else {
+    if (!p[1].bound() || !p[2].bound()) return "format=csr needs ports 'a_index' (columns) and 'a_ptr' (row pointers)";
+    if (p[0].rows != 1) return "port 'a' is " + dims(p[0]) + ": format=csr writes a vector of values [cap]";
+    if (p[1].rows != 1 || p[1].cols != p[0].cols)
+      return "port 'a_index' is " + dims(p[1]) + " but port 'a' holds " + to_string(p[0].cols) +
+             " values: one column per value";
+    if (p[2].rows != 1 || p[2].cols < 2) return "port 'a_ptr' is " + dims(p[2]) + ": row pointers [rows+1], rows >= 1";
+    *rows = p[2].cols - 1;
+  }
+  if (*rows < 1) return "port 'a' is " + dims(p[0]) + ": the matrix is empty";
+  return "";
+}
+
+/// Writes m into the ports of matrix_out_ports() (dense: zero-filled, then the
+/// entries; csr: the arrays, the unused tail zero). `who` starts each error.
+void write_matrix(KernelContext& ctx, const eigen::CsrMatrix& m, const std::string& who) {
+  const TensorView &a = ctx.port(0), &index = ctx.port(1), &ptr = ctx.port(2);
+  if (eigen_util::format_of(ctx.args()) == eigen_util::OperatorFormat::dense) {
+    if (m.rows != a.rows || m.cols != a.cols)
+      throw KernelError(who + ": the matrix is " + to_string(m.rows) + "x" + to_string(m.cols) + " but port 'a' is " +
+                        dims(a));
+    write_dense(a, m);
+  } else {
+    if (m.rows + 1 != ptr.cols)
+      throw KernelError(who + ": the matrix has " + to_string(m.rows) + " rows but port 'a_ptr' is " + dims(ptr) +
+                        " (rows + 1 = " + to_string(m.rows + 1) + " pointers)");
+    if (m.nnz() > a.cols)
+      throw KernelError(who + ": the matrix has " + to_string(m.nnz()) + " nonzeros but ports 'a' and 'a_index' hold " +
+                        to_string(a.cols) + ": size them [" + to_string(m.nnz()) + "] or more");
+    if (m.cols > INT32_MAX || m.nnz() > INT32_MAX)
+      throw KernelError(who + ": " + to_string(m.cols) + " columns and " + to_string(m.nnz()) +
+                        " nonzeros do not fit format=csr's i32 indices");
+    auto* rp = static_cast<std::int32_t*>(ptr.data);
+    auto* ci = static_cast<std::int32_t*>(index.data);
+    for (int64_t i = 0; i <= m.rows; ++i) rp[i] = static_cast<std::int32_t>(m.row_ptr[sz(i)]);
+    for (int64_t e = 0; e < a.cols; ++e) ci[e] = e < m.nnz() ? static_cast<std::int32_t>(m.col[sz(e)]) : 0;
+    kutil::dispatch_float(a.dtype, [&](auto tg) {
+      using T = typename decltype(tg)::type;
+      T* v = static_cast<T*>(a.data);
+      for (int64_t e = 0; e < a.cols; ++e) v[e] = e < m.nnz() ? static_cast<T>(m.val[sz(e)]) : T(0);
+    });
+  }
+  ctx.report("nnz", static_cast<double>(m.nnz()));
+}
+
 // ============================================================ eigen.eram_cycle
 
+enum CyclePort : std::size_t { kCa, kCvectors, kCvalues, kCresidual, kCindex, kCptr };
+
+/// eigen.eram_cycle's ports; eigen.iram_cycle's start with the first four.
 const std::vector<PortSpec>& cycle_ports() {
   static const std::vector<PortSpec> p = {
-      {"a", Access::read, kFloat, false, 2, "A [n,n] (need not be symmetric)"},
+      {"a", Access::read, kFloat, false, 2, "A [n,n] (need not be symmetric); format=csr: its values"},
       {"vectors", Access::read_write, {DType::f64}, false, 2,
        "Ritz vectors [n,k], dgeev style (a conjugate pair: re and im in two columns); all zero: fresh start"},
       {"values", Access::read_write, {DType::f64}, false, 2,
        "Ritz values [k,3]: re, im, residual estimate ||A x - θ x||, in wanted order"},
       {"residual", Access::write, {DType::f64}, false, 2,
        "[1]: largest relative residual of the k pairs (ARPACK floor): <= tol means eigen.arnoldi converged"},
+      eigen_util::csr_ports()[0],
+      eigen_util::csr_ports()[1],
   };
   return p;
 }
@@ -115,22 +183,25 @@ std::vector<ParamSpec> cycle_params(const char* subspace_doc) {
            "k' (ARPACK's anti-stagnation)"},
           {"verify", ParamType::bool_, "true", false,
            "check a converged set against the operator deflated by it (eigen::check_wanted): a more wanted "
-           "eigenvalue outside the set replaces its least wanted pair and the residual port says 1 (not converged)"}};
+           "eigenvalue outside the set replaces its least wanted pair and the residual port says 1 (not converged)"},
+          eigen_util::format_param()};
 }
 
 /// The checks eigen.eram_cycle and eigen.iram_cycle share: their first four
-/// ports (a, vectors, values, residual) and args k, subspace, which and seed.
-std::string pairs_check(const std::vector<PortSpec>& s, std::span<const TensorView> p, const Args& a) {
+/// ports (a, vectors, values, residual), the CSR ports from `index` on, and
+/// args k, subspace, which, seed and format.
+std::string pairs_check(const std::vector<PortSpec>& s, std::span<const TensorView> p, const Args& a,
+                        std::size_t index) {
   if (auto m = first_error({kutil::float_dtype(s, p, 0), f64_port(s, p, 1, "the Ritz vectors are kept in double"),
                             f64_port(s, p, 2, "the Ritz values are kept in double"),
-                            f64_port(s, p, 3, "a double residual"), kutil::square(s, p, 0),
-                            kutil::one_of(a, "which", {"magnitude", "real"}),
+                            f64_port(s, p, 3, "a double residual"), kutil::one_of(a, "which", {"magnitude", "real"}),
                             eigen_util::int_at_least(a, "seed", 0)});
       !m.empty())
     return m;
   if (!(a.get_float("tol") > 0)) return "param 'tol' must be > 0";
-  const int64_t n = p[0].rows, k = a.get_int("k");
-  if (n < 1) return "port 'a' is " + dims(p[0]) + ": the operator is empty";
+  int64_t n = 0;
+  if (auto m = eigen_util::check_operator(s, p, a, 0, index, index + 1, &n); !m.empty()) return m;
+  const int64_t k = a.get_int("k");
   return first_error({eigen_util::k_and_subspace(a, n), expect_shape(s, p, 1, n, k, "n x k Ritz vectors"),
                       expect_shape(s, p, 2, k, 3, "k rows of re, im, residual"),
                       expect_shape(s, p, 3, 1, 1, "one residual")});
@@ -138,15 +209,17 @@ std::string pairs_check(const std::vector<PortSpec>& s, std::span<const TensorVi
 
 std::string cycle_check(const TaskShape& t) {
   if (auto m = kutil::ports_present(cycle_ports(), t.ports); !m.empty()) return m;
-  return pairs_check(cycle_ports(), t.ports, t.args);
+  return pairs_check(cycle_ports(), t.ports, t.args, kCindex);
 }
 
 Cost cycle_cost(const TaskShape& t) {
   if (t.ports.size() != cycle_ports().size() || cycle_check(t) != "") return {};
-  const int64_t n = t.ports[0].rows, m = eigen_util::auto_subspace(t.args, n), k = t.args.get_int("k");
+  const int64_t n = t.ports[kCvectors].rows, m = eigen_util::auto_subspace(t.args, n), k = t.args.get_int("k");
   const double dn = double(n), dm = double(m);
   // m matvecs, MGS with one reorthogonalisation (4 n j per step), dgeev (~10 m³), Ritz vectors (4 n m k).
-  Cost c = kutil::io_cost(cycle_ports(), t, dm * 2 * dn * dn + 4 * dn * dm * dm + 10 * dm * dm * dm + 4 * dn * dm * double(k));
+  Cost c = kutil::io_cost(cycle_ports(), t,
+                          dm * eigen_util::matvec_flops(t.ports, t.args, kCa) + 4 * dn * dm * dm + 10 * dm * dm * dm +
+                              4 * dn * dm * double(k));
   c.extra_bytes = 8.0 * dn * double(m + 1) + 32.0 * dm * dm;
   return c;
 }
@@ -252,8 +325,9 @@ double verify_pairs(KernelContext& ctx, const eigen::LinearOperator& op, const e
 
 void cycle_cpu(KernelContext& ctx) {
   kutil::validate(ctx, cycle_ports(), cycle_check);
-  const TensorView &a = ctx.port(0), &vectors = ctx.port(1), &values = ctx.port(2), &residual = ctx.port(3);
-  const int64_t n = a.rows, k = ctx.arg_int("k");
+  const TensorView &vectors = ctx.port(kCvectors), &values = ctx.port(kCvalues), &residual = ctx.port(kCresidual);
+  const eigen_util::PortOperator a(ctx.port(kCa), ctx.port(kCindex), ctx.port(kCptr), eigen_util::format_of(ctx.args()));
+  const int64_t n = a.n(), k = ctx.arg_int("k");
   const auto seed = static_cast<std::uint64_t>(ctx.arg_int("seed"));
   const eigen::Which which =
       ctx.arg_string("which") == "real" ? eigen::Which::largest_real : eigen::Which::largest_magnitude;
@@ -280,9 +354,8 @@ void cycle_cpu(KernelContext& ctx) {
   } else {
     start = eigen::ritz_restart_vector(unpack_pairs(vectors, values, n, k), n, true);
   }
-  const DoubleMatrix d(a);
   double ritz_norm = 0;
-  const eigen::LinearOperator op = eigen::dense_operator(d.data, n, d.ld);
+  const eigen::LinearOperator& op = a.op();
   const eigen::EigenResult c = eigen::arnoldi_cycle(op, start, k, ctx.arg_int("subspace"), which, seed, &ritz_norm);
   const double worst =
       verify_pairs(ctx, op, c, write_pairs(c, ritz_norm, n, k, vectors, values, residual), which, vectors, values,
@@ -362,9 +435,7 @@ void select_cpu(KernelContext& ctx) {
 // ============================================================ eigen.generate
 
 const std::vector<PortSpec>& generate_ports() {
-  static const std::vector<PortSpec> p = {
-      {"a", Access::write, kFloat, false, 2, "the generated dense matrix A [n,n]"},
-  };
+  static const std::vector<PortSpec> p = matrix_out_ports("the generated matrix A [n,n]");
   return p;
 }
 
@@ -386,21 +457,24 @@ std::string generate_check(const TaskShape& t) {
   const auto& p = t.ports;
   const Args& a = t.args;
   if (auto m = kutil::ports_present(s, p); !m.empty()) return m;
-  if (auto m = first_error({kutil::float_dtype(s, p, 0), kutil::square(s, p, 0),
+  int64_t n = 0;
+  if (auto m = first_error({matrix_out_check(s, p, a, &n),
                             kutil::one_of(a, "kind", {"disc", "box", "schur", "convection_diffusion", "markov"})});
       !m.empty())
     return m;
-  const int64_t n = p[0].rows;
-  if (n < 1) return "port 'a' is " + dims(p[0]) + ": the matrix is empty";
+  const bool csr = eigen_util::format_of(a) == eigen_util::OperatorFormat::csr;
+  if (!csr)
+    if (auto m = kutil::square(s, p, 0); !m.empty()) return m;
   const std::string& kind = a.get_string("kind");
+  if (csr && kind == "schur") return "kind 'schur' makes a dense matrix (Q T Qᵀ): use format=dense";
   if (kind == "convection_diffusion") {
     if (grid_side(n) < 0)
-      return "kind 'convection_diffusion' needs n = nx² (an nx x nx grid) but port 'a' is " + dims(p[0]);
+      return "kind 'convection_diffusion' needs n = nx² (an nx x nx grid) but n is " + to_string(n);
     return "";
   }
   if (kind == "markov") {
     if (markov_m(n) < 0)
-      return "kind 'markov' needs n = (m+1)(m+2)/2 states (3, 6, 10, 15, ...) but port 'a' is " + dims(p[0]);
+      return "kind 'markov' needs n = (m+1)(m+2)/2 states (3, 6, 10, 15, ...) but n is " + to_string(n);
     return "";
   }
   std::vector<std::complex<double>> top;
@@ -411,7 +485,7 @@ std::string generate_check(const TaskShape& t) {
   }
   const int64_t filled = eigen::spectrum_dims(top);
   if (filled > n)
-    return "param 'top' fills " + to_string(filled) + " dimensions but port 'a' is " + dims(p[0]);
+    return "param 'top' fills " + to_string(filled) + " dimensions but n is " + to_string(n);
   if (auto m = first_error({float_in(a, "complex_fraction", 0, 1), eigen_util::int_at_least(a, "upper_per_row", 0),
                             eigen_util::int_at_least(a, "seed", 0), eigen_util::int_at_least(a, "matrix_seed", 0)});
       !m.empty())
@@ -425,17 +499,21 @@ std::string generate_check(const TaskShape& t) {
 
 Cost generate_cost(const TaskShape& t) {
   if (t.ports.size() != generate_ports().size() || generate_check(t) != "") return {};
-  const double n = double(t.ports[0].rows);
+  int64_t rows = 0;
+  matrix_out_check(generate_ports(), t.ports, t.args, &rows);
+  const double n = double(rows);
   // schur: a QR and two n³ products; the others build a sparse matrix
   Cost c = kutil::io_cost(generate_ports(), t, t.args.get_string("kind") == "schur" ? 6.0 * n * n * n : 20.0 * n);
-  c.extra_bytes = 8.0 * n * n + 64.0 * n;  // the dense copy of the CSR matrix
+  c.extra_bytes = 64.0 * n;  // the CSR matrix before it is written out
+  if (eigen_util::format_of(t.args) == eigen_util::OperatorFormat::dense) c.extra_bytes += 8.0 * n * n;
   return c;
 }
 
 void generate_cpu(KernelContext& ctx) {
   kutil::validate(ctx, generate_ports(), generate_check);
   const TensorView& a = ctx.port(0);
-  const int64_t n = a.rows;
+  int64_t n = 0;
+  matrix_out_check(generate_ports(), ctx.ports(), ctx.args(), &n);
   const std::string& kind = ctx.arg_string("kind");
   eigen::CsrMatrix m;
   if (kind == "schur") {
@@ -473,19 +551,13 @@ void generate_cpu(KernelContext& ctx) {
     o.permute = ctx.arg_bool("permute");
     m = eigen::matrix_with_spectrum(eigs, o);
   }
-  if (m.rows != n || m.cols != n)
-    throw KernelError("eigen.generate: kind '" + kind + "' made a " + to_string(m.rows) + "x" + to_string(m.cols) +
-                      " matrix for port 'a' " + dims(a));
-  write_dense(a, m);
-  ctx.report("nnz", static_cast<double>(m.nnz()));
+  write_matrix(ctx, m, "eigen.generate kind '" + kind + "'");
 }
 
 // ============================================================ eigen.matrix_market
 
 const std::vector<PortSpec>& mm_ports() {
-  static const std::vector<PortSpec> p = {
-      {"a", Access::write, kFloat, false, 2, "the file's matrix, dense [rows,cols] (its size must match the file's)"},
-  };
+  static const std::vector<PortSpec> p = matrix_out_ports("the file's matrix, dense [rows,cols] (the file's size)");
   return p;
 }
 
@@ -493,7 +565,8 @@ std::string mm_check(const TaskShape& t) {
   const auto& s = mm_ports();
   const auto& p = t.ports;
   if (auto m = kutil::ports_present(s, p); !m.empty()) return m;
-  if (auto m = kutil::float_dtype(s, p, 0); !m.empty()) return m;
+  int64_t rows = 0;
+  if (auto m = matrix_out_check(s, p, t.args, &rows); !m.empty()) return m;
   if (t.args.get_string("path").empty()) return "param 'path' is empty";
   return "";
 }
@@ -501,28 +574,23 @@ std::string mm_check(const TaskShape& t) {
 Cost mm_cost(const TaskShape& t) {
   if (t.ports.size() != mm_ports().size() || mm_check(t) != "") return {};
   Cost c = kutil::io_cost(mm_ports(), t, 0);
-  c.bytes *= 3;  // the text file is read too (about 3x the dense bytes for a sparse-ish matrix)
+  c.bytes *= 3;  // the text file is read too (about 3x the bytes written)
   return c;
 }
 
 void mm_cpu(KernelContext& ctx) {
   kutil::validate(ctx, mm_ports(), mm_check);
-  const TensorView& a = ctx.port(0);
   namespace fs = std::filesystem;
   const std::string& arg = ctx.arg_string("path");
   const std::string path =
       ctx.run_dir().empty() || fs::path(arg).is_absolute() ? arg : (fs::path(ctx.run_dir()) / arg).string();
   const eigen::CsrMatrix m = eigen::read_matrix_market(path);  // MatrixMarketError: "PATH:LINE: reason"
-  if (m.rows != a.rows || m.cols != a.cols)
-    throw KernelError(path + ": the file holds a " + to_string(m.rows) + "x" + to_string(m.cols) +
-                      " matrix but port 'a' is " + dims(a));
-  write_dense(a, m);
-  ctx.report("nnz", static_cast<double>(m.nnz()));
+  write_matrix(ctx, m, path);
 }
 
 // ============================================================ eigen.iram_cycle
 
-enum IramPort : size_t { kIa, kIvectors, kIvalues, kIresidual, kIbasis, kIhess, kIstate };
+enum IramPort : size_t { kIa, kIvectors, kIvalues, kIresidual, kIbasis, kIhess, kIstate, kIindex, kIptr };
 
 const std::vector<PortSpec>& iram_ports() {
   static const std::vector<PortSpec> p = {
@@ -544,6 +612,8 @@ const std::vector<PortSpec>& iram_ports() {
        2,
        "[k+1, 3]: row 0 (started, ||A|| estimate, next seed), rows 1..k the values this cycle last wrote; all zero: "
        "no factorisation yet"},
+      cycle_ports()[kCindex],
+      cycle_ports()[kCptr],
   };
   return p;
 }
@@ -553,13 +623,13 @@ std::string iram_check(const TaskShape& t) {
   const auto& p = t.ports;
   const Args& a = t.args;
   if (auto m = kutil::ports_present(s, p); !m.empty()) return m;
-  if (auto m = pairs_check(s, p, a); !m.empty()) return m;
+  if (auto m = pairs_check(s, p, a, kIindex); !m.empty()) return m;
   if (auto m = first_error({f64_port(s, p, kIbasis, "the factorisation is kept in double"),
                             f64_port(s, p, kIhess, "the factorisation is kept in double"),
                             f64_port(s, p, kIstate, "the state is kept in double")});
       !m.empty())
     return m;
-  const int64_t n = p[kIa].rows, k = a.get_int("k"), m = eigen_util::auto_subspace(a, n);
+  const int64_t n = p[kIvectors].rows, k = a.get_int("k"), m = eigen_util::auto_subspace(a, n);
   if (m < n && k >= m - 1)
     return "param 'k' is " + to_string(k) + ": an implicit restart needs k < subspace - 1 = " + to_string(m - 1) +
            " (at least 2 shifts)";
@@ -570,23 +640,23 @@ std::string iram_check(const TaskShape& t) {
 
 Cost iram_cost(const TaskShape& t) {
   if (t.ports.size() != iram_ports().size() || iram_check(t) != "") return {};
-  const int64_t n = t.ports[kIa].rows, m = eigen_util::auto_subspace(t.args, n), k = t.args.get_int("k");
+  const int64_t n = t.ports[kIvectors].rows, m = eigen_util::auto_subspace(t.args, n), k = t.args.get_int("k");
   const double dn = double(n), dm = double(m);
   // An implicit restart takes p = m - k' matvecs (the first cycle m): priced at m - k; CGS2 (4 n j per step),
   // two dgeev and the QR sweeps on H (~30 m³), the kept basis (2 n m²) and the Ritz vectors (4 n m k).
-  Cost c = kutil::io_cost(
-      iram_ports(), t,
-      double(m - k) * (2 * dn * dn + 4 * dn * dm) + 30 * dm * dm * dm + 2 * dn * dm * dm + 4 * dn * dm * double(k));
+  Cost c = kutil::io_cost(iram_ports(), t,
+                          double(m - k) * (eigen_util::matvec_flops(t.ports, t.args, kIa) + 4 * dn * dm) +
+                              30 * dm * dm * dm + 2 * dn * dm * dm + 4 * dn * dm * double(k));
   c.extra_bytes = 8.0 * dn * double(2 * m + 3) + 40.0 * dm * dm;
   return c;
 }
 
 void iram_cpu(KernelContext& ctx) {
   kutil::validate(ctx, iram_ports(), iram_check);
-  const TensorView &a = ctx.port(kIa), &vectors = ctx.port(kIvectors), &values = ctx.port(kIvalues),
-                   &residual = ctx.port(kIresidual), &basis = ctx.port(kIbasis), &hess = ctx.port(kIhess),
-                   &state = ctx.port(kIstate);
-  const int64_t n = a.rows, k = ctx.arg_int("k"), m = eigen_util::auto_subspace(ctx.args(), n);
+  const TensorView &vectors = ctx.port(kIvectors), &values = ctx.port(kIvalues), &residual = ctx.port(kIresidual),
+                   &basis = ctx.port(kIbasis), &hess = ctx.port(kIhess), &state = ctx.port(kIstate);
+  const eigen_util::PortOperator a(ctx.port(kIa), ctx.port(kIindex), ctx.port(kIptr), eigen_util::format_of(ctx.args()));
+  const int64_t n = a.n(), k = ctx.arg_int("k"), m = eigen_util::auto_subspace(ctx.args(), n);
   const eigen::Which which =
       ctx.arg_string("which") == "real" ? eigen::Which::largest_real : eigen::Which::largest_magnitude;
   for (size_t port : {kIvectors, kIvalues, kIbasis, kIhess, kIstate}) {
@@ -622,9 +692,8 @@ void iram_cpu(KernelContext& ctx) {
   }
   std::vector<double> restart;
   if (given) restart = eigen::ritz_restart_vector(unpack_pairs(vectors, values, n, k), n, true);
-  const DoubleMatrix d(a);
   double ritz_norm = 0;
-  const eigen::LinearOperator op = eigen::dense_operator(d.data, n, d.ld);
+  const eigen::LinearOperator& op = a.op();
   const eigen::EigenResult c = eigen::iram_cycle(op, fac, restart, k, which, ctx.arg_float("tol"), &ritz_norm);
   double worst = write_pairs(c, ritz_norm, n, k, vectors, values, residual);
   for (int64_t j = 0; j < m; ++j)
@@ -680,7 +749,7 @@ void register_eigen_workflow(Registry& reg) {
       });
   kutil::add_component(
       reg, "eigen.generate",
-      "a dense test matrix A [n,n] (n from the port): kind disc or box (a sparse non-normal matrix with the exact "
+      "a test matrix A [n,n] (n from the port; format=csr: kept sparse, n from a_ptr): kind disc or box (a sparse non-normal matrix with the exact "
       "spectrum 'top' plus a random bulk in a disc or box, eigen::matrix_with_spectrum), schur (dense Q T Qᵀ, Q "
       "random orthogonal, T upper triangular with that spectrum, disc bulk, couplings upper_scale: "
       "eigen::schur_matrix; a value given twice is defective), convection_diffusion "
@@ -700,14 +769,21 @@ void register_eigen_workflow(Registry& reg) {
        {"upper_per_row", ParamType::int_, "3", false, "disc/box: non-normal couplings per first-level row"},
        {"upper_scale", ParamType::float_, "0.5", false, "disc/box/schur: size of the couplings"},
        {"permute", ParamType::bool_, "true", false, "disc/box: hide the block triangular structure"},
-       {"rho", ParamType::float_, "10", false, "convection_diffusion: the convection coefficient"}},
+       {"rho", ParamType::float_, "10", false, "convection_diffusion: the convection coefficient"},
+       {"format", ParamType::string_, "dense", false,
+        "dense (port a is A [n,n]) or csr (a: values [cap], a_index: i32 columns [cap], a_ptr: i32 [n+1]; not for "
+        "kind schur)"}},
       generate_cpu, generate_check, generate_cost);
   kutil::add_component(
       reg, "eigen.matrix_market",
       "reads a Matrix Market file (coordinate or array; real, integer or pattern; general, symmetric or "
-      "skew-symmetric) into a dense matrix; the file's size must equal the port's",
+      "skew-symmetric, the stored half mirrored; duplicates summed) into a dense matrix of the file's size, or with "
+      "format=csr kept sparse (values, columns, row pointers; the error names the nonzero count when a and a_index "
+      "are too small)",
       mm_ports(),
-      {{"path", ParamType::string_, "", true, "the .mtx file (relative paths resolve against the run directory)"}},
+      {{"path", ParamType::string_, "", true, "the .mtx file (relative paths resolve against the run directory)"},
+       {"format", ParamType::string_, "dense", false,
+        "dense (port a is [rows,cols]) or csr (a: values [cap], a_index: i32 columns [cap], a_ptr: i32 [rows+1])"}},
       mm_cpu, mm_check, mm_cost);
 }
 

@@ -9,9 +9,14 @@
 //                        plus its factorisation kept in three inout tensors, so a MIRAM
 //                        co-method is an <until> loop too (workflows/unite/meram.xml,
 //                        implicit=true).
-//   eigen.generate       a dense test matrix A [n,n] from generators.hpp (prescribed
+//   eigen.generate       a test matrix A [n,n] from generators.hpp (prescribed
 //                        spectrum in a disc or box, convection-diffusion, Markov walk).
 //   eigen.matrix_market  a Matrix Market file (matrix_market.hpp) as a dense A [r,c].
+//
+// Every component here (and in components.cpp) takes arg format=csr for a matrix
+// kept sparse: port a then holds the values [cap], a_index their columns and
+// a_ptr the row pointers (operator_ports.hpp); eigen.generate and
+// eigen.matrix_market write the three that way.
 //
 // eigen.eram_cycle ports (n from port a, k from arg k):
 //   a         in     A [n,n], f32 or f64 (f32 is copied to double)

@@ -60,7 +60,9 @@ for c in u["comethods"]:
 busiest = max(x[3] for x in rows); total = sum(x[3] for x in rows)
 # the saved eigenvalues against LAPACK's (numpy.linalg.eigvals of the saved matrix)
 import numpy as np
-a = np.load(sys.argv[1] + "/A.npy"); v = np.load(sys.argv[1] + "/values.npy")
+sys.path.insert(0, "tests/e2e")
+from checks import saved_matrix
+a = saved_matrix(sys.argv[1]); v = np.load(sys.argv[1] + "/values.npy")
 k = v.shape[0]
 exact = np.linalg.eigvals(a); exact = exact[np.argsort(-np.abs(exact))][:k]
 got = v[:, 0] + 1j * v[:, 1]

@@ -47,3 +47,18 @@ def tensor_bytes(path):
         f.seek(8 + n)
         data = f.read()
     return {k: data[v["data_offsets"][0]:v["data_offsets"][1]] for k, v in header(path).items()}
+
+
+def saved_matrix(d):
+    """The matrix workflows/unite/meram.xml saved in folder d (save_matrix=true), dense:
+    A.npy itself, or with format=csr A.npy (values), A_index.npy and A_ptr.npy."""
+    import os
+    import numpy as np
+    a = np.load(d + "/A.npy")
+    if not os.path.exists(d + "/A_ptr.npy"):
+        return a
+    ptr, col = np.load(d + "/A_ptr.npy"), np.load(d + "/A_index.npy")
+    n, nnz = len(ptr) - 1, int(ptr[-1])
+    dense = np.zeros((n, n))
+    np.add.at(dense, (np.repeat(np.arange(n), np.diff(ptr)), col[:nnz]), a[:nnz])
+    return dense

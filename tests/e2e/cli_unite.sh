@@ -20,8 +20,9 @@ check_run() {  # DIR WHAT [PUBLISHES [CO-METHODS]]: values.npy against LAPACK's 
   "$py" - "$1" "$2" "${3:-1}" "${4:-eram12,eram5,eram9}" <<'PY'
 import json, sys
 import numpy as np
+from checks import saved_matrix
 d, what, exchange, want = sys.argv[1], sys.argv[2], sys.argv[3] == "1", sys.argv[4].split(",")
-a = np.load(d + "/A.npy")
+a = saved_matrix(d)
 vals = np.load(d + "/values.npy")
 exact = np.linalg.eigvals(a)
 exact = exact[np.argsort(-np.abs(exact))][:4]
@@ -66,6 +67,45 @@ for e in ev:
 assert any(e["args"]["restarts"] == 1 and e["args"]["explicit"] == 0 for e in ev), "no implicit restart"
 print("ok: MIRAM cycles restart implicitly (%d cycles, %d explicit)" % (len(ev), sum(e["args"]["explicit"] for e in ev)))
 PY
+# a Matrix Market file kept sparse (format=csr, the default): P T Pᵀ with T upper
+# triangular, its diagonal the spectrum (3, 2.5, 2.2 above a bulk in [-1.5, 1.5])
+"$py" - "$tmp/m.mtx" <<'PY'
+import sys
+import numpy as np
+rng = np.random.default_rng(3)
+n = 600
+d = np.concatenate([[3.0, 2.5, 2.2], rng.uniform(-1.5, 1.5, n - 3)])
+rows, cols, vals = list(range(n)), list(range(n)), list(d)
+for i in range(n - 1):
+    for j in rng.choice(np.arange(i + 1, n), size=min(3, n - 1 - i), replace=False):
+        rows.append(i); cols.append(int(j)); vals.append(rng.uniform(-0.5, 0.5))
+p = rng.permutation(n)
+with open(sys.argv[1], "w") as f:
+    f.write("%%MatrixMarket matrix coordinate real general\n%% P T P^T, T upper triangular\n")
+    f.write("%d %d %d\n" % (n, n, len(vals)))
+    for r, c, v in zip(rows, cols, vals):
+        f.write("%d %d %.17g\n" % (p[r] + 1, p[c] + 1, v))
+PY
+mtx_args=(--set matrix="$tmp/m.mtx" --set n=600 --set k=3 --set tol=1e-9 --set save_matrix=true --quiet)
+expect_rc 0 "MIRAM on a Matrix Market file, kept sparse" -- "$bin" run "$wf" "${mtx_args[@]}" --set nnz=2400 \
+  --out "$tmp/mtx"
+"$py" - "$tmp/mtx" <<'PY' || { echo "FAIL: MIRAM on a Matrix Market file"; fails=$((fails + 1)); }
+import sys
+import numpy as np
+from checks import saved_matrix
+d = sys.argv[1]
+a, v = saved_matrix(d), np.load(d + "/values.npy")
+assert np.load(d + "/A_ptr.npy").shape == (601,), "not kept sparse"
+e = np.linalg.eigvals(a)
+e = e[np.argsort(-np.abs(e))][:3]
+err = max(abs(g - x) / abs(x) for g, x in zip(sorted(v[:, 0], reverse=True), e))
+assert err < 1e-8 and np.allclose(sorted(e.real, reverse=True), [3, 2.5, 2.2]), (v, e)
+print("ok: MIRAM on a Matrix Market file (CSR, %d nonzeros): %s, LAPACK %s (max error %.1e)"
+      % (np.load(d + "/A_ptr.npy")[-1], v[:, 0], e.real, err))
+PY
+expect_rc 1 "a Matrix Market file with more nonzeros than nnz" -- "$bin" run "$wf" "${mtx_args[@]}" --set nnz=1000 \
+  --out "$tmp/mtx-small"
+expect_in "has 2394 nonzeros but ports 'a' and 'a_index' hold 1000: size them [2394] or more" "the count that does not fit"
 # the workflow's default mapping is fair (equal worker time per co-method); shared too
 expect_rc 0 "meram with shared workers" -- "$bin" run "$wf" "${case_args[@]}" --set mapping=shared --out "$tmp/shared"
 check_run "$tmp/shared" "MERAM (shared)"

@@ -164,6 +164,8 @@ class Compiler {
   void iterate(const Element& e, bool parallel, const std::string& var, const std::function<bool(std::int64_t&)>& next);
   bool too_many();
   void if_(const Element& e);
+  /// The value of an <if>'s cond=, or nullopt after reporting why it has none.
+  std::optional<bool> condition(const Element& e);
   void call(const Element& e);
   std::string chain(const std::string& last) const;
 

@@ -249,15 +249,22 @@ bool Compiler::too_many() {
   return true;
 }
 
-void Compiler::if_(const Element& e) {
+std::optional<bool> Compiler::condition(const Element& e) {
+  if (!check_attrs(e)) return std::nullopt;
   auto c = eval(*e.find("cond"));
-  if (!c) return;
+  if (!c) return std::nullopt;
   const auto n = as_number(*c);
   if (!n) {
     diags_.error(e.find("cond")->loc, "cond=\"" + e.find("cond")->value + "\" is not a boolean expression");
-    return;
+    return std::nullopt;
   }
-  const bool take = *n != 0;
+  return *n != 0;
+}
+
+void Compiler::if_(const Element& e) {
+  const std::optional<bool> c = condition(e);
+  if (!c) return;
+  const bool take = *c;
   int elses = 0;
   for (const auto& ch : e.children) {
     if (ch.name == "else") {

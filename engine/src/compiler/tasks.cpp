@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <functional>
+#include <optional>
 
 namespace ymlopt::compiler {
 
@@ -76,16 +78,36 @@ void Compiler::task(const Element& e) {
   std::vector<bool> arg_set(c->params.size(), false);
   bool bad = false, unknown_port = false;
   const Describe describe = [&] { return who(); };
-  for (const auto& ch : e.children) {
+  // <in>, <out>, <inout> and <arg>, also inside <if cond> / <else> (a port bound or an arg given only sometimes).
+  std::function<void(const Element&)> child = [&](const Element& ch) {
     if (ch.name == "in" || ch.name == "out" || ch.name == "inout") {
       bad |= !bind_port(ch, c, binds, bound, unknown_port, describe);
     } else if (ch.name == "arg") {
       bad |= !bind_arg(ch, c, args, arg_set, describe);
+    } else if (ch.name == "if") {
+      const std::optional<bool> take = condition(ch);
+      if (!take) {
+        bad = true;
+        return;
+      }
+      int elses = 0;
+      for (const auto& g : ch.children) {
+        if (g.name != "else") {
+          if (*take) child(g);
+          continue;
+        }
+        if (++elses > 1) diags_.error(g.loc, "<if> has more than one <else>");
+        check_attrs(g);
+        if (!*take)
+          for (const auto& h : g.children) child(h);
+      }
     } else {
-      diags_.error(ch.loc, "unknown element <" + ch.name + "> in <task> (expected <in>, <out>, <inout> or <arg>)");
+      diags_.error(ch.loc, "unknown element <" + ch.name +
+                               "> in <task> (expected <in>, <out>, <inout>, <arg> or <if> around them)");
       bad = true;
     }
-  }
+  };
+  for (const auto& ch : e.children) child(ch);
   for (size_t k = 0; k < c->ports.size() && !unknown_port; ++k)
     if (!bound[k] && !c->ports[k].optional) {
       diags_.error(e.loc, who() + ": missing <" + std::string(access_name(c->ports[k].access)) + " port=\"" +

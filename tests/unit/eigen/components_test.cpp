@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "../components/test_context.hpp"
+#include "eigen_registry.hpp"
 #include "eigen/eigen.hpp"
 #include "eigen_reference.hpp"
 
@@ -19,14 +20,8 @@ using test::Mat;
 using test::shape_view;
 using std::int64_t;
 
-const test::TestRegistry& registry() {
-  static const test::TestRegistry reg = [] {
-    test::TestRegistry r;
-    register_eigen(r);
-    return r;
-  }();
-  return reg;
-}
+using eigtest::registry;
+using eigtest::run_error;
 
 template <class T> Mat<T> to_mat(const std::vector<double>& a, int64_t rows, int64_t cols, int64_t pad = 0) {
   Mat<T> m(rows, cols, pad);
@@ -40,16 +35,6 @@ std::vector<double> spectrum(std::vector<double> top, int64_t bulk, double lo, d
   std::uniform_real_distribution<double> u(lo, hi);
   for (int64_t i = 0; i < bulk; ++i) top.push_back(u(g));
   return top;
-}
-
-std::string error_of(const std::string& name, std::vector<TensorView> ports,
-                     const std::map<std::string, std::string>& args) {
-  try {
-    test::run(registry(), name, std::move(ports), args);
-  } catch (const KernelError& e) {
-    return e.what();
-  }
-  return "";
 }
 
 TEST(EigenComponents, AllRegistered) {
@@ -165,7 +150,7 @@ TEST(EigenComponents, PowerOnGram) {
 
 TEST(EigenComponents, CostIsPositive) {
   const ComponentSpec& s = registry().get("eigen.lanczos");
-  test::TestContext ctx(s, {shape_view(DType::f64, 100, 100), shape_view(DType::f64, 1, 5), {}}, {{"k", "5"}});
+  test::TestContext ctx(s, {shape_view(DType::f64, 100, 100), shape_view(DType::f64, 1, 5), {}, {}, {}}, {{"k", "5"}});
   EXPECT_EQ(ctx.check(), "");
   EXPECT_GT(ctx.cost().flops, 0);
   EXPECT_GT(ctx.cost().extra_bytes, 0);
@@ -206,21 +191,21 @@ TEST(EigenComponents, BadInputsHaveClearMessages) {
   const auto a = eigref::nonsymmetric_with_spectrum({{3, 0}, {2, 0}, {1, 0}, {0.5, 0}, {0.2, 0}, {0.1, 0}}, 8, &n);
   auto am = to_mat<double>(a, n, n);
   Mat<double> values(1, 2);
-  EXPECT_NE(error_of("eigen.lanczos", {am.view(), values.view(), none}, {{"k", "2"}}).find("port 'a' is not symmetric"),
+  EXPECT_NE(run_error("eigen.lanczos", {am.view(), values.view(), none}, {{"k", "2"}}).find("port 'a' is not symmetric"),
             std::string::npos);
   const auto s = eigref::symmetric_with_spectrum(spectrum({5, 4.999}, 198, -4.99, 4.99, 9), 10);
   auto sm = to_mat<double>(s, 200, 200);
   const std::string msg =
-      error_of("eigen.lanczos", {sm.view(), values.view(), none}, {{"k", "2"}, {"subspace", "5"}, {"max_restarts", "2"}});
+      run_error("eigen.lanczos", {sm.view(), values.view(), none}, {{"k", "2"}, {"subspace", "5"}, {"max_restarts", "2"}});
   EXPECT_NE(msg.find("eigen.lanczos did not converge within max_restarts = 2: largest residual"), std::string::npos)
       << msg;
   Mat<double> re(1, 2), im(1, 2);
-  const std::string amsg = error_of("eigen.arnoldi", {sm.view(), re.view(), im.view(), none, none},
+  const std::string amsg = run_error("eigen.arnoldi", {sm.view(), re.view(), im.view(), none, none},
                                     {{"k", "2"}, {"subspace", "5"}, {"max_restarts", "1"}});
   EXPECT_NE(amsg.find("eigen.arnoldi did not converge within max_restarts = 1: largest residual"), std::string::npos)
       << amsg;
   Mat<double> value(1, 1);
-  const std::string pmsg = error_of("eigen.power", {sm.view(), value.view(), none}, {{"max_iter", "3"}});
+  const std::string pmsg = run_error("eigen.power", {sm.view(), value.view(), none}, {{"max_iter", "3"}});
   EXPECT_NE(pmsg.find("eigen.power did not converge within max_iter = 3: largest residual"), std::string::npos) << pmsg;
 }
 

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "../components/test_context.hpp"
+#include "eigen_registry.hpp"
 #include "eigen/eigen.hpp"
 #include "eigen/generators.hpp"
 #include "eigen/matrix_market.hpp"
@@ -34,14 +35,8 @@ using std::size_t;
 
 size_t sz(int64_t v) { return static_cast<size_t>(v); }
 
-const test::TestRegistry& registry() {
-  static const test::TestRegistry reg = [] {
-    test::TestRegistry r;
-    register_eigen(r);
-    return r;
-  }();
-  return reg;
-}
+using eigtest::registry;
+using eigtest::run_error;
 
 template <class T> Mat<T> dense_mat(const std::vector<double>& d, int64_t n, int64_t pad = 0) {
   Mat<T> m(n, n, pad);
@@ -313,15 +308,6 @@ TEST(EramCycle, FirstCycleFromZerosIsArnoldisFirstCycle) {
   }
 }
 
-std::string run_error(const std::string& name, std::vector<TensorView> ports,
-                      const std::map<std::string, std::string>& args) {
-  try {
-    test::run(registry(), name, std::move(ports), args);
-  } catch (const KernelError& e) {
-    return e.what();
-  }
-  return "";
-}
 
 TEST(EramCycle, CheckMessages) {
   const auto& r = registry();
@@ -360,7 +346,7 @@ TEST(EramCycle, CheckMessages) {
   EXPECT_EQ(run_error("eigen.eram_cycle", {a.view(), v.view(), vals.view(), res.view()}, k3),
             "port 'values' row 2 column 2 is -1.000000: values must be finite and residuals >= 0");
   // The cost model sees m matvecs of 2n² flops at least.
-  const Cost c = test::TestContext(r.get("eigen.eram_cycle"), {sv(40, 40), sv(40, 3), sv(3, 3), sv(1, 1)}, k3).cost();
+  const Cost c = test::TestContext(r.get("eigen.eram_cycle"), {sv(40, 40), sv(40, 3), sv(3, 3), sv(1, 1), {}, {}}, k3).cost();
   EXPECT_GE(c.flops, 8 * 2.0 * 40 * 40);
 }
 
@@ -595,12 +581,12 @@ TEST(EigenGenerate, ParseSpectrumAndCheckMessages) {
   EXPECT_EQ(test::check(r, "eigen.generate", {sv(10, 10)}, {{"top", "1, x"}}),
             "param 'top' item 'x' in '1, x': not a number (expected \"a\" or \"a+bi\")");
   EXPECT_EQ(test::check(r, "eigen.generate", {sv(3, 3)}, {{"top", "1, 2+1i, 0.5"}}),
-            "param 'top' fills 4 dimensions but port 'a' is 3x3");
+            "param 'top' fills 4 dimensions but n is 3");
   EXPECT_EQ(test::check(r, "eigen.generate", {sv(10, 10)}, {{"kind", "convection_diffusion"}}),
-            "kind 'convection_diffusion' needs n = nx² (an nx x nx grid) but port 'a' is 10x10");
+            "kind 'convection_diffusion' needs n = nx² (an nx x nx grid) but n is 10");
   EXPECT_EQ(test::check(r, "eigen.generate", {sv(16, 16)}, {{"kind", "convection_diffusion"}}), "");
   EXPECT_EQ(test::check(r, "eigen.generate", {sv(11, 11)}, {{"kind", "markov"}}),
-            "kind 'markov' needs n = (m+1)(m+2)/2 states (3, 6, 10, 15, ...) but port 'a' is 11x11");
+            "kind 'markov' needs n = (m+1)(m+2)/2 states (3, 6, 10, 15, ...) but n is 11");
   EXPECT_EQ(test::check(r, "eigen.generate", {sv(10, 10)}, {{"kind", "markov"}}), "");
   EXPECT_EQ(test::check(r, "eigen.generate", {sv(10, 10)}, {{"kind", "random"}}),
             "param 'kind' is 'random': expected one of 'disc', 'box', 'schur', 'convection_diffusion', 'markov'");
@@ -645,7 +631,7 @@ TEST(EigenMatrixMarket, RoundTripSymmetricAndSizeMismatch) {
 
   Mat<double> wrong(n + 1, n + 1);
   EXPECT_EQ(run_error("eigen.matrix_market", {wrong.view()}, {{"path", path}}),
-            path + ": the file holds a " + std::to_string(n) + "x" + std::to_string(n) + " matrix but port 'a' is " +
+            path + ": the matrix is " + std::to_string(n) + "x" + std::to_string(n) + " but port 'a' is " +
                 std::to_string(n + 1) + "x" + std::to_string(n + 1));
   const std::string missing = run_error("eigen.matrix_market", {b.view()}, {{"path", temp_path("missing.mtx")}});
   EXPECT_EQ(missing.rfind(temp_path("missing.mtx"), 0), 0u) << missing;

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "../components/test_context.hpp"
+#include "eigen_registry.hpp"
 #include "eigen/eigen.hpp"
 #include "eigen/generators.hpp"
 #include "eigen/meram.hpp"
@@ -487,14 +488,7 @@ TEST(Miram, BadOptions) {
 
 // ---------------------------------------------------------------- components
 
-const test::TestRegistry& registry() {
-  static const test::TestRegistry reg = [] {
-    test::TestRegistry r;
-    register_eigen(r);
-    return r;
-  }();
-  return reg;
-}
+using eigtest::registry;
 
 TEST(IramComponents, ArnoldiAndMeramWithImplicitRestarts) {
   const Family f = families()[0];  // clustered: ERAM's misconvergence case

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "../components/test_context.hpp"
+#include "eigen_registry.hpp"
 #include "eigen/eigen.hpp"
 #include "eigen/generators.hpp"
 #include "eigen/meram.hpp"
@@ -453,14 +454,7 @@ TEST(Meram, BadOptions) {
 
 // ---------------------------------------------------------------- eigen.meram component
 
-const test::TestRegistry& registry() {
-  static const test::TestRegistry reg = [] {
-    test::TestRegistry r;
-    register_eigen(r);
-    return r;
-  }();
-  return reg;
-}
+using eigtest::registry;
 
 TEST(MeramComponent, ValuesVectorsAndReport) {
   const Problem p = magnitude_problem();

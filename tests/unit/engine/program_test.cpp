@@ -669,3 +669,40 @@ TEST(ProgramDiagnostics, NestedCoMethodsAreCheckedAgainstTheOuterOnes) {
 }
 
 }  // namespace
+
+TEST(Compile, PortsAndArgsInsideIfInATask) {
+  const std::string xml = R"(<workflow name="t">
+  <param name="bias" type="bool" default="false"/>
+  <data name="x" shape="2,3" init="ones"/><data name="w" shape="3,4" init="ones"/><data name="b" shape="4" init="ones"/>
+  <data name="y" shape="2,4"/>
+  <task component="nn.linear"><in port="x" data="x"/><in port="w" data="w"/>
+    <if cond="${bias}"><in port="b" data="b"/><else><arg name="activation" value="relu"/></else></if>
+    <out port="y" data="y"/></task>
+</workflow>)";
+  for (const char* bias : {"false", "true"}) {
+    SCOPED_TRACE(bias);
+    Diagnostics diags;
+    const CompileResult r = test::compile(xml, diags, {{"bias", bias}});
+    ASSERT_TRUE(r.ok) << diags.str();
+    ASSERT_EQ(r.dag.tasks.size(), 1u);
+    const TaskNode& t = r.dag.tasks[0];
+    const bool with = std::string(bias) == "true";
+    EXPECT_EQ(t.bindings[2].ref.data >= 0, with);  // port b
+    EXPECT_EQ(t.args.get_string("activation"), with ? "none" : "relu");
+  }
+  Diagnostics diags;
+  const std::string bad = R"(<workflow name="t"><data name="x" shape="2,3" init="ones"/><data name="w" shape="3,4" init="ones"/>
+  <data name="y" shape="2,4"/>
+  <task component="nn.linear"><in port="x" data="x"/><in port="w" data="w"/><out port="y" data="y"/>
+    <if cond="${'yes'}"><arg name="activation" value="relu"/></if>
+    <if cond="${1}"><else/><else/></if>
+    <save data="y" to="y.npy"/>
+  </task></workflow>)";
+  EXPECT_FALSE(test::compile(bad, diags).ok);
+  const std::string msgs = diags.str();
+  EXPECT_NE(msgs.find("cond=\"${'yes'}\" is not a boolean expression"), std::string::npos) << msgs;
+  EXPECT_NE(msgs.find("<if> has more than one <else>"), std::string::npos) << msgs;
+  EXPECT_NE(msgs.find("unknown element <save> in <task> (expected <in>, <out>, <inout>, <arg> or <if> around them)"),
+            std::string::npos)
+      << msgs;
+}

@@ -1,0 +1,75 @@
+// The operator an eigen.* component works on, read from its ports: a dense
+// A [n,n], or with arg format=csr a square matrix kept sparse in CSR:
+//
+//   a        f32|f64 [cap]  the stored values (the first a_ptr[n] are used)
+//   a_index  i32 [cap]      the column of each value
+//   a_ptr    i32 [n+1]      row i is entries [a_ptr[i], a_ptr[i+1])
+//
+// cap >= the nonzeros, so a workflow sizes the three tensors before the matrix
+// is read or generated (eigen.matrix_market and eigen.generate write them with
+// format=csr, the unused tail zero). The index arrays are checked when the task
+// runs (a lie is a KernelError naming the port and entry, never a read out of
+// bounds); f32 values are copied to double once per task.
+//
+//   const eigen_util::PortOperator a(ctx.port(0), ctx.port(kIndex), ctx.port(kPtr), eigen_util::format_of(ctx.args()));
+//   eigen::arnoldi(a.op(), options);
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "eigen/eigen.hpp"
+#include <ymlopt/sdk.hpp>
+
+namespace ymlopt::eigen_util {
+
+enum class OperatorFormat { dense, csr };
+
+/// Arg `format` (dense | csr) of the task.
+OperatorFormat format_of(const Args& a);
+
+/// The `format` parameter, and the two optional index ports (a_index, a_ptr)
+/// that components append to their port lists.
+ParamSpec format_param();
+std::vector<PortSpec> csr_ports();
+
+/// "" when ports a, index and ptr describe a square operator in the task's
+/// format; then *n is its dimension. The message names the port and the fix.
+std::string check_operator(const std::vector<PortSpec>& s, std::span<const TensorView> p, const Args& args,
+                           std::size_t a, std::size_t index, std::size_t ptr, std::int64_t* n);
+
+/// Multiply-adds of one product with the operator (2 n² dense, 2 cap CSR), for costs.
+double matvec_flops(std::span<const TensorView> p, const Args& args, std::size_t a);
+
+/// The operator of the ports, ready to apply (kept by the object: it must outlive
+/// the solver's use of op()). Throws KernelError on invalid CSR arrays.
+class PortOperator {
+ public:
+  PortOperator(const TensorView& a, const TensorView& index, const TensorView& ptr, OperatorFormat f);
+  PortOperator(const PortOperator&) = delete;
+  PortOperator& operator=(const PortOperator&) = delete;
+
+  const eigen::LinearOperator& op() const { return op_; }
+  std::int64_t n() const { return n_; }
+  /// Stored entries (n² for dense).
+  std::int64_t nnz() const { return nnz_; }
+  /// Throws unless A = Aᵀ to a relative 1e-10 (f64 values) or 1e-5 (f32); `hint`
+  /// ends the message (what to use instead).
+  void require_symmetric(const std::string& hint) const;
+
+ private:
+  std::int64_t n_ = 0, nnz_ = 0;
+  DType dtype_ = DType::f64;
+  OperatorFormat format_;
+  const double* dense_ = nullptr;
+  std::int64_t ld_ = 0;
+  const std::int32_t* ptr_ = nullptr;
+  const std::int32_t* col_ = nullptr;
+  const double* val_ = nullptr;
+  std::vector<double> copy_;  // f32 values (or a dense f32 matrix) as double
+  eigen::LinearOperator op_;
+};
+
+}  // namespace ymlopt::eigen_util
