@@ -49,13 +49,12 @@ void FairShare::leave(std::size_t i) {
 }
 
 bool FairShare::may_go(std::size_t i) const {
-  std::size_t live = 0;
-  bool behind = false;  // a live co-method at work has had less time
+  std::size_t live = 0, behind = 0;  // live co-methods at work, and those of them that have had less time
   for (std::size_t j = 0; j < served_us_.size(); ++j) {
     live += competes(j);
-    if (j != i && competes(j) && served_us_[j] < served_us_[i]) behind = true;
+    if (j != i && competes(j) && served_us_[j] < served_us_[i]) ++behind;
   }
-  return live <= workers_ || !behind;
+  return live <= workers_ || behind < workers_;
 }
 
 }  // namespace ymlopt::unite

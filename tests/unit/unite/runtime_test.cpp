@@ -2,8 +2,10 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "ymlopt/unite/comethods.hpp"
@@ -69,6 +71,26 @@ TEST(UniteFairShare, TheLeastServedGetsTheHighestPriority) {
   f.leave(1);
   EXPECT_EQ(f.priority(0), 0);
   f.wait_turn(0);  // no live co-method at work behind it: no wait
+}
+
+TEST(UniteFairShare, TheWLeastServedGoOnWWorkers) {
+  FairShare f(3, 2);  // 3 co-methods on 2 workers
+  f.add(0, 100), f.add(1, 50);
+  auto waited_ms = [&](std::size_t i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    f.wait_turn(i);
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  };
+  EXPECT_LT(waited_ms(2), 100.0);  // the least served
+  EXPECT_LT(waited_ms(1), 100.0);  // one co-method behind it, two workers: it goes too
+  std::thread later([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(150));
+    f.add(1, 100);  // 1 has now had more than 0: 0 is among the two least served
+  });
+  const double w = waited_ms(0);  // two behind it: it waits for its turn
+  later.join();
+  EXPECT_GE(w, 100.0);
+  EXPECT_LT(w, 1500.0);  // woken by add(), not by wait_turn's 2 s cap
 }
 
 TEST(UnitePlacement, CoMethodsShareWorkersInTurn) {

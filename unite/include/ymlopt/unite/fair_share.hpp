@@ -9,9 +9,9 @@
 // co-method of short parts gets as many parts done as one of long parts).
 // Priorities only order tasks that are ready together; with more live
 // co-methods than workers (two on one worker: each has one part in flight, so
-// they would alternate), a co-method also waits before a part while it has had
-// more worker time than a live one behind it (wait_turn). The least served
-// never waits, and time is added as parts end (a nested unite's parts to every
+// they would alternate), a co-method also waits before a part while as many live
+// co-methods as there are workers have had less worker time than it (wait_turn):
+// the W least served of them go on W workers. The least served never waits, and time is added as parts end (a nested unite's parts to every
 // enclosing co-method), so the waits always end. A co-method whose last part
 // reported `idle` = 1 (it waits for the others' results: compress.search_step
 // with nothing left to try) holds no one back and gets the lowest priority
