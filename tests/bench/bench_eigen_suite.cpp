@@ -7,6 +7,7 @@
 //
 //   ymlopt_bench_eigen_suite [--scale 1.0] [--k 2] [--tol-exp 8] [--threads 2] [--only NAME]
 //                            [--max-restarts 20000] [--subspaces 5,7,10]
+//   ymlopt_bench_eigen_suite --mtx FILE.mtx [--which magnitude|real] ...   # one matrix of yours instead
 //
 // Cores: MIRAM runs its co-methods one thread each (BLAS 1 thread); ARPACK runs
 // with a `--threads`-way CSR matvec (rows split evenly) and OpenBLAS on
@@ -35,6 +36,7 @@
 #include "bench_args.hpp"
 #include "eigen/eigen.hpp"
 #include "eigen/generators.hpp"
+#include "eigen/matrix_market.hpp"
 #include "eigen/meram.hpp"
 
 extern "C" char* openblas_get_corename(void);
@@ -129,6 +131,7 @@ struct Outcome {
   double seconds = 0, err = INFINITY;
   int64_t matvecs = 0, winner_matvecs = 0, check_matvecs = 0;
   bool converged = false;
+  std::vector<cplx> values;  // what it returned
   bool right() const { return converged && err <= 1e-6; }
   /// "yes"; "bad": converged to other values; "no": did not converge
   const char* verdict() const { return right() ? "yes" : converged ? "bad" : "no"; }
@@ -166,11 +169,27 @@ int main(int argc, char** argv) {
   std::vector<double> ratios;
   std::vector<std::string> losses;
   int problems = 0, miram_right = 0, arpack_right = 0;
-  for (Problem& p : make_problems(scale, k)) {
+  std::vector<Problem> suite;
+  if (const std::string mtx = arg_s(argc, argv, "--mtx", ""); !mtx.empty()) {
+    // checked against ARPACK's values, as the Markov walks are
+    const Which which = std::string(arg_s(argc, argv, "--which", "magnitude")) == "real" ? Which::largest_real
+                                                                           : Which::largest_magnitude;
+    try {
+      suite.push_back({mtx.substr(mtx.find_last_of('/') + 1), read_matrix_market(mtx), which, {}});
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "%s\n", e.what());
+      return 1;
+    }
+  } else {
+    suite = make_problems(scale, k);
+  }
+  for (Problem& p : suite) {
     if (!only.empty() && p.name.rfind(only, 0) != 0) continue;
     ++problems;
     const int64_t n = p.a.rows;
     const std::vector<double> start = random_vector(n, 7);
+    if (p.wanted.empty() && n <= 3000)  // a matrix of yours, small enough for LAPACK
+      p.wanted = most_wanted(eigref::lapack_geev(to_dense(p.a), n), k, p.which);
     // ARPACK
     Outcome ar;
     {
@@ -185,6 +204,7 @@ int main(int argc, char** argv) {
       if (p.wanted.empty() && ar.converged)  // Markov: ARPACK's values are the reference (1 is exact)
         for (int64_t i = 0; i < k; ++i) p.wanted.emplace_back(r.re[size_t(i)], r.im[size_t(i)]);
       ar.err = p.wanted.empty() ? INFINITY : value_error(r.re, r.im, p.wanted, k);
+      for (size_t i = 0; i < r.re.size(); ++i) ar.values.emplace_back(r.re[i], r.im[i]);
       openblas_set_num_threads(1);
     }
     // MIRAM as shipped
@@ -208,6 +228,8 @@ int main(int argc, char** argv) {
           if (c.name == r.winner) mi.winner_matvecs = c.matvecs;
         mi.converged = r.result.converged;
         mi.err = p.wanted.empty() ? INFINITY : value_error(r.result.values_re, r.result.values_im, p.wanted, k);
+        for (size_t i = 0; i < r.result.values_re.size(); ++i)
+          mi.values.emplace_back(r.result.values_re[i], r.result.values_im[i]);
       } catch (const std::exception& e) {
         mi.seconds = now_s() - t0;
         std::printf("  MIRAM failed: %s\n", e.what());
@@ -221,6 +243,12 @@ int main(int argc, char** argv) {
     std::printf("%-18s %9lld %10lld | %9.3f %7lld %3s | %9.3f %15s %7lld %3s | %6.2f\n", p.name.c_str(),
                 (long long)n, (long long)p.a.nnz(), ar.seconds, (long long)ar.matvecs, ar.verdict(), mi.seconds, mv,
                 (long long)mi.check_matvecs, mi.verdict(), ratio);
+    auto show = [](const char* who, const std::vector<cplx>& v) {
+      std::printf("  %s:", who);
+      for (cplx z : v) std::printf(" %.10g%+.3gi", z.real(), z.imag());
+      std::printf("\n");
+    };
+    if (!mi.right() || !ar.right()) show("ARPACK", ar.values), show("MIRAM", mi.values), show("wanted", p.wanted);
     std::fflush(stdout);
     if (mi.right() && ar.right()) ratios.push_back(ratio);
     if (!mi.right() || ratio > 1) losses.push_back(p.name + (mi.right() ? "" : " (MIRAM wrong or not converged)"));
