@@ -17,8 +17,9 @@
 // Each reports "matvecs", "restarts" and "residual" (largest wanted residual
 // norm ||A x - λ x||, x of unit norm) and raises a KernelError naming the
 // residual reached when it does not converge within its budget. The Arnoldi
-// solvers accept converged pairs only after check_wanted() (verify.cpp) found
-// no more wanted eigenvalue outside them ("check_matvecs" counts that work):
+// solvers accept converged pairs only once check_wanted() (verify.cpp) settled
+// that no eigenvalue outside them is more wanted (a check that cannot decide
+// leaves them unaccepted; "check_matvecs" counts that work):
 // a residual under tol alone does not tell the k most wanted eigenvalues from
 // a less wanted one of nearly the same modulus.
 //
@@ -179,9 +180,10 @@ struct ArnoldiOptions {
   /// callback's stop; a co-method whose callback decides). tol still drives IRAM's
   /// k' adjustment and EigenResult::converged.
   bool stop_when_converged = true;
-  /// true: converged pairs are accepted only once check_wanted() finds no more
-  /// wanted eigenvalue outside them; one it finds replaces the least wanted
-  /// pair and the solver restarts from the set (explicitly under IRAM).
+  /// true: converged pairs are accepted only once check_wanted() settles that no
+  /// eigenvalue outside them is more wanted; one it finds replaces the least
+  /// wanted pair and the solver restarts from the set (explicitly under IRAM);
+  /// an inconclusive check leaves the set unaccepted and the solver goes on.
   bool verify = true;
   RestartCallback on_restart;
 };
@@ -215,8 +217,9 @@ struct WantedCheck {
 /// set (P A P, P the projector onto the complement of the set's real and
 /// imaginary vector parts) from a random start, compared with the set's least
 /// wanted value L. A deflated Ritz value θ with residual r decides it once
-/// key(θ) - 10 r > L (missed) or key(θ) + 10 r < L (settled); otherwise it
-/// restarts, at most 15 times (inconclusive). Explicit restarts can converge to
+/// key(θ) - 10 r > L (missed) or, θ converged to 1e-6, key(θ) + 10 r < L
+/// (settled); otherwise it restarts, at most 240 times (inconclusive: callers
+/// then do not take the set). Explicit restarts can converge to
 /// a less wanted eigenvalue with a small residual (a sign competitor of nearly
 /// the same modulus); this is the test that catches it.
 ///

@@ -320,7 +320,11 @@ bool Exchange::operator()(RitzSet set, MeramPoint& pt, std::vector<double>* rest
     // set wins only if nothing outside it is more wanted (check_wanted).
     const WantedCheck c = check_wanted(s.op, r, opt.which, check_seed(opt.seed + i));
     rep.verify_matvecs += c.matvecs;
-    if (c.verdict != WantedCheck::Verdict::missed) {
+    if (c.verdict == WantedCheck::Verdict::inconclusive) {  // unproven: not an answer, the co-method goes on
+      ++rep.unverified;
+      return false;
+    }
+    if (c.verdict == WantedCheck::Verdict::settled) {
       r.converged = true;
       rep.converged = true;
       s.win(i, rep.name, std::move(r), pt.foreign > 0);

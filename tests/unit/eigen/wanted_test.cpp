@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include <lapacke.h>
+
 #include "eigen/eigen.hpp"
 #include "eigen/generators.hpp"
 #include "eigen/meram.hpp"
@@ -182,6 +184,50 @@ TEST(CheckWanted, FindsTheEigenvalueAConvergedSetMissed) {
   }
   right.vectors_im.assign(right.vectors_re.size(), 0.0);
   EXPECT_EQ(check_wanted(op, right, Which::largest_magnitude, 5).verdict, WantedCheck::Verdict::settled);
+}
+
+TEST(CheckWanted, ASetMissingAClusteredValueIsNeverSettled) {
+  // What meram.xml builds with kind=schur, top "1, 0.995", radius 0.97, matrix_seed 3:
+  // a deflated IRAM from some starts converges to a bulk value of modulus 0.9639 and
+  // never sees 0.995, so a single run "settled" the wrong set {1, -0.0028 + 0.9654i}.
+  const int64_t n = 1000;
+  const std::vector<double> a = schur_matrix(random_spectrum({{1, 0}, {0.995, 0}}, n - 2, 0.97, 0.3, 2), 0.5, 3);
+  std::vector<double> lu = a, wr(n), wi(n), vr(static_cast<size_t>(n * n));
+  ASSERT_EQ(LAPACKE_dgeev(LAPACK_ROW_MAJOR, 'N', 'V', int(n), lu.data(), int(n), wr.data(), wi.data(), nullptr, 1,
+                          vr.data(), int(n)),
+            0);
+  // the set: 1 and the bulk's most wanted value (a +im value whose pair the set cuts)
+  int64_t one = -1, bulk = -1;
+  for (int64_t j = 0; j < n; ++j) {
+    if (std::abs(Complex(wr[size_t(j)], wi[size_t(j)]) - 1.0) < 1e-9) one = j;
+    if (wi[size_t(j)] > 0 && std::abs(std::abs(Complex(wr[size_t(j)], wi[size_t(j)])) - 0.965372) < 1e-5) bulk = j;
+  }
+  ASSERT_GE(one, 0);
+  ASSERT_GE(bulk, 0);
+  EigenResult wrong;
+  wrong.values_re = {1.0, wr[size_t(bulk)]};
+  wrong.values_im = {0.0, wi[size_t(bulk)]};
+  wrong.residuals = {0.0, 0.0};
+  wrong.vectors_re.resize(size_t(2 * n));
+  wrong.vectors_im.assign(size_t(2 * n), 0.0);
+  double n0 = 0, n1 = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    n0 += vr[size_t(i * n + one)] * vr[size_t(i * n + one)];
+    n1 += vr[size_t(i * n + bulk)] * vr[size_t(i * n + bulk)] + vr[size_t(i * n + bulk + 1)] * vr[size_t(i * n + bulk + 1)];
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    wrong.vectors_re[size_t(i)] = vr[size_t(i * n + one)] / std::sqrt(n0);
+    wrong.vectors_re[size_t(n + i)] = vr[size_t(i * n + bulk)] / std::sqrt(n1);
+    wrong.vectors_im[size_t(n + i)] = vr[size_t(i * n + bulk + 1)] / std::sqrt(n1);
+  }
+  const LinearOperator op = dense_operator(a.data(), n, n);
+  int missed = 0;
+  for (std::uint64_t seed : {check_seed(1), check_seed(2), check_seed(3), check_seed(4)}) {
+    const WantedCheck c = check_wanted(op, wrong, Which::largest_magnitude, seed);
+    EXPECT_NE(c.verdict, WantedCheck::Verdict::settled) << "seed " << seed << ": theta " << c.re << "+" << c.im << "i";
+    missed += c.verdict == WantedCheck::Verdict::missed;
+  }
+  EXPECT_GT(missed, 0);
 }
 
 }  // namespace
