@@ -17,9 +17,9 @@
 // Each reports "matvecs", "restarts" and "residual" (largest wanted residual
 // norm ||A x - λ x||, x of unit norm) and raises a KernelError naming the
 // residual reached when it does not converge within its budget. The Arnoldi
-// solvers accept converged pairs only once check_wanted() (verify.cpp) settled
-// that no eigenvalue outside them is more wanted (a check that cannot decide
-// leaves them unaccepted; "check_matvecs" counts that work):
+// solvers accept converged pairs only once check_wanted() (verify.cpp) found
+// no evidence of a more wanted eigenvalue outside them ("check_matvecs" counts
+// that work):
 // a residual under tol alone does not tell the k most wanted eigenvalues from
 // a less wanted one of nearly the same modulus.
 //
@@ -180,10 +180,9 @@ struct ArnoldiOptions {
   /// callback's stop; a co-method whose callback decides). tol still drives IRAM's
   /// k' adjustment and EigenResult::converged.
   bool stop_when_converged = true;
-  /// true: converged pairs are accepted only once check_wanted() settles that no
-  /// eigenvalue outside them is more wanted; one it finds replaces the least
-  /// wanted pair and the solver restarts from the set (explicitly under IRAM);
-  /// an inconclusive check leaves the set unaccepted and the solver goes on.
+  /// true: converged pairs are accepted only once check_wanted() finds no
+  /// evidence of a more wanted eigenvalue outside them; one it finds replaces the
+  /// least wanted pair and the solver restarts from the set (explicitly under IRAM).
   bool verify = true;
   RestartCallback on_restart;
 };
@@ -218,14 +217,20 @@ struct WantedCheck {
 /// imaginary vector parts) from a random start, compared with the set's least
 /// wanted value L. A deflated Ritz value θ with residual r decides it once
 /// key(θ) - 10 r > L (missed) or, θ converged to 1e-6, key(θ) + 10 r < L
-/// (settled); otherwise it restarts, at most 240 times (inconclusive: callers
-/// then do not take the set). Explicit restarts can converge to
-/// a less wanted eigenvalue with a small residual (a sign competitor of nearly
-/// the same modulus); this is the test that catches it.
+/// (settled; a θ at least 2% less wanted than that, converged to 1e-3, settles
+/// too); otherwise it restarts, at most 15 times (inconclusive: no evidence
+/// either way). A θ within 2% of L is looked for again by a second run from
+/// another start with a larger subspace (a deflated IRAM can itself converge to
+/// a less wanted value and miss the one it checks for): missed if either finds
+/// a more wanted value. Explicit restarts can converge to a less wanted
+/// eigenvalue with a small residual (a sign competitor of nearly the same
+/// modulus); this is the test that catches it. `abandon`, polled at each
+/// restart, ends the check early (inconclusive).
 ///
 ///   WantedCheck c = check_wanted(op, r, Which::largest_magnitude, 7);
 ///   if (c.verdict == WantedCheck::Verdict::missed) r = with_missed(op, r, c, Which::largest_magnitude);
-WantedCheck check_wanted(const LinearOperator& op, const EigenResult& set, Which which, std::uint64_t seed);
+WantedCheck check_wanted(const LinearOperator& op, const EigenResult& set, Which which, std::uint64_t seed,
+                         const std::function<bool()>& abandon = {});
 
 /// The seed of check_wanted()'s start vector for a solver seeded `seed` (every
 /// solver and cycle component uses it, so a cycle loop repeats arnoldi()).

@@ -318,13 +318,11 @@ bool Exchange::operator()(RitzSet set, MeramPoint& pt, std::vector<double>* rest
     EigenResult r = from_pairs(slots, n);
     // Every co-method may have converged to the same less wanted value: the
     // set wins only if nothing outside it is more wanted (check_wanted).
-    const WantedCheck c = check_wanted(s.op, r, opt.which, check_seed(opt.seed + i));
+    // (a check still running when another co-method wins is abandoned)
+    const WantedCheck c = check_wanted(s.op, r, opt.which, check_seed(opt.seed + i), [&] { return s.run.stopping(); });
     rep.verify_matvecs += c.matvecs;
-    if (c.verdict == WantedCheck::Verdict::inconclusive) {  // unproven: not an answer, the co-method goes on
-      ++rep.unverified;
-      return false;
-    }
-    if (c.verdict == WantedCheck::Verdict::settled) {
+    if (c.verdict == WantedCheck::Verdict::inconclusive) ++rep.unverified;  // no evidence either way: taken
+    if (c.verdict != WantedCheck::Verdict::missed) {
       r.converged = true;
       rep.converged = true;
       s.win(i, rep.name, std::move(r), pt.foreign > 0);

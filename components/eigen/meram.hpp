@@ -132,7 +132,7 @@ struct CoMethodReport {
   std::int64_t publishes = 0, gathers = 0;  // restarts at which it published / gathered
   std::int64_t adopted = 0;                 // restarts from an improved set holding foreign pairs
   std::int64_t missed = 0;                  // converged sets check_wanted() found a more wanted value outside of
-  std::int64_t unverified = 0;              // converged sets check_wanted() could not decide (not taken)
+  std::int64_t unverified = 0;              // converged sets check_wanted() could not decide (no evidence: taken)
   std::int64_t verify_matvecs = 0;          // matvecs of those checks (not in matvecs)
   bool converged = false;                   // its restart set converged (it is the winner)
   bool failed = false;

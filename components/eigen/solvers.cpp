@@ -745,10 +745,10 @@ void check_implicit(int64_t n, int64_t k, int64_t m, const char* what) {
                       std::to_string(k) + ", subspace = " + std::to_string(m));
 }
 
-/// Converged pairs in `res` meet check_wanted(): false when it settled them.
-/// A more wanted eigenvalue it found replaces the least wanted pair; an
-/// inconclusive check leaves the set unproven. Either way res.converged is then
-/// false (the solver goes on). Counts the check's matvecs in matvecs and `checked`.
+/// Converged pairs in `res` meet check_wanted(): true when it found a more
+/// wanted eigenvalue, which then replaces the least wanted pair (res.converged
+/// false: the solver goes on). A check that finds no such evidence, settled or
+/// inconclusive, leaves the set accepted. Counts the check's matvecs in matvecs and `checked`.
 bool verify_or_swap(const LinearOperator& op, const ArnoldiOptions& opt, EigenResult& res, int64_t& matvecs,
                     int64_t& checked) {
   const WantedCheck c = check_wanted(op, res, opt.which, check_seed(opt.seed));
@@ -760,8 +760,7 @@ bool verify_or_swap(const LinearOperator& op, const ArnoldiOptions& opt, EigenRe
     matvecs = res.matvecs;
   }
   res.check_matvecs = checked;
-  if (c.verdict != WantedCheck::Verdict::settled) res.converged = false;
-  return c.verdict != WantedCheck::Verdict::settled;
+  return c.verdict == WantedCheck::Verdict::missed;
 }
 
 /// IRAM: see Restart. m is the checked subspace size.

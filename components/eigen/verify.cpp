@@ -49,12 +49,19 @@ void project_out(const std::vector<double>& q, int64_t n, int64_t c, double* y, 
 /// operator an eigenvalue can lie further from θ than θ's residual.
 constexpr double kEvidence = 10;
 
-/// Restarts of each deflated IRAM before it gives up (inconclusive); it stops at
-/// the first restart that decides.
-constexpr int64_t kCheckRestarts = 240;
+/// Restarts of each deflated IRAM before it gives up (inconclusive: no evidence
+/// either way); it stops at the first restart that decides.
+constexpr int64_t kCheckRestarts = 15;
 
-/// Deflated IRAMs from independent starts that must all settle a set.
+/// Deflated IRAMs from independent starts that must all settle a set whose
+/// outside value comes within kClose (relative) of its least wanted one.
 constexpr int kCheckRuns = 2;
+constexpr double kClose = 0.02;
+
+/// A θ that is clearly less wanted (by kClose, and kEvidence residuals) settles
+/// the set once its relative residual is under this, not kSettledTol: the top
+/// of a dense bulk takes thousands of matvecs to converge to 1e-6.
+constexpr double kClearTol = 1e-3;
 
 /// The relative residual under which the deflated operator's most wanted Ritz
 /// value counts as converged (a settled verdict needs it).
@@ -62,7 +69,8 @@ constexpr double kSettledTol = 1e-6;
 
 }  // namespace
 
-WantedCheck check_wanted(const LinearOperator& op, const EigenResult& set, Which which, std::uint64_t seed) {
+WantedCheck check_wanted(const LinearOperator& op, const EigenResult& set, Which which, std::uint64_t seed,
+                         const std::function<bool()>& abandon) {
   const int64_t n = op.n, k = static_cast<int64_t>(set.values_re.size());
   if (k == 0 || set.vectors_re.size() != sz(n * k)) return {};
   std::vector<double> q;
@@ -91,6 +99,8 @@ WantedCheck check_wanted(const LinearOperator& op, const EigenResult& set, Which
                                     for (int64_t i = 0; i < n; ++i) y[i] -= sigma * (x[i] - t[sz(i)]);
                                   }
                                 }};
+  // How far below the set's least wanted value an outside value is clearly less wanted.
+  const double clear_gap = kClose * (which == Which::largest_real ? scale : least);
   // One deflated IRAM from the random vector of `run_seed`, subspace m: its verdict.
   auto one_run = [&](std::uint64_t run_seed, int64_t m) {
     WantedCheck out;
@@ -115,9 +125,11 @@ WantedCheck check_wanted(const LinearOperator& op, const EigenResult& set, Which
     auto decide = [&](std::span<const double> re, std::span<const double> im, std::span<const double> res,
                       std::span<const double> xr, std::span<const double> xi) {
       const double key = key_of(re[0], im[0], which), margin = kEvidence * res[0] + 1e-12 * std::max(scale, 1e-300);
-      const bool converged = res[0] <= kSettledTol * std::max(std::hypot(re[0], im[0]), 1e-10 * scale);
+      const double size = std::max(std::hypot(re[0], im[0]), 1e-10 * scale);
+      const bool converged = res[0] <= kSettledTol * size;
+      const bool clear = res[0] <= kClearTol * size && key + margin < least - clear_gap;
       if (key - margin > least) out.verdict = WantedCheck::Verdict::missed;
-      else if (converged && key + margin < least) out.verdict = WantedCheck::Verdict::settled;
+      else if ((converged && key + margin < least) || clear) out.verdict = WantedCheck::Verdict::settled;
       else return false;
       out.re = re[0];
       out.im = im[0];
@@ -130,13 +142,15 @@ WantedCheck check_wanted(const LinearOperator& op, const EigenResult& set, Which
     };
     out.verdict = WantedCheck::Verdict::inconclusive;
     bool decided = false;
+    bool abandoned = false;
     o.on_restart = [&](RestartState& st) {
       decided = decide(st.values_re, st.values_im, st.residuals, st.vectors_re, st.vectors_im);
-      st.stop = decided;
+      abandoned = !decided && abandon && abandon();
+      st.stop = decided || abandoned;
     };
     const EigenResult r = arnoldi(deflated, o);
     out.matvecs = r.matvecs;
-    if (!decided && !r.values_re.empty() && r.vectors_re.size() >= sz(n)) {
+    if (!decided && !abandoned && !r.values_re.empty() && r.vectors_re.size() >= sz(n)) {
       if (!decide(r.values_re, r.values_im, r.residuals, r.vectors_re, r.vectors_im)) {
         out.re = r.values_re[0];
         out.im = r.values_im[0];
@@ -147,9 +161,10 @@ WantedCheck check_wanted(const LinearOperator& op, const EigenResult& set, Which
   };
   // A deflated IRAM can itself converge to a less wanted eigenvalue (on
   // clustered moduli of a non-normal operator, the very failure this check is
-  // for), so the set is settled only when runs from kCheckRuns independent
-  // starts (the later ones with larger subspaces) all settle it; the first run
-  // that finds a more wanted value ends the check.
+  // for): a run that ends with θ within kClose of the set's least wanted value
+  // is repeated from an independent start with a larger subspace. The set is
+  // settled only when every run settles it; the first run that finds a more
+  // wanted value ends the check.
   WantedCheck out;
   std::int64_t matvecs = 0;
   bool unsure = false;
@@ -161,7 +176,9 @@ WantedCheck check_wanted(const LinearOperator& op, const EigenResult& set, Which
       w.matvecs = matvecs;
       return w;
     }
+    const bool clear = key_of(w.re, w.im, which) < least - clear_gap;
     if (!unsure || w.verdict != WantedCheck::Verdict::settled) out = std::move(w);
+    if (clear || (abandon && abandon())) break;
   }
   out.verdict = unsure ? WantedCheck::Verdict::inconclusive : WantedCheck::Verdict::settled;
   out.matvecs = matvecs;

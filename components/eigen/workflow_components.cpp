@@ -299,11 +299,11 @@ double write_pairs(const eigen::EigenResult& c, double ritz_norm, int64_t n, int
 }
 
 /// A cycle whose k pairs converged (residual `worst` <= tol) meets
-/// eigen::check_wanted() when the task's verify is on: only a set it settles
-/// keeps its residual. A more wanted eigenvalue outside the set replaces its
-/// least wanted pair in the ports, and a check that cannot decide leaves the set
-/// unproven; either way the residual port says 1, so the loop goes on.
-/// Reports verify_matvecs, missed and unverified. Returns the residual written.
+/// eigen::check_wanted() when the task's verify is on: a more wanted
+/// eigenvalue outside the set replaces its least wanted pair in the ports and
+/// the residual port says 1, so the loop goes on from the corrected set (a check
+/// that finds no such evidence, settled or inconclusive, keeps the set).
+/// Reports verify_matvecs, missed and unverified (inconclusive). Returns the residual written.
 double verify_pairs(KernelContext& ctx, const eigen::LinearOperator& op, const eigen::EigenResult& c, double worst,
                     eigen::Which which, const TensorView& vectors, const TensorView& values,
                     const TensorView& residual) {
@@ -316,9 +316,7 @@ double verify_pairs(KernelContext& ctx, const eigen::LinearOperator& op, const e
   ctx.report("unverified", w.verdict == eigen::WantedCheck::Verdict::inconclusive ? 1.0 : 0.0);
   if (!missed) {
     ctx.report("verify_matvecs", static_cast<double>(w.matvecs));
-    if (w.verdict == eigen::WantedCheck::Verdict::settled) return worst;
-    residual.at<double>(0, 0) = 1.0;
-    return 1.0;
+    return worst;
   }
   const eigen::EigenResult fixed = eigen::with_missed(op, c, w, which);
   ctx.report("verify_matvecs", static_cast<double>(w.matvecs + fixed.matvecs - c.matvecs));

@@ -186,7 +186,7 @@ TEST(CheckWanted, FindsTheEigenvalueAConvergedSetMissed) {
   EXPECT_EQ(check_wanted(op, right, Which::largest_magnitude, 5).verdict, WantedCheck::Verdict::settled);
 }
 
-TEST(CheckWanted, ASetMissingAClusteredValueIsNeverSettled) {
+TEST(CheckWanted, ASetMissingAClusteredValueIsAlwaysMissed) {
   // What meram.xml builds with kind=schur, top "1, 0.995", radius 0.97, matrix_seed 3:
   // a deflated IRAM from some starts converges to a bulk value of modulus 0.9639 and
   // never sees 0.995, so a single run "settled" the wrong set {1, -0.0028 + 0.9654i}.
@@ -221,13 +221,14 @@ TEST(CheckWanted, ASetMissingAClusteredValueIsNeverSettled) {
     wrong.vectors_im[size_t(n + i)] = vr[size_t(i * n + bulk + 1)] / std::sqrt(n1);
   }
   const LinearOperator op = dense_operator(a.data(), n, n);
-  int missed = 0;
+  // the solvers take a set unless the check finds a more wanted value: it must, from every start
   for (std::uint64_t seed : {check_seed(1), check_seed(2), check_seed(3), check_seed(4)}) {
     const WantedCheck c = check_wanted(op, wrong, Which::largest_magnitude, seed);
-    EXPECT_NE(c.verdict, WantedCheck::Verdict::settled) << "seed " << seed << ": theta " << c.re << "+" << c.im << "i";
-    missed += c.verdict == WantedCheck::Verdict::missed;
+    EXPECT_EQ(c.verdict, WantedCheck::Verdict::missed) << "seed " << seed << ": theta " << c.re << "+" << c.im << "i";
+    if (c.verdict == WantedCheck::Verdict::missed) {
+      EXPECT_NEAR(c.re, 0.995, 5e-3);
+    }
   }
-  EXPECT_GT(missed, 0);
 }
 
 }  // namespace
