@@ -73,6 +73,12 @@ struct Reader {
   }
 };
 
+/// Rows and columns at most 2^31 - 1 (the components' CSR ports hold i32 indices).
+constexpr int64_t kMaxDim = 2147483647;
+/// Beyond 2^24 rows, at most this many rows per stored entry (a size line that
+/// declares billions of rows for a handful of entries is refused, not allocated).
+constexpr int64_t kSparseRows = 64;
+
 struct Triplet {
   int64_t r, c;
   double v;
@@ -131,6 +137,9 @@ CsrMatrix parse_matrix_market(std::istream& in, const std::string& name, MatrixM
   if ((sym || skew) && rows != cols)
     rd.fail(rd.line_no, "a " + h.symmetry + " matrix must be square, got " + std::to_string(rows) + " x " +
                             std::to_string(cols));
+  if (rows > kMaxDim || cols > kMaxDim)
+    rd.fail(rd.line_no, "a " + std::to_string(rows) + " x " + std::to_string(cols) +
+                            " matrix: rows and columns are limited to 2^31 - 1");
   const int64_t size_line = rd.line_no;
 
   std::vector<Triplet> t;
@@ -139,10 +148,11 @@ CsrMatrix parse_matrix_market(std::istream& in, const std::string& name, MatrixM
     if (r != c && (sym || skew)) t.push_back({c, r, skew ? -v : v});
   };
   if (coord) {
-    if (nnz > rows * std::max<int64_t>(cols, 1) && rows > 0)
+    if (double(nnz) > double(rows) * double(cols))
       rd.fail(size_line, "size line declares " + std::to_string(nnz) + " entries, more than " +
                              std::to_string(rows) + " x " + std::to_string(cols));
-    t.reserve(static_cast<std::size_t>((sym || skew) ? 2 * nnz : nnz));
+    // the entries are read before they are stored: memory follows the file, not its size line
+    t.reserve(static_cast<std::size_t>(std::min<int64_t>((sym || skew) ? 2 * nnz : nnz, 1 << 20)));
     const std::string entry_form = pattern ? "'row col'" : "'row col value'";
     for (int64_t e = 0; e < nnz; ++e) {
       if (!rd.next_data_line())
@@ -168,10 +178,10 @@ CsrMatrix parse_matrix_market(std::istream& in, const std::string& name, MatrixM
     }
   } else {
     // Column-major; symmetric: the lower triangle with the diagonal, skew: strictly lower.
-    std::vector<std::pair<int64_t, int64_t>> pos;
-    for (int64_t c = 0; c < cols; ++c)
-      for (int64_t r = sym ? c : skew ? c + 1 : 0; r < rows; ++r) pos.emplace_back(r, c);
-    nnz = static_cast<int64_t>(pos.size());
+    const int64_t first = sym ? 0 : skew ? 1 : -rows;  // row of column c's first value: c + first, at least 0
+    int64_t r = std::max<int64_t>(first, 0), c = 0;
+    nnz = 0;
+    for (int64_t col = 0; col < cols; ++col) nnz += rows - std::min(rows, std::max<int64_t>(col + first, 0));
     for (int64_t e = 0; e < nnz; ++e) {
       if (!rd.next_data_line())
         rd.fail(rd.line_no + 1, "file ends after " + std::to_string(e) + " of the " + std::to_string(nnz) +
@@ -182,12 +192,19 @@ CsrMatrix parse_matrix_market(std::istream& in, const std::string& name, MatrixM
       if (w.size() != 1 || !parse_double(w[0], v))
         rd.fail(rd.line_no, "bad value '" + trimmed(rd.line) + "': expected one number");
       if (!std::isfinite(v)) rd.fail(rd.line_no, "value '" + std::string(w[0]) + "' is not finite");
-      if (v != 0) add(pos[static_cast<std::size_t>(e)].first, pos[static_cast<std::size_t>(e)].second, v);
+      if (v != 0) add(r, c, v);
+      for (++r; r >= rows && c < cols;) r = std::max<int64_t>(++c + first, 0);  // the next column with values
     }
   }
   if (rd.next_data_line())
     rd.fail(rd.line_no, "more " + std::string(coord ? "entries" : "values") + " than the " + std::to_string(nnz) +
                             " declared" + (coord ? " on line " + std::to_string(size_line) : std::string()));
+  // the row pointers are rows + 1 integers: a size line cannot make them outgrow the file
+  if (rows > kSparseRows * std::max<int64_t>(int64_t(t.size()), 1) + (int64_t(1) << 24))
+    rd.fail(size_line, std::to_string(rows) + " rows for " + std::to_string(t.size()) +
+                           " stored entries: more than " + std::to_string(kSparseRows) +
+                           " empty rows per entry (refused: the row pointers alone would take " +
+                           std::to_string((rows + 1) * 8 >> 20) + " MiB)");
   return to_csr(rows, cols, t);
 }
 

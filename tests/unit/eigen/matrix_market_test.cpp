@@ -122,6 +122,16 @@ TEST(MatrixMarket, EveryErrorNamesFileAndLine) {
   EXPECT_EQ(error_of("%%MatrixMarket matrix coordinate real symmetric\n3 4 1\n"),
             "m.mtx:2: a symmetric matrix must be square, got 3 x 4");
   EXPECT_EQ(error_of(hdr + "2 2 5\n"), "m.mtx:2: size line declares 5 entries, more than 2 x 2");
+  // A lying size line is refused before anything is sized by it.
+  EXPECT_EQ(error_of(hdr + "4294967296 4294967296 9223372036854775807\n1 1 1\n"),
+            "m.mtx:2: a 4294967296 x 4294967296 matrix: rows and columns are limited to 2^31 - 1");
+  EXPECT_EQ(error_of(hdr + "100000 100000 1000000000\n1 1 1\n"),
+            "m.mtx:4: file ends after 1 of the 1000000000 entries declared on line 2");
+  EXPECT_EQ(error_of(hdr + "2000000000 2000000000 1\n1 1 1\n"),
+            "m.mtx:2: 2000000000 rows for 1 stored entries: more than 64 empty rows per entry (refused: the row "
+            "pointers alone would take 15258 MiB)");
+  EXPECT_EQ(error_of("%%MatrixMarket matrix array real general\n100000 100000\n1\n"),
+            "m.mtx:4: file ends after 1 of the 10000000000 values of a 100000 x 100000 general array");
   // Truncated: the line where the next entry was expected.
   EXPECT_EQ(error_of(hdr + "3 3 3\n1 1 1\n2 2 2\n"),
             "m.mtx:5: file ends after 2 of the 3 entries declared on line 2");
