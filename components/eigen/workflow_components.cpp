@@ -605,7 +605,8 @@ const std::vector<PortSpec>& iram_ports() {
        {DType::f64},
        false,
        2,
-       "[n, m+1]: the Krylov basis V_m and, in column m, the residual f (the factorisation kept between cycles)"},
+       "[m+1, n]: the Krylov basis V_m, a vector per row, and in row m the residual f (the factorisation kept "
+       "between cycles)"},
       {"hessenberg", Access::read_write, {DType::f64}, false, 2, "[m+1, m]: H_m of the kept factorisation"},
       {"state",
        Access::read_write,
@@ -635,7 +636,7 @@ std::string iram_check(const TaskShape& t) {
   if (m < n && k >= m - 1)
     return "param 'k' is " + to_string(k) + ": an implicit restart needs k < subspace - 1 = " + to_string(m - 1) +
            " (at least 2 shifts)";
-  return first_error({expect_shape(s, p, kIbasis, n, m + 1, "n x (subspace + 1): V_m and f"),
+  return first_error({expect_shape(s, p, kIbasis, m + 1, n, "(subspace + 1) x n: V_m and f, a vector per row"),
                       expect_shape(s, p, kIhess, m + 1, m, "(subspace + 1) x subspace"),
                       expect_shape(s, p, kIstate, k + 1, 3, "(k + 1) x 3")});
 }
@@ -686,8 +687,8 @@ void iram_cpu(KernelContext& ctx) {
     fac.anorm_est = state.at<double>(0, 1);
     fac.seed = static_cast<std::uint64_t>(state.at<double>(0, 2));
     for (int64_t j = 0; j < m; ++j)
-      for (int64_t i = 0; i < n; ++i) fac.basis.V[sz(j * n + i)] = basis.at<double>(i, j);
-    for (int64_t i = 0; i < n; ++i) fac.f[sz(i)] = basis.at<double>(i, m);
+      std::copy_n(&basis.at<double>(j, 0), n, fac.basis.V.begin() + static_cast<std::ptrdiff_t>(j * n));
+    std::copy_n(&basis.at<double>(m, 0), n, fac.f.begin());
     fac.beta = cblas_dnrm2(static_cast<blasint>(n), fac.f.data(), 1);
     for (int64_t j = 0; j < m; ++j)
       for (int64_t i = 0; i <= m; ++i) fac.basis.H[sz(i + j * (m + 1))] = hess.at<double>(i, j);
@@ -699,8 +700,8 @@ void iram_cpu(KernelContext& ctx) {
   const eigen::EigenResult c = eigen::iram_cycle(op, fac, restart, k, which, ctx.arg_float("tol"), &ritz_norm);
   double worst = write_pairs(c, ritz_norm, n, k, vectors, values, residual);
   for (int64_t j = 0; j < m; ++j)
-    for (int64_t i = 0; i < n; ++i) basis.at<double>(i, j) = fac.basis.V[sz(j * n + i)];
-  for (int64_t i = 0; i < n; ++i) basis.at<double>(i, m) = fac.f[sz(i)];
+    std::copy_n(fac.basis.V.begin() + static_cast<std::ptrdiff_t>(j * n), n, &basis.at<double>(j, 0));
+  std::copy_n(fac.f.begin(), n, &basis.at<double>(m, 0));
   for (int64_t j = 0; j < m; ++j)
     for (int64_t i = 0; i <= m; ++i) hess.at<double>(i, j) = fac.basis.H[sz(i + j * (m + 1))];
   state.at<double>(0, 0) = 1;
@@ -729,7 +730,7 @@ void register_eigen_workflow(Registry& reg) {
       cycle_check, cycle_cost);
   kutil::add_component(
       reg, "eigen.iram_cycle",
-      "one cycle of IRAM on a factorisation kept in inout tensors (basis [n,m+1], hessenberg [m+1,m], state "
+      "one cycle of IRAM on a factorisation kept in inout tensors (basis [m+1,n], hessenberg [m+1,m], state "
       "[k+1,3]; all zero: none yet): the first cycle factorises from the seeded random vector (m matvecs), later "
       "ones restart implicitly with exact shifts (m - k' matvecs, as eigen.arnoldi restart=implicit), and Ritz pairs "
       "this cycle did not write (a set eigen.ritz_select adopted) restart it explicitly from their residual-weighted "

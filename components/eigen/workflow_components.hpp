@@ -46,7 +46,7 @@
 //   </until>
 //
 // eigen.iram_cycle: the ports of eigen.eram_cycle, then (m = subspace)
-//   basis       inout  [n, m+1] f64: V_m, and the residual vector f in column m
+//   basis       inout  [m+1, n] f64: V_m, a vector per row, and the residual vector f in row m
 //   hessenberg  inout  [m+1, m] f64: H_m
 //   state       inout  [k+1, 3] f64: row 0 (started, ||A|| estimate, next random seed),
 //                      rows 1..k the values the cycle last wrote

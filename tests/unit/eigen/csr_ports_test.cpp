@@ -170,7 +170,7 @@ TEST(EigenCsr, CycleLoopsOnCsrMatchArpack) {
   for (const char* comp : {"eigen.eram_cycle", "eigen.iram_cycle"}) {
     SCOPED_TRACE(comp);
     const bool implicit = std::string(comp) == "eigen.iram_cycle";
-    Mat<double> v(n, k, 0, DType::f64, 0.0), vals(k, 3, 0, DType::f64, 0.0), res(1, 1), basis(n, m + 1, 0, DType::f64, 0.0),
+    Mat<double> v(n, k, 0, DType::f64, 0.0), vals(k, 3, 0, DType::f64, 0.0), res(1, 1), basis(m + 1, n, 0, DType::f64, 0.0),
         hess(m + 1, m, 0, DType::f64, 0.0), state(k + 1, 3, 0, DType::f64, 0.0);
     TensorView r = res.view();
     r.shape = {1};

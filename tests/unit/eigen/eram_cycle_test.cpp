@@ -355,7 +355,7 @@ struct IramCycleState : CycleState {
   Mat<double> basis, hess, state;
   IramCycleState(int64_t n, int64_t k, int64_t m)
       : CycleState(n, k),
-        basis(n, m + 1, 0, DType::f64, 0.0),
+        basis(m + 1, n, 0, DType::f64, 0.0),
         hess(m + 1, m, 0, DType::f64, 0.0),
         state(k + 1, 3, 0, DType::f64, 0.0) {}
   std::map<std::string, double> cycle(TensorView a, const std::map<std::string, std::string>& args) {
@@ -454,22 +454,22 @@ TEST(IramCycle, CheckMessages) {
   auto ports = [&](TensorView basis, TensorView hess, TensorView state) {
     return std::vector<TensorView>{sv(40, 40), sv(40, 3), sv(3, 3), sv(1, 1), basis, hess, state};
   };
-  EXPECT_EQ(test::check(r, "eigen.iram_cycle", ports(sv(40, 9), sv(9, 8), sv(4, 3)), k3), "");
-  EXPECT_EQ(test::check(r, "eigen.iram_cycle", ports(sv(40, 8), sv(9, 8), sv(4, 3)), k3),
-            "port 'basis' is 40x8 but expected 40x9 (n x (subspace + 1): V_m and f)");
-  EXPECT_EQ(test::check(r, "eigen.iram_cycle", ports(sv(40, 9), sv(8, 8), sv(4, 3)), k3),
+  EXPECT_EQ(test::check(r, "eigen.iram_cycle", ports(sv(9, 40), sv(9, 8), sv(4, 3)), k3), "");
+  EXPECT_EQ(test::check(r, "eigen.iram_cycle", ports(sv(8, 40), sv(9, 8), sv(4, 3)), k3),
+            "port 'basis' is 8x40 but expected 9x40 ((subspace + 1) x n: V_m and f, a vector per row)");
+  EXPECT_EQ(test::check(r, "eigen.iram_cycle", ports(sv(9, 40), sv(8, 8), sv(4, 3)), k3),
             "port 'hessenberg' is 8x8 but expected 9x8 ((subspace + 1) x subspace)");
-  EXPECT_EQ(test::check(r, "eigen.iram_cycle", ports(sv(40, 9), sv(9, 8), sv(3, 3)), k3),
+  EXPECT_EQ(test::check(r, "eigen.iram_cycle", ports(sv(9, 40), sv(9, 8), sv(3, 3)), k3),
             "port 'state' is 3x3 but expected 4x3 ((k + 1) x 3)");
-  EXPECT_EQ(test::check(r, "eigen.iram_cycle", ports(sv(40, 5), sv(5, 4), sv(4, 3)), {{"k", "3"}, {"subspace", "4"}}),
+  EXPECT_EQ(test::check(r, "eigen.iram_cycle", ports(sv(5, 40), sv(5, 4), sv(4, 3)), {{"k", "3"}, {"subspace", "4"}}),
             "param 'k' is 3: an implicit restart needs k < subspace - 1 = 3 (at least 2 shifts)");
-  EXPECT_EQ(test::check(r, "eigen.iram_cycle", ports(sv(40, 9), sv(9, 8, DType::f32), sv(4, 3)), k3),
+  EXPECT_EQ(test::check(r, "eigen.iram_cycle", ports(sv(9, 40), sv(9, 8, DType::f32), sv(4, 3)), k3),
             "port 'hessenberg' has dtype f32: must be f64 (the factorisation is kept in double)");
-  EXPECT_EQ(test::check(r, "eigen.iram_cycle", ports(sv(40, 9), sv(9, 8), sv(4, 3)),
+  EXPECT_EQ(test::check(r, "eigen.iram_cycle", ports(sv(9, 40), sv(9, 8), sv(4, 3)),
                         {{"k", "3"}, {"subspace", "8"}, {"tol", "0"}}),
             "param 'tol' must be > 0");
   Mat<double> a(40, 40), v(40, 3, 0, DType::f64, 0.0), vals(3, 3, 0, DType::f64, 0.0), res(1, 1),
-      basis(40, 9, 0, DType::f64, 0.0), hess(9, 8, 0, DType::f64, 0.0), state(4, 3, 0, DType::f64, 0.0);
+      basis(9, 40, 0, DType::f64, 0.0), hess(9, 8, 0, DType::f64, 0.0), state(4, 3, 0, DType::f64, 0.0);
   a.random(3);
   hess(2, 1) = std::numeric_limits<double>::infinity();
   EXPECT_EQ(run_error("eigen.iram_cycle",
