@@ -13,7 +13,9 @@
 //   eigen.power      the eigenvalue of largest modulus by power iteration
 //   eigen.eram_cycle one ERAM restart cycle on inout Ritz vectors/values (a MERAM co-method's
 //                    loop body in a workflow); eigen.generate and eigen.matrix_market write
-//                    a dense test matrix (workflow_components.hpp)
+//                    a test matrix, dense or CSR (workflow_components.hpp)
+// Every component but eigen.svd_topk takes format=csr: A kept sparse on three
+// ports (operator_ports.hpp).
 // Each reports "matvecs", "restarts" and "residual" (largest wanted residual
 // norm ||A x - λ x||, x of unit norm) and raises a KernelError naming the
 // residual reached when it does not converge within its budget. The Arnoldi

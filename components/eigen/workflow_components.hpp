@@ -11,7 +11,7 @@
 //                        implicit=true).
 //   eigen.generate       a test matrix A [n,n] from generators.hpp (prescribed
 //                        spectrum in a disc or box, convection-diffusion, Markov walk).
-//   eigen.matrix_market  a Matrix Market file (matrix_market.hpp) as a dense A [r,c].
+//   eigen.matrix_market  a Matrix Market file (matrix_market.hpp) as A [r,c], dense or CSR.
 //
 // Every component here (and in components.cpp) takes arg format=csr for a matrix
 // kept sparse: port a then holds the values [cap], a_index their columns and
