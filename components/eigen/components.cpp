@@ -388,13 +388,19 @@ void meram_cpu(KernelContext& ctx) {
 
 // ============================================================ eigen.svd_topk
 
+enum SvdPort : std::size_t { kSa, kSs, kSu, kSvt, kSindex, kSptr };
+
 const std::vector<PortSpec>& svd_ports() {
-  static const std::vector<PortSpec> p = {
-      {"a", Access::read, kFloat, false, 2, "A [m,n]"},
-      {"s", Access::write, kFloat, false, 1, "the k largest singular values [k], descending"},
-      {"u", Access::write, kFloat, true, 2, "left singular vectors [m,k] (optional)"},
-      {"vt", Access::write, kFloat, true, 2, "right singular vectors as rows [k,n] (optional)"},
-  };
+  static const std::vector<PortSpec> p = [] {
+    std::vector<PortSpec> v = {
+        {"a", Access::read, kFloat, false, 2, "A [m,n]; format=csr: its values"},
+        {"s", Access::write, kFloat, false, 1, "the k largest singular values [k], descending"},
+        {"u", Access::write, kFloat, true, 2, "left singular vectors [m,k] (optional)"},
+        {"vt", Access::write, kFloat, true, 2, "right singular vectors as rows [k,n] (optional)"},
+    };
+    for (auto& c : eigen_util::csr_ports()) v.push_back(c);
+    return v;
+  }();
   return p;
 }
 
@@ -403,46 +409,60 @@ std::string svd_check(const TaskShape& t) {
   const auto& p = t.ports;
   const Args& a = t.args;
   if (auto m = kutil::ports_present(s, p); !m.empty()) return m;
-  if (auto m = first_error({kutil::float_dtype(s, p, 0), outputs_dtype(s, p, 1, s.size()), int_at_least(a, "oversample", 0),
+  if (auto m = first_error({kutil::float_dtype(s, p, 0), outputs_dtype(s, p, 1, kSindex), int_at_least(a, "oversample", 0),
                             int_at_least(a, "power_iters", 0)});
       !m.empty())
     return m;
-  const int64_t rows = p[0].rows, cols = p[0].cols, k = a.get_int("k"), mn = std::min(rows, cols);
+  int64_t rows = 0, cols = 0;
+  if (auto m = eigen_util::check_matrix(s, p, a, kSa, kSindex, kSptr, &rows, &cols); !m.empty()) return m;
+  const int64_t k = a.get_int("k"), mn = std::min(rows, cols);
   if (k < 1 || k > mn)
-    return "param 'k' is " + to_string(k) + ": must be in [1, min(m, n) = " + to_string(mn) + "] for port 'a' " +
-           dims(p[0]);
+    return "param 'k' is " + to_string(k) + ": must be in [1, min(m, n) = " + to_string(mn) + "] for a " +
+           to_string(rows) + "x" + to_string(cols) + " matrix";
   return first_error({expect_vector(s, p, 1, k, "k singular values"), expect_shape(s, p, 2, rows, k, "m x k"),
                       expect_shape(s, p, 3, k, cols, "k x n")});
 }
 
 Cost svd_cost(const TaskShape& t) {
   if (t.ports.size() != svd_ports().size() || svd_check(t) != "") return {};
-  const double m = double(t.ports[0].rows), n = double(t.ports[0].cols);
+  int64_t rows = 0, cols = 0;
+  eigen_util::check_matrix(svd_ports(), t.ports, t.args, kSa, kSindex, kSptr, &rows, &cols);
+  const double m = double(rows), n = double(cols);
   const double l = std::min(double(t.args.get_int("k") + t.args.get_int("oversample")), std::min(m, n));
   const double q = double(t.args.get_int("power_iters"));
-  Cost c = kutil::io_cost(svd_ports(), t, (2 * q + 2) * 2 * m * n * l + 8 * (m + n) * l * l + 4 * n * l * l);
+  // a product with a block of l vectors: 2 m n l dense, 2 nnz l sparse
+  const double product = eigen_util::format_of(t.args) == eigen_util::OperatorFormat::csr
+                             ? 2.0 * double(t.ports[kSa].cols) * l
+                             : 2.0 * m * n * l;
+  Cost c = kutil::io_cost(svd_ports(), t, (2 * q + 2) * product + 8 * (m + n) * l * l + 4 * n * l * l);
   c.extra_bytes = 8.0 * (2 * m * l + 3 * n * l + l * l);
   return c;
 }
 
 void svd_cpu(KernelContext& ctx) {
   kutil::validate(ctx, svd_ports(), svd_check);
-  const TensorView& a = ctx.port(0);
-  const DoubleMatrix d(a);
+  const eigen_util::OperatorFormat f = eigen_util::format_of(ctx.args());
+  const eigen_util::PortOperator a(ctx.port(kSa), ctx.port(kSindex), ctx.port(kSptr), f,
+                                   f == eigen_util::OperatorFormat::csr ? ctx.arg_int("cols") : 0);
+  const eigen::BlockOperator op = a.block();
+  const int64_t rows = op.rows, cols = op.cols;
   eigen::SvdOptions o;
   o.k = ctx.arg_int("k");
   o.oversample = ctx.arg_int("oversample");
   o.power_iters = ctx.arg_int("power_iters");
   o.seed = static_cast<std::uint64_t>(ctx.arg_int("seed"));
-  const eigen::SvdResult r = eigen::svd_topk(d.data, a.rows, a.cols, d.ld, o);
-  // Residual: max_j ||A v_j - s_j u_j||.
+  const eigen::SvdResult r = eigen::svd_topk(op, o);
+  // Residual: max_j ||A v_j - s_j u_j|| (one product with the k vectors).
+  std::vector<double> v(static_cast<std::size_t>(cols * o.k)), av(static_cast<std::size_t>(rows * o.k));
+  for (int64_t j = 0; j < o.k; ++j)
+    for (int64_t c = 0; c < cols; ++c) v[static_cast<std::size_t>(c * o.k + j)] = r.vt[static_cast<std::size_t>(j * cols + c)];
+  op.times(v.data(), o.k, av.data());
   double resid = 0;
   for (int64_t j = 0; j < o.k; ++j) {
     double sq = 0;
-    for (int64_t i = 0; i < a.rows; ++i) {
-      double av = 0;
-      for (int64_t c = 0; c < a.cols; ++c) av += d.data[i * d.ld + c] * r.vt[static_cast<std::size_t>(j * a.cols + c)];
-      const double e = av - r.s[static_cast<std::size_t>(j)] * r.u[static_cast<std::size_t>(i * o.k + j)];
+    for (int64_t i = 0; i < rows; ++i) {
+      const std::size_t at = static_cast<std::size_t>(i * o.k + j);
+      const double e = av[at] - r.s[static_cast<std::size_t>(j)] * r.u[at];
       sq += e * e;
     }
     resid = std::max(resid, std::sqrt(sq));
@@ -450,16 +470,15 @@ void svd_cpu(KernelContext& ctx) {
   ctx.report("matvecs", static_cast<double>(r.matvecs + o.k));
   ctx.report("restarts", static_cast<double>(o.power_iters));
   ctx.report("residual", resid);
-  write_vector(ctx.port(1), r.s);
-  kutil::dispatch_float(a.dtype, [&](auto tg) {
+  write_vector(ctx.port(kSs), r.s);
+  kutil::dispatch_float(ctx.port(kSs).dtype, [&](auto tg) {
     using T = typename decltype(tg)::type;
-    if (const TensorView& u = ctx.port(2); u.bound())
-      for (int64_t i = 0; i < a.rows; ++i)
+    if (const TensorView& u = ctx.port(kSu); u.bound())
+      for (int64_t i = 0; i < rows; ++i)
         for (int64_t j = 0; j < o.k; ++j) u.at<T>(i, j) = static_cast<T>(r.u[static_cast<std::size_t>(i * o.k + j)]);
-    if (const TensorView& vt = ctx.port(3); vt.bound())
+    if (const TensorView& vt = ctx.port(kSvt); vt.bound())
       for (int64_t j = 0; j < o.k; ++j)
-        for (int64_t c = 0; c < a.cols; ++c)
-          vt.at<T>(j, c) = static_cast<T>(r.vt[static_cast<std::size_t>(j * a.cols + c)]);
+        for (int64_t c = 0; c < cols; ++c) vt.at<T>(j, c) = static_cast<T>(r.vt[static_cast<std::size_t>(j * cols + c)]);
   });
 }
 
@@ -582,7 +601,8 @@ void register_eigen(Registry& reg) {
       "dgeqrf/dorgqr, dgesdd of the projected matrix); reports residual max ||A v - s u||",
       svd_ports(),
       {k, {"oversample", ParamType::int_, "10", false, "extra columns of the random subspace"},
-       {"power_iters", ParamType::int_, "2", false, "rounds of A Aᵀ applied to the subspace"}, seed},
+       {"power_iters", ParamType::int_, "2", false, "rounds of A Aᵀ applied to the subspace"}, format,
+       {"cols", ParamType::int_, "0", false, "format=csr: the matrix's columns (0: as many as rows)"}, seed},
       svd_cpu, svd_check, svd_cost);
   kutil::add_component(
       reg, "eigen.power", "the eigenvalue of largest modulus by power iteration (Rayleigh quotient)", power_ports(),

@@ -14,8 +14,8 @@
 //   eigen.eram_cycle one ERAM restart cycle on inout Ritz vectors/values (a MERAM co-method's
 //                    loop body in a workflow); eigen.generate and eigen.matrix_market write
 //                    a test matrix, dense or CSR (workflow_components.hpp)
-// Every component but eigen.svd_topk takes format=csr: A kept sparse on three
-// ports (operator_ports.hpp).
+// Every component takes format=csr: A kept sparse on three ports
+// (operator_ports.hpp).
 // Each reports "matvecs", "restarts" and "residual" (largest wanted residual
 // norm ||A x - λ x||, x of unit norm) and raises a KernelError naming the
 // residual reached when it does not converge within its budget. The Arnoldi
@@ -305,7 +305,7 @@ std::vector<double> ritz_restart_vector(const EigenResult& r, std::int64_t n, bo
 /// this is <= tol for every wanted pair.
 double relative_residual(double residual, double value_abs, double ritz_norm);
 
-/// Top-k singular triplets of a dense matrix: A ≈ U diag(s) Vt.
+/// Top-k singular triplets of a matrix: A ≈ U diag(s) Vt.
 struct SvdResult {
   std::vector<double> s;   // k, descending
   std::vector<double> u;   // m x k row-major
@@ -321,11 +321,24 @@ struct SvdOptions {
   std::uint64_t seed = 1;
 };
 
+/// A matrix A [rows, cols] (any shape) applied to blocks of l vectors, row-major:
+/// times(x [cols, l], l, y [rows, l]) sets y = A x; times_t(y [rows, l], l, z [cols, l]) sets z = Aᵀ y.
+struct BlockOperator {
+  std::int64_t rows = 0, cols = 0;
+  std::function<void(const double* x, std::int64_t l, double* y)> times;
+  std::function<void(const double* y, std::int64_t l, double* z)> times_t;
+};
+
+/// A dense row-major A [m,n] with leading dimension ld (kept by pointer): dgemm.
+BlockOperator dense_block_operator(const double* a, std::int64_t m, std::int64_t n, std::int64_t ld);
+
 /// Randomized subspace iteration (Halko-Martinsson-Tropp): Y = A Ω, q rounds of
 /// Y = A (Aᵀ Q) with a QR (dgeqrf/dorgqr) after every product, then the SVD
-/// (dgesdd) of the small B = Qᵀ A. A is row-major [m,n] with leading dimension ld.
+/// (dgesdd) of the small B = Qᵀ A = (Aᵀ Q)ᵀ. A is row-major [m,n] with leading
+/// dimension ld, or any BlockOperator (a CSR matrix: operator_ports.hpp).
 ///
 ///   SvdResult r = svd_topk(a.data(), m, n, n, {.k = 8});
+SvdResult svd_topk(const BlockOperator& a, const SvdOptions& opt);
 SvdResult svd_topk(const double* a, std::int64_t m, std::int64_t n, std::int64_t ld, const SvdOptions& opt);
 
 /// Options of power_iteration().

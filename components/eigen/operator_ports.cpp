@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <utility>
 
 #include <ymlopt/kernel_util.hpp>
@@ -43,14 +44,17 @@ std::vector<PortSpec> csr_ports() {
           {"a_ptr", Access::read, {DType::i32}, true, 1, "format=csr: row pointers [n+1] into a and a_index"}};
 }
 
-std::string check_operator(const std::vector<PortSpec>& s, std::span<const TensorView> p, const Args& args,
-                           std::size_t a, std::size_t index, std::size_t ptr, int64_t* n) {
+namespace {
+
+/// The checks check_matrix() and check_operator() share; a CSR matrix has as many columns as rows here.
+std::string check_ports(const std::vector<PortSpec>& s, std::span<const TensorView> p, const Args& args, std::size_t a,
+                        std::size_t index, std::size_t ptr, int64_t* rows, int64_t* cols) {
   if (auto m = kutil::one_of(args, "format", {"dense", "csr"}); !m.empty()) return m;
   if (format_of(args) == OperatorFormat::dense) {
     for (std::size_t i : {index, ptr})
       if (p[i].bound()) return "port '" + s[i].name + "' is only read with format=csr (this task has format=dense)";
-    if (auto m = kutil::square(s, p, a); !m.empty()) return m;
-    *n = p[a].rows;
+    *rows = p[a].rows;
+    *cols = p[a].cols;
   } else {
     if (!p[index].bound() || !p[ptr].bound())
       return "format=csr needs ports '" + s[index].name + "' (columns) and '" + s[ptr].name + "' (row pointers)";
@@ -63,9 +67,31 @@ std::string check_operator(const std::vector<PortSpec>& s, std::span<const Tenso
         return "port '" + s[i].name + "' has dtype " + dtype_name(p[i].dtype) + ": format=csr indices are i32";
     if (p[ptr].rows != 1 || p[ptr].cols < 2)
       return "port '" + s[ptr].name + "' is " + kutil::dims(p[ptr]) + ": row pointers [n+1] with n >= 1";
-    *n = p[ptr].cols - 1;
+    *rows = *cols = p[ptr].cols - 1;
   }
-  if (*n < 1) return "port '" + s[a].name + "' is " + kutil::dims(p[a]) + ": the operator is empty";
+  if (*rows < 1 || *cols < 1) return "port '" + s[a].name + "' is " + kutil::dims(p[a]) + ": the operator is empty";
+  return "";
+}
+
+}  // namespace
+
+std::string check_matrix(const std::vector<PortSpec>& s, std::span<const TensorView> p, const Args& args,
+                         std::size_t a, std::size_t index, std::size_t ptr, int64_t* rows, int64_t* cols) {
+  if (auto m = check_ports(s, p, args, a, index, ptr, rows, cols); !m.empty()) return m;
+  if (format_of(args) == OperatorFormat::csr) {
+    const int64_t c = args.get_int("cols");
+    if (c < 0) return "param 'cols' is " + to_string(c) + ": must be >= 0 (0: as many as rows)";
+    if (c > INT32_MAX) return "param 'cols' is " + to_string(c) + ": format=csr columns are i32";
+    if (c > 0) *cols = c;
+  }
+  return "";
+}
+
+std::string check_operator(const std::vector<PortSpec>& s, std::span<const TensorView> p, const Args& args,
+                           std::size_t a, std::size_t index, std::size_t ptr, int64_t* n) {
+  int64_t cols = 0;
+  if (auto m = check_ports(s, p, args, a, index, ptr, n, &cols); !m.empty()) return m;
+  if (format_of(args) == OperatorFormat::dense) return kutil::square(s, p, a);
   return "";
 }
 
@@ -74,25 +100,28 @@ double matvec_flops(std::span<const TensorView> p, const Args& args, std::size_t
   return 2.0 * double(p[a].rows) * double(p[a].rows);
 }
 
-PortOperator::PortOperator(const TensorView& a, const TensorView& index, const TensorView& ptr, OperatorFormat f)
+PortOperator::PortOperator(const TensorView& a, const TensorView& index, const TensorView& ptr, OperatorFormat f,
+                           int64_t cols)
     : dtype_(a.dtype), format_(f) {
   if (f == OperatorFormat::dense) {
     n_ = a.rows;
-    nnz_ = n_ * n_;
+    cols_ = a.cols;
+    nnz_ = n_ * cols_;
     if (a.dtype == DType::f64) {
       dense_ = static_cast<const double*>(a.data);
       ld_ = std::max<int64_t>(a.ld, a.cols);
     } else {
-      copy_.resize(static_cast<std::size_t>(n_ * n_));
+      copy_.resize(static_cast<std::size_t>(n_ * cols_));
       for (int64_t r = 0; r < n_; ++r)
-        for (int64_t c = 0; c < n_; ++c) copy_[static_cast<std::size_t>(r * n_ + c)] = a.at<float>(r, c);
+        for (int64_t c = 0; c < cols_; ++c) copy_[static_cast<std::size_t>(r * cols_ + c)] = a.at<float>(r, c);
       dense_ = copy_.data();
-      ld_ = n_;
+      ld_ = cols_;
     }
-    op_ = eigen::dense_operator(dense_, n_, ld_);
+    if (n_ == cols_) op_ = eigen::dense_operator(dense_, n_, ld_);
     return;
   }
   n_ = ptr.cols - 1;
+  cols_ = cols > 0 ? cols : n_;
   const int64_t cap = a.cols;
   ptr_ = static_cast<const std::int32_t*>(ptr.data);
   col_ = static_cast<const std::int32_t*>(index.data);
@@ -106,15 +135,16 @@ PortOperator::PortOperator(const TensorView& a, const TensorView& index, const T
     throw KernelError("port 'a_ptr' ends at " + to_string(nnz_) + " but ports 'a' and 'a_index' hold " +
                       to_string(cap) + " values");
   for (int64_t e = 0; e < nnz_; ++e)
-    if (col_[e] < 0 || col_[e] >= n_)
+    if (col_[e] < 0 || col_[e] >= cols_)
       throw KernelError("port 'a_index' entry " + to_string(e) + " is column " + to_string(col_[e]) +
-                        ", outside [0, " + to_string(n_) + ")");
+                        ", outside [0, " + to_string(cols_) + ")");
   if (a.dtype == DType::f64) {
     val_ = static_cast<const double*>(a.data);
   } else {
     copy_.assign(static_cast<const float*>(a.data), static_cast<const float*>(a.data) + nnz_);
     val_ = copy_.data();
   }
+  if (n_ != cols_) return;
   const std::int32_t *rp = ptr_, *ci = col_;
   const double* va = val_;
   const int64_t n = n_;
@@ -125,6 +155,26 @@ PortOperator::PortOperator(const TensorView& a, const TensorView& index, const T
              y[i] = acc;
            }
          }};
+}
+
+eigen::BlockOperator PortOperator::block() const {
+  if (format_ == OperatorFormat::dense) return eigen::dense_block_operator(dense_, n_, cols_, ld_);
+  const std::int32_t *rp = ptr_, *ci = col_;
+  const double* va = val_;
+  const int64_t rows = n_, cols = cols_;
+  return {rows, cols,
+          [=](const double* x, int64_t l, double* y) {  // y[i, :] = sum_e a_ie x[col_e, :]
+            std::fill_n(y, rows * l, 0.0);
+            for (int64_t i = 0; i < rows; ++i)
+              for (int64_t e = rp[i]; e < rp[i + 1]; ++e)
+                for (int64_t j = 0; j < l; ++j) y[i * l + j] += va[e] * x[ci[e] * l + j];
+          },
+          [=](const double* y, int64_t l, double* z) {  // z[col_e, :] += a_ie y[i, :]
+            std::fill_n(z, cols * l, 0.0);
+            for (int64_t i = 0; i < rows; ++i)
+              for (int64_t e = rp[i]; e < rp[i + 1]; ++e)
+                for (int64_t j = 0; j < l; ++j) z[ci[e] * l + j] += va[e] * y[i * l + j];
+          }};
 }
 
 void PortOperator::require_symmetric(const std::string& hint) const {

@@ -40,19 +40,30 @@ std::vector<PortSpec> csr_ports();
 std::string check_operator(const std::vector<PortSpec>& s, std::span<const TensorView> p, const Args& args,
                            std::size_t a, std::size_t index, std::size_t ptr, std::int64_t* n);
 
+/// The same for a matrix of any shape (eigen.svd_topk): *rows and *cols; with
+/// format=csr the columns are the task's arg `cols` (0: as many as rows).
+std::string check_matrix(const std::vector<PortSpec>& s, std::span<const TensorView> p, const Args& args,
+                         std::size_t a, std::size_t index, std::size_t ptr, std::int64_t* rows, std::int64_t* cols);
+
 /// Multiply-adds of one product with the operator (2 n² dense, 2 cap CSR), for costs.
 double matvec_flops(std::span<const TensorView> p, const Args& args, std::size_t a);
 
 /// The operator of the ports, ready to apply (kept by the object: it must outlive
-/// the solver's use of op()). Throws KernelError on invalid CSR arrays.
+/// the solver's use of op()). Throws KernelError on invalid CSR arrays. `cols`:
+/// a CSR matrix's columns (0: square).
 class PortOperator {
  public:
-  PortOperator(const TensorView& a, const TensorView& index, const TensorView& ptr, OperatorFormat f);
+  PortOperator(const TensorView& a, const TensorView& index, const TensorView& ptr, OperatorFormat f,
+               std::int64_t cols = 0);
   PortOperator(const PortOperator&) = delete;
   PortOperator& operator=(const PortOperator&) = delete;
 
+  /// y = A x (a square A).
   const eigen::LinearOperator& op() const { return op_; }
+  /// Products with blocks of vectors, A x and Aᵀ y (any shape).
+  eigen::BlockOperator block() const;
   std::int64_t n() const { return n_; }
+  std::int64_t cols() const { return cols_; }
   /// Stored entries (n² for dense).
   std::int64_t nnz() const { return nnz_; }
   /// Throws unless A = Aᵀ to a relative 1e-10 (f64 values) or 1e-5 (f32); `hint`
@@ -60,7 +71,7 @@ class PortOperator {
   void require_symmetric(const std::string& hint) const;
 
  private:
-  std::int64_t n_ = 0, nnz_ = 0;
+  std::int64_t n_ = 0, cols_ = 0, nnz_ = 0;
   DType dtype_ = DType::f64;
   OperatorFormat format_;
   const double* dense_ = nullptr;

@@ -39,35 +39,49 @@ void orthonormalize(std::vector<double>& q, int64_t rows, int64_t cols) {
 
 }  // namespace
 
+BlockOperator dense_block_operator(const double* a, int64_t m, int64_t n, int64_t ld) {
+  const blasint lda = bi(std::max<int64_t>(ld, 1));
+  return {m, n,
+          [=](const double* x, int64_t l, double* y) {
+            cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, bi(m), bi(l), bi(n), 1.0, a, lda, x, bi(l), 0.0, y,
+                        bi(l));
+          },
+          [=](const double* y, int64_t l, double* z) {
+            cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, bi(n), bi(l), bi(m), 1.0, a, lda, y, bi(l), 0.0, z,
+                        bi(l));
+          }};
+}
+
 SvdResult svd_topk(const double* a, int64_t m, int64_t n, int64_t ld, const SvdOptions& opt) {
-  const int64_t k = opt.k, mn = std::min(m, n);
+  return svd_topk(dense_block_operator(a, m, n, ld), opt);
+}
+
+SvdResult svd_topk(const BlockOperator& a, const SvdOptions& opt) {
+  const int64_t m = a.rows, n = a.cols, k = opt.k, mn = std::min(m, n);
   if (m < 1 || n < 1) throw KernelError("svd_topk: empty matrix");
   if (k < 1 || k > mn)
     throw KernelError("svd_topk: k = " + std::to_string(k) + " must be in [1, min(m, n) = " + std::to_string(mn) + "]");
   if (opt.oversample < 0 || opt.power_iters < 0) throw KernelError("svd_topk: oversample and power_iters must be >= 0");
   const int64_t l = std::min(k + opt.oversample, mn);
-  const blasint lda = bi(std::max<int64_t>(ld, 1));
   SvdResult r;
   std::vector<double> omega = random_vector(n * l, opt.seed);  // n x l
   std::vector<double> y(sz(m * l)), z(sz(n * l));
-  cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, bi(m), bi(l), bi(n), 1.0, a, lda, omega.data(), bi(l), 0.0,
-              y.data(), bi(l));
+  a.times(omega.data(), l, y.data());
   r.matvecs += l;
   orthonormalize(y, m, l);
   for (int64_t q = 0; q < opt.power_iters; ++q) {
-    cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, bi(n), bi(l), bi(m), 1.0, a, lda, y.data(), bi(l), 0.0,
-                z.data(), bi(l));
+    a.times_t(y.data(), l, z.data());
     orthonormalize(z, n, l);
-    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, bi(m), bi(l), bi(n), 1.0, a, lda, z.data(), bi(l), 0.0,
-                y.data(), bi(l));
+    a.times(z.data(), l, y.data());
     orthonormalize(y, m, l);
     r.matvecs += 2 * l;
   }
-  // B = Qᵀ A (l x n), then its SVD.
-  std::vector<double> b(sz(l * n)), s(sz(l)), ub(sz(l * l)), vtb(sz(l * n));
-  cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, bi(l), bi(n), bi(m), 1.0, y.data(), bi(l), a, lda, 0.0,
-              b.data(), bi(n));
+  // B = Qᵀ A = (Aᵀ Q)ᵀ (l x n), then its SVD.
+  a.times_t(y.data(), l, z.data());
   r.matvecs += l;
+  std::vector<double> b(sz(l * n)), s(sz(l)), ub(sz(l * l)), vtb(sz(l * n));
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < l; ++j) b[sz(j * n + i)] = z[sz(i * l + j)];
   if (LAPACKE_dgesdd(LAPACK_ROW_MAJOR, 'S', bi(l), bi(n), b.data(), bi(n), s.data(), ub.data(), bi(l), vtb.data(),
                      bi(n)) != 0)
     throw KernelError("svd_topk: dgesdd failed on the projected matrix");

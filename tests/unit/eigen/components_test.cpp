@@ -180,7 +180,7 @@ TEST(EigenComponents, BadInputsHaveClearMessages) {
   EXPECT_EQ(test::check(r, "eigen.arnoldi", {sv(10, 10), sv(1, 3), sv(1, 3), none, none}, {{"k", "3"}, {"tol", "0"}}),
             "param 'tol' is 0.000000: must be > 0");
   EXPECT_EQ(test::check(r, "eigen.svd_topk", {sv(10, 6), sv(1, 7), none, none}, {{"k", "7"}}),
-            "param 'k' is 7: must be in [1, min(m, n) = 6] for port 'a' 10x6");
+            "param 'k' is 7: must be in [1, min(m, n) = 6] for a 10x6 matrix");
   EXPECT_EQ(test::check(r, "eigen.svd_topk", {sv(10, 6), sv(1, 2), sv(6, 2), none}, {{"k", "2"}}),
             "port 'u' is 6x2 but expected 10x2 (m x k)");
   EXPECT_EQ(test::check(r, "eigen.power", {sv(10, 6), sv(1, 1), none}, {{"max_iter", "0"}}),

@@ -1,6 +1,7 @@
 // Matrices kept sparse on the eigen components' ports (format=csr,
 // operator_ports.hpp): every solver component against LAPACK (dgeev, dsyevd) or
-// ARPACK on the same matrix, the cycle components against their dense runs,
+// ARPACK on the same matrix (svd_topk: a rectangular CSR against its dense run
+// and the exact values), the cycle components against their dense runs,
 // eigen.generate and eigen.matrix_market writing CSR, and every lie in the
 // index arrays refused with a message naming the port.
 #include <gtest/gtest.h>
@@ -147,6 +148,47 @@ TEST(EigenCsr, LanczosOnASymmetricCsrMatchesDsyevdAndRefusesANonSymmetricOne) {
   const std::string e =
       run_error("eigen.lanczos", {q.a(), vec_view(v2), TensorView{}, q.index(), q.rows()}, {{"k", "2"}, {"format", "csr"}});
   EXPECT_EQ(e.rfind("port 'a' is not symmetric: |a[", 0), 0u) << e;
+}
+
+TEST(EigenCsr, SvdOfARectangularCsrMatchesTheDenseRunAndTheExactValues) {
+  // A [300, 200] = P diag(10 * 0.7^i) Q (permutations): its singular values are the diagonal's.
+  const int64_t m = 300, n = 200, k = 5;
+  std::vector<int64_t> rp(static_cast<size_t>(m)), cp(static_cast<size_t>(n));
+  for (int64_t i = 0; i < m; ++i) rp[sz(i)] = (i * 7 + 3) % m;  // 7 and 300 coprime
+  for (int64_t j = 0; j < n; ++j) cp[sz(j)] = (j * 13 + 5) % n;  // 13 and 200 coprime
+  std::vector<double> dense(static_cast<size_t>(m * n), 0.0);
+  for (int64_t i = 0; i < n; ++i) dense[sz(rp[sz(i)] * n + cp[sz(i)])] = 10 * std::pow(0.7, double(i));
+  CsrMatrix s;
+  s.rows = m;
+  s.cols = n;
+  s.row_ptr.push_back(0);
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < n; ++j)
+      if (dense[sz(i * n + j)] != 0) s.col.push_back(j), s.val.push_back(dense[sz(i * n + j)]);
+    s.row_ptr.push_back(s.nnz());
+  }
+  Mat<double> a(m, n);
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) a(i, j) = dense[sz(i * n + j)];
+  const std::map<std::string, std::string> args = {{"k", "5"}, {"seed", "3"}};
+  Mat<double> sd(1, k), ud(m, k), vd(k, n), sc(1, k), uc(m, k), vc(k, n);
+  test::run(registry(), "eigen.svd_topk", {a.view(), vec_view(sd), ud.view(), vd.view()}, args);
+  CsrPorts<double> p(s, s.nnz() + 4);
+  auto csr = args;
+  csr["format"] = "csr";
+  csr["cols"] = "200";
+  const auto rep =
+      test::run(registry(), "eigen.svd_topk", {p.a(), vec_view(sc), uc.view(), vc.view(), p.index(), p.rows()}, csr);
+  for (int64_t j = 0; j < k; ++j) {
+    EXPECT_NEAR(sc(0, j), 10 * std::pow(0.7, double(j)), 1e-8) << j;
+    EXPECT_NEAR(sc(0, j), sd(0, j), 1e-10) << j;
+  }
+  EXPECT_LT(rep.at("residual"), 1e-6);
+  // columns 201.. do not exist: a lying column index is refused
+  csr["cols"] = "150";
+  EXPECT_EQ(run_error("eigen.svd_topk", {p.a(), vec_view(sc), TensorView{}, TensorView{}, p.index(), p.rows()}, csr)
+                .rfind("port 'a_index' entry ", 0),
+            0u);
 }
 
 TEST(EigenCsr, CycleLoopsOnCsrMatchArpack) {
