@@ -105,16 +105,20 @@ CsrMatrix to_csr(int64_t rows, int64_t cols, std::vector<Triplet>& t) {
 
 }  // namespace
 
-CsrMatrix parse_matrix_market(std::istream& in, const std::string& name, MatrixMarketHeader* header) {
-  Reader rd{in, name};
+namespace {
+
+/// The header line and the size line, checked; rd is left on the size line.
+MatrixMarketSize read_head(Reader& rd) {
   const std::string expected =
       "expected '%%MatrixMarket matrix <coordinate|array> <real|integer|pattern> <general|symmetric|skew-symmetric>'";
-  if (!std::getline(in, rd.line)) rd.fail(1, "empty file, " + expected);
+  if (!std::getline(rd.in, rd.line)) rd.fail(1, "empty file, " + expected);
   rd.line_no = 1;
   const auto hw = words(rd.line);
   if (hw.size() != 5 || hw[0] != "%%MatrixMarket" || lower(hw[1]) != "matrix")
     rd.fail(1, "bad header '" + trimmed(rd.line) + "': " + expected);
-  MatrixMarketHeader h{lower(hw[2]), lower(hw[3]), lower(hw[4])};
+  MatrixMarketSize z;
+  MatrixMarketHeader& h = z.header;
+  h = {lower(hw[2]), lower(hw[3]), lower(hw[4])};
   if (h.format != "coordinate" && h.format != "array")
     rd.fail(1, "format '" + h.format + "' is not supported (coordinate or array)");
   if (h.field != "real" && h.field != "integer" && h.field != "pattern")
@@ -122,24 +126,49 @@ CsrMatrix parse_matrix_market(std::istream& in, const std::string& name, MatrixM
   if (h.symmetry != "general" && h.symmetry != "symmetric" && h.symmetry != "skew-symmetric")
     rd.fail(1, "symmetry '" + h.symmetry + "' is not supported (general, symmetric or skew-symmetric)");
   if (h.format == "array" && h.field == "pattern") rd.fail(1, "an array matrix cannot have field 'pattern'");
-  if (header) *header = h;
-  const bool coord = h.format == "coordinate", pattern = h.field == "pattern";
-  const bool sym = h.symmetry == "symmetric", skew = h.symmetry == "skew-symmetric";
-
+  const bool coord = h.format == "coordinate";
   const std::string size_form = coord ? "'rows cols entries'" : "'rows cols'";
   if (!rd.next_data_line()) rd.fail(rd.line_no + 1, "file ends before the size line " + size_form);
   const auto sw = words(rd.line);
-  int64_t rows = 0, cols = 0, nnz = 0;
-  if (sw.size() != (coord ? 3u : 2u) || !parse_int(sw[0], rows) || !parse_int(sw[1], cols) ||
-      (coord && !parse_int(sw[2], nnz)) || rows < 0 || cols < 0 || nnz < 0)
+  if (sw.size() != (coord ? 3u : 2u) || !parse_int(sw[0], z.rows) || !parse_int(sw[1], z.cols) ||
+      (coord && !parse_int(sw[2], z.entries)) || z.rows < 0 || z.cols < 0 || z.entries < 0)
     rd.fail(rd.line_no, "bad size line '" + trimmed(rd.line) + "': expected " + size_form +
                             " (non-negative integers)");
-  if ((sym || skew) && rows != cols)
-    rd.fail(rd.line_no, "a " + h.symmetry + " matrix must be square, got " + std::to_string(rows) + " x " +
-                            std::to_string(cols));
-  if (rows > kMaxDim || cols > kMaxDim)
-    rd.fail(rd.line_no, "a " + std::to_string(rows) + " x " + std::to_string(cols) +
+  if (h.symmetry != "general" && z.rows != z.cols)
+    rd.fail(rd.line_no, "a " + h.symmetry + " matrix must be square, got " + std::to_string(z.rows) + " x " +
+                            std::to_string(z.cols));
+  if (z.rows > kMaxDim || z.cols > kMaxDim)
+    rd.fail(rd.line_no, "a " + std::to_string(z.rows) + " x " + std::to_string(z.cols) +
                             " matrix: rows and columns are limited to 2^31 - 1");
+  if (!coord)  // the values the array stores: all, the lower triangle with or without the diagonal
+    z.entries = h.symmetry == "general"         ? z.rows * z.cols
+                : h.symmetry == "symmetric"     ? z.rows * (z.rows + 1) / 2
+                                                : z.rows * (z.rows - 1) / 2;
+  return z;
+}
+
+}  // namespace
+
+int64_t MatrixMarketSize::max_nonzeros() const {
+  return header.symmetry == "general" ? entries : 2 * entries;
+}
+
+MatrixMarketSize read_matrix_market_size(const std::string& path) {
+  std::ifstream f(path);
+  if (!f) throw MatrixMarketError(path + ":0: cannot open the file");
+  Reader rd{f, path};
+  return read_head(rd);
+}
+
+CsrMatrix parse_matrix_market(std::istream& in, const std::string& name, MatrixMarketHeader* header) {
+  Reader rd{in, name};
+  const MatrixMarketSize z = read_head(rd);
+  const MatrixMarketHeader& h = z.header;
+  if (header) *header = h;
+  const bool coord = h.format == "coordinate", pattern = h.field == "pattern";
+  const bool sym = h.symmetry == "symmetric", skew = h.symmetry == "skew-symmetric";
+  const int64_t rows = z.rows, cols = z.cols;
+  int64_t nnz = coord ? z.entries : 0;
   const int64_t size_line = rd.line_no;
 
   std::vector<Triplet> t;

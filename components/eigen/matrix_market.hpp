@@ -14,6 +14,7 @@
 //   write_matrix_market("copy.mtx", a, "written by ymlopt");
 #pragma once
 
+#include <cstdint>
 #include <iosfwd>
 #include <string>
 
@@ -32,6 +33,18 @@ struct MatrixMarketHeader {
   std::string field;     // real | integer | pattern
   std::string symmetry;  // general | symmetric | skew-symmetric
 };
+
+/// What a file's header and size line say (its entries are not read): rows,
+/// columns and the entries it stores (an array: the values of its stored part).
+struct MatrixMarketSize {
+  std::int64_t rows = 0, cols = 0, entries = 0;
+  MatrixMarketHeader header;
+  /// At most this many nonzeros once read (symmetric and skew-symmetric halves mirrored).
+  std::int64_t max_nonzeros() const;
+};
+
+/// Reads only the header and the size line of the file at `path` (MatrixMarketError as below).
+MatrixMarketSize read_matrix_market_size(const std::string& path);
 
 /// Reads the file at `path` into CSR (columns sorted within each row).
 ///

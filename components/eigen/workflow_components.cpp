@@ -563,13 +563,41 @@ const std::vector<PortSpec>& mm_ports() {
   return p;
 }
 
+/// The file a task's arg `path` names: as given (absolute, or from the current
+/// directory), else under the run directory when there is one.
+std::string mm_path(const std::string& arg, const std::string& run_dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (fs::path(arg).is_absolute() || run_dir.empty() || fs::exists(arg, ec)) return arg;
+  const std::string under = (fs::path(run_dir) / arg).string();
+  return fs::exists(under, ec) ? under : arg;
+}
+
 std::string mm_check(const TaskShape& t) {
   const auto& s = mm_ports();
   const auto& p = t.ports;
   if (auto m = kutil::ports_present(s, p); !m.empty()) return m;
   int64_t rows = 0;
   if (auto m = matrix_out_check(s, p, t.args, &rows); !m.empty()) return m;
-  if (t.args.get_string("path").empty()) return "param 'path' is empty";
+  const std::string& path = t.args.get_string("path");
+  if (path.empty()) return "param 'path' is empty";
+  // A file already there is sized from its size line before the run (else when the task runs).
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) return "";
+  eigen::MatrixMarketSize z;
+  try {
+    z = eigen::read_matrix_market_size(path);
+  } catch (const eigen::MatrixMarketError& e) {
+    return e.what();
+  }
+  const std::string what = path + " holds a " + to_string(z.rows) + "x" + to_string(z.cols) + " matrix (" +
+                           to_string(z.entries) + " entries stored, up to " + to_string(z.max_nonzeros()) +
+                           " nonzeros)";
+  if (eigen_util::format_of(t.args) == eigen_util::OperatorFormat::dense)
+    return p[0].rows == z.rows && p[0].cols == z.cols ? "" : what + " but port 'a' is " + dims(p[0]);
+  if (rows != z.rows)
+    return what + " but port 'a_ptr' is " + dims(p[2]) + ": it needs rows + 1 = " + to_string(z.rows + 1) +
+           " pointers";
   return "";
 }
 
@@ -582,10 +610,7 @@ Cost mm_cost(const TaskShape& t) {
 
 void mm_cpu(KernelContext& ctx) {
   kutil::validate(ctx, mm_ports(), mm_check);
-  namespace fs = std::filesystem;
-  const std::string& arg = ctx.arg_string("path");
-  const std::string path =
-      ctx.run_dir().empty() || fs::path(arg).is_absolute() ? arg : (fs::path(ctx.run_dir()) / arg).string();
+  const std::string path = mm_path(ctx.arg_string("path"), ctx.run_dir());
   const eigen::CsrMatrix m = eigen::read_matrix_market(path);  // MatrixMarketError: "PATH:LINE: reason"
   write_matrix(ctx, m, path);
 }
@@ -784,7 +809,9 @@ void register_eigen_workflow(Registry& reg) {
       "format=csr kept sparse (values, columns, row pointers; the error names the nonzero count when a and a_index "
       "are too small)",
       mm_ports(),
-      {{"path", ParamType::string_, "", true, "the .mtx file (relative paths resolve against the run directory)"},
+      {{"path", ParamType::string_, "", true,
+        "the .mtx file (a relative path: from the current directory, else under the run directory; a file there "
+        "before the run is sized from its size line when the workflow compiles)"},
        {"format", ParamType::string_, "dense", false,
         "dense (port a is [rows,cols]) or csr (a: values [cap], a_index: i32 columns [cap], a_ptr: i32 [rows+1])"}},
       mm_cpu, mm_check, mm_cost);

@@ -106,6 +106,10 @@ PY
 expect_rc 1 "a Matrix Market file with more nonzeros than nnz" -- "$bin" run "$wf" "${mtx_args[@]}" --set nnz=1000 \
   --out "$tmp/mtx-small"
 expect_in "has 2394 nonzeros but ports 'a' and 'a_index' hold 1000: size them [2394] or more" "the count that does not fit"
+# a relative path is the current directory's, and a wrong n fails to compile, naming the file's size
+root=$PWD abs_bin=$(realpath "$bin")
+expect_rc 1 "a Matrix Market file of another size than n" -- bash -c "cd '$tmp' && '$abs_bin' check '$root/$wf' --set matrix=m.mtx --set n=500"
+expect_in "m.mtx holds a 600x600 matrix (2394 entries stored, up to 2394 nonzeros) but port 'a_ptr' is 1x501 (shape 501): it needs rows + 1 = 601 pointers" "the file's size at compile time"
 # the workflow's default mapping is fair (equal worker time per co-method); shared too
 expect_rc 0 "meram with shared workers" -- "$bin" run "$wf" "${case_args[@]}" --set mapping=shared --out "$tmp/shared"
 check_run "$tmp/shared" "MERAM (shared)"

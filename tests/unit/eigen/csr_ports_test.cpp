@@ -272,7 +272,9 @@ TEST(EigenCsr, MatrixMarketAndGenerateWriteCsrAndNameTheCountThatDoesNotFit) {
   Mat<std::int32_t> ptr_short(1, s.rows);
   EXPECT_EQ(run_error("eigen.matrix_market", {vec_view(val), vec_view(col), vec_view(ptr_short)},
                       {{"path", path}, {"format", "csr"}}),
-            path + ": the matrix has 300 rows but port 'a_ptr' is 1x300 (shape 300) (rows + 1 = 301 pointers)");
+            path + " holds a 300x300 matrix (" + std::to_string(s.nnz()) + " entries stored, up to " +
+                std::to_string(s.nnz()) + " nonzeros) but port 'a_ptr' is 1x300 (shape 300): it needs rows + 1 = 301 "
+                "pointers");
   EXPECT_EQ(test::check(registry(), "eigen.generate", {vec_view(val), vec_view(col), vec_view(ptr)},
                         {{"kind", "schur"}, {"format", "csr"}}),
             "kind 'schur' makes a dense matrix (Q T Qᵀ): use format=dense");

@@ -631,7 +631,8 @@ TEST(EigenMatrixMarket, RoundTripSymmetricAndSizeMismatch) {
 
   Mat<double> wrong(n + 1, n + 1);
   EXPECT_EQ(run_error("eigen.matrix_market", {wrong.view()}, {{"path", path}}),
-            path + ": the matrix is " + std::to_string(n) + "x" + std::to_string(n) + " but port 'a' is " +
+            path + " holds a " + std::to_string(n) + "x" + std::to_string(n) + " matrix (" + std::to_string(s.nnz()) +
+                " entries stored, up to " + std::to_string(s.nnz()) + " nonzeros) but port 'a' is " +
                 std::to_string(n + 1) + "x" + std::to_string(n + 1));
   const std::string missing = run_error("eigen.matrix_market", {b.view()}, {{"path", temp_path("missing.mtx")}});
   EXPECT_EQ(missing.rfind(temp_path("missing.mtx"), 0), 0u) << missing;

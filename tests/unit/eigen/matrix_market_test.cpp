@@ -98,6 +98,30 @@ TEST(MatrixMarket, SymmetricSkewPatternArrayAndDuplicates) {
   EXPECT_TRUE(d.empty());
 }
 
+TEST(MatrixMarket, SizeLineAloneGivesTheSizeAndTheRoomNeeded) {
+  const auto general = read_matrix_market_size(
+      write_file("g.mtx", "%%MatrixMarket matrix coordinate real general\n% c\n3 4 5\n1 1 1\n"));
+  EXPECT_EQ(general.rows, 3);
+  EXPECT_EQ(general.cols, 4);
+  EXPECT_EQ(general.entries, 5);  // the entries are not read: only the size line
+  EXPECT_EQ(general.max_nonzeros(), 5);
+  const auto sym =
+      read_matrix_market_size(write_file("s.mtx", "%%MatrixMarket matrix coordinate pattern symmetric\n4 4 6\n"));
+  EXPECT_EQ(sym.max_nonzeros(), 12);
+  EXPECT_EQ(sym.header.field, "pattern");
+  const auto skew =
+      read_matrix_market_size(write_file("a.mtx", "%%MatrixMarket matrix array real skew-symmetric\n4 4\n"));
+  EXPECT_EQ(skew.entries, 6);  // the strictly lower triangle
+  EXPECT_EQ(skew.max_nonzeros(), 12);
+  const std::string bad = write_file("b.mtx", "%%MatrixMarket matrix coordinate real general\n3 3\n");
+  try {
+    read_matrix_market_size(bad);
+    ADD_FAILURE() << "no error";
+  } catch (const MatrixMarketError& e) {
+    EXPECT_EQ(std::string(e.what()), bad + ":2: bad size line '3 3': expected 'rows cols entries' (non-negative integers)");
+  }
+}
+
 TEST(MatrixMarket, EveryErrorNamesFileAndLine) {
   const std::string hdr = "%%MatrixMarket matrix coordinate real general\n";
   const std::string expected =
