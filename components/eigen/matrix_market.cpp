@@ -207,10 +207,9 @@ CsrMatrix parse_matrix_market(std::istream& in, const std::string& name, MatrixM
     }
   } else {
     // Column-major; symmetric: the lower triangle with the diagonal, skew: strictly lower.
-    const int64_t first = sym ? 0 : skew ? 1 : -rows;  // row of column c's first value: c + first, at least 0
-    int64_t r = std::max<int64_t>(first, 0), c = 0;
-    nnz = 0;
-    for (int64_t col = 0; col < cols; ++col) nnz += rows - std::min(rows, std::max<int64_t>(col + first, 0));
+    auto first_row = [&](int64_t col) { return sym ? col : skew ? col + 1 : 0; };  // of column col's values
+    int64_t c = 0, r = first_row(0);
+    nnz = z.entries;  // the stored values, from the size line
     for (int64_t e = 0; e < nnz; ++e) {
       if (!rd.next_data_line())
         rd.fail(rd.line_no + 1, "file ends after " + std::to_string(e) + " of the " + std::to_string(nnz) +
@@ -222,7 +221,7 @@ CsrMatrix parse_matrix_market(std::istream& in, const std::string& name, MatrixM
         rd.fail(rd.line_no, "bad value '" + trimmed(rd.line) + "': expected one number");
       if (!std::isfinite(v)) rd.fail(rd.line_no, "value '" + std::string(w[0]) + "' is not finite");
       if (v != 0) add(r, c, v);
-      for (++r; r >= rows && c < cols;) r = std::max<int64_t>(++c + first, 0);  // the next column with values
+      for (++r; r >= rows && c < cols;) r = first_row(++c);  // the next column with values
     }
   }
   if (rd.next_data_line())

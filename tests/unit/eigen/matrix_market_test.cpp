@@ -98,6 +98,18 @@ TEST(MatrixMarket, SymmetricSkewPatternArrayAndDuplicates) {
   EXPECT_TRUE(d.empty());
 }
 
+TEST(MatrixMarket, WideAndTallArraysAreColumnMajor) {
+  // 2 x 5 and 5 x 2 general arrays, values 1..10 column after column
+  std::string wide = "%%MatrixMarket matrix array real general\n2 5\n", tall = "%%MatrixMarket matrix array real general\n5 2\n";
+  for (int v = 1; v <= 10; ++v) wide += std::to_string(v) + "\n", tall += std::to_string(v) + "\n";
+  const std::vector<double> w = to_dense(read_matrix_market(write_file("wide.mtx", wide)));
+  const std::vector<double> t = to_dense(read_matrix_market(write_file("tall.mtx", tall)));
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < 5; ++j) EXPECT_EQ(w[static_cast<size_t>(i * 5 + j)], 1 + j * 2 + i) << i << "," << j;
+  for (int i = 0; i < 5; ++i)
+    for (int j = 0; j < 2; ++j) EXPECT_EQ(t[static_cast<size_t>(i * 2 + j)], 1 + j * 5 + i) << i << "," << j;
+}
+
 TEST(MatrixMarket, SizeLineAloneGivesTheSizeAndTheRoomNeeded) {
   const auto general = read_matrix_market_size(
       write_file("g.mtx", "%%MatrixMarket matrix coordinate real general\n% c\n3 4 5\n1 1 1\n"));
