@@ -12,7 +12,10 @@
 # (trace.json), not the matrix's generation.
 #
 #   tests/bench/eigen_small_dense.sh [BUILD_DIR] [SEEDS] [N]      # build, 3, 1000
+# Exits 1 when the workflow fails or returns other values than LAPACK's on any
+# matrix (ARPACK's misses are reported, not failures).
 set -u
+wrong=0
 build=${1:-build}
 seeds=${2:-3}
 n=${3:-1000}
@@ -59,6 +62,9 @@ if rc == 0:
     wf_ok = "yes" if err < 1e-6 else "bad"
 print("%-10s %4s | %9.3f %5s | %9.3f %5s %6d | %9.3f %5s | %.2f" % (name, seed, wf_s, wf_ok, ar_s, ar_ok, ar_mv, cc_s,
                                                                    cc_ok, wf_s / ar_s))
+sys.exit(0 if wf_ok == "yes" else 1)
 PY
+    [ $? -eq 0 ] || wrong=$((wrong + 1))
   done
 done
+[ "$wrong" -eq 0 ] || { echo "the workflow failed or was wrong on $wrong matrices"; exit 1; }

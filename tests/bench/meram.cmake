@@ -11,3 +11,9 @@ target_link_libraries(ymlopt_bench_eigen_suite PRIVATE ymlopt::eigen PkgConfig::
   Threads::Threads)
 add_test(NAME bench_eigen_suite_smoke COMMAND ymlopt_bench_eigen_suite --scale 0.002 --max-restarts 5000)
 set_tests_properties(bench_eigen_suite_smoke PROPERTIES LABELS bench TIMEOUT 300)
+
+# meram.xml against ARPACK on small dense problems (docs/BENCHMARKS.md, "Small dense problems: the
+# workflow against ARPACK"); the smoke runs one seed of each spectrum at n = 200.
+add_test(NAME bench_eigen_small_dense_smoke COMMAND ${CMAKE_CURRENT_LIST_DIR}/eigen_small_dense.sh ${PROJECT_BINARY_DIR} 1 200
+         WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+set_tests_properties(bench_eigen_small_dense_smoke PROPERTIES LABELS bench TIMEOUT 300)
