@@ -94,17 +94,13 @@ void report_result(KernelContext& ctx, const eigen::EigenResult& r) {
 enum LanczosPort : std::size_t { kLa, kLvalues, kLvectors, kLindex, kLptr };
 
 const std::vector<PortSpec>& lanczos_ports() {
-  static const std::vector<PortSpec> p = [] {
-    std::vector<PortSpec> v = {
-        {"a", Access::read, kFloat, false, 2,
-         "symmetric A [n,n] (operator=matrix; format=csr: its values), or X [m,n] (operator=gram: the operator is "
-         "H = XᵀX [n,n])"},
-        {"values", Access::write, kFloat, false, 1, "the k wanted eigenvalues [k], in wanted order"},
-        {"vectors", Access::write, kFloat, true, 2, "their unit eigenvectors as columns [n,k] (optional)"},
-    };
-    for (auto& c : eigen_util::csr_ports()) v.push_back(c);
-    return v;
-  }();
+  static const std::vector<PortSpec> p = eigen_util::with_csr_ports({
+      {"a", Access::read, kFloat, false, 2,
+       "symmetric A [n,n] (operator=matrix; format=csr: its values), or X [m,n] (operator=gram: the operator is "
+       "H = XᵀX [n,n])"},
+      {"values", Access::write, kFloat, false, 1, "the k wanted eigenvalues [k], in wanted order"},
+      {"vectors", Access::write, kFloat, true, 2, "their unit eigenvectors as columns [n,k] (optional)"},
+  });
   return p;
 }
 
@@ -210,18 +206,14 @@ void lanczos_cpu(KernelContext& ctx) {
 enum ArnoldiPort : std::size_t { kAa, kAvaluesRe, kAvaluesIm, kAvectorsRe, kAvectorsIm, kAindex, kAptr };
 
 const std::vector<PortSpec>& arnoldi_ports() {
-  static const std::vector<PortSpec> p = [] {
-    std::vector<PortSpec> v = {
-        {"a", Access::read, kFloat, false, 2, "A [n,n] (need not be symmetric); format=csr: its values"},
-        {"values_re", Access::write, kFloat, false, 1, "real parts of the k wanted eigenvalues [k]"},
-        {"values_im", Access::write, kFloat, false, 1, "imaginary parts [k]; a conjugate pair is listed +im first"},
-        {"vectors_re", Access::write, kFloat, true, 2,
-         "real parts of the unit eigenvectors, as columns [n,k] (optional)"},
-        {"vectors_im", Access::write, kFloat, true, 2, "imaginary parts of the eigenvectors [n,k] (optional)"},
-    };
-    for (auto& c : eigen_util::csr_ports()) v.push_back(c);
-    return v;
-  }();
+  static const std::vector<PortSpec> p = eigen_util::with_csr_ports({
+      {"a", Access::read, kFloat, false, 2, "A [n,n] (need not be symmetric); format=csr: its values"},
+      {"values_re", Access::write, kFloat, false, 1, "real parts of the k wanted eigenvalues [k]"},
+      {"values_im", Access::write, kFloat, false, 1, "imaginary parts [k]; a conjugate pair is listed +im first"},
+      {"vectors_re", Access::write, kFloat, true, 2,
+       "real parts of the unit eigenvectors, as columns [n,k] (optional)"},
+      {"vectors_im", Access::write, kFloat, true, 2, "imaginary parts of the eigenvectors [n,k] (optional)"},
+  });
   return p;
 }
 
@@ -378,6 +370,8 @@ void meram_cpu(KernelContext& ctx) {
     ctx.report(c.name + ".matvecs", static_cast<double>(c.matvecs));
     ctx.report(c.name + ".restarts", static_cast<double>(c.restarts));
     ctx.report(c.name + ".adopted", static_cast<double>(c.adopted));
+    ctx.report(c.name + ".missed", static_cast<double>(c.missed));        // converged sets its check rejected
+    ctx.report(c.name + ".unverified", static_cast<double>(c.unverified));  // taken with an inconclusive check
   }
   if (!r.converged) not_converged("eigen.meram", r, o.tol, o.max_restarts, "max_restarts (per co-method)");
   write_vector(ctx.port(1), r.values_re);
@@ -391,16 +385,12 @@ void meram_cpu(KernelContext& ctx) {
 enum SvdPort : std::size_t { kSa, kSs, kSu, kSvt, kSindex, kSptr };
 
 const std::vector<PortSpec>& svd_ports() {
-  static const std::vector<PortSpec> p = [] {
-    std::vector<PortSpec> v = {
-        {"a", Access::read, kFloat, false, 2, "A [m,n]; format=csr: its values"},
-        {"s", Access::write, kFloat, false, 1, "the k largest singular values [k], descending"},
-        {"u", Access::write, kFloat, true, 2, "left singular vectors [m,k] (optional)"},
-        {"vt", Access::write, kFloat, true, 2, "right singular vectors as rows [k,n] (optional)"},
-    };
-    for (auto& c : eigen_util::csr_ports()) v.push_back(c);
-    return v;
-  }();
+  static const std::vector<PortSpec> p = eigen_util::with_csr_ports({
+      {"a", Access::read, kFloat, false, 2, "A [m,n]; format=csr: its values"},
+      {"s", Access::write, kFloat, false, 1, "the k largest singular values [k], descending"},
+      {"u", Access::write, kFloat, true, 2, "left singular vectors [m,k] (optional)"},
+      {"vt", Access::write, kFloat, true, 2, "right singular vectors as rows [k,n] (optional)"},
+  });
   return p;
 }
 
@@ -487,16 +477,12 @@ void svd_cpu(KernelContext& ctx) {
 enum PowerPort : std::size_t { kPa, kPvalue, kPvector, kPindex, kPptr };
 
 const std::vector<PortSpec>& power_ports() {
-  static const std::vector<PortSpec> p = [] {
-    std::vector<PortSpec> v = {
-        {"a", Access::read, kFloat, false, 2,
-         "A [n,n] (operator=matrix; format=csr: its values), or X [m,n] (operator=gram: H = XᵀX)"},
-        {"value", Access::write, kFloat, false, 1, "the eigenvalue of largest modulus [1] (Rayleigh quotient)"},
-        {"vector", Access::write, kFloat, true, 1, "its unit eigenvector [n] (optional)"},
-    };
-    for (auto& c : eigen_util::csr_ports()) v.push_back(c);
-    return v;
-  }();
+  static const std::vector<PortSpec> p = eigen_util::with_csr_ports({
+      {"a", Access::read, kFloat, false, 2,
+       "A [n,n] (operator=matrix; format=csr: its values), or X [m,n] (operator=gram: H = XᵀX)"},
+      {"value", Access::write, kFloat, false, 1, "the eigenvalue of largest modulus [1] (Rayleigh quotient)"},
+      {"vector", Access::write, kFloat, true, 1, "its unit eigenvector [n] (optional)"},
+  });
   return p;
 }
 

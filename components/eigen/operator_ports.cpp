@@ -39,26 +39,29 @@ ParamSpec format_param() {
           "row pointers i32 [n+1]; cap >= nonzeros)"};
 }
 
-std::vector<PortSpec> csr_ports() {
-  return {{"a_index", Access::read, {DType::i32}, true, 1, "format=csr: the column of each value in a [cap]"},
-          {"a_ptr", Access::read, {DType::i32}, true, 1, "format=csr: row pointers [n+1] into a and a_index"}};
+std::vector<PortSpec> with_csr_ports(std::vector<PortSpec> ports) {
+  ports.push_back({"a_index", Access::read, {DType::i32}, true, 1, "format=csr: the column of each value in a [cap]"});
+  ports.push_back({"a_ptr", Access::read, {DType::i32}, true, 1, "format=csr: row pointers [n+1] into a and a_index"});
+  return ports;
 }
 
-namespace {
-
-/// The checks check_matrix() and check_operator() share; a CSR matrix has as many columns as rows here.
-std::string check_ports(const std::vector<PortSpec>& s, std::span<const TensorView> p, const Args& args, std::size_t a,
-                        std::size_t index, std::size_t ptr, int64_t* rows, int64_t* cols) {
+std::string check_matrix_ports(const std::vector<PortSpec>& s, std::span<const TensorView> p, const Args& args,
+                               std::size_t a, std::size_t index, std::size_t ptr, bool written, int64_t* rows,
+                               int64_t* cols) {
   if (auto m = kutil::one_of(args, "format", {"dense", "csr"}); !m.empty()) return m;
   if (format_of(args) == OperatorFormat::dense) {
     for (std::size_t i : {index, ptr})
-      if (p[i].bound()) return "port '" + s[i].name + "' is only read with format=csr (this task has format=dense)";
+      if (p[i].bound())
+        return "port '" + s[i].name + "' is only " + (written ? "written" : "read") +
+               " with format=csr (this task has format=dense)";
     *rows = p[a].rows;
     *cols = p[a].cols;
   } else {
     if (!p[index].bound() || !p[ptr].bound())
       return "format=csr needs ports '" + s[index].name + "' (columns) and '" + s[ptr].name + "' (row pointers)";
-    if (p[a].rows != 1) return "port '" + s[a].name + "' is " + kutil::dims(p[a]) + ": format=csr takes a vector of values";
+    if (p[a].rows != 1)
+      return "port '" + s[a].name + "' is " + kutil::dims(p[a]) + ": format=csr " + (written ? "writes" : "takes") +
+             " a vector of values";
     if (p[index].rows != 1 || p[index].cols != p[a].cols)
       return "port '" + s[index].name + "' is " + kutil::dims(p[index]) + " but port '" + s[a].name + "' holds " +
              to_string(p[a].cols) + " values: one column per value";
@@ -69,15 +72,15 @@ std::string check_ports(const std::vector<PortSpec>& s, std::span<const TensorVi
       return "port '" + s[ptr].name + "' is " + kutil::dims(p[ptr]) + ": row pointers [n+1] with n >= 1";
     *rows = *cols = p[ptr].cols - 1;
   }
-  if (*rows < 1 || *cols < 1) return "port '" + s[a].name + "' is " + kutil::dims(p[a]) + ": the operator is empty";
+  if (*rows < 1 || *cols < 1)
+    return "port '" + s[a].name + "' is " + kutil::dims(p[a]) + ": the " + (written ? "matrix" : "operator") +
+           " is empty";
   return "";
 }
 
-}  // namespace
-
 std::string check_matrix(const std::vector<PortSpec>& s, std::span<const TensorView> p, const Args& args,
                          std::size_t a, std::size_t index, std::size_t ptr, int64_t* rows, int64_t* cols) {
-  if (auto m = check_ports(s, p, args, a, index, ptr, rows, cols); !m.empty()) return m;
+  if (auto m = check_matrix_ports(s, p, args, a, index, ptr, false, rows, cols); !m.empty()) return m;
   if (format_of(args) == OperatorFormat::csr) {
     const int64_t c = args.get_int("cols");
     if (c < 0) return "param 'cols' is " + to_string(c) + ": must be >= 0 (0: as many as rows)";
@@ -90,7 +93,7 @@ std::string check_matrix(const std::vector<PortSpec>& s, std::span<const TensorV
 std::string check_operator(const std::vector<PortSpec>& s, std::span<const TensorView> p, const Args& args,
                            std::size_t a, std::size_t index, std::size_t ptr, int64_t* n) {
   int64_t cols = 0;
-  if (auto m = check_ports(s, p, args, a, index, ptr, n, &cols); !m.empty()) return m;
+  if (auto m = check_matrix_ports(s, p, args, a, index, ptr, false, n, &cols); !m.empty()) return m;
   if (format_of(args) == OperatorFormat::dense) return kutil::square(s, p, a);
   return "";
 }
@@ -107,17 +110,8 @@ PortOperator::PortOperator(const TensorView& a, const TensorView& index, const T
     n_ = a.rows;
     cols_ = a.cols;
     nnz_ = n_ * cols_;
-    if (a.dtype == DType::f64) {
-      dense_ = static_cast<const double*>(a.data);
-      ld_ = std::max<int64_t>(a.ld, a.cols);
-    } else {
-      copy_.resize(static_cast<std::size_t>(n_ * cols_));
-      for (int64_t r = 0; r < n_; ++r)
-        for (int64_t c = 0; c < cols_; ++c) copy_[static_cast<std::size_t>(r * cols_ + c)] = a.at<float>(r, c);
-      dense_ = copy_.data();
-      ld_ = cols_;
-    }
-    if (n_ == cols_) op_ = eigen::dense_operator(dense_, n_, ld_);
+    const DoubleMatrix& d = dense_.emplace(a);  // a view of f64 data, or a copy of f32
+    if (n_ == cols_) op_ = eigen::dense_operator(d.data, n_, d.ld);
     return;
   }
   n_ = ptr.cols - 1;
@@ -158,7 +152,7 @@ PortOperator::PortOperator(const TensorView& a, const TensorView& index, const T
 }
 
 eigen::BlockOperator PortOperator::block() const {
-  if (format_ == OperatorFormat::dense) return eigen::dense_block_operator(dense_, n_, cols_, ld_);
+  if (format_ == OperatorFormat::dense) return eigen::dense_block_operator(dense_->data, n_, cols_, dense_->ld);
   const std::int32_t *rp = ptr_, *ci = col_;
   const double* va = val_;
   const int64_t rows = n_, cols = cols_;
@@ -185,8 +179,10 @@ void PortOperator::require_symmetric(const std::string& hint) const {
     if (std::abs(aij - aji) > dmax) dmax = std::abs(aij - aji), wi = i, wj = j;
   };
   if (format_ == OperatorFormat::dense) {
+    const double* d = dense_->data;
+    const int64_t ld = dense_->ld;
     for (int64_t i = 0; i < n_; ++i)
-      for (int64_t j = i; j < n_; ++j) note(i, j, dense_[i * ld_ + j], dense_[j * ld_ + i]);
+      for (int64_t j = i; j < n_; ++j) note(i, j, d[i * ld + j], d[j * ld + i]);
   } else {
     // Aᵀ by a counting sort, then row i of A against row i of Aᵀ.
     std::vector<std::int32_t> tptr(static_cast<std::size_t>(n_ + 1), 0), tcol(static_cast<std::size_t>(nnz_));

@@ -16,10 +16,12 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "eigen/component_util.hpp"
 #include "eigen/eigen.hpp"
 #include <ymlopt/sdk.hpp>
 
@@ -30,10 +32,17 @@ enum class OperatorFormat { dense, csr };
 /// Arg `format` (dense | csr) of the task.
 OperatorFormat format_of(const Args& a);
 
-/// The `format` parameter, and the two optional index ports (a_index, a_ptr)
-/// that components append to their port lists.
+/// The `format` parameter, and a component's ports followed by the two
+/// optional index ports (a_index, a_ptr).
 ParamSpec format_param();
-std::vector<PortSpec> csr_ports();
+std::vector<PortSpec> with_csr_ports(std::vector<PortSpec> ports);
+
+/// "" when ports a, index and ptr hold a matrix in the task's format (dense:
+/// a [rows, cols]; csr: as many columns as rows here); `written`: the task
+/// writes them (the messages say so). Shared by readers and writers.
+std::string check_matrix_ports(const std::vector<PortSpec>& s, std::span<const TensorView> p, const Args& args,
+                               std::size_t a, std::size_t index, std::size_t ptr, bool written, std::int64_t* rows,
+                               std::int64_t* cols);
 
 /// "" when ports a, index and ptr describe a square operator in the task's
 /// format; then *n is its dimension. The message names the port and the fix.
@@ -74,12 +83,11 @@ class PortOperator {
   std::int64_t n_ = 0, cols_ = 0, nnz_ = 0;
   DType dtype_ = DType::f64;
   OperatorFormat format_;
-  const double* dense_ = nullptr;
-  std::int64_t ld_ = 0;
+  std::optional<DoubleMatrix> dense_;  // format=dense
   const std::int32_t* ptr_ = nullptr;
   const std::int32_t* col_ = nullptr;
   const double* val_ = nullptr;
-  std::vector<double> copy_;  // f32 values (or a dense f32 matrix) as double
+  std::vector<double> copy_;  // f32 values as double
   eigen::LinearOperator op_;
 };
 

@@ -165,23 +165,18 @@ WantedCheck check_wanted(const LinearOperator& op, const EigenResult& set, Which
   // is repeated from an independent start with a larger subspace. The set is
   // settled only when every run settles it; the first run that finds a more
   // wanted value ends the check.
-  WantedCheck out;
+  WantedCheck out;  // the last run's, its verdict settled only if every run's was
   std::int64_t matvecs = 0;
   bool unsure = false;
   for (int run = 0; run < kCheckRuns; ++run) {
-    WantedCheck w = one_run(run == 0 ? seed : seed * 2654435761u + std::uint64_t(run), 20 + 10 * run);
-    matvecs += w.matvecs;
-    unsure = unsure || w.verdict == WantedCheck::Verdict::inconclusive;
-    if (w.verdict == WantedCheck::Verdict::missed || n <= 20) {  // missed, or the first run was exact
-      w.matvecs = matvecs;
-      return w;
-    }
-    const bool clear = key_of(w.re, w.im, which) < least - clear_gap;
-    if (!unsure || w.verdict != WantedCheck::Verdict::settled) out = std::move(w);
-    if (clear || (abandon && abandon())) break;
+    out = one_run(run == 0 ? seed : seed * 2654435761u + std::uint64_t(run), 20 + 10 * run);
+    matvecs += out.matvecs;
+    out.matvecs = matvecs;
+    if (out.verdict == WantedCheck::Verdict::missed || n <= 20) return out;  // missed, or the first run was exact
+    unsure = unsure || out.verdict == WantedCheck::Verdict::inconclusive;
+    if (key_of(out.re, out.im, which) < least - clear_gap || (abandon && abandon())) break;
   }
-  out.verdict = unsure ? WantedCheck::Verdict::inconclusive : WantedCheck::Verdict::settled;
-  out.matvecs = matvecs;
+  if (unsure) out.verdict = WantedCheck::Verdict::inconclusive;
   return out;
 }
 

@@ -100,23 +100,9 @@ std::vector<PortSpec> matrix_out_ports(const char* dense_doc) {
 /// "" when the ports of matrix_out_ports() suit arg format; *rows is the matrix's rows.
 std::string matrix_out_check(const std::vector<PortSpec>& s, std::span<const TensorView> p, const Args& a,
                              int64_t* rows) {
-  if (auto m = first_error({kutil::float_dtype(s, p, 0), kutil::one_of(a, "format", {"dense", "csr"})}); !m.empty())
-    return m;
-  if (eigen_util::format_of(a) == eigen_util::OperatorFormat::dense) {
-    for (size_t i : {size_t{1}, size_t{2}})
-      if (p[i].bound()) return "port '" + s[i].name + "' is only written with format=csr (this task has format=dense)";
-    *rows = p[0].rows;
-  } else {
-    if (!p[1].bound() || !p[2].bound()) return "format=csr needs ports 'a_index' (columns) and 'a_ptr' (row pointers)";
-    if (p[0].rows != 1) return "port 'a' is " + dims(p[0]) + ": format=csr writes a vector of values [cap]";
-    if (p[1].rows != 1 || p[1].cols != p[0].cols)
-      return "port 'a_index' is " + dims(p[1]) + " but port 'a' holds " + to_string(p[0].cols) +
-             " values: one column per value";
-    if (p[2].rows != 1 || p[2].cols < 2) return "port 'a_ptr' is " + dims(p[2]) + ": row pointers [rows+1], rows >= 1";
-    *rows = p[2].cols - 1;
-  }
-  if (*rows < 1) return "port 'a' is " + dims(p[0]) + ": the matrix is empty";
-  return "";
+  int64_t cols = 0;
+  return first_error(
+      {kutil::float_dtype(s, p, 0), eigen_util::check_matrix_ports(s, p, a, 0, 1, 2, true, rows, &cols)});
 }
 
 /// Writes m into the ports of matrix_out_ports() (dense: zero-filled, then the
@@ -157,7 +143,7 @@ enum CyclePort : std::size_t { kCa, kCvectors, kCvalues, kCresidual, kCindex, kC
 
 /// eigen.eram_cycle's ports; eigen.iram_cycle's start with the first four.
 const std::vector<PortSpec>& cycle_ports() {
-  static const std::vector<PortSpec> p = {
+  static const std::vector<PortSpec> p = eigen_util::with_csr_ports({
       {"a", Access::read, kFloat, false, 2, "A [n,n] (need not be symmetric); format=csr: its values"},
       {"vectors", Access::read_write, {DType::f64}, false, 2,
        "Ritz vectors [n,k], dgeev style (a conjugate pair: re and im in two columns); all zero: fresh start"},
@@ -165,9 +151,7 @@ const std::vector<PortSpec>& cycle_ports() {
        "Ritz values [k,3]: re, im, residual estimate ||A x - θ x||, in wanted order"},
       {"residual", Access::write, {DType::f64}, false, 2,
        "[1]: largest relative residual of the k pairs (ARPACK floor): <= tol means eigen.arnoldi converged"},
-      eigen_util::csr_ports()[0],
-      eigen_util::csr_ports()[1],
-  };
+  });
   return p;
 }
 
