@@ -168,7 +168,7 @@ CsrMatrix parse_matrix_market(std::istream& in, const std::string& name, MatrixM
   const bool coord = h.format == "coordinate", pattern = h.field == "pattern";
   const bool sym = h.symmetry == "symmetric", skew = h.symmetry == "skew-symmetric";
   const int64_t rows = z.rows, cols = z.cols;
-  int64_t nnz = coord ? z.entries : 0;
+  const int64_t nnz = z.entries;  // coordinate: the size line's; array: the values it stores
   const int64_t size_line = rd.line_no;
 
   std::vector<Triplet> t;
@@ -209,7 +209,6 @@ CsrMatrix parse_matrix_market(std::istream& in, const std::string& name, MatrixM
     // Column-major; symmetric: the lower triangle with the diagonal, skew: strictly lower.
     auto first_row = [&](int64_t col) { return sym ? col : skew ? col + 1 : 0; };  // of column col's values
     int64_t c = 0, r = first_row(0);
-    nnz = z.entries;  // the stored values, from the size line
     for (int64_t e = 0; e < nnz; ++e) {
       if (!rd.next_data_line())
         rd.fail(rd.line_no + 1, "file ends after " + std::to_string(e) + " of the " + std::to_string(nnz) +

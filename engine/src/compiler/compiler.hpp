@@ -166,6 +166,10 @@ class Compiler {
   void if_(const Element& e);
   /// The value of an <if>'s cond=, or nullopt after reporting why it has none.
   std::optional<bool> condition(const Element& e);
+  /// The branch of <if> e that `take` selects: each child outside <else>, or
+  /// the <else>'s children as a block; a second <else> is reported.
+  void branch(const Element& e, bool take, const std::function<void(const Element&)>& each,
+              const std::function<void(const std::vector<Element>&)>& otherwise);
   void call(const Element& e);
   std::string chain(const std::string& last) const;
 

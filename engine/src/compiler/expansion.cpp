@@ -261,20 +261,24 @@ std::optional<bool> Compiler::condition(const Element& e) {
   return *n != 0;
 }
 
-void Compiler::if_(const Element& e) {
-  const std::optional<bool> c = condition(e);
-  if (!c) return;
-  const bool take = *c;
+void Compiler::branch(const Element& e, bool take, const std::function<void(const Element&)>& each,
+                      const std::function<void(const std::vector<Element>&)>& otherwise) {
   int elses = 0;
   for (const auto& ch : e.children) {
     if (ch.name == "else") {
       if (++elses > 1) diags_.error(ch.loc, "<if> has more than one <else>");
       check_attrs(ch);
-      if (!take) body(ch.children);
+      if (!take) otherwise(ch.children);
     } else if (take) {
-      statement(ch);
+      each(ch);
     }
   }
+}
+
+void Compiler::if_(const Element& e) {
+  const std::optional<bool> c = condition(e);
+  if (!c) return;
+  branch(e, *c, [&](const Element& ch) { statement(ch); }, [&](const std::vector<Element>& kids) { body(kids); });
 }
 
 void Compiler::call(const Element& e) {

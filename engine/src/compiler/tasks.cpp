@@ -90,17 +90,9 @@ void Compiler::task(const Element& e) {
         bad = true;
         return;
       }
-      int elses = 0;
-      for (const auto& g : ch.children) {
-        if (g.name != "else") {
-          if (*take) child(g);
-          continue;
-        }
-        if (++elses > 1) diags_.error(g.loc, "<if> has more than one <else>");
-        check_attrs(g);
-        if (!*take)
-          for (const auto& h : g.children) child(h);
-      }
+      branch(ch, *take, child, [&](const std::vector<Element>& kids) {
+        for (const auto& g : kids) child(g);
+      });
     } else {
       diags_.error(ch.loc, "unknown element <" + ch.name +
                                "> in <task> (expected <in>, <out>, <inout>, <arg> or <if> around them)");
