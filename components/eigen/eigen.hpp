@@ -294,6 +294,52 @@ struct IramFactor {
 EigenResult iram_cycle(const LinearOperator& op, IramFactor& fac, std::span<const double> restart_from, std::int64_t k,
                        Which which, double tol, double* ritz_norm = nullptr);
 
+/// The pieces of iram_cycle() for a factorisation whose matvecs run elsewhere
+/// (eigen.iram_begin, eigen.arnoldi_step and eigen.iram_end, where the products
+/// are tasks over the row blocks of a tiled operator). A cycle is
+///
+///   iram_start(fac, v)  or  j0 = iram_contract(fac, k, which, tol);   // no matvec
+///   for (j = j0; j < m; ++j) {
+///     if (j > 0) arnoldi_next(span, j, fac.beta, fac.seed);           // column j from f
+///     op.apply(V + j n, f);  fac.beta = arnoldi_absorb(span, j, fac.anorm_est);
+///   }
+///   EigenResult c = iram_ritz(fac, k, which, tol);
+///
+/// which is iram_cycle() operation for operation (the same numbers).
+///
+/// An Arnoldi factorisation in caller memory: V n x (m+1) column-major (a
+/// vector per column, ld n), f the residual vector (n), H (m+1) x m column-major.
+struct ArnoldiSpan {
+  std::int64_t n, m;
+  double* V;
+  double* f;
+  double* H;
+};
+
+/// Column j (0 < j < m) of V from f: f / beta and H(j, j-1) = beta, or when
+/// beta is 0 (an invariant subspace) a random unit vector orthogonal to
+/// columns 0..j-1 (seed, then incremented) and H(j, j-1) = 0.
+void arnoldi_next(const ArnoldiSpan& s, std::int64_t j, double beta, std::uint64_t& seed);
+
+/// f holds A v_j: orthogonalises it against columns 0..j (classical
+/// Gram-Schmidt twice) into H(0..j, j), raises anorm_est to ||A v_j|| and
+/// returns beta = ||f|| (0, with f zeroed, when under 1e-13 anorm_est).
+double arnoldi_absorb(const ArnoldiSpan& s, std::int64_t j, double& anorm_est);
+
+/// A new factorisation's first column: v / ||v|| (a random vector from fac.seed
+/// when v is empty, zero or not finite), H and f zero; the next column to
+/// extend is 0.
+void iram_start(IramFactor& fac, std::span<const double> v);
+
+/// The implicit restart of a complete (m-column) factorisation without its
+/// matvecs: exact shifts, truncated to k' columns. Returns k', the next column
+/// to extend.
+std::int64_t iram_contract(IramFactor& fac, std::int64_t k, Which which, double tol);
+
+/// The k wanted Ritz pairs (with vectors) of a complete factorisation;
+/// converged when every pair's residual passes tol (matvecs 0).
+EigenResult iram_ritz(const IramFactor& fac, std::int64_t k, Which which, double tol, double* ritz_norm = nullptr);
+
 /// arnoldi()'s restart vector from a cycle's k Ritz pairs: the sum of the real
 /// parts, plus the imaginary part of each +im entry, each weighted (when
 /// `weighted`) by sqrt(residual / largest residual), floored at 1e-3.

@@ -464,6 +464,32 @@ void ritz_pairs(const ArnoldiBasis& w, double h_last, int64_t k, Which which, Ei
 
 // ---------------------------------------------------------------- implicit restart (IRAM)
 
+void arnoldi_next(const ArnoldiSpan& s, int64_t j, double beta, std::uint64_t& seed) {
+  double* v = s.V + j * s.n;
+  double& h = s.H[j + (j - 1) * (s.m + 1)];
+  if (beta > 0) {
+    for (int64_t e = 0; e < s.n; ++e) v[e] = s.f[e] / beta;
+    h = beta;
+  } else {
+    random_orthogonal(s.n, j, s.V, v, seed++);
+    h = 0;
+  }
+}
+
+double arnoldi_absorb(const ArnoldiSpan& s, int64_t j, double& anorm_est) {
+  const int64_t n = s.n;
+  anorm_est = std::max(anorm_est, nrm2(n, s.f));
+  std::vector<double> h(sz(j + 1), 0.0), tmp(sz(j + 1));
+  cgs2(n, j + 1, s.V, s.f, h.data(), tmp.data());
+  for (int64_t i = 0; i <= j; ++i) s.H[i + j * (s.m + 1)] = h[sz(i)];
+  double beta = nrm2(n, s.f);
+  if (beta <= 1e-13 * anorm_est) {
+    beta = 0;
+    std::fill(s.f, s.f + n, 0.0);
+  }
+  return beta;
+}
+
 namespace {
 
 /// H(i, j) of an (m+1) x m column-major Hessenberg store.
@@ -473,37 +499,17 @@ struct HessView {
   double& operator()(int64_t i, int64_t j) const { return h[i + j * ld]; }
 };
 
-/// Extends A V_j = V_j H_j + f e_jᵀ from j0 columns to m (m - j0 matvecs): the
-/// next basis vector is f / beta (a random one orthogonal to the basis when f
-/// vanished: an invariant subspace), w = A v orthogonalised against the basis by
-/// classical Gram-Schmidt twice. j0 = 0: column 0 of V holds the unit start vector.
+/// Extends A V_j = V_j H_j + f e_jᵀ from j0 columns to m (m - j0 matvecs):
+/// arnoldi_next() makes each column from f, arnoldi_absorb() orthogonalises
+/// its product. j0 = 0: column 0 of V holds the unit start vector.
 void extend_factor(const LinearOperator& op, ArnoldiBasis& w, std::vector<double>& f, double& beta, int64_t j0,
                    std::uint64_t& seed, int64_t& matvecs, double& anorm_est) {
-  const int64_t n = w.n, m = w.m;
-  HessView H{w.H.data(), m + 1};
-  std::vector<double> h(sz(m)), tmp(sz(m));
-  for (int64_t j = j0; j < m; ++j) {
-    if (j > 0) {
-      double* v = col(w.V, n, j);
-      if (beta > 0) {
-        for (int64_t e = 0; e < n; ++e) v[e] = f[sz(e)] / beta;
-        H(j, j - 1) = beta;
-      } else {
-        random_orthogonal(n, j, w.V.data(), v, seed++);
-        H(j, j - 1) = 0;
-      }
-    }
-    op.apply(col(w.V, n, j), f.data());
+  const ArnoldiSpan s{w.n, w.m, w.V.data(), f.data(), w.H.data()};
+  for (int64_t j = j0; j < w.m; ++j) {
+    if (j > 0) arnoldi_next(s, j, beta, seed);
+    op.apply(s.V + j * s.n, s.f);
     ++matvecs;
-    anorm_est = std::max(anorm_est, nrm2(n, f.data()));
-    std::fill(h.begin(), h.end(), 0.0);
-    cgs2(n, j + 1, w.V.data(), f.data(), h.data(), tmp.data());
-    for (int64_t i = 0; i <= j; ++i) H(i, j) = h[sz(i)];
-    beta = nrm2(n, f.data());
-    if (beta <= 1e-13 * anorm_est) {
-      beta = 0;
-      std::fill(f.begin(), f.end(), 0.0);
-    }
+    beta = arnoldi_absorb(s, j, anorm_est);
   }
 }
 
@@ -672,28 +678,13 @@ int64_t kept_size(const AllRitz& r, int64_t k, int64_t m, int64_t nconv) {
 /// A new m-step factorisation from v (a random vector when v is zero or not
 /// finite); m matvecs.
 void iram_fresh(const LinearOperator& op, IramFactor& fac, std::span<const double> v, int64_t& matvecs) {
-  ArnoldiBasis& w = fac.basis;
-  const int64_t n = w.n;
-  std::fill(w.H.begin(), w.H.end(), 0.0);
-  double nr = nrm2(n, v.data());
-  if (nr == 0 || !std::isfinite(nr)) {
-    const std::vector<double> r = random_vector(n, fac.seed++);
-    std::copy(r.begin(), r.end(), w.V.begin());
-    nr = nrm2(n, w.V.data());
-  } else {
-    std::copy(v.begin(), v.end(), w.V.begin());
-  }
-  cblas_dscal(bi(n), 1.0 / nr, w.V.data(), 1);
-  fac.beta = 0;
-  fac.f.assign(sz(n), 0.0);
-  extend_factor(op, w, fac.f, fac.beta, 0, fac.seed, matvecs, fac.anorm_est);
-  fac.started = true;
+  iram_start(fac, v);
+  extend_factor(op, fac.basis, fac.f, fac.beta, 0, fac.seed, matvecs, fac.anorm_est);
 }
 
 /// The implicit restart: the m - kk unwanted Ritz values of `all` applied as
-/// exact shifts, the factorisation truncated to kk and extended back to m
-/// (m - kk matvecs).
-void iram_shift(const LinearOperator& op, IramFactor& fac, const AllRitz& all, int64_t kk, int64_t& matvecs) {
+/// exact shifts, the factorisation truncated to kk columns (no matvec).
+void iram_truncate(IramFactor& fac, const AllRitz& all, int64_t kk) {
   ArnoldiBasis& w = fac.basis;
   const int64_t n = w.n, m = w.m;
   HessView H{w.H.data(), m + 1};
@@ -736,7 +727,12 @@ void iram_shift(const LinearOperator& op, IramFactor& fac, const AllRitz& all, i
     fac.beta = 0;
     std::fill(f.begin(), f.end(), 0.0);
   }
-  extend_factor(op, w, f, fac.beta, kk, fac.seed, matvecs, fac.anorm_est);
+}
+
+/// iram_truncate(), then the factorisation extended back to m (m - kk matvecs).
+void iram_shift(const LinearOperator& op, IramFactor& fac, const AllRitz& all, int64_t kk, int64_t& matvecs) {
+  iram_truncate(fac, all, kk);
+  extend_factor(op, fac.basis, fac.f, fac.beta, kk, fac.seed, matvecs, fac.anorm_est);
 }
 
 void check_implicit(int64_t n, int64_t k, int64_t m, const char* what) {
@@ -885,20 +881,53 @@ EigenResult iram_cycle(const LinearOperator& op, IramFactor& fac, std::span<cons
     throw KernelError("iram_cycle: restart vector has " + std::to_string(restart_from.size()) +
                       " values, expected n = " + std::to_string(n));
   EigenResult res;
-  double anorm = 0;
-  if (!restart_from.empty()) {
+    if (!restart_from.empty()) {
     iram_fresh(op, fac, restart_from, res.matvecs);
   } else if (!fac.started) {
     iram_fresh(op, fac, start_vector(n, {}, fac.seed++), res.matvecs);
   } else if (m < n) {
-    ritz_pairs(fac.basis, fac.beta, k, which, res, &anorm, false);
-    const int64_t nconv = count_converged(res, k, anorm, tol);
-    const AllRitz all = all_ritz(fac.basis, fac.beta, which);
-    iram_shift(op, fac, all, kept_size(all, k, m, nconv), res.matvecs);
+    const int64_t kk = iram_contract(fac, k, which, tol);
+    extend_factor(op, fac.basis, fac.f, fac.beta, kk, fac.seed, res.matvecs, fac.anorm_est);
   }
   const int64_t matvecs = res.matvecs;
-  ritz_pairs(fac.basis, fac.beta, k, which, res, &anorm, true);
+  res = iram_ritz(fac, k, which, tol, ritz_norm);
   res.matvecs = matvecs;
+  return res;
+}
+
+void iram_start(IramFactor& fac, std::span<const double> v) {
+  ArnoldiBasis& w = fac.basis;
+  const int64_t n = w.n;
+  std::fill(w.H.begin(), w.H.end(), 0.0);
+  double nr = v.empty() ? 0.0 : nrm2(n, v.data());
+  if (nr == 0 || !std::isfinite(nr)) {
+    const std::vector<double> r = random_vector(n, fac.seed++);
+    std::copy(r.begin(), r.end(), w.V.begin());
+    nr = nrm2(n, w.V.data());
+  } else {
+    std::copy(v.begin(), v.end(), w.V.begin());
+  }
+  cblas_dscal(bi(n), 1.0 / nr, w.V.data(), 1);
+  fac.beta = 0;
+  fac.f.assign(sz(n), 0.0);
+  fac.started = true;
+}
+
+int64_t iram_contract(IramFactor& fac, int64_t k, Which which, double tol) {
+  EigenResult res;
+  double anorm = 0;
+  ritz_pairs(fac.basis, fac.beta, k, which, res, &anorm, false);
+  const int64_t nconv = count_converged(res, k, anorm, tol);
+  const AllRitz all = all_ritz(fac.basis, fac.beta, which);
+  const int64_t kk = kept_size(all, k, fac.basis.m, nconv);
+  iram_truncate(fac, all, kk);
+  return kk;
+}
+
+EigenResult iram_ritz(const IramFactor& fac, int64_t k, Which which, double tol, double* ritz_norm) {
+  EigenResult res;
+  double anorm = 0;
+  ritz_pairs(fac.basis, fac.beta, k, which, res, &anorm, true);
   res.converged = count_converged(res, k, anorm, tol) == k;
   if (ritz_norm) *ritz_norm = anorm;
   return res;

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "eigen/component_util.hpp"
+#include "eigen/cycle_util.hpp"
 #include "eigen/generators.hpp"
 #include "eigen/matrix_market.hpp"
 #include "eigen/operator_ports.hpp"
@@ -60,7 +61,14 @@ std::vector<std::complex<double>> parse_spectrum(const std::string& text) {
 namespace ymlopt {
 namespace {
 
+using eigen_util::cycle_params;
 using eigen_util::expect_shape;
+using eigen_util::f64_port;
+using eigen_util::require_finite;
+using eigen_util::unpack_pairs;
+using eigen_util::verify_pairs;
+using eigen_util::which_of;
+using eigen_util::write_pairs;
 using kutil::dims;
 using kutil::first_error;
 using std::int64_t;
@@ -70,12 +78,6 @@ using std::to_string;
 using kutil::kFloat;
 
 size_t sz(int64_t v) { return static_cast<size_t>(v); }
-
-/// "" when bound port i has dtype f64.
-std::string f64_port(const std::vector<PortSpec>& s, std::span<const TensorView> p, size_t i, const char* why) {
-  if (!p[i].bound() || p[i].dtype == DType::f64) return "";
-  return "port '" + s[i].name + "' has dtype " + dtype_name(p[i].dtype) + ": must be f64 (" + why + ")";
-}
 
 /// Zero-fills the port, then writes the CSR matrix into it (rounded to the port's dtype).
 void write_dense(const TensorView& out, const eigen::CsrMatrix& m) {
@@ -155,22 +157,6 @@ const std::vector<PortSpec>& cycle_ports() {
   return p;
 }
 
-/// The parameters eigen.eram_cycle and eigen.iram_cycle share (the subspace's doc differs).
-std::vector<ParamSpec> cycle_params(const char* subspace_doc) {
-  return {{"k", ParamType::int_, "4", false, "number of Ritz pairs (the columns of vectors, the rows of values)"},
-          {"subspace", ParamType::int_, "0", false, subspace_doc},
-          {"which", ParamType::string_, "magnitude", false, "magnitude (largest |λ|) or real (largest Re λ)"},
-          {"seed", ParamType::int_, "1", false, "seed of the random start vector (first cycle)"},
-          {"tol", ParamType::float_, "1e-8", false,
-           "the convergence tolerance of the loop: a set whose largest relative residual is under it is checked "
-           "(verify) before the residual port says so; eigen.iram_cycle: pairs under it also count as converged in "
-           "k' (ARPACK's anti-stagnation)"},
-          {"verify", ParamType::bool_, "true", false,
-           "check a converged set against the operator deflated by it (eigen::check_wanted): a more wanted "
-           "eigenvalue outside the set replaces its least wanted pair and the residual port says 1 (not converged)"},
-          eigen_util::format_param()};
-}
-
 /// The checks eigen.eram_cycle and eigen.iram_cycle share: their first four
 /// ports (a, vectors, values, residual), the CSR ports from `index` on, and
 /// args k, subspace, which, seed and format.
@@ -208,115 +194,13 @@ Cost cycle_cost(const TaskShape& t) {
   return c;
 }
 
-/// The pairs held by the ports as arnoldi() keeps them (vectors_re/im n x k,
-/// vector j at j*n), so ritz_restart_vector combines them exactly as ERAM does.
-eigen::EigenResult unpack_pairs(const TensorView& vectors, const TensorView& values, int64_t n, int64_t k) {
-  eigen::EigenResult r;
-  r.values_re.resize(sz(k));
-  r.values_im.resize(sz(k));
-  r.residuals.resize(sz(k));
-  for (int64_t j = 0; j < k; ++j) {
-    r.values_re[sz(j)] = values.at<double>(j, 0);
-    r.values_im[sz(j)] = values.at<double>(j, 1);
-    r.residuals[sz(j)] = values.at<double>(j, 2);
-  }
-  r.vectors_re.assign(sz(n * k), 0.0);
-  r.vectors_im.assign(sz(n * k), 0.0);
-  auto column = [&](int64_t j, std::vector<double>& dst, int64_t slot, double sign) {
-    for (int64_t i = 0; i < n; ++i) dst[sz(slot * n + i)] = sign * vectors.at<double>(i, j);
-  };
-  for (int64_t j = 0; j < k;) {
-    const bool pair = r.values_im[sz(j)] > 0 && j + 1 < k && r.values_re[sz(j + 1)] == r.values_re[sz(j)] &&
-                      r.values_im[sz(j + 1)] == -r.values_im[sz(j)];
-    column(j, r.vectors_re, j, 1.0);
-    if (pair) {
-      column(j + 1, r.vectors_im, j, 1.0);
-      column(j, r.vectors_re, j + 1, 1.0);
-      column(j + 1, r.vectors_im, j + 1, -1.0);
-      j += 2;
-    } else {
-      ++j;  // a real value, or a lone +im value whose column is Re x + Im x (its vectors_im stays 0)
-    }
-  }
-  return r;
-}
-
-/// Writes a cycle's k pairs into the ports, dgeev style (see the header).
-void pack_pairs(const eigen::EigenResult& r, int64_t n, int64_t k, const TensorView& vectors,
-                const TensorView& values) {
-  for (int64_t j = 0; j < k; ++j) {
-    values.at<double>(j, 0) = r.values_re[sz(j)];
-    values.at<double>(j, 1) = r.values_im[sz(j)];
-    values.at<double>(j, 2) = r.residuals[sz(j)];
-  }
-  const double* xr = r.vectors_re.data();
-  const double* xi = r.vectors_im.data();
-  for (int64_t j = 0; j < k;) {
-    const double im = r.values_im[sz(j)];
-    const bool pair = im > 0 && j + 1 < k && r.values_re[sz(j + 1)] == r.values_re[sz(j)] &&
-                      r.values_im[sz(j + 1)] == -im;
-    if (pair) {
-      for (int64_t i = 0; i < n; ++i) {
-        vectors.at<double>(i, j) = xr[j * n + i];
-        vectors.at<double>(i, j + 1) = xi[j * n + i];
-      }
-      j += 2;
-    } else {
-      // Real: x. Lone +im: Re x + Im x. Lone -im (a tie broke the pair): Re x.
-      for (int64_t i = 0; i < n; ++i) vectors.at<double>(i, j) = xr[j * n + i] + (im > 0 ? xi[j * n + i] : 0.0);
-      ++j;
-    }
-  }
-}
-
-/// A cycle's outputs: the k pairs into the ports and the largest relative
-/// residual (ARPACK's floor from ritz_norm) into `residual`; returns it.
-double write_pairs(const eigen::EigenResult& c, double ritz_norm, int64_t n, int64_t k, const TensorView& vectors,
-                   const TensorView& values, const TensorView& residual) {
-  double worst = 0;
-  for (int64_t j = 0; j < k; ++j)
-    worst = std::max(worst, eigen::relative_residual(c.residuals[sz(j)],
-                                                     std::hypot(c.values_re[sz(j)], c.values_im[sz(j)]), ritz_norm));
-  pack_pairs(c, n, k, vectors, values);
-  residual.at<double>(0, 0) = worst;
-  return worst;
-}
-
-/// A cycle whose k pairs converged (residual `worst` <= tol) meets
-/// eigen::check_wanted() when the task's verify is on: a more wanted
-/// eigenvalue outside the set replaces its least wanted pair in the ports and
-/// the residual port says 1, so the loop goes on from the corrected set (a check
-/// that finds no such evidence, settled or inconclusive, keeps the set).
-/// Reports verify_matvecs, missed and unverified (inconclusive). Returns the residual written.
-double verify_pairs(KernelContext& ctx, const eigen::LinearOperator& op, const eigen::EigenResult& c, double worst,
-                    eigen::Which which, const TensorView& vectors, const TensorView& values,
-                    const TensorView& residual) {
-  const int64_t n = op.n, k = ctx.arg_int("k");
-  if (!ctx.arg_bool("verify") || !(worst <= ctx.arg_float("tol")) || n <= k) return worst;
-  const eigen::WantedCheck w =
-      eigen::check_wanted(op, c, which, eigen::check_seed(static_cast<std::uint64_t>(ctx.arg_int("seed"))));
-  const bool missed = w.verdict == eigen::WantedCheck::Verdict::missed;
-  ctx.report("missed", missed ? 1.0 : 0.0);
-  ctx.report("unverified", w.verdict == eigen::WantedCheck::Verdict::inconclusive ? 1.0 : 0.0);
-  if (!missed) {
-    ctx.report("verify_matvecs", static_cast<double>(w.matvecs));
-    return worst;
-  }
-  const eigen::EigenResult fixed = eigen::with_missed(op, c, w, which);
-  ctx.report("verify_matvecs", static_cast<double>(w.matvecs + fixed.matvecs - c.matvecs));
-  pack_pairs(fixed, n, k, vectors, values);
-  residual.at<double>(0, 0) = 1.0;
-  return 1.0;
-}
-
 void cycle_cpu(KernelContext& ctx) {
   kutil::validate(ctx, cycle_ports(), cycle_check);
   const TensorView &vectors = ctx.port(kCvectors), &values = ctx.port(kCvalues), &residual = ctx.port(kCresidual);
   const eigen_util::PortOperator a(ctx.port(kCa), ctx.port(kCindex), ctx.port(kCptr), eigen_util::format_of(ctx.args()));
   const int64_t n = a.n(), k = ctx.arg_int("k");
   const auto seed = static_cast<std::uint64_t>(ctx.arg_int("seed"));
-  const eigen::Which which =
-      ctx.arg_string("which") == "real" ? eigen::Which::largest_real : eigen::Which::largest_magnitude;
+  const eigen::Which which = which_of(ctx);
   bool fresh = true;
   for (int64_t i = 0; i < n; ++i)
     for (int64_t j = 0; j < k; ++j) {
@@ -669,55 +553,20 @@ void iram_cpu(KernelContext& ctx) {
                    &basis = ctx.port(kIbasis), &hess = ctx.port(kIhess), &state = ctx.port(kIstate);
   const eigen_util::PortOperator a(ctx.port(kIa), ctx.port(kIindex), ctx.port(kIptr), eigen_util::format_of(ctx.args()));
   const int64_t n = a.n(), k = ctx.arg_int("k"), m = eigen_util::auto_subspace(ctx.args(), n);
-  const eigen::Which which =
-      ctx.arg_string("which") == "real" ? eigen::Which::largest_real : eigen::Which::largest_magnitude;
-  for (size_t port : {kIvectors, kIvalues, kIbasis, kIhess, kIstate}) {
-    const TensorView& v = ctx.port(port);
-    for (int64_t i = 0; i < v.rows; ++i)
-      for (int64_t j = 0; j < v.cols; ++j)
-        if (!std::isfinite(v.at<double>(i, j)))
-          throw KernelError("port '" + iram_ports()[port].name + "' holds a non-finite value at (" + to_string(i) +
-                            ", " + to_string(j) + ")");
-  }
+  const eigen::Which which = which_of(ctx);
+  for (size_t port : {kIvectors, kIvalues, kIbasis, kIhess, kIstate})
+    require_finite(ctx.port(port), iram_ports()[port].name);
   const bool started = state.at<double>(0, 0) != 0;
-  // Pairs this cycle did not write (a gathered set adopted by eigen.ritz_select,
-  // or a given start): restart explicitly from them.
-  bool given = false;
-  if (started) {
-    for (int64_t j = 0; j < k && !given; ++j)
-      for (int64_t c = 0; c < 3 && !given; ++c) given = values.at<double>(j, c) != state.at<double>(j + 1, c);
-  } else {
-    for (int64_t i = 0; i < n && !given; ++i)
-      for (int64_t j = 0; j < k && !given; ++j) given = vectors.at<double>(i, j) != 0;
-  }
-  eigen::IramFactor fac(n, m, static_cast<std::uint64_t>(ctx.arg_int("seed")));
-  if (started) {
-    fac.started = true;
-    fac.anorm_est = state.at<double>(0, 1);
-    fac.seed = static_cast<std::uint64_t>(state.at<double>(0, 2));
-    for (int64_t j = 0; j < m; ++j)
-      std::copy_n(&basis.at<double>(j, 0), n, fac.basis.V.begin() + static_cast<std::ptrdiff_t>(j * n));
-    std::copy_n(&basis.at<double>(m, 0), n, fac.f.begin());
-    fac.beta = cblas_dnrm2(static_cast<blasint>(n), fac.f.data(), 1);
-    for (int64_t j = 0; j < m; ++j)
-      for (int64_t i = 0; i <= m; ++i) fac.basis.H[sz(i + j * (m + 1))] = hess.at<double>(i, j);
-  }
+  const bool given = eigen_util::pairs_given(vectors, values, state, k);
+  eigen::IramFactor fac = eigen_util::load_factor(basis, hess, state, n, m, static_cast<std::uint64_t>(ctx.arg_int("seed")));
   std::vector<double> restart;
   if (given) restart = eigen::ritz_restart_vector(unpack_pairs(vectors, values, n, k), n, true);
   double ritz_norm = 0;
   const eigen::LinearOperator& op = a.op();
   const eigen::EigenResult c = eigen::iram_cycle(op, fac, restart, k, which, ctx.arg_float("tol"), &ritz_norm);
   double worst = write_pairs(c, ritz_norm, n, k, vectors, values, residual);
-  for (int64_t j = 0; j < m; ++j)
-    std::copy_n(fac.basis.V.begin() + static_cast<std::ptrdiff_t>(j * n), n, &basis.at<double>(j, 0));
-  std::copy_n(fac.f.begin(), n, &basis.at<double>(m, 0));
-  for (int64_t j = 0; j < m; ++j)
-    for (int64_t i = 0; i <= m; ++i) hess.at<double>(i, j) = fac.basis.H[sz(i + j * (m + 1))];
-  state.at<double>(0, 0) = 1;
-  state.at<double>(0, 1) = fac.anorm_est;
-  state.at<double>(0, 2) = static_cast<double>(fac.seed);
-  for (int64_t j = 0; j < k; ++j)
-    for (int64_t col = 0; col < 3; ++col) state.at<double>(j + 1, col) = values.at<double>(j, col);
+  eigen_util::save_factor(fac, basis, hess, state);
+  eigen_util::remember_pairs(values, state, k);
   // After the state: corrected pairs differ from its rows, so the next cycle restarts explicitly from them.
   worst = verify_pairs(ctx, op, c, worst, which, vectors, values, residual);
   ctx.report("matvecs", static_cast<double>(c.matvecs));
