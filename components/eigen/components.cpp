@@ -13,6 +13,7 @@
 #include "eigen/eigen.hpp"
 #include "eigen/meram.hpp"
 #include "eigen/operator_ports.hpp"
+#include "eigen/tiled_components.hpp"
 #include "eigen/workflow_components.hpp"
 #include <ymlopt/kernel_util.hpp>
 
@@ -596,6 +597,7 @@ void register_eigen(Registry& reg) {
        {"max_iter", ParamType::int_, "1000", false, "iteration budget"}, op, format, seed},
       power_cpu, power_check, power_cost);
   register_eigen_workflow(reg);
+  register_eigen_tiled(reg);
 }
 
 }  // namespace ymlopt

@@ -75,6 +75,10 @@ class PortOperator {
   std::int64_t cols() const { return cols_; }
   /// Stored entries (n² for dense).
   std::int64_t nnz() const { return nnz_; }
+  /// format=csr: the validated arrays (values as double).
+  const std::int32_t* row_ptr() const { return ptr_; }
+  const std::int32_t* col_index() const { return col_; }
+  const double* values() const { return val_; }
   /// Throws unless A = Aᵀ to a relative 1e-10 (f64 values) or 1e-5 (f32); `hint`
   /// ends the message (what to use instead).
   void require_symmetric(const std::string& hint) const;

@@ -36,32 +36,9 @@ using test::Mat;
 size_t sz(int64_t v) { return static_cast<size_t>(v); }
 
 using eigtest::registry;
+using eigtest::CsrPorts;
 using eigtest::run_error;
-
-/// A vector port [len] (shape 1-D, as a workflow declares it).
-template <class T> TensorView vec_view(Mat<T>& m) {
-  TensorView v = m.view();
-  v.shape = {m.cols};
-  return v;
-}
-
-/// A CSR matrix on ports: values [cap] (T), columns and row pointers (i32); the
-/// tail past nnz holds `tail` (never read).
-template <class T> struct CsrPorts {
-  Mat<T> val;
-  Mat<std::int32_t> col, ptr;
-  CsrPorts(const CsrMatrix& s, int64_t cap, T tail = T(0))
-      : val(1, cap, 0, test::default_dtype<T>(), tail), col(1, cap, 0, DType::i32, -5), ptr(1, s.rows + 1) {
-    for (int64_t i = 0; i <= s.rows; ++i) ptr(0, i) = static_cast<std::int32_t>(s.row_ptr[sz(i)]);
-    for (int64_t e = 0; e < s.nnz(); ++e) {
-      val(0, e) = static_cast<T>(s.val[sz(e)]);
-      col(0, e) = static_cast<std::int32_t>(s.col[sz(e)]);
-    }
-  }
-  TensorView a() { return vec_view(val); }
-  TensorView index() { return vec_view(col); }
-  TensorView rows() { return vec_view(ptr); }
-};
+using eigtest::vec_view;
 
 std::vector<std::complex<double>> by_modulus(std::vector<std::complex<double>> e, int64_t k) {
   std::sort(e.begin(), e.end(), [](auto a, auto b) {
