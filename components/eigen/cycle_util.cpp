@@ -135,33 +135,30 @@ eigen::Which which_of(const KernelContext& ctx) {
   return ctx.arg_string("which") == "real" ? eigen::Which::largest_real : eigen::Which::largest_magnitude;
 }
 
-eigen::IramFactor load_factor(const TensorView& basis, const TensorView& hess, const TensorView& state, int64_t n,
-                              int64_t m, std::uint64_t seed) {
-  eigen::IramFactor fac(n, m, seed);
-  if (state.at<double>(0, 0) == 0) return fac;
-  fac.started = true;
-  fac.anorm_est = state.at<double>(0, 1);
-  fac.seed = static_cast<std::uint64_t>(state.at<double>(0, 2));
+PortFactor::PortFactor(const TensorView& basis, const TensorView& hess, const TensorView& state,
+                       std::uint64_t seed) {
+  const int64_t m = hess.cols, n = basis.cols;
+  if (basis.ld != n) throw KernelError("port 'basis' must be a whole tensor (its rows contiguous)");
+  H_.assign(sz((m + 1) * m), 0.0);
   for (int64_t j = 0; j < m; ++j)
-    std::copy_n(&basis.at<double>(j, 0), n, fac.basis.V.begin() + static_cast<std::ptrdiff_t>(j * n));
-  std::copy_n(&basis.at<double>(m, 0), n, fac.f.begin());
-  fac.beta = cblas_dnrm2(static_cast<int>(n), fac.f.data(), 1);
-  for (int64_t j = 0; j < m; ++j)
-    for (int64_t i = 0; i <= m; ++i) fac.basis.H[sz(i + j * (m + 1))] = hess.at<double>(i, j);
-  return fac;
+    for (int64_t i = 0; i <= m; ++i) H_[sz(i + j * (m + 1))] = hess.at<double>(i, j);
+  auto* v = static_cast<double*>(basis.data);
+  span = {n, m, v, v + m * n, H_.data()};
+  st.seed = seed;
+  if (state.at<double>(0, 0) == 0) return;
+  st.started = true;
+  st.anorm_est = state.at<double>(0, 1);
+  st.seed = static_cast<std::uint64_t>(state.at<double>(0, 2));
+  st.beta = cblas_dnrm2(static_cast<int>(n), span.f, 1);
 }
 
-void save_factor(const eigen::IramFactor& fac, const TensorView& basis, const TensorView& hess,
-                 const TensorView& state) {
-  const int64_t n = fac.basis.n, m = fac.basis.m;
+void PortFactor::store(const TensorView& hess, const TensorView& state) const {
+  const int64_t m = hess.cols;
   for (int64_t j = 0; j < m; ++j)
-    std::copy_n(fac.basis.V.begin() + static_cast<std::ptrdiff_t>(j * n), n, &basis.at<double>(j, 0));
-  std::copy_n(fac.f.begin(), n, &basis.at<double>(m, 0));
-  for (int64_t j = 0; j < m; ++j)
-    for (int64_t i = 0; i <= m; ++i) hess.at<double>(i, j) = fac.basis.H[sz(i + j * (m + 1))];
-  state.at<double>(0, 0) = 1;
-  state.at<double>(0, 1) = fac.anorm_est;
-  state.at<double>(0, 2) = static_cast<double>(fac.seed);
+    for (int64_t i = 0; i <= m; ++i) hess.at<double>(i, j) = H_[sz(i + j * (m + 1))];
+  state.at<double>(0, 0) = st.started ? 1 : 0;
+  state.at<double>(0, 1) = st.anorm_est;
+  state.at<double>(0, 2) = static_cast<double>(st.seed);
 }
 
 void remember_pairs(const TensorView& values, const TensorView& state, int64_t k) {

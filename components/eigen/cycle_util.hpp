@@ -53,14 +53,21 @@ double verify_pairs(KernelContext& ctx, const eigen::LinearOperator& op, const e
                     const TensorView& residual);
 
 /// The IRAM factorisation kept in ports basis [m+1, n] (V_m a vector per
-/// row, f in row m), hessenberg [m+1, m] and state [k+1, 3] (row 0: started,
-/// ||A|| estimate, next random seed; rows 1..k the values the cycle last wrote).
-/// All zero: not started (a fresh factorisation from `seed`).
-eigen::IramFactor load_factor(const TensorView& basis, const TensorView& hess, const TensorView& state,
-                              std::int64_t n, std::int64_t m, std::uint64_t seed);
-/// Writes the factorisation and state row 0 back.
-void save_factor(const eigen::IramFactor& fac, const TensorView& basis, const TensorView& hess,
-                 const TensorView& state);
+/// row, f in row m: worked on in place, so its rows must be contiguous),
+/// hessenberg [m+1, m] (row-major: copied to column-major) and state [k+1, 3]
+/// row 0 (started, ||A|| estimate, next random seed; all zero: not started,
+/// the next random vector from `seed`). beta is ||f||.
+class PortFactor {
+ public:
+  PortFactor(const TensorView& basis, const TensorView& hess, const TensorView& state, std::uint64_t seed);
+  eigen::ArnoldiSpan span;
+  eigen::IramState st;
+  /// Writes H and state row 0 back.
+  void store(const TensorView& hess, const TensorView& state) const;
+
+ private:
+  std::vector<double> H_;
+};
 /// Keeps the k values written in state rows 1..k.
 void remember_pairs(const TensorView& values, const TensorView& state, std::int64_t k);
 /// True when the pairs were not written by the last cycle (state rows 1..k

@@ -268,16 +268,30 @@ struct ArnoldiBasis {
       : n(n_), m(m_), V(static_cast<std::size_t>(n_ * (m_ + 1))), H(static_cast<std::size_t>((m_ + 1) * m_)) {}
 };
 
-/// An implicitly restarted Arnoldi factorisation that the caller keeps between
-/// cycles (eigen.iram_cycle keeps it in tensors between the tasks of a loop).
-struct IramFactor {
-  ArnoldiBasis basis;
-  std::vector<double> f;   // the residual vector (n)
+/// An Arnoldi factorisation in caller memory: V n x (m+1) column-major (a
+/// vector per column, ld n), f the residual vector (n), H (m+1) x m column-major.
+struct ArnoldiSpan {
+  std::int64_t n, m;
+  double* V;
+  double* f;
+  double* H;
+};
+
+/// What an implicitly restarted factorisation keeps besides its vectors.
+struct IramState {
   double beta = 0;         // ||f||, 0 on an invariant subspace
   double anorm_est = 0;    // largest ||A v|| seen: the scale of the invariant-subspace test
   std::uint64_t seed = 1;  // of the next random vector
   bool started = false;    // false: the next cycle factorises from scratch
+};
+
+/// An implicitly restarted Arnoldi factorisation in its own memory, kept by
+/// the caller between cycles.
+struct IramFactor : IramState {
+  ArnoldiBasis basis;
+  std::vector<double> f;  // the residual vector (n)
   IramFactor(std::int64_t n, std::int64_t m, std::uint64_t seed = 1);
+  ArnoldiSpan span() { return {basis.n, basis.m, basis.V.data(), f.data(), basis.H.data()}; }
 };
 
 /// One IRAM cycle on a kept factorisation, then its k wanted Ritz pairs (with
@@ -293,28 +307,23 @@ struct IramFactor {
 ///   while (!c.converged) c = iram_cycle(op, fac, {}, 4, Which::largest_magnitude, 1e-8);
 EigenResult iram_cycle(const LinearOperator& op, IramFactor& fac, std::span<const double> restart_from, std::int64_t k,
                        Which which, double tol, double* ritz_norm = nullptr);
+/// The same on a factorisation in caller memory (eigen.iram_cycle's ports).
+EigenResult iram_cycle(const LinearOperator& op, const ArnoldiSpan& s, IramState& st,
+                       std::span<const double> restart_from, std::int64_t k, Which which, double tol,
+                       double* ritz_norm = nullptr);
 
 /// The pieces of iram_cycle() for a factorisation whose matvecs run elsewhere
 /// (eigen.iram_begin, eigen.arnoldi_step and eigen.iram_end, where the products
 /// are tasks over the row blocks of a tiled operator). A cycle is
 ///
-///   iram_start(fac, v)  or  j0 = iram_contract(fac, k, which, tol);   // no matvec
+///   iram_start(s, st, v)  or  j0 = iram_contract(s, st, k, which, tol);   // no matvec
 ///   for (j = j0; j < m; ++j) {
-///     if (j > 0) arnoldi_next(span, j, fac.beta, fac.seed);           // column j from f
-///     op.apply(V + j n, f);  fac.beta = arnoldi_absorb(span, j, fac.anorm_est);
+///     if (j > 0) arnoldi_next(s, j, st.beta, st.seed);                   // column j from f
+///     op.apply(s.V + j n, s.f);  st.beta = arnoldi_absorb(s, j, st.anorm_est);
 ///   }
-///   EigenResult c = iram_ritz(fac, k, which, tol);
+///   EigenResult c = iram_ritz(s, st.beta, k, which, tol);
 ///
-/// which is iram_cycle() operation for operation (the same numbers).
-///
-/// An Arnoldi factorisation in caller memory: V n x (m+1) column-major (a
-/// vector per column, ld n), f the residual vector (n), H (m+1) x m column-major.
-struct ArnoldiSpan {
-  std::int64_t n, m;
-  double* V;
-  double* f;
-  double* H;
-};
+/// which is iram_cycle(), operation for operation (the same numbers).
 
 /// Column j (0 < j < m) of V from f: f / beta and H(j, j-1) = beta, or when
 /// beta is 0 (an invariant subspace) a random unit vector orthogonal to
@@ -326,19 +335,20 @@ void arnoldi_next(const ArnoldiSpan& s, std::int64_t j, double beta, std::uint64
 /// returns beta = ||f|| (0, with f zeroed, when under 1e-13 anorm_est).
 double arnoldi_absorb(const ArnoldiSpan& s, std::int64_t j, double& anorm_est);
 
-/// A new factorisation's first column: v / ||v|| (a random vector from fac.seed
+/// A new factorisation's first column: v / ||v|| (a random vector from st.seed
 /// when v is empty, zero or not finite), H and f zero; the next column to
 /// extend is 0.
-void iram_start(IramFactor& fac, std::span<const double> v);
+void iram_start(const ArnoldiSpan& s, IramState& st, std::span<const double> v);
 
 /// The implicit restart of a complete (m-column) factorisation without its
-/// matvecs: exact shifts, truncated to k' columns. Returns k', the next column
-/// to extend.
-std::int64_t iram_contract(IramFactor& fac, std::int64_t k, Which which, double tol);
+/// matvecs: exact shifts, truncated to k' columns in place. Returns k', the
+/// next column to extend.
+std::int64_t iram_contract(const ArnoldiSpan& s, IramState& st, std::int64_t k, Which which, double tol);
 
-/// The k wanted Ritz pairs (with vectors) of a complete factorisation;
-/// converged when every pair's residual passes tol (matvecs 0).
-EigenResult iram_ritz(const IramFactor& fac, std::int64_t k, Which which, double tol, double* ritz_norm = nullptr);
+/// The k wanted Ritz pairs (with vectors) of a complete factorisation whose
+/// residual has norm beta; converged when every pair's residual passes tol (matvecs 0).
+EigenResult iram_ritz(const ArnoldiSpan& s, double beta, std::int64_t k, Which which, double tol,
+                      double* ritz_norm = nullptr);
 
 /// arnoldi()'s restart vector from a cycle's k Ritz pairs: the sum of the real
 /// parts, plus the imaginary part of each +im entry, each weighted (when

@@ -400,9 +400,18 @@ double arnoldi_factor(const LinearOperator& op, ArnoldiBasis& w, std::span<const
   return last;
 }
 
+/// A factorisation's basis and Hessenberg matrix, read only (own memory or a span).
+struct KrylovView {
+  int64_t n, m;
+  const double* V;
+  const double* H;
+  KrylovView(const ArnoldiBasis& w) : n(w.n), m(w.m), V(w.V.data()), H(w.H.data()) {}
+  KrylovView(const ArnoldiSpan& s) : n(s.n), m(s.m), V(s.V), H(s.H) {}
+};
+
 /// Ritz pairs of the factorisation in `w`: the k wanted ones into `res`
 /// (values, unit vectors, residual estimates).
-void ritz_pairs(const ArnoldiBasis& w, double h_last, int64_t k, Which which, EigenResult& res, double* anorm_out,
+void ritz_pairs(KrylovView w, double h_last, int64_t k, Which which, EigenResult& res, double* anorm_out,
                 bool vectors = true) {
   const int64_t n = w.n, m = w.m, ldh = m + 1;
   std::vector<double> Hm(sz(m * m)), wr(sz(m)), wi(sz(m)), vr(sz(m * m));
@@ -454,9 +463,9 @@ void ritz_pairs(const ArnoldiBasis& w, double h_last, int64_t k, Which which, Ei
   }
   res.vectors_re.assign(sz(n * k), 0.0);
   res.vectors_im.assign(sz(n * k), 0.0);
-  cblas_dgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, bi(n), bi(k), bi(m), 1.0, w.V.data(), bi(n), Yre.data(),
+  cblas_dgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, bi(n), bi(k), bi(m), 1.0, w.V, bi(n), Yre.data(),
               bi(m), 0.0, res.vectors_re.data(), bi(n));
-  cblas_dgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, bi(n), bi(k), bi(m), 1.0, w.V.data(), bi(n), Yim.data(),
+  cblas_dgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, bi(n), bi(k), bi(m), 1.0, w.V, bi(n), Yim.data(),
               bi(m), 0.0, res.vectors_im.data(), bi(n));
 }
 
@@ -502,14 +511,12 @@ struct HessView {
 /// Extends A V_j = V_j H_j + f e_jᵀ from j0 columns to m (m - j0 matvecs):
 /// arnoldi_next() makes each column from f, arnoldi_absorb() orthogonalises
 /// its product. j0 = 0: column 0 of V holds the unit start vector.
-void extend_factor(const LinearOperator& op, ArnoldiBasis& w, std::vector<double>& f, double& beta, int64_t j0,
-                   std::uint64_t& seed, int64_t& matvecs, double& anorm_est) {
-  const ArnoldiSpan s{w.n, w.m, w.V.data(), f.data(), w.H.data()};
-  for (int64_t j = j0; j < w.m; ++j) {
-    if (j > 0) arnoldi_next(s, j, beta, seed);
+void extend_factor(const LinearOperator& op, const ArnoldiSpan& s, IramState& st, int64_t j0, int64_t& matvecs) {
+  for (int64_t j = j0; j < s.m; ++j) {
+    if (j > 0) arnoldi_next(s, j, st.beta, st.seed);
     op.apply(s.V + j * s.n, s.f);
     ++matvecs;
-    beta = arnoldi_absorb(s, j, anorm_est);
+    st.beta = arnoldi_absorb(s, j, st.anorm_est);
   }
 }
 
@@ -632,7 +639,7 @@ struct AllRitz {
   std::vector<int64_t> order;
 };
 
-AllRitz all_ritz(const ArnoldiBasis& w, double beta, Which which) {
+AllRitz all_ritz(KrylovView w, double beta, Which which) {
   const int64_t m = w.m, ldh = m + 1;
   AllRitz r;
   std::vector<double> Hm(sz(m * m)), vr(sz(m * m));
@@ -678,18 +685,16 @@ int64_t kept_size(const AllRitz& r, int64_t k, int64_t m, int64_t nconv) {
 /// A new m-step factorisation from v (a random vector when v is zero or not
 /// finite); m matvecs.
 void iram_fresh(const LinearOperator& op, IramFactor& fac, std::span<const double> v, int64_t& matvecs) {
-  iram_start(fac, v);
-  extend_factor(op, fac.basis, fac.f, fac.beta, 0, fac.seed, matvecs, fac.anorm_est);
+  iram_start(fac.span(), fac, v);
+  extend_factor(op, fac.span(), fac, 0, matvecs);
 }
 
 /// The implicit restart: the m - kk unwanted Ritz values of `all` applied as
-/// exact shifts, the factorisation truncated to kk columns (no matvec).
-void iram_truncate(IramFactor& fac, const AllRitz& all, int64_t kk) {
-  ArnoldiBasis& w = fac.basis;
-  const int64_t n = w.n, m = w.m;
-  HessView H{w.H.data(), m + 1};
-  std::vector<double>& f = fac.f;
-  std::vector<double> Q(sz(m * m)), W(sz(n * (m + 1))), h(sz(m)), tmp(sz(m));
+/// exact shifts, the factorisation truncated to kk columns in place (no matvec).
+void iram_truncate(const ArnoldiSpan& s, IramState& st, const AllRitz& all, int64_t kk) {
+  const int64_t n = s.n, m = s.m;
+  HessView H{s.H, m + 1};
+  std::vector<double> Q(sz(m * m)), h(sz(m)), tmp(sz(m));
   // Exact shifts: the m - kk unwanted Ritz values, largest Ritz estimate first
   // (Lehoucq & Sorensen: limits the forward instability of the QR sweeps); a
   // conjugate pair once, by its +im member.
@@ -709,30 +714,36 @@ void iram_truncate(IramFactor& fac, const AllRitz& all, int64_t kk) {
     }
   }
   deflate(H, kk + 1);
-  // V_kk <- V_m Q[:, 0:kk]; f <- V_m Q e_kk H(kk, kk-1) + f Q(m-1, kk-1).
-  cblas_dgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, bi(n), bi(kk + 1), bi(m), 1.0, w.V.data(), bi(n), Q.data(),
-              bi(m), 0.0, W.data(), bi(n));
-  std::copy_n(W.begin(), n * kk, w.V.begin());
+  // V_kk <- V_m Q[:, 0:kk]; f <- V_m Q e_kk H(kk, kk-1) + f Q(m-1, kk-1), in
+  // blocks of rows (a block of V Q fits in cache; nothing of size n allocated).
   const double hk = H(kk, kk - 1), qk = Q[sz(m - 1 + (kk - 1) * m)];
-  for (int64_t e = 0; e < n; ++e) f[sz(e)] = W[sz(e + kk * n)] * hk + f[sz(e)] * qk;
+  constexpr int64_t kRows = 2048;
+  std::vector<double> W(sz(std::min(n, kRows) * (kk + 1)));
+  for (int64_t r0 = 0; r0 < n; r0 += kRows) {
+    const int64_t rows = std::min(kRows, n - r0);
+    cblas_dgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, bi(rows), bi(kk + 1), bi(m), 1.0, s.V + r0, bi(n),
+                Q.data(), bi(m), 0.0, W.data(), bi(rows));
+    for (int64_t c = 0; c < kk; ++c) std::copy_n(W.data() + c * rows, rows, s.V + c * n + r0);
+    for (int64_t e = 0; e < rows; ++e) s.f[r0 + e] = W[sz(e + kk * rows)] * hk + s.f[r0 + e] * qk;
+  }
   // Truncate H to kk x kk; keep f orthogonal to the kept basis (the coefficients
   // join H's last kept column, so the factorisation stays exact).
   for (int64_t j = kk; j < m; ++j)
     for (int64_t i = 0; i <= m; ++i) H(i, j) = 0;
   H(kk, kk - 1) = 0;
-  cgs2(n, kk, w.V.data(), f.data(), h.data(), tmp.data());
+  cgs2(n, kk, s.V, s.f, h.data(), tmp.data());
   for (int64_t i = 0; i < kk; ++i) H(i, kk - 1) += h[sz(i)];
-  fac.beta = nrm2(n, f.data());
-  if (fac.beta <= 1e-13 * fac.anorm_est) {
-    fac.beta = 0;
-    std::fill(f.begin(), f.end(), 0.0);
+  st.beta = nrm2(n, s.f);
+  if (st.beta <= 1e-13 * st.anorm_est) {
+    st.beta = 0;
+    std::fill(s.f, s.f + n, 0.0);
   }
 }
 
 /// iram_truncate(), then the factorisation extended back to m (m - kk matvecs).
 void iram_shift(const LinearOperator& op, IramFactor& fac, const AllRitz& all, int64_t kk, int64_t& matvecs) {
-  iram_truncate(fac, all, kk);
-  extend_factor(op, fac.basis, fac.f, fac.beta, kk, fac.seed, matvecs, fac.anorm_est);
+  iram_truncate(fac.span(), fac, all, kk);
+  extend_factor(op, fac.span(), fac, kk, matvecs);
 }
 
 void check_implicit(int64_t n, int64_t k, int64_t m, const char* what) {
@@ -866,68 +877,73 @@ EigenResult arnoldi_cycle(const LinearOperator& op, std::span<const double> star
   return res;
 }
 
-IramFactor::IramFactor(int64_t n, int64_t m, std::uint64_t seed_) : basis(n, m), f(sz(n), 0.0), seed(seed_) {}
+IramFactor::IramFactor(int64_t n, int64_t m, std::uint64_t seed_) : basis(n, m), f(sz(n), 0.0) { seed = seed_; }
 
 EigenResult iram_cycle(const LinearOperator& op, IramFactor& fac, std::span<const double> restart_from, int64_t k,
                        Which which, double tol, double* ritz_norm) {
-  const int64_t n = op.n, m = fac.basis.m;
+  return iram_cycle(op, fac.span(), fac, restart_from, k, which, tol, ritz_norm);
+}
+
+EigenResult iram_cycle(const LinearOperator& op, const ArnoldiSpan& s, IramState& st,
+                       std::span<const double> restart_from, int64_t k, Which which, double tol, double* ritz_norm) {
+  const int64_t n = op.n, m = s.m;
   int64_t mm = m;
   check_sizes(op, k, mm, "iram_cycle");
-  if (fac.basis.n != n || mm != m)
-    throw KernelError("iram_cycle: the factorisation is for n = " + std::to_string(fac.basis.n) + ", subspace " +
+  if (s.n != n || mm != m)
+    throw KernelError("iram_cycle: the factorisation is for n = " + std::to_string(s.n) + ", subspace " +
                       std::to_string(m) + "; the operator has n = " + std::to_string(n));
   check_implicit(n, k, m, "iram_cycle");
   if (!restart_from.empty() && static_cast<int64_t>(restart_from.size()) != n)
     throw KernelError("iram_cycle: restart vector has " + std::to_string(restart_from.size()) +
                       " values, expected n = " + std::to_string(n));
-  EigenResult res;
-    if (!restart_from.empty()) {
-    iram_fresh(op, fac, restart_from, res.matvecs);
-  } else if (!fac.started) {
-    iram_fresh(op, fac, start_vector(n, {}, fac.seed++), res.matvecs);
+  int64_t matvecs = 0;
+  if (!restart_from.empty()) {
+    iram_start(s, st, restart_from);
+    extend_factor(op, s, st, 0, matvecs);
+  } else if (!st.started) {
+    iram_start(s, st, start_vector(n, {}, st.seed++));
+    extend_factor(op, s, st, 0, matvecs);
   } else if (m < n) {
-    const int64_t kk = iram_contract(fac, k, which, tol);
-    extend_factor(op, fac.basis, fac.f, fac.beta, kk, fac.seed, res.matvecs, fac.anorm_est);
+    const int64_t kk = iram_contract(s, st, k, which, tol);
+    extend_factor(op, s, st, kk, matvecs);
   }
-  const int64_t matvecs = res.matvecs;
-  res = iram_ritz(fac, k, which, tol, ritz_norm);
+  EigenResult res = iram_ritz(s, st.beta, k, which, tol, ritz_norm);
   res.matvecs = matvecs;
   return res;
 }
 
-void iram_start(IramFactor& fac, std::span<const double> v) {
-  ArnoldiBasis& w = fac.basis;
-  const int64_t n = w.n;
-  std::fill(w.H.begin(), w.H.end(), 0.0);
+void iram_start(const ArnoldiSpan& s, IramState& st, std::span<const double> v) {
+  const int64_t n = s.n;
+  std::fill(s.H, s.H + (s.m + 1) * s.m, 0.0);
   double nr = v.empty() ? 0.0 : nrm2(n, v.data());
   if (nr == 0 || !std::isfinite(nr)) {
-    const std::vector<double> r = random_vector(n, fac.seed++);
-    std::copy(r.begin(), r.end(), w.V.begin());
-    nr = nrm2(n, w.V.data());
+    const std::vector<double> r = random_vector(n, st.seed++);
+    std::copy(r.begin(), r.end(), s.V);
+    nr = nrm2(n, s.V);
   } else {
-    std::copy(v.begin(), v.end(), w.V.begin());
+    std::copy(v.begin(), v.end(), s.V);
   }
-  cblas_dscal(bi(n), 1.0 / nr, w.V.data(), 1);
-  fac.beta = 0;
-  fac.f.assign(sz(n), 0.0);
-  fac.started = true;
+  cblas_dscal(bi(n), 1.0 / nr, s.V, 1);
+  st.beta = 0;
+  std::fill(s.f, s.f + n, 0.0);
+  st.started = true;
 }
 
-int64_t iram_contract(IramFactor& fac, int64_t k, Which which, double tol) {
+int64_t iram_contract(const ArnoldiSpan& s, IramState& st, int64_t k, Which which, double tol) {
   EigenResult res;
   double anorm = 0;
-  ritz_pairs(fac.basis, fac.beta, k, which, res, &anorm, false);
+  ritz_pairs(s, st.beta, k, which, res, &anorm, false);
   const int64_t nconv = count_converged(res, k, anorm, tol);
-  const AllRitz all = all_ritz(fac.basis, fac.beta, which);
-  const int64_t kk = kept_size(all, k, fac.basis.m, nconv);
-  iram_truncate(fac, all, kk);
+  const AllRitz all = all_ritz(s, st.beta, which);
+  const int64_t kk = kept_size(all, k, s.m, nconv);
+  iram_truncate(s, st, all, kk);
   return kk;
 }
 
-EigenResult iram_ritz(const IramFactor& fac, int64_t k, Which which, double tol, double* ritz_norm) {
+EigenResult iram_ritz(const ArnoldiSpan& s, double beta, int64_t k, Which which, double tol, double* ritz_norm) {
   EigenResult res;
   double anorm = 0;
-  ritz_pairs(fac.basis, fac.beta, k, which, res, &anorm, true);
+  ritz_pairs(s, beta, k, which, res, &anorm, true);
   res.converged = count_converged(res, k, anorm, tol) == k;
   if (ritz_norm) *ritz_norm = anorm;
   return res;

@@ -27,8 +27,6 @@ using std::int64_t;
 using std::size_t;
 using std::to_string;
 
-size_t sz(int64_t v) { return static_cast<size_t>(v); }
-
 // ============================================================ eigen.csr_block
 
 enum BlockPort : size_t { kBa, kBindex, kBptr, kBvalues, kBcols, kBrows };
@@ -262,27 +260,6 @@ std::string pairs_check(const std::vector<PortSpec>& s, std::span<const TensorVi
                       expect_shape(s, p, values, k, 3, "k rows of re, im, residual")});
 }
 
-/// The basis port as the ArnoldiSpan's V (rows contiguous) and the Hessenberg
-/// matrix copied to column-major (the port is row-major).
-struct FactorView {
-  eigen::ArnoldiSpan span;
-  std::vector<double> H;
-  FactorView(const TensorView& basis, const TensorView& hess) {
-    const int64_t m = hess.cols, n = basis.cols;
-    if (basis.ld != n) throw KernelError("port 'basis' must be a whole tensor (its rows contiguous)");
-    H.assign(sz((m + 1) * m), 0.0);
-    for (int64_t j = 0; j < m; ++j)
-      for (int64_t i = 0; i <= m; ++i) H[sz(i + j * (m + 1))] = hess.at<double>(i, j);
-    auto* v = static_cast<double*>(basis.data);
-    span = {n, m, v, v + m * n, H.data()};
-  }
-  void store(const TensorView& hess) const {
-    const int64_t m = hess.cols;
-    for (int64_t j = 0; j < m; ++j)
-      for (int64_t i = 0; i <= m; ++i) hess.at<double>(i, j) = H[sz(i + j * (m + 1))];
-  }
-};
-
 void copy_row(const TensorView& from, int64_t row, const TensorView& to) {
   std::copy_n(&from.at<double>(row, 0), from.cols, &to.at<double>(0, 0));
 }
@@ -308,20 +285,18 @@ void begin_cpu(KernelContext& ctx) {
   kutil::validate(ctx, begin_ports(), begin_check);
   const TensorView &vectors = ctx.port(kGvectors), &values = ctx.port(kGvalues), &basis = ctx.port(kGbasis),
                    &hess = ctx.port(kGhess), &state = ctx.port(kGstate), &cursor = ctx.port(kGcursor);
-  const int64_t n = basis.cols, k = ctx.arg_int("k"), m = ctx.arg_int("subspace");
+  const int64_t n = basis.cols, k = ctx.arg_int("k");
   for (size_t port : {kGvectors, kGvalues, kGstate, kGcursor}) eigen_util::require_finite(ctx.port(port), begin_ports()[port].name);
   const bool started = state.at<double>(0, 0) != 0;
   const bool given = eigen_util::pairs_given(vectors, values, state, k);
   if (started && !given) return;  // eigen.iram_end left the next column in x
-  eigen::IramFactor fac(n, m, started ? static_cast<std::uint64_t>(state.at<double>(0, 2))
-                                      : static_cast<std::uint64_t>(ctx.arg_int("seed")));
-  fac.anorm_est = state.at<double>(0, 1);
+  eigen_util::PortFactor fac(basis, hess, state, static_cast<std::uint64_t>(ctx.arg_int("seed")));
   const std::vector<double> start =
       given ? eigen::ritz_restart_vector(eigen_util::unpack_pairs(vectors, values, n, k), n, true)
-            : eigen::detail::start_vector(n, {}, fac.seed++);
-  eigen::iram_start(fac, start);
+            : eigen::detail::start_vector(n, {}, fac.st.seed++);
+  eigen::iram_start(fac.span, fac.st, start);
   ctx.report("explicit", given ? 1.0 : 0.0);
-  eigen_util::save_factor(fac, basis, hess, state);
+  fac.store(hess, state);
   copy_row(basis, 0, ctx.port(kGx));
   cursor.at<double>(0, 0) = 0;
 }
@@ -368,18 +343,14 @@ void step_cpu(KernelContext& ctx) {
                       ": the steps of a cycle run in order");
   const TensorView& w = ctx.port(kSw);
   eigen_util::require_finite(w, "w");
-  FactorView f(basis, hess);
+  eigen_util::PortFactor f(basis, hess, state, 0);
   std::copy_n(&w.at<double>(0, 0), n, f.span.f);
-  double anorm = state.at<double>(0, 1);
-  const double beta = eigen::arnoldi_absorb(f.span, j, anorm);
-  state.at<double>(0, 1) = anorm;
+  f.st.beta = eigen::arnoldi_absorb(f.span, j, f.st.anorm_est);
   if (j + 1 < m) {
-    auto seed = static_cast<std::uint64_t>(state.at<double>(0, 2));
-    eigen::arnoldi_next(f.span, j + 1, beta, seed);
-    state.at<double>(0, 2) = static_cast<double>(seed);
+    eigen::arnoldi_next(f.span, j + 1, f.st.beta, f.st.seed);
     copy_row(basis, j + 1, ctx.port(kSx));
   }
-  f.store(hess);
+  f.store(hess, state);
   cursor.at<double>(0, 0) = double(j + 1);
   ctx.report("matvecs", 1.0);
 }
@@ -430,10 +401,10 @@ void end_cpu(KernelContext& ctx) {
   if (cursor.at<double>(0, 0) != double(m) || state.at<double>(0, 0) == 0)
     throw KernelError("the factorisation has " + std::to_string(cursor.at<double>(0, 0)) + " of its " +
                       to_string(m) + " columns: eigen.iram_end runs after the cycle's last eigen.arnoldi_step");
-  for (size_t port : {kBasis, kHess, kState}) eigen_util::require_finite(ctx.port(port), end_ports()[port].name);
-  eigen::IramFactor fac = eigen_util::load_factor(basis, hess, state, n, m, 1);
+  for (size_t port : {kHess, kState}) eigen_util::require_finite(ctx.port(port), end_ports()[port].name);
+  eigen_util::PortFactor fac(basis, hess, state, 0);
   double ritz_norm = 0;
-  const eigen::EigenResult c = eigen::iram_ritz(fac, k, which, tol, &ritz_norm);
+  const eigen::EigenResult c = eigen::iram_ritz(fac.span, fac.st.beta, k, which, tol, &ritz_norm);
   double worst = eigen_util::write_pairs(c, ritz_norm, n, k, vectors, values, residual);
   eigen_util::remember_pairs(values, state, k);
   if (ctx.port(kA).bound()) {
@@ -443,10 +414,9 @@ void end_cpu(KernelContext& ctx) {
   ctx.report("residual", worst);
   if (worst <= tol) return;  // converged: the loop ends here
   // The implicit restart for the next cycle: k' columns kept, column k' made from f.
-  const int64_t kk = eigen::iram_contract(fac, k, which, tol);
-  const eigen::ArnoldiSpan span{n, m, fac.basis.V.data(), fac.f.data(), fac.basis.H.data()};
-  eigen::arnoldi_next(span, kk, fac.beta, fac.seed);
-  eigen_util::save_factor(fac, basis, hess, state);
+  const int64_t kk = eigen::iram_contract(fac.span, fac.st, k, which, tol);
+  eigen::arnoldi_next(fac.span, kk, fac.st.beta, fac.st.seed);
+  fac.store(hess, state);
   copy_row(basis, kk, ctx.port(kX));
   cursor.at<double>(0, 0) = double(kk);
   ctx.report("kept", double(kk));

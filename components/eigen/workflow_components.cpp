@@ -552,20 +552,21 @@ void iram_cpu(KernelContext& ctx) {
   const TensorView &vectors = ctx.port(kIvectors), &values = ctx.port(kIvalues), &residual = ctx.port(kIresidual),
                    &basis = ctx.port(kIbasis), &hess = ctx.port(kIhess), &state = ctx.port(kIstate);
   const eigen_util::PortOperator a(ctx.port(kIa), ctx.port(kIindex), ctx.port(kIptr), eigen_util::format_of(ctx.args()));
-  const int64_t n = a.n(), k = ctx.arg_int("k"), m = eigen_util::auto_subspace(ctx.args(), n);
+  const int64_t n = a.n(), k = ctx.arg_int("k");
   const eigen::Which which = which_of(ctx);
   for (size_t port : {kIvectors, kIvalues, kIbasis, kIhess, kIstate})
     require_finite(ctx.port(port), iram_ports()[port].name);
   const bool started = state.at<double>(0, 0) != 0;
   const bool given = eigen_util::pairs_given(vectors, values, state, k);
-  eigen::IramFactor fac = eigen_util::load_factor(basis, hess, state, n, m, static_cast<std::uint64_t>(ctx.arg_int("seed")));
+  eigen_util::PortFactor fac(basis, hess, state, static_cast<std::uint64_t>(ctx.arg_int("seed")));
   std::vector<double> restart;
   if (given) restart = eigen::ritz_restart_vector(unpack_pairs(vectors, values, n, k), n, true);
   double ritz_norm = 0;
   const eigen::LinearOperator& op = a.op();
-  const eigen::EigenResult c = eigen::iram_cycle(op, fac, restart, k, which, ctx.arg_float("tol"), &ritz_norm);
+  const eigen::EigenResult c =
+      eigen::iram_cycle(op, fac.span, fac.st, restart, k, which, ctx.arg_float("tol"), &ritz_norm);
   double worst = write_pairs(c, ritz_norm, n, k, vectors, values, residual);
-  eigen_util::save_factor(fac, basis, hess, state);
+  fac.store(hess, state);
   eigen_util::remember_pairs(values, state, k);
   // After the state: corrected pairs differ from its rows, so the next cycle restarts explicitly from them.
   worst = verify_pairs(ctx, op, c, worst, which, vectors, values, residual);
