@@ -330,9 +330,10 @@ EigenResult iram_cycle(const LinearOperator& op, const ArnoldiSpan& s, IramState
 /// columns 0..j-1 (seed, then incremented) and H(j, j-1) = 0.
 void arnoldi_next(const ArnoldiSpan& s, std::int64_t j, double beta, std::uint64_t& seed);
 
-/// f holds A v_j: orthogonalises it against columns 0..j (classical
-/// Gram-Schmidt twice) into H(0..j, j), raises anorm_est to ||A v_j|| and
-/// returns beta = ||f|| (0, with f zeroed, when under 1e-13 anorm_est).
+/// f holds A v_j: orthogonalises it against columns 0..j into H(0..j, j)
+/// (classical Gram-Schmidt; a second pass when the first removed most of it,
+/// DGKS as ARPACK), raises anorm_est to ||A v_j|| and returns beta = ||f||
+/// (0, with f zeroed, when under 1e-13 anorm_est).
 double arnoldi_absorb(const ArnoldiSpan& s, std::int64_t j, double& anorm_est);
 
 /// A new factorisation's first column: v / ||v|| (a random vector from st.seed

@@ -30,15 +30,19 @@ inline double* col(std::vector<double>& v, int64_t n, int64_t j) { return v.data
 
 inline double nrm2(int64_t n, const double* x) { return cblas_dnrm2(bi(n), x, 1); }
 
-/// w -= V[:, 0:c] (V[:, 0:c]ᵀ w), twice (classical Gram-Schmidt with one
-/// reorthogonalisation pass); the coefficients are added to h (size c).
-inline void cgs2(int64_t n, int64_t c, const double* v, double* w, double* h, double* tmp) {
+/// w -= V[:, 0:c] (V[:, 0:c]ᵀ w), once (classical Gram-Schmidt); the
+/// coefficients are added to h (size c).
+inline void cgs_pass(int64_t n, int64_t c, const double* v, double* w, double* h, double* tmp) {
   if (c == 0) return;
-  for (int pass = 0; pass < 2; ++pass) {
-    cblas_dgemv(CblasColMajor, CblasTrans, bi(n), bi(c), 1.0, v, bi(n), w, 1, 0.0, tmp, 1);
-    cblas_dgemv(CblasColMajor, CblasNoTrans, bi(n), bi(c), -1.0, v, bi(n), tmp, 1, 1.0, w, 1);
-    for (int64_t i = 0; i < c; ++i) h[i] += tmp[i];
-  }
+  cblas_dgemv(CblasColMajor, CblasTrans, bi(n), bi(c), 1.0, v, bi(n), w, 1, 0.0, tmp, 1);
+  cblas_dgemv(CblasColMajor, CblasNoTrans, bi(n), bi(c), -1.0, v, bi(n), tmp, 1, 1.0, w, 1);
+  for (int64_t i = 0; i < c; ++i) h[i] += tmp[i];
+}
+
+/// cgs_pass twice (one reorthogonalisation pass).
+inline void cgs2(int64_t n, int64_t c, const double* v, double* w, double* h, double* tmp) {
+  cgs_pass(n, c, v, w, h, tmp);
+  cgs_pass(n, c, v, w, h, tmp);
 }
 
 /// Modified Gram-Schmidt against V[:, 0:c], two passes; coefficients added to h.

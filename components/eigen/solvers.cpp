@@ -485,13 +485,23 @@ void arnoldi_next(const ArnoldiSpan& s, int64_t j, double beta, std::uint64_t& s
   }
 }
 
+/// The DGKS threshold (ARPACK's 0.717 ~ 1/sqrt 2).
+constexpr double kDgks = 0.717;
+
 double arnoldi_absorb(const ArnoldiSpan& s, int64_t j, double& anorm_est) {
   const int64_t n = s.n;
-  anorm_est = std::max(anorm_est, nrm2(n, s.f));
+  const double wnorm = nrm2(n, s.f);
+  anorm_est = std::max(anorm_est, wnorm);
   std::vector<double> h(sz(j + 1), 0.0), tmp(sz(j + 1));
-  cgs2(n, j + 1, s.V, s.f, h.data(), tmp.data());
-  for (int64_t i = 0; i <= j; ++i) s.H[i + j * (s.m + 1)] = h[sz(i)];
+  cgs_pass(n, j + 1, s.V, s.f, h.data(), tmp.data());
   double beta = nrm2(n, s.f);
+  // DGKS, as ARPACK: a second pass only when the first removed most of w
+  // (||f|| < ||w|| / sqrt 2), where cancellation may have left f off orthogonal.
+  if (beta < kDgks * wnorm) {
+    cgs_pass(n, j + 1, s.V, s.f, h.data(), tmp.data());
+    beta = nrm2(n, s.f);
+  }
+  for (int64_t i = 0; i <= j; ++i) s.H[i + j * (s.m + 1)] = h[sz(i)];
   if (beta <= 1e-13 * anorm_est) {
     beta = 0;
     std::fill(s.f, s.f + n, 0.0);

@@ -459,7 +459,7 @@ void register_eigen_tiled(Registry& reg) {
   kutil::add_component(
       reg, "eigen.arnoldi_step",
       "step j of a tiled IRAM cycle: w = A x (the eigen.block_matvec tiles) orthogonalised against the basis "
-      "(classical Gram-Schmidt twice) into hessenberg column j, the next column into x; a column the restart kept "
+      "(classical Gram-Schmidt with DGKS reorthogonalisation) into hessenberg column j, the next column into x; a column the restart kept "
       "(j < cursor) is skipped",
       step_ports(), iram_params({"k", "subspace", "step"}), step_cpu, step_check, step_cost);
   kutil::add_component(
