@@ -4,6 +4,7 @@
 #include "eigen/eigen.hpp"
 #include "io/io_components.hpp"
 #include "nn/nn.hpp"
+#include "op/op.hpp"
 #include "prune/prune.hpp"
 #include "quant/quant.hpp"
 #include "sparse/sparse.hpp"
@@ -19,5 +20,6 @@ void register_builtin_components(Registry& reg) {
   register_sparse(reg);
   register_prune(reg);
   register_eigen(reg);
+  register_op(reg);
 }
 }  // namespace ymlopt

@@ -1,0 +1,116 @@
+// op.matmul (see op.hpp): ports, checks, cost and the CPU kernel over semiring.hpp.
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "op/op.hpp"
+#include "op/semiring.hpp"
+#include <ymlopt/kernel_util.hpp>
+
+namespace ymlopt {
+namespace {
+
+using kutil::dims;
+using kutil::first_error;
+using std::int64_t;
+
+const std::vector<PortSpec>& matmul_ports() {
+  static const std::vector<PortSpec> p = {
+      {"a", Access::read, kutil::kFloat, false, 2, "A (m x k, or k x m with transa)"},
+      {"b", Access::read, kutil::kFloat, false, 2, "B (k x n, or n x k with transb)"},
+      {"c", Access::read_write, kutil::kFloat, false, 2,
+       "C (m x n): overwritten, or with accumulate combined with the product by the reduction"},
+  };
+  return p;
+}
+
+/// The arg `mul` without blanks, as a Combine ("" when not one of a*b, a+b, b*a, b+a).
+bool parse_mul(const std::string& text, op::Combine* out) {
+  std::string t;
+  for (char ch : text)
+    if (ch != ' ' && ch != '\t') t += ch;
+  if (t == "a*b" || t == "b*a") *out = op::Combine::mul;
+  else if (t == "a+b" || t == "b+a") *out = op::Combine::add;
+  else return false;
+  return true;
+}
+
+op::Reduce parse_add(const std::string& t) {
+  if (t == "max") return op::Reduce::max;
+  if (t == "min") return op::Reduce::min;
+  if (t == "logsumexp") return op::Reduce::logsumexp;
+  return op::Reduce::sum;
+}
+
+struct Dims {
+  int64_t m, n, k, kb;
+};
+Dims dims_of(const TaskShape& t) {
+  const TensorView &a = t.ports[0], &b = t.ports[1];
+  const bool ta = t.args.get_bool("transa"), tb = t.args.get_bool("transb");
+  return {ta ? a.cols : a.rows, tb ? b.rows : b.cols, ta ? a.rows : a.cols, tb ? b.cols : b.rows};
+}
+
+std::string matmul_check(const TaskShape& t) {
+  const auto& s = matmul_ports();
+  const auto& p = t.ports;
+  if (auto m = kutil::ports_present(s, p); !m.empty()) return m;
+  if (auto m = first_error({kutil::float_dtype(s, p, 0), kutil::same_dtype(s, p, 1, 0), kutil::same_dtype(s, p, 2, 0),
+                            kutil::one_of(t.args, "add", {"sum", "max", "min", "logsumexp"})});
+      !m.empty())
+    return m;
+  op::Combine c{};
+  if (!parse_mul(t.args.get_string("mul"), &c))
+    return "param 'mul' is '" + t.args.get_string("mul") + "': op.matmul multiplies by a*b or a+b";
+  const Dims d = dims_of(t);
+  if (d.k != d.kb)
+    return "port 'b' is " + dims(p[1]) + " but port 'a' is " + dims(p[0]) + ": inner dimensions differ (" +
+           std::to_string(d.k) + " != " + std::to_string(d.kb) + ")";
+  if (p[2].rows != d.m || p[2].cols != d.n)
+    return "port 'c' is " + dims(p[2]) + " but the product is " + std::to_string(d.m) + "x" + std::to_string(d.n);
+  return "";
+}
+
+Cost matmul_cost(const TaskShape& t) {
+  if (t.ports.size() != matmul_ports().size() || matmul_check(t) != "") return {};
+  const Dims d = dims_of(t);
+  // Two operations per term (⊗ and ⊕); logsumexp's second pass adds an exp (~12) and a subtraction.
+  const double per = t.args.get_string("add") == "logsumexp" ? 16.0 : 2.0;
+  return kutil::io_cost(matmul_ports(), t, per * double(d.m) * double(d.n) * double(d.k));
+}
+
+void matmul_cpu(KernelContext& ctx) {
+  kutil::validate(ctx, matmul_ports(), matmul_check);
+  const TensorView &a = ctx.port(0), &b = ctx.port(1), &c = ctx.port(2);
+  const bool ta = ctx.arg_bool("transa"), tb = ctx.arg_bool("transb");
+  op::Semiring s;
+  parse_mul(ctx.arg_string("mul"), &s.mul);
+  s.add = parse_add(ctx.arg_string("add"));
+  const int64_t m = c.rows, n = c.cols, k = ta ? a.rows : a.cols;
+  auto ld = [](const TensorView& v) { return std::max<int64_t>({v.ld, v.cols, 1}); };
+  kutil::dispatch_float(c.dtype, [&](auto tg) {
+    using T = typename decltype(tg)::type;
+    op::matmul(s, ta, tb, m, n, k, a.ptr<T>(), ld(a), b.ptr<T>(), ld(b), c.ptr<T>(), ld(c),
+               ctx.arg_bool("accumulate"));
+  });
+}
+
+}  // namespace
+
+void register_op(Registry& reg) {
+  kutil::add_component(
+      reg, "op.matmul",
+      "a matrix product over a semiring: c[i,j] = reduce_k mul(a[i,k], b[k,j]) with mul a*b or a+b and reduce "
+      "sum, max, min or logsumexp (log Σ exp), optional transposes; accumulate combines the product with c by the "
+      "reduction. (sum, a*b) is blas.gemm's GEMM; the others run AVX-512, AVX2 or scalar kernels (f32) chosen at "
+      "run time, NaN-propagating",
+      matmul_ports(),
+      {{"mul", ParamType::string_, "a*b", false, "the multiply: a*b or a+b"},
+       {"add", ParamType::string_, "sum", false, "the reduction: sum, max, min or logsumexp"},
+       {"transa", ParamType::bool_, "false", false, "use Aᵀ"},
+       {"transb", ParamType::bool_, "false", false, "use Bᵀ"},
+       {"accumulate", ParamType::bool_, "false", false, "c = reduce(c, product) instead of c = product"}},
+      matmul_cpu, matmul_check, matmul_cost);
+}
+
+}  // namespace ymlopt

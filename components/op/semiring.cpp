@@ -1,0 +1,168 @@
+// The semiring product's driver (semiring.hpp): the identity and empty cases,
+// (sum, a*b) on the GEMM, the choice between the vector kernels and the scalar
+// path, and the scalar path itself (every pair, f32 and f64, IEEE semantics).
+#include "op/semiring.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "gemm/gemm.hpp"
+#include "op/semiring_internal.hpp"
+#include <ymlopt/sdk.hpp>
+
+namespace ymlopt::op {
+
+using std::int64_t;
+
+bool cpu_has_avx2() {
+  static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  return has;
+}
+
+bool cpu_has_avx512() {
+  static const bool has = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq");
+  return has;
+}
+
+const char* best_isa_name() { return cpu_has_avx512() ? "AVX-512" : cpu_has_avx2() ? "AVX2" : "scalar"; }
+
+double identity(Reduce r) {
+  switch (r) {
+    case Reduce::sum: return 0.0;
+    case Reduce::max: return -std::numeric_limits<double>::infinity();
+    case Reduce::min: return std::numeric_limits<double>::infinity();
+    case Reduce::logsumexp: return -std::numeric_limits<double>::infinity();
+  }
+  return 0.0;
+}
+
+namespace {
+
+/// op(X)[i, j] of a row-major X.
+template <class T> T at(const T* x, int64_t ld, bool trans, int64_t i, int64_t j) {
+  return trans ? x[j * ld + i] : x[i * ld + j];
+}
+
+template <class T> T combine(Combine c, T a, T b) { return c == Combine::mul ? a * b : a + b; }
+
+/// ⊕_k over the terms term(kk) (k >= 1) with the header's semantics.
+template <class T, class Term> T reduce_terms(Reduce r, int64_t k, const Term& term) {
+  constexpr T nan = std::numeric_limits<T>::quiet_NaN(), inf = std::numeric_limits<T>::infinity();
+  if (r == Reduce::sum) {
+    T acc = 0;
+    for (int64_t kk = 0; kk < k; ++kk) acc += term(kk);
+    return acc;
+  }
+  // max, min and logsumexp's first pass: the extreme term, NaN if any term is.
+  const bool want_min = r == Reduce::min;
+  T best = want_min ? inf : -inf;
+  for (int64_t kk = 0; kk < k; ++kk) {
+    const T x = term(kk);
+    if (std::isnan(x)) return nan;
+    if (want_min ? x < best : x > best) best = x;
+  }
+  if (r != Reduce::logsumexp || best == inf || best == -inf) return best;
+  double sum = 0;
+  for (int64_t kk = 0; kk < k; ++kk) sum += std::exp(static_cast<double>(term(kk)) - best);
+  return static_cast<T>(best + std::log(sum));
+}
+
+template <class T>
+void scalar(Semiring s, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, int64_t lda, const T* b,
+            int64_t ldb, T* c, int64_t ldc, bool accumulate) {
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      const T v = reduce_terms<T>(s.add, k, [&](int64_t kk) {
+        return combine(s.mul, at(a, lda, ta, i, kk), at(b, ldb, tb, kk, j));
+      });
+      T& out = c[i * ldc + j];
+      out = accumulate ? impl::reduce2(s.add, out, v) : v;
+    }
+}
+
+/// The largest |x| of op(X)'s r x c values, or NaN when one is not finite.
+float largest(const float* x, int64_t ld, int64_t rows, int64_t cols) {
+  float big = 0;
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j) {
+      const float v = std::abs(x[i * ld + j]);
+      if (!(v <= std::numeric_limits<float>::max())) return std::numeric_limits<float>::quiet_NaN();
+      big = std::max(big, v);
+    }
+  return big;
+}
+
+/// True when every term is finite and no ⊗ or ⊕ of them can overflow: the
+/// vector kernels' precondition.
+bool fits_vector_path(Semiring s, int64_t k, float amax, float bmax) {
+  if (std::isnan(amax) || std::isnan(bmax)) return false;
+  const double term = s.mul == Combine::mul ? double(amax) * bmax : double(amax) + bmax;
+  const double bound = s.add == Reduce::sum ? term * double(k) : term;
+  return bound < 0.5 * double(std::numeric_limits<float>::max());
+}
+
+/// Row-major op(X) (rows x cols) in `buf` when trans, else X itself.
+const float* row_major(const float* x, int64_t ld, bool trans, int64_t rows, int64_t cols, std::vector<float>& buf,
+                       int64_t& ld_out) {
+  if (!trans) {
+    ld_out = ld;
+    return x;
+  }
+  buf.resize(static_cast<std::size_t>(rows * cols));
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j) buf[static_cast<std::size_t>(i * cols + j)] = x[j * ld + i];
+  ld_out = cols;
+  return buf.data();
+}
+
+/// The empty reduction (k = 0): C = identity, or C unchanged when accumulating.
+template <class T> void empty(Reduce r, int64_t m, int64_t n, T* c, int64_t ldc, bool accumulate) {
+  if (accumulate) return;
+  for (int64_t i = 0; i < m; ++i) std::fill_n(c + i * ldc, n, static_cast<T>(identity(r)));
+}
+
+Isa resolve(Isa isa) {
+  if (isa == Isa::avx512 && !cpu_has_avx512()) throw KernelError("op::matmul: this CPU has no AVX-512");
+  if (isa == Isa::avx2 && !cpu_has_avx2()) throw KernelError("op::matmul: this CPU has no AVX2 and FMA");
+  if (isa != Isa::best) return isa;
+  return cpu_has_avx512() ? Isa::avx512 : cpu_has_avx2() ? Isa::avx2 : Isa::scalar;
+}
+
+}  // namespace
+
+void matmul(Semiring s, bool transa, bool transb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
+            const float* b, int64_t ldb, float* c, int64_t ldc, bool accumulate, Isa isa) {
+  const Isa path = resolve(isa);
+  if (m == 0 || n == 0) return;
+  if (k == 0) return empty(s.add, m, n, c, ldc, accumulate);
+  if (s.mul == Combine::mul && s.add == Reduce::sum && isa == Isa::best)
+    return gemm::gemm(transa, transb, m, n, k, 1.0f, a, lda, b, ldb, accumulate ? 1.0f : 0.0f, c, ldc);
+  std::vector<float> abuf, bbuf;
+  int64_t la = 0, lb = 0;
+  if (path != Isa::scalar) {
+    // The bounds on op(A) and op(B) are those of A and B, whatever the transposes.
+    const float amax = transa ? largest(a, lda, k, m) : largest(a, lda, m, k);
+    const float bmax = transb ? largest(b, ldb, n, k) : largest(b, ldb, k, n);
+    if (fits_vector_path(s, k, amax, bmax)) {
+      const float* ap = row_major(a, lda, transa, m, k, abuf, la);
+      const float* bp = row_major(b, ldb, transb, k, n, bbuf, lb);
+      const impl::Operands o{m, n, k, ap, la, bp, lb, c, ldc, accumulate};
+      return path == Isa::avx512 ? impl::run_avx512(s, o) : impl::run_avx2(s, o);
+    }
+  }
+  scalar(s, transa, transb, m, n, k, a, lda, b, ldb, c, ldc, accumulate);
+}
+
+void matmul(Semiring s, bool transa, bool transb, int64_t m, int64_t n, int64_t k, const double* a, int64_t lda,
+            const double* b, int64_t ldb, double* c, int64_t ldc, bool accumulate, Isa isa) {
+  resolve(isa);
+  if (m == 0 || n == 0) return;
+  if (k == 0) return empty(s.add, m, n, c, ldc, accumulate);
+  if (s.mul == Combine::mul && s.add == Reduce::sum && isa == Isa::best)
+    return gemm::gemm(transa, transb, m, n, k, 1.0, a, lda, b, ldb, accumulate ? 1.0 : 0.0, c, ldc);
+  scalar(s, transa, transb, m, n, k, a, lda, b, ldb, c, ldc, accumulate);
+}
+
+}  // namespace ymlopt::op

@@ -1,0 +1,52 @@
+// Products over a semiring: C[i,j] = ⊕_k A[i,k] ⊗ B[k,j] with ⊗ one of a*b,
+// a+b and ⊕ one of sum, max, min, logsumexp (log Σ exp), on row-major
+// matrices with leading dimensions. (sum, a*b) is the GEMM; (max, a+b) and
+// (min, a+b) the tropical semirings (shortest paths, Viterbi); (logsumexp, a+b)
+// the log semiring (a softmax's normaliser, the forward algorithm).
+//
+// Semantics (every path): ⊗ is IEEE arithmetic in the element type; ⊕ over an
+// empty k is its identity (0, -inf, +inf, -inf); a NaN term makes the result
+// NaN (max and min too, unlike fmax); logsumexp is max + log Σ exp(x - max),
+// +inf when a term is +inf, -inf when all terms are -inf. f32 inputs that are
+// finite and cannot overflow run vector kernels (AVX-512 or AVX2, chosen at run
+// time; max and min give the scalar path's values exactly, sum and logsumexp
+// within rounding); others, and f64 except (sum, a*b), run the scalar path.
+//
+//   op::matmul({op::Combine::add, op::Reduce::min}, false, false, n, n, n, d, n, d, n, d2, n, false);
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace ymlopt::op {
+
+enum class Combine { mul, add };
+enum class Reduce { sum, max, min, logsumexp };
+
+struct Semiring {
+  Combine mul = Combine::mul;
+  Reduce add = Reduce::sum;
+};
+
+/// Which kernels run a product (best: the widest this CPU has).
+enum class Isa { best, scalar, avx2, avx512 };
+
+bool cpu_has_avx2();
+bool cpu_has_avx512();
+/// "AVX-512", "AVX2" or "scalar": what Isa::best runs here.
+const char* best_isa_name();
+
+/// C = op(A) ⊗ op(B) over `s` (op(X) = Xᵀ when the flag is set), A m x k, B k x
+/// n; with `accumulate`, C[i,j] = C[i,j] ⊕ that. Throws KernelError when the
+/// forced `isa` is not on this CPU.
+void matmul(Semiring s, bool transa, bool transb, std::int64_t m, std::int64_t n, std::int64_t k, const float* a,
+            std::int64_t lda, const float* b, std::int64_t ldb, float* c, std::int64_t ldc, bool accumulate,
+            Isa isa = Isa::best);
+void matmul(Semiring s, bool transa, bool transb, std::int64_t m, std::int64_t n, std::int64_t k, const double* a,
+            std::int64_t lda, const double* b, std::int64_t ldb, double* c, std::int64_t ldc, bool accumulate,
+            Isa isa = Isa::best);
+
+/// The reduction's identity: 0, -inf, +inf, -inf.
+double identity(Reduce r);
+
+}  // namespace ymlopt::op

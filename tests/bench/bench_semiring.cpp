@@ -1,0 +1,147 @@
+// Semiring products (components/op/semiring.hpp) in GOP/s (one ⊗ and one ⊕
+// per term: 2 m n k operations), one thread: (max, +), (min, +) and
+// (logsumexp, +) on each ISA this CPU has and on the scalar path, against a
+// plain C loop of the same product (i, j, k; what a compiler makes of it at
+// -O2), against the f32 FMA peak of one core (2 x lanes x FMA ports x clock,
+// measured here by a loop of independent FMAs), and (sum, a*b) against the
+// GEMM (op::matmul's fast path is gemm::gemm, as blas.gemm's).
+//
+//   ymlopt_bench_semiring [--n 1024] [--reps 5]
+#include <immintrin.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "bench_args.hpp"
+#include "gemm/gemm.hpp"
+#include "op/semiring.hpp"
+
+// GCC 12's _mm512_reduce_add_ps passes an undefined vector (GCC bug 105593).
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+namespace {
+
+using namespace ymlopt;
+using std::int64_t;
+
+double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+
+template <class F> double best_of(int reps, F&& f) {
+  double best = 1e30;
+  for (int r = 0; r < reps; ++r) {
+    const double t0 = now();
+    f();
+    best = std::min(best, now() - t0);
+  }
+  return best;
+}
+
+/// f32 FMA operations per second of one core: 12 independent chains of 16-lane
+/// (AVX-512) or 8-lane FMAs.
+__attribute__((target("avx512f"))) double fma_peak_avx512() {
+  __m512 acc[12];
+  for (int i = 0; i < 12; ++i) acc[i] = _mm512_set1_ps(float(i));
+  const __m512 m = _mm512_set1_ps(0.999999f), a = _mm512_set1_ps(1e-7f);
+  const long iters = 20'000'000;
+  const double t0 = now();
+  for (long it = 0; it < iters; ++it)
+    for (int i = 0; i < 12; ++i) acc[i] = _mm512_fmadd_ps(acc[i], m, a);
+  const double dt = now() - t0;
+  float sink = 0;
+  for (int i = 0; i < 12; ++i) sink += _mm512_reduce_add_ps(acc[i]);
+  std::printf("(fma sink %g)\n", double(sink));
+  return 2.0 * 16 * 12 * double(iters) / dt;
+}
+
+__attribute__((target("avx2,fma"))) double fma_peak_avx2() {
+  __m256 acc[12];
+  for (int i = 0; i < 12; ++i) acc[i] = _mm256_set1_ps(float(i));
+  const __m256 m = _mm256_set1_ps(0.999999f), a = _mm256_set1_ps(1e-7f);
+  const long iters = 20'000'000;
+  const double t0 = now();
+  for (long it = 0; it < iters; ++it)
+    for (int i = 0; i < 12; ++i) acc[i] = _mm256_fmadd_ps(acc[i], m, a);
+  const double dt = now() - t0;
+  alignas(32) float out[8];
+  float sink = 0;
+  for (int i = 0; i < 12; ++i) {
+    _mm256_store_ps(out, acc[i]);
+    for (float x : out) sink += x;
+  }
+  std::printf("(fma sink %g)\n", double(sink));
+  return 2.0 * 8 * 12 * double(iters) / dt;
+}
+
+/// The textbook (max, +) / (min, +) product.
+void plain_tropical(bool is_min, int64_t n, const float* a, const float* b, float* c) {
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      float acc = is_min ? std::numeric_limits<float>::infinity() : -std::numeric_limits<float>::infinity();
+      for (int64_t k = 0; k < n; ++k) {
+        const float x = a[i * n + k] + b[k * n + j];
+        acc = is_min ? std::min(acc, x) : std::max(acc, x);
+      }
+      c[i * n + j] = acc;
+    }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int64_t n = int64_t(bench::arg(argc, argv, "--n", 1024));
+  const int reps = int(bench::arg(argc, argv, "--reps", 5));
+  std::vector<float> a(size_t(n * n)), b(size_t(n * n)), c(size_t(n * n)), ref(size_t(n * n));
+  std::mt19937 gen(1);
+  std::uniform_real_distribution<float> d(-4, 4);
+  for (float& x : a) x = d(gen);
+  for (float& x : b) x = d(gen);
+  const double ops = 2.0 * double(n) * double(n) * double(n);
+  std::printf("semiring products, n = %lld, one thread; best ISA here: %s\n", (long long)n, op::best_isa_name());
+  const double peak = op::cpu_has_avx512() ? fma_peak_avx512() : op::cpu_has_avx2() ? fma_peak_avx2() : 0.0;
+  if (peak > 0) std::printf("f32 FMA peak of one core (measured): %.1f GFLOP/s\n", peak / 1e9);
+  std::vector<op::Isa> isas = {op::Isa::scalar};
+  if (op::cpu_has_avx2()) isas.push_back(op::Isa::avx2);
+  if (op::cpu_has_avx512()) isas.push_back(op::Isa::avx512);
+  const char* isa_names[] = {"best", "scalar", "avx2", "avx512"};
+  std::printf("\n%-12s %-8s %10s %10s %12s\n", "pair", "path", "GOP/s", "vs plain", "of FMA peak");
+  for (auto [pair, s] : {std::pair{"(max, +)", op::Semiring{op::Combine::add, op::Reduce::max}},
+                         std::pair{"(min, +)", op::Semiring{op::Combine::add, op::Reduce::min}},
+                         std::pair{"(lse, +)", op::Semiring{op::Combine::add, op::Reduce::logsumexp}}}) {
+    double plain = 0;
+    if (s.add != op::Reduce::logsumexp) {
+      const double t = best_of(std::max(1, reps / 2), [&] {
+        plain_tropical(s.add == op::Reduce::min, n, a.data(), b.data(), ref.data());
+      });
+      plain = ops / t;
+      std::printf("%-12s %-8s %10.2f %10s %11.1f%%\n", pair, "plain", plain / 1e9, "1.00", peak > 0 ? 100 * plain / peak : 0);
+    }
+    for (op::Isa isa : isas) {
+      const double t = best_of(reps, [&] {
+        op::matmul(s, false, false, n, n, n, a.data(), n, b.data(), n, c.data(), n, false, isa);
+      });
+      if (plain > 0 && c != ref) std::printf("  (values differ from the plain loop's)\n");
+      const double rate = ops / t;
+      char vs[32] = "-";
+      if (plain > 0) std::snprintf(vs, sizeof vs, "%.2f", rate / plain);
+      std::printf("%-12s %-8s %10.2f %10s %11.1f%%\n", pair, isa_names[int(isa)], rate / 1e9, vs,
+                  peak > 0 ? 100 * rate / peak : 0);
+    }
+  }
+  // (sum, a*b): op::matmul's path is gemm::gemm; against the GEMM called directly.
+  const double tg = best_of(reps, [&] {
+    gemm::gemm(false, false, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, ref.data(), n);
+  });
+  const double to = best_of(reps, [&] {
+    op::matmul({op::Combine::mul, op::Reduce::sum}, false, false, n, n, n, a.data(), n, b.data(), n, c.data(), n,
+               false);
+  });
+  std::printf("\n(sum, a*b): op::matmul %.2f GFLOP/s, gemm::gemm %.2f GFLOP/s: time ratio %.3f\n", ops / to / 1e9,
+              ops / tg / 1e9, to / tg);
+  return 0;
+}

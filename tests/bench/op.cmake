@@ -1,0 +1,5 @@
+# Semiring products (components/op) vs a plain loop, the FMA peak and the GEMM; see docs/BENCHMARKS.md.
+add_executable(ymlopt_bench_semiring ${CMAKE_CURRENT_LIST_DIR}/bench_semiring.cpp)
+target_link_libraries(ymlopt_bench_semiring PRIVATE ymlopt::op ymlopt::gemm)
+add_test(NAME bench_semiring_smoke COMMAND ymlopt_bench_semiring --n 96 --reps 1)
+set_tests_properties(bench_semiring_smoke PROPERTIES LABELS bench TIMEOUT 120)

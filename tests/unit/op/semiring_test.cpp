@@ -1,0 +1,267 @@
+// Semiring products (components/op/semiring.hpp) against long-double
+// references on odd shapes, every (⊗, ⊕) pair on every ISA this CPU has (max
+// and min equal to the scalar path's values exactly), transposes, accumulate,
+// the NaN/inf semantics and the empty reduction, the semiring laws, and
+// op.matmul's checks.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "../components/test_context.hpp"
+#include "op/op.hpp"
+#include "op/semiring.hpp"
+
+namespace {
+
+using namespace ymlopt;
+using op::Combine;
+using op::Isa;
+using op::Reduce;
+using op::Semiring;
+using std::int64_t;
+
+constexpr float kInf = std::numeric_limits<float>::infinity();
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+
+std::vector<float> random_matrix(int64_t rows, int64_t cols, std::uint32_t seed, float lo = -2, float hi = 2) {
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<float> d(lo, hi);
+  std::vector<float> m(static_cast<size_t>(rows * cols));
+  for (float& x : m) x = d(gen);
+  return m;
+}
+
+/// ⊕_k op(A)[i,k] ⊗ op(B)[k,j] in long double, with the header's semantics.
+long double reference(Semiring s, const std::vector<float>& a, int64_t lda, bool ta, const std::vector<float>& b,
+                      int64_t ldb, bool tb, int64_t i, int64_t j, int64_t k) {
+  std::vector<long double> t;
+  for (int64_t kk = 0; kk < k; ++kk) {
+    const long double x = ta ? a[size_t(kk * lda + i)] : a[size_t(i * lda + kk)];
+    const long double y = tb ? b[size_t(j * ldb + kk)] : b[size_t(kk * ldb + j)];
+    t.push_back(s.mul == Combine::mul ? x * y : x + y);
+  }
+  long double acc = s.add == Reduce::sum ? 0.0L : s.add == Reduce::min ? INFINITY : -INFINITY;
+  for (long double x : t) {
+    if (std::isnan(x)) return NAN;
+    if (s.add == Reduce::sum) acc += x;
+    else if (s.add == Reduce::min) acc = std::min(acc, x);
+    else acc = std::max(acc, x);
+  }
+  if (s.add != Reduce::logsumexp || std::isinf(acc)) return acc;
+  long double sum = 0;
+  for (long double x : t) sum += std::exp(x - acc);
+  return acc + std::log(sum);
+}
+
+std::vector<Isa> isas() {
+  std::vector<Isa> v = {Isa::scalar};
+  if (op::cpu_has_avx2()) v.push_back(Isa::avx2);
+  if (op::cpu_has_avx512()) v.push_back(Isa::avx512);
+  return v;
+}
+
+const char* name(Isa i) { return i == Isa::scalar ? "scalar" : i == Isa::avx2 ? "avx2" : "avx512"; }
+
+std::vector<Semiring> all_pairs() {
+  std::vector<Semiring> v;
+  for (Combine c : {Combine::mul, Combine::add})
+    for (Reduce r : {Reduce::sum, Reduce::max, Reduce::min, Reduce::logsumexp}) v.push_back({c, r});
+  return v;
+}
+
+TEST(Semiring, EveryPairOnEveryIsaMatchesLongDoubleOnOddShapes) {
+  struct Shape {
+    int64_t m, n, k;
+  };
+  for (Shape sh : {Shape{1, 1, 1}, Shape{7, 19, 33}, Shape{5, 40, 3}, Shape{13, 33, 64}, Shape{4, 16, 1}}) {
+    for (bool ta : {false, true})
+      for (bool tb : {false, true}) {
+        const int64_t lda = (ta ? sh.m : sh.k) + 3, ldb = (tb ? sh.k : sh.n) + 1, ldc = sh.n + 2;
+        const auto a = random_matrix(ta ? sh.k : sh.m, lda, 1 + std::uint32_t(sh.k));
+        const auto b = random_matrix(tb ? sh.n : sh.k, ldb, 7 + std::uint32_t(sh.n));
+        for (Semiring s : all_pairs()) {
+          std::vector<float> scalar_c;
+          for (Isa isa : isas()) {
+            SCOPED_TRACE(std::string(name(isa)) + " m" + std::to_string(sh.m) + " n" + std::to_string(sh.n) + " k" +
+                         std::to_string(sh.k) + (ta ? " ta" : "") + (tb ? " tb" : "") + " pair " +
+                         std::to_string(int(s.mul)) + "," + std::to_string(int(s.add)));
+            std::vector<float> c(size_t(sh.m * ldc), 99.0f);
+            op::matmul(s, ta, tb, sh.m, sh.n, sh.k, a.data(), lda, b.data(), ldb, c.data(), ldc, false, isa);
+            for (int64_t i = 0; i < sh.m; ++i) {
+              for (int64_t j = 0; j < sh.n; ++j) {
+                const long double want = reference(s, a, lda, ta, b, ldb, tb, i, j, sh.k);
+                const float got = c[size_t(i * ldc + j)];
+                // max and min: the rounding of the one term in float; sum and logsumexp: of the reduction too.
+                const double tol =
+                    s.add == Reduce::sum ? 4e-6 * double(sh.k) : s.add == Reduce::logsumexp ? 2e-6 : 1.2e-7;
+                ASSERT_LE(std::abs(double(got) - double(want)), tol * std::max(1.0L, std::abs(want)))
+                    << i << "," << j << " got " << got << " want " << double(want);
+              }
+              for (int64_t j = sh.n; j < ldc; ++j) ASSERT_EQ(c[size_t(i * ldc + j)], 99.0f) << "padding written";
+            }
+            if (isa == Isa::scalar) {
+              scalar_c = c;
+            } else if (s.add == Reduce::max || s.add == Reduce::min) {
+              EXPECT_EQ(c, scalar_c) << "not the scalar values";
+            }
+          }
+        }
+      }
+  }
+}
+
+TEST(Semiring, AccumulateCombinesByTheReduction) {
+  const int64_t m = 6, n = 21, k = 9;
+  const auto a = random_matrix(m, k, 3), b = random_matrix(k, n, 4), c0 = random_matrix(m, n, 5);
+  for (Semiring s : all_pairs())
+    for (Isa isa : isas()) {
+      std::vector<float> fresh(size_t(m * n)), acc = c0;
+      op::matmul(s, false, false, m, n, k, a.data(), k, b.data(), n, fresh.data(), n, false, isa);
+      op::matmul(s, false, false, m, n, k, a.data(), k, b.data(), n, acc.data(), n, true, isa);
+      for (size_t e = 0; e < acc.size(); ++e) {
+        double want = 0;
+        const double o = c0[e], v = fresh[e];
+        switch (s.add) {
+          case Reduce::sum: want = o + v; break;
+          case Reduce::max: want = std::max(o, v); break;
+          case Reduce::min: want = std::min(o, v); break;
+          case Reduce::logsumexp: want = std::max(o, v) + std::log1p(std::exp(-std::abs(o - v))); break;
+        }
+        ASSERT_NEAR(acc[e], want, 2e-6 * std::max(1.0, std::abs(want))) << name(isa) << " " << e;
+      }
+    }
+}
+
+TEST(Semiring, NanInfAndTheEmptyReduction) {
+  // One row of A against columns of B chosen to hit each case; every ISA (NaN and inf go to the scalar path).
+  for (Isa isa : isas()) {
+    SCOPED_TRACE(name(isa));
+    auto one = [&](Semiring s, std::vector<float> a, std::vector<float> b) {
+      float c = 5;
+      op::matmul(s, false, false, 1, 1, int64_t(a.size()), a.data(), int64_t(a.size()), b.data(), 1, &c, 1, false,
+                 isa);
+      return c;
+    };
+    const Semiring tmax{Combine::add, Reduce::max}, tmin{Combine::add, Reduce::min},
+        lse{Combine::add, Reduce::logsumexp}, sum{Combine::mul, Reduce::sum};
+    for (Semiring s : {tmax, tmin, lse, sum}) EXPECT_TRUE(std::isnan(one(s, {1, kNaN, 2}, {1, 1, 1})));
+    EXPECT_EQ(one(tmax, {1, -kInf, 2}, {3, 100, -1}), 4.0f);   // -inf is the (max, +) zero
+    EXPECT_EQ(one(tmin, {1, kInf, 2}, {3, -100, 5}), 4.0f);    // +inf is the (min, +) zero
+    EXPECT_EQ(one(lse, {-kInf, -kInf}, {0, 1}), -kInf);        // log Σ of nothing
+    EXPECT_EQ(one(lse, {kInf, 0}, {0, 1}), kInf);
+    EXPECT_NEAR(one(lse, {-kInf, 0}, {0, 0}), 0.0f, 1e-7);     // exp(-inf) = 0 contributes nothing
+    EXPECT_TRUE(std::isnan(one(tmax, {kInf, 0}, {-kInf, 0})));  // inf + -inf is NaN, as IEEE
+    EXPECT_EQ(one(lse, {1e30f, 1e30f}, {0, 0}), 1e30f + float(std::log(2.0)));
+    // k = 0: the identity, or c unchanged when accumulating.
+    float c = 5;
+    for (Semiring s : {tmax, tmin, lse, Semiring{Combine::add, Reduce::sum}}) {
+      op::matmul(s, false, false, 1, 1, 0, nullptr, 1, nullptr, 1, &c, 1, false, isa);
+      EXPECT_EQ(c, float(op::identity(s.add)));
+      c = 5;
+      op::matmul(s, false, false, 1, 1, 0, nullptr, 1, nullptr, 1, &c, 1, true, isa);
+      EXPECT_EQ(c, 5.0f);
+    }
+  }
+}
+
+TEST(Semiring, TheLawsHold) {
+  // (A B) C = A (B C): exactly for (max, +) and (min, +) on integers (every sum exact), within rounding for the
+  // log semiring and the ordinary product; distributivity of ⊗ over ⊕: A (B ⊕ C) = A B ⊕ A C.
+  const int64_t n = 23;
+  std::vector<float> a(n * n), b(n * n), c(n * n);
+  std::mt19937 gen(9);
+  std::uniform_int_distribution<int> d(-50, 50);
+  for (auto* m : {&a, &b, &c})
+    for (float& x : *m) x = float(d(gen));
+  for (Semiring s : {Semiring{Combine::add, Reduce::max}, Semiring{Combine::add, Reduce::min},
+                     Semiring{Combine::add, Reduce::logsumexp}, Semiring{Combine::mul, Reduce::sum}}) {
+    std::vector<float> ab(n * n), bc(n * n), left(n * n), right(n * n);
+    op::matmul(s, false, false, n, n, n, a.data(), n, b.data(), n, ab.data(), n, false);
+    op::matmul(s, false, false, n, n, n, ab.data(), n, c.data(), n, left.data(), n, false);
+    op::matmul(s, false, false, n, n, n, b.data(), n, c.data(), n, bc.data(), n, false);
+    op::matmul(s, false, false, n, n, n, a.data(), n, bc.data(), n, right.data(), n, false);
+    const bool exact = s.add == Reduce::max || s.add == Reduce::min;
+    for (size_t e = 0; e < left.size(); ++e) {
+      if (exact) ASSERT_EQ(left[e], right[e]) << e;
+      else ASSERT_NEAR(left[e], right[e], 1e-5 * std::max(1.0f, std::abs(left[e]))) << e;
+    }
+  }
+}
+
+TEST(Semiring, TropicalSquaringGivesShortestPaths) {
+  // A ring of 9 nodes with unit edges (and 0 on the diagonal, +inf elsewhere):
+  // after ceil(log2 8) = 3 (min, +) squarings, d[i][j] = the ring distance.
+  const int64_t n = 9;
+  std::vector<float> d(n * n, kInf);
+  for (int64_t i = 0; i < n; ++i) {
+    d[size_t(i * n + i)] = 0;
+    d[size_t(i * n + (i + 1) % n)] = 1;
+    d[size_t(((i + 1) % n) * n + i)] = 1;
+  }
+  for (int step = 0; step < 3; ++step) {
+    std::vector<float> next(n * n);
+    op::matmul({Combine::add, Reduce::min}, false, false, n, n, n, d.data(), n, d.data(), n, next.data(), n, false);
+    d = next;
+  }
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      const int64_t gap = std::abs(i - j);
+      EXPECT_EQ(d[size_t(i * n + j)], float(std::min(gap, n - gap))) << i << "," << j;
+    }
+}
+
+TEST(Semiring, ForcedIsaNotOnThisCpuIsRefused) {
+  float x = 1, y = 1, z = 0;
+  if (!op::cpu_has_avx512()) {
+    EXPECT_THROW(op::matmul({Combine::add, Reduce::max}, false, false, 1, 1, 1, &x, 1, &y, 1, &z, 1, false, Isa::avx512),
+                 KernelError);
+  } else {
+    GTEST_SKIP() << "this CPU has AVX-512: nothing to refuse (" << op::best_isa_name() << ")";
+  }
+}
+
+TEST(OpMatmul, ComponentRunsAndChecks) {
+  test::TestRegistry reg;
+  register_op(reg);
+  auto sv = [](int64_t r, int64_t c, DType dt = DType::f32) { return test::shape_view(dt, r, c); };
+  EXPECT_EQ(test::check(reg, "op.matmul", {sv(4, 5), sv(5, 6), sv(4, 6)}, {{"mul", "a + b"}, {"add", "max"}}), "");
+  EXPECT_EQ(test::check(reg, "op.matmul", {sv(4, 5), sv(4, 6), sv(4, 6)}, {}),
+            "port 'b' is 4x6 but port 'a' is 4x5: inner dimensions differ (5 != 4)");
+  EXPECT_EQ(test::check(reg, "op.matmul", {sv(4, 5), sv(5, 6), sv(4, 5)}, {}),
+            "port 'c' is 4x5 but the product is 4x6");
+  EXPECT_EQ(test::check(reg, "op.matmul", {sv(4, 5), sv(5, 6), sv(4, 6)}, {{"mul", "max(a,b)"}}),
+            "param 'mul' is 'max(a,b)': op.matmul multiplies by a*b or a+b");
+  EXPECT_EQ(test::check(reg, "op.matmul", {sv(4, 5), sv(5, 6), sv(4, 6)}, {{"add", "mean"}}),
+            "param 'add' is 'mean': expected one of 'sum', 'max', 'min', 'logsumexp'");
+  EXPECT_NE(test::check(reg, "op.matmul", {sv(4, 5), sv(5, 6, DType::f64), sv(4, 6)}, {}), "");
+  // f64 and f32 runs against the reference, with transposes.
+  for (DType dt : {DType::f32, DType::f64}) {
+    test::Mat<double> a64(5, 4, 0, DType::f64), b64(6, 5, 0, DType::f64), c64(4, 6, 1, DType::f64, 0.0);
+    a64.random(1);
+    b64.random(2);
+    test::Mat<float> a32(5, 4), b32(6, 5), c32(4, 6, 1, DType::f32, 0.0f);
+    for (int64_t i = 0; i < 5; ++i)
+      for (int64_t j = 0; j < 4; ++j) a32(i, j) = float(a64(i, j));
+    for (int64_t i = 0; i < 6; ++i)
+      for (int64_t j = 0; j < 5; ++j) b32(i, j) = float(b64(i, j));
+    const std::map<std::string, std::string> args = {
+        {"mul", "a+b"}, {"add", "logsumexp"}, {"transa", "true"}, {"transb", "true"}};
+    if (dt == DType::f64) test::run(reg, "op.matmul", {a64.view(), b64.view(), c64.view()}, args);
+    else test::run(reg, "op.matmul", {a32.view(), b32.view(), c32.view()}, args);
+    for (int64_t i = 0; i < 4; ++i)
+      for (int64_t j = 0; j < 6; ++j) {
+        long double top = -INFINITY, sum = 0;
+        for (int64_t kk = 0; kk < 5; ++kk) top = std::max<long double>(top, a64(kk, i) + b64(j, kk));
+        for (int64_t kk = 0; kk < 5; ++kk) sum += std::exp(a64(kk, i) + b64(j, kk) - top);
+        const double want = double(top + std::log(sum)), got = dt == DType::f64 ? c64(i, j) : c32(i, j);
+        EXPECT_NEAR(got, want, dt == DType::f64 ? 1e-13 : 2e-6) << i << "," << j;
+      }
+  }
+}
+
+}  // namespace
