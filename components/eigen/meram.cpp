@@ -12,6 +12,7 @@
 #include <limits>
 #include <memory>
 #include <map>
+#include <mutex>
 
 #include "ymlopt/unite/board.hpp"
 #include "ymlopt/unite/comethods.hpp"
@@ -71,6 +72,39 @@ struct Shared {
     return it != index.end() && run.ended(it->second);
   }
   double now() const { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); }
+
+  // The sets being checked (check_wanted) and those found missing a more wanted
+  // value, by their values: the co-methods gather the same best set, and one
+  // check of it is enough.
+  std::mutex checks_mu;
+  std::vector<std::vector<double>> checking, missing;
+
+  /// The same eigenvalues (to 1e-6 of the largest; a set that converged further
+  /// differs in its last digits).
+  static bool same_values(const std::vector<double>& a, const std::vector<double>& b) {
+    if (a.size() != b.size()) return false;
+    double scale = 0;
+    for (double x : a) scale = std::max(scale, std::abs(x));
+    for (std::size_t i = 0; i < a.size(); ++i)
+      if (!(std::abs(a[i] - b[i]) <= 1e-6 * scale)) return false;
+    return true;
+  }
+
+  /// True when no co-method checks these values now or found them missing a
+  /// value: the caller checks them (and calls end_check).
+  bool begin_check(const std::vector<double>& key) {
+    std::lock_guard lock(checks_mu);
+    for (const auto* list : {&checking, &missing})
+      for (const auto& other : *list)
+        if (same_values(other, key)) return false;
+    checking.push_back(key);
+    return true;
+  }
+  void end_check(const std::vector<double>& key, bool missed) {
+    std::lock_guard lock(checks_mu);
+    std::erase(checking, key);
+    if (missed) missing.push_back(key);
+  }
 
   /// Co-method i converged: the first claim stops everyone and keeps `r` as the result.
   void win(std::size_t i, const std::string& who, EigenResult r, bool with_foreign) {
@@ -317,9 +351,14 @@ bool Exchange::operator()(RitzSet set, MeramPoint& pt, std::vector<double>* rest
       distinct()) {
     EigenResult r = from_pairs(slots, n);
     // Every co-method may have converged to the same less wanted value: the
-    // set wins only if nothing outside it is more wanted (check_wanted).
-    // (a check still running when another co-method wins is abandoned)
+    // set wins only if nothing outside it is more wanted (check_wanted). One
+    // co-method checks a set; the others go on restarting meanwhile. (A check
+    // still running when another co-method wins is abandoned.)
+    std::vector<double> key = r.values_re;
+    key.insert(key.end(), r.values_im.begin(), r.values_im.end());
+    if (!s.begin_check(key)) return false;
     const WantedCheck c = check_wanted(s.op, r, opt.which, check_seed(opt.seed + i), [&] { return s.run.stopping(); });
+    s.end_check(key, c.verdict == WantedCheck::Verdict::missed);
     rep.verify_matvecs += c.matvecs;
     if (c.verdict == WantedCheck::Verdict::inconclusive) ++rep.unverified;  // no evidence either way: taken
     if (c.verdict != WantedCheck::Verdict::missed) {
