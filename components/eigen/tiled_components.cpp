@@ -36,7 +36,7 @@ const std::vector<PortSpec>& block_ports() {
       {"a", Access::read, kutil::kFloat, false, 2, "the matrix in CSR: its values [cap]"},
       {"a_index", Access::read, {DType::i32}, false, 2, "the column of each value [cap]"},
       {"a_ptr", Access::read, {DType::i32}, false, 2, "row pointers [n+1]"},
-      {"block", Access::write, {DType::f64}, false, 2,
+      {"block", Access::write, kutil::kFloat, false, 2,
        "[1, bcap]: row block b's values (a tile of the blocked values [blocks, bcap]); the tail zero"},
       {"block_index", Access::write, {DType::i32}, false, 2, "[1, bcap]: their columns (global)"},
       {"block_ptr", Access::write, {DType::i32}, false, 2,
@@ -84,12 +84,15 @@ void block_cpu(KernelContext& ctx) {
     throw KernelError("row block " + to_string(ctx.arg_int("row_block")) + " (rows " + to_string(r0) + ".." +
                       to_string(r1 - 1) + ") holds " + to_string(count) + " nonzeros but 'block' has room for " +
                       to_string(bcap) + ": give the blocked values at least " + to_string(count) + " columns");
-  auto* v = static_cast<double*>(vals.data);
   auto* c = static_cast<std::int32_t*>(cols.data);
   auto* q = static_cast<std::int32_t*>(ptr.data);
-  std::copy_n(a.values() + first, count, v);
+  kutil::dispatch_float(vals.dtype, [&](auto tg) {
+    using T = typename decltype(tg)::type;
+    T* v = static_cast<T*>(vals.data);
+    std::transform(a.values() + first, a.values() + first + count, v, [](double x) { return static_cast<T>(x); });
+    std::fill(v + count, v + bcap, T(0));
+  });
   std::copy_n(a.col_index() + first, count, c);
-  std::fill(v + count, v + bcap, 0.0);
   std::fill(c + count, c + bcap, 0);
   for (int64_t r = 0; r <= rows; ++r)
     q[r] = static_cast<std::int32_t>(rp[std::min(r0 + r, r1)] - first);

@@ -3,6 +3,7 @@
 #include <string>
 #include <vector>
 
+#include "op/graph.hpp"
 #include "op/op.hpp"
 #include "op/semiring.hpp"
 #include <ymlopt/kernel_util.hpp>
@@ -111,6 +112,7 @@ void register_op(Registry& reg) {
        {"transb", ParamType::bool_, "false", false, "use Bᵀ"},
        {"accumulate", ParamType::bool_, "false", false, "c = reduce(c, product) instead of c = product"}},
       matmul_cpu, matmul_check, matmul_cost);
+  register_op_graph(reg);
 }
 
 }  // namespace ymlopt

@@ -4,6 +4,8 @@
 //               combines the result with c's old value by the same reduction.
 //               (sum, a*b) runs the GEMM of blas.gemm; the others the kernels of
 //               semiring.hpp (AVX-512, AVX2 or scalar, chosen at run time).
+//   op.random_graph  a random undirected graph's GCN adjacency D^-1/2 (A + I) D^-1/2 in CSR
+//   op.csr_matmul    Y = A X, A in CSR (or one row block of it, eigen.csr_block), X dense
 //
 //   <task component="op.matmul"> <in port="a" data="D"/> <in port="b" data="D"/>
 //     <inout port="c" data="D2"/> <arg name="mul" value="a+b"/> <arg name="add" value="min"/> </task>

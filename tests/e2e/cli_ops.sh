@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Semiring workflows (workflows/ops): all-pairs shortest paths by tiled (min, +)
-# squaring against numpy's Floyd-Warshall, to the bit (integer weights: every sum is exact).
+# squaring against numpy's Floyd-Warshall, to the bit (integer weights: every sum
+# is exact); a GCN layer relu(Â X W) on row blocks of a CSR Â against numpy, and
+# on 2 StarPU-MPI ranks (each its row blocks) against one process, to the bit.
 bin=$1
 . "$(dirname "$0")/lib.sh"
 need_numpy
@@ -39,4 +41,42 @@ PY
 expect_rc 1 "a graph of another size" -- "$bin" run workflows/ops/apsp.xml --set graph="$tmp/w.npy" --set n=200 --quiet \
   --out "$tmp/bad"
 expect_in "w.npy" "the file is named"
+# GCN: n = 3000 in 3 row blocks (the last of 1000 rows), f 16 -> 8
+gcn=(--set n=3000 --set f_in=16 --set f_out=8 --set blocks=3 --set degree=6 --quiet)
+expect_rc 0 "gcn layer" -- "$bin" run workflows/ops/gcn.xml "${gcn[@]}" --set save=true --out "$tmp/gcn"
+"$py" - "$tmp/gcn" <<'PY' || fails=$((fails + 1))
+import sys
+import numpy as np
+from checks import check, done
+d = sys.argv[1]
+a, col, ptr = np.load(d + "/A.npy"), np.load(d + "/A_index.npy"), np.load(d + "/A_ptr.npy")
+x, w, h = np.load(d + "/X.npy").astype(np.float64), np.load(d + "/W.npy").astype(np.float64), np.load(d + "/H.npy")
+n, nnz = len(ptr) - 1, int(ptr[-1])
+rows = np.repeat(np.arange(n), np.diff(ptr))
+dense = np.zeros((n, n))
+dense[rows, col[:nnz]] = a[:nnz]
+deg = (dense != 0).sum(axis=1)
+check(np.array_equal(dense, dense.T) and np.all(np.diag(dense) > 0), "Â symmetric with self loops")
+check(np.allclose(dense[rows, col[:nnz]], 1 / np.sqrt(deg[rows] * deg[col[:nnz]]), rtol=1e-6), "Â = D^-1/2 (A + I) D^-1/2")
+want = np.maximum(dense @ (x @ w), 0)
+err = np.abs(h - want).max() / np.abs(want).max()
+check(err < 1e-5, "H = relu(Â X W) as numpy's (max error %.1e of the largest)" % err)
+done()
+PY
+if command -v mpirun >/dev/null && "$bin" run --help | grep -q starpu-mpi; then
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl=self,vader OPENBLAS_NUM_THREADS=1
+  expect_rc 0 "gcn layer on 2 MPI ranks" -- timeout 120 mpirun --oversubscribe -np 2 "$bin" run workflows/ops/gcn.xml \
+    "${gcn[@]}" --backend starpu-mpi --ncpu 1 --out "$tmp/gcn2"
+  "$py" - "$tmp/gcn" "$tmp/gcn2" <<'PY' || fails=$((fails + 1))
+import json, sys
+import numpy as np
+from checks import check, done
+one, two = sys.argv[1:3]
+check(np.array_equal(np.load(one + "/H.npy"), np.load(two + "/H.npy")), "2 ranks = one process, to the bit")
+r = json.load(open(two + "/report.json"))
+ranks = {t["rank"] for t in r["tasks"] if t["component"] == "op.csr_matmul"}
+check(ranks == {0, 1}, "row blocks aggregated on both ranks: %s" % sorted(ranks))
+done()
+PY
+fi
 finish

@@ -1,0 +1,7 @@
+// op.random_graph and op.csr_matmul (graph.cpp), registered by register_op.
+#pragma once
+#include <ymlopt/sdk.hpp>
+
+namespace ymlopt {
+void register_op_graph(Registry& reg);
+}  // namespace ymlopt
