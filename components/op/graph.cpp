@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "op/op.hpp"
+#include "op/semiring.hpp"
 #include <ymlopt/kernel_util.hpp>
 
 namespace ymlopt {
@@ -140,39 +141,14 @@ Cost spmm_cost(const TaskShape& t) {
   return kutil::io_cost(spmm_ports(), t, 2.0 * double(t.ports[kA].cols) * double(t.ports[kX].cols));
 }
 
-template <class T>
-void spmm(const TensorView& vals, const TensorView& cols, const TensorView& ptr, const TensorView& x,
-          const TensorView& y, bool accumulate) {
-  const auto* v = vals.ptr<T>();
-  const auto* c = static_cast<const std::int32_t*>(cols.data);
-  const auto* q = static_cast<const std::int32_t*>(ptr.data);
-  const int64_t n = x.rows, f = x.cols, cap = vals.cols, rows = y.rows;
-  if (q[0] < 0 || q[0] > cap) throw KernelError("port 'a_ptr' entry 0 is " + to_string(q[0]) + ": out of [0, " + to_string(cap) + "]");
-  for (int64_t r = 0; r < rows; ++r)
-    if (q[r + 1] < q[r] || q[r + 1] > cap)
-      throw KernelError("port 'a_ptr' entry " + to_string(r + 1) + " is " + to_string(q[r + 1]) +
-                        ": row pointers must not decrease and stay <= " + to_string(cap));
-  const T* xv = x.ptr<T>();
-  for (int64_t r = 0; r < rows; ++r) {
-    T* yr = y.ptr<T>() + r * y.ld;
-    if (!accumulate) std::fill(yr, yr + f, T(0));
-    for (std::int32_t e = q[r]; e < q[r + 1]; ++e) {
-      const std::int32_t j = c[e];
-      if (j < 0 || j >= n)
-        throw KernelError("port 'a_index' entry " + to_string(e) + " is " + to_string(j) + ": columns are in [0, " +
-                          to_string(n) + ")");
-      const T a = v[e];
-      const T* xr = xv + int64_t(j) * x.ld;
-      for (int64_t k = 0; k < f; ++k) yr[k] += a * xr[k];
-    }
-  }
-}
-
 void spmm_cpu(KernelContext& ctx) {
   kutil::validate(ctx, spmm_ports(), spmm_check);
   kutil::dispatch_float(ctx.port(kA).dtype, [&](auto tg) {
     using T = typename decltype(tg)::type;
-    spmm<T>(ctx.port(kA), ctx.port(kIndex), ctx.port(kPtr), ctx.port(kX), ctx.port(kY), ctx.arg_bool("accumulate"));
+    const TensorView &a = ctx.port(kA), &x = ctx.port(kX), &y = ctx.port(kY);
+    op::csr_matmul(a.ptr<T>(), static_cast<const std::int32_t*>(ctx.port(kIndex).data),
+                   static_cast<const std::int32_t*>(ctx.port(kPtr).data), y.rows, a.cols, x.ptr<T>(), x.ld, x.rows,
+                   x.cols, y.ptr<T>(), y.ld, ctx.arg_bool("accumulate"));
   });
 }
 

@@ -46,6 +46,18 @@ void matmul(Semiring s, bool transa, bool transb, std::int64_t m, std::int64_t n
             std::int64_t lda, const double* b, std::int64_t ldb, double* c, std::int64_t ldc, bool accumulate,
             Isa isa = Isa::best);
 
+/// Y (rows x f, ldy) = A X (or Y + A X with accumulate) for a CSR A of `rows`
+/// rows (values and global columns [cap], row pointers [rows+1]) and a dense X
+/// (n x f, ldx): a GCN layer's aggregation. Every pointer and column is checked
+/// as read (KernelError naming the entry). The vector paths give the scalar
+/// path's values exactly (the same operations in the same order, no FMA).
+void csr_matmul(const float* vals, const std::int32_t* cols, const std::int32_t* ptr, std::int64_t rows,
+                std::int64_t cap, const float* x, std::int64_t ldx, std::int64_t n, std::int64_t f, float* y,
+                std::int64_t ldy, bool accumulate, Isa isa = Isa::best);
+void csr_matmul(const double* vals, const std::int32_t* cols, const std::int32_t* ptr, std::int64_t rows,
+                std::int64_t cap, const double* x, std::int64_t ldx, std::int64_t n, std::int64_t f, double* y,
+                std::int64_t ldy, bool accumulate, Isa isa = Isa::best);
+
 /// The reduction's identity: 0, -inf, +inf, -inf.
 double identity(Reduce r);
 

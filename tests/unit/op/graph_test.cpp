@@ -10,6 +10,7 @@
 
 #include "../components/test_context.hpp"
 #include "op/op.hpp"
+#include "op/semiring.hpp"
 
 namespace {
 
@@ -76,6 +77,28 @@ TEST(OpGraph, RandomGraphIsASymmetricNormalisedAdjacencyAndItsProductIsTheDenseO
   test::run(registry(), "op.csr_matmul", {val.view(), col.view(), rows, x.view(), y2.view()}, {{"accumulate", "true"}});
   for (int64_t i = 0; i < 3; ++i)
     for (int64_t k = 0; k < f; ++k) EXPECT_NEAR(y2(i, k), 1.0f + y(10 + i, k), 1e-6);
+}
+
+TEST(OpGraph, CsrMatmulIsaPathsGiveTheScalarValues) {
+  const int64_t n = 300, cap = 6000;
+  Mat<float> val(1, cap);
+  Mat<std::int32_t> col(1, cap, 0, DType::i32), ptr(1, n + 1, 0, DType::i32);
+  test::run(registry(), "op.random_graph", {val.view(), col.view(), ptr.view()}, {{"degree", "10"}});
+  for (int64_t f : {1, 7, 16, 37, 64}) {
+    Mat<float> x(n, f + 3);
+    x.random(5);
+    std::vector<float> ref(size_t(n * f)), got(size_t(n * f));
+    op::csr_matmul(val.buf.data(), col.buf.data(), ptr.buf.data(), n, cap, x.buf.data(), f + 3, n, f, ref.data(), f,
+                   false, op::Isa::scalar);
+    std::vector<op::Isa> isas;
+    if (op::cpu_has_avx2()) isas.push_back(op::Isa::avx2);
+    if (op::cpu_has_avx512()) isas.push_back(op::Isa::avx512);
+    for (op::Isa isa : isas) {
+      op::csr_matmul(val.buf.data(), col.buf.data(), ptr.buf.data(), n, cap, x.buf.data(), f + 3, n, f, got.data(), f,
+                     false, isa);
+      EXPECT_EQ(got, ref) << "f " << f << " isa " << int(isa);
+    }
+  }
 }
 
 TEST(OpGraph, LiesAndTooLittleRoomAreRefused) {
