@@ -82,23 +82,36 @@ void scalar(Semiring s, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const
     }
 }
 
-/// The largest |x| of op(X)'s r x c values, or NaN when one is not finite.
-float largest(const float* x, int64_t ld, int64_t rows, int64_t cols) {
+/// What the vector kernels need to know of an operand: its largest finite
+/// |x|, and whether it holds NaN, +inf or -inf.
+struct Scan {
   float big = 0;
+  bool nan = false, pinf = false, ninf = false;
+};
+
+Scan scan(const float* x, int64_t ld, int64_t rows, int64_t cols) {
+  Scan s;
   for (int64_t i = 0; i < rows; ++i)
     for (int64_t j = 0; j < cols; ++j) {
-      const float v = std::abs(x[i * ld + j]);
-      if (!(v <= std::numeric_limits<float>::max())) return std::numeric_limits<float>::quiet_NaN();
-      big = std::max(big, v);
+      const float v = x[i * ld + j];
+      if (std::isnan(v)) s.nan = true;
+      else if (v == std::numeric_limits<float>::infinity()) s.pinf = true;
+      else if (v == -std::numeric_limits<float>::infinity()) s.ninf = true;
+      else s.big = std::max(s.big, std::abs(v));
     }
-  return big;
+  return s;
 }
 
-/// True when every term is finite and no ⊗ or ⊕ of them can overflow: the
-/// vector kernels' precondition.
-bool fits_vector_path(Semiring s, int64_t k, float amax, float bmax) {
-  if (std::isnan(amax) || std::isnan(bmax)) return false;
-  const double term = s.mul == Combine::mul ? double(amax) * bmax : double(amax) + bmax;
+/// True when the vector kernels give the scalar path's semantics. (min, +) and
+/// (max, +): no NaN can appear (no NaN in, not both infinities), infinities
+/// and overflow are IEEE in both. The others: every term finite and no sum able
+/// to overflow.
+bool fits_vector_path(Semiring s, int64_t k, const Scan& a, const Scan& b) {
+  if (a.nan || b.nan) return false;
+  const bool pinf = a.pinf || b.pinf, ninf = a.ninf || b.ninf;
+  if (s.mul == Combine::add && (s.add == Reduce::min || s.add == Reduce::max)) return !(pinf && ninf);
+  if (pinf || ninf) return false;
+  const double term = s.mul == Combine::mul ? double(a.big) * b.big : double(a.big) + b.big;
   const double bound = s.add == Reduce::sum ? term * double(k) : term;
   return bound < 0.5 * double(std::numeric_limits<float>::max());
 }
@@ -143,9 +156,9 @@ void matmul(Semiring s, bool transa, bool transb, int64_t m, int64_t n, int64_t 
   int64_t la = 0, lb = 0;
   if (path != Isa::scalar) {
     // The bounds on op(A) and op(B) are those of A and B, whatever the transposes.
-    const float amax = transa ? largest(a, lda, k, m) : largest(a, lda, m, k);
-    const float bmax = transb ? largest(b, ldb, n, k) : largest(b, ldb, k, n);
-    if (fits_vector_path(s, k, amax, bmax)) {
+    const Scan sa = transa ? scan(a, lda, k, m) : scan(a, lda, m, k);
+    const Scan sb = transb ? scan(b, ldb, n, k) : scan(b, ldb, k, n);
+    if (fits_vector_path(s, k, sa, sb)) {
       const float* ap = row_major(a, lda, transa, m, k, abuf, la);
       const float* bp = row_major(b, ldb, transb, k, n, bbuf, lb);
       const impl::Operands o{m, n, k, ap, la, bp, lb, c, ldc, accumulate};

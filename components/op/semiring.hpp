@@ -7,10 +7,13 @@
 // Semantics (every path): ⊗ is IEEE arithmetic in the element type; ⊕ over an
 // empty k is its identity (0, -inf, +inf, -inf); a NaN term makes the result
 // NaN (max and min too, unlike fmax); logsumexp is max + log Σ exp(x - max),
-// +inf when a term is +inf, -inf when all terms are -inf. f32 inputs that are
-// finite and cannot overflow run vector kernels (AVX-512 or AVX2, chosen at run
-// time; max and min give the scalar path's values exactly, sum and logsumexp
-// within rounding); others, and f64 except (sum, a*b), run the scalar path.
+// +inf when a term is +inf, -inf when all terms are -inf. f32 runs vector
+// kernels (AVX-512 or AVX2, chosen at run time; max and min give the scalar
+// path's values exactly, sum and logsumexp within rounding) when they cannot
+// differ from the scalar path: (min, +) and (max, +) without NaN and without
+// both infinities (the semiring's zero, +inf or -inf, is fine), the others on
+// finite inputs that cannot overflow; the rest, and f64 except (sum, a*b), run
+// the scalar path.
 //
 //   op::matmul({op::Combine::add, op::Reduce::min}, false, false, n, n, n, d, n, d, n, d2, n, false);
 #pragma once

@@ -21,7 +21,7 @@
 namespace ymlopt::op::impl {
 
 /// A row-major product C (m x n, ldc) = A (m x k, lda) ⊗ B (k x n, ldb), k >= 1,
-/// every value finite and no sum able to overflow.
+/// whose terms cannot make a NaN (semiring.cpp, fits_vector_path).
 struct Operands {
   std::int64_t m, n, k;
   const float* a;

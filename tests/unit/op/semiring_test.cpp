@@ -169,6 +169,26 @@ TEST(Semiring, NanInfAndTheEmptyReduction) {
   }
 }
 
+TEST(Semiring, TheTropicalZeroRunsOnTheVectorPathsWithTheScalarValues) {
+  // (min, +) with +inf entries and (max, +) with -inf entries (no edge): vector kernels, the scalar values exactly.
+  const int64_t m = 9, n = 37, k = 21;
+  for (Reduce r : {Reduce::min, Reduce::max}) {
+    auto a = random_matrix(m, k, 11), b = random_matrix(k, n, 12);
+    const float zero = r == Reduce::min ? kInf : -kInf;
+    for (size_t e = 0; e < a.size(); e += 3) a[e] = zero;
+    for (size_t e = 1; e < b.size(); e += 4) b[e] = zero;
+    for (int64_t kk = 0; kk < k; ++kk) a[size_t(2 * k + kk)] = zero;  // a row with no edge at all
+    std::vector<float> ref(size_t(m * n));
+    op::matmul({Combine::add, r}, false, false, m, n, k, a.data(), k, b.data(), n, ref.data(), n, false, Isa::scalar);
+    for (int64_t j = 0; j < n; ++j) EXPECT_EQ(ref[size_t(2 * n + j)], zero);
+    for (Isa isa : isas()) {
+      std::vector<float> c(size_t(m * n));
+      op::matmul({Combine::add, r}, false, false, m, n, k, a.data(), k, b.data(), n, c.data(), n, false, isa);
+      EXPECT_EQ(c, ref) << name(isa);
+    }
+  }
+}
+
 TEST(Semiring, TheLawsHold) {
   // (A B) C = A (B C): exactly for (max, +) and (min, +) on integers (every sum exact), within rounding for the
   // log semiring and the ordinary product; distributivity of ⊗ over ⊕: A (B ⊕ C) = A B ⊕ A C.
