@@ -43,6 +43,7 @@ LAYERS = [
         "text": ["ymlopt_text"],
         "prune": ["ymlopt_prune"],
         "eigen": ["ymlopt_eigen"],
+        "op": ["ymlopt_op"],
     }),
     ("component registry", {"components": ["ymlopt_components"]}),
     ("xml", {"xml": ["ymlopt_xml"]}),

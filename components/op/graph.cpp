@@ -152,6 +152,60 @@ void spmm_cpu(KernelContext& ctx) {
   });
 }
 
+// ============================================================ op.backtrack
+
+const std::vector<PortSpec>& backtrack_ports() {
+  static const std::vector<PortSpec> p = {
+      {"arg", Access::read, {DType::i32}, false, 2,
+       "[T, S]: row t the back-pointers of step t (op.matmul's arg: the state at t-1 each state at t came from; row 0 "
+       "unused)"},
+      {"last", Access::read, kutil::kFloat, false, 2, "[1, S]: the scores of the last step"},
+      {"path", Access::write, {DType::i32}, false, 2, "[1, T]: the best state of each step"},
+  };
+  return p;
+}
+
+std::string backtrack_check(const TaskShape& t) {
+  const auto& s = backtrack_ports();
+  const auto& p = t.ports;
+  if (auto m = kutil::ports_present(s, p); !m.empty()) return m;
+  if (auto m = first_error({kutil::float_dtype(s, p, 1), kutil::one_of(t.args, "want", {"max", "min"})}); !m.empty())
+    return m;
+  if (p[1].rows != 1 || p[1].cols != p[0].cols)
+    return "port 'last' is " + dims(p[1]) + " but port 'arg' is " + dims(p[0]) + ": one score per state";
+  if (p[2].rows != 1 || p[2].cols != p[0].rows)
+    return "port 'path' is " + dims(p[2]) + " but port 'arg' has " + to_string(p[0].rows) + " steps";
+  return "";
+}
+
+/// path[T-1] = the best state of `last`; path[t-1] = arg[t][path[t]].
+void backtrack_cpu(KernelContext& ctx) {
+  kutil::validate(ctx, backtrack_ports(), backtrack_check);
+  const TensorView &arg = ctx.port(0), &last = ctx.port(1), &path = ctx.port(2);
+  const int64_t steps = arg.rows, states = arg.cols;
+  const bool want_max = ctx.arg_string("want") == "max";
+  auto* out = static_cast<std::int32_t*>(path.data);
+  const auto* back = static_cast<const std::int32_t*>(arg.data);
+  double best = 0;
+  kutil::dispatch_float(last.dtype, [&](auto tg) {
+    using T = typename decltype(tg)::type;
+    const T* sc = last.ptr<T>();
+    int64_t at = 0;
+    for (int64_t j = 1; j < states; ++j)
+      if (want_max ? sc[j] > sc[at] : sc[j] < sc[at]) at = j;
+    out[steps - 1] = static_cast<std::int32_t>(at);
+    best = double(sc[at]);
+  });
+  for (int64_t t = steps - 1; t > 0; --t) {
+    const std::int32_t from = back[t * arg.ld + out[t]];
+    if (from < 0 || from >= states)
+      throw KernelError("port 'arg' step " + to_string(t) + " state " + to_string(out[t]) + " points to " +
+                        to_string(from) + ": not a state in [0, " + to_string(states) + ")");
+    out[t - 1] = from;
+  }
+  ctx.report("score", best);
+}
+
 }  // namespace
 
 void register_op_graph(Registry& reg) {
@@ -170,6 +224,13 @@ void register_op_graph(Registry& reg) {
       "aggregation; every pointer and column checked as read",
       spmm_ports(), {{"accumulate", ParamType::bool_, "false", false, "Y += A X instead of Y = A X"}}, spmm_cpu,
       spmm_check, spmm_cost);
+  kutil::add_component(
+      reg, "op.backtrack",
+      "the best path of a max-plus (or min-plus) recurrence from its back-pointers: path[T-1] the best state of "
+      "last, path[t-1] = arg[t][path[t]] (Viterbi decoding after op.matmul add=max with port arg); reports score",
+      backtrack_ports(), {{"want", ParamType::string_, "max", false, "max (Viterbi) or min (shortest paths)"}},
+      backtrack_cpu, backtrack_check,
+      [](const TaskShape& t) { return t.ports.size() == 3 ? kutil::io_cost(backtrack_ports(), t, 0.0) : Cost{}; });
 }
 
 }  // namespace ymlopt

@@ -1,4 +1,4 @@
-// op.random_graph and op.csr_matmul (graph.cpp), registered by register_op.
+// op.random_graph, op.csr_matmul and op.backtrack (graph.cpp), registered by register_op.
 #pragma once
 #include <ymlopt/sdk.hpp>
 

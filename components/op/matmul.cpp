@@ -21,6 +21,8 @@ const std::vector<PortSpec>& matmul_ports() {
       {"b", Access::read, kutil::kFloat, false, 2, "B (k x n, or n x k with transb)"},
       {"c", Access::read_write, kutil::kFloat, false, 2,
        "C (m x n): overwritten, or with accumulate combined with the product by the reduction"},
+      {"arg", Access::write, {DType::i32}, true, 2,
+       "add max or min: [m, n], the k attaining each entry (first on ties, -1 if none; back-pointers)"},
   };
   return p;
 }
@@ -69,6 +71,13 @@ std::string matmul_check(const TaskShape& t) {
            std::to_string(d.k) + " != " + std::to_string(d.kb) + ")";
   if (p[2].rows != d.m || p[2].cols != d.n)
     return "port 'c' is " + dims(p[2]) + " but the product is " + std::to_string(d.m) + "x" + std::to_string(d.n);
+  if (p[3].bound()) {
+    const std::string& add = t.args.get_string("add");
+    if (add != "max" && add != "min") return "port 'arg' needs add=max or add=min (add is '" + add + "')";
+    if (t.args.get_bool("accumulate")) return "port 'arg' is written by a product without accumulate";
+    if (p[3].rows != d.m || p[3].cols != d.n)
+      return "port 'arg' is " + dims(p[3]) + " but the product is " + std::to_string(d.m) + "x" + std::to_string(d.n);
+  }
   return "";
 }
 
@@ -89,10 +98,15 @@ void matmul_cpu(KernelContext& ctx) {
   s.add = parse_add(ctx.arg_string("add"));
   const int64_t m = c.rows, n = c.cols, k = ta ? a.rows : a.cols;
   auto ld = [](const TensorView& v) { return std::max<int64_t>({v.ld, v.cols, 1}); };
+  const TensorView& arg = ctx.port(3);
   kutil::dispatch_float(c.dtype, [&](auto tg) {
     using T = typename decltype(tg)::type;
-    op::matmul(s, ta, tb, m, n, k, a.ptr<T>(), ld(a), b.ptr<T>(), ld(b), c.ptr<T>(), ld(c),
-               ctx.arg_bool("accumulate"));
+    if (arg.bound())
+      op::matmul_arg(s, ta, tb, m, n, k, a.ptr<T>(), ld(a), b.ptr<T>(), ld(b), c.ptr<T>(), ld(c),
+                     static_cast<std::int32_t*>(arg.data), ld(arg));
+    else
+      op::matmul(s, ta, tb, m, n, k, a.ptr<T>(), ld(a), b.ptr<T>(), ld(b), c.ptr<T>(), ld(c),
+                 ctx.arg_bool("accumulate"));
   });
 }
 
@@ -103,8 +117,8 @@ void register_op(Registry& reg) {
       reg, "op.matmul",
       "a matrix product over a semiring: c[i,j] = reduce_k mul(a[i,k], b[k,j]) with mul a*b or a+b and reduce "
       "sum, max, min or logsumexp (log Σ exp), optional transposes; accumulate combines the product with c by the "
-      "reduction. (sum, a*b) is blas.gemm's GEMM; the others run AVX-512, AVX2 or scalar kernels (f32) chosen at "
-      "run time, NaN-propagating",
+      "reduction; with max or min, port arg takes the k attaining each entry (back-pointers). (sum, a*b) is "
+      "blas.gemm's GEMM; the others run AVX-512, AVX2 or scalar kernels (f32) chosen at run time, NaN-propagating",
       matmul_ports(),
       {{"mul", ParamType::string_, "a*b", false, "the multiply: a*b or a+b"},
        {"add", ParamType::string_, "sum", false, "the reduction: sum, max, min or logsumexp"},

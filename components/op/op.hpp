@@ -6,6 +6,7 @@
 //               semiring.hpp (AVX-512, AVX2 or scalar, chosen at run time).
 //   op.random_graph  a random undirected graph's GCN adjacency D^-1/2 (A + I) D^-1/2 in CSR
 //   op.csr_matmul    Y = A X, A in CSR (or one row block of it, eigen.csr_block), X dense
+//   op.backtrack     the best path of a max-plus recurrence from op.matmul's back-pointers (Viterbi)
 //
 //   <task component="op.matmul"> <in port="a" data="D"/> <in port="b" data="D"/>
 //     <inout port="c" data="D2"/> <arg name="mul" value="a+b"/> <arg name="add" value="min"/> </task>

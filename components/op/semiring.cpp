@@ -82,6 +82,34 @@ void scalar(Semiring s, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const
     }
 }
 
+/// The extreme term of each entry and its k (scalar; ⊕ max or min).
+template <class T>
+void scalar_arg(Semiring s, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, int64_t lda, const T* b,
+                int64_t ldb, T* c, int64_t ldc, std::int32_t* arg, int64_t ldarg) {
+  if (s.add != Reduce::max && s.add != Reduce::min)
+    throw KernelError("op::matmul_arg: an argument exists for max and min only");
+  const bool want_min = s.add == Reduce::min;
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      T best = static_cast<T>(identity(s.add));
+      std::int32_t at_k = -1;
+      for (int64_t kk = 0; kk < k; ++kk) {
+        const T x = combine(s.mul, at(a, lda, ta, i, kk), at(b, ldb, tb, kk, j));
+        if (std::isnan(x)) {
+          best = x;
+          at_k = -1;
+          break;
+        }
+        if (want_min ? x < best : x > best) {
+          best = x;
+          at_k = static_cast<std::int32_t>(kk);
+        }
+      }
+      c[i * ldc + j] = best;
+      arg[i * ldarg + j] = at_k;
+    }
+}
+
 /// What the vector kernels need to know of an operand: its largest finite
 /// |x|, and whether it holds NaN, +inf or -inf.
 struct Scan {
@@ -176,6 +204,16 @@ void matmul(Semiring s, bool transa, bool transb, int64_t m, int64_t n, int64_t 
   if (s.mul == Combine::mul && s.add == Reduce::sum && isa == Isa::best)
     return gemm::gemm(transa, transb, m, n, k, 1.0, a, lda, b, ldb, accumulate ? 1.0 : 0.0, c, ldc);
   scalar(s, transa, transb, m, n, k, a, lda, b, ldb, c, ldc, accumulate);
+}
+
+void matmul_arg(Semiring s, bool transa, bool transb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
+                const float* b, int64_t ldb, float* c, int64_t ldc, std::int32_t* arg, int64_t ldarg) {
+  scalar_arg(s, transa, transb, m, n, k, a, lda, b, ldb, c, ldc, arg, ldarg);
+}
+
+void matmul_arg(Semiring s, bool transa, bool transb, int64_t m, int64_t n, int64_t k, const double* a, int64_t lda,
+                const double* b, int64_t ldb, double* c, int64_t ldc, std::int32_t* arg, int64_t ldarg) {
+  scalar_arg(s, transa, transb, m, n, k, a, lda, b, ldb, c, ldc, arg, ldarg);
 }
 
 }  // namespace ymlopt::op

@@ -49,6 +49,17 @@ void matmul(Semiring s, bool transa, bool transb, std::int64_t m, std::int64_t n
             std::int64_t lda, const double* b, std::int64_t ldb, double* c, std::int64_t ldc, bool accumulate,
             Isa isa = Isa::best);
 
+/// matmul() for ⊕ max or min that also writes, per entry of C, the k that
+/// attains it (the first on ties; -1 when no term passes the identity, for
+/// k = 0, and when the result is NaN):
+/// the back-pointers of a Viterbi or shortest-path recurrence. Scalar path.
+void matmul_arg(Semiring s, bool transa, bool transb, std::int64_t m, std::int64_t n, std::int64_t k, const float* a,
+                std::int64_t lda, const float* b, std::int64_t ldb, float* c, std::int64_t ldc, std::int32_t* arg,
+                std::int64_t ldarg);
+void matmul_arg(Semiring s, bool transa, bool transb, std::int64_t m, std::int64_t n, std::int64_t k, const double* a,
+                std::int64_t lda, const double* b, std::int64_t ldb, double* c, std::int64_t ldc, std::int32_t* arg,
+                std::int64_t ldarg);
+
 /// Y (rows x f, ldy) = A X (or Y + A X with accumulate) for a CSR A of `rows`
 /// rows (values and global columns [cap], row pointers [rows+1]) and a dense X
 /// (n x f, ldx): a GCN layer's aggregation. Every pointer and column is checked

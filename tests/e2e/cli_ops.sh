@@ -41,6 +41,45 @@ PY
 expect_rc 1 "a graph of another size" -- "$bin" run workflows/ops/apsp.xml --set graph="$tmp/w.npy" --set n=200 --quiet \
   --out "$tmp/bad"
 expect_in "w.npy" "the file is named"
+# Viterbi: 40 states, 300 steps, against numpy's Viterbi
+"$py" - "$tmp" <<'PY'
+import sys
+import numpy as np
+rng = np.random.default_rng(5)
+S, T = 40, 300
+logA = np.log(rng.dirichlet(np.ones(S) * 0.3, S)).astype(np.float32)
+logpi = np.log(rng.dirichlet(np.ones(S))).astype(np.float32)[None, :]
+E = np.log(rng.dirichlet(np.ones(S) * 0.5, T)).astype(np.float32)
+for name, x in (("logA", logA), ("logpi", logpi), ("E", E)):
+    np.save(f"{sys.argv[1]}/{name}.npy", x)
+delta = logpi[0] + E[0]
+psi = np.zeros((T, S), dtype=np.int64)
+for t in range(1, T):
+    cand = delta[:, None] + logA          # [from, to], in f32 as the workflow
+    psi[t] = cand.argmax(axis=0)
+    delta = cand.max(axis=0) + E[t]
+path = np.zeros(T, dtype=np.int64)
+path[-1] = delta.argmax()
+for t in range(T - 1, 0, -1):
+    path[t - 1] = psi[t, path[t]]
+np.save(sys.argv[1] + "/viterbi_path.npy", path)
+np.save(sys.argv[1] + "/viterbi_score.npy", np.array([delta.max()]))
+PY
+expect_rc 0 "viterbi" -- "$bin" run workflows/ops/viterbi.xml --set trans="$tmp/logA.npy" --set start="$tmp/logpi.npy" \
+  --set emit="$tmp/E.npy" --set states=40 --set steps=300 --quiet --out "$tmp/viterbi"
+"$py" - "$tmp" <<'PY' || fails=$((fails + 1))
+import json, sys
+import numpy as np
+from checks import check, done
+d = sys.argv[1]
+got, want = np.load(d + "/viterbi/path.npy")[0], np.load(d + "/viterbi_path.npy")
+check(np.array_equal(got, want), "the Viterbi path is numpy's (%d steps)" % len(want))
+r = json.load(open(d + "/viterbi/report.json"))
+score = [t["results"]["score"] for t in r["tasks"] if t["component"] == "op.backtrack"][0]
+check(abs(score - float(np.load(d + "/viterbi_score.npy")[0])) < 1e-3, "its log-likelihood %.4f" % score)
+done()
+PY
+
 # GCN: n = 3000 in 3 row blocks (the last of 1000 rows), f 16 -> 8
 gcn=(--set n=3000 --set f_in=16 --set f_out=8 --set blocks=3 --set degree=6 --quiet)
 expect_rc 0 "gcn layer" -- "$bin" run workflows/ops/gcn.xml "${gcn[@]}" --set save=true --out "$tmp/gcn"

@@ -101,6 +101,30 @@ TEST(OpGraph, CsrMatmulIsaPathsGiveTheScalarValues) {
   }
 }
 
+TEST(OpGraph, BacktrackFollowsTheBackPointers) {
+  // 4 steps, 3 states: the best last state is 2, and back: 2 <- 0 <- 1 <- (row 0 unused).
+  Mat<std::int32_t> arg(4, 3, 0, DType::i32, 0);
+  arg(3, 2) = 0;
+  arg(2, 0) = 1;
+  arg(1, 1) = 2;
+  Mat<float> last(1, 3);
+  last(0, 0) = -5;
+  last(0, 1) = -7;
+  last(0, 2) = -1;
+  Mat<std::int32_t> path(1, 4, 0, DType::i32);
+  const auto rep = test::run(registry(), "op.backtrack", {arg.view(), last.view(), path.view()}, {});
+  EXPECT_EQ(rep.at("score"), -1.0);
+  EXPECT_EQ(path.buf, (std::vector<std::int32_t>{2, 1, 0, 2}));
+  test::run(registry(), "op.backtrack", {arg.view(), last.view(), path.view()}, {{"want", "min"}});
+  EXPECT_EQ(path(0, 3), 1);
+  arg(3, 2) = 9;
+  EXPECT_EQ(run_error("op.backtrack", {arg.view(), last.view(), path.view()}, {}),
+            "port 'arg' step 3 state 2 points to 9: not a state in [0, 3)");
+  Mat<std::int32_t> short_path(1, 3, 0, DType::i32);
+  EXPECT_EQ(test::check(registry(), "op.backtrack", {arg.view(), last.view(), short_path.view()}, {}),
+            "port 'path' is 1x3 but port 'arg' has 4 steps");
+}
+
 TEST(OpGraph, LiesAndTooLittleRoomAreRefused) {
   const int64_t n = 50;
   Mat<float> small(1, 60), x(n, 2), y(n, 2);

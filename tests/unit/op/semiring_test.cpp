@@ -189,6 +189,40 @@ TEST(Semiring, TheTropicalZeroRunsOnTheVectorPathsWithTheScalarValues) {
   }
 }
 
+TEST(Semiring, ArgKeepsTheFirstKAttainingEachEntry) {
+  const int64_t m = 5, n = 6, k = 8;
+  auto a = random_matrix(m, k, 21), b = random_matrix(k, n, 22);
+  a[size_t(1 * k + 3)] = 100;  // row 1: k = 3 wins every column of (max, +)
+  for (Reduce r : {Reduce::max, Reduce::min}) {
+    std::vector<float> c(size_t(m * n)), plain(size_t(m * n));
+    std::vector<std::int32_t> arg(size_t(m * n));
+    op::matmul_arg({Combine::add, r}, false, false, m, n, k, a.data(), k, b.data(), n, c.data(), n, arg.data(), n);
+    op::matmul({Combine::add, r}, false, false, m, n, k, a.data(), k, b.data(), n, plain.data(), n, false);
+    EXPECT_EQ(c, plain);
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        const std::int32_t at = arg[size_t(i * n + j)];
+        ASSERT_GE(at, 0);
+        EXPECT_EQ(a[size_t(i * k + at)] + b[size_t(at * n + j)], c[size_t(i * n + j)]);
+        for (int64_t kk = 0; kk < at; ++kk) EXPECT_NE(a[size_t(i * k + kk)] + b[size_t(kk * n + j)], c[size_t(i * n + j)]);
+      }
+    if (r == Reduce::max) {
+      for (int64_t j = 0; j < n; ++j) EXPECT_EQ(arg[size_t(1 * n + j)], 3);
+    }
+  }
+  // No term beats the identity, and NaN: -1.
+  float x[2] = {-kInf, kNaN}, y = 1, c = 0;
+  std::int32_t at = 7;
+  op::matmul_arg({Combine::add, Reduce::max}, false, false, 1, 1, 1, x, 1, &y, 1, &c, 1, &at, 1);
+  EXPECT_EQ(at, -1);
+  EXPECT_EQ(c, -kInf);
+  op::matmul_arg({Combine::add, Reduce::max}, false, false, 1, 1, 2, x, 2, x, 1, &c, 1, &at, 1);
+  EXPECT_EQ(at, -1);
+  EXPECT_TRUE(std::isnan(c));
+  EXPECT_THROW(op::matmul_arg({Combine::add, Reduce::sum}, false, false, 1, 1, 1, x, 1, &y, 1, &c, 1, &at, 1),
+               KernelError);
+}
+
 TEST(Semiring, TheLawsHold) {
   // (A B) C = A (B C): exactly for (max, +) and (min, +) on integers (every sum exact), within rounding for the
   // log semiring and the ordinary product; distributivity of ⊗ over ⊕: A (B ⊕ C) = A B ⊕ A C.
