@@ -158,6 +158,17 @@ inline std::map<std::string, double> run(const Registry& reg, const std::string&
   return ctx.reports;
 }
 
+/// The KernelError message of running component `name`, or "" when it runs.
+inline std::string run_error(const Registry& reg, const std::string& name, std::vector<TensorView> ports,
+                             const std::map<std::string, std::string>& args = {}) {
+  try {
+    run(reg, name, std::move(ports), args);
+  } catch (const KernelError& e) {
+    return e.what();
+  }
+  return "";
+}
+
 /// `check` of component `name` on shape-only views.
 inline std::string check(const Registry& reg, const std::string& name, std::vector<TensorView> ports,
                          const std::map<std::string, std::string>& args = {}) {

@@ -46,15 +46,10 @@ template <class T> struct CsrPorts {
   TensorView rows() { return vec_view(ptr); }
 };
 
-/// The KernelError message of running component `name`, or "" when it runs.
+/// The KernelError message of running eigen component `name`, or "" when it runs.
 inline std::string run_error(const std::string& name, std::vector<TensorView> ports,
                              const std::map<std::string, std::string>& args) {
-  try {
-    test::run(registry(), name, std::move(ports), args);
-  } catch (const KernelError& e) {
-    return e.what();
-  }
-  return "";
+  return test::run_error(registry(), name, std::move(ports), args);
 }
 
 }  // namespace ymlopt::eigtest

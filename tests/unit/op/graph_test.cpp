@@ -29,12 +29,7 @@ const test::TestRegistry& registry() {
 
 std::string run_error(const std::string& name, std::vector<TensorView> ports,
                       const std::map<std::string, std::string>& args) {
-  try {
-    test::run(registry(), name, std::move(ports), args);
-  } catch (const KernelError& e) {
-    return e.what();
-  }
-  return "";
+  return test::run_error(registry(), name, std::move(ports), args);
 }
 
 TEST(OpGraph, RandomGraphIsASymmetricNormalisedAdjacencyAndItsProductIsTheDenseOne) {
