@@ -3,7 +3,9 @@
 // function it is inlined into decides how the compiler vectorises the row
 // update y += a x[j, :]); chosen at run time.
 #include <algorithm>
+#include <climits>
 #include <string>
+#include <vector>
 
 #include "op/semiring.hpp"
 #include <ymlopt/sdk.hpp>
@@ -83,6 +85,40 @@ void csr_matmul(const float* vals, const std::int32_t* cols, const std::int32_t*
 void csr_matmul(const double* vals, const std::int32_t* cols, const std::int32_t* ptr, int64_t rows, int64_t cap,
                 const double* x, int64_t ldx, int64_t n, int64_t f, double* y, int64_t ldy, bool accumulate, Isa isa) {
   run(vals, cols, ptr, rows, cap, x, ldx, n, f, y, ldy, accumulate, isa);
+}
+
+namespace {
+
+template <class T>
+void skip_zeros(int64_t m, int64_t n, int64_t k, const T* a, int64_t lda, const T* b, int64_t ldb, T* c, int64_t ldc,
+                bool accumulate) {
+  if (m * k > INT32_MAX) throw KernelError("op::matmul_skip_zeros: A has more than 2^31 - 1 entries");
+  std::vector<T> vals;
+  std::vector<std::int32_t> cols, ptr(static_cast<std::size_t>(m + 1), 0);
+  vals.reserve(static_cast<std::size_t>(m * k / 4));
+  cols.reserve(vals.capacity());
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t kk = 0; kk < k; ++kk)
+      if (const T x = a[i * lda + kk]; x != T(0)) {
+        vals.push_back(x);
+        cols.push_back(static_cast<std::int32_t>(kk));
+      }
+    ptr[static_cast<std::size_t>(i + 1)] = static_cast<std::int32_t>(vals.size());
+  }
+  csr_matmul(vals.data(), cols.data(), ptr.data(), m, static_cast<int64_t>(vals.size()), b, ldb, k, n, c, ldc,
+             accumulate);
+}
+
+}  // namespace
+
+void matmul_skip_zeros(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb,
+                       float* c, int64_t ldc, bool accumulate) {
+  skip_zeros(m, n, k, a, lda, b, ldb, c, ldc, accumulate);
+}
+
+void matmul_skip_zeros(int64_t m, int64_t n, int64_t k, const double* a, int64_t lda, const double* b, int64_t ldb,
+                       double* c, int64_t ldc, bool accumulate) {
+  skip_zeros(m, n, k, a, lda, b, ldb, c, ldc, accumulate);
 }
 
 }  // namespace ymlopt::op

@@ -71,6 +71,9 @@ std::string matmul_check(const TaskShape& t) {
            std::to_string(d.k) + " != " + std::to_string(d.kb) + ")";
   if (p[2].rows != d.m || p[2].cols != d.n)
     return "port 'c' is " + dims(p[2]) + " but the product is " + std::to_string(d.m) + "x" + std::to_string(d.n);
+  if (t.args.get_bool("skip_zeros") && (c != op::Combine::mul || t.args.get_string("add") != "sum" ||
+                                        t.args.get_bool("transa") || t.args.get_bool("transb") || p[3].bound()))
+    return "param 'skip_zeros' is for mul=a*b add=sum without transposes or arg";
   if (p[3].bound()) {
     const std::string& add = t.args.get_string("add");
     if (add != "max" && add != "min") return "port 'arg' needs add=max or add=min (add is '" + add + "')";
@@ -101,7 +104,9 @@ void matmul_cpu(KernelContext& ctx) {
   const TensorView& arg = ctx.port(3);
   kutil::dispatch_float(c.dtype, [&](auto tg) {
     using T = typename decltype(tg)::type;
-    if (arg.bound())
+    if (ctx.arg_bool("skip_zeros"))
+      op::matmul_skip_zeros(m, n, k, a.ptr<T>(), ld(a), b.ptr<T>(), ld(b), c.ptr<T>(), ld(c), ctx.arg_bool("accumulate"));
+    else if (arg.bound())
       op::matmul_arg(s, ta, tb, m, n, k, a.ptr<T>(), ld(a), b.ptr<T>(), ld(b), c.ptr<T>(), ld(c),
                      static_cast<std::int32_t*>(arg.data), ld(arg));
     else
@@ -124,7 +129,10 @@ void register_op(Registry& reg) {
        {"add", ParamType::string_, "sum", false, "the reduction: sum, max, min or logsumexp"},
        {"transa", ParamType::bool_, "false", false, "use Aᵀ"},
        {"transb", ParamType::bool_, "false", false, "use Bᵀ"},
-       {"accumulate", ParamType::bool_, "false", false, "c = reduce(c, product) instead of c = product"}},
+       {"accumulate", ParamType::bool_, "false", false, "c = reduce(c, product) instead of c = product"},
+       {"skip_zeros", ParamType::bool_, "false", false,
+        "(sum, a*b): skip A's zeros (A gathered row by row into CSR): for an A that is mostly zero, as a ReLU's "
+        "output"}},
       matmul_cpu, matmul_check, matmul_cost);
   register_op_graph(reg);
 }

@@ -72,6 +72,15 @@ void csr_matmul(const double* vals, const std::int32_t* cols, const std::int32_t
                 std::int64_t cap, const double* x, std::int64_t ldx, std::int64_t n, std::int64_t f, double* y,
                 std::int64_t ldy, bool accumulate, Isa isa = Isa::best);
 
+/// C = A B (or C + A B) skipping A's zeros: A's nonzeros gathered row by row
+/// (CSR), then csr_matmul. For a product whose A is mostly zero (the ReLU
+/// output a next layer multiplies); B's infinities and NaNs meet no zero of A
+/// (0 x inf is not formed). A row-major m x k, B k x n; no transposes.
+void matmul_skip_zeros(std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::int64_t lda,
+                       const float* b, std::int64_t ldb, float* c, std::int64_t ldc, bool accumulate);
+void matmul_skip_zeros(std::int64_t m, std::int64_t n, std::int64_t k, const double* a, std::int64_t lda,
+                       const double* b, std::int64_t ldb, double* c, std::int64_t ldc, bool accumulate);
+
 /// The reduction's identity: 0, -inf, +inf, -inf.
 double identity(Reduce r);
 

@@ -143,5 +143,34 @@ int main(int argc, char** argv) {
   });
   std::printf("\n(sum, a*b): op::matmul %.2f GFLOP/s, gemm::gemm %.2f GFLOP/s: time ratio %.3f\n", ops / to / 1e9,
               ops / tg / 1e9, to / tg);
+  // A ReLU MLP's second product: H (m x h, a fraction z of zeros, as relu leaves) times W2 (h x d), dense
+  // (the GEMM) against skip_zeros (H's nonzeros only).
+  const int64_t m = n, h = 4 * n, dd = n;
+  std::vector<float> hid(size_t(m * h)), w2(size_t(h * dd)), y(size_t(m * dd)), y2(size_t(m * dd));
+  for (float& x : w2) x = d(gen);
+  std::uniform_real_distribution<float> u(0, 1);
+  std::printf("\nReLU-masked product H (%lld x %lld) W2 (%lld x %lld), one thread:\n", (long long)m, (long long)h,
+              (long long)h, (long long)dd);
+  std::printf("%8s %12s %12s %14s %10s\n", "zeros", "dense ms", "skip ms", "skip GFLOP", "speedup");
+  for (double z : {0.5, 0.9, 0.99}) {
+    int64_t nnz = 0;
+    for (float& x : hid) {
+      x = u(gen) < z ? 0.0f : u(gen);
+      nnz += x != 0;
+    }
+    const double td = best_of(reps, [&] {
+      gemm::gemm(false, false, m, dd, h, 1.0f, hid.data(), h, w2.data(), dd, 0.0f, y.data(), dd);
+    });
+    const double ts = best_of(reps, [&] {
+      op::matmul_skip_zeros(m, dd, h, hid.data(), h, w2.data(), dd, y2.data(), dd, false);
+    });
+    double err = 0, big = 0;
+    for (size_t e = 0; e < y.size(); ++e) {
+      err = std::max(err, double(std::abs(y[e] - y2[e])));
+      big = std::max(big, double(std::abs(y[e])));
+    }
+    std::printf("%7.0f%% %12.2f %12.2f %14.2f %9.2fx   (max difference %.1e of the largest)\n", 100 * z, td * 1e3,
+                ts * 1e3, 2.0 * double(nnz) * double(dd) / 1e9, td / ts, err / big);
+  }
   return 0;
 }

@@ -223,6 +223,29 @@ TEST(Semiring, ArgKeepsTheFirstKAttainingEachEntry) {
                KernelError);
 }
 
+TEST(Semiring, SkipZerosGivesTheDenseProduct) {
+  const int64_t m = 13, n = 29, k = 70;
+  auto a = random_matrix(m, k, 31), b = random_matrix(k, n, 32), c0 = random_matrix(m, n, 33);
+  for (size_t e = 0; e < a.size(); ++e)
+    if (e % 10 < 7) a[e] = 0;  // 70% zeros, as a ReLU leaves
+  for (int64_t kk = 0; kk < k; ++kk) a[size_t(4 * k + kk)] = 0;  // a row of zeros
+  b[size_t(0 * n + 3)] = kInf;  // meets only zeros of A (column 0 of A is zero): no 0 x inf
+  for (bool acc : {false, true}) {
+    std::vector<float> want = c0, got = c0;
+    op::matmul({Combine::mul, Reduce::sum}, false, false, m, n, k, a.data(), k, b.data(), n, want.data(), n, acc,
+               Isa::scalar);
+    op::matmul_skip_zeros(m, n, k, a.data(), k, b.data(), n, got.data(), n, acc);
+    for (size_t e = 0; e < got.size(); ++e) {
+      if (e % size_t(n) == 3) {
+        EXPECT_TRUE(std::isnan(want[e])) << "the dense product forms 0 x inf";
+        EXPECT_FALSE(std::isnan(got[e])) << e;
+        continue;
+      }
+      ASSERT_NEAR(got[e], want[e], 1e-5 * std::max(1.0f, std::abs(want[e]))) << e;
+    }
+  }
+}
+
 TEST(Semiring, TheLawsHold) {
   // (A B) C = A (B C): exactly for (max, +) and (min, +) on integers (every sum exact), within rounding for the
   // log semiring and the ordinary product; distributivity of ⊗ over ⊕: A (B ⊕ C) = A B ⊕ A C.
@@ -293,6 +316,10 @@ TEST(OpMatmul, ComponentRunsAndChecks) {
   EXPECT_EQ(test::check(reg, "op.matmul", {sv(4, 5), sv(5, 6), sv(4, 6)}, {{"add", "mean"}}),
             "param 'add' is 'mean': expected one of 'sum', 'max', 'min', 'logsumexp'");
   EXPECT_NE(test::check(reg, "op.matmul", {sv(4, 5), sv(5, 6, DType::f64), sv(4, 6)}, {}), "");
+  EXPECT_EQ(test::check(reg, "op.matmul", {sv(4, 5), sv(5, 6), sv(4, 6)}, {{"skip_zeros", "true"}, {"add", "max"}}),
+            "param 'skip_zeros' is for mul=a*b add=sum without transposes or arg");
+  EXPECT_EQ(test::check(reg, "op.matmul", {sv(4, 5), sv(5, 6), sv(4, 6), sv(4, 6, DType::i32)}, {{"add", "sum"}}),
+            "port 'arg' needs add=max or add=min (add is 'sum')");
   // f64 and f32 runs against the reference, with transposes.
   for (DType dt : {DType::f32, DType::f64}) {
     test::Mat<double> a64(5, 4, 0, DType::f64), b64(6, 5, 0, DType::f64), c64(4, 6, 1, DType::f64, 0.0);
