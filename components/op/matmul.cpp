@@ -23,6 +23,9 @@ const std::vector<PortSpec>& matmul_ports() {
        "C (m x n): overwritten, or with accumulate combined with the product by the reduction"},
       {"arg", Access::write, {DType::i32}, true, 2,
        "add max or min: [m, n], the k attaining each entry (first on ties, -1 if none; back-pointers)"},
+      {"mask", Access::read, {DType::i8, DType::i32, DType::f32}, true, 2,
+       "[m, n]: entries of c computed where nonzero; masked ones get the reduction's identity (with accumulate: "
+       "keep c); blocks of 128 x 128 entirely masked cost nothing"},
   };
   return p;
 }
@@ -72,8 +75,14 @@ std::string matmul_check(const TaskShape& t) {
   if (p[2].rows != d.m || p[2].cols != d.n)
     return "port 'c' is " + dims(p[2]) + " but the product is " + std::to_string(d.m) + "x" + std::to_string(d.n);
   if (t.args.get_bool("skip_zeros") && (c != op::Combine::mul || t.args.get_string("add") != "sum" ||
-                                        t.args.get_bool("transa") || t.args.get_bool("transb") || p[3].bound()))
-    return "param 'skip_zeros' is for mul=a*b add=sum without transposes or arg";
+                                        t.args.get_bool("transa") || t.args.get_bool("transb") || p[3].bound() ||
+                                        p[4].bound()))
+    return "param 'skip_zeros' is for mul=a*b add=sum without transposes, arg or mask";
+  if (p[4].bound()) {
+    if (p[3].bound()) return "ports 'arg' and 'mask' do not go together";
+    if (p[4].rows != d.m || p[4].cols != d.n)
+      return "port 'mask' is " + dims(p[4]) + " but the product is " + std::to_string(d.m) + "x" + std::to_string(d.n);
+  }
   if (p[3].bound()) {
     const std::string& add = t.args.get_string("add");
     if (add != "max" && add != "min") return "port 'arg' needs add=max or add=min (add is '" + add + "')";
@@ -101,10 +110,14 @@ void matmul_cpu(KernelContext& ctx) {
   s.add = parse_add(ctx.arg_string("add"));
   const int64_t m = c.rows, n = c.cols, k = ta ? a.rows : a.cols;
   auto ld = [](const TensorView& v) { return std::max<int64_t>({v.ld, v.cols, 1}); };
-  const TensorView& arg = ctx.port(3);
+  const TensorView &arg = ctx.port(3), &mask = ctx.port(4);
   kutil::dispatch_float(c.dtype, [&](auto tg) {
     using T = typename decltype(tg)::type;
-    if (ctx.arg_bool("skip_zeros"))
+    if (mask.bound()) {
+      const int kind = mask.dtype == DType::i8 ? 0 : mask.dtype == DType::i32 ? 1 : 2;
+      op::matmul_masked(s, ta, tb, m, n, k, a.ptr<T>(), ld(a), b.ptr<T>(), ld(b), c.ptr<T>(), ld(c),
+                        ctx.arg_bool("accumulate"), op::Mask{mask.data, kind, ld(mask)});
+    } else if (ctx.arg_bool("skip_zeros"))
       op::matmul_skip_zeros(m, n, k, a.ptr<T>(), ld(a), b.ptr<T>(), ld(b), c.ptr<T>(), ld(c), ctx.arg_bool("accumulate"));
     else if (arg.bound())
       op::matmul_arg(s, ta, tb, m, n, k, a.ptr<T>(), ld(a), b.ptr<T>(), ld(b), c.ptr<T>(), ld(c),
@@ -122,7 +135,8 @@ void register_op(Registry& reg) {
       reg, "op.matmul",
       "a matrix product over a semiring: c[i,j] = reduce_k mul(a[i,k], b[k,j]) with mul a*b or a+b and reduce "
       "sum, max, min or logsumexp (log Σ exp), optional transposes; accumulate combines the product with c by the "
-      "reduction; with max or min, port arg takes the k attaining each entry (back-pointers). (sum, a*b) is "
+      "reduction; with max or min, port arg takes the k attaining each entry (back-pointers); port mask skips "
+      "the masked entries' work (a causal mask: half). (sum, a*b) is "
       "blas.gemm's GEMM; the others run AVX-512, AVX2 or scalar kernels (f32) chosen at run time, NaN-propagating",
       matmul_ports(),
       {{"mul", ParamType::string_, "a*b", false, "the multiply: a*b or a+b"},

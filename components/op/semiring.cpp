@@ -206,6 +206,53 @@ void matmul(Semiring s, bool transa, bool transb, int64_t m, int64_t n, int64_t 
   scalar(s, transa, transb, m, n, k, a, lda, b, ldb, c, ldc, accumulate);
 }
 
+namespace {
+
+template <class T>
+void masked(Semiring s, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, int64_t lda, const T* b,
+            int64_t ldb, T* c, int64_t ldc, bool accumulate, const Mask& mask) {
+  constexpr int64_t kBlock = 128;
+  const T id = static_cast<T>(identity(s.add));
+  std::vector<T> old;
+  for (int64_t i0 = 0; i0 < m; i0 += kBlock)
+    for (int64_t j0 = 0; j0 < n; j0 += kBlock) {
+      const int64_t bm = std::min(kBlock, m - i0), bn = std::min(kBlock, n - j0);
+      int64_t kept = 0;
+      for (int64_t i = 0; i < bm; ++i)
+        for (int64_t j = 0; j < bn; ++j) kept += mask.at(i0 + i, j0 + j) ? 1 : 0;
+      T* cb = c + i0 * ldc + j0;
+      if (kept == 0) {
+        if (!accumulate)
+          for (int64_t i = 0; i < bm; ++i) std::fill_n(cb + i * ldc, bn, id);
+        continue;
+      }
+      if (accumulate && kept < bm * bn) {
+        old.resize(static_cast<std::size_t>(bm * bn));
+        for (int64_t i = 0; i < bm; ++i) std::copy_n(cb + i * ldc, bn, old.begin() + i * bn);
+      }
+      const T* ab = ta ? a + i0 : a + i0 * lda;  // op(A)'s rows i0..
+      const T* bb = tb ? b + j0 * ldb : b + j0;  // op(B)'s columns j0..
+      matmul(s, ta, tb, bm, bn, k, ab, lda, bb, ldb, cb, ldc, accumulate);
+      if (kept == bm * bn) continue;
+      for (int64_t i = 0; i < bm; ++i)
+        for (int64_t j = 0; j < bn; ++j)
+          if (!mask.at(i0 + i, j0 + j)) cb[i * ldc + j] = accumulate ? old[static_cast<std::size_t>(i * bn + j)] : id;
+    }
+}
+
+}  // namespace
+
+void matmul_masked(Semiring s, bool transa, bool transb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
+                   const float* b, int64_t ldb, float* c, int64_t ldc, bool accumulate, const Mask& mask) {
+  masked(s, transa, transb, m, n, k, a, lda, b, ldb, c, ldc, accumulate, mask);
+}
+
+void matmul_masked(Semiring s, bool transa, bool transb, int64_t m, int64_t n, int64_t k, const double* a,
+                   int64_t lda, const double* b, int64_t ldb, double* c, int64_t ldc, bool accumulate,
+                   const Mask& mask) {
+  masked(s, transa, transb, m, n, k, a, lda, b, ldb, c, ldc, accumulate, mask);
+}
+
 void matmul_arg(Semiring s, bool transa, bool transb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
                 const float* b, int64_t ldb, float* c, int64_t ldc, std::int32_t* arg, int64_t ldarg) {
   scalar_arg(s, transa, transb, m, n, k, a, lda, b, ldb, c, ldc, arg, ldarg);

@@ -49,6 +49,31 @@ void matmul(Semiring s, bool transa, bool transb, std::int64_t m, std::int64_t n
             std::int64_t lda, const double* b, std::int64_t ldb, double* c, std::int64_t ldc, bool accumulate,
             Isa isa = Isa::best);
 
+/// An output mask: entry (i, j) of C is computed when mask(i, j) is nonzero
+/// (any of i8, i32, f32 through `at`). Masked entries are the reduction over
+/// nothing: the identity, or C's old value with accumulate.
+struct Mask {
+  const void* data = nullptr;
+  int kind = 0;  // 0: i8, 1: i32, 2: f32
+  std::int64_t ld = 0;
+  bool at(std::int64_t i, std::int64_t j) const {
+    const std::int64_t e = i * ld + j;
+    return kind == 0 ? static_cast<const std::int8_t*>(data)[e] != 0
+           : kind == 1 ? static_cast<const std::int32_t*>(data)[e] != 0
+                       : static_cast<const float*>(data)[e] != 0.0f;
+  }
+};
+
+/// matmul() under an output mask, in blocks of 128 x 128 of C: a block with no
+/// kept entry costs nothing (a causal mask skips half the work), the others
+/// are computed whole and their masked entries reset.
+void matmul_masked(Semiring s, bool transa, bool transb, std::int64_t m, std::int64_t n, std::int64_t k,
+                   const float* a, std::int64_t lda, const float* b, std::int64_t ldb, float* c, std::int64_t ldc,
+                   bool accumulate, const Mask& mask);
+void matmul_masked(Semiring s, bool transa, bool transb, std::int64_t m, std::int64_t n, std::int64_t k,
+                   const double* a, std::int64_t lda, const double* b, std::int64_t ldb, double* c, std::int64_t ldc,
+                   bool accumulate, const Mask& mask);
+
 /// matmul() for ⊕ max or min that also writes, per entry of C, the k that
 /// attains it (the first on ties; -1 when no term passes the identity, for
 /// k = 0, and when the result is NaN):

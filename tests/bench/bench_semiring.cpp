@@ -143,6 +143,25 @@ int main(int argc, char** argv) {
   });
   std::printf("\n(sum, a*b): op::matmul %.2f GFLOP/s, gemm::gemm %.2f GFLOP/s: time ratio %.3f\n", ops / to / 1e9,
               ops / tg / 1e9, to / tg);
+  // A causal output mask (attention's): the masked 128 x 128 blocks skipped.
+  {
+    std::vector<std::int8_t> causal(size_t(n * n));
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < n; ++j) causal[size_t(i * n + j)] = j <= i;
+    std::printf("\ncausal output mask, n = %lld:\n", (long long)n);
+    for (auto [pair, s] : {std::pair{"(sum, a*b)", op::Semiring{op::Combine::mul, op::Reduce::sum}},
+                           std::pair{"(lse, +)", op::Semiring{op::Combine::add, op::Reduce::logsumexp}}}) {
+      const double full = best_of(reps, [&] {
+        op::matmul(s, false, false, n, n, n, a.data(), n, b.data(), n, c.data(), n, false);
+      });
+      const double half = best_of(reps, [&] {
+        op::matmul_masked(s, false, false, n, n, n, a.data(), n, b.data(), n, c.data(), n, false,
+                          op::Mask{causal.data(), 0, n});
+      });
+      std::printf("  %-10s unmasked %8.2f ms, masked %8.2f ms: %.2fx the time\n", pair, full * 1e3, half * 1e3,
+                  half / full);
+    }
+  }
   // A ReLU MLP's second product: H (m x h, a fraction z of zeros, as relu leaves) times W2 (h x d), dense
   // (the GEMM) against skip_zeros (H's nonzeros only).
   const int64_t m = n, h = 4 * n, dd = n;

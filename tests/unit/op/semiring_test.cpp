@@ -246,6 +246,49 @@ TEST(Semiring, SkipZerosGivesTheDenseProduct) {
   }
 }
 
+TEST(Semiring, MaskedEntriesAreTheIdentityOrTheOldValue) {
+  // 300 x 260 (3 x 3 blocks of 128, edge blocks smaller): a causal mask (j <= i) and a random one.
+  const int64_t m = 300, n = 260, k = 17;
+  const auto a = random_matrix(m, k, 41), b = random_matrix(k, n, 42), c0 = random_matrix(m, n, 43);
+  std::vector<std::int8_t> causal(size_t(m * n)), sparse(size_t(m * n));
+  std::mt19937 gen(44);
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      causal[size_t(i * n + j)] = j <= i;
+      sparse[size_t(i * n + j)] = gen() % 7 == 0;
+    }
+  for (Semiring s : {Semiring{Combine::mul, Reduce::sum}, Semiring{Combine::add, Reduce::max},
+                     Semiring{Combine::add, Reduce::logsumexp}})
+    for (const auto* mk : {&causal, &sparse})
+      for (bool acc : {false, true}) {
+        std::vector<float> full = c0, got = c0;
+        op::matmul(s, false, false, m, n, k, a.data(), k, b.data(), n, full.data(), n, acc);
+        op::matmul_masked(s, false, false, m, n, k, a.data(), k, b.data(), n, got.data(), n, acc,
+                          op::Mask{mk->data(), 0, n});
+        for (size_t e = 0; e < got.size(); ++e) {
+          const float want = (*mk)[e] ? full[e] : acc ? c0[e] : float(op::identity(s.add));
+          if (std::isinf(want)) {
+            ASSERT_EQ(got[e], want) << e;
+          } else {
+            ASSERT_NEAR(got[e], want, 1e-5 * std::max(1.0f, std::abs(want))) << e;
+          }
+        }
+      }
+  // Transposed operands take the same blocks.
+  std::vector<float> at(size_t(k * m)), bt(size_t(n * k));
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t kk = 0; kk < k; ++kk) at[size_t(kk * m + i)] = a[size_t(i * k + kk)];
+  for (int64_t kk = 0; kk < k; ++kk)
+    for (int64_t j = 0; j < n; ++j) bt[size_t(j * k + kk)] = b[size_t(kk * n + j)];
+  std::vector<float> plain(size_t(m * n)), trans(size_t(m * n));
+  const Semiring tmax{Combine::add, Reduce::max};
+  op::matmul_masked(tmax, false, false, m, n, k, a.data(), k, b.data(), n, plain.data(), n, false,
+                    op::Mask{causal.data(), 0, n});
+  op::matmul_masked(tmax, true, true, m, n, k, at.data(), m, bt.data(), k, trans.data(), n, false,
+                    op::Mask{causal.data(), 0, n});
+  EXPECT_EQ(plain, trans);
+}
+
 TEST(Semiring, TheLawsHold) {
   // (A B) C = A (B C): exactly for (max, +) and (min, +) on integers (every sum exact), within rounding for the
   // log semiring and the ordinary product; distributivity of ⊗ over ⊕: A (B ⊕ C) = A B ⊕ A C.
@@ -317,7 +360,9 @@ TEST(OpMatmul, ComponentRunsAndChecks) {
             "param 'add' is 'mean': expected one of 'sum', 'max', 'min', 'logsumexp'");
   EXPECT_NE(test::check(reg, "op.matmul", {sv(4, 5), sv(5, 6, DType::f64), sv(4, 6)}, {}), "");
   EXPECT_EQ(test::check(reg, "op.matmul", {sv(4, 5), sv(5, 6), sv(4, 6)}, {{"skip_zeros", "true"}, {"add", "max"}}),
-            "param 'skip_zeros' is for mul=a*b add=sum without transposes or arg");
+            "param 'skip_zeros' is for mul=a*b add=sum without transposes, arg or mask");
+  EXPECT_EQ(test::check(reg, "op.matmul", {sv(4, 5), sv(5, 6), sv(4, 6), TensorView{}, sv(4, 5, DType::i8)}, {}),
+            "port 'mask' is 4x5 but the product is 4x6");
   EXPECT_EQ(test::check(reg, "op.matmul", {sv(4, 5), sv(5, 6), sv(4, 6), sv(4, 6, DType::i32)}, {{"add", "sum"}}),
             "port 'arg' needs add=max or add=min (add is 'sum')");
   // f64 and f32 runs against the reference, with transposes.
