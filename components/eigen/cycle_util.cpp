@@ -1,9 +1,9 @@
 // See cycle_util.hpp.
 #include "eigen/cycle_util.hpp"
 
-#include <algorithm>
 #include <cblas.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "eigen/operator_ports.hpp"
@@ -23,7 +23,6 @@ std::string f64_port(const std::vector<PortSpec>& s, std::span<const TensorView>
   return "port '" + s[i].name + "' has dtype " + dtype_name(p[i].dtype) + ": must be f64 (" + why + ")";
 }
 
-
 std::vector<ParamSpec> cycle_params(const char* subspace_doc) {
   return {{"k", ParamType::int_, "4", false, "number of Ritz pairs (the columns of vectors, the rows of values)"},
           {"subspace", ParamType::int_, "0", false, subspace_doc},
@@ -38,7 +37,6 @@ std::vector<ParamSpec> cycle_params(const char* subspace_doc) {
            "eigenvalue outside the set replaces its least wanted pair and the residual port says 1 (not converged)"},
           format_param()};
 }
-
 
 eigen::EigenResult unpack_pairs(const TensorView& vectors, const TensorView& values, int64_t n, int64_t k) {
   eigen::EigenResult r;
@@ -129,7 +127,6 @@ double verify_pairs(KernelContext& ctx, const eigen::LinearOperator& op, const e
   residual.at<double>(0, 0) = 1.0;
   return 1.0;
 }
-
 
 eigen::Which which_of(const KernelContext& ctx) {
   return ctx.arg_string("which") == "real" ? eigen::Which::largest_real : eigen::Which::largest_magnitude;
