@@ -1,6 +1,8 @@
 // op.matmul (see op.hpp): ports, checks, cost and the CPU kernel over semiring.hpp.
 #include <algorithm>
+#include <optional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "op/graph.hpp"
@@ -30,15 +32,29 @@ const std::vector<PortSpec>& matmul_ports() {
   return p;
 }
 
-/// The arg `mul` without blanks, as a Combine ("" when not one of a*b, a+b, b*a, b+a).
-bool parse_mul(const std::string& text, op::Combine* out) {
-  std::string t;
-  for (char ch : text)
-    if (ch != ' ' && ch != '\t') t += ch;
-  if (t == "a*b" || t == "b*a") *out = op::Combine::mul;
-  else if (t == "a+b" || t == "b+a") *out = op::Combine::add;
-  else return false;
-  return true;
+/// The task's `mul` (over a and b) and `map` (over c; none when "") compiled
+/// once. Throws KernelError naming the param and the position.
+struct Programs {
+  op::ElementProgram mul;
+  std::optional<op::ElementProgram> map;
+  bool generic() const { return mul.canonical().empty(); }
+};
+
+Programs compile_programs(const Args& args) {
+  Programs p;
+  try {
+    p.mul = op::ElementProgram::compile(args.get_string("mul"), {"a", "b"});
+  } catch (const KernelError& e) {
+    throw KernelError(std::string("param 'mul': ") + e.what());
+  }
+  if (!args.get_string("map").empty()) {
+    try {
+      p.map = op::ElementProgram::compile(args.get_string("map"), {"c"});
+    } catch (const KernelError& e) {
+      throw KernelError(std::string("param 'map': ") + e.what());
+    }
+  }
+  return p;
 }
 
 op::Reduce parse_add(const std::string& t) {
@@ -65,9 +81,19 @@ std::string matmul_check(const TaskShape& t) {
                             kutil::one_of(t.args, "add", {"sum", "max", "min", "logsumexp"})});
       !m.empty())
     return m;
-  op::Combine c{};
-  if (!parse_mul(t.args.get_string("mul"), &c))
-    return "param 'mul' is '" + t.args.get_string("mul") + "': op.matmul multiplies by a*b or a+b";
+  Programs prog;
+  try {
+    prog = compile_programs(t.args);
+  } catch (const KernelError& e) {
+    return e.what();
+  }
+  const std::string mul = "param 'mul' is '" + t.args.get_string("mul") + "'";
+  if ((prog.generic() || prog.map) && p[0].dtype != DType::f32)
+    return mul + ": expressions other than a*b and a+b, and map, run on f32 data (this product is " +
+           dtype_name(p[0].dtype) + ")";
+  if (prog.generic() && (p[3].bound() || p[4].bound() || t.args.get_bool("skip_zeros")))
+    return mul + ": ports arg and mask, and skip_zeros, go with mul a*b or a+b";
+  const op::Combine c = prog.mul.canonical() == "a+b" ? op::Combine::add : op::Combine::mul;
   const Dims d = dims_of(t);
   if (d.k != d.kb)
     return "port 'b' is " + dims(p[1]) + " but port 'a' is " + dims(p[0]) + ": inner dimensions differ (" +
@@ -105,15 +131,20 @@ void matmul_cpu(KernelContext& ctx) {
   kutil::validate(ctx, matmul_ports(), matmul_check);
   const TensorView &a = ctx.port(0), &b = ctx.port(1), &c = ctx.port(2);
   const bool ta = ctx.arg_bool("transa"), tb = ctx.arg_bool("transb");
+  const Programs prog = compile_programs(ctx.args());
   op::Semiring s;
-  parse_mul(ctx.arg_string("mul"), &s.mul);
+  s.mul = prog.mul.canonical() == "a+b" ? op::Combine::add : op::Combine::mul;
   s.add = parse_add(ctx.arg_string("add"));
   const int64_t m = c.rows, n = c.cols, k = ta ? a.rows : a.cols;
   auto ld = [](const TensorView& v) { return std::max<int64_t>({v.ld, v.cols, 1}); };
   const TensorView &arg = ctx.port(3), &mask = ctx.port(4);
   kutil::dispatch_float(c.dtype, [&](auto tg) {
     using T = typename decltype(tg)::type;
-    if (mask.bound()) {
+    if (prog.generic()) {
+      if constexpr (std::is_same_v<T, float>)
+        op::matmul_program(prog.mul, s.add, ta, tb, m, n, k, a.ptr<T>(), ld(a), b.ptr<T>(), ld(b), c.ptr<T>(), ld(c),
+                           ctx.arg_bool("accumulate"));
+    } else if (mask.bound()) {
       const int kind = mask.dtype == DType::i8 ? 0 : mask.dtype == DType::i32 ? 1 : 2;
       op::matmul_masked(s, ta, tb, m, n, k, a.ptr<T>(), ld(a), b.ptr<T>(), ld(b), c.ptr<T>(), ld(c),
                         ctx.arg_bool("accumulate"), op::Mask{mask.data, kind, ld(mask)});
@@ -125,6 +156,8 @@ void matmul_cpu(KernelContext& ctx) {
     else
       op::matmul(s, ta, tb, m, n, k, a.ptr<T>(), ld(a), b.ptr<T>(), ld(b), c.ptr<T>(), ld(c),
                  ctx.arg_bool("accumulate"));
+    if constexpr (std::is_same_v<T, float>)
+      if (prog.map) op::apply_map(*prog.map, m, n, c.ptr<T>(), ld(c));
   });
 }
 
@@ -133,17 +166,20 @@ void matmul_cpu(KernelContext& ctx) {
 void register_op(Registry& reg) {
   kutil::add_component(
       reg, "op.matmul",
-      "a matrix product over a semiring: c[i,j] = reduce_k mul(a[i,k], b[k,j]) with mul a*b or a+b and reduce "
-      "sum, max, min or logsumexp (log Σ exp), optional transposes; accumulate combines the product with c by the "
+      "a generalised matrix product: c[i,j] = map(reduce_k mul(a[i,k], b[k,j])) with mul an expression over a and "
+      "b and reduce sum, max, min or logsumexp (log Σ exp), optional transposes; accumulate combines the product with c by the "
       "reduction; with max or min, port arg takes the k attaining each entry (back-pointers); port mask skips "
       "the masked entries' work (a causal mask: half). (sum, a*b) is "
       "blas.gemm's GEMM; the others run AVX-512, AVX2 or scalar kernels (f32) chosen at run time, NaN-propagating",
       matmul_ports(),
-      {{"mul", ParamType::string_, "a*b", false, "the multiply: a*b or a+b"},
+      {{"mul", ParamType::string_, "a*b", false,
+        "the multiply, an expression over a and b: a*b and a+b run the fast kernels; any other (numbers, + - * /, "
+        "exp log abs sqrt tanh relu max min, f32) runs compiled once per task over blocks of 64 columns"},
        {"add", ParamType::string_, "sum", false, "the reduction: sum, max, min or logsumexp"},
        {"transa", ParamType::bool_, "false", false, "use Aᵀ"},
        {"transb", ParamType::bool_, "false", false, "use Bᵀ"},
        {"accumulate", ParamType::bool_, "false", false, "c = reduce(c, product) instead of c = product"},
+       {"map", ParamType::string_, "", false, "an expression over c applied to the result (f32; \"\": none)"},
        {"skip_zeros", ParamType::bool_, "false", false,
         "(sum, a*b): skip A's zeros (A gathered row by row into CSR): for an A that is mostly zero, as a ReLU's "
         "output"}},

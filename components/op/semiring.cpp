@@ -253,6 +253,59 @@ void matmul_masked(Semiring s, bool transa, bool transb, int64_t m, int64_t n, i
   masked(s, transa, transb, m, n, k, a, lda, b, ldb, c, ldc, accumulate, mask);
 }
 
+void matmul_program(const ElementProgram& mul, Reduce add, bool transa, bool transb, int64_t m, int64_t n, int64_t k,
+                    const float* a, int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc, bool accumulate) {
+  constexpr int64_t L = ElementProgram::kLanes;
+  constexpr float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  const float id = static_cast<float>(identity(add));
+  float t[L], acc[L], sum[L];
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j0 = 0; j0 < n; j0 += L) {
+      const int64_t len = std::min(L, n - j0);
+      std::fill_n(acc, len, id);
+      std::fill_n(sum, len, 0.0f);
+      for (int64_t kk = 0; kk < k; ++kk) {
+        const float av = at(a, lda, transa, i, kk);
+        const ElementProgram::Input in[2] = {{&av, 0}, {transb ? b + j0 * ldb + kk : b + kk * ldb + j0, transb ? ldb : 1}};
+        mul.run(in, t, len);
+        switch (add) {
+          case Reduce::sum: for (int64_t l = 0; l < len; ++l) acc[l] += t[l]; break;
+          case Reduce::max:
+            for (int64_t l = 0; l < len; ++l) acc[l] = std::isnan(t[l]) || t[l] > acc[l] ? t[l] : acc[l];
+            break;
+          case Reduce::min:
+            for (int64_t l = 0; l < len; ++l) acc[l] = std::isnan(t[l]) || t[l] < acc[l] ? t[l] : acc[l];
+            break;
+          case Reduce::logsumexp:  // online: acc the largest term so far, sum Σ exp(term - acc)
+            for (int64_t l = 0; l < len; ++l) {
+              const float x = t[l];
+              if (std::isnan(acc[l]) || acc[l] == inf || x == -inf) continue;
+              if (std::isnan(x)) acc[l] = nan;
+              else if (x > acc[l]) sum[l] = sum[l] * std::exp(acc[l] - x) + 1.0f, acc[l] = x;
+              else sum[l] += std::exp(x - acc[l]);
+            }
+            break;
+        }
+      }
+      float* row = c + i * ldc + j0;
+      for (int64_t l = 0; l < len; ++l) {
+        float v = acc[l];
+        if (add == Reduce::logsumexp && std::isfinite(v)) v += std::log(sum[l]);
+        row[l] = accumulate ? impl::reduce2(add, row[l], v) : v;
+      }
+    }
+}
+
+void apply_map(const ElementProgram& map, int64_t m, int64_t n, float* c, int64_t ldc) {
+  constexpr int64_t L = ElementProgram::kLanes;
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j0 = 0; j0 < n; j0 += L) {
+      float* row = c + i * ldc + j0;
+      const ElementProgram::Input in[1] = {{row, 1}};
+      map.run(in, row, std::min(L, n - j0));
+    }
+}
+
 void matmul_arg(Semiring s, bool transa, bool transb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
                 const float* b, int64_t ldb, float* c, int64_t ldc, std::int32_t* arg, int64_t ldarg) {
   scalar_arg(s, transa, transb, m, n, k, a, lda, b, ldb, c, ldc, arg, ldarg);

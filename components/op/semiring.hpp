@@ -21,6 +21,8 @@
 #include <cstdint>
 #include <string>
 
+#include "op/element_program.hpp"
+
 namespace ymlopt::op {
 
 enum class Combine { mul, add };
@@ -105,6 +107,17 @@ void matmul_skip_zeros(std::int64_t m, std::int64_t n, std::int64_t k, const flo
                        const float* b, std::int64_t ldb, float* c, std::int64_t ldc, bool accumulate);
 void matmul_skip_zeros(std::int64_t m, std::int64_t n, std::int64_t k, const double* a, std::int64_t lda,
                        const double* b, std::int64_t ldb, double* c, std::int64_t ldc, bool accumulate);
+
+/// C = ⊕_k mul(op(A)[i,k], op(B)[k,j]) for any `mul` program over a and b
+/// (f32): per row of C, blocks of ElementProgram::kLanes columns, each k one
+/// run of the program over the block, reduced as matmul() reduces
+/// (logsumexp online). With accumulate, C = C ⊕ that.
+void matmul_program(const ElementProgram& mul, Reduce add, bool transa, bool transb, std::int64_t m, std::int64_t n,
+                    std::int64_t k, const float* a, std::int64_t lda, const float* b, std::int64_t ldb, float* c,
+                    std::int64_t ldc, bool accumulate);
+
+/// C = map(C) for a program over c (f32), a row block at a time.
+void apply_map(const ElementProgram& map, std::int64_t m, std::int64_t n, float* c, std::int64_t ldc);
 
 /// The reduction's identity: 0, -inf, +inf, -inf.
 double identity(Reduce r);

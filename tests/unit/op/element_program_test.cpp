@@ -1,0 +1,162 @@
+// ElementProgram (components/op/element_program.hpp) against direct evaluation,
+// its parse errors, and op.matmul with a general `mul` and a `map` against
+// long-double references and against the fast kernels on a*b and a+b.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "../components/test_context.hpp"
+#include "op/element_program.hpp"
+#include "op/op.hpp"
+#include "op/semiring.hpp"
+
+namespace {
+
+using namespace ymlopt;
+using op::ElementProgram;
+using std::int64_t;
+
+std::string compile_error(const std::string& text) {
+  try {
+    ElementProgram::compile(text, {"a", "b"});
+  } catch (const KernelError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+struct Case {
+  const char* text;
+  std::function<long double(long double, long double)> f;
+};
+
+const std::vector<Case>& cases() {
+  static const std::vector<Case> c = {
+      {"max(a,b)", [](long double a, long double b) { return std::max(a, b); }},
+      {"exp(a - b)", [](long double a, long double b) { return std::exp(a - b); }},
+      {"a*relu(b)", [](long double a, long double b) { return a * (b > 0 ? b : 0); }},
+      {"-a/2 + sqrt(abs(b))", [](long double a, long double b) { return -a / 2 + std::sqrt(std::abs(b)); }},
+      {"min(a, 0.5) * tanh(b) - log(1 + a*a)",
+       [](long double a, long double b) { return std::min(a, 0.5L) * std::tanh(b) - std::log(1 + a * a); }},
+  };
+  return c;
+}
+
+TEST(ElementProgram, EvaluatesOverBlocksAsDirectly) {
+  std::mt19937 gen(3);
+  std::uniform_real_distribution<float> d(-2, 2);
+  std::vector<float> row(200);
+  for (float& x : row) x = d(gen);
+  const float a = 0.75f;
+  for (const Case& c : cases()) {
+    const ElementProgram p = ElementProgram::compile(c.text, {"a", "b"});
+    EXPECT_EQ(p.canonical(), "") << c.text;
+    for (int64_t len : {1, 17, 64}) {
+      std::vector<float> out(static_cast<size_t>(len));
+      const ElementProgram::Input in[2] = {{&a, 0}, {row.data() + 3, 2}};  // b strided
+      p.run(in, out.data(), len);
+      for (int64_t l = 0; l < len; ++l) {
+        const long double want = c.f(a, row[size_t(3 + 2 * l)]);
+        ASSERT_NEAR(out[size_t(l)], double(want), 2e-6 * std::max(1.0, double(std::abs(want)))) << c.text << " " << l;
+      }
+    }
+  }
+  EXPECT_EQ(ElementProgram::compile("b * a", {"a", "b"}).canonical(), "a*b");
+  EXPECT_EQ(ElementProgram::compile(" a+b ", {"a", "b"}).canonical(), "a+b");
+  EXPECT_EQ(ElementProgram::compile("a+a", {"a", "b"}).canonical(), "");
+}
+
+TEST(ElementProgram, ParseErrorsNameThePosition) {
+  EXPECT_EQ(compile_error("a +"), "expression 'a +' at column 4: expected a number, a variable, a function or '('");
+  EXPECT_EQ(compile_error("max(a)"), "expression 'max(a)' at column 6: expected ',' (max takes two arguments)");
+  EXPECT_EQ(compile_error("a * c"),
+            "expression 'a * c' at column 5: expected a variable (a, b, or a function: exp log abs sqrt tanh relu max "
+            "min), not 'c'");
+  EXPECT_EQ(compile_error("(a + b"), "expression '(a + b' at column 7: expected ')'");
+  EXPECT_EQ(compile_error("a b"), "expression 'a b' at column 3: expected an operator or the end");
+}
+
+TEST(OpMatmulProgram, GeneralMulEveryReductionAgainstLongDouble) {
+  const int64_t m = 7, n = 70, k = 13;  // n: a full block of 64 and a tail of 6
+  std::mt19937 gen(5);
+  std::uniform_real_distribution<float> d(-1.5f, 1.5f);
+  std::vector<float> a(size_t(m * k)), b(size_t(k * n));
+  for (float& x : a) x = d(gen);
+  for (float& x : b) x = d(gen);
+  for (const Case& cs : cases())
+    for (op::Reduce r : {op::Reduce::sum, op::Reduce::max, op::Reduce::min, op::Reduce::logsumexp}) {
+      if (std::string(cs.text).find("sqrt") != std::string::npos || std::string(cs.text).find("log") != std::string::npos)
+        continue;  // keep the terms finite for every reduction below
+      const ElementProgram p = ElementProgram::compile(cs.text, {"a", "b"});
+      std::vector<float> c(size_t(m * n));
+      op::matmul_program(p, r, false, false, m, n, k, a.data(), k, b.data(), n, c.data(), n, false);
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < n; ++j) {
+          long double acc = r == op::Reduce::sum ? 0 : r == op::Reduce::min ? INFINITY : -INFINITY, s = 0;
+          std::vector<long double> terms;
+          for (int64_t kk = 0; kk < k; ++kk) terms.push_back(cs.f(a[size_t(i * k + kk)], b[size_t(kk * n + j)]));
+          for (long double x : terms)
+            acc = r == op::Reduce::sum ? acc + x : r == op::Reduce::min ? std::min(acc, x) : std::max(acc, x);
+          if (r == op::Reduce::logsumexp) {
+            for (long double x : terms) s += std::exp(x - acc);
+            acc += std::log(s);
+          }
+          ASSERT_NEAR(c[size_t(i * n + j)], double(acc), 1e-5 * std::max(1.0, double(std::abs(acc))))
+              << cs.text << " reduce " << int(r) << " at " << i << "," << j;
+        }
+    }
+}
+
+TEST(OpMatmulProgram, TheGenericPathGivesTheFastKernelsValues) {
+  // a+b through the program (spelled so it is not recognised) against the (max, +) and (min, +) kernels: exact.
+  const int64_t m = 9, n = 45, k = 31;
+  std::mt19937 gen(7);
+  std::uniform_real_distribution<float> d(-3, 3);
+  std::vector<float> a(size_t(m * k)), b(size_t(k * n));
+  for (float& x : a) x = d(gen);
+  for (float& x : b) x = d(gen);
+  const ElementProgram p = ElementProgram::compile("(a) + (b) * 1", {"a", "b"});
+  ASSERT_EQ(p.canonical(), "");
+  for (op::Reduce r : {op::Reduce::max, op::Reduce::min}) {
+    std::vector<float> slow(size_t(m * n)), fast(size_t(m * n));
+    op::matmul_program(p, r, true, false, m, n, k, a.data(), m, b.data(), n, slow.data(), n, false);  // a as k x m
+    op::matmul({op::Combine::add, r}, true, false, m, n, k, a.data(), m, b.data(), n, fast.data(), n, false);
+    EXPECT_EQ(slow, fast);
+  }
+}
+
+TEST(OpMatmulProgram, ComponentMapAndMessages) {
+  test::TestRegistry reg;
+  register_op(reg);
+  test::Mat<float> a(3, 4), b(4, 5), c(3, 5);
+  a.random(1);
+  b.random(2);
+  test::run(reg, "op.matmul", {a.view(), b.view(), c.view()},
+            {{"mul", "exp(a - b)"}, {"add", "sum"}, {"map", "log(c)"}});
+  for (int64_t i = 0; i < 3; ++i)
+    for (int64_t j = 0; j < 5; ++j) {
+      long double s = 0;
+      for (int64_t kk = 0; kk < 4; ++kk) s += std::exp((long double)a(i, kk) - b(kk, j));
+      EXPECT_NEAR(c(i, j), double(std::log(s)), 1e-5);
+    }
+  auto sv = [](int64_t r, int64_t cc, DType dt = DType::f32) { return test::shape_view(dt, r, cc); };
+  EXPECT_EQ(test::check(reg, "op.matmul", {sv(3, 4), sv(4, 5), sv(3, 5)}, {{"mul", "max(a)"}}),
+            "param 'mul': expression 'max(a)' at column 6: expected ',' (max takes two arguments)");
+  EXPECT_EQ(test::check(reg, "op.matmul", {sv(3, 4), sv(4, 5), sv(3, 5)}, {{"map", "relu(a)"}}),
+            "param 'map': expression 'relu(a)' at column 6: expected a variable (c, or a function: exp log abs sqrt "
+            "tanh relu max min), not 'a'");
+  EXPECT_EQ(test::check(reg, "op.matmul", {sv(3, 4, DType::f64), sv(4, 5, DType::f64), sv(3, 5, DType::f64)},
+                        {{"mul", "max(a,b)"}}),
+            "param 'mul' is 'max(a,b)': expressions other than a*b and a+b, and map, run on f32 data (this product "
+            "is f64)");
+  EXPECT_EQ(test::check(reg, "op.matmul", {sv(3, 4), sv(4, 5), sv(3, 5), sv(3, 5, DType::i32)},
+                        {{"mul", "max(a,b)"}, {"add", "max"}}),
+            "param 'mul' is 'max(a,b)': ports arg and mask, and skip_zeros, go with mul a*b or a+b");
+}
+
+}  // namespace
