@@ -19,6 +19,7 @@
 
 #include "bench_args.hpp"
 #include "gemm/gemm.hpp"
+#include "op/element_program.hpp"
 #include "op/semiring.hpp"
 
 // GCC 12's _mm512_reduce_add_ps passes an undefined vector (GCC bug 105593).
@@ -143,6 +144,25 @@ int main(int argc, char** argv) {
   });
   std::printf("\n(sum, a*b): op::matmul %.2f GFLOP/s, gemm::gemm %.2f GFLOP/s: time ratio %.3f\n", ops / to / 1e9,
               ops / tg / 1e9, to / tg);
+  // The generic path (a mul program run over blocks of 64 columns) against the fast kernels.
+  {
+    const auto slow_max = op::ElementProgram::compile("(a) + (b) * 1", {"a", "b"});
+    const auto relu = op::ElementProgram::compile("a*relu(b)", {"a", "b"});
+    const double tf = best_of(reps, [&] {
+      op::matmul({op::Combine::add, op::Reduce::max}, false, false, n, n, n, a.data(), n, b.data(), n, c.data(), n,
+                 false);
+    });
+    const double tp = best_of(std::max(1, reps / 2), [&] {
+      op::matmul_program(slow_max, op::Reduce::max, false, false, n, n, n, a.data(), n, b.data(), n, c.data(), n,
+                         false);
+    });
+    const double tr = best_of(std::max(1, reps / 2), [&] {
+      op::matmul_program(relu, op::Reduce::sum, false, false, n, n, n, a.data(), n, b.data(), n, c.data(), n, false);
+    });
+    std::printf("\ngeneric mul programs: (max, (a)+(b)*1) %.2f GOP/s (the (max, +) kernel: %.2f, %.1fx the time); "
+                "(sum, a*relu(b)) %.2f GOP/s\n",
+                ops / tp / 1e9, ops / tf / 1e9, tp / tf, ops / tr / 1e9);
+  }
   // A causal output mask (attention's): the masked 128 x 128 blocks skipped.
   {
     std::vector<std::int8_t> causal(size_t(n * n));
