@@ -122,6 +122,9 @@ class ElementParser {
 ElementProgram ElementProgram::compile(const std::string& text, std::vector<std::string> vars) {
   ElementProgram p;
   ElementParser(text, vars, p).parse();
+  if (p.depth_ > kRegisters)
+    throw KernelError("expression '" + text + "' needs " + std::to_string(p.depth_) +
+                      " pending values at once: at most " + std::to_string(kRegisters));
   // The pairs with fast kernels, whatever the spacing: a*b, b*a, a+b, b+a.
   if (vars.size() == 2 && p.code_.size() == 3 && p.code_[0].op == Op::var && p.code_[1].op == Op::var &&
       p.code_[0].var != p.code_[1].var) {
@@ -133,8 +136,7 @@ ElementProgram ElementProgram::compile(const std::string& text, std::vector<std:
 
 void ElementProgram::run(std::span<const Input> in, float* out, std::int64_t len) const {
   // A stack of depth_ registers of kLanes floats; each instruction is one loop over the lanes.
-  float regs[16][kLanes];
-  if (depth_ > 16) throw KernelError("expression too deep (more than 16 pending values)");
+  float regs[kRegisters][kLanes];
   int top = -1;
   for (const Instr& ins : code_) {
     switch (ins.op) {

@@ -23,8 +23,9 @@ class ElementProgram {
     const float* data;
     std::int64_t stride;
   };
-  /// Lanes per block of run(): its registers' length.
+  /// Lanes per block of run(): its registers' length; and the registers (values pending at once).
   static constexpr std::int64_t kLanes = 64;
+  static constexpr int kRegisters = 16;
 
   /// Parses `text` over `vars`. Throws KernelError naming the position and
   /// what was expected (an unknown name lists the variables and functions).

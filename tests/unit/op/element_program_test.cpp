@@ -79,6 +79,10 @@ TEST(ElementProgram, ParseErrorsNameThePosition) {
             "min), not 'c'");
   EXPECT_EQ(compile_error("(a + b"), "expression '(a + b' at column 7: expected ')'");
   EXPECT_EQ(compile_error("a b"), "expression 'a b' at column 3: expected an operator or the end");
+  EXPECT_EQ(compile_error("((((((((((((((((a))))))))))))))))+b"), "");  // parentheses alone keep nothing pending
+  EXPECT_EQ(compile_error("1+(1+(1+(1+(1+(1+(1+(1+(1+(1+(1+(1+(1+(1+(1+(1+(1+a))))))))))))))))"),
+            "expression '1+(1+(1+(1+(1+(1+(1+(1+(1+(1+(1+(1+(1+(1+(1+(1+(1+a))))))))))))))))' needs 18 pending values "
+            "at once: at most 16");
 }
 
 TEST(OpMatmulProgram, GeneralMulEveryReductionAgainstLongDouble) {
