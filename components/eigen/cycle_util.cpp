@@ -132,8 +132,8 @@ eigen::Which which_of(const KernelContext& ctx) {
   return ctx.arg_string("which") == "real" ? eigen::Which::largest_real : eigen::Which::largest_magnitude;
 }
 
-PortFactor::PortFactor(const TensorView& basis, const TensorView& hess, const TensorView& state,
-                       std::uint64_t seed) {
+PortFactor::PortFactor(const TensorView& basis, const TensorView& hess, const TensorView& state, std::uint64_t seed,
+                       bool read_beta) {
   const int64_t m = hess.cols, n = basis.cols;
   if (basis.ld != n) throw KernelError("port 'basis' must be a whole tensor (its rows contiguous)");
   H_.assign(sz((m + 1) * m), 0.0);
@@ -146,7 +146,7 @@ PortFactor::PortFactor(const TensorView& basis, const TensorView& hess, const Te
   st.started = true;
   st.anorm_est = state.at<double>(0, 1);
   st.seed = static_cast<std::uint64_t>(state.at<double>(0, 2));
-  st.beta = cblas_dnrm2(static_cast<int>(n), span.f, 1);
+  if (read_beta) st.beta = cblas_dnrm2(static_cast<int>(n), span.f, 1);
 }
 
 void PortFactor::store(const TensorView& hess, const TensorView& state) const {

@@ -59,7 +59,9 @@ double verify_pairs(KernelContext& ctx, const eigen::LinearOperator& op, const e
 /// the next random vector from `seed`). beta is ||f||.
 class PortFactor {
  public:
-  PortFactor(const TensorView& basis, const TensorView& hess, const TensorView& state, std::uint64_t seed);
+  /// read_beta false: f is about to be replaced (a new start, an Arnoldi step), so ||f|| is not computed.
+  PortFactor(const TensorView& basis, const TensorView& hess, const TensorView& state, std::uint64_t seed,
+             bool read_beta = true);
   eigen::ArnoldiSpan span;
   eigen::IramState st;
   /// Writes H and state row 0 back.

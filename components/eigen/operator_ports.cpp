@@ -103,6 +103,27 @@ double matvec_flops(std::span<const TensorView> p, const Args& args, std::size_t
   return 2.0 * double(p[a].rows) * double(p[a].rows);
 }
 
+void check_csr_rows(const std::int32_t* ptr, const std::int32_t* col, int64_t n, int64_t cap, int64_t cols,
+                    int64_t r0, int64_t r1) {
+  if (ptr[0] != 0) throw KernelError("port 'a_ptr' starts at " + to_string(ptr[0]) + ": row pointers start at 0");
+  if (ptr[r0] < 0 || ptr[r0] > cap)  // rows before r0 are not read: their end must still be in range
+    throw KernelError("port 'a_ptr' entry " + to_string(r0) + " is " + to_string(ptr[r0]) + ", outside [0, " +
+                      to_string(cap) + "]");
+  for (int64_t i = r0; i < r1; ++i)
+    if (ptr[i + 1] < ptr[i])
+      throw KernelError("port 'a_ptr' decreases at row " + to_string(i) + " (" + to_string(ptr[i]) + " -> " +
+                        to_string(ptr[i + 1]) + ")");
+  if (ptr[r1] > cap) {
+    const std::string where = r1 == n ? "ends at " + to_string(ptr[r1])
+                                      : "reaches " + to_string(ptr[r1]) + " at row " + to_string(r1) + ",";
+    throw KernelError("port 'a_ptr' " + where + " but ports 'a' and 'a_index' hold " + to_string(cap) + " values");
+  }
+  for (int64_t e = ptr[r0]; e < ptr[r1]; ++e)
+    if (col[e] < 0 || col[e] >= cols)
+      throw KernelError("port 'a_index' entry " + to_string(e) + " is column " + to_string(col[e]) + ", outside [0, " +
+                        to_string(cols) + ")");
+}
+
 PortOperator::PortOperator(const TensorView& a, const TensorView& index, const TensorView& ptr, OperatorFormat f,
                            int64_t cols)
     : dtype_(a.dtype), format_(f) {
@@ -119,19 +140,8 @@ PortOperator::PortOperator(const TensorView& a, const TensorView& index, const T
   const int64_t cap = a.cols;
   ptr_ = static_cast<const std::int32_t*>(ptr.data);
   col_ = static_cast<const std::int32_t*>(index.data);
-  if (ptr_[0] != 0) throw KernelError("port 'a_ptr' starts at " + to_string(ptr_[0]) + ": row pointers start at 0");
-  for (int64_t i = 0; i < n_; ++i)
-    if (ptr_[i + 1] < ptr_[i])
-      throw KernelError("port 'a_ptr' decreases at row " + to_string(i) + " (" + to_string(ptr_[i]) + " -> " +
-                        to_string(ptr_[i + 1]) + ")");
+  check_csr_rows(ptr_, col_, n_, cap, cols_, 0, n_);
   nnz_ = ptr_[n_];
-  if (nnz_ > cap)
-    throw KernelError("port 'a_ptr' ends at " + to_string(nnz_) + " but ports 'a' and 'a_index' hold " +
-                      to_string(cap) + " values");
-  for (int64_t e = 0; e < nnz_; ++e)
-    if (col_[e] < 0 || col_[e] >= cols_)
-      throw KernelError("port 'a_index' entry " + to_string(e) + " is column " + to_string(col_[e]) +
-                        ", outside [0, " + to_string(cols_) + ")");
   if (a.dtype == DType::f64) {
     val_ = static_cast<const double*>(a.data);
   } else {

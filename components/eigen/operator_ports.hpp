@@ -57,6 +57,13 @@ std::string check_matrix(const std::vector<PortSpec>& s, std::span<const TensorV
 /// Multiply-adds of one product with the operator (2 n² dense, 2 cap CSR), for costs.
 double matvec_flops(std::span<const TensorView> p, const Args& args, std::size_t a);
 
+/// Checks rows [r0, r1) of CSR arrays (n rows, cap entries, cols columns):
+/// pointers from 0, not decreasing, within cap, and those rows' columns in
+/// [0, cols). Throws KernelError naming the port and entry; reads only the
+/// rows' pointers and entries (eigen.csr_block checks its block alone).
+void check_csr_rows(const std::int32_t* ptr, const std::int32_t* col, std::int64_t n, std::int64_t cap,
+                    std::int64_t cols, std::int64_t r0, std::int64_t r1);
+
 /// The operator of the ports, ready to apply (kept by the object: it must outlive
 /// the solver's use of op()). Throws KernelError on invalid CSR arrays. `cols`:
 /// a CSR matrix's columns (0: square).

@@ -74,11 +74,13 @@ Cost block_cost(const TaskShape& t) {
 
 void block_cpu(KernelContext& ctx) {
   kutil::validate(ctx, block_ports(), block_check);
-  const eigen_util::PortOperator a(ctx.port(kBa), ctx.port(kBindex), ctx.port(kBptr), eigen_util::OperatorFormat::csr);
-  const TensorView &vals = ctx.port(kBvalues), &cols = ctx.port(kBcols), &ptr = ctx.port(kBrows);
-  const int64_t rows = ptr.cols - 1, bcap = vals.cols, r0 = ctx.arg_int("row_block") * rows;
-  const int64_t r1 = std::min(a.n(), r0 + rows);
-  const std::int32_t* rp = a.row_ptr();
+  // Only this block's rows are checked and copied (a task per block: the whole matrix once in all).
+  const TensorView &a = ctx.port(kBa), &vals = ctx.port(kBvalues), &cols = ctx.port(kBcols), &ptr = ctx.port(kBrows);
+  const int64_t n = ctx.port(kBptr).cols - 1, rows = ptr.cols - 1, bcap = vals.cols;
+  const int64_t r0 = ctx.arg_int("row_block") * rows, r1 = std::min(n, r0 + rows);
+  const auto* rp = static_cast<const std::int32_t*>(ctx.port(kBptr).data);
+  const auto* ci = static_cast<const std::int32_t*>(ctx.port(kBindex).data);
+  eigen_util::check_csr_rows(rp, ci, n, a.cols, n, r0, r1);
   const int64_t first = rp[r0], count = rp[r1] - first;
   if (count > bcap)
     throw KernelError("row block " + to_string(ctx.arg_int("row_block")) + " (rows " + to_string(r0) + ".." +
@@ -89,13 +91,16 @@ void block_cpu(KernelContext& ctx) {
   kutil::dispatch_float(vals.dtype, [&](auto tg) {
     using T = typename decltype(tg)::type;
     T* v = static_cast<T*>(vals.data);
-    std::transform(a.values() + first, a.values() + first + count, v, [](double x) { return static_cast<T>(x); });
+    kutil::dispatch_float(a.dtype, [&](auto sg) {
+      using S = typename decltype(sg)::type;
+      const S* src = static_cast<const S*>(a.data) + first;
+      std::transform(src, src + count, v, [](S x) { return static_cast<T>(x); });
+    });
     std::fill(v + count, v + bcap, T(0));
   });
-  std::copy_n(a.col_index() + first, count, c);
+  std::copy_n(ci + first, count, c);
   std::fill(c + count, c + bcap, 0);
-  for (int64_t r = 0; r <= rows; ++r)
-    q[r] = static_cast<std::int32_t>(rp[std::min(r0 + r, r1)] - first);
+  for (int64_t r = 0; r <= rows; ++r) q[r] = static_cast<std::int32_t>(rp[std::min(r0 + r, r1)] - first);
   ctx.report("nnz", static_cast<double>(count));
 }
 
@@ -293,7 +298,7 @@ void begin_cpu(KernelContext& ctx) {
   const bool started = state.at<double>(0, 0) != 0;
   const bool given = eigen_util::pairs_given(vectors, values, state, k);
   if (started && !given) return;  // eigen.iram_end left the next column in x
-  eigen_util::PortFactor fac(basis, hess, state, static_cast<std::uint64_t>(ctx.arg_int("seed")));
+  eigen_util::PortFactor fac(basis, hess, state, static_cast<std::uint64_t>(ctx.arg_int("seed")), false);
   const std::vector<double> start =
       given ? eigen::ritz_restart_vector(eigen_util::unpack_pairs(vectors, values, n, k), n, true)
             : eigen::detail::start_vector(n, {}, fac.st.seed++);
@@ -346,7 +351,7 @@ void step_cpu(KernelContext& ctx) {
                       ": the steps of a cycle run in order");
   const TensorView& w = ctx.port(kSw);
   eigen_util::require_finite(w, "w");
-  eigen_util::PortFactor f(basis, hess, state, 0);
+  eigen_util::PortFactor f(basis, hess, state, 0, false);
   std::copy_n(&w.at<double>(0, 0), n, f.span.f);
   f.st.beta = eigen::arnoldi_absorb(f.span, j, f.st.anorm_est);
   if (j + 1 < m) {

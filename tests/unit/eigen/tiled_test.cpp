@@ -103,6 +103,21 @@ TEST(EigenTiled, LyingBlocksAndTooSmallRoomAreRefused) {
                         {csr.a(), csr.index(), csr.rows(), val.view(), col.view(), ptr.view()}, {{"row_block", "8"}}),
             "param 'row_block' is 8: blocks of 128 rows cut n = 1001 into 8");
 
+  // A lying pointer of the whole CSR: the block whose rows read it names it; its first row out of range too.
+  Mat<double> bv(1, s.nnz());
+  Mat<std::int32_t> bc(1, s.nnz(), 0, DType::i32), bp(1, 129, 0, DType::i32);
+  const std::vector<TensorView> block2 = {csr.a(), csr.index(), csr.rows(), bv.view(), bc.view(), bp.view()};
+  const std::int32_t keep = csr.ptr(0, 300);
+  csr.ptr(0, 300) = -4;
+  EXPECT_EQ(run_error("eigen.csr_block", block2, {{"row_block", "2"}}), "port 'a_ptr' decreases at row 299 (" +
+                                                                            std::to_string(csr.ptr(0, 299)) + " -> -4)");
+  EXPECT_EQ(run_error("eigen.csr_block", block2, {{"row_block", "0"}}), "");  // rows 0..127 do not read it
+  csr.ptr(0, 256) = -1;
+  EXPECT_EQ(run_error("eigen.csr_block", block2, {{"row_block", "2"}}), "port 'a_ptr' entry 256 is -1, outside [0, " +
+                                                                            std::to_string(s.nnz()) + "]");
+  csr.ptr(0, 256) = static_cast<std::int32_t>(s.row_ptr[256]);
+  csr.ptr(0, 300) = keep;
+
   Blocked blk(csr, n, 128, s.nnz());
   Mat<double> x(1, n, 0, DType::f64, 1.0), y(1, n);
   blk.col(2, 3) = static_cast<std::int32_t>(n);
