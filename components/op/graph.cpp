@@ -60,7 +60,7 @@ void graph_cpu(KernelContext& ctx) {
   const TensorView &val = ctx.port(0), &col = ctx.port(1), &ptr = ctx.port(2);
   const int64_t n = ptr.cols - 1, half = ctx.arg_int("degree") / 2, cap = val.cols;
   std::mt19937_64 gen(static_cast<std::uint64_t>(ctx.arg_int("seed")));
-  std::uniform_int_distribution<int64_t> pick(0, n - 2);
+  std::uniform_int_distribution<int64_t> pick(0, std::max<int64_t>(n - 2, 0));  // unused when n = 1 (degree 0)
   std::vector<std::vector<std::int32_t>> adj(sz(n));
   for (int64_t i = 0; i < n; ++i) adj[sz(i)].push_back(static_cast<std::int32_t>(i));
   for (int64_t i = 0; i < n; ++i)
@@ -171,6 +171,7 @@ std::string backtrack_check(const TaskShape& t) {
   if (auto m = kutil::ports_present(s, p); !m.empty()) return m;
   if (auto m = first_error({kutil::float_dtype(s, p, 1), kutil::one_of(t.args, "want", {"max", "min"})}); !m.empty())
     return m;
+  if (p[0].rows < 1 || p[0].cols < 1) return "port 'arg' is " + dims(p[0]) + ": at least one step and one state";
   if (p[1].rows != 1 || p[1].cols != p[0].cols)
     return "port 'last' is " + dims(p[1]) + " but port 'arg' is " + dims(p[0]) + ": one score per state";
   if (p[2].rows != 1 || p[2].cols != p[0].rows)

@@ -115,6 +115,9 @@ TEST(OpGraph, BacktrackFollowsTheBackPointers) {
   arg(3, 2) = 9;
   EXPECT_EQ(run_error("op.backtrack", {arg.view(), last.view(), path.view()}, {}),
             "port 'arg' step 3 state 2 points to 9: not a state in [0, 3)");
+  EXPECT_EQ(test::check(registry(), "op.backtrack",
+                        {test::shape_view(DType::i32, 0, 3), last.view(), test::shape_view(DType::i32, 1, 0)}, {}),
+            "port 'arg' is 0x3: at least one step and one state");
   Mat<std::int32_t> short_path(1, 3, 0, DType::i32);
   EXPECT_EQ(test::check(registry(), "op.backtrack", {arg.view(), last.view(), short_path.view()}, {}),
             "port 'path' is 1x3 but port 'arg' has 4 steps");
