@@ -96,7 +96,8 @@ class ElementParser {
     for (std::size_t v = 0; v < vars_.size(); ++v)
       if (vars_[v] == name) return emit(Op::var, static_cast<int>(v));
     static const std::pair<const char*, Op> unary_fns[] = {{"exp", Op::exp},   {"log", Op::log},   {"abs", Op::abs},
-                                                           {"sqrt", Op::sqrt}, {"tanh", Op::tanh}, {"relu", Op::relu}};
+                                                           {"sqrt", Op::sqrt}, {"tanh", Op::tanh}, {"erf", Op::erf},
+                                                           {"relu", Op::relu}};
     for (auto [fn, op] : unary_fns)
       if (name == fn) {
         if (!eat('(')) fail("'(' after " + name);
@@ -115,7 +116,7 @@ class ElementParser {
     std::string known;
     for (const auto& v : vars_) known += v + ", ";
     i_ = start;
-    fail("a variable (" + known + "or a function: exp log abs sqrt tanh relu max min), not '" + name + "'");
+    fail("a variable (" + known + "or a function: exp log abs sqrt tanh erf relu max min), not '" + name + "'");
   }
 };
 
@@ -154,6 +155,7 @@ void ElementProgram::run(std::span<const Input> in, float* out, std::int64_t len
       case Op::abs: for (std::int64_t l = 0; l < len; ++l) regs[top][l] = std::abs(regs[top][l]); break;
       case Op::sqrt: for (std::int64_t l = 0; l < len; ++l) regs[top][l] = std::sqrt(regs[top][l]); break;
       case Op::tanh: for (std::int64_t l = 0; l < len; ++l) regs[top][l] = std::tanh(regs[top][l]); break;
+      case Op::erf: for (std::int64_t l = 0; l < len; ++l) regs[top][l] = std::erf(regs[top][l]); break;
       case Op::relu:
         for (std::int64_t l = 0; l < len; ++l) regs[top][l] = regs[top][l] > 0 ? regs[top][l] : 0.0f;
         break;

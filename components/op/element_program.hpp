@@ -3,7 +3,7 @@
 // block of lanes, so nothing is interpreted per element.
 //
 //   numbers, the variables, + - * / (unary -), parentheses, and the functions
-//   exp log abs sqrt tanh relu (one argument) and max min (two)
+//   exp log abs sqrt tanh erf relu (one argument) and max min (two)
 //
 //   const ElementProgram p = ElementProgram::compile("a*relu(b)", {"a", "b"});
 //   p.run({{&x, 0}, {row, 1}}, out, 64);  // out[l] = x * relu(row[l])
@@ -38,7 +38,7 @@ class ElementProgram {
   std::string canonical() const { return canonical_; }
 
  private:
-  enum class Op : std::uint8_t { var, num, neg, add, sub, mul, div, max, min, exp, log, abs, sqrt, tanh, relu };
+  enum class Op : std::uint8_t { var, num, neg, add, sub, mul, div, max, min, exp, log, abs, sqrt, tanh, erf, relu };
   struct Instr {
     Op op;
     int var = 0;

@@ -1,5 +1,7 @@
 // op.matmul (see op.hpp): ports, checks, cost and the CPU kernel over semiring.hpp.
 #include <algorithm>
+#include <cmath>
+#include <cstdlib>
 #include <optional>
 #include <string>
 #include <type_traits>
@@ -26,8 +28,8 @@ const std::vector<PortSpec>& matmul_ports() {
       {"arg", Access::write, {DType::i32}, true, 2,
        "add max or min: [m, n], the k attaining each entry (first on ties, -1 if none; back-pointers)"},
       {"mask", Access::read, {DType::i8, DType::i32, DType::f32}, true, 2,
-       "[m, n]: entries of c computed where nonzero; masked ones get the reduction's identity (with accumulate: "
-       "keep c); blocks of 128 x 128 entirely masked cost nothing"},
+       "[m, n]: entries of c computed where nonzero; masked ones get `masked`, else the reduction's identity "
+       "(with accumulate: keep c); blocks of 128 x 128 entirely masked cost nothing"},
   };
   return p;
 }
@@ -55,6 +57,17 @@ Programs compile_programs(const Args& args) {
     }
   }
   return p;
+}
+
+/// The value of masked entries: none ("": the identity, or c with
+/// accumulate), a number, inf or -inf. Throws KernelError.
+std::optional<double> parse_masked(const std::string& t) {
+  if (t.empty()) return std::nullopt;
+  char* end = nullptr;
+  const double v = std::strtod(t.c_str(), &end);
+  if (end == t.c_str() || *end != '\0' || std::isnan(v))
+    throw KernelError("param 'masked' is '" + t + "': a number, inf or -inf (or empty: the reduction's identity)");
+  return v;
 }
 
 op::Reduce parse_add(const std::string& t) {
@@ -104,6 +117,11 @@ std::string matmul_check(const TaskShape& t) {
                                         t.args.get_bool("transa") || t.args.get_bool("transb") || p[3].bound() ||
                                         p[4].bound()))
     return "param 'skip_zeros' is for mul=a*b add=sum without transposes, arg or mask";
+  try {
+    if (parse_masked(t.args.get_string("masked")) && !p[4].bound()) return "param 'masked' goes with port 'mask'";
+  } catch (const KernelError& e) {
+    return e.what();
+  }
   if (p[4].bound()) {
     if (p[3].bound()) return "ports 'arg' and 'mask' do not go together";
     if (p[4].rows != d.m || p[4].cols != d.n)
@@ -147,7 +165,7 @@ void matmul_cpu(KernelContext& ctx) {
     } else if (mask.bound()) {
       const int kind = mask.dtype == DType::i8 ? 0 : mask.dtype == DType::i32 ? 1 : 2;
       op::matmul_masked(s, ta, tb, m, n, k, a.ptr<T>(), ld(a), b.ptr<T>(), ld(b), c.ptr<T>(), ld(c),
-                        ctx.arg_bool("accumulate"), op::Mask{mask.data, kind, ld(mask)});
+                        ctx.arg_bool("accumulate"), op::Mask{mask.data, kind, ld(mask), parse_masked(ctx.arg_string("masked"))});
     } else if (ctx.arg_bool("skip_zeros"))
       op::matmul_skip_zeros(m, n, k, a.ptr<T>(), ld(a), b.ptr<T>(), ld(b), c.ptr<T>(), ld(c), ctx.arg_bool("accumulate"));
     else if (arg.bound())
@@ -160,6 +178,38 @@ void matmul_cpu(KernelContext& ctx) {
       if (prog.map) op::apply_map(*prog.map, m, n, c.ptr<T>(), ld(c));
   });
 }
+
+const std::vector<PortSpec>& mask_ports() {
+  static const std::vector<PortSpec> p = {
+      {"mask", Access::write, {DType::i8}, false, 2, "[m, n]: 1 where an entry is kept, 0 where masked"}};
+  return p;
+}
+
+std::string mask_check(const TaskShape& t) {
+  if (auto m = kutil::ports_present(mask_ports(), t.ports); !m.empty()) return m;
+  if (auto m = kutil::one_of(t.args, "pattern", {"causal", "band"}); !m.empty()) return m;
+  if (t.args.get_string("pattern") == "band" && t.args.get_int("width") < 0)
+    return "param 'width' is " + std::to_string(t.args.get_int("width")) + ": the band's half-width is >= 0";
+  return "";
+}
+
+/// op.mask: causal keeps j <= i + offset (row i is position offset + i of a
+/// sequence whose keys start at 0); band keeps |i + offset - j| <= width.
+void mask_cpu(KernelContext& ctx) {
+  kutil::validate(ctx, mask_ports(), mask_check);
+  const TensorView& mk = ctx.port(0);
+  const bool causal = ctx.arg_string("pattern") == "causal";
+  const int64_t off = ctx.arg_int("offset"), w = ctx.arg_int("width");
+  const int64_t ldm = std::max<int64_t>({mk.ld, mk.cols, 1});
+  auto* out = static_cast<std::int8_t*>(mk.data);
+  for (int64_t i = 0; i < mk.rows; ++i)
+    for (int64_t j = 0; j < mk.cols; ++j) {
+      const int64_t d = i + off - j;  // how far key j lies behind query i
+      out[i * ldm + j] = causal ? d >= 0 : (d <= w && d >= -w);
+    }
+}
+
+Cost mask_cost(const TaskShape& t) { return kutil::io_cost(mask_ports(), t, 0.0); }
 
 }  // namespace
 
@@ -180,10 +230,22 @@ void register_op(Registry& reg) {
        {"transb", ParamType::bool_, "false", false, "use Bᵀ"},
        {"accumulate", ParamType::bool_, "false", false, "c = reduce(c, product) instead of c = product"},
        {"map", ParamType::string_, "", false, "an expression over c applied to the result (f32; \"\": none)"},
+       {"masked", ParamType::string_, "", false,
+        "with port mask, the value of masked entries: a number, inf or -inf (-inf: attention scores a softmax "
+        "ignores); \"\": the reduction's identity, or c's value with accumulate"},
        {"skip_zeros", ParamType::bool_, "false", false,
         "(sum, a*b): skip A's zeros (A gathered row by row into CSR): for an A that is mostly zero, as a ReLU's "
         "output"}},
       matmul_cpu, matmul_check, matmul_cost);
+  kutil::add_component(
+      reg, "op.mask",
+      "an output mask for op.matmul's port mask: causal (query i sees keys j <= i + offset) or band (|i + offset - "
+      "j| <= width)",
+      mask_ports(),
+      {{"pattern", ParamType::string_, "causal", false, "causal or band"},
+       {"offset", ParamType::int_, "0", false, "the position of row 0 among the keys (a decode step's past length)"},
+       {"width", ParamType::int_, "0", false, "band: the half-width"}},
+      mask_cpu, mask_check, mask_cost);
   register_op_graph(reg);
 }
 

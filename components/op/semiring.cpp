@@ -212,7 +212,8 @@ template <class T>
 void masked(Semiring s, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, int64_t lda, const T* b,
             int64_t ldb, T* c, int64_t ldc, bool accumulate, const Mask& mask) {
   constexpr int64_t kBlock = 128;
-  const T id = static_cast<T>(identity(s.add));
+  const T id = static_cast<T>(mask.fill.value_or(identity(s.add)));
+  const bool keep_old = accumulate && !mask.fill;  // masked entries keep C's value
   std::vector<T> old;
   for (int64_t i0 = 0; i0 < m; i0 += kBlock)
     for (int64_t j0 = 0; j0 < n; j0 += kBlock) {
@@ -222,11 +223,11 @@ void masked(Semiring s, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const
         for (int64_t j = 0; j < bn; ++j) kept += mask.at(i0 + i, j0 + j) ? 1 : 0;
       T* cb = c + i0 * ldc + j0;
       if (kept == 0) {
-        if (!accumulate)
+        if (!keep_old)
           for (int64_t i = 0; i < bm; ++i) std::fill_n(cb + i * ldc, bn, id);
         continue;
       }
-      if (accumulate && kept < bm * bn) {
+      if (keep_old && kept < bm * bn) {
         old.resize(static_cast<std::size_t>(bm * bn));
         for (int64_t i = 0; i < bm; ++i) std::copy_n(cb + i * ldc, bn, old.begin() + i * bn);
       }
@@ -236,7 +237,7 @@ void masked(Semiring s, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const
       if (kept == bm * bn) continue;
       for (int64_t i = 0; i < bm; ++i)
         for (int64_t j = 0; j < bn; ++j)
-          if (!mask.at(i0 + i, j0 + j)) cb[i * ldc + j] = accumulate ? old[static_cast<std::size_t>(i * bn + j)] : id;
+          if (!mask.at(i0 + i, j0 + j)) cb[i * ldc + j] = keep_old ? old[static_cast<std::size_t>(i * bn + j)] : id;
     }
 }
 

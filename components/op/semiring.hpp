@@ -19,6 +19,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "op/element_program.hpp"
@@ -52,12 +53,14 @@ void matmul(Semiring s, bool transa, bool transb, std::int64_t m, std::int64_t n
             Isa isa = Isa::best);
 
 /// An output mask: entry (i, j) of C is computed when mask(i, j) is nonzero
-/// (any of i8, i32, f32 through `at`). Masked entries are the reduction over
-/// nothing: the identity, or C's old value with accumulate.
+/// (any of i8, i32, f32 through `at`). Masked entries are `fill` when set,
+/// else the reduction over nothing: the identity, or C's old value with
+/// accumulate.
 struct Mask {
   const void* data = nullptr;
   int kind = 0;  // 0: i8, 1: i32, 2: f32
   std::int64_t ld = 0;
+  std::optional<double> fill;
   bool at(std::int64_t i, std::int64_t j) const {
     const std::int64_t e = i * ld + j;
     return kind == 0 ? static_cast<const std::int8_t*>(data)[e] != 0

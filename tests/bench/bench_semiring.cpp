@@ -176,7 +176,7 @@ int main(int argc, char** argv) {
       });
       const double half = best_of(reps, [&] {
         op::matmul_masked(s, false, false, n, n, n, a.data(), n, b.data(), n, c.data(), n, false,
-                          op::Mask{causal.data(), 0, n});
+                          op::Mask{causal.data(), 0, n, {}});
       });
       std::printf("  %-10s unmasked %8.2f ms, masked %8.2f ms: %.2fx the time\n", pair, full * 1e3, half * 1e3,
                   half / full);

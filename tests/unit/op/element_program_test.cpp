@@ -41,6 +41,8 @@ const std::vector<Case>& cases() {
       {"exp(a - b)", [](long double a, long double b) { return std::exp(a - b); }},
       {"a*relu(b)", [](long double a, long double b) { return a * (b > 0 ? b : 0); }},
       {"-a/2 + sqrt(abs(b))", [](long double a, long double b) { return -a / 2 + std::sqrt(std::abs(b)); }},
+      {"0.5*a*(1 + erf(b*0.7071067811865476))",
+       [](long double a, long double b) { return 0.5L * a * (1 + std::erf(b * 0.7071067811865476L)); }},
       {"min(a, 0.5) * tanh(b) - log(1 + a*a)",
        [](long double a, long double b) { return std::min(a, 0.5L) * std::tanh(b) - std::log(1 + a * a); }},
   };
@@ -75,8 +77,8 @@ TEST(ElementProgram, ParseErrorsNameThePosition) {
   EXPECT_EQ(compile_error("a +"), "expression 'a +' at column 4: expected a number, a variable, a function or '('");
   EXPECT_EQ(compile_error("max(a)"), "expression 'max(a)' at column 6: expected ',' (max takes two arguments)");
   EXPECT_EQ(compile_error("a * c"),
-            "expression 'a * c' at column 5: expected a variable (a, b, or a function: exp log abs sqrt tanh relu max "
-            "min), not 'c'");
+            "expression 'a * c' at column 5: expected a variable (a, b, or a function: exp log abs sqrt tanh erf relu "
+            "max min), not 'c'");
   EXPECT_EQ(compile_error("(a + b"), "expression '(a + b' at column 7: expected ')'");
   EXPECT_EQ(compile_error("a b"), "expression 'a b' at column 3: expected an operator or the end");
   EXPECT_EQ(compile_error("((((((((((((((((a))))))))))))))))+b"), "");  // parentheses alone keep nothing pending
@@ -153,7 +155,7 @@ TEST(OpMatmulProgram, ComponentMapAndMessages) {
             "param 'mul': expression 'max(a)' at column 6: expected ',' (max takes two arguments)");
   EXPECT_EQ(test::check(reg, "op.matmul", {sv(3, 4), sv(4, 5), sv(3, 5)}, {{"map", "relu(a)"}}),
             "param 'map': expression 'relu(a)' at column 6: expected a variable (c, or a function: exp log abs sqrt "
-            "tanh relu max min), not 'a'");
+            "tanh erf relu max min), not 'a'");
   EXPECT_EQ(test::check(reg, "op.matmul", {sv(3, 4, DType::f64), sv(4, 5, DType::f64), sv(3, 5, DType::f64)},
                         {{"mul", "max(a,b)"}}),
             "param 'mul' is 'max(a,b)': expressions other than a*b and a+b, and map, run on f32 data (this product "
@@ -161,6 +163,51 @@ TEST(OpMatmulProgram, ComponentMapAndMessages) {
   EXPECT_EQ(test::check(reg, "op.matmul", {sv(3, 4), sv(4, 5), sv(3, 5), sv(3, 5, DType::i32)},
                         {{"mul", "max(a,b)"}, {"add", "max"}}),
             "param 'mul' is 'max(a,b)': ports arg and mask, and skip_zeros, go with mul a*b or a+b");
+}
+
+TEST(OpMatmulProgram, CausalSoftmaxAsProducts) {
+  // gpt2's attention in workflows/ops: s = q kᵀ/sqrt(d) under op.mask (masked -inf), n = -logsumexp_k s[i,k],
+  // p = exp(s + n 1ᵀ): rows of a causal softmax, against long double.
+  test::TestRegistry reg;
+  register_op(reg);
+  const int64_t t = 150, d = 8;  // 150: a 128-block edge, masked blocks skipped
+  test::Mat<float> q(t, d), k(t, d), s(t, t), nl(t, 1), zeros(t, 1), ones(1, t);
+  test::Mat<std::int8_t> mask(t, t, 0, DType::i8);
+  q.random(3);
+  k.random(4);
+  for (int64_t j = 0; j < t; ++j) ones(0, j) = 1, zeros(j, 0) = 0;
+  test::run(reg, "op.mask", {mask.view()}, {{"pattern", "causal"}});
+  test::run(reg, "op.matmul", {q.view(), k.view(), s.view(), {}, mask.view()},
+            {{"transb", "true"}, {"masked", "-inf"}, {"map", "c/sqrt(8)"}});
+  test::run(reg, "op.matmul", {s.view(), zeros.view(), nl.view()}, {{"mul", "a+b"}, {"add", "logsumexp"}, {"map", "-c"}});
+  test::run(reg, "op.matmul", {nl.view(), ones.view(), s.view()}, {{"accumulate", "true"}, {"map", "exp(c)"}});
+  for (int64_t i = 0; i < t; ++i) {
+    std::vector<long double> e(size_t(i + 1));
+    long double z = 0;
+    for (int64_t j = 0; j <= i; ++j) {
+      long double dot = 0;
+      for (int64_t c = 0; c < d; ++c) dot += (long double)q(i, c) * k(j, c);
+      e[size_t(j)] = std::exp(dot / std::sqrt(8.0L));
+      z += e[size_t(j)];
+    }
+    for (int64_t j = 0; j < t; ++j) {
+      ASSERT_EQ(mask(i, j), j <= i ? 1 : 0);
+      if (j > i) ASSERT_EQ(s(i, j), 0.0f) << i << "," << j;
+      else ASSERT_NEAR(s(i, j), double(e[size_t(j)] / z), 1e-6) << i << "," << j;
+    }
+  }
+  test::run(reg, "op.mask", {mask.view()}, {{"pattern", "band"}, {"width", "2"}, {"offset", "1"}});
+  EXPECT_EQ(mask(0, 3), 1);
+  EXPECT_EQ(mask(0, 4), 0);
+  EXPECT_EQ(mask(5, 4), 1);
+  EXPECT_EQ(mask(5, 3), 0);
+  auto sv = [](int64_t r, int64_t cc, DType dt = DType::f32) { return test::shape_view(dt, r, cc); };
+  EXPECT_EQ(test::check(reg, "op.matmul", {sv(3, 4), sv(4, 5), sv(3, 5)}, {{"masked", "-inf"}}),
+            "param 'masked' goes with port 'mask'");
+  EXPECT_EQ(test::check(reg, "op.matmul", {sv(3, 4), sv(4, 5), sv(3, 5), {}, sv(3, 5, DType::i8)}, {{"masked", "-1e"}}),
+            "param 'masked' is '-1e': a number, inf or -inf (or empty: the reduction's identity)");
+  EXPECT_EQ(test::check(reg, "op.mask", {sv(3, 5, DType::i8)}, {{"pattern", "band"}, {"width", "-1"}}),
+            "param 'width' is -1: the band's half-width is >= 0");
 }
 
 }  // namespace

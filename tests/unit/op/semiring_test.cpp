@@ -264,7 +264,7 @@ TEST(Semiring, MaskedEntriesAreTheIdentityOrTheOldValue) {
         std::vector<float> full = c0, got = c0;
         op::matmul(s, false, false, m, n, k, a.data(), k, b.data(), n, full.data(), n, acc);
         op::matmul_masked(s, false, false, m, n, k, a.data(), k, b.data(), n, got.data(), n, acc,
-                          op::Mask{mk->data(), 0, n});
+                          op::Mask{mk->data(), 0, n, {}});
         for (size_t e = 0; e < got.size(); ++e) {
           const float want = (*mk)[e] ? full[e] : acc ? c0[e] : float(op::identity(s.add));
           if (std::isinf(want)) {
@@ -283,9 +283,9 @@ TEST(Semiring, MaskedEntriesAreTheIdentityOrTheOldValue) {
   std::vector<float> plain(size_t(m * n)), trans(size_t(m * n));
   const Semiring tmax{Combine::add, Reduce::max};
   op::matmul_masked(tmax, false, false, m, n, k, a.data(), k, b.data(), n, plain.data(), n, false,
-                    op::Mask{causal.data(), 0, n});
+                    op::Mask{causal.data(), 0, n, {}});
   op::matmul_masked(tmax, true, true, m, n, k, at.data(), m, bt.data(), k, trans.data(), n, false,
-                    op::Mask{causal.data(), 0, n});
+                    op::Mask{causal.data(), 0, n, {}});
   EXPECT_EQ(plain, trans);
 }
 
