@@ -22,6 +22,10 @@ inline constexpr const char* kGelu = "nn.gelu";
 inline constexpr const char* kSilu = "nn.silu";
 inline constexpr const char* kTanh = "nn.tanh";
 inline constexpr const char* kSave = "io.save";
+inline constexpr const char* kOpMatmul = "op.matmul";
+inline constexpr const char* kTensorAdd = "tensor.add";
+inline constexpr const char* kTensorScale = "tensor.scale";
+inline constexpr const char* kTensorFill = "tensor.fill";
 
 // kernels the passes run on weights (blas, quant, prune, sparse)
 inline constexpr const char* kGemm = "blas.gemm";

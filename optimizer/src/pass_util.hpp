@@ -109,6 +109,8 @@ void pass_fuse_compose(PassContext& ctx, const PassSpec& s);
 void pass_fuse_activation(PassContext& ctx, const PassSpec& s);
 void pass_fuse_ln_affine(PassContext& ctx, const PassSpec& s);
 void pass_dce(PassContext& ctx, const PassSpec& s);
+/// Structural zeros through the products (zeros.cpp).
+void pass_sparse_propagate(PassContext& ctx, const PassSpec& s);
 /// Structured pruning (structured.cpp).
 void pass_prune_heads(PassContext& ctx, const PassSpec& s);
 void pass_prune_neurons(PassContext& ctx, const PassSpec& s);

@@ -792,6 +792,11 @@ const std::vector<PassInfo>& all_passes() {
       {"fuse.compose", "two linears with no activation between, the first read only by the second, become one when cheaper",
        {{"max_ratio", "compose when the product costs at most this share of the pair's flops (1.0)"}}, pass_fuse_compose},
       {"dce", "remove tasks whose outputs are never read (saves and other output-less tasks stay)", {}, pass_dce},
+      {"sparse.propagate",
+       "follow zero tiles (zero weights, fills, zero-initialised tensors) through products whose multiply annihilates "
+       "zero (op.matmul a*b/sum, nn.linear), activations, sums and attention; drop the tasks that change nothing or "
+       "whose results are no longer read, fill the zeros others wrote; report the tasks and flops removed",
+       {}, pass_sparse_propagate},
   };
   return p;
 }
