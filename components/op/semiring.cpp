@@ -28,6 +28,21 @@ bool cpu_has_avx512() {
 
 const char* best_isa_name() { return cpu_has_avx512() ? "AVX-512" : cpu_has_avx2() ? "AVX2" : "scalar"; }
 
+Laws laws(Reduce add, const ElementProgram& mul) {
+  Laws l;
+  const std::string& m = mul.canonical();
+  if (m.empty()) {
+    l.why = "mul is not a*b or a+b: no distributive law is known for it";
+  } else if (m == "a*b") {
+    l.associative = add == Reduce::sum;
+    if (!l.associative) l.why = "a*b does not distribute over max, min or logsumexp (negative factors)";
+  } else {
+    l.associative = add != Reduce::sum;
+    if (!l.associative) l.why = "a+b does not distribute over sum";
+  }
+  return l;
+}
+
 double identity(Reduce r) {
   switch (r) {
     case Reduce::sum: return 0.0;

@@ -122,6 +122,17 @@ void matmul_program(const ElementProgram& mul, Reduce add, bool transa, bool tra
 /// C = map(C) for a program over c (f32), a row block at a time.
 void apply_map(const ElementProgram& map, std::int64_t m, std::int64_t n, float* c, std::int64_t ldc);
 
+/// The laws a (⊕, mul) pair obeys, which say where a rewrite of products holds.
+///   columns: A [B1 | B2] = [A B1 | A B2]           every pair (columns are independent)
+///   inner:   [A1 A2] [B1; B2] = A1 B1 ⊕ A2 B2      ⊕ associative and commutative: every reduction here
+///   associative: (A B) C = A (B C)                  a semiring: (sum, a*b), (max|min, a+b), (logsumexp, a+b)
+/// `why` says why a pair is not associative ("" when it is).
+struct Laws {
+  bool columns = true, inner = true, associative = false;
+  std::string why;
+};
+Laws laws(Reduce add, const ElementProgram& mul);
+
 /// The reduction's identity: 0, -inf, +inf, -inf.
 double identity(Reduce r);
 

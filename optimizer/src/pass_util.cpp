@@ -107,4 +107,29 @@ bool read_later(const Dag& dag, std::size_t from, std::int32_t d) {
   return false;
 }
 
+std::optional<Uses> value_users(const Dag& dag, std::size_t from, const DataRef& r) {
+  Uses users;
+  for (std::size_t j = from + 1; j < dag.tasks.size(); ++j) {
+    const TaskNode& t = dag.tasks[j];
+    bool rewrites = false, other_read = false, other_write = false;
+    for (std::size_t p = 0; p < t.bindings.size(); ++p) {
+      const Binding& b = t.bindings[p];
+      if (!overlaps(b.ref, r)) continue;
+      if (b.ref == r) {
+        if (b.mode == Access::write) rewrites = true;
+        else users.emplace_back(j, p);
+      } else {
+        (b.mode == Access::read ? other_read : other_write) = true;
+      }
+    }
+    if (other_read) return std::nullopt;
+    if (rewrites || other_write) {
+      if (other_write && !users.empty() && users.back().first == j) return std::nullopt;
+      break;
+    }
+  }
+  return users;
+}
+
+
 }  // namespace ymlopt::opt::detail

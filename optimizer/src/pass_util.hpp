@@ -5,6 +5,8 @@
 //   Buf w = Buf::of(dense.w, n, k), q(DType::i8, n, k), scale(DType::f32, 1, n);
 //   run_component(reg, "quant.int8", {{"w", &w}, {"q", &q}, {"scale", &scale}}, {});
 #pragma once
+
+#include <optional>
 #include <cstring>
 #include <functional>
 #include <map>
@@ -103,11 +105,21 @@ bool touches(const TaskNode& t, std::int32_t d);
 /// completely overwritten)? Conservative: any later read of d counts.
 bool read_later(const Dag& dag, std::size_t from, std::int32_t d);
 
+/// The bindings (task, port) that read the value task `from` left at r:
+/// readers and in-place updates of exactly r, up to the next write of r (a
+/// task that reads r and writes r anew is the last reader). nullopt when a
+/// task reads that value through another view (the whole tensor when r is a tile).
+using Uses = std::vector<std::pair<std::size_t, std::size_t>>;
+std::optional<Uses> value_users(const Dag& dag, std::size_t from, const DataRef& r);
+
 /// Graph rewrites (rewrite.cpp).
 void pass_fuse_merge(PassContext& ctx, const PassSpec& s);
 void pass_fuse_compose(PassContext& ctx, const PassSpec& s);
 void pass_fuse_activation(PassContext& ctx, const PassSpec& s);
 void pass_fuse_ln_affine(PassContext& ctx, const PassSpec& s);
+/// fuse.compose and fuse.merge on op.matmul tasks, where the pair's laws hold (op_rules.cpp).
+void compose_products(PassContext& ctx, double max_ratio, nlohmann::json& pairs, nlohmann::json& skipped);
+void merge_products(PassContext& ctx, std::int64_t min_group, nlohmann::json& groups, nlohmann::json& skipped);
 void pass_dce(PassContext& ctx, const PassSpec& s);
 /// Structural zeros through the products (zeros.cpp).
 void pass_sparse_propagate(PassContext& ctx, const PassSpec& s);

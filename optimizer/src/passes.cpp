@@ -787,9 +787,11 @@ const std::vector<PassInfo>& all_passes() {
         {"criterion", "magnitude (||W1 row|| ||W2 column||) or activation (mean act^2 ||W2 column||^2, needs calibration)"},
         kMatch},
        pass_prune_neurons, false, check_prune_units},
-      {"fuse.merge", "linears reading one input whose results one task uses together (q, k, v; gate, up) become one GEMM",
+      {"fuse.merge", "linears reading one input whose results one task uses together (q, k, v; gate, up) become one GEMM; "
+       "op.matmul products of one input by constants become one (any add, mul: columns are independent)",
        {{"min", "smallest group to merge (2)"}}, pass_fuse_merge},
-      {"fuse.compose", "two linears with no activation between, the first read only by the second, become one when cheaper",
+      {"fuse.compose", "two linears with no activation between, the first read only by the second, become one when cheaper; "
+       "so do two op.matmul products by constants where (add, mul) is associative (a semiring)",
        {{"max_ratio", "compose when the product costs at most this share of the pair's flops (1.0)"}}, pass_fuse_compose},
       {"dce", "remove tasks whose outputs are never read (saves and other output-less tasks stay)", {}, pass_dce},
       {"sparse.propagate",

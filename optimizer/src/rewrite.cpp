@@ -3,7 +3,7 @@
 // that the readers address by tile), fuse.compose (two linear maps with
 // nothing between them become one when that costs fewer flops),
 // fuse.activation, fuse.ln_affine (an activation, a norm's affine, folded into
-// the linears) and dce.
+// the linears) and dce. The same compose and merge on op.matmul products: op_rules.cpp.
 #include <algorithm>
 #include <map>
 #include <optional>
@@ -38,35 +38,6 @@ std::optional<std::size_t> producer_of(const Dag& dag, std::size_t before, const
     }
   }
   return std::nullopt;
-}
-
-/// The bindings (task, port) that read the value task `from` left at r:
-/// readers and in-place updates of exactly r, up to the next write of r (a
-/// task that reads r and writes r anew is the last reader). nullopt when a
-/// task reads that value through another view (the whole tensor when r is a tile).
-using Uses = std::vector<std::pair<std::size_t, std::size_t>>;
-std::optional<Uses> value_users(const Dag& dag, std::size_t from, const DataRef& r) {
-  Uses users;
-  for (std::size_t j = from + 1; j < dag.tasks.size(); ++j) {
-    const TaskNode& t = dag.tasks[j];
-    bool rewrites = false, other_read = false, other_write = false;
-    for (std::size_t p = 0; p < t.bindings.size(); ++p) {
-      const Binding& b = t.bindings[p];
-      if (!overlaps(b.ref, r)) continue;
-      if (b.ref == r) {
-        if (b.mode == Access::write) rewrites = true;
-        else users.emplace_back(j, p);
-      } else {
-        (b.mode == Access::read ? other_read : other_write) = true;
-      }
-    }
-    if (other_read) return std::nullopt;
-    if (rewrites || other_write) {
-      if (other_write && !users.empty() && users.back().first == j) return std::nullopt;
-      break;
-    }
-  }
-  return users;
 }
 
 const DataRef& bound(const ModelEditor& ed, const TaskNode& t, const char* port) {
@@ -242,7 +213,10 @@ void pass_fuse_merge(PassContext& ctx, const PassSpec& s) {
     if (merged.size() < 64) merged.push_back(names);
   }
   for (auto it = removed.rbegin(); it != removed.rend(); ++it) ed.remove_task(*it);
-  ctx.log.push_back({{"pass", s.text()}, {"groups", groups.size()}, {"tasks_merged", merged_tasks}, {"merged", merged}});
+  nlohmann::json products = nlohmann::json::array(), skipped = nlohmann::json::array();
+  merge_products(ctx, min_group, products, skipped);
+  ctx.log.push_back({{"pass", s.text()}, {"groups", groups.size()}, {"tasks_merged", merged_tasks}, {"merged", merged},
+                     {"product_groups", products.size()}, {"products", products}, {"skipped", skipped}});
 }
 
 /// fuse.compose: y = (x W1ᵀ + b1) W2ᵀ + b2, the first result read by the
@@ -343,7 +317,10 @@ void pass_fuse_compose(PassContext& ctx, const PassSpec& s) {
       break;
     }
   }
-  ctx.log.push_back({{"pass", s.text()}, {"composed", composed}, {"pairs", pairs}, {"skipped", skipped}});
+  nlohmann::json products = nlohmann::json::array();
+  compose_products(ctx, max_ratio, products, skipped);
+  ctx.log.push_back({{"pass", s.text()}, {"composed", composed}, {"pairs", pairs}, {"products_composed", products.size()},
+                     {"products", products}, {"skipped", skipped}});
 }
 
 

@@ -1,0 +1,234 @@
+// fuse.compose and fuse.merge stated on op.matmul: the rewrites hold for a
+// product wherever its (add, mul) pair obeys the law they rest on
+// (op::laws), and are refused elsewhere with the reason.
+//   compose  (X B1) B2 -> X (B1 B2), B1 B2 computed once in the same semiring:
+//            associativity, a semiring only ((sum, a*b), (max|min|logsumexp, a+b))
+//   merge    X B1, X B2, ... -> X [B1 | B2 | ...] writing a split= tensor whose
+//            tiles the readers read: columns are independent, every pair
+// Only products of constant operands B (stored values no task writes) are
+// rewritten, and only where the intermediate or input keeps its value.
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "op/semiring.hpp"
+#include "pass_util.hpp"
+#include "component_names.hpp"
+
+namespace ymlopt::opt::detail {
+namespace {
+
+const DataRef& ref(const TaskNode& t, const char* port) {
+  for (std::size_t i = 0; i < t.comp->ports.size(); ++i)
+    if (t.comp->ports[i].name == port) return t.bindings[i].ref;
+  throw std::logic_error(std::string("no port ") + port);
+}
+std::size_t port_of(const TaskNode& t, const char* port) {
+  for (std::size_t i = 0; i < t.comp->ports.size(); ++i)
+    if (t.comp->ports[i].name == port) return i;
+  throw std::logic_error(std::string("no port ") + port);
+}
+
+op::Reduce reduce_of(const std::string& add) {
+  if (add == "max") return op::Reduce::max;
+  if (add == "min") return op::Reduce::min;
+  if (add == "logsumexp") return op::Reduce::logsumexp;
+  return op::Reduce::sum;
+}
+
+/// An op.matmul task without transa, arg, mask or skip_zeros, f32; `first`:
+/// also without accumulate and map (its result is a plain product).
+bool plain_product(const Dag& dag, const TaskNode& t, bool first) {
+  if (t.comp->name != components::kOpMatmul || t.args.get_bool("transa") || t.args.get_bool("skip_zeros") ||
+      ref(t, "arg").data >= 0 || ref(t, "mask").data >= 0 || dag.data[std::size_t(ref(t, "c").data)].dtype != DType::f32)
+    return false;
+  return !first || (!t.args.get_bool("accumulate") && t.args.get_string("map").empty());
+}
+
+/// Is data d a constant: stored values, written by no task?
+bool constant(const ModelEditor& ed, std::int32_t d) {
+  const DataDecl& dd = ed.dag().data[std::size_t(d)];
+  if (dd.init != InitKind::file || !dd.format.empty()) return false;
+  for (const TaskNode& t : ed.dag().tasks)
+    for (const Binding& b : t.bindings)
+      if (b.ref.data == d && b.mode != Access::read) return false;
+  return true;
+}
+
+/// op(r) as row-major doubles: its tile, transposed when `trans`.
+struct Operand {
+  std::int64_t rows = 0, cols = 0;
+  std::vector<double> v;
+};
+Operand operand(const ModelEditor& ed, const DataRef& r, bool trans) {
+  const DataDecl& d = ed.dag().data[std::size_t(r.data)];
+  const std::vector<float> all = ed.load_values(r.data);
+  const std::int64_t tr = r.tile < 0 ? 0 : r.tile / d.ntile_c, tc = r.tile < 0 ? 0 : r.tile % d.ntile_c;
+  const std::int64_t r0 = r.tile < 0 ? 0 : d.tile_row0(tr), c0 = r.tile < 0 ? 0 : d.tile_col0(tc);
+  const std::int64_t nr = r.tile < 0 ? d.rows : d.tile_nrows(tr), nc = r.tile < 0 ? d.cols : d.tile_ncols(tc);
+  Operand o{trans ? nc : nr, trans ? nr : nc, {}};
+  o.v.resize(std::size_t(nr * nc));
+  for (std::int64_t i = 0; i < nr; ++i)
+    for (std::int64_t j = 0; j < nc; ++j)
+      o.v[std::size_t(trans ? j * nr + i : i * nc + j)] = all[std::size_t((r0 + i) * d.cols + c0 + j)];
+  return o;
+}
+
+std::vector<float> to_float(const std::vector<double>& v) { return std::vector<float>(v.begin(), v.end()); }
+
+/// Does anything write x in tasks (from, to)?
+bool changed_between(const Dag& dag, std::size_t from, std::size_t to, const DataRef& x) {
+  for (std::size_t j = from + 1; j < to; ++j)
+    for (const Binding& b : dag.tasks[j].bindings)
+      if (overlaps(b.ref, x) && b.mode != Access::read) return true;
+  return false;
+}
+
+/// The last task before `before` that writes r's data, if it writes exactly r.
+std::optional<std::size_t> writer_of(const Dag& dag, std::size_t before, const DataRef& r) {
+  for (std::size_t j = before; j-- > 0;)
+    for (const Binding& b : dag.tasks[j].bindings)
+      if (overlaps(b.ref, r) && b.mode != Access::read) return b.ref == r ? std::optional<std::size_t>(j) : std::nullopt;
+  return std::nullopt;
+}
+
+std::string pair_text(const TaskNode& t) {
+  return "(" + t.args.get_string("add") + ", " + t.args.get_string("mul") + ")";
+}
+
+void note(std::set<std::string>& seen, nlohmann::json& out, const std::string& s) {
+  if (seen.insert(s).second && out.size() < 64) out.push_back(s);
+}
+
+}  // namespace
+
+void compose_products(PassContext& ctx, double max_ratio, nlohmann::json& pairs, nlohmann::json& skipped) {
+  ModelEditor& ed = ctx.ed;
+  Dag& dag = ed.dag();
+  std::set<std::string> seen;
+  for (bool again = true; again;) {
+    again = false;
+    for (std::size_t i = 0; i < dag.tasks.size() && !again; ++i) {
+      const TaskNode& p2 = dag.tasks[i];
+      if (!plain_product(dag, p2, false)) continue;
+      const DataRef t = ref(p2, "a");
+      const std::optional<std::size_t> j = writer_of(dag, i, t);
+      if (!j || !plain_product(dag, dag.tasks[*j], true)) continue;
+      const TaskNode& p1 = dag.tasks[*j];
+      const auto users = value_users(dag, *j, t);
+      if (!users || users->size() != 1 || users->front() != std::make_pair(i, port_of(p2, "a"))) continue;
+      const DataRef x = ref(p1, "a"), b1 = ref(p1, "b"), b2 = ref(p2, "b");
+      if (pair_text(p1) != pair_text(p2) || !constant(ed, b1.data) || !constant(ed, b2.data) || x.data == t.data ||
+          changed_between(dag, *j, i, x))
+        continue;
+      const std::string pair = ModelEditor::task_key(p1) + " -> " + ModelEditor::task_key(p2);
+      const op::ElementProgram mul = op::ElementProgram::compile(p1.args.get_string("mul"), {"a", "b"});
+      const op::Reduce add = reduce_of(p1.args.get_string("add"));
+      const op::Laws laws = op::laws(add, mul);
+      if (!laws.associative) {
+        note(seen, skipped, pair + ": " + pair_text(p1) + " is not associative: " + laws.why);
+        continue;
+      }
+      const Operand w1 = operand(ed, b1, p1.args.get_bool("transb")), w2 = operand(ed, b2, p2.args.get_bool("transb"));
+      const std::int64_t k1 = w1.rows, n1 = w1.cols, n2 = w2.cols;
+      if (w2.rows != n1) continue;
+      if (double(k1) * double(n2) > max_ratio * double(n1) * double(k1 + n2)) {
+        note(seen, skipped, pair + ": composed costs more");
+        continue;
+      }
+      op::Semiring s;
+      s.mul = mul.canonical() == "a+b" ? op::Combine::add : op::Combine::mul;
+      s.add = add;
+      std::vector<double> w(std::size_t(k1 * n2));
+      op::matmul(s, false, false, k1, n2, n1, w1.v.data(), n1, w2.v.data(), n2, w.data(), n2, false);
+      const DataRef wref = ed.add_tensor(ModelEditor::task_key(p2) + ".composed", DType::f32, {k1, n2}, vec_bytes(to_float(w)));
+      TaskNode& t2 = dag.tasks[i];
+      ed.bind(t2, "a", x);
+      ed.bind(t2, "b", wref);
+      ed.set_arg(t2, "transb", "false");
+      if (pairs.size() < 64) pairs.push_back(pair + " " + pair_text(t2));
+      ed.remove_task(*j);
+      again = true;
+    }
+  }
+}
+
+void merge_products(PassContext& ctx, std::int64_t min_group, nlohmann::json& groups, nlohmann::json& skipped) {
+  ModelEditor& ed = ctx.ed;
+  Dag& dag = ed.dag();
+  std::set<std::string> seen;
+  // candidates by (input, pair, map, transb): products writing a whole untiled tensor
+  std::map<std::string, std::vector<std::size_t>> by_key;
+  for (std::size_t i = 0; i < dag.tasks.size(); ++i) {
+    const TaskNode& t = dag.tasks[i];
+    if (!plain_product(dag, t, false) || t.args.get_bool("accumulate")) continue;
+    const DataRef a = ref(t, "a"), c = ref(t, "c");
+    if (c.tile >= 0 || dag.data[std::size_t(c.data)].tiled() || c.data == a.data || !constant(ed, ref(t, "b").data)) continue;
+    by_key[std::to_string(a.data) + "." + std::to_string(a.tile) + pair_text(t) + "|" + t.args.get_string("map") + "|" +
+           (t.args.get_bool("transb") ? "t" : "n")]
+        .push_back(i);
+  }
+  struct Group {
+    std::vector<std::size_t> members;
+    std::vector<Uses> users;
+  };
+  std::vector<Group> todo;
+  for (auto& [key, members] : by_key) {
+    Group g;
+    for (std::size_t i : members) {
+      const auto users = value_users(dag, i, ref(dag.tasks[i], "c"));
+      if (!users) continue;
+      // the input keeps its value from the first member on
+      if (!g.members.empty() && changed_between(dag, g.members.front(), i, ref(dag.tasks[i], "a"))) break;
+      g.members.push_back(i);
+      g.users.push_back(*users);
+    }
+    if (std::int64_t(g.members.size()) >= min_group) todo.push_back(std::move(g));
+  }
+  std::set<std::size_t> removed;
+  for (const Group& g : todo) {
+    const TaskNode proto = dag.tasks[g.members.front()];
+    std::vector<Operand> parts;
+    std::vector<std::int64_t> widths;
+    std::int64_t total = 0;
+    nlohmann::json names = nlohmann::json::array();
+    for (std::size_t i : g.members) {
+      parts.push_back(operand(ed, ref(dag.tasks[i], "b"), proto.args.get_bool("transb")));
+      widths.push_back(parts.back().cols);
+      total += parts.back().cols;
+      names.push_back(ModelEditor::task_key(dag.tasks[i]));
+    }
+    const std::int64_t k = parts.front().rows, m = dag.data[std::size_t(ref(proto, "c").data)].rows;
+    if (std::any_of(parts.begin(), parts.end(), [&](const Operand& o) { return o.rows != k; })) {
+      note(seen, skipped, names.dump() + ": inner dimensions differ");
+      continue;
+    }
+    std::vector<float> w(std::size_t(k * total));
+    std::int64_t c0 = 0;
+    for (const Operand& o : parts) {
+      for (std::int64_t r = 0; r < k; ++r)
+        for (std::int64_t c = 0; c < o.cols; ++c) w[std::size_t(r * total + c0 + c)] = float(o.v[std::size_t(r * o.cols + c)]);
+      c0 += o.cols;
+    }
+    const std::string base = ModelEditor::task_key(proto) + ".merged";
+    const DataRef out = ed.add_scratch(base + "_c", DType::f32, {m, total});
+    dag.data[std::size_t(out.data)].set_split(widths);
+    dag.data[std::size_t(out.data)].init = InitKind::zeros;  // op.matmul's c is read-write
+    TaskNode fused = proto;
+    fused.label = base;
+    ed.bind(fused, "b", ed.add_tensor(base + "_b", DType::f32, {k, total}, vec_bytes(w)));
+    ed.bind(fused, "c", out, Access::read_write);
+    ed.set_arg(fused, "transb", "false");
+    for (std::size_t p = 0; p < g.members.size(); ++p) {
+      DataRef tile = out;
+      tile.tile = std::int32_t(p);
+      for (const auto& [task, port] : g.users[p]) dag.tasks[task].bindings[port].ref = tile;
+    }
+    dag.tasks[g.members.front()] = std::move(fused);
+    removed.insert(g.members.begin() + 1, g.members.end());
+    if (groups.size() < 64) groups.push_back(names);
+  }
+  for (auto it = removed.rbegin(); it != removed.rend(); ++it) ed.remove_task(*it);
+}
+
+}  // namespace ymlopt::opt::detail
