@@ -1,6 +1,7 @@
 // ElementProgram (element_program.hpp): a recursive-descent parser to postfix
 // code, and the block interpreter (one loop over the lanes per instruction).
 #include "op/element_program.hpp"
+#include "op/semiring.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -150,12 +151,12 @@ void ElementProgram::run(std::span<const Input> in, float* out, std::int64_t len
       }
       case Op::num: std::fill_n(regs[++top], len, ins.num); break;
       case Op::neg: for (std::int64_t l = 0; l < len; ++l) regs[top][l] = -regs[top][l]; break;
-      case Op::exp: for (std::int64_t l = 0; l < len; ++l) regs[top][l] = std::exp(regs[top][l]); break;
+      case Op::exp: unary(Unary::exp, regs[top], len); break;
       case Op::log: for (std::int64_t l = 0; l < len; ++l) regs[top][l] = std::log(regs[top][l]); break;
       case Op::abs: for (std::int64_t l = 0; l < len; ++l) regs[top][l] = std::abs(regs[top][l]); break;
       case Op::sqrt: for (std::int64_t l = 0; l < len; ++l) regs[top][l] = std::sqrt(regs[top][l]); break;
-      case Op::tanh: for (std::int64_t l = 0; l < len; ++l) regs[top][l] = std::tanh(regs[top][l]); break;
-      case Op::erf: for (std::int64_t l = 0; l < len; ++l) regs[top][l] = std::erf(regs[top][l]); break;
+      case Op::tanh: unary(Unary::tanh, regs[top], len); break;
+      case Op::erf: unary(Unary::erf, regs[top], len); break;
       case Op::relu:
         for (std::int64_t l = 0; l < len; ++l) regs[top][l] = regs[top][l] > 0 ? regs[top][l] : 0.0f;
         break;

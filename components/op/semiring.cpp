@@ -147,13 +147,16 @@ Scan scan(const float* x, int64_t ld, int64_t rows, int64_t cols) {
 
 /// True when the vector kernels give the scalar path's semantics. (min, +) and
 /// (max, +): no NaN can appear (no NaN in, not both infinities), infinities
-/// and overflow are IEEE in both. The others: every term finite and no sum able
-/// to overflow.
+/// and overflow are IEEE in both. (logsumexp, +): no +inf (-inf, its zero,
+/// allowed). The others: every term finite. And no finite term or sum able to
+/// overflow.
 bool fits_vector_path(Semiring s, int64_t k, const Scan& a, const Scan& b) {
   if (a.nan || b.nan) return false;
   const bool pinf = a.pinf || b.pinf, ninf = a.ninf || b.ninf;
   if (s.mul == Combine::add && (s.add == Reduce::min || s.add == Reduce::max)) return !(pinf && ninf);
-  if (pinf || ninf) return false;
+  // (logsumexp, +): -inf is its zero (exp gives ~1e-38 for it, a row of them -inf); +inf is left to the scalar path
+  const bool log_zero = s.mul == Combine::add && s.add == Reduce::logsumexp && !pinf;
+  if (pinf || (ninf && !log_zero)) return false;
   const double term = s.mul == Combine::mul ? double(a.big) * b.big : double(a.big) + b.big;
   const double bound = s.add == Reduce::sum ? term * double(k) : term;
   return bound < 0.5 * double(std::numeric_limits<float>::max());
@@ -188,6 +191,16 @@ Isa resolve(Isa isa) {
 
 }  // namespace
 
+void unary(Unary f, float* x, int64_t n, Isa isa) {
+  switch (resolve(isa)) {
+    case Isa::avx512: return impl::unary_avx512(f, x, n);
+    case Isa::avx2: return impl::unary_avx2(f, x, n);
+    default: break;
+  }
+  for (int64_t i = 0; i < n; ++i)
+    x[i] = f == Unary::exp ? std::exp(x[i]) : f == Unary::tanh ? std::tanh(x[i]) : std::erf(x[i]);
+}
+
 void matmul(Semiring s, bool transa, bool transb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
             const float* b, int64_t ldb, float* c, int64_t ldc, bool accumulate, Isa isa) {
   const Isa path = resolve(isa);
@@ -202,10 +215,23 @@ void matmul(Semiring s, bool transa, bool transb, int64_t m, int64_t n, int64_t 
     const Scan sa = transa ? scan(a, lda, k, m) : scan(a, lda, m, k);
     const Scan sb = transb ? scan(b, ldb, n, k) : scan(b, ldb, k, n);
     if (fits_vector_path(s, k, sa, sb)) {
+      auto run = [&](const impl::Operands& o) { path == Isa::avx512 ? impl::run_avx512(s, o) : impl::run_avx2(s, o); };
+      if (n < 4 && m >= 64) {
+        // A matrix times a vector or two: ⊗ commutes, so Cᵀ = op(B)ᵀ op(A)ᵀ puts the lanes along m.
+        const float* ap = row_major(b, ldb, !transb, n, k, abuf, la);
+        const float* bp = row_major(a, lda, !transa, k, m, bbuf, lb);
+        std::vector<float> ct(static_cast<std::size_t>(n * m));
+        if (accumulate)
+          for (int64_t i = 0; i < m; ++i)
+            for (int64_t j = 0; j < n; ++j) ct[static_cast<std::size_t>(j * m + i)] = c[i * ldc + j];
+        run(impl::Operands{n, m, k, ap, la, bp, lb, ct.data(), m, accumulate});
+        for (int64_t i = 0; i < m; ++i)
+          for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = ct[static_cast<std::size_t>(j * m + i)];
+        return;
+      }
       const float* ap = row_major(a, lda, transa, m, k, abuf, la);
       const float* bp = row_major(b, ldb, transb, k, n, bbuf, lb);
-      const impl::Operands o{m, n, k, ap, la, bp, lb, c, ldc, accumulate};
-      return path == Isa::avx512 ? impl::run_avx512(s, o) : impl::run_avx2(s, o);
+      return run(impl::Operands{m, n, k, ap, la, bp, lb, c, ldc, accumulate});
     }
   }
   scalar(s, transa, transb, m, n, k, a, lda, b, ldb, c, ldc, accumulate);

@@ -5,6 +5,7 @@
 //   semiring.cpp         the driver: CPU detection, packing, the scalar path (f32 and f64)
 //   semiring_avx512.cpp  the AVX-512 kernels (16 lanes)
 //   semiring_avx2.cpp    the AVX2 kernels (8 lanes)
+//   unary_math.inc       exp, tanh and erf over arrays, included by both (ElementProgram's functions)
 //
 // Each vector file instantiates one kernel template per (⊗, ⊕) pair on blocks
 // of 4 rows x 2 vectors of C; logsumexp takes two passes over k per block (the
@@ -35,6 +36,9 @@ struct Operands {
 
 void run_avx512(Semiring s, const Operands& o);
 void run_avx2(Semiring s, const Operands& o);
+/// x = f(x) over n floats (unary_math.inc).
+void unary_avx512(Unary f, float* x, std::int64_t n);
+void unary_avx2(Unary f, float* x, std::int64_t n);
 
 /// old ⊕ v (the reduction of two values, NaN when either is NaN).
 template <class T> T reduce2(Reduce r, T old, T v) {

@@ -78,7 +78,9 @@ TEST(Semiring, EveryPairOnEveryIsaMatchesLongDoubleOnOddShapes) {
   struct Shape {
     int64_t m, n, k;
   };
-  for (Shape sh : {Shape{1, 1, 1}, Shape{7, 19, 33}, Shape{5, 40, 3}, Shape{13, 33, 64}, Shape{4, 16, 1}}) {
+  // 130 x 1 and 70 x 3: products with a vector or two, run transposed (lanes along m)
+  for (Shape sh : {Shape{1, 1, 1}, Shape{7, 19, 33}, Shape{5, 40, 3}, Shape{13, 33, 64}, Shape{4, 16, 1}, Shape{130, 1, 40},
+                   Shape{70, 3, 17}}) {
     for (bool ta : {false, true})
       for (bool tb : {false, true}) {
         const int64_t lda = (ta ? sh.m : sh.k) + 3, ldb = (tb ? sh.k : sh.n) + 1, ldc = sh.n + 2;
@@ -113,6 +115,35 @@ TEST(Semiring, EveryPairOnEveryIsaMatchesLongDoubleOnOddShapes) {
         }
       }
   }
+}
+
+TEST(Semiring, UnaryFunctionsOnEveryIsaMatchTheLibrary) {
+  // exp, tanh, erf of the vector paths against long double, over a sweep and the special values
+  std::vector<float> x;
+  for (float v = -110.0f; v <= 110.0f; v += 0.0173f) x.push_back(v);
+  for (float v = -3.0f; v <= 3.0f; v += 0.000731f) x.push_back(v);
+  for (float v : {0.0f, -0.0f, 1e-30f, -1e-8f, 0.624999f, 0.625f, 0.999999f, 1.0f, 88.7f, 88.73f, -87.3f, 9.3f})
+    x.push_back(v);
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  for (float v : {inf, -inf, nan}) x.push_back(v);
+  for (Isa isa : isas())
+    for (op::Unary f : {op::Unary::exp, op::Unary::tanh, op::Unary::erf}) {
+      std::vector<float> y = x;
+      op::unary(f, y.data(), int64_t(y.size()), isa);
+      for (size_t i = 0; i < x.size(); ++i) {
+        const long double v = x[i];
+        const long double want = f == op::Unary::exp ? std::exp(v) : f == op::Unary::tanh ? std::tanh(v) : std::erf(v);
+        SCOPED_TRACE(std::string(name(isa)) + " f" + std::to_string(int(f)) + " x " + std::to_string(x[i]));
+        if (std::isnan(x[i])) {
+          ASSERT_TRUE(std::isnan(y[i]));
+        } else if (std::isinf(want) || want > std::numeric_limits<float>::max()) {
+          ASSERT_EQ(y[i], inf);
+        } else {
+          // relative 4e-7; results below the normal range may flush to 0
+          ASSERT_LE(std::abs(y[i] - want), 4e-7L * std::abs(want) + 1.2e-38L) << y[i] << " want " << double(want);
+        }
+      }
+    }
 }
 
 TEST(Semiring, AccumulateCombinesByTheReduction) {
@@ -185,6 +216,25 @@ TEST(Semiring, TheTropicalZeroRunsOnTheVectorPathsWithTheScalarValues) {
       std::vector<float> c(size_t(m * n));
       op::matmul({Combine::add, r}, false, false, m, n, k, a.data(), k, b.data(), n, c.data(), n, false, isa);
       EXPECT_EQ(c, ref) << name(isa);
+    }
+  }
+  // (logsumexp, +) with -inf, its zero (a causal softmax's masked scores): the vector kernels, the scalar values
+  // within rounding, -inf for a row of zeros; as a matrix (n = 37) and a column (n = 1, run transposed)
+  for (int64_t cols : {n, int64_t(1)}) {
+    const int64_t rows = cols == 1 ? 100 : m;
+    auto a = random_matrix(rows, k, 13), b = random_matrix(k, cols, 14);
+    for (size_t e = 0; e < a.size(); e += 3) a[e] = -kInf;
+    for (int64_t kk = 0; kk < k; ++kk) a[size_t(2 * k + kk)] = -kInf;
+    std::vector<float> ref(size_t(rows * cols));
+    const Semiring lse{Combine::add, Reduce::logsumexp};
+    op::matmul(lse, false, false, rows, cols, k, a.data(), k, b.data(), cols, ref.data(), cols, false, Isa::scalar);
+    for (Isa isa : isas()) {
+      std::vector<float> c(size_t(rows * cols));
+      op::matmul(lse, false, false, rows, cols, k, a.data(), k, b.data(), cols, c.data(), cols, false, isa);
+      for (size_t e = 0; e < c.size(); ++e)
+        if (std::isinf(ref[e])) EXPECT_EQ(c[e], ref[e]) << name(isa) << " " << e;
+        else EXPECT_NEAR(c[e], ref[e], 2e-6 * std::max(1.0f, std::abs(ref[e]))) << name(isa) << " " << e;
+      EXPECT_EQ(c[size_t(2 * cols)], -kInf);
     }
   }
 }
