@@ -184,6 +184,7 @@ void pass_sparse_propagate(PassContext& ctx, const PassSpec& s) {
   enum class Fate { keep, drop, fill, dead };
   std::vector<Fate> fate(dag.tasks.size(), Fate::keep);
   double flops_before = 0;
+  for (TaskNode& t : dag.tasks) t.cost = dag.task_cost(t);  // earlier passes may have rebound tasks
   for (std::size_t i = 0; i < dag.tasks.size(); ++i) {
     const TaskNode& t = dag.tasks[i];
     flops_before += t.cost.flops;
