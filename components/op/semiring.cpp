@@ -207,7 +207,10 @@ void matmul(Semiring s, bool transa, bool transb, int64_t m, int64_t n, int64_t 
   if (m == 0 || n == 0) return;
   if (k == 0) return empty(s.add, m, n, c, ldc, accumulate);
   if (s.mul == Combine::mul && s.add == Reduce::sum && isa == Isa::best)
-    return gemm::gemm(transa, transb, m, n, k, 1.0f, a, lda, b, ldb, accumulate ? 1.0f : 0.0f, c, ldc);
+    // OpenBLAS, as nn.linear: oneDNN's sgemm on two StarPU workers at once ran GPT-2's 128 x 768 x 64 products
+    // at 32 GFLOP/s against 89 on one worker and 75 on OpenBLAS (docs/BENCHMARKS.md, issue 36)
+    return gemm::gemm(transa, transb, m, n, k, 1.0f, a, lda, b, ldb, accumulate ? 1.0f : 0.0f, c, ldc,
+                      gemm::Library::openblas);
   std::vector<float> abuf, bbuf;
   int64_t la = 0, lb = 0;
   if (path != Isa::scalar) {

@@ -134,16 +134,21 @@ int main(int argc, char** argv) {
                   peak > 0 ? 100 * rate / peak : 0);
     }
   }
-  // (sum, a*b): op::matmul's path is gemm::gemm; against the GEMM called directly.
+  // (sum, a*b): op::matmul's path is gemm::gemm on OpenBLAS (as nn.linear); against that call, and against
+  // blas.gemm's (the library default: oneDNN's sgemm where built with it).
   const double tg = best_of(reps, [&] {
+    gemm::gemm(false, false, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, ref.data(), n, gemm::Library::openblas);
+  });
+  const double tb = best_of(reps, [&] {
     gemm::gemm(false, false, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, ref.data(), n);
   });
   const double to = best_of(reps, [&] {
     op::matmul({op::Combine::mul, op::Reduce::sum}, false, false, n, n, n, a.data(), n, b.data(), n, c.data(), n,
                false);
   });
-  std::printf("\n(sum, a*b): op::matmul %.2f GFLOP/s, gemm::gemm %.2f GFLOP/s: time ratio %.3f\n", ops / to / 1e9,
-              ops / tg / 1e9, to / tg);
+  std::printf("\n(sum, a*b): op::matmul %.2f GFLOP/s; gemm::gemm on OpenBLAS %.2f (time ratio %.3f); blas.gemm's "
+              "%s %.2f (time ratio %.3f)\n",
+              ops / to / 1e9, ops / tg / 1e9, to / tg, gemm::sgemm_library().c_str(), ops / tb / 1e9, to / tb);
   // The generic path (a mul program run over blocks of 64 columns) against the fast kernels.
   {
     const auto slow_max = op::ElementProgram::compile("(a) + (b) * 1", {"a", "b"});
