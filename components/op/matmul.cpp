@@ -28,8 +28,9 @@ const std::vector<PortSpec>& matmul_ports() {
       {"arg", Access::write, {DType::i32}, true, 2,
        "add max or min: [m, n], the k attaining each entry (first on ties, -1 if none; back-pointers)"},
       {"mask", Access::read, {DType::i8, DType::i32, DType::f32}, true, 2,
-       "[m, n]: entries of c computed where nonzero; masked ones get `masked`, else the reduction's identity "
-       "(with accumulate: keep c); blocks of 128 x 128 entirely masked cost nothing"},
+       "[m, n] (or one entry per block: mask_block): entries of c computed where nonzero; masked ones get "
+       "`masked`, else the reduction's identity (with accumulate: keep c); blocks of 128 x 128 entirely masked "
+       "cost nothing"},
   };
   return p;
 }
@@ -124,8 +125,12 @@ std::string matmul_check(const TaskShape& t) {
   }
   if (p[4].bound()) {
     if (p[3].bound()) return "ports 'arg' and 'mask' do not go together";
-    if (p[4].rows != d.m || p[4].cols != d.n)
-      return "port 'mask' is " + dims(p[4]) + " but the product is " + std::to_string(d.m) + "x" + std::to_string(d.n);
+    const int64_t bs = t.args.get_int("mask_block");
+    if (bs < 0) return "param 'mask_block' is " + std::to_string(bs) + ": a block size, or 0 for an element mask";
+    const int64_t mr = bs ? (d.m + bs - 1) / bs : d.m, mc = bs ? (d.n + bs - 1) / bs : d.n;
+    if (p[4].rows != mr || p[4].cols != mc)
+      return "port 'mask' is " + dims(p[4]) + " but the product is " + std::to_string(d.m) + "x" + std::to_string(d.n) +
+             (bs ? " in blocks of " + std::to_string(bs) + ": " + std::to_string(mr) + "x" + std::to_string(mc) : "");
   }
   if (p[3].bound()) {
     const std::string& add = t.args.get_string("add");
@@ -164,8 +169,9 @@ void matmul_cpu(KernelContext& ctx) {
                            ctx.arg_bool("accumulate"));
     } else if (mask.bound()) {
       const int kind = mask.dtype == DType::i8 ? 0 : mask.dtype == DType::i32 ? 1 : 2;
+      const op::Mask mk{mask.data, kind, ld(mask), parse_masked(ctx.arg_string("masked")), ctx.arg_int("mask_block")};
       op::matmul_masked(s, ta, tb, m, n, k, a.ptr<T>(), ld(a), b.ptr<T>(), ld(b), c.ptr<T>(), ld(c),
-                        ctx.arg_bool("accumulate"), op::Mask{mask.data, kind, ld(mask), parse_masked(ctx.arg_string("masked"))});
+                        ctx.arg_bool("accumulate"), mk);
     } else if (ctx.arg_bool("skip_zeros"))
       op::matmul_skip_zeros(m, n, k, a.ptr<T>(), ld(a), b.ptr<T>(), ld(b), c.ptr<T>(), ld(c), ctx.arg_bool("accumulate"));
     else if (arg.bound())
@@ -230,6 +236,9 @@ void register_op(Registry& reg) {
        {"transb", ParamType::bool_, "false", false, "use Bᵀ"},
        {"accumulate", ParamType::bool_, "false", false, "c = reduce(c, product) instead of c = product"},
        {"map", ParamType::string_, "", false, "an expression over c applied to the result (f32; \"\": none)"},
+       {"mask_block", ParamType::int_, "0", false,
+        "0: port mask has an entry per entry of c; b > 0: one per b x b block of c ([ceil(m/b), ceil(n/b)], a "
+        "block-sparse pattern: masked blocks cost nothing)"},
        {"masked", ParamType::string_, "", false,
         "with port mask, the value of masked entries: a number, inf or -inf (-inf: attention scores a softmax "
         "ignores); \"\": the reduction's identity, or c's value with accumulate"},

@@ -255,7 +255,7 @@ namespace {
 template <class T>
 void masked(Semiring s, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, int64_t lda, const T* b,
             int64_t ldb, T* c, int64_t ldc, bool accumulate, const Mask& mask) {
-  constexpr int64_t kBlock = 128;
+  const int64_t kBlock = mask.block > 0 ? mask.block : 128;
   const T id = static_cast<T>(mask.fill.value_or(identity(s.add)));
   const bool keep_old = accumulate && !mask.fill;  // masked entries keep C's value
   std::vector<T> old;

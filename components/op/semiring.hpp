@@ -62,22 +62,26 @@ void matmul(Semiring s, bool transa, bool transb, std::int64_t m, std::int64_t n
 /// (any of i8, i32, f32 through `at`). Masked entries are `fill` when set,
 /// else the reduction over nothing: the identity, or C's old value with
 /// accumulate.
+/// With block > 0 the mask holds one entry per block x block tile of C
+/// (a block-sparse pattern: [ceil(m / block), ceil(n / block)]).
 struct Mask {
   const void* data = nullptr;
   int kind = 0;  // 0: i8, 1: i32, 2: f32
   std::int64_t ld = 0;
   std::optional<double> fill;
+  std::int64_t block = 0;
   bool at(std::int64_t i, std::int64_t j) const {
-    const std::int64_t e = i * ld + j;
+    const std::int64_t e = block > 0 ? (i / block) * ld + j / block : i * ld + j;
     return kind == 0 ? static_cast<const std::int8_t*>(data)[e] != 0
            : kind == 1 ? static_cast<const std::int32_t*>(data)[e] != 0
                        : static_cast<const float*>(data)[e] != 0.0f;
   }
 };
 
-/// matmul() under an output mask, in blocks of 128 x 128 of C: a block with no
-/// kept entry costs nothing (a causal mask skips half the work), the others
-/// are computed whole and their masked entries reset.
+/// matmul() under an output mask, in blocks of 128 x 128 of C (of the mask's
+/// block size for a block mask): a block with no kept entry costs nothing (a
+/// causal mask skips half the work), the others are computed whole and their
+/// masked entries reset.
 void matmul_masked(Semiring s, bool transa, bool transb, std::int64_t m, std::int64_t n, std::int64_t k,
                    const float* a, std::int64_t lda, const float* b, std::int64_t ldb, float* c, std::int64_t ldc,
                    bool accumulate, const Mask& mask);

@@ -231,9 +231,10 @@ TEST(Semiring, TheTropicalZeroRunsOnTheVectorPathsWithTheScalarValues) {
     for (Isa isa : isas()) {
       std::vector<float> c(size_t(rows * cols));
       op::matmul(lse, false, false, rows, cols, k, a.data(), k, b.data(), cols, c.data(), cols, false, isa);
-      for (size_t e = 0; e < c.size(); ++e)
+      for (size_t e = 0; e < c.size(); ++e) {
         if (std::isinf(ref[e])) EXPECT_EQ(c[e], ref[e]) << name(isa) << " " << e;
         else EXPECT_NEAR(c[e], ref[e], 2e-6 * std::max(1.0f, std::abs(ref[e]))) << name(isa) << " " << e;
+      }
       EXPECT_EQ(c[size_t(2 * cols)], -kInf);
     }
   }
@@ -337,6 +338,28 @@ TEST(Semiring, MaskedEntriesAreTheIdentityOrTheOldValue) {
   op::matmul_masked(tmax, true, true, m, n, k, at.data(), m, bt.data(), k, trans.data(), n, false,
                     op::Mask{causal.data(), 0, n, {}});
   EXPECT_EQ(plain, trans);
+}
+
+TEST(Semiring, BlockMasksKeepOrSkipWholeBlocks) {
+  // a block mask of 24 x 24 blocks equals the element mask it stands for, masked blocks set to `fill`
+  const int64_t m = 100, n = 70, k = 30, bs = 24, mr = (m + bs - 1) / bs, mc = (n + bs - 1) / bs;
+  const auto a = random_matrix(m, k, 21), b = random_matrix(k, n, 22);
+  std::vector<std::int8_t> blocks(size_t(mr * mc)), elems(size_t(m * n));
+  std::mt19937 gen(5);
+  for (auto& x : blocks) x = gen() % 3 == 0;
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) elems[size_t(i * n + j)] = blocks[size_t((i / bs) * mc + j / bs)];
+  for (Semiring s : {Semiring{Combine::mul, Reduce::sum}, Semiring{Combine::add, Reduce::max}}) {
+    std::vector<float> by_block(size_t(m * n)), by_elem(size_t(m * n));
+    op::matmul_masked(s, false, false, m, n, k, a.data(), k, b.data(), n, by_block.data(), n, false,
+                      op::Mask{blocks.data(), 0, mc, -1.5, bs});
+    op::matmul_masked(s, false, false, m, n, k, a.data(), k, b.data(), n, by_elem.data(), n, false,
+                      op::Mask{elems.data(), 0, n, -1.5, 0});
+    EXPECT_EQ(by_block, by_elem);
+    for (size_t e = 0; e < elems.size(); ++e) {
+      if (!elems[e]) ASSERT_EQ(by_block[e], -1.5f);
+    }
+  }
 }
 
 TEST(Semiring, TheLawsHold) {
