@@ -357,7 +357,9 @@ TEST(Semiring, BlockMasksKeepOrSkipWholeBlocks) {
                       op::Mask{elems.data(), 0, n, -1.5, 0});
     EXPECT_EQ(by_block, by_elem);
     for (size_t e = 0; e < elems.size(); ++e) {
-      if (!elems[e]) ASSERT_EQ(by_block[e], -1.5f);
+      if (!elems[e]) {
+        ASSERT_EQ(by_block[e], -1.5f);
+      }
     }
   }
 }
