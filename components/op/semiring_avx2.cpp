@@ -33,11 +33,12 @@ struct V {
   YMLOPT_TARGET static T mul(T a, T b) { return _mm256_mul_ps(a, b); }
   YMLOPT_TARGET static T max(T a, T b) { return _mm256_max_ps(a, b); }
   YMLOPT_TARGET static T min(T a, T b) { return _mm256_min_ps(a, b); }
-  // exp(x) for x <= 0, as the AVX-512 file; 2^n built in the exponent field (n >= -126 after the clamp).
-  YMLOPT_TARGET static T exp(T x) {
-    x = _mm256_max_ps(x, _mm256_set1_ps(-87.0f));
-    const T n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
-                                _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  // e^x = 2^n e^r as the AVX-512 file
+  YMLOPT_TARGET static T round_log2e(T x) {
+    return _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                           _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  }
+  YMLOPT_TARGET static T poly_exp(T x, T n) {  // e^r
     T r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
     r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
     T p = _mm256_set1_ps(1.9875691500e-4f);
@@ -46,28 +47,22 @@ struct V {
     p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
     p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
     p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
-    const T y = _mm256_add_ps(_mm256_fmadd_ps(_mm256_mul_ps(p, r), r, r), _mm256_set1_ps(1.0f));
-    const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
-    return _mm256_mul_ps(y, _mm256_castsi256_ps(e));
+    return _mm256_add_ps(_mm256_fmadd_ps(_mm256_mul_ps(p, r), r, r), _mm256_set1_ps(1.0f));
+  }
+  // exp(x) for x <= 0 (the kernels' logsumexp); 2^n built in the exponent field (n >= -126 after the clamp)
+  YMLOPT_TARGET static T exp(T x) {
+    x = _mm256_max_ps(x, _mm256_set1_ps(-87.0f));
+    const T n = round_log2e(x);
+    return _mm256_mul_ps(poly_exp(x, n), pow2(_mm256_cvtps_epi32(n)));
   }
   // for unary_math.inc: exp over the whole range (x clamped to [-104, 89]: 0 and inf beyond), 2^n
   // applied in two halves so that every exponent field stays in range; selects
   using M = __m256;
   YMLOPT_TARGET static T exp_any(T x) {
     x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-104.0f)), _mm256_set1_ps(89.0f));
-    const T n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
-                                _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    T r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
-    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
-    T p = _mm256_set1_ps(1.9875691500e-4f);
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
-    const T y = _mm256_add_ps(_mm256_fmadd_ps(_mm256_mul_ps(p, r), r, r), _mm256_set1_ps(1.0f));
+    const T n = round_log2e(x);
     const __m256i ni = _mm256_cvtps_epi32(n), n1 = _mm256_srai_epi32(ni, 1), n2 = _mm256_sub_epi32(ni, n1);
-    return _mm256_mul_ps(_mm256_mul_ps(y, pow2(n1)), pow2(n2));
+    return _mm256_mul_ps(_mm256_mul_ps(poly_exp(x, n), pow2(n1)), pow2(n2));
   }
   YMLOPT_TARGET static T pow2(__m256i e) {
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(e, _mm256_set1_epi32(127)), 23));

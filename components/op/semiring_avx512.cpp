@@ -32,31 +32,12 @@ struct V {
   YMLOPT_TARGET static T mul(T a, T b) { return _mm512_mul_ps(a, b); }
   YMLOPT_TARGET static T max(T a, T b) { return _mm512_max_ps(a, b); }
   YMLOPT_TARGET static T min(T a, T b) { return _mm512_min_ps(a, b); }
-  // exp(x) for x <= 0 (Cephes expf: range reduction by ln 2, degree-5 polynomial; relative error ~2e-7).
-  YMLOPT_TARGET static T exp(T x) {
-    x = _mm512_max_ps(x, _mm512_set1_ps(-87.0f));
-    const T n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    T r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
-    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
-    T p = _mm512_set1_ps(1.9875691500e-4f);
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
-    const T y = _mm512_add_ps(_mm512_fmadd_ps(_mm512_mul_ps(p, r), r, r), _mm512_set1_ps(1.0f));
-    return _mm512_scalef_ps(y, n);
+  // e^x = 2^n e^r, n = round(x / ln 2), r = x - n ln 2 (Cephes expf: degree-5 polynomial; relative error ~2e-7)
+  YMLOPT_TARGET static T round_log2e(T x) {
+    return _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   }
-  // for unary_math.inc: exp over the whole range (x clamped to [-104, 89]: 0 and inf beyond), selects
-  using M = __mmask16;
-  YMLOPT_TARGET static T exp_any(T x) {
-    x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-104.0f)), _mm512_set1_ps(89.0f));
-    const T n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    return _mm512_scalef_ps(poly_exp(x, n), n);
-  }
-  YMLOPT_TARGET static T poly_exp(T x, T n) {  // e^r for r = x - n ln 2 (Cephes expf)
+  YMLOPT_TARGET static T poly_exp(T x, T n) {  // e^r
     T r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
     r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
     T p = _mm512_set1_ps(1.9875691500e-4f);
@@ -66,6 +47,19 @@ struct V {
     p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
     p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
     return _mm512_add_ps(_mm512_fmadd_ps(_mm512_mul_ps(p, r), r, r), _mm512_set1_ps(1.0f));
+  }
+  // exp(x) for x <= 0 (the kernels' logsumexp)
+  YMLOPT_TARGET static T exp(T x) {
+    x = _mm512_max_ps(x, _mm512_set1_ps(-87.0f));
+    const T n = round_log2e(x);
+    return _mm512_scalef_ps(poly_exp(x, n), n);
+  }
+  // for unary_math.inc: exp over the whole range (x clamped to [-104, 89]: 0 and inf beyond), selects
+  using M = __mmask16;
+  YMLOPT_TARGET static T exp_any(T x) {
+    x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-104.0f)), _mm512_set1_ps(89.0f));
+    const T n = round_log2e(x);
+    return _mm512_scalef_ps(poly_exp(x, n), n);
   }
   YMLOPT_TARGET static T fmadd(T a, T b, T c) { return _mm512_fmadd_ps(a, b, c); }
   YMLOPT_TARGET static T div(T a, T b) { return _mm512_div_ps(a, b); }
