@@ -119,7 +119,7 @@ void compose_products(PassContext& ctx, double max_ratio, nlohmann::json& pairs,
       if (!users || users->size() != 1 || users->front() != std::make_pair(i, port_of(p2, "a"))) continue;
       const DataRef x = ref(p1, "a"), b1 = ref(p1, "b"), b2 = ref(p2, "b");
       if (pair_text(p1) != pair_text(p2) || !constant(ed, b1.data) || !constant(ed, b2.data) || x.data == t.data ||
-          changed_between(dag, *j, i, x))
+          ref(p2, "c").data == x.data || changed_between(dag, *j, i, x))
         continue;
       const std::string pair = ModelEditor::task_key(p1) + " -> " + ModelEditor::task_key(p2);
       const op::ElementProgram mul = op::ElementProgram::compile(p1.args.get_string("mul"), {"a", "b"});
