@@ -136,11 +136,22 @@ ElementProgram ElementProgram::compile(const std::string& text, std::vector<std:
   return p;
 }
 
-void ElementProgram::run(std::span<const Input> in, float* out, std::int64_t len) const {
-  // A stack of depth_ registers of kLanes floats; each instruction is one loop over the lanes.
-  float regs[kRegisters][kLanes];
+namespace {
+
+/// The program over one block: a stack of registers of kLanes floats; each
+/// instruction is one loop over the lanes, which the target attribute of the
+/// function it is inlined into vectorises.
+using Instr = ElementProgram::Instr;
+using Input = ElementProgram::Input;
+using Op = ElementProgram::Op;
+using Code = std::span<const Instr>;
+using Inputs = std::span<const Input>;
+
+inline __attribute__((always_inline)) void run_body(Code code, Inputs in, float* out, std::int64_t len, Isa isa) {
+  constexpr std::int64_t kLanes = ElementProgram::kLanes;
+  float regs[ElementProgram::kRegisters][kLanes];
   int top = -1;
-  for (const Instr& ins : code_) {
+  for (const Instr& ins : code) {
     switch (ins.op) {
       case Op::var: {
         float* r = regs[++top];
@@ -151,12 +162,12 @@ void ElementProgram::run(std::span<const Input> in, float* out, std::int64_t len
       }
       case Op::num: std::fill_n(regs[++top], len, ins.num); break;
       case Op::neg: for (std::int64_t l = 0; l < len; ++l) regs[top][l] = -regs[top][l]; break;
-      case Op::exp: unary(Unary::exp, regs[top], len); break;
+      case Op::exp: unary(Unary::exp, regs[top], len, isa); break;
       case Op::log: for (std::int64_t l = 0; l < len; ++l) regs[top][l] = std::log(regs[top][l]); break;
       case Op::abs: for (std::int64_t l = 0; l < len; ++l) regs[top][l] = std::abs(regs[top][l]); break;
       case Op::sqrt: for (std::int64_t l = 0; l < len; ++l) regs[top][l] = std::sqrt(regs[top][l]); break;
-      case Op::tanh: unary(Unary::tanh, regs[top], len); break;
-      case Op::erf: unary(Unary::erf, regs[top], len); break;
+      case Op::tanh: unary(Unary::tanh, regs[top], len, isa); break;
+      case Op::erf: unary(Unary::erf, regs[top], len, isa); break;
       case Op::relu:
         for (std::int64_t l = 0; l < len; ++l) regs[top][l] = regs[top][l] > 0 ? regs[top][l] : 0.0f;
         break;
@@ -180,6 +191,24 @@ void ElementProgram::run(std::span<const Input> in, float* out, std::int64_t len
     }
   }
   std::copy_n(regs[0], len, out);
+}
+
+__attribute__((target("avx512f,avx512dq"))) void run_avx512(Code code, Inputs in, float* out, std::int64_t len) {
+  run_body(code, in, out, len, Isa::avx512);
+}
+__attribute__((target("avx2,fma"))) void run_avx2(Code code, Inputs in, float* out, std::int64_t len) {
+  run_body(code, in, out, len, Isa::avx2);
+}
+void run_scalar(Code code, Inputs in, float* out, std::int64_t len) { run_body(code, in, out, len, Isa::scalar); }
+
+}  // namespace
+
+void ElementProgram::run(std::span<const Input> in, float* out, std::int64_t len, Isa isa) const {
+  switch (resolve_isa(isa, "op::ElementProgram")) {
+    case Isa::avx512: return run_avx512(code_, in, out, len);
+    case Isa::avx2: return run_avx2(code_, in, out, len);
+    default: return run_scalar(code_, in, out, len);
+  }
 }
 
 }  // namespace ymlopt::op

@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "op/isa.hpp"
+
 namespace ymlopt::op {
 
 class ElementProgram {
@@ -32,18 +34,22 @@ class ElementProgram {
   static ElementProgram compile(const std::string& text, std::vector<std::string> vars);
 
   /// out[l] = the expression at lane l, l < len <= kLanes; in[i] is vars[i].
-  void run(std::span<const Input> in, float* out, std::int64_t len) const;
+  /// The loops are compiled for AVX-512, AVX2 and the baseline (isa: as
+  /// op::matmul's; Isa::scalar also takes std::exp, std::tanh, std::erf).
+  void run(std::span<const Input> in, float* out, std::int64_t len, Isa isa = Isa::best) const;
 
   /// "a*b", "a+b" or "" (another expression): the pairs with fast kernels.
   std::string canonical() const { return canonical_; }
 
- private:
+  /// The compiled code: postfix instructions over a stack of registers.
   enum class Op : std::uint8_t { var, num, neg, add, sub, mul, div, max, min, exp, log, abs, sqrt, tanh, erf, relu };
   struct Instr {
     Op op;
     int var = 0;
     float num = 0;
   };
+
+ private:
   std::vector<Instr> code_;
   int depth_ = 0;  // registers the program needs
   std::string canonical_;

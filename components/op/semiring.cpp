@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <string>
 #include <vector>
 
 #include "gemm/gemm.hpp"
@@ -27,6 +28,13 @@ bool cpu_has_avx512() {
 }
 
 const char* best_isa_name() { return cpu_has_avx512() ? "AVX-512" : cpu_has_avx2() ? "AVX2" : "scalar"; }
+
+Isa resolve_isa(Isa isa, const char* who) {
+  if (isa == Isa::avx512 && !cpu_has_avx512()) throw KernelError(std::string(who) + ": this CPU has no AVX-512");
+  if (isa == Isa::avx2 && !cpu_has_avx2()) throw KernelError(std::string(who) + ": this CPU has no AVX2 and FMA");
+  if (isa != Isa::best) return isa;
+  return cpu_has_avx512() ? Isa::avx512 : cpu_has_avx2() ? Isa::avx2 : Isa::scalar;
+}
 
 Laws laws(Reduce add, const ElementProgram& mul) {
   Laws l;
@@ -182,12 +190,7 @@ template <class T> void empty(Reduce r, int64_t m, int64_t n, T* c, int64_t ldc,
   for (int64_t i = 0; i < m; ++i) std::fill_n(c + i * ldc, n, static_cast<T>(identity(r)));
 }
 
-Isa resolve(Isa isa) {
-  if (isa == Isa::avx512 && !cpu_has_avx512()) throw KernelError("op::matmul: this CPU has no AVX-512");
-  if (isa == Isa::avx2 && !cpu_has_avx2()) throw KernelError("op::matmul: this CPU has no AVX2 and FMA");
-  if (isa != Isa::best) return isa;
-  return cpu_has_avx512() ? Isa::avx512 : cpu_has_avx2() ? Isa::avx2 : Isa::scalar;
-}
+Isa resolve(Isa isa) { return resolve_isa(isa, "op::matmul"); }
 
 }  // namespace
 

@@ -23,6 +23,7 @@
 #include <string>
 
 #include "op/element_program.hpp"
+#include "op/isa.hpp"
 
 namespace ymlopt::op {
 
@@ -34,19 +35,12 @@ struct Semiring {
   Reduce add = Reduce::sum;
 };
 
-/// Which kernels run a product (best: the widest this CPU has).
-enum class Isa { best, scalar, avx2, avx512 };
-
-bool cpu_has_avx2();
-bool cpu_has_avx512();
 
 /// x = f(x) in place over n floats. The vector paths are polynomials
 /// (relative error ~2e-7 for exp and erf, ~3e-7 for tanh; results below
 /// 1e-38 flush to 0; NaN propagates); Isa::scalar is std::exp, std::tanh, std::erf.
 enum class Unary { exp, tanh, erf };
 void unary(Unary f, float* x, std::int64_t n, Isa isa = Isa::best);
-/// "AVX-512", "AVX2" or "scalar": what Isa::best runs here.
-const char* best_isa_name();
 
 /// C = op(A) ⊗ op(B) over `s` (op(X) = Xᵀ when the flag is set), A m x k, B k x
 /// n; with `accumulate`, C[i,j] = C[i,j] ⊕ that. Throws KernelError when the
