@@ -355,7 +355,21 @@ void apply_map(const ElementProgram& map, int64_t m, int64_t n, float* c, int64_
 }
 
 void matmul_arg(Semiring s, bool transa, bool transb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
-                const float* b, int64_t ldb, float* c, int64_t ldc, std::int32_t* arg, int64_t ldarg) {
+                const float* b, int64_t ldb, float* c, int64_t ldc, std::int32_t* arg, int64_t ldarg, Isa isa) {
+  const Isa path = resolve(isa);
+  if (path != Isa::scalar && (s.add == Reduce::max || s.add == Reduce::min) && m > 0 && n > 0 && k > 0 &&
+      k < (int64_t(1) << 24)) {
+    const Scan sa = transa ? scan(a, lda, k, m) : scan(a, lda, m, k);
+    const Scan sb = transb ? scan(b, ldb, n, k) : scan(b, ldb, k, n);
+    if (fits_vector_path(s, k, sa, sb)) {
+      std::vector<float> abuf, bbuf;
+      int64_t la = 0, lb = 0;
+      const float* ap = row_major(a, lda, transa, m, k, abuf, la);
+      const float* bp = row_major(b, ldb, transb, k, n, bbuf, lb);
+      const impl::Operands o{m, n, k, ap, la, bp, lb, c, ldc, false, arg, ldarg};
+      return path == Isa::avx512 ? impl::run_avx512(s, o) : impl::run_avx2(s, o);
+    }
+  }
   scalar_arg(s, transa, transb, m, n, k, a, lda, b, ldb, c, ldc, arg, ldarg);
 }
 

@@ -86,10 +86,12 @@ void matmul_masked(Semiring s, bool transa, bool transb, std::int64_t m, std::in
 /// matmul() for ⊕ max or min that also writes, per entry of C, the k that
 /// attains it (the first on ties; -1 when no term passes the identity, for
 /// k = 0, and when the result is NaN):
-/// the back-pointers of a Viterbi or shortest-path recurrence. Scalar path.
+/// the back-pointers of a Viterbi or shortest-path recurrence. f32 on the
+/// vector kernels where matmul() would take them (the same values and
+/// arguments as the scalar path), else and f64 on the scalar path.
 void matmul_arg(Semiring s, bool transa, bool transb, std::int64_t m, std::int64_t n, std::int64_t k, const float* a,
                 std::int64_t lda, const float* b, std::int64_t ldb, float* c, std::int64_t ldc, std::int32_t* arg,
-                std::int64_t ldarg);
+                std::int64_t ldarg, Isa isa = Isa::best);
 void matmul_arg(Semiring s, bool transa, bool transb, std::int64_t m, std::int64_t n, std::int64_t k, const double* a,
                 std::int64_t lda, const double* b, std::int64_t ldb, double* c, std::int64_t ldc, std::int32_t* arg,
                 std::int64_t ldarg);

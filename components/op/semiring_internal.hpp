@@ -32,6 +32,8 @@ struct Operands {
   float* c;
   std::int64_t ldc;
   bool accumulate;
+  std::int32_t* arg = nullptr;  // max and min without accumulate: the first k attaining each entry, or -1
+  std::int64_t ldarg = 0;
 };
 
 void run_avx512(Semiring s, const Operands& o);

@@ -274,6 +274,31 @@ TEST(Semiring, ArgKeepsTheFirstKAttainingEachEntry) {
                KernelError);
 }
 
+TEST(Semiring, ArgOnEveryIsaIsTheScalarOne) {
+  // small integers: many ties, which the first k must win; -inf entries (no edge) for (max, +)
+  const int64_t m = 13, n = 37, k = 29;
+  std::mt19937 gen(4);
+  std::uniform_int_distribution<int> d(-3, 3);
+  for (bool ta : {false, true})
+    for (Semiring s : {Semiring{Combine::add, Reduce::max}, Semiring{Combine::add, Reduce::min},
+                       Semiring{Combine::mul, Reduce::max}}) {
+      std::vector<float> a(size_t(m * k)), b(size_t(k * n));
+      for (float& x : a) x = float(d(gen));
+      for (float& x : b) x = float(d(gen));
+      if (s.add == Reduce::max && s.mul == Combine::add)
+        for (size_t e = 0; e < a.size(); e += 5) a[e] = -kInf;
+      std::vector<float> c0(size_t(m * n)), c(size_t(m * n));
+      std::vector<std::int32_t> arg0(size_t(m * n)), arg(size_t(m * n));
+      const int64_t lda = ta ? m : k;  // a holds op(A)ᵀ when ta: the same values, read transposed
+      op::matmul_arg(s, ta, false, m, n, k, a.data(), lda, b.data(), n, c0.data(), n, arg0.data(), n, Isa::scalar);
+      for (Isa isa : isas()) {
+        op::matmul_arg(s, ta, false, m, n, k, a.data(), lda, b.data(), n, c.data(), n, arg.data(), n, isa);
+        EXPECT_EQ(c, c0) << name(isa);
+        EXPECT_EQ(arg, arg0) << name(isa);
+      }
+    }
+}
+
 TEST(Semiring, SkipZerosGivesTheDenseProduct) {
   const int64_t m = 13, n = 29, k = 70;
   auto a = random_matrix(m, k, 31), b = random_matrix(k, n, 32), c0 = random_matrix(m, n, 33);
