@@ -3,8 +3,11 @@
 // (op::laws), and are refused elsewhere with the reason.
 //   compose  (X B1) B2 -> X (B1 B2), B1 B2 computed once in the same semiring:
 //            associativity, a semiring only ((sum, a*b), (max|min|logsumexp, a+b))
-//   merge    X B1, X B2, ... -> X [B1 | B2 | ...] writing a split= tensor whose
-//            tiles the readers read: columns are independent, every pair
+//   merge    X B1, X B2, ... -> X [B1 | B2 | ...]: columns are independent, every
+//            pair. Products writing the column tiles of one row of tiles become one
+//            product writing the tensor whole (B whole when the B's are its tiles in
+//            order); products writing whole tensors write a split= tensor instead,
+//            whose tiles their readers read
 // Only products of constant operands B (stored values no task writes) are
 // rewritten, and only where the intermediate or input keeps its value.
 #include <algorithm>
@@ -40,7 +43,8 @@ op::Reduce reduce_of(const std::string& add) {
 /// also without accumulate and map (its result is a plain product).
 bool plain_product(const Dag& dag, const TaskNode& t, bool first) {
   if (t.comp->name != components::kOpMatmul || t.args.get_bool("transa") || t.args.get_bool("skip_zeros") ||
-      ref(t, "arg").data >= 0 || ref(t, "mask").data >= 0 || dag.data[std::size_t(ref(t, "c").data)].dtype != DType::f32)
+      ref(t, "arg").data >= 0 || ref(t, "mask").data >= 0 ||
+      dag.data[std::size_t(ref(t, "c").data)].dtype != DType::f32)
     return false;
   return !first || (!t.args.get_bool("accumulate") && t.args.get_string("map").empty());
 }
@@ -88,7 +92,8 @@ bool changed_between(const Dag& dag, std::size_t from, std::size_t to, const Dat
 std::optional<std::size_t> writer_of(const Dag& dag, std::size_t before, const DataRef& r) {
   for (std::size_t j = before; j-- > 0;)
     for (const Binding& b : dag.tasks[j].bindings)
-      if (overlaps(b.ref, r) && b.mode != Access::read) return b.ref == r ? std::optional<std::size_t>(j) : std::nullopt;
+      if (overlaps(b.ref, r) && b.mode != Access::read)
+        return b.ref == r ? std::optional<std::size_t>(j) : std::nullopt;
   return std::nullopt;
 }
 
@@ -141,7 +146,8 @@ void compose_products(PassContext& ctx, double max_ratio, nlohmann::json& pairs,
       s.add = add;
       std::vector<double> w(std::size_t(k1 * n2));
       op::matmul(s, false, false, k1, n2, n1, w1.v.data(), n1, w2.v.data(), n2, w.data(), n2, false);
-      const DataRef wref = ed.add_tensor(ModelEditor::task_key(p2) + ".composed", DType::f32, {k1, n2}, vec_bytes(to_float(w)));
+      const DataRef wref =
+          ed.add_tensor(ModelEditor::task_key(p2) + ".composed", DType::f32, {k1, n2}, vec_bytes(to_float(w)));
       TaskNode& t2 = dag.tasks[i];
       ed.bind(t2, "a", x);
       ed.bind(t2, "b", wref);
@@ -153,82 +159,139 @@ void compose_products(PassContext& ctx, double max_ratio, nlohmann::json& pairs,
   }
 }
 
-void merge_products(PassContext& ctx, std::int64_t min_group, nlohmann::json& groups, nlohmann::json& skipped) {
-  ModelEditor& ed = ctx.ed;
+namespace {
+
+std::string merge_key(const TaskNode& t) {
+  const DataRef a = ref(t, "a");
+  return std::to_string(a.data) + "." + std::to_string(a.tile) + pair_text(t) + "|" + t.args.get_string("map") + "|" +
+         (t.args.get_bool("transb") ? "t" : "n") + (t.args.get_bool("accumulate") ? "+" : "");
+}
+
+/// The merged B: the whole tensor when the members' B are its tiles in order
+/// (columns of op(B)), else [op(B1) | op(B2) | ...] as a new tensor.
+DataRef merged_b(ModelEditor& ed, const std::vector<const TaskNode*>& members, bool transb, const std::string& base,
+                 bool& transposed) {
+  const Dag& dag = ed.dag();
+  const std::int32_t d = ref(*members.front(), "b").data;
+  const DataDecl& dd = dag.data[std::size_t(d)];
+  bool whole = dd.tiled() && std::int64_t(members.size()) == dd.ntiles() && (transb ? dd.ntile_c : dd.ntile_r) == 1;
+  for (std::size_t p = 0; whole && p < members.size(); ++p)
+    whole = ref(*members[p], "b") == DataRef{d, std::int32_t(p)};
+  transposed = whole && transb;
+  if (whole) return DataRef{d, -1};
+  std::vector<Operand> parts;
+  std::int64_t total = 0;
+  for (const TaskNode* t : members) {
+    parts.push_back(operand(ed, ref(*t, "b"), transb));
+    total += parts.back().cols;
+  }
+  const std::int64_t k = parts.front().rows;
+  std::vector<float> w(std::size_t(k * total));
+  std::int64_t c0 = 0;
+  for (const Operand& o : parts) {
+    for (std::int64_t r = 0; r < k; ++r)
+      for (std::int64_t c = 0; c < o.cols; ++c)
+        w[std::size_t(r * total + c0 + c)] = float(o.v[std::size_t(r * o.cols + c)]);
+    c0 += o.cols;
+  }
+  return ed.add_tensor(base + "_b", DType::f32, {k, total}, vec_bytes(w));
+}
+
+/// Does a task in (from, to), other than `skip`, touch r?
+bool touched_between(const Dag& dag, std::size_t from, std::size_t to, const DataRef& r,
+                     const std::set<std::size_t>& skip) {
+  for (std::size_t j = from + 1; j < to; ++j)
+    if (!skip.count(j))
+      for (const Binding& b : dag.tasks[j].bindings)
+        if (overlaps(b.ref, r)) return true;
+  return false;
+}
+
+/// One round: groups of products of one input by constants, either writing
+/// the column tiles of one tensor whose tiles form one row (merged into one
+/// product writing it whole; its readers keep their tiles) or whole untiled
+/// tensors (merged into one product writing a split= tensor whose tiles the
+/// readers then read). Returns the groups merged.
+std::int64_t merge_round(ModelEditor& ed, std::int64_t min_group, nlohmann::json& groups) {
   Dag& dag = ed.dag();
-  std::set<std::string> seen;
-  // candidates by (input, pair, map, transb): products writing a whole untiled tensor
   std::map<std::string, std::vector<std::size_t>> by_key;
   for (std::size_t i = 0; i < dag.tasks.size(); ++i) {
     const TaskNode& t = dag.tasks[i];
-    if (!plain_product(dag, t, false) || t.args.get_bool("accumulate")) continue;
+    if (!plain_product(dag, t, false) || !constant(ed, ref(t, "b").data)) continue;
     const DataRef a = ref(t, "a"), c = ref(t, "c");
-    if (c.tile >= 0 || dag.data[std::size_t(c.data)].tiled() || c.data == a.data || !constant(ed, ref(t, "b").data)) continue;
-    by_key[std::to_string(a.data) + "." + std::to_string(a.tile) + pair_text(t) + "|" + t.args.get_string("map") + "|" +
-           (t.args.get_bool("transb") ? "t" : "n")]
-        .push_back(i);
+    const DataDecl& cd = dag.data[std::size_t(c.data)];
+    if (c.data == a.data) continue;
+    if (c.tile >= 0 && cd.ntile_r == 1)
+      by_key["row " + std::to_string(c.data) + " " + merge_key(t)].push_back(i);
+    else if (c.tile < 0 && !cd.tiled() && !t.args.get_bool("accumulate"))
+      by_key["whole " + merge_key(t)].push_back(i);
   }
-  struct Group {
+  std::int64_t merged = 0;
+  std::set<std::size_t> removed;
+  for (auto& [key, candidates] : by_key) {
+    const bool row = key.rfind("row ", 0) == 0;
     std::vector<std::size_t> members;
     std::vector<Uses> users;
-  };
-  std::vector<Group> todo;
-  for (auto& [key, members] : by_key) {
-    Group g;
-    for (std::size_t i : members) {
-      const auto users = value_users(dag, i, ref(dag.tasks[i], "c"));
-      if (!users) continue;
-      // the input keeps its value from the first member on
-      if (!g.members.empty() && changed_between(dag, g.members.front(), i, ref(dag.tasks[i], "a"))) break;
-      g.members.push_back(i);
-      g.users.push_back(*users);
+    const std::set<std::size_t> all(candidates.begin(), candidates.end());
+    for (std::size_t i : candidates) {
+      const TaskNode& t = dag.tasks[i];
+      if (!members.empty() && changed_between(dag, members.front(), i, ref(t, "a"))) break;
+      if (row) {
+        // the tiles in order, none touched by another task before its own product
+        if (ref(t, "c").tile != std::int32_t(members.size()) ||
+            (!members.empty() && touched_between(dag, members.front(), i, ref(t, "c"), all)))
+          break;
+      } else {
+        const auto u = value_users(dag, i, ref(t, "c"));
+        if (!u) continue;
+        users.push_back(*u);
+      }
+      members.push_back(i);
     }
-    if (std::int64_t(g.members.size()) >= min_group) todo.push_back(std::move(g));
-  }
-  std::set<std::size_t> removed;
-  for (const Group& g : todo) {
-    const TaskNode proto = dag.tasks[g.members.front()];
-    std::vector<Operand> parts;
-    std::vector<std::int64_t> widths;
-    std::int64_t total = 0;
+    if (std::int64_t(members.size()) < min_group) continue;
+    const DataRef c0 = ref(dag.tasks[members.front()], "c");
+    if (row && std::int64_t(members.size()) != dag.data[std::size_t(c0.data)].ntile_c) continue;
+    std::vector<const TaskNode*> ts;
     nlohmann::json names = nlohmann::json::array();
-    for (std::size_t i : g.members) {
-      parts.push_back(operand(ed, ref(dag.tasks[i], "b"), proto.args.get_bool("transb")));
-      widths.push_back(parts.back().cols);
-      total += parts.back().cols;
-      names.push_back(ModelEditor::task_key(dag.tasks[i]));
-    }
-    const std::int64_t k = parts.front().rows, m = dag.data[std::size_t(ref(proto, "c").data)].rows;
-    if (std::any_of(parts.begin(), parts.end(), [&](const Operand& o) { return o.rows != k; })) {
-      note(seen, skipped, names.dump() + ": inner dimensions differ");
-      continue;
-    }
-    std::vector<float> w(std::size_t(k * total));
-    std::int64_t c0 = 0;
-    for (const Operand& o : parts) {
-      for (std::int64_t r = 0; r < k; ++r)
-        for (std::int64_t c = 0; c < o.cols; ++c) w[std::size_t(r * total + c0 + c)] = float(o.v[std::size_t(r * o.cols + c)]);
-      c0 += o.cols;
-    }
+    for (std::size_t i : members) ts.push_back(&dag.tasks[i]), names.push_back(ModelEditor::task_key(dag.tasks[i]));
+    const TaskNode proto = dag.tasks[members.front()];
     const std::string base = ModelEditor::task_key(proto) + ".merged";
-    const DataRef out = ed.add_scratch(base + "_c", DType::f32, {m, total});
-    dag.data[std::size_t(out.data)].set_split(widths);
-    dag.data[std::size_t(out.data)].init = InitKind::zeros;  // op.matmul's c is read-write
+    bool transposed = false;
+    const DataRef b = merged_b(ed, ts, proto.args.get_bool("transb"), base, transposed);
     TaskNode fused = proto;
     fused.label = base;
-    ed.bind(fused, "b", ed.add_tensor(base + "_b", DType::f32, {k, total}, vec_bytes(w)));
-    ed.bind(fused, "c", out, Access::read_write);
-    ed.set_arg(fused, "transb", "false");
-    for (std::size_t p = 0; p < g.members.size(); ++p) {
-      DataRef tile = out;
-      tile.tile = std::int32_t(p);
-      for (const auto& [task, port] : g.users[p]) dag.tasks[task].bindings[port].ref = tile;
+    ed.bind(fused, "b", b);
+    ed.set_arg(fused, "transb", transposed ? "true" : "false");
+    if (row) {
+      ed.bind(fused, "c", DataRef{c0.data, -1}, Access::read_write);
+    } else {
+      std::vector<std::int64_t> widths;
+      for (const TaskNode* t : ts) widths.push_back(dag.data[std::size_t(ref(*t, "c").data)].cols);
+      std::int64_t total = 0;
+      for (std::int64_t w : widths) total += w;
+      const DataRef out = ed.add_scratch(base + "_c", DType::f32, {dag.data[std::size_t(c0.data)].rows, total});
+      dag.data[std::size_t(out.data)].set_split(widths);
+      dag.data[std::size_t(out.data)].init = InitKind::zeros;  // op.matmul's c is read-write
+      ed.bind(fused, "c", out, Access::read_write);
+      for (std::size_t p = 0; p < members.size(); ++p)
+        for (const auto& [task, port] : users[p])
+          dag.tasks[task].bindings[port].ref = DataRef{out.data, std::int32_t(p)};
     }
-    dag.tasks[g.members.front()] = std::move(fused);
-    removed.insert(g.members.begin() + 1, g.members.end());
+    dag.tasks[members.front()] = std::move(fused);
+    removed.insert(members.begin() + 1, members.end());
+    ++merged;
     if (groups.size() < 64) groups.push_back(names);
   }
   for (auto it = removed.rbegin(); it != removed.rend(); ++it) ed.remove_task(*it);
+  return merged;
+}
+
+}  // namespace
+
+void merge_products(PassContext& ctx, std::int64_t min_group, nlohmann::json& groups) {
+  // merging one group can make the next one adjacent (a row's products, then its bias products)
+  while (merge_round(ctx.ed, min_group, groups) > 0) {
+  }
 }
 
 }  // namespace ymlopt::opt::detail

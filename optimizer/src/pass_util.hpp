@@ -119,7 +119,7 @@ void pass_fuse_activation(PassContext& ctx, const PassSpec& s);
 void pass_fuse_ln_affine(PassContext& ctx, const PassSpec& s);
 /// fuse.compose and fuse.merge on op.matmul tasks, where the pair's laws hold (op_rules.cpp).
 void compose_products(PassContext& ctx, double max_ratio, nlohmann::json& pairs, nlohmann::json& skipped);
-void merge_products(PassContext& ctx, std::int64_t min_group, nlohmann::json& groups, nlohmann::json& skipped);
+void merge_products(PassContext& ctx, std::int64_t min_group, nlohmann::json& groups);
 void pass_dce(PassContext& ctx, const PassSpec& s);
 /// Structural zeros through the products (zeros.cpp).
 void pass_sparse_propagate(PassContext& ctx, const PassSpec& s);

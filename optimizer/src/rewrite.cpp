@@ -213,10 +213,10 @@ void pass_fuse_merge(PassContext& ctx, const PassSpec& s) {
     if (merged.size() < 64) merged.push_back(names);
   }
   for (auto it = removed.rbegin(); it != removed.rend(); ++it) ed.remove_task(*it);
-  nlohmann::json products = nlohmann::json::array(), skipped = nlohmann::json::array();
-  merge_products(ctx, min_group, products, skipped);
+  nlohmann::json products = nlohmann::json::array();
+  merge_products(ctx, min_group, products);
   ctx.log.push_back({{"pass", s.text()}, {"groups", groups.size()}, {"tasks_merged", merged_tasks}, {"merged", merged},
-                     {"product_groups", products.size()}, {"products", products}, {"skipped", skipped}});
+                     {"product_groups", products.size()}, {"products", products}});
 }
 
 /// fuse.compose: y = (x W1ᵀ + b1) W2ᵀ + b2, the first result read by the

@@ -44,8 +44,10 @@ class TileFlags {
   }
   void set(const DataRef& r, bool on) {
     auto& v = f_[std::size_t(r.data)];
-    if (r.tile >= 0 && v.size() > 1) v[std::size_t(r.tile)] = on;
-    else std::fill(v.begin(), v.end(), char(on));
+    if (r.tile >= 0 && v.size() > 1)
+      v[std::size_t(r.tile)] = on;
+    else
+      std::fill(v.begin(), v.end(), char(on));
   }
   std::vector<char>& tiles(std::int32_t d) { return f_[std::size_t(d)]; }
 
@@ -145,7 +147,8 @@ std::int64_t seed_weights(const ModelEditor& ed, TileFlags& z) {
     }
     std::vector<char>& tiles = z.tiles(std::int32_t(d));
     for (std::size_t ti = 0; ti < tiles.size(); ++ti) {
-      const std::int64_t tr = dd.tiled() ? std::int64_t(ti) / dd.ntile_c : 0, tc = dd.tiled() ? std::int64_t(ti) % dd.ntile_c : 0;
+      const std::int64_t tr = dd.tiled() ? std::int64_t(ti) / dd.ntile_c : 0,
+                         tc = dd.tiled() ? std::int64_t(ti) % dd.ntile_c : 0;
       const std::int64_t r0 = dd.tile_row0(tr), c0 = dd.tile_col0(tc);
       bool all_zero = true;
       for (std::int64_t r = r0; r < r0 + dd.tile_nrows(tr) && all_zero; ++r)
@@ -176,7 +179,8 @@ void pass_sparse_propagate(PassContext& ctx, const PassSpec& s) {
   TileFlags zero(dag);
   for (std::size_t d = 0; d < dag.data.size(); ++d) {
     const DataDecl& dd = dag.data[d];
-    if (dd.init == InitKind::zeros || (dd.init == InitKind::value && dd.value == 0)) zero.set({std::int32_t(d), -1}, true);
+    if (dd.init == InitKind::zeros || (dd.init == InitKind::value && dd.value == 0))
+      zero.set({std::int32_t(d), -1}, true);
   }
   const std::int64_t seeds = seed_weights(ed, zero);
 

@@ -34,14 +34,15 @@ const ComponentRegistry& registry() {
   return reg;
 }
 
-/// x [6, 8], w1 [8, 5], w2 [5, 3], w3 [8, 4], w4 [4, 3] as .npy files of small integers.
+/// x [6, 8], w1 [8, 5], w2 [5, 3], w3 [8, 4], w4 [4, 3], b5 [1, 5] as .npy files of small integers.
 struct Files {
   fs::path dir = fs::temp_directory_path() / ("ymlopt-op-rules-" + std::to_string(::getpid()));
   Files() {
     fs::create_directories(dir);
     std::mt19937 gen(5);
     std::uniform_int_distribution<int> d(-4, 4);
-    for (auto [name, r, c] : {std::tuple{"x", 6, 8}, {"w1", 8, 5}, {"w2", 5, 3}, {"w3", 8, 4}, {"w4", 4, 3}}) {
+    for (auto [name, r, c] :
+         {std::tuple{"x", 6, 8}, {"w1", 8, 5}, {"w2", 5, 3}, {"w3", 8, 4}, {"w4", 4, 3}, {"b5", 1, 5}}) {
       std::vector<float> v(std::size_t(r * c));
       for (float& e : v) e = float(d(gen));
       TensorView t;
@@ -56,9 +57,11 @@ struct Files {
   std::string data() const {
     std::string s;
     for (auto [name, shape] : {std::pair{"x", "6,8"}, {"w1", "8,5"}, {"w2", "5,3"}, {"w3", "8,4"}, {"w4", "4,3"}})
-      s += std::string("<data name=\"") + name + "\" shape=\"" + shape + "\" src=\"" + (dir / name).string() + ".npy\"/>";
-    return s + "<data name=\"t\" shape=\"6,5\" init=\"zeros\"/><data name=\"y\" shape=\"6,3\" init=\"zeros\"/>"
-               "<data name=\"z\" shape=\"6,4\" init=\"zeros\"/><data name=\"s\" shape=\"6,3\" init=\"zeros\"/>";
+      s += std::string("<data name=\"") + name + "\" shape=\"" + shape + "\" src=\"" + (dir / name).string() +
+           ".npy\"/>";
+    return s +
+           "<data name=\"t\" shape=\"6,5\" init=\"zeros\"/><data name=\"y\" shape=\"6,3\" init=\"zeros\"/>"
+           "<data name=\"z\" shape=\"6,4\" init=\"zeros\"/><data name=\"s\" shape=\"6,3\" init=\"zeros\"/>";
   }
 };
 
@@ -114,24 +117,29 @@ Rewritten rewrite(const Files& f, const std::string& body, const std::string& pa
 std::string products(const std::string& add, const std::string& mul, const std::string& map = "") {
   const std::string args = "<arg name=\"add\" value=\"" + add + "\"/><arg name=\"mul\" value=\"" + mul + "\"/>";
   return "<task component=\"op.matmul\" name=\"first\"><in port=\"a\" data=\"x\"/><in port=\"b\" data=\"w1\"/>"
-         "<inout port=\"c\" data=\"t\"/>" + args + "</task>"
+         "<inout port=\"c\" data=\"t\"/>" +
+         args +
+         "</task>"
          "<task component=\"op.matmul\" name=\"second\"><in port=\"a\" data=\"t\"/><in port=\"b\" data=\"w2\"/>"
-         "<inout port=\"c\" data=\"y\"/>" + args + (map.empty() ? "" : "<arg name=\"map\" value=\"" + map + "\"/>") +
+         "<inout port=\"c\" data=\"y\"/>" +
+         args + (map.empty() ? "" : "<arg name=\"map\" value=\"" + map + "\"/>") +
          "</task><save data=\"y\" to=\"y.npy\"/>";
 }
 
 TEST(OpRules, ComposeWhereThePairIsASemiringOnly) {
   const Files f;
   // x [6,8] (w1 [8,5] w2 [5,3]): 8*3 <= 5*(8+3) multiply-adds per row, composed
-  for (const auto& [add, mul, exact] : {std::tuple{"max", "a+b", true}, {"min", "a+b", true}, {"sum", "a*b", true},
-                                        {"logsumexp", "a+b", false}}) {
+  for (const auto& [add, mul, exact] :
+       {std::tuple{"max", "a+b", true}, {"min", "a+b", true}, {"sum", "a*b", true}, {"logsumexp", "a+b", false}}) {
     const Rewritten r = rewrite(f, products(add, mul, "relu(c)"), "fuse.compose", "y");
     EXPECT_EQ(r.log["products_composed"], 1) << add << mul << r.log.dump();
     EXPECT_EQ(r.tasks_after, r.tasks_before - 1);
     ASSERT_EQ(r.before.size(), r.after.size());
     for (std::size_t i = 0; i < r.before.size(); ++i)
-      if (exact) EXPECT_EQ(r.before[i], r.after[i]) << add << " " << i;
-      else EXPECT_NEAR(r.before[i], r.after[i], 1e-5 * std::max(1.0f, std::abs(r.before[i]))) << add << " " << i;
+      if (exact)
+        EXPECT_EQ(r.before[i], r.after[i]) << add << " " << i;
+      else
+        EXPECT_NEAR(r.before[i], r.after[i], 1e-5 * std::max(1.0f, std::abs(r.before[i]))) << add << " " << i;
   }
   // not semirings: refused, with the law that fails
   for (const auto& [add, mul] : {std::pair{"max", "a*b"}, {"sum", "a+b"}, {"sum", "a*relu(b)"}}) {
@@ -146,12 +154,17 @@ TEST(OpRules, ComposeWhereThePairIsASemiringOnly) {
 TEST(OpRules, MergeProductsOfOneInputForEveryPair) {
   const Files f;
   for (const auto& [add, mul] : {std::pair{"max", "a+b"}, {"sum", "a*b"}, {"sum", "a*relu(b)"}}) {
-    const std::string args = std::string("<arg name=\"add\" value=\"") + add + "\"/><arg name=\"mul\" value=\"" + mul + "\"/>";
+    const std::string args =
+        std::string("<arg name=\"add\" value=\"") + add + "\"/><arg name=\"mul\" value=\"" + mul + "\"/>";
     const std::string body =
         "<task component=\"op.matmul\" name=\"p1\"><in port=\"a\" data=\"x\"/><in port=\"b\" data=\"w1\"/>"
-        "<inout port=\"c\" data=\"t\"/>" + args + "</task>"
+        "<inout port=\"c\" data=\"t\"/>" +
+        args +
+        "</task>"
         "<task component=\"op.matmul\" name=\"p3\"><in port=\"a\" data=\"x\"/><in port=\"b\" data=\"w3\"/>"
-        "<inout port=\"c\" data=\"z\"/>" + args + "</task>"
+        "<inout port=\"c\" data=\"z\"/>" +
+        args +
+        "</task>"
         // readers of both results: t w2 + z w4
         "<task component=\"op.matmul\" name=\"use_t\"><in port=\"a\" data=\"t\"/><in port=\"b\" data=\"w2\"/>"
         "<inout port=\"c\" data=\"y\"/></task>"
@@ -165,6 +178,38 @@ TEST(OpRules, MergeProductsOfOneInputForEveryPair) {
     ASSERT_EQ(r.before.size(), r.after.size());
     for (std::size_t i = 0; i < r.before.size(); ++i) EXPECT_EQ(r.before[i], r.after[i]) << add << mul << " " << i;
   }
+}
+
+TEST(OpRules, MergeProductsWritingTheTilesOfOneRow) {
+  // per-tile products x w1[:, tile] -> tt[:, tile] (as a transformer's per-head products), each followed by an
+  // accumulated rank-1 bias product: the products become one writing tt whole with w1 whole, then so do the biases
+  const Files f;
+  const std::string w1 = (f.dir / "w1.npy").string(), b5 = (f.dir / "b5.npy").string();
+  std::string body =
+      "<data name=\"tt\" shape=\"6,5\" tile=\"6,2\" init=\"zeros\"/>"
+      "<data name=\"w1t\" shape=\"8,5\" tile=\"8,2\" src=\"" +
+      w1 +
+      "\"/>"
+      "<data name=\"one\" shape=\"6,1\" init=\"ones\"/>"
+      "<data name=\"bias\" shape=\"5\" tile=\"2\" src=\"" +
+      b5 + "\" reshape=\"true\"/>";
+  for (int j = 0; j < 3; ++j) {
+    const std::string jj = std::to_string(j);
+    body += "<task component=\"op.matmul\" name=\"p" + jj +
+            "\"><in port=\"a\" data=\"x\"/><in port=\"b\" data=\"w1t[0," + jj + "]\"/><inout port=\"c\" data=\"tt[0," +
+            jj +
+            "]\"/><arg name=\"add\" value=\"max\"/><arg name=\"mul\" value=\"a+b\"/></task>"
+            "<task component=\"op.matmul\" name=\"b" +
+            jj + "\"><in port=\"a\" data=\"one\"/><in port=\"b\" data=\"bias[" + jj +
+            "]\"/><inout port=\"c\" data=\"tt[0," + jj +
+            "]\"/><arg name=\"add\" value=\"max\"/><arg name=\"mul\" value=\"a+b\"/>"
+            "<arg name=\"accumulate\" value=\"true\"/></task>";
+  }
+  body += "<save data=\"tt\" to=\"tt.npy\"/>";
+  const Rewritten r = rewrite(f, body, "fuse.merge", "tt");
+  EXPECT_EQ(r.log["product_groups"], 2) << r.log.dump();
+  EXPECT_EQ(r.tasks_after, r.tasks_before - 4);
+  EXPECT_EQ(r.before, r.after);
 }
 
 }  // namespace
