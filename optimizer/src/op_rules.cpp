@@ -8,6 +8,8 @@
 //            product writing the tensor whole (B whole when the B's are its tiles in
 //            order); products writing whole tensors write a split= tensor instead,
 //            whose tiles their readers read
+//            c ⊕= A1 B1, c ⊕= A2 B2, ... -> c ⊕= [A1 A2 ...] [B1; B2; ...]: ⊕ associative and
+//            commutative (op::laws inner); a k-split product back into one
 // Only products of constant operands B (stored values no task writes) are
 // rewritten, and only where the intermediate or input keeps its value.
 #include <algorithm>
@@ -288,9 +290,71 @@ std::int64_t merge_round(ModelEditor& ed, std::int64_t min_group, nlohmann::json
 
 }  // namespace
 
+namespace {
+
+/// Is r tile p of a tensor whose count tiles lie along one row (along_row) or one column?
+bool tile_in_line(const Dag& dag, const DataRef& r, std::size_t p, std::size_t count, bool along_row) {
+  const DataDecl& d = dag.data[std::size_t(r.data)];
+  return r.tile == std::int32_t(p) && d.tiled() && std::size_t(d.ntiles()) == count &&
+         (along_row ? d.ntile_r : d.ntile_c) == 1;
+}
+
+/// One round of the inner law: c ⊕= A1 B1, c ⊕= A2 B2, ... with the A's the
+/// column tiles of one tensor and the B's the matching row tiles of another
+/// (op(B)'s) is c ⊕= A B: ⊕ associative and commutative (every reduction
+/// here). A k-split product back into one.
+std::int64_t merge_inner_round(ModelEditor& ed, std::int64_t min_group, nlohmann::json& groups) {
+  Dag& dag = ed.dag();
+  std::map<std::string, std::vector<std::size_t>> by_key;
+  for (std::size_t i = 0; i < dag.tasks.size(); ++i) {
+    const TaskNode& t = dag.tasks[i];
+    if (!plain_product(dag, t, false) || !t.args.get_bool("accumulate") || !t.args.get_string("map").empty()) continue;
+    const DataRef a = ref(t, "a"), b = ref(t, "b"), c = ref(t, "c");
+    if (a.tile < 0 || b.tile < 0 || a.data == c.data || b.data == c.data) continue;
+    by_key[std::to_string(c.data) + "." + std::to_string(c.tile) + "|" + std::to_string(a.data) + "|" +
+           std::to_string(b.data) + pair_text(t) + (t.args.get_bool("transb") ? "t" : "n")]
+        .push_back(i);
+  }
+  std::int64_t merged = 0;
+  std::set<std::size_t> removed;
+  for (auto& [key, candidates] : by_key) {
+    const TaskNode& first = dag.tasks[candidates.front()];
+    const DataRef a0 = ref(first, "a"), b0 = ref(first, "b"), c = ref(first, "c");
+    const bool tb = first.args.get_bool("transb");
+    const std::size_t count = std::size_t(dag.data[std::size_t(a0.data)].ntiles());
+    if (candidates.size() != count || std::int64_t(count) < min_group) continue;
+    const std::set<std::size_t> all(candidates.begin(), candidates.end());
+    bool ok = true;
+    for (std::size_t p = 0; ok && p < count; ++p) {
+      const TaskNode& t = dag.tasks[candidates[p]];
+      ok = tile_in_line(dag, ref(t, "a"), p, count, true) && tile_in_line(dag, ref(t, "b"), p, count, tb);
+    }
+    // nothing else touches c, or writes A or B, between the first product and the last
+    ok = ok && !touched_between(dag, candidates.front(), candidates.back(), c, all) &&
+         !changed_between(dag, candidates.front(), candidates.back() + 1, DataRef{a0.data, -1}) &&
+         !changed_between(dag, candidates.front(), candidates.back() + 1, DataRef{b0.data, -1});
+    const op::ElementProgram mul = op::ElementProgram::compile(first.args.get_string("mul"), {"a", "b"});
+    if (!ok || !op::laws(reduce_of(first.args.get_string("add")), mul).inner) continue;
+    nlohmann::json names = nlohmann::json::array();
+    for (std::size_t i : candidates) names.push_back(ModelEditor::task_key(dag.tasks[i]));
+    TaskNode fused = first;
+    fused.label = ModelEditor::task_key(first) + ".merged";
+    ed.bind(fused, "a", DataRef{a0.data, -1});
+    ed.bind(fused, "b", DataRef{b0.data, -1});
+    dag.tasks[candidates.front()] = std::move(fused);
+    removed.insert(candidates.begin() + 1, candidates.end());
+    ++merged;
+    if (groups.size() < 64) groups.push_back(names);
+  }
+  for (auto it = removed.rbegin(); it != removed.rend(); ++it) ed.remove_task(*it);
+  return merged;
+}
+
+}  // namespace
+
 void merge_products(PassContext& ctx, std::int64_t min_group, nlohmann::json& groups) {
   // merging one group can make the next one adjacent (a row's products, then its bias products)
-  while (merge_round(ctx.ed, min_group, groups) > 0) {
+  while (merge_round(ctx.ed, min_group, groups) + merge_inner_round(ctx.ed, min_group, groups) > 0) {
   }
 }
 

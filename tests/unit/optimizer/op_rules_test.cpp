@@ -212,4 +212,26 @@ TEST(OpRules, MergeProductsWritingTheTilesOfOneRow) {
   EXPECT_EQ(r.before, r.after);
 }
 
+TEST(OpRules, MergeAKSplitProductBackIntoOne) {
+  // y ⊕= x[:, 0:4] w1[0:4, :], y ⊕= x[:, 4:8] w1[4:8, :] -> y ⊕= x w1 for (min, +) and (sum, a*b)
+  const Files f;
+  for (const auto& [add, mul] : {std::pair{"min", "a+b"}, {"sum", "a*b"}}) {
+    std::string body = "<data name=\"xt\" shape=\"6,8\" tile=\"6,4\" src=\"" + (f.dir / "x.npy").string() +
+                       "\"/><data name=\"w1r\" shape=\"8,5\" tile=\"4,5\" src=\"" + (f.dir / "w1.npy").string() +
+                       "\"/><data name=\"y5\" shape=\"6,5\" init=\"zeros\"/>";
+    for (int p = 0; p < 2; ++p) {
+      const std::string pp = std::to_string(p);
+      body += "<task component=\"op.matmul\" name=\"k" + pp + "\"><in port=\"a\" data=\"xt[0," + pp +
+              "]\"/><in port=\"b\" data=\"w1r[" + pp +
+              ",0]\"/><inout port=\"c\" data=\"y5\"/><arg name=\"add\" value=\"" + add +
+              "\"/><arg name=\"mul\" value=\"" + mul + "\"/><arg name=\"accumulate\" value=\"true\"/></task>";
+    }
+    body += "<save data=\"y5\" to=\"y5.npy\"/>";
+    const Rewritten r = rewrite(f, body, "fuse.merge", "y5");
+    EXPECT_EQ(r.log["product_groups"], 1) << add << r.log.dump();
+    EXPECT_EQ(r.tasks_after, r.tasks_before - 1);
+    EXPECT_EQ(r.before, r.after) << add;  // small integers: exact in both
+  }
+}
+
 }  // namespace
