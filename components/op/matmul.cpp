@@ -75,6 +75,7 @@ op::Reduce parse_add(const std::string& t) {
   if (t == "max") return op::Reduce::max;
   if (t == "min") return op::Reduce::min;
   if (t == "logsumexp") return op::Reduce::logsumexp;
+  if (t == "prod") return op::Reduce::prod;
   return op::Reduce::sum;
 }
 
@@ -92,7 +93,7 @@ std::string matmul_check(const TaskShape& t) {
   const auto& p = t.ports;
   if (auto m = kutil::ports_present(s, p); !m.empty()) return m;
   if (auto m = first_error({kutil::float_dtype(s, p, 0), kutil::same_dtype(s, p, 1, 0), kutil::same_dtype(s, p, 2, 0),
-                            kutil::one_of(t.args, "add", {"sum", "max", "min", "logsumexp"})});
+                            kutil::one_of(t.args, "add", {"sum", "max", "min", "logsumexp", "prod"})});
       !m.empty())
     return m;
   Programs prog;
@@ -223,7 +224,7 @@ void register_op(Registry& reg) {
   kutil::add_component(
       reg, "op.matmul",
       "a generalised matrix product: c[i,j] = map(reduce_k mul(a[i,k], b[k,j])) with mul an expression over a and "
-      "b and reduce sum, max, min or logsumexp (log Σ exp), optional transposes; accumulate combines the product with c by the "
+      "b and reduce sum, max, min, logsumexp (log Σ exp) or prod, optional transposes; accumulate combines the product with c by the "
       "reduction; with max or min, port arg takes the k attaining each entry (back-pointers); port mask skips "
       "the masked entries' work (a causal mask: half). (sum, a*b) is "
       "blas.gemm's GEMM; the others run AVX-512, AVX2 or scalar kernels (f32) chosen at run time, NaN-propagating",
@@ -231,7 +232,7 @@ void register_op(Registry& reg) {
       {{"mul", ParamType::string_, "a*b", false,
         "the multiply, an expression over a and b: a*b and a+b run the fast kernels; any other (numbers, + - * /, "
         "exp log abs sqrt tanh relu max min, f32) runs compiled once per task over blocks of 64 columns"},
-       {"add", ParamType::string_, "sum", false, "the reduction: sum, max, min or logsumexp"},
+       {"add", ParamType::string_, "sum", false, "the reduction: sum, max, min, logsumexp or prod"},
        {"transa", ParamType::bool_, "false", false, "use Aᵀ"},
        {"transb", ParamType::bool_, "false", false, "use Bᵀ"},
        {"accumulate", ParamType::bool_, "false", false, "c = reduce(c, product) instead of c = product"},

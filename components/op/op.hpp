@@ -1,6 +1,6 @@
 // Generalised matrix products (semirings) as components:
 //   op.matmul   c[i,j] = reduce_k mul(a[i,k], b[k,j]), mul a*b or a+b, reduce sum, max,
-//               min or logsumexp (semiring.hpp), optional transposes; accumulate=true
+//               min, logsumexp or prod (semiring.hpp), optional transposes; accumulate=true
 //               combines the result with c's old value by the same reduction.
 //               (sum, a*b) runs the GEMM of blas.gemm; the others the kernels of
 //               semiring.hpp (AVX-512, AVX2 or scalar, chosen at run time).

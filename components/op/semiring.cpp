@@ -43,10 +43,10 @@ Laws laws(Reduce add, const ElementProgram& mul) {
     l.why = "mul is not a*b or a+b: no distributive law is known for it";
   } else if (m == "a*b") {
     l.associative = add == Reduce::sum;
-    if (!l.associative) l.why = "a*b does not distribute over max, min or logsumexp (negative factors)";
+    if (!l.associative) l.why = "a*b does not distribute over max, min or logsumexp (negative factors), nor over prod";
   } else {
-    l.associative = add != Reduce::sum;
-    if (!l.associative) l.why = "a+b does not distribute over sum";
+    l.associative = add == Reduce::max || add == Reduce::min || add == Reduce::logsumexp;
+    if (!l.associative) l.why = "a+b does not distribute over sum or prod";
   }
   return l;
 }
@@ -57,6 +57,7 @@ double identity(Reduce r) {
     case Reduce::max: return -std::numeric_limits<double>::infinity();
     case Reduce::min: return std::numeric_limits<double>::infinity();
     case Reduce::logsumexp: return -std::numeric_limits<double>::infinity();
+    case Reduce::prod: return 1.0;
   }
   return 0.0;
 }
@@ -73,9 +74,9 @@ template <class T> T combine(Combine c, T a, T b) { return c == Combine::mul ? a
 /// ⊕_k over the terms term(kk) (k >= 1) with the header's semantics.
 template <class T, class Term> T reduce_terms(Reduce r, int64_t k, const Term& term) {
   constexpr T nan = std::numeric_limits<T>::quiet_NaN(), inf = std::numeric_limits<T>::infinity();
-  if (r == Reduce::sum) {
-    T acc = 0;
-    for (int64_t kk = 0; kk < k; ++kk) acc += term(kk);
+  if (r == Reduce::sum || r == Reduce::prod) {  // IEEE, in the order of k
+    T acc = r == Reduce::sum ? T(0) : T(1);
+    for (int64_t kk = 0; kk < k; ++kk) acc = r == Reduce::sum ? acc + term(kk) : acc * term(kk);
     return acc;
   }
   // max, min and logsumexp's first pass: the extreme term, NaN if any term is.
@@ -162,6 +163,8 @@ bool fits_vector_path(Semiring s, int64_t k, const Scan& a, const Scan& b) {
   if (a.nan || b.nan) return false;
   const bool pinf = a.pinf || b.pinf, ninf = a.ninf || b.ninf;
   if (s.mul == Combine::add && (s.add == Reduce::min || s.add == Reduce::max)) return !(pinf && ninf);
+  // prod: the kernels multiply in the scalar path's order, IEEE in both (NaN aside, excluded above)
+  if (s.add == Reduce::prod) return true;
   // (logsumexp, +): -inf is its zero (exp gives ~1e-38 for it, a row of them -inf); +inf is left to the scalar path
   const bool log_zero = s.mul == Combine::add && s.add == Reduce::logsumexp && !pinf;
   if (pinf || (ninf && !log_zero)) return false;
@@ -318,6 +321,7 @@ void matmul_program(const ElementProgram& mul, Reduce add, bool transa, bool tra
         mul.run(in, t, len);
         switch (add) {
           case Reduce::sum: for (int64_t l = 0; l < len; ++l) acc[l] += t[l]; break;
+          case Reduce::prod: for (int64_t l = 0; l < len; ++l) acc[l] *= t[l]; break;
           case Reduce::max:
             for (int64_t l = 0; l < len; ++l) acc[l] = std::isnan(t[l]) || t[l] > acc[l] ? t[l] : acc[l];
             break;

@@ -1,11 +1,11 @@
 // Products over a semiring: C[i,j] = ⊕_k A[i,k] ⊗ B[k,j] with ⊗ one of a*b,
-// a+b and ⊕ one of sum, max, min, logsumexp (log Σ exp), on row-major
+// a+b and ⊕ one of sum, max, min, logsumexp (log Σ exp), prod, on row-major
 // matrices with leading dimensions. (sum, a*b) is the GEMM; (max, a+b) and
 // (min, a+b) the tropical semirings (shortest paths, Viterbi); (logsumexp, a+b)
 // the log semiring (a softmax's normaliser, the forward algorithm).
 //
 // Semantics (every path): ⊗ is IEEE arithmetic in the element type; ⊕ over an
-// empty k is its identity (0, -inf, +inf, -inf); a NaN term makes the result
+// empty k is its identity (0, -inf, +inf, -inf, 1); a NaN term makes the result
 // NaN (max and min too, unlike fmax); logsumexp is max + log Σ exp(x - max),
 // +inf when a term is +inf, -inf when all terms are -inf. f32 runs vector
 // kernels (AVX-512 or AVX2, chosen at run time; max and min give the scalar
@@ -28,7 +28,7 @@
 namespace ymlopt::op {
 
 enum class Combine { mul, add };
-enum class Reduce { sum, max, min, logsumexp };
+enum class Reduce { sum, max, min, logsumexp, prod };
 
 struct Semiring {
   Combine mul = Combine::mul;
@@ -131,6 +131,7 @@ void apply_map(const ElementProgram& map, std::int64_t m, std::int64_t n, float*
 /// The laws a (⊕, mul) pair obeys, which say where a rewrite of products holds.
 ///   columns: A [B1 | B2] = [A B1 | A B2]           every pair (columns are independent)
 ///   inner:   [A1 A2] [B1; B2] = A1 B1 ⊕ A2 B2      ⊕ associative and commutative: every reduction here
+///                                                   (within rounding for sum, logsumexp and prod)
 ///   associative: (A B) C = A (B C)                  a semiring: (sum, a*b), (max|min, a+b), (logsumexp, a+b)
 /// `why` says why a pair is not associative ("" when it is).
 struct Laws {
@@ -139,7 +140,7 @@ struct Laws {
 };
 Laws laws(Reduce add, const ElementProgram& mul);
 
-/// The reduction's identity: 0, -inf, +inf, -inf.
+/// The reduction's identity: 0, -inf, +inf, -inf, 1.
 double identity(Reduce r);
 
 }  // namespace ymlopt::op

@@ -47,6 +47,7 @@ template <class T> T reduce2(Reduce r, T old, T v) {
   if (std::isnan(old) || std::isnan(v)) return std::numeric_limits<T>::quiet_NaN();
   switch (r) {
     case Reduce::sum: return old + v;
+    case Reduce::prod: return old * v;
     case Reduce::max: return v > old ? v : old;
     case Reduce::min: return v < old ? v : old;
     case Reduce::logsumexp: {

@@ -38,6 +38,7 @@ op::Reduce reduce_of(const std::string& add) {
   if (add == "max") return op::Reduce::max;
   if (add == "min") return op::Reduce::min;
   if (add == "logsumexp") return op::Reduce::logsumexp;
+  if (add == "prod") return op::Reduce::prod;
   return op::Reduce::sum;
 }
 

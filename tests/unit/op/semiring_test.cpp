@@ -45,10 +45,14 @@ long double reference(Semiring s, const std::vector<float>& a, int64_t lda, bool
     const long double y = tb ? b[size_t(j * ldb + kk)] : b[size_t(kk * ldb + j)];
     t.push_back(s.mul == Combine::mul ? x * y : x + y);
   }
-  long double acc = s.add == Reduce::sum ? 0.0L : s.add == Reduce::min ? INFINITY : -INFINITY;
+  long double acc = s.add == Reduce::sum    ? 0.0L
+                    : s.add == Reduce::prod ? 1.0L
+                    : s.add == Reduce::min  ? INFINITY
+                                            : -INFINITY;
   for (long double x : t) {
     if (std::isnan(x)) return NAN;
     if (s.add == Reduce::sum) acc += x;
+    else if (s.add == Reduce::prod) acc *= x;
     else if (s.add == Reduce::min) acc = std::min(acc, x);
     else acc = std::max(acc, x);
   }
@@ -70,7 +74,7 @@ const char* name(Isa i) { return i == Isa::scalar ? "scalar" : i == Isa::avx2 ? 
 std::vector<Semiring> all_pairs() {
   std::vector<Semiring> v;
   for (Combine c : {Combine::mul, Combine::add})
-    for (Reduce r : {Reduce::sum, Reduce::max, Reduce::min, Reduce::logsumexp}) v.push_back({c, r});
+    for (Reduce r : {Reduce::sum, Reduce::max, Reduce::min, Reduce::logsumexp, Reduce::prod}) v.push_back({c, r});
   return v;
 }
 
@@ -99,8 +103,10 @@ TEST(Semiring, EveryPairOnEveryIsaMatchesLongDoubleOnOddShapes) {
                 const long double want = reference(s, a, lda, ta, b, ldb, tb, i, j, sh.k);
                 const float got = c[size_t(i * ldc + j)];
                 // max and min: the rounding of the one term in float; sum and logsumexp: of the reduction too.
-                const double tol =
-                    s.add == Reduce::sum ? 4e-6 * double(sh.k) : s.add == Reduce::logsumexp ? 2e-6 : 1.2e-7;
+                const double tol = s.add == Reduce::sum         ? 4e-6 * double(sh.k)
+                                   : s.add == Reduce::prod      ? 2e-7 * double(sh.k + 1)
+                                   : s.add == Reduce::logsumexp ? 2e-6
+                                                                : 1.2e-7;
                 ASSERT_LE(std::abs(double(got) - double(want)), tol * std::max(1.0L, std::abs(want)))
                     << i << "," << j << " got " << got << " want " << double(want);
               }
@@ -108,7 +114,7 @@ TEST(Semiring, EveryPairOnEveryIsaMatchesLongDoubleOnOddShapes) {
             }
             if (isa == Isa::scalar) {
               scalar_c = c;
-            } else if (s.add == Reduce::max || s.add == Reduce::min) {
+            } else if (s.add == Reduce::max || s.add == Reduce::min || s.add == Reduce::prod) {
               EXPECT_EQ(c, scalar_c) << "not the scalar values";
             }
           }
@@ -162,6 +168,7 @@ TEST(Semiring, AccumulateCombinesByTheReduction) {
           case Reduce::max: want = std::max(o, v); break;
           case Reduce::min: want = std::min(o, v); break;
           case Reduce::logsumexp: want = std::max(o, v) + std::log1p(std::exp(-std::abs(o - v))); break;
+          case Reduce::prod: want = o * v; break;
         }
         ASSERT_NEAR(acc[e], want, 2e-6 * std::max(1.0, std::abs(want))) << name(isa) << " " << e;
       }
@@ -455,7 +462,7 @@ TEST(OpMatmul, ComponentRunsAndChecks) {
   EXPECT_EQ(test::check(reg, "op.matmul", {sv(4, 5), sv(5, 6), sv(4, 5)}, {}),
             "port 'c' is 4x5 but the product is 4x6");
   EXPECT_EQ(test::check(reg, "op.matmul", {sv(4, 5), sv(5, 6), sv(4, 6)}, {{"add", "mean"}}),
-            "param 'add' is 'mean': expected one of 'sum', 'max', 'min', 'logsumexp'");
+            "param 'add' is 'mean': expected one of 'sum', 'max', 'min', 'logsumexp', 'prod'");
   EXPECT_NE(test::check(reg, "op.matmul", {sv(4, 5), sv(5, 6, DType::f64), sv(4, 6)}, {}), "");
   EXPECT_EQ(test::check(reg, "op.matmul", {sv(4, 5), sv(5, 6), sv(4, 6)}, {{"skip_zeros", "true"}, {"add", "max"}}),
             "param 'skip_zeros' is for mul=a*b add=sum without transposes, arg or mask");
