@@ -6,7 +6,8 @@
 // annihilates zero and whose reduction ignores it (op.matmul with mul a*b and
 // add sum, nn.linear) gives zero when an operand is zero, through a bias and an
 // activation that keep zero zero; activations, scalings, copies and sums of
-// zeros are zero; attention over zero values is zero. A task that leaves its
+// zeros are zero; attention over zero values is zero; a product whose output
+// mask is all zero gives its reduction's identity (0 for sum). A task that leaves its
 // outputs as they were (a product accumulated from a zero operand, a zero
 // written over zero) is dropped; one that writes zeros over other values
 // becomes a fill of 0. Then, backward, tile by tile, a task none of whose
@@ -92,6 +93,14 @@ Effect effect(const TaskNode& t, const TileFlags& z) {
     return b && z.all(b->ref);
   };
   auto absent_or_zero = [&](const char* p) { return !port(t, p) || zero(p); };
+  if (name == c::kOpMatmul && port(t, "mask") && zero("mask") && t.args.get_string("add") == "sum") {
+    // every entry masked: the identity 0, or `masked`, or with accumulate and no `masked` c as it was; then map
+    const std::string& masked = t.args.get_string("masked");
+    const bool to_zero = masked.empty() ? !t.args.get_bool("accumulate") : std::strtod(masked.c_str(), nullptr) == 0;
+    const std::string& map = t.args.get_string("map");
+    if (!to_zero && map.empty()) return Effect::noop;
+    return (to_zero || zero("c")) && map_keeps_zero(map) ? Effect::zero : Effect::unknown;
+  }
   if (name == c::kOpMatmul) {
     if (port(t, "arg") || !annihilating_product(t)) return Effect::unknown;
     const bool product_zero = zero("a") || zero("b");

@@ -94,6 +94,22 @@ TEST(SparsePropagate, MaskedMinusInfinityAndOtherReductionsAreNotZero) {
   EXPECT_EQ(r.log["tasks_after"], r.log["tasks_before"]) << r.log.dump();
 }
 
+TEST(SparsePropagate, AProductWhoseMaskIsZeroGivesTheIdentity) {
+  const Result r = propagate(std::string(kData) + R"wf(
+  <data name="none" dtype="i8" shape="4,6" init="zeros"/>
+  <task component="op.matmul" name="first"><in port="a" data="x"/><in port="b" data="w1"/><inout port="c" data="y"/></task>
+  <task component="op.matmul" name="masked_acc"><in port="a" data="x"/><in port="b" data="w1"/><in port="mask" data="none"/>
+    <inout port="c" data="y"/><arg name="accumulate" value="true"/></task>
+  <task component="op.matmul" name="masked_max"><in port="a" data="x"/><in port="b" data="w1"/><in port="mask" data="none"/>
+    <inout port="c" data="t"/><arg name="mul" value="a+b"/><arg name="add" value="max"/></task>
+  <task component="op.matmul" name="masked_sum"><in port="a" data="x"/><in port="b" data="w1"/><in port="mask" data="none"/>
+    <inout port="c" data="u"/></task>
+  <save data="y" to="y.npy"/><save data="t" to="t.npy"/><save data="u" to="u.npy"/>
+)wf");
+  // masked_acc keeps y; masked_sum writes 0 over 0; masked_max writes -inf, kept
+  EXPECT_EQ(r.tasks, (std::set<std::string>{"first", "masked_max"})) << r.log.dump();
+}
+
 TEST(SparsePropagate, RuntimeLoopsAreLeftAlone) {
   const Result r = propagate(R"wf(
   <data name="n" shape="1" init="zeros"/>
