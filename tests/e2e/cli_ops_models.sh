@@ -19,7 +19,7 @@ expect_rc 0 "gpt2 (models)" -- "$bin" run workflows/models/gpt2.xml "${gpt[@]}" 
 expect_rc 0 "gpt2 (ops), 3 ffn tiles, 3 vocabulary tiles" -- "$bin" run workflows/ops/gpt2.xml "${gpt[@]}" \
   --set tile_n=128 --set tile_vocab=200 --quiet --out "$tmp/g_ops"
 expect_rc 0 "bert (models)" -- "$bin" run workflows/models/bert.xml "${bert[@]}" --quiet --out "$tmp/b_ref"
-expect_rc 0 "bert (ops), ffn 200 in tiles of 64 (the last of 8)" -- "$bin" run workflows/ops/bert.xml "${bert[@]}" \
+expect_rc 0 "bert (ops), ffn 200 in tiles of 64 (the last one 8 wide)" -- "$bin" run workflows/ops/bert.xml "${bert[@]}" \
   --set tile_n=64 --quiet --out "$tmp/b_ops"
 expect_rc 1 "heads that do not divide the width" -- "$bin" run workflows/ops/gpt2.xml "${gpt[@]}" --set heads=5 --quiet \
   --out "$tmp/bad"
