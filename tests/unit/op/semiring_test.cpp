@@ -186,8 +186,11 @@ TEST(Semiring, NanInfAndTheEmptyReduction) {
       return c;
     };
     const Semiring tmax{Combine::add, Reduce::max}, tmin{Combine::add, Reduce::min},
-        lse{Combine::add, Reduce::logsumexp}, sum{Combine::mul, Reduce::sum};
-    for (Semiring s : {tmax, tmin, lse, sum}) EXPECT_TRUE(std::isnan(one(s, {1, kNaN, 2}, {1, 1, 1})));
+        lse{Combine::add, Reduce::logsumexp}, sum{Combine::mul, Reduce::sum}, prod{Combine::mul, Reduce::prod};
+    for (Semiring s : {tmax, tmin, lse, sum, prod}) EXPECT_TRUE(std::isnan(one(s, {1, kNaN, 2}, {1, 1, 1})));
+    EXPECT_TRUE(std::isnan(one(prod, {kInf, 2}, {0, 1})));      // inf x 0, as IEEE
+    EXPECT_EQ(one(prod, {1e30f, 1e30f}, {1, 1}), kInf);          // overflow, as IEEE
+    EXPECT_EQ(one(prod, {-2, 3, 0.5f}, {1, 1, 1}), -3.0f);
     EXPECT_EQ(one(tmax, {1, -kInf, 2}, {3, 100, -1}), 4.0f);   // -inf is the (max, +) zero
     EXPECT_EQ(one(tmin, {1, kInf, 2}, {3, -100, 5}), 4.0f);    // +inf is the (min, +) zero
     EXPECT_EQ(one(lse, {-kInf, -kInf}, {0, 1}), -kInf);        // log Σ of nothing
@@ -197,7 +200,7 @@ TEST(Semiring, NanInfAndTheEmptyReduction) {
     EXPECT_EQ(one(lse, {1e30f, 1e30f}, {0, 0}), 1e30f + float(std::log(2.0)));
     // k = 0: the identity, or c unchanged when accumulating.
     float c = 5;
-    for (Semiring s : {tmax, tmin, lse, Semiring{Combine::add, Reduce::sum}}) {
+    for (Semiring s : {tmax, tmin, lse, Semiring{Combine::add, Reduce::sum}, prod}) {
       op::matmul(s, false, false, 1, 1, 0, nullptr, 1, nullptr, 1, &c, 1, false, isa);
       EXPECT_EQ(c, float(op::identity(s.add)));
       c = 5;
