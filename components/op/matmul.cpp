@@ -224,14 +224,15 @@ void register_op(Registry& reg) {
   kutil::add_component(
       reg, "op.matmul",
       "a generalised matrix product: c[i,j] = map(reduce_k mul(a[i,k], b[k,j])) with mul an expression over a and "
-      "b and reduce sum, max, min, logsumexp (log Σ exp) or prod, optional transposes; accumulate combines the product with c by the "
-      "reduction; with max or min, port arg takes the k attaining each entry (back-pointers); port mask skips "
-      "the masked entries' work (a causal mask: half). (sum, a*b) is "
-      "blas.gemm's GEMM; the others run AVX-512, AVX2 or scalar kernels (f32) chosen at run time, NaN-propagating",
+      "b and reduce sum, max, min, logsumexp (log Σ exp) or prod, optional transposes; accumulate combines the "
+      "product with c by the reduction; with max or min, port arg takes the k attaining each entry (back-pointers); "
+      "port mask skips the masked entries' work (a causal mask: half; per block with mask_block). (sum, a*b) is the "
+      "GEMM (OpenBLAS, as nn.linear); the others run AVX-512, AVX2 or scalar kernels (f32) chosen at run time, "
+      "NaN-propagating",
       matmul_ports(),
       {{"mul", ParamType::string_, "a*b", false,
         "the multiply, an expression over a and b: a*b and a+b run the fast kernels; any other (numbers, + - * /, "
-        "exp log abs sqrt tanh relu max min, f32) runs compiled once per task over blocks of 64 columns"},
+        "exp log abs sqrt tanh erf relu max min, f32) runs compiled once per task over blocks of 64 columns"},
        {"add", ParamType::string_, "sum", false, "the reduction: sum, max, min, logsumexp or prod"},
        {"transa", ParamType::bool_, "false", false, "use Aᵀ"},
        {"transb", ParamType::bool_, "false", false, "use Bᵀ"},
