@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <memory>
 #include <optional>
 #include <string>
 #include <type_traits>
@@ -10,6 +11,8 @@
 #include "op/graph.hpp"
 #include "op/op.hpp"
 #include "op/semiring.hpp"
+#include "sparse/sparse_linear.hpp"
+#include <ymlopt/content_cache.hpp>
 #include <ymlopt/kernel_util.hpp>
 
 namespace ymlopt {
@@ -124,6 +127,15 @@ std::string matmul_check(const TaskShape& t) {
   } catch (const KernelError& e) {
     return e.what();
   }
+  if (const std::string& nm = t.args.get_string("sparse_b"); !nm.empty()) {
+    if (nm != "2:4") return "param 'sparse_b' is '" + nm + "': 2:4 is the pattern with a kernel (or empty: dense)";
+    if (c != op::Combine::mul || t.args.get_string("add") != "sum" || prog.generic() || t.args.get_bool("transa") ||
+        p[3].bound() || p[4].bound() || t.args.get_bool("skip_zeros") || p[0].dtype != DType::f32)
+      return "param 'sparse_b' is for f32 mul=a*b add=sum without transa, arg, mask or skip_zeros";
+    if (d.k % 8 != 0)
+      return "param 'sparse_b': the inner dimension " + std::to_string(d.k) + " is not a multiple of 8 (2:4 packs "
+             "two groups of 4 per index byte)";
+  }
   if (p[4].bound()) {
     if (p[3].bound()) return "ports 'arg' and 'mask' do not go together";
     const int64_t bs = t.args.get_int("mask_block");
@@ -146,9 +158,64 @@ std::string matmul_check(const TaskShape& t) {
 Cost matmul_cost(const TaskShape& t) {
   if (t.ports.size() != matmul_ports().size() || matmul_check(t) != "") return {};
   const Dims d = dims_of(t);
-  // Two operations per term (⊗ and ⊕); logsumexp's second pass adds an exp (~12) and a subtraction.
-  const double per = t.args.get_string("add") == "logsumexp" ? 16.0 : 2.0;
-  return kutil::io_cost(matmul_ports(), t, per * double(d.m) * double(d.n) * double(d.k));
+  // Two operations per term (⊗ and ⊕); logsumexp's second pass adds an exp (~12) and a subtraction;
+  // a 2:4 B holds half the terms.
+  const double per = t.args.get_string("add") == "logsumexp" ? 16.0 : t.args.get_string("sparse_b").empty() ? 2.0 : 1.0;
+  Cost c = kutil::io_cost(matmul_ports(), t, per * double(d.m) * double(d.n) * double(d.k));
+  if (!t.args.get_string("sparse_b").empty()) c.kept_ports = 1u << 1;  // b's 2:4 packing, kept per content
+  return c;
+}
+
+/// op(B)ᵀ packed 2:4 (values and positions) from B.
+sparse::Nm24 pack_nm24(bool tb, std::int64_t n, std::int64_t k, const float* b, std::int64_t ldb) {
+  std::vector<float> bt;
+  if (!tb) {  // op(B)ᵀ = Bᵀ: [n, k]
+    bt.resize(static_cast<std::size_t>(n * k));
+    for (std::int64_t kk = 0; kk < k; ++kk)
+      for (std::int64_t j = 0; j < n; ++j) bt[static_cast<std::size_t>(j * k + kk)] = b[kk * ldb + j];
+  }
+  try {
+    return sparse::to_nm24(tb ? b : bt.data(), n, k, tb ? ldb : k);
+  } catch (const std::invalid_argument& e) {
+    throw KernelError(std::string("port 'b' is not 2:4 along k (sparse_b): ") + e.what() +
+                      " (a row here is a column of op(b))");
+  }
+}
+
+/// A named B's packing is kept per content (as nn.linear's packed panels): a model's weights are packed once.
+struct PackKey {
+  std::uint64_t id;
+  std::int64_t n, k;
+  bool tb;
+  bool operator==(const PackKey&) const = default;
+};
+struct PackKeyHash {
+  std::size_t operator()(const PackKey& p) const { return hash_fields(p.id, p.n, p.k, p.tb); }
+};
+using PackCache = ContentCache<PackKey, sparse::Nm24, PackKeyHash>;
+PackCache& pack_cache() {
+  static PackCache c(cache_budget_from_env("YMLOPT_NM24_CACHE_MB", 1024), Eviction::keep);
+  return c;
+}
+
+/// C (⊕)= A op(B) for a B that is 2:4 along k, on the 2:4 kernel (sparse_linear.hpp): half the multiply-adds.
+void nm24_product(bool tb, std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::int64_t lda,
+                  const TensorView& bv, float* c, std::int64_t ldc, bool accumulate) {
+  const float* b = bv.ptr<float>();
+  const std::int64_t ldb = std::max<std::int64_t>({bv.ld, bv.cols, 1});
+  std::shared_ptr<const sparse::Nm24> kept;
+  sparse::Nm24 local;
+  if (bv.content_id != 0)
+    kept = pack_cache().get(
+        PackKey{bv.content_id, n, k, tb}, bv.content_id >> 32, [&] { return n * k / 2 * 5 / 4 * 4; },
+        [&](sparse::Nm24& w) { w = pack_nm24(tb, n, k, b, ldb); });
+  if (!kept) local = pack_nm24(tb, n, k, b, ldb);
+  const sparse::Nm24Weight w = kept ? kept->view() : local.view();
+  if (!accumulate) return sparse::linear(a, m, lda, w, c, ldc);
+  std::vector<float> y(static_cast<std::size_t>(m * n));
+  sparse::linear(a, m, lda, w, y.data(), n);
+  for (std::int64_t i = 0; i < m; ++i)
+    for (std::int64_t j = 0; j < n; ++j) c[i * ldc + j] += y[static_cast<std::size_t>(i * n + j)];
 }
 
 void matmul_cpu(KernelContext& ctx) {
@@ -173,6 +240,9 @@ void matmul_cpu(KernelContext& ctx) {
       const op::Mask mk{mask.data, kind, ld(mask), parse_masked(ctx.arg_string("masked")), ctx.arg_int("mask_block")};
       op::matmul_masked(s, ta, tb, m, n, k, a.ptr<T>(), ld(a), b.ptr<T>(), ld(b), c.ptr<T>(), ld(c),
                         ctx.arg_bool("accumulate"), mk);
+    } else if (!ctx.arg_string("sparse_b").empty()) {
+      if constexpr (std::is_same_v<T, float>)
+        nm24_product(tb, m, n, k, a.ptr<T>(), ld(a), b, c.ptr<T>(), ld(c), ctx.arg_bool("accumulate"));
     } else if (ctx.arg_bool("skip_zeros"))
       op::matmul_skip_zeros(m, n, k, a.ptr<T>(), ld(a), b.ptr<T>(), ld(b), c.ptr<T>(), ld(c), ctx.arg_bool("accumulate"));
     else if (arg.bound())
@@ -238,6 +308,10 @@ void register_op(Registry& reg) {
        {"transb", ParamType::bool_, "false", false, "use Bᵀ"},
        {"accumulate", ParamType::bool_, "false", false, "c = reduce(c, product) instead of c = product"},
        {"map", ParamType::string_, "", false, "an expression over c applied to the result (f32; \"\": none)"},
+       {"sparse_b", ParamType::string_, "", false,
+        "2:4: op(b) holds at most 2 nonzeros in each group of 4 along k (N:M pruning, prune.nm); the product "
+        "skips the zeros on the 2:4 kernel (sum, a*b; k a multiple of 8; a b that is not 2:4 is an error naming "
+        "the group); \"\": dense"},
        {"mask_block", ParamType::int_, "0", false,
         "0: port mask has an entry per entry of c; b > 0: one per b x b block of c ([ceil(m/b), ceil(n/b)], a "
         "block-sparse pattern: masked blocks cost nothing)"},

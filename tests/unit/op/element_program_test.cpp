@@ -179,6 +179,57 @@ TEST(OpMatmulProgram, ComponentMapAndMessages) {
             "param 'mul' is 'max(a,b)': ports arg and mask, and skip_zeros, go with mul a*b or a+b");
 }
 
+TEST(OpMatmulProgram, TwoFourSparseBSkipsItsZeros) {
+  // B pruned to 2:4 along k (the two largest of each 4), as B [k, n] and as Bᵀ [n, k]: the 2:4 kernel's product
+  // equals the dense one on the same B, overwriting and accumulating; portable and AVX-512 paths alike
+  test::TestRegistry reg;
+  register_op(reg);
+  const int64_t m = 37, k = 64, n = 29;
+  test::Mat<float> a(m, k), b(k, n), bt(n, k);
+  a.random(5);
+  b.random(6);
+  for (int64_t j = 0; j < n; ++j)
+    for (int64_t g = 0; g < k / 4; ++g) {
+      int keep[2] = {0, 1};  // the two largest |b| of the group
+      for (int i = 2; i < 4; ++i) {
+        const int lo = std::abs(b(4 * g + keep[0], j)) < std::abs(b(4 * g + keep[1], j)) ? 0 : 1;
+        if (std::abs(b(4 * g + i, j)) > std::abs(b(4 * g + keep[lo], j))) keep[lo] = i;
+      }
+      for (int i = 0; i < 4; ++i)
+        if (i != keep[0] && i != keep[1]) b(4 * g + i, j) = 0;
+    }
+  for (int64_t j = 0; j < n; ++j)
+    for (int64_t kk = 0; kk < k; ++kk) bt(j, kk) = b(kk, j);
+  for (bool acc : {false, true}) {
+    test::Mat<float> dense(m, n), c1(m, n), c2(m, n);
+    for (auto* c : {&dense, &c1, &c2})
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < n; ++j) (*c)(i, j) = 0.5f;
+    const std::string accs = acc ? "true" : "false";
+    test::run(reg, "op.matmul", {a.view(), b.view(), dense.view()}, {{"accumulate", accs}});
+    test::run(reg, "op.matmul", {a.view(), b.view(), c1.view()}, {{"sparse_b", "2:4"}, {"accumulate", accs}});
+    test::run(reg, "op.matmul", {a.view(), bt.view(), c2.view()},
+              {{"sparse_b", "2:4"}, {"transb", "true"}, {"accumulate", accs}});
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        ASSERT_NEAR(c1(i, j), dense(i, j), 1e-5) << i << "," << j;
+        ASSERT_NEAR(c2(i, j), dense(i, j), 1e-5) << i << "," << j;
+      }
+  }
+  b(1, 3) = 1, b(2, 3) = 1, b(3, 3) = 1;  // three nonzeros in group 0 of column 3
+  test::Mat<float> c(m, n);
+  EXPECT_NE(test::run_error(reg, "op.matmul", {a.view(), b.view(), c.view()}, {{"sparse_b", "2:4"}})
+                .find("port 'b' is not 2:4 along k (sparse_b): to_nm24: row 3, group 0"),
+            std::string::npos);
+  auto sv = [](int64_t r, int64_t cc) { return test::shape_view(DType::f32, r, cc); };
+  EXPECT_EQ(test::check(reg, "op.matmul", {sv(3, 12), sv(12, 5), sv(3, 5)}, {{"sparse_b", "2:4"}}),
+            "param 'sparse_b': the inner dimension 12 is not a multiple of 8 (2:4 packs two groups of 4 per index byte)");
+  EXPECT_EQ(test::check(reg, "op.matmul", {sv(3, 16), sv(16, 5), sv(3, 5)}, {{"sparse_b", "2:4"}, {"add", "max"}}),
+            "param 'sparse_b' is for f32 mul=a*b add=sum without transa, arg, mask or skip_zeros");
+  EXPECT_EQ(test::check(reg, "op.matmul", {sv(3, 16), sv(16, 5), sv(3, 5)}, {{"sparse_b", "1:4"}}),
+            "param 'sparse_b' is '1:4': 2:4 is the pattern with a kernel (or empty: dense)");
+}
+
 TEST(OpMatmulProgram, CausalSoftmaxAsProducts) {
   // gpt2's attention in workflows/ops: s = q kᵀ/sqrt(d) under op.mask (masked -inf), n = -logsumexp_k s[i,k],
   // p = exp(s + n 1ᵀ): rows of a causal softmax, against long double.
