@@ -74,14 +74,6 @@ std::optional<double> parse_masked(const std::string& t) {
   return v;
 }
 
-op::Reduce parse_add(const std::string& t) {
-  if (t == "max") return op::Reduce::max;
-  if (t == "min") return op::Reduce::min;
-  if (t == "logsumexp") return op::Reduce::logsumexp;
-  if (t == "prod") return op::Reduce::prod;
-  return op::Reduce::sum;
-}
-
 struct Dims {
   int64_t m, n, k, kb;
 };
@@ -225,7 +217,7 @@ void matmul_cpu(KernelContext& ctx) {
   const Programs prog = compile_programs(ctx.args());
   op::Semiring s;
   s.mul = prog.mul.canonical() == "a+b" ? op::Combine::add : op::Combine::mul;
-  s.add = parse_add(ctx.arg_string("add"));
+  s.add = op::parse_reduce(ctx.arg_string("add"));
   const int64_t m = c.rows, n = c.cols, k = ta ? a.rows : a.cols;
   auto ld = [](const TensorView& v) { return std::max<int64_t>({v.ld, v.cols, 1}); };
   const TensorView &arg = ctx.port(3), &mask = ctx.port(4);

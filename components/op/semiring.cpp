@@ -51,6 +51,14 @@ Laws laws(Reduce add, const ElementProgram& mul) {
   return l;
 }
 
+Reduce parse_reduce(const std::string& name) {
+  if (name == "max") return Reduce::max;
+  if (name == "min") return Reduce::min;
+  if (name == "logsumexp") return Reduce::logsumexp;
+  if (name == "prod") return Reduce::prod;
+  return Reduce::sum;
+}
+
 double identity(Reduce r) {
   switch (r) {
     case Reduce::sum: return 0.0;

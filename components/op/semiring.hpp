@@ -30,6 +30,10 @@ namespace ymlopt::op {
 enum class Combine { mul, add };
 enum class Reduce { sum, max, min, logsumexp, prod };
 
+/// "sum", "max", "min", "logsumexp" or "prod" (op.matmul's add); sum for any
+/// other name, which op.matmul's check refuses first.
+Reduce parse_reduce(const std::string& name);
+
 struct Semiring {
   Combine mul = Combine::mul;
   Reduce add = Reduce::sum;

@@ -34,14 +34,6 @@ std::size_t port_of(const TaskNode& t, const char* port) {
   throw std::logic_error(std::string("no port ") + port);
 }
 
-op::Reduce reduce_of(const std::string& add) {
-  if (add == "max") return op::Reduce::max;
-  if (add == "min") return op::Reduce::min;
-  if (add == "logsumexp") return op::Reduce::logsumexp;
-  if (add == "prod") return op::Reduce::prod;
-  return op::Reduce::sum;
-}
-
 /// An op.matmul task without transa, arg, mask or skip_zeros, f32; `first`:
 /// also without accumulate and map (its result is a plain product).
 bool plain_product(const Dag& dag, const TaskNode& t, bool first) {
@@ -131,7 +123,7 @@ void compose_products(PassContext& ctx, double max_ratio, nlohmann::json& pairs,
         continue;
       const std::string pair = ModelEditor::task_key(p1) + " -> " + ModelEditor::task_key(p2);
       const op::ElementProgram mul = op::ElementProgram::compile(p1.args.get_string("mul"), {"a", "b"});
-      const op::Reduce add = reduce_of(p1.args.get_string("add"));
+      const op::Reduce add = op::parse_reduce(p1.args.get_string("add"));
       const op::Laws laws = op::laws(add, mul);
       if (!laws.associative) {
         note(seen, skipped, pair + ": " + pair_text(p1) + " is not associative: " + laws.why);
@@ -210,6 +202,17 @@ bool touched_between(const Dag& dag, std::size_t from, std::size_t to, const Dat
   return false;
 }
 
+/// Puts `fused` in place of the group's first member; the others go to
+/// `removed` (taken out after the round); the group's names to the log.
+void install(Dag& dag, const std::vector<std::size_t>& members, TaskNode fused, std::set<std::size_t>& removed,
+             nlohmann::json& groups) {
+  nlohmann::json names = nlohmann::json::array();
+  for (std::size_t i : members) names.push_back(ModelEditor::task_key(dag.tasks[i]));
+  dag.tasks[members.front()] = std::move(fused);
+  removed.insert(members.begin() + 1, members.end());
+  if (groups.size() < 64) groups.push_back(names);
+}
+
 /// One round: groups of products of one input by constants, either writing
 /// the column tiles of one tensor whose tiles form one row (merged into one
 /// product writing it whole; its readers keep their tiles) or whole untiled
@@ -255,8 +258,7 @@ std::int64_t merge_round(ModelEditor& ed, std::int64_t min_group, nlohmann::json
     const DataRef c0 = ref(dag.tasks[members.front()], "c");
     if (row && std::int64_t(members.size()) != dag.data[std::size_t(c0.data)].ntile_c) continue;
     std::vector<const TaskNode*> ts;
-    nlohmann::json names = nlohmann::json::array();
-    for (std::size_t i : members) ts.push_back(&dag.tasks[i]), names.push_back(ModelEditor::task_key(dag.tasks[i]));
+    for (std::size_t i : members) ts.push_back(&dag.tasks[i]);
     const TaskNode proto = dag.tasks[members.front()];
     const std::string base = ModelEditor::task_key(proto) + ".merged";
     bool transposed = false;
@@ -280,18 +282,12 @@ std::int64_t merge_round(ModelEditor& ed, std::int64_t min_group, nlohmann::json
         for (const auto& [task, port] : users[p])
           dag.tasks[task].bindings[port].ref = DataRef{out.data, std::int32_t(p)};
     }
-    dag.tasks[members.front()] = std::move(fused);
-    removed.insert(members.begin() + 1, members.end());
+    install(dag, members, std::move(fused), removed, groups);
     ++merged;
-    if (groups.size() < 64) groups.push_back(names);
   }
   for (auto it = removed.rbegin(); it != removed.rend(); ++it) ed.remove_task(*it);
   return merged;
 }
-
-}  // namespace
-
-namespace {
 
 /// Is r tile p of a tensor whose count tiles lie along one row (along_row) or one column?
 bool tile_in_line(const Dag& dag, const DataRef& r, std::size_t p, std::size_t count, bool along_row) {
@@ -335,17 +331,13 @@ std::int64_t merge_inner_round(ModelEditor& ed, std::int64_t min_group, nlohmann
          !changed_between(dag, candidates.front(), candidates.back() + 1, DataRef{a0.data, -1}) &&
          !changed_between(dag, candidates.front(), candidates.back() + 1, DataRef{b0.data, -1});
     const op::ElementProgram mul = op::ElementProgram::compile(first.args.get_string("mul"), {"a", "b"});
-    if (!ok || !op::laws(reduce_of(first.args.get_string("add")), mul).inner) continue;
-    nlohmann::json names = nlohmann::json::array();
-    for (std::size_t i : candidates) names.push_back(ModelEditor::task_key(dag.tasks[i]));
+    if (!ok || !op::laws(op::parse_reduce(first.args.get_string("add")), mul).inner) continue;
     TaskNode fused = first;
     fused.label = ModelEditor::task_key(first) + ".merged";
     ed.bind(fused, "a", DataRef{a0.data, -1});
     ed.bind(fused, "b", DataRef{b0.data, -1});
-    dag.tasks[candidates.front()] = std::move(fused);
-    removed.insert(candidates.begin() + 1, candidates.end());
+    install(dag, candidates, std::move(fused), removed, groups);
     ++merged;
-    if (groups.size() < 64) groups.push_back(names);
   }
   for (auto it = removed.rbegin(); it != removed.rend(); ++it) ed.remove_task(*it);
   return merged;
