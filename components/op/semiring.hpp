@@ -8,12 +8,13 @@
 // empty k is its identity (0, -inf, +inf, -inf, 1); a NaN term makes the result
 // NaN (max and min too, unlike fmax); logsumexp is max + log Σ exp(x - max),
 // +inf when a term is +inf, -inf when all terms are -inf. f32 runs vector
-// kernels (AVX-512 or AVX2, chosen at run time; max and min give the scalar
-// path's values exactly, sum and logsumexp within rounding) when they cannot
-// differ from the scalar path: (min, +) and (max, +) without NaN and without
-// both infinities (the semiring's zero, +inf or -inf, is fine), the others on
-// finite inputs that cannot overflow; the rest, and f64 except (sum, a*b), run
-// the scalar path.
+// kernels (AVX-512 or AVX2, chosen at run time; max, min and prod give the
+// scalar path's values exactly, sum and logsumexp within rounding) when they
+// cannot differ from the scalar path: (min, +) and (max, +) without NaN and
+// without both infinities (the semiring's zero, +inf or -inf, is fine),
+// (logsumexp, +) without NaN or +inf, prod without NaN, the others on finite
+// inputs that cannot overflow; the rest, and f64 except (sum, a*b), run the
+// scalar path.
 //
 //   op::matmul({op::Combine::add, op::Reduce::min}, false, false, n, n, n, d, n, d, n, d2, n, false);
 #pragma once

@@ -6,11 +6,10 @@
 // annihilates zero and whose reduction ignores it (op.matmul with mul a*b and
 // add sum, nn.linear) gives zero when an operand is zero, through a bias and an
 // activation that keep zero zero; activations, scalings, copies and sums of
-// zeros are zero; attention over zero values is zero; a product whose output
-// mask is all zero gives its reduction's identity (0 for sum). A task that leaves its
-// outputs as they were (a product accumulated from a zero operand, a zero
-// written over zero) is dropped; one that writes zeros over other values
-// becomes a fill of 0. Then, backward, tile by tile, a task none of whose
+// zeros are zero; attention over zero values is zero; a sum product whose
+// output mask is all zero gives 0. A task that leaves its outputs as they were
+// (a product accumulated from a zero operand, a zero written over zero) is
+// dropped; one that writes zeros over other values becomes a fill of 0. Then, backward, tile by tile, a task none of whose
 // written values is read any more (they fed only dropped tasks) is dropped too.
 // Zeros are structural: 0 x inf and 0 x NaN count as 0, as in sparse BLAS.
 #include <algorithm>
