@@ -199,7 +199,7 @@ void nm24_product(bool tb, std::int64_t m, std::int64_t n, std::int64_t k, const
   sparse::Nm24 local;
   if (bv.content_id != 0)
     kept = pack_cache().get(
-        PackKey{bv.content_id, n, k, tb}, bv.content_id >> 32, [&] { return n * k / 2 * 5 / 4 * 4; },
+        PackKey{bv.content_id, n, k, tb}, bv.content_id >> 32, [&] { return n * (k / 2) * std::int64_t(sizeof(float)) + n * (k / 8); },  // values, positions
         [&](sparse::Nm24& w) { w = pack_nm24(tb, n, k, b, ldb); });
   if (!kept) local = pack_nm24(tb, n, k, b, ldb);
   const sparse::Nm24Weight w = kept ? kept->view() : local.view();

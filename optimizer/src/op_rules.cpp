@@ -23,35 +23,21 @@
 namespace ymlopt::opt::detail {
 namespace {
 
-const DataRef& ref(const TaskNode& t, const char* port) {
-  for (std::size_t i = 0; i < t.comp->ports.size(); ++i)
-    if (t.comp->ports[i].name == port) return t.bindings[i].ref;
-  throw std::logic_error(std::string("no port ") + port);
-}
-std::size_t port_of(const TaskNode& t, const char* port) {
-  for (std::size_t i = 0; i < t.comp->ports.size(); ++i)
-    if (t.comp->ports[i].name == port) return i;
-  throw std::logic_error(std::string("no port ") + port);
-}
-
 /// An op.matmul task without transa, arg, mask or skip_zeros, f32; `first`:
 /// also without accumulate and map (its result is a plain product).
-bool plain_product(const Dag& dag, const TaskNode& t, bool first) {
+bool plain_product(const ModelEditor& ed, const TaskNode& t, bool first) {
+  const Dag& dag = ed.dag();
   if (t.comp->name != components::kOpMatmul || t.args.get_bool("transa") || t.args.get_bool("skip_zeros") ||
-      ref(t, "arg").data >= 0 || ref(t, "mask").data >= 0 ||
-      dag.data[std::size_t(ref(t, "c").data)].dtype != DType::f32)
+      bound(ed, t, "arg").data >= 0 || bound(ed, t, "mask").data >= 0 ||
+      dag.data[std::size_t(bound(ed, t, "c").data)].dtype != DType::f32)
     return false;
   return !first || (!t.args.get_bool("accumulate") && t.args.get_string("map").empty());
 }
 
-/// Is data d a constant: stored values, written by no task?
-bool constant(const ModelEditor& ed, std::int32_t d) {
+/// Is data d a constant: stored values, written by no task (`written`: written_data of the DAG as it is)?
+bool constant(const ModelEditor& ed, const std::vector<char>& written, std::int32_t d) {
   const DataDecl& dd = ed.dag().data[std::size_t(d)];
-  if (dd.init != InitKind::file || !dd.format.empty()) return false;
-  for (const TaskNode& t : ed.dag().tasks)
-    for (const Binding& b : t.bindings)
-      if (b.ref.data == d && b.mode != Access::read) return false;
-  return true;
+  return dd.init == InitKind::file && dd.format.empty() && !written[std::size_t(d)];
 }
 
 /// op(r) as row-major doubles: its tile, transposed when `trans`.
@@ -108,18 +94,19 @@ void compose_products(PassContext& ctx, double max_ratio, nlohmann::json& pairs,
   std::set<std::string> seen;
   for (bool again = true; again;) {
     again = false;
+    const std::vector<char> written = written_data(dag);
     for (std::size_t i = 0; i < dag.tasks.size() && !again; ++i) {
       const TaskNode& p2 = dag.tasks[i];
-      if (!plain_product(dag, p2, false)) continue;
-      const DataRef t = ref(p2, "a");
+      if (!plain_product(ed, p2, false)) continue;
+      const DataRef t = bound(ed, p2, "a");
       const std::optional<std::size_t> j = writer_of(dag, i, t);
-      if (!j || !plain_product(dag, dag.tasks[*j], true)) continue;
+      if (!j || !plain_product(ed, dag.tasks[*j], true)) continue;
       const TaskNode& p1 = dag.tasks[*j];
       const auto users = value_users(dag, *j, t);
-      if (!users || users->size() != 1 || users->front() != std::make_pair(i, port_of(p2, "a"))) continue;
-      const DataRef x = ref(p1, "a"), b1 = ref(p1, "b"), b2 = ref(p2, "b");
-      if (pair_text(p1) != pair_text(p2) || !constant(ed, b1.data) || !constant(ed, b2.data) || x.data == t.data ||
-          ref(p2, "c").data == x.data || changed_between(dag, *j, i, x))
+      if (!users || users->size() != 1 || users->front() != std::make_pair(i, ed.port_index(p2, "a"))) continue;
+      const DataRef x = bound(ed, p1, "a"), b1 = bound(ed, p1, "b"), b2 = bound(ed, p2, "b");
+      if (pair_text(p1) != pair_text(p2) || !constant(ed, written, b1.data) || !constant(ed, written, b2.data) || x.data == t.data ||
+          bound(ed, p2, "c").data == x.data || changed_between(dag, *j, i, x))
         continue;
       const std::string pair = ModelEditor::task_key(p1) + " -> " + ModelEditor::task_key(p2);
       const op::ElementProgram mul = op::ElementProgram::compile(p1.args.get_string("mul"), {"a", "b"});
@@ -156,8 +143,8 @@ void compose_products(PassContext& ctx, double max_ratio, nlohmann::json& pairs,
 
 namespace {
 
-std::string merge_key(const TaskNode& t) {
-  const DataRef a = ref(t, "a");
+std::string merge_key(const ModelEditor& ed, const TaskNode& t) {
+  const DataRef a = bound(ed, t, "a");
   return std::to_string(a.data) + "." + std::to_string(a.tile) + pair_text(t) + "|" + t.args.get_string("map") + "|" +
          (t.args.get_bool("transb") ? "t" : "n") + (t.args.get_bool("accumulate") ? "+" : "");
 }
@@ -167,17 +154,17 @@ std::string merge_key(const TaskNode& t) {
 DataRef merged_b(ModelEditor& ed, const std::vector<const TaskNode*>& members, bool transb, const std::string& base,
                  bool& transposed) {
   const Dag& dag = ed.dag();
-  const std::int32_t d = ref(*members.front(), "b").data;
+  const std::int32_t d = bound(ed, *members.front(), "b").data;
   const DataDecl& dd = dag.data[std::size_t(d)];
   bool whole = dd.tiled() && std::int64_t(members.size()) == dd.ntiles() && (transb ? dd.ntile_c : dd.ntile_r) == 1;
   for (std::size_t p = 0; whole && p < members.size(); ++p)
-    whole = ref(*members[p], "b") == DataRef{d, std::int32_t(p)};
+    whole = bound(ed, *members[p], "b") == DataRef{d, std::int32_t(p)};
   transposed = whole && transb;
   if (whole) return DataRef{d, -1};
   std::vector<Operand> parts;
   std::int64_t total = 0;
   for (const TaskNode* t : members) {
-    parts.push_back(operand(ed, ref(*t, "b"), transb));
+    parts.push_back(operand(ed, bound(ed, *t, "b"), transb));
     total += parts.back().cols;
   }
   const std::int64_t k = parts.front().rows;
@@ -220,17 +207,18 @@ void install(Dag& dag, const std::vector<std::size_t>& members, TaskNode fused, 
 /// readers then read). Returns the groups merged.
 std::int64_t merge_round(ModelEditor& ed, std::int64_t min_group, nlohmann::json& groups) {
   Dag& dag = ed.dag();
+  const std::vector<char> written = written_data(dag);
   std::map<std::string, std::vector<std::size_t>> by_key;
   for (std::size_t i = 0; i < dag.tasks.size(); ++i) {
     const TaskNode& t = dag.tasks[i];
-    if (!plain_product(dag, t, false) || !constant(ed, ref(t, "b").data)) continue;
-    const DataRef a = ref(t, "a"), c = ref(t, "c");
+    if (!plain_product(ed, t, false) || !constant(ed, written, bound(ed, t, "b").data)) continue;
+    const DataRef a = bound(ed, t, "a"), c = bound(ed, t, "c");
     const DataDecl& cd = dag.data[std::size_t(c.data)];
     if (c.data == a.data) continue;
     if (c.tile >= 0 && cd.ntile_r == 1)
-      by_key["row " + std::to_string(c.data) + " " + merge_key(t)].push_back(i);
+      by_key["row " + std::to_string(c.data) + " " + merge_key(ed, t)].push_back(i);
     else if (c.tile < 0 && !cd.tiled() && !t.args.get_bool("accumulate"))
-      by_key["whole " + merge_key(t)].push_back(i);
+      by_key["whole " + merge_key(ed, t)].push_back(i);
   }
   std::int64_t merged = 0;
   std::set<std::size_t> removed;
@@ -241,21 +229,21 @@ std::int64_t merge_round(ModelEditor& ed, std::int64_t min_group, nlohmann::json
     const std::set<std::size_t> all(candidates.begin(), candidates.end());
     for (std::size_t i : candidates) {
       const TaskNode& t = dag.tasks[i];
-      if (!members.empty() && changed_between(dag, members.front(), i, ref(t, "a"))) break;
+      if (!members.empty() && changed_between(dag, members.front(), i, bound(ed, t, "a"))) break;
       if (row) {
         // the tiles in order, none touched by another task before its own product
-        if (ref(t, "c").tile != std::int32_t(members.size()) ||
-            (!members.empty() && touched_between(dag, members.front(), i, ref(t, "c"), all)))
+        if (bound(ed, t, "c").tile != std::int32_t(members.size()) ||
+            (!members.empty() && touched_between(dag, members.front(), i, bound(ed, t, "c"), all)))
           break;
       } else {
-        const auto u = value_users(dag, i, ref(t, "c"));
+        const auto u = value_users(dag, i, bound(ed, t, "c"));
         if (!u) continue;
         users.push_back(*u);
       }
       members.push_back(i);
     }
     if (std::int64_t(members.size()) < min_group) continue;
-    const DataRef c0 = ref(dag.tasks[members.front()], "c");
+    const DataRef c0 = bound(ed, dag.tasks[members.front()], "c");
     if (row && std::int64_t(members.size()) != dag.data[std::size_t(c0.data)].ntile_c) continue;
     std::vector<const TaskNode*> ts;
     for (std::size_t i : members) ts.push_back(&dag.tasks[i]);
@@ -271,7 +259,7 @@ std::int64_t merge_round(ModelEditor& ed, std::int64_t min_group, nlohmann::json
       ed.bind(fused, "c", DataRef{c0.data, -1}, Access::read_write);
     } else {
       std::vector<std::int64_t> widths;
-      for (const TaskNode* t : ts) widths.push_back(dag.data[std::size_t(ref(*t, "c").data)].cols);
+      for (const TaskNode* t : ts) widths.push_back(dag.data[std::size_t(bound(ed, *t, "c").data)].cols);
       std::int64_t total = 0;
       for (std::int64_t w : widths) total += w;
       const DataRef out = ed.add_scratch(base + "_c", DType::f32, {dag.data[std::size_t(c0.data)].rows, total});
@@ -305,8 +293,8 @@ std::int64_t merge_inner_round(ModelEditor& ed, std::int64_t min_group, nlohmann
   std::map<std::string, std::vector<std::size_t>> by_key;
   for (std::size_t i = 0; i < dag.tasks.size(); ++i) {
     const TaskNode& t = dag.tasks[i];
-    if (!plain_product(dag, t, false) || !t.args.get_bool("accumulate") || !t.args.get_string("map").empty()) continue;
-    const DataRef a = ref(t, "a"), b = ref(t, "b"), c = ref(t, "c");
+    if (!plain_product(ed, t, false) || !t.args.get_bool("accumulate") || !t.args.get_string("map").empty()) continue;
+    const DataRef a = bound(ed, t, "a"), b = bound(ed, t, "b"), c = bound(ed, t, "c");
     if (a.tile < 0 || b.tile < 0 || a.data == c.data || b.data == c.data) continue;
     by_key[std::to_string(c.data) + "." + std::to_string(c.tile) + "|" + std::to_string(a.data) + "|" +
            std::to_string(b.data) + pair_text(t) + (t.args.get_bool("transb") ? "t" : "n")]
@@ -316,7 +304,7 @@ std::int64_t merge_inner_round(ModelEditor& ed, std::int64_t min_group, nlohmann
   std::set<std::size_t> removed;
   for (auto& [key, candidates] : by_key) {
     const TaskNode& first = dag.tasks[candidates.front()];
-    const DataRef a0 = ref(first, "a"), b0 = ref(first, "b"), c = ref(first, "c");
+    const DataRef a0 = bound(ed, first, "a"), b0 = bound(ed, first, "b"), c = bound(ed, first, "c");
     const bool tb = first.args.get_bool("transb");
     const std::size_t count = std::size_t(dag.data[std::size_t(a0.data)].ntiles());
     if (candidates.size() != count || std::int64_t(count) < min_group) continue;
@@ -324,7 +312,7 @@ std::int64_t merge_inner_round(ModelEditor& ed, std::int64_t min_group, nlohmann
     bool ok = true;
     for (std::size_t p = 0; ok && p < count; ++p) {
       const TaskNode& t = dag.tasks[candidates[p]];
-      ok = tile_in_line(dag, ref(t, "a"), p, count, true) && tile_in_line(dag, ref(t, "b"), p, count, tb);
+      ok = tile_in_line(dag, bound(ed, t, "a"), p, count, true) && tile_in_line(dag, bound(ed, t, "b"), p, count, tb);
     }
     // nothing else touches c, or writes A or B, between the first product and the last
     ok = ok && !touched_between(dag, candidates.front(), candidates.back(), c, all) &&

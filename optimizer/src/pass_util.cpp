@@ -92,6 +92,14 @@ bool touches(const TaskNode& t, std::int32_t d) {
   return false;
 }
 
+std::vector<char> written_data(const Dag& dag) {
+  std::vector<char> w(dag.data.size(), 0);
+  for (const TaskNode& t : dag.tasks)
+    for (const Binding& b : t.bindings)
+      if (b.ref.data >= 0 && b.mode != Access::read) w[std::size_t(b.ref.data)] = 1;
+  return w;
+}
+
 bool read_later(const Dag& dag, std::size_t from, std::int32_t d) {
   for (std::size_t j = from + 1; j < dag.tasks.size(); ++j) {
     const TaskNode& t = dag.tasks[j];

@@ -98,6 +98,14 @@ inline bool overlaps(const DataRef& a, const DataRef& b) {
   return a.data == b.data && (a.tile < 0 || b.tile < 0 || a.tile == b.tile);
 }
 
+/// The reference task t binds to `port` (data -1: unbound).
+inline const DataRef& bound(const ModelEditor& ed, const TaskNode& t, const char* port) {
+  return t.bindings[ed.port_index(t, port)].ref;
+}
+
+/// Per data: 1 when a task writes it (any binding not read-only), else 0.
+std::vector<char> written_data(const Dag& dag);
+
 /// Does task t touch data d (any binding, whole or tile)?
 bool touches(const TaskNode& t, std::int32_t d);
 

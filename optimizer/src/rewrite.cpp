@@ -40,10 +40,6 @@ std::optional<std::size_t> producer_of(const Dag& dag, std::size_t before, const
   return std::nullopt;
 }
 
-const DataRef& bound(const ModelEditor& ed, const TaskNode& t, const char* port) {
-  return t.bindings[ed.port_index(t, port)].ref;
-}
-
 /// Rows [r0, r0 + nrows) of a weight's [n, k] values: the part one task uses.
 struct WeightPart {
   WeightUse use;

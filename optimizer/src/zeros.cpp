@@ -58,11 +58,6 @@ class TileFlags {
 
 bool is_float(DType t) { return t == DType::f32 || t == DType::f64 || t == DType::f16 || t == DType::bf16; }
 
-const Binding* port(const TaskNode& t, const char* name) {
-  for (std::size_t i = 0; i < t.comp->ports.size(); ++i)
-    if (t.comp->ports[i].name == name) return t.bindings[i].ref.data >= 0 ? &t.bindings[i] : nullptr;
-  return nullptr;
-}
 
 /// Does `map` (an expression over c; "" none) keep 0 at 0?
 bool map_keeps_zero(const std::string& map) {
@@ -84,15 +79,13 @@ bool annihilating_product(const TaskNode& t) {
 /// What a task does to its outputs given the known zeros before it.
 enum class Effect { unknown, noop, zero };
 
-Effect effect(const TaskNode& t, const TileFlags& z) {
+Effect effect(const ModelEditor& ed, const TaskNode& t, const TileFlags& z) {
   namespace c = components;
   const std::string& name = t.comp->name;
-  auto zero = [&](const char* p) {
-    const Binding* b = port(t, p);
-    return b && z.all(b->ref);
-  };
-  auto absent_or_zero = [&](const char* p) { return !port(t, p) || zero(p); };
-  if (name == c::kOpMatmul && port(t, "mask") && zero("mask") && t.args.get_string("add") == "sum") {
+  auto has = [&](const char* p) { return bound(ed, t, p).data >= 0; };
+  auto zero = [&](const char* p) { return has(p) && z.all(bound(ed, t, p)); };
+  auto absent_or_zero = [&](const char* p) { return !has(p) || zero(p); };
+  if (name == c::kOpMatmul && has("mask") && zero("mask") && t.args.get_string("add") == "sum") {
     // every entry masked: the identity 0, or `masked`, or with accumulate and no `masked` c as it was; then map
     const std::string& masked = t.args.get_string("masked");
     const bool to_zero = masked.empty() ? !t.args.get_bool("accumulate") : std::strtod(masked.c_str(), nullptr) == 0;
@@ -101,10 +94,10 @@ Effect effect(const TaskNode& t, const TileFlags& z) {
     return (to_zero || zero("c")) && map_keeps_zero(map) ? Effect::zero : Effect::unknown;
   }
   if (name == c::kOpMatmul) {
-    if (port(t, "arg") || !annihilating_product(t)) return Effect::unknown;
+    if (has("arg") || !annihilating_product(t)) return Effect::unknown;
     const bool product_zero = zero("a") || zero("b");
     const std::string& masked = t.args.get_string("masked");
-    if (!product_zero || (port(t, "mask") && !masked.empty() && std::strtod(masked.c_str(), nullptr) != 0))
+    if (!product_zero || (has("mask") && !masked.empty() && std::strtod(masked.c_str(), nullptr) != 0))
       return Effect::unknown;
     const std::string& map = t.args.get_string("map");
     if (t.args.get_bool("accumulate")) {
@@ -200,7 +193,7 @@ void pass_sparse_propagate(PassContext& ctx, const PassSpec& s) {
   for (std::size_t i = 0; i < dag.tasks.size(); ++i) {
     const TaskNode& t = dag.tasks[i];
     flops_before += t.cost.flops;
-    Effect e = effect(t, zero);
+    Effect e = effect(ed, t, zero);
     int writes = 0;
     bool already = true;
     for (const Binding& b : t.bindings)
