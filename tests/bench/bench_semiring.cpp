@@ -4,7 +4,9 @@
 // plain C loop of the same product (i, j, k; what a compiler makes of it at
 // -O2), against the f32 FMA peak of one core (2 x lanes x FMA ports x clock,
 // measured here by a loop of independent FMAs), and (sum, a*b) against the
-// GEMM (op::matmul's fast path is gemm::gemm, as blas.gemm's).
+// GEMM (op::matmul's fast path is gemm::gemm on OpenBLAS; blas.gemm's is the
+// library default, oneDNN where built with it), OpenBLAS set to one thread
+// as in the workers.
 //
 //   ymlopt_bench_semiring [--n 1024] [--reps 5]
 #include <immintrin.h>
@@ -94,7 +96,10 @@ void plain_tropical(bool is_min, int64_t n, const float* a, const float* b, floa
 
 }  // namespace
 
+extern "C" void openblas_set_num_threads(int);  // OpenBLAS: one thread, as in a StarPU worker
+
 int main(int argc, char** argv) {
+  openblas_set_num_threads(1);
   const int64_t n = int64_t(bench::arg(argc, argv, "--n", 1024));
   const int reps = int(bench::arg(argc, argv, "--reps", 5));
   std::vector<float> a(size_t(n * n)), b(size_t(n * n)), c(size_t(n * n)), ref(size_t(n * n));

@@ -3,7 +3,7 @@ add_executable(ymlopt_bench_semiring ${CMAKE_CURRENT_LIST_DIR}/bench_semiring.cp
 target_link_libraries(ymlopt_bench_semiring PRIVATE ymlopt::op ymlopt::gemm)
 add_test(NAME bench_semiring_smoke COMMAND ymlopt_bench_semiring --n 96 --reps 1)
 set_tests_properties(bench_semiring_smoke PROPERTIES LABELS bench TIMEOUT 120)
-# A GCN layer (workflows/ops/gcn.xml) against torch's sparse CSR product; skips (77) without torch.
+# A GCN layer (workflows/ops/gcn.xml) against SciPy's and torch's CSR products; skips (77) without them.
 if(TARGET ymlopt)
   find_program(BASH bash REQUIRED)
   add_test(NAME bench_gcn_smoke COMMAND ${BASH} ${CMAKE_CURRENT_LIST_DIR}/gcn.sh $<TARGET_FILE:ymlopt> 3000 16 2 2
